@@ -1,0 +1,373 @@
+"""Bristol Fashion circuit files: reader, writer, and a reader for the older Bristol format.
+
+What it does
+    Bristol Fashion (Archer et al., "Bristol Fashion" MPC circuits, 2019):
+    line 1 ``ngates nwires``, line 2 ``niv n_1 .. n_niv``, line 3
+    ``nov m_1 .. m_nov``, then one gate per line ``nin nout in.. out.. KIND``
+    with KIND in XOR, AND, INV, EQW (wire copy), EQ (constant), MAND
+    (several ANDs at once).  Input wires come first, group by group, output
+    wires are the last ``sum(m)`` wires.  Wire i of a group is bit i of the
+    group's value read as a big-endian integer (``../shared/circuits/
+    bristol_fashion/SOURCE.md``), which is our IR's LSB-first convention.
+
+    The old Bristol format has line 2 ``n1 n2 nout`` and the same gate lines.
+
+    Every parse error raises :class:`BristolFormatError` naming the line.
+
+Security model
+    None: circuit files are public.  A circuit read from a file gets its input
+    groups' parties from ``parties`` (default: group 1 the garbler, the others
+    the evaluator), never implicitly from the file.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Sequence
+
+import numpy as np
+
+from .ir import AND, EVALUATOR, GARBLER, INV, XOR, Circuit, CircuitError, InputGroup, OutputGroup, Party
+
+__all__ = [
+    "BristolFormatError",
+    "read_bristol_fashion",
+    "parse_bristol_fashion",
+    "write_bristol_fashion",
+    "format_bristol_fashion",
+    "read_bristol_old",
+    "parse_bristol_old",
+    "bristol_layout",
+]
+
+
+class BristolFormatError(CircuitError):
+    """A Bristol file is malformed; ``line`` is the 1-based line number (0 if not line-specific)."""
+
+    def __init__(self, message: str, line: int = 0, source: str = "<string>") -> None:
+        self.line = line
+        self.source = source
+        where = f"{source}, line {line}: " if line else f"{source}: "
+        super().__init__(where + message)
+
+
+def _default_parties(n: int, parties: Sequence[Party | str] | None) -> list[Party]:
+    if parties is None:
+        return [GARBLER] + [EVALUATOR] * (n - 1)
+    if len(parties) != n:
+        raise CircuitError(f"the file has {n} input groups but {len(parties)} parties were given")
+    return [Party(p) for p in parties]
+
+
+def _ints(tokens: list[str], lineno: int, src: str) -> list[int]:
+    try:
+        return [int(t) for t in tokens]
+    except ValueError:
+        raise BristolFormatError(f"expected integers, got {' '.join(tokens)!r}", lineno, src) from None
+
+
+def _parse_gates(lines: list[str], first: int, ngates: int, nwires: int, n_in: int, src: str):
+    """Parse gate lines; returns op, in0, in1, out lists after EQW/EQ/MAND lowering."""
+    op: list[int] = []
+    in0: list[int] = []
+    in1: list[int] = []
+    out: list[int] = []
+    alias = list(range(nwires))  # EQW makes a wire an alias of another
+    defined = bytearray(nwires)
+    defined[:n_in] = b"\x01" * n_in
+    const_wires: dict[int, int] = {}  # EQ constants: resolved lazily
+    lineno = first
+    count = 0
+    total = len(lines)
+    li = first - 1
+    zero_wire: list[int] = []
+
+    def use(w: int, ln: int) -> int:
+        if w < 0 or w >= nwires:
+            raise BristolFormatError(f"wire {w} out of range [0, {nwires})", ln, src)
+        if not defined[w]:
+            raise BristolFormatError(f"wire {w} is used before it is set", ln, src)
+        return alias[w]
+
+    def setw(w: int, ln: int) -> None:
+        if w < 0 or w >= nwires:
+            raise BristolFormatError(f"wire {w} out of range [0, {nwires})", ln, src)
+        if defined[w]:
+            raise BristolFormatError(f"wire {w} is set twice", ln, src)
+        defined[w] = 1
+
+    while count < ngates:
+        if li >= total:
+            raise BristolFormatError(f"truncated file: header announces {ngates} gates, found {count}", li, src)
+        raw = lines[li]
+        li += 1
+        lineno = li
+        toks = raw.split()
+        if not toks:
+            continue
+        kind = toks[-1]
+        nums = _ints(toks[:-1], lineno, src)
+        if len(nums) < 2:
+            raise BristolFormatError(f"gate line too short: {raw.strip()!r}", lineno, src)
+        nin, nout = nums[0], nums[1]
+        if len(nums) != 2 + nin + nout:
+            raise BristolFormatError(
+                f"gate line announces {nin} inputs and {nout} outputs but has {len(nums) - 2} wires", lineno, src
+            )
+        ins, outs = nums[2 : 2 + nin], nums[2 + nin :]
+        if kind in ("XOR", "AND"):
+            if (nin, nout) != (2, 1):
+                raise BristolFormatError(f"{kind} takes 2 inputs and 1 output, got {nin} and {nout}", lineno, src)
+            a, b = use(ins[0], lineno), use(ins[1], lineno)
+            setw(outs[0], lineno)
+            op.append(XOR if kind == "XOR" else AND)
+            in0.append(a)
+            in1.append(b)
+            out.append(outs[0])
+        elif kind in ("INV", "NOT"):
+            if (nin, nout) != (1, 1):
+                raise BristolFormatError(f"INV takes 1 input and 1 output, got {nin} and {nout}", lineno, src)
+            a = use(ins[0], lineno)
+            setw(outs[0], lineno)
+            op.append(INV)
+            in0.append(a)
+            in1.append(a)
+            out.append(outs[0])
+        elif kind == "EQW":
+            if (nin, nout) != (1, 1):
+                raise BristolFormatError(f"EQW takes 1 input and 1 output, got {nin} and {nout}", lineno, src)
+            a = use(ins[0], lineno)
+            setw(outs[0], lineno)
+            alias[outs[0]] = a
+        elif kind == "EQ":
+            if (nin, nout) != (1, 1) or ins[0] not in (0, 1):
+                raise BristolFormatError("EQ takes one constant input (0 or 1) and 1 output", lineno, src)
+            if n_in == 0:
+                raise BristolFormatError("EQ needs at least one input wire to build a constant from", lineno, src)
+            setw(outs[0], lineno)
+            # constant c on wire w: XOR(x, x) = 0, then INV for 1.
+            op.append(XOR)
+            in0.append(0)
+            in1.append(0)
+            if ins[0] == 0:
+                out.append(outs[0])
+            else:
+                tmp = len(zero_wire)
+                zero_wire.append(outs[0])
+                out.append(-1 - tmp)  # placeholder fixed below
+                op.append(INV)
+                in0.append(-1 - tmp)
+                in1.append(-1 - tmp)
+                out.append(outs[0])
+            const_wires[outs[0]] = ins[0]
+        elif kind == "MAND":
+            if nin != 2 * nout:
+                raise BristolFormatError(f"MAND takes 2k inputs and k outputs, got {nin} and {nout}", lineno, src)
+            k = nout
+            a_s = [use(w, lineno) for w in ins[:k]]
+            b_s = [use(w, lineno) for w in ins[k:]]
+            for a, b, o in zip(a_s, b_s, outs):
+                setw(o, lineno)
+                op.append(AND)
+                in0.append(a)
+                in1.append(b)
+                out.append(o)
+        else:
+            raise BristolFormatError(f"unknown gate kind {kind!r}", lineno, src)
+        count += 1
+    for rest in lines[li:]:
+        li += 1
+        if rest.strip():
+            raise BristolFormatError(f"extra content after {ngates} gates: {rest.strip()!r}", li, src)
+    return op, in0, in1, out, alias, defined, zero_wire
+
+
+def _finish(op, in0, in1, out, alias, defined, zero_wire, nwires, groups_in, groups_out, parties, name, src):
+    # EQ-1 temporaries get fresh wire numbers past nwires.
+    extra = len(zero_wire)
+    if extra:
+        remap = {-1 - t: nwires + t for t in range(extra)}
+        in0 = [remap.get(w, w) for w in in0]
+        in1 = [remap.get(w, w) for w in in1]
+        out = [remap.get(w, w) for w in out]
+    n_in = sum(groups_in)
+    n_out = sum(groups_out)
+    if n_in + n_out > nwires:
+        raise BristolFormatError(f"{n_in} input and {n_out} output wires do not fit in {nwires} wires", 1, src)
+    inputs = []
+    base = 0
+    for k, (w, p) in enumerate(zip(groups_in, _default_parties(len(groups_in), parties))):
+        inputs.append(InputGroup(f"in{k}", p, np.arange(base, base + w)))
+        base += w
+    outputs = []
+    obase = nwires - n_out
+    for k, w in enumerate(groups_out):
+        wires = np.arange(obase, obase + w)
+        for x in wires.tolist():
+            if not defined[x]:
+                raise BristolFormatError(f"output wire {x} is never set", 0, src)
+        outputs.append(OutputGroup(f"out{k}", np.array([alias[x] for x in wires.tolist()])))
+        obase += w
+    try:
+        return Circuit(nwires + extra, op, in0, in1, out, inputs, outputs, name=name)
+    except BristolFormatError:
+        raise
+    except CircuitError as exc:
+        raise BristolFormatError(str(exc), 0, src) from None
+
+
+def _header(lines: list[str], src: str, old: bool):
+    body = [(i + 1, ln) for i, ln in enumerate(lines)]
+    hdr = [(i, ln) for i, ln in body if ln.strip()][:3]
+    if len(hdr) < 3:
+        raise BristolFormatError("truncated header (need 3 non-empty lines)", len(lines), src)
+    (l1, t1), (l2, t2), (l3, t3) = hdr
+    a = _ints(t1.split(), l1, src)
+    if len(a) != 2:
+        raise BristolFormatError("line 1 must be 'ngates nwires'", l1, src)
+    ngates, nwires = a
+    if ngates < 0 or nwires <= 0:
+        raise BristolFormatError(f"invalid counts ngates={ngates} nwires={nwires}", l1, src)
+    b = _ints(t2.split(), l2, src)
+    if old:
+        if len(b) != 3:
+            raise BristolFormatError("line 2 of the old Bristol format must be 'n1 n2 nout'", l2, src)
+        groups_in = [x for x in b[:2] if x > 0]
+        groups_out = [b[2]]
+        return ngates, nwires, groups_in, groups_out, l2 + 1
+    if not b or b[0] != len(b) - 1 or b[0] < 1 or min(b[1:]) <= 0:
+        raise BristolFormatError("line 2 must be 'niv n_1 .. n_niv' with positive widths", l2, src)
+    c = _ints(t3.split(), l3, src)
+    if not c or c[0] != len(c) - 1 or c[0] < 1 or min(c[1:]) <= 0:
+        raise BristolFormatError("line 3 must be 'nov m_1 .. m_nov' with positive widths", l3, src)
+    return ngates, nwires, b[1:], c[1:], l3 + 1
+
+
+def parse_bristol_fashion(text: str, parties=None, name: str = "bristol", source: str = "<string>") -> Circuit:
+    """Parse Bristol Fashion text into a :class:`Circuit` (see module docstring)."""
+    lines = text.splitlines()
+    ngates, nwires, gin, gout, first = _header(lines, source, old=False)
+    n_in = sum(gin)
+    if n_in > nwires:
+        raise BristolFormatError(f"{n_in} input wires do not fit in {nwires} wires", 2, source)
+    parts = _parse_gates(lines, first, ngates, nwires, n_in, source)
+    return _finish(*parts, nwires, gin, gout, parties, name, source)
+
+
+def parse_bristol_old(text: str, parties=None, name: str = "bristol-old", source: str = "<string>") -> Circuit:
+    """Parse the older Bristol format (line 2 ``n1 n2 nout``)."""
+    lines = text.splitlines()
+    ngates, nwires, gin, gout, first = _header(lines, source, old=True)
+    n_in = sum(gin)
+    parts = _parse_gates(lines, first, ngates, nwires, n_in, source)
+    return _finish(*parts, nwires, gin, gout, parties, name, source)
+
+
+def read_bristol_fashion(path: str | os.PathLike, parties=None) -> Circuit:
+    """Read a Bristol Fashion file; group 1 belongs to the garbler unless ``parties`` says otherwise."""
+    path = os.fspath(path)
+    try:
+        with open(path, encoding="ascii") as fh:
+            text = fh.read()
+    except UnicodeDecodeError as exc:
+        raise BristolFormatError(f"not a text file ({exc})", 0, path) from None
+    name = os.path.splitext(os.path.basename(path))[0]
+    return parse_bristol_fashion(text, parties=parties, name=name, source=path)
+
+
+def read_bristol_old(path: str | os.PathLike, parties=None) -> Circuit:
+    path = os.fspath(path)
+    with open(path, encoding="ascii") as fh:
+        text = fh.read()
+    name = os.path.splitext(os.path.basename(path))[0]
+    return parse_bristol_old(text, parties=parties, name=name, source=path)
+
+
+def bristol_layout(c: Circuit) -> Circuit:
+    """An equivalent circuit in Bristol Fashion layout.
+
+    Wires: inputs first, then gate outputs in gate order, with the output bits
+    being the last wires in output order.  Gates writing output bits move to
+    the end when nothing reads them; otherwise (an output that is an input
+    wire, feeds other gates, or appears twice) a free XOR copy with a zero
+    wire is appended.  Circuits already in that layout come back unchanged.
+    """
+    n_in = c.n_inputs
+    n_out = sum(g.width for g in c.outputs)
+    out_bits = np.concatenate([g.wires for g in c.outputs]) if c.outputs else np.zeros(0, np.int64)
+    n = c.n_gates
+    if c.n_wires == n_in + n and n_out and np.array_equal(out_bits, np.arange(c.n_wires - n_out, c.n_wires)):
+        return c
+    read_by_gate = np.zeros(c.n_wires, dtype=bool)
+    if n:
+        read_by_gate[c.in0] = True
+        read_by_gate[c.in1[c.op != INV]] = True
+    writer = np.full(c.n_wires, -1, dtype=np.int64)
+    writer[c.out] = np.arange(n)
+    uses = np.bincount(out_bits, minlength=c.n_wires) if n_out else np.zeros(c.n_wires, np.int64)
+    movable: list[int] = []  # gate index for each output bit, or -1 when a copy is needed
+    for w in out_bits.tolist():
+        ok = uses[w] == 1 and w >= n_in and writer[w] >= 0 and not read_by_gate[w]
+        movable.append(int(writer[w]) if ok else -1)
+    moved = {g for g in movable if g >= 0}
+    body = [g for g in range(n) if g not in moved]
+    ops, a0, a1 = c.op.tolist(), c.in0.tolist(), c.in1.tolist()
+    new_wire = {w: w for w in range(n_in)}
+    nop: list[int] = []
+    n0: list[int] = []
+    n1: list[int] = []
+    nxt = n_in
+    for g in body:
+        nop.append(ops[g])
+        n0.append(new_wire[a0[g]])
+        n1.append(new_wire[a1[g]])
+        new_wire[int(c.out[g])] = nxt
+        nxt += 1
+    zero = None
+    if any(g < 0 for g in movable):
+        nop.append(XOR)
+        n0.append(0)
+        n1.append(0)
+        zero = nxt
+        nxt += 1
+    for g, w in zip(movable, out_bits.tolist()):
+        if g >= 0:
+            nop.append(ops[g])
+            n0.append(new_wire[a0[g]])
+            n1.append(new_wire[a1[g]])
+        else:
+            nop.append(XOR)
+            n0.append(new_wire[w])
+            n1.append(zero)
+        nxt += 1
+    total = nxt
+    nout = np.arange(n_in, total)
+    outputs = []
+    base = total - n_out
+    for g in c.outputs:
+        outputs.append(OutputGroup(g.name, np.arange(base, base + g.width), g.signed))
+        base += g.width
+    return Circuit(total, nop, n0, n1, nout, c.inputs, outputs, name=c.name)
+
+
+def format_bristol_fashion(c: Circuit) -> str:
+    """Bristol Fashion text of ``c`` (after :func:`bristol_layout`)."""
+    c = bristol_layout(c)
+    lines = [
+        f"{c.n_gates} {c.n_wires}",
+        " ".join(str(x) for x in [len(c.inputs)] + [g.width for g in c.inputs]) + " ",
+        " ".join(str(x) for x in [len(c.outputs)] + [g.width for g in c.outputs]) + " ",
+        "",
+    ]
+    names = {XOR: "XOR", AND: "AND", INV: "INV"}
+    for o, a, b, w in zip(c.op.tolist(), c.in0.tolist(), c.in1.tolist(), c.out.tolist()):
+        if o == INV:
+            lines.append(f"1 1 {a} {w} INV")
+        else:
+            lines.append(f"2 1 {a} {b} {w} {names[o]}")
+    return "\n".join(lines) + "\n"
+
+
+def write_bristol_fashion(c: Circuit, path: str | os.PathLike) -> None:
+    with open(path, "w", encoding="ascii") as fh:
+        fh.write(format_bristol_fashion(c))
