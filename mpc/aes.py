@@ -36,6 +36,7 @@ Security model / assumption
 from __future__ import annotations
 
 import os
+import threading
 
 import numpy as np
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
@@ -129,15 +130,20 @@ def _slack_view(arr: np.ndarray) -> memoryview | None:
     return memoryview(base)[start : start + arr.nbytes + 15]
 
 
-_DEFAULT: FixedKeyAES | None = None
+_LOCAL = threading.local()
 
 
 def default_aes() -> FixedKeyAES:
-    """The process-wide fixed-key permutation pi (public key, no secret state)."""
-    global _DEFAULT
-    if _DEFAULT is None:
-        _DEFAULT = FixedKeyAES()
-    return _DEFAULT
+    """The fixed-key permutation pi for the calling thread (public key, no secret state).
+
+    One encryptor per thread: OpenSSL cipher contexts (and ``cryptography``'s
+    wrappers) must not be used from two threads at once, and a garbler and an
+    evaluator often run as two threads of one process.
+    """
+    aes = getattr(_LOCAL, "aes", None)
+    if aes is None:
+        aes = _LOCAL.aes = FixedKeyAES()
+    return aes
 
 
 def sigma(x: np.ndarray) -> np.ndarray:
