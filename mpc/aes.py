@@ -21,7 +21,7 @@ Hashes
 
     ``mmo_prg(seeds, n)`` expands each seed to ``n`` blocks as
     tccr_hash(seed, i) for i = 0..n-1: the fixed-key PRG used by the DPF/DCF
-    keys and by the OT extension.
+    keys and (historically) the OT extension; IKNP now expands its seeds with AES-CTR keyed by each seed (mpc.iknp).
 
 Security model / assumption
     pi is AES-128 under a fixed, public key (``FIXED_KEY``), modelled as a

@@ -1,0 +1,78 @@
+"""Exceptions raised by the channel and oblivious-transfer layers of :mod:`mpc`.
+
+What it does
+    One small hierarchy so that callers (the Yao runtime, the command line,
+    servers) can catch "something went wrong with the peer or the transport"
+    as one class, :class:`ChannelError`, while tests and users can still tell
+    the causes apart.  ``ChannelError`` derives from :class:`OSError`, so the
+    ``pairwise`` command line prints it as a one-line error.
+
+    ====================  =====================================================
+    ChannelError          base class; also "channel is closed / unusable"
+    ChannelTimeout        no data (or no connection) within the timeout
+    PeerClosed            the peer closed or reset the connection
+    TruncatedFrame        the peer vanished in the middle of a frame
+    FrameError            a frame is malformed: oversized, wrong length,
+                          non-zero padding bits, garbage
+    ConnectError          could not connect before the deadline / bad host
+    AddressInUse          the port to listen on is taken
+    HandshakeError        session parameters differ (magic, version, session
+                          id, role, circuit digest)
+    ProtocolError         a well-framed message with impossible content
+                          (invalid curve point, batch desynchronisation)
+    ====================  =====================================================
+
+Security model
+    Messages carry only the facts needed to act (sizes, ports, digests of
+    public data); no exception ever includes key material, labels or Delta.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ChannelError",
+    "ChannelTimeout",
+    "PeerClosed",
+    "TruncatedFrame",
+    "FrameError",
+    "ConnectError",
+    "AddressInUse",
+    "HandshakeError",
+    "ProtocolError",
+]
+
+
+class ChannelError(OSError):
+    """Base class of every transport / peer failure in :mod:`mpc`."""
+
+
+class ChannelTimeout(ChannelError, TimeoutError):
+    """Nothing arrived from the peer (or no peer connected) within the timeout."""
+
+
+class PeerClosed(ChannelError, ConnectionError):
+    """The peer closed or reset the connection (e.g. its process died)."""
+
+
+class FrameError(ChannelError):
+    """A frame violates the framing rules (too large, wrong size, garbage)."""
+
+
+class TruncatedFrame(FrameError, PeerClosed):
+    """The connection ended in the middle of a frame."""
+
+
+class ConnectError(ChannelError, ConnectionError):
+    """Could not reach the peer: unresolvable host, or nobody listening before the deadline."""
+
+
+class AddressInUse(ChannelError):
+    """The address/port to listen on is already taken by another socket."""
+
+
+class HandshakeError(ChannelError):
+    """The two parties disagree on magic, version, session id, role or circuit digest."""
+
+
+class ProtocolError(ChannelError):
+    """The peer sent a correctly framed message whose content is invalid."""

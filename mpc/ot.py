@@ -1,0 +1,60 @@
+"""Oblivious transfer for the pairwise framework: one import point for the OT layer.
+
+What it does
+    Re-exports the two layers so callers write ``from mpc.ot import ...``:
+
+    * :mod:`mpc.baseot` -- 128-bit base OTs, Chou-Orlandi "simplest OT" on
+      NIST P-256 (pycryptodome), with received points validated and the
+      session id and OT index inside every key derivation:
+      :class:`BaseOTSender`, :class:`BaseOTReceiver`.
+    * :mod:`mpc.iknp` -- the IKNP extension with the garbler as extension
+      sender whose base-OT choice bits are Delta, so every extended OT is a
+      correlated OT with offset Delta: :class:`COTSender` (garbler),
+      :class:`COTReceiver` (evaluator); random COTs precomputed in batches,
+      derandomised Yao label transfer (``send_labels`` / ``recv_labels``:
+      one message of n bits), chosen-message OT (``send_chosen`` /
+      ``recv_chosen``) with the TCCR hash of :mod:`mpc.aes`, and the
+      vectorised bit-matrix transpose :func:`transpose_bit_matrix`.
+
+How the Yao runtime uses it (both parties, same session id and batch size)::
+
+    # garbler                                   # evaluator
+    cot = COTSender(ch, delta, sid)             cot = COTReceiver(ch, sid)
+    cot.setup()                                 cot.setup()
+    cot.precompute(n_eval_inputs)               cot.precompute(n_eval_inputs)
+    zero = cot.send_labels(n_eval_inputs)       active = cot.recv_labels(x_bits)
+    # zero[i] xor x_i*delta == active[i]
+
+Security model
+    Semi-honest parties; CDH on P-256 and SHA-256 (random oracle) for the base
+    OTs; the fixed-key AES PRG and the correlation-robust TCCR hash (ideal
+    permutation, Guo-Katz-Wang-Yu 2020) for the extension (IKNP 2003; the
+    correlated variant of ALSZ 2013 / emp-ot).  Details in each module.
+"""
+
+from __future__ import annotations
+
+from .baseot import BaseOTReceiver, BaseOTSender
+from .iknp import (
+    DEFAULT_BATCH,
+    KAPPA,
+    MAX_BATCH,
+    COTReceiver,
+    COTSender,
+    check_delta,
+    chosen_ot_tweaks,
+    transpose_bit_matrix,
+)
+
+__all__ = [
+    "BaseOTSender",
+    "BaseOTReceiver",
+    "COTSender",
+    "COTReceiver",
+    "transpose_bit_matrix",
+    "chosen_ot_tweaks",
+    "check_delta",
+    "KAPPA",
+    "DEFAULT_BATCH",
+    "MAX_BATCH",
+]

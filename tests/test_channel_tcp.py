@@ -1,0 +1,350 @@
+"""Two-process TCP tests of mpc.channel: real sockets between this process and a child Python.
+
+Each child is ``python -c <script>`` (the project venv's interpreter) that talks
+JSON lines on stdout; every wait in the parent and in the child is bounded by
+a short timeout, and children are killed in ``finally`` blocks.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import textwrap
+import threading
+
+import numpy as np
+import pytest
+
+from mpc.channel import (
+    AddressInUse,
+    ChannelTimeout,
+    ConnectError,
+    FrameError,
+    HandshakeError,
+    PeerClosed,
+    TCPChannel,
+    TCPListener,
+    TruncatedFrame,
+    handshake,
+)
+
+CHILD_TIMEOUT = 20.0  # upper bound on any single wait; tests finish far sooner when the code is right
+
+PREAMBLE = textwrap.dedent(
+    """
+    import json, os, socket, struct, sys, time
+    import numpy as np
+    from mpc.channel import *
+    def say(**kw):
+        print(json.dumps(kw), flush=True)
+    """
+)
+
+
+def spawn(script: str, *args) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-c", PREAMBLE + textwrap.dedent(script), *map(str, args)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def read_line(proc: subprocess.Popen, timeout: float = CHILD_TIMEOUT) -> dict:
+    """Next JSON line from the child's stdout, or fail with its stderr."""
+    sel = selectors.DefaultSelector()
+    sel.register(proc.stdout, selectors.EVENT_READ)
+    try:
+        if not sel.select(timeout):
+            raise AssertionError(f"child printed nothing within {timeout} s")
+    finally:
+        sel.close()
+    line = proc.stdout.readline()
+    if not line:
+        proc.wait(5)
+        raise AssertionError(f"child exited ({proc.returncode}) without output: {proc.stderr.read()}")
+    return json.loads(line)
+
+
+def finish(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.kill()
+    proc.wait(10)
+    for f in (proc.stdout, proc.stderr):
+        if f:
+            f.close()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# --------------------------------------------------------------------------- frames
+
+
+def test_frames_echo_between_processes():
+    child = spawn(
+        """
+        with TCPListener("127.0.0.1", 0) as lst:
+            say(port=lst.port)
+            ch = lst.accept(20)
+        handshake(ch, "server", "echo-test")
+        for _ in range(int(sys.argv[1])):
+            ch.send(ch.recv())
+        blocks = ch.recv_blocks(1000)
+        ch.send_blocks(blocks ^ np.uint64(1))
+        bits = ch.recv_bits(77)
+        ch.send_bits(~bits)
+        ch.close()
+        """,
+        5,
+    )
+    try:
+        port = read_line(child)["port"]
+        with TCPChannel.connect("127.0.0.1", port, deadline=10, timeout=CHILD_TIMEOUT) as ch:
+            info = handshake(ch, "client", "echo-test", peer_role="server")
+            assert info.peer_role == "server"
+            payloads = [b"", b"a", os.urandom(65_537), os.urandom(1 << 20), os.urandom(5_000_001)]
+            for p in payloads:
+                ch.send(p)
+                assert ch.recv() == p
+            blocks = np.frombuffer(os.urandom(16_000), dtype=np.uint64).reshape(1000, 2)
+            ch.send_blocks(blocks)
+            assert np.array_equal(ch.recv_blocks(1000), blocks ^ np.uint64(1))
+            bits = np.frombuffer(os.urandom(77), dtype=np.uint8) & 1
+            ch.send_bits(bits)
+            assert np.array_equal(ch.recv_bits(77), bits == 0)
+            with pytest.raises(PeerClosed):
+                ch.recv()
+            # counters: wire bytes including the 4-byte prefixes; hellos of both sides have equal size
+            hello = 8 + 2 + 16 + (1 + len("client")) + (2 + len("echo-test")) + 2
+            expected = sum(len(p) + 4 for p in payloads) + (16_000 + 4) + (10 + 4) + (hello + 4)
+            assert ch.messages_sent == ch.messages_received == len(payloads) + 3
+            assert ch.bytes_sent == ch.bytes_received == expected
+        assert child.wait(CHILD_TIMEOUT) == 0, child.stderr.read()
+    finally:
+        finish(child)
+
+
+# --------------------------------------------------------------------------- bad frames
+
+
+@pytest.mark.parametrize(
+    "raw, error, message",
+    [
+        # length prefix announcing 2 GiB: refused before allocating anything
+        (struct.pack("!I", 1 << 31), FrameError, "exceeds the limit"),
+        # an HTTP request is not a frame: "GET " read as a length of ~1.2 GB
+        (b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n", FrameError, "exceeds the limit"),
+    ],
+)
+def test_oversized_or_garbage_frame_rejected(raw, error, message):
+    with TCPListener("127.0.0.1", 0) as lst:
+        child = spawn(
+            """
+            s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=20)
+            s.sendall(bytes.fromhex(sys.argv[2]))
+            say(sent=True)
+            time.sleep(20)
+            """,
+            lst.port,
+            raw.hex(),
+        )
+        try:
+            ch = lst.accept(CHILD_TIMEOUT)
+            read_line(child)
+            with ch:
+                with pytest.raises(error, match=message):
+                    ch.recv()
+        finally:
+            finish(child)
+
+
+@pytest.mark.parametrize(
+    "raw, message",
+    [
+        (b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n", "did not send a pairwise handshake"),
+        (struct.pack("!I", 24) + b"\x13\x37" * 12, "not a pairwise endpoint"),
+    ],
+)
+def test_garbage_instead_of_handshake(raw, message):
+    with TCPListener("127.0.0.1", 0) as lst:
+        child = spawn(
+            """
+            s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=20)
+            s.sendall(bytes.fromhex(sys.argv[2]))
+            time.sleep(20)
+            """,
+            lst.port,
+            raw.hex(),
+        )
+        try:
+            with lst.accept(CHILD_TIMEOUT) as ch:
+                with pytest.raises(HandshakeError, match=message):
+                    handshake(ch, "server", "s")
+        finally:
+            finish(child)
+
+
+def test_truncated_frame_rejected():
+    with TCPListener("127.0.0.1", 0) as lst:
+        child = spawn(
+            """
+            s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=20)
+            s.sendall(struct.pack("!I", 1000) + b"x" * 10)
+            os._exit(0)
+            """,
+            lst.port,
+        )
+        try:
+            with lst.accept(CHILD_TIMEOUT) as ch:
+                with pytest.raises(TruncatedFrame, match="got 10 of 1000 bytes"):
+                    ch.recv()
+        finally:
+            finish(child)
+
+
+# --------------------------------------------------------------------------- dead / silent peers
+
+
+def test_peer_killed_mid_recv_raises_connection_error_not_timeout():
+    with TCPListener("127.0.0.1", 0) as lst:
+        child = spawn(
+            """
+            ch = TCPChannel.connect("127.0.0.1", int(sys.argv[1]), deadline=20, timeout=20)
+            handshake(ch, "evaluator", "kill-test")
+            ch.send(b"partial protocol state")
+            say(ready=True)
+            time.sleep(60)
+            """,
+            lst.port,
+        )
+        try:
+            ch = lst.accept(CHILD_TIMEOUT, recv_timeout=CHILD_TIMEOUT)
+            with ch:
+                handshake(ch, "garbler", "kill-test")
+                assert read_line(child)["ready"]
+                assert ch.recv() == b"partial protocol state"
+                killer = threading.Timer(0.3, lambda: os.kill(child.pid, signal.SIGKILL))
+                killer.start()
+                try:
+                    # blocked in recv when the peer dies: PeerClosed (a ConnectionError) at once,
+                    # not ChannelTimeout after CHILD_TIMEOUT seconds
+                    with pytest.raises(PeerClosed):
+                        ch.recv()
+                finally:
+                    killer.join()
+        finally:
+            finish(child)
+
+
+def test_silent_peer_times_out():
+    with TCPListener("127.0.0.1", 0) as lst:
+        child = spawn(
+            """
+            s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=20)
+            say(connected=True)
+            time.sleep(20)
+            """,
+            lst.port,
+        )
+        try:
+            with lst.accept(CHILD_TIMEOUT, recv_timeout=0.3) as ch:
+                read_line(child)
+                with pytest.raises(ChannelTimeout, match="within 0.3 s"):
+                    ch.recv()
+        finally:
+            finish(child)
+
+
+# --------------------------------------------------------------------------- connect / listen
+
+
+def test_connect_to_closed_port_fails_with_clear_error():
+    port = free_port()
+    with pytest.raises(ConnectError, match=rf"could not connect to 127\.0\.0\.1:{port} within 0\.5 s"):
+        TCPChannel.connect("127.0.0.1", port, deadline=0.5)
+
+
+def test_connect_unresolvable_host():
+    with pytest.raises(ConnectError, match="cannot resolve host 'no-such-host.invalid'"):
+        TCPChannel.connect("no-such-host.invalid", 9000, deadline=5)
+
+
+def test_connect_unreachable_address_gives_up_at_deadline():
+    # 192.0.2.1 is TEST-NET-1 (RFC 5737): never routed; refused, unreachable or silent here
+    with pytest.raises(ConnectError, match="could not connect to 192.0.2.1:9"):
+        TCPChannel.connect("192.0.2.1", 9, deadline=0.5)
+
+
+def test_connect_retries_until_the_peer_listens():
+    port = free_port()
+    child = spawn(
+        """
+        time.sleep(0.5)
+        ch = TCPChannel.listen("127.0.0.1", int(sys.argv[1]), timeout=20)
+        handshake(ch, "server", "late")
+        ch.close()
+        """,
+        port,
+    )
+    try:
+        with TCPChannel.connect("127.0.0.1", port, deadline=CHILD_TIMEOUT, timeout=CHILD_TIMEOUT) as ch:
+            assert handshake(ch, "client", "late").peer_role == "server"
+        assert child.wait(CHILD_TIMEOUT) == 0, child.stderr.read()
+    finally:
+        finish(child)
+
+
+def test_port_in_use_clear_error():
+    child = spawn(
+        """
+        with TCPListener("127.0.0.1", 0) as lst:
+            say(port=lst.port)
+            time.sleep(20)
+        """
+    )
+    try:
+        port = read_line(child)["port"]
+        with pytest.raises(AddressInUse, match=f"cannot listen on 127.0.0.1:{port}: address already in use"):
+            TCPListener("127.0.0.1", port)
+        with pytest.raises(AddressInUse):
+            TCPChannel.listen("127.0.0.1", port, timeout=1)
+    finally:
+        finish(child)
+
+
+# --------------------------------------------------------------------------- handshake
+
+
+def test_handshake_mismatch_detected_by_both_processes():
+    child = spawn(
+        """
+        with TCPListener("127.0.0.1", 0) as lst:
+            say(port=lst.port)
+            ch = lst.accept(20)
+        try:
+            handshake(ch, "evaluator", "sess", extra=b"circuit-hash-A")
+            say(error=None)
+        except HandshakeError as e:
+            say(error=type(e).__name__, message=str(e))
+        """
+    )
+    try:
+        port = read_line(child)["port"]
+        with TCPChannel.connect("127.0.0.1", port, deadline=10, timeout=CHILD_TIMEOUT) as ch:
+            with pytest.raises(HandshakeError, match="circuit mismatch"):
+                handshake(ch, "garbler", "sess", extra=b"circuit-hash-B")
+        report = read_line(child)
+        assert report["error"] == "HandshakeError"
+        assert "circuit mismatch" in report["message"]
+    finally:
+        finish(child)
