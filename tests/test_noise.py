@@ -1,0 +1,515 @@
+"""Tests of circuits/noise.py: exact pmfs, exact and bounded (eps, delta), gadgets, samplers.
+
+References are independent of the module: exhaustive enumeration of every
+random input through the plaintext circuit, Fraction arithmetic written out
+here, Decimal at 200 digits for the ideal discrete Laplace, scipy.stats for
+chi-square tests.  Statistical tests use seeded simulation bits (alpha = 1e-3)
+or, for the OS-CSPRNG sampler, alpha = 1e-6.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from decimal import Decimal, localcontext
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from circuits.ir import bits_to_ints, ints_to_bits
+from circuits.kernels import kernel_reference, pack_pair
+from circuits.noise import (
+    BINARY_KERNELS,
+    EXACT_MAX_BITS,
+    DiscreteLaplaceParams,
+    NoiseParameterError,
+    bernoulli_gadget,
+    bernoulli_params,
+    choose_discrete_laplace,
+    choose_randomized_response,
+    decode_output,
+    delta_bound,
+    delta_exact,
+    discrete_laplace_gadget,
+    discrete_laplace_guarantee,
+    discrete_laplace_params,
+    discrete_laplace_pmf,
+    exp_bounds,
+    geometric_gadget,
+    geometric_pmf,
+    less_than_const,
+    noisy_binary_kernel,
+    noisy_kernel,
+    random_input_bits,
+    randomized_response_gadget,
+    sample_discrete_laplace,
+    simulate_discrete_laplace,
+    simulate_random_input_bits,
+)
+from circuits.builder import Builder
+from circuits.ir import GARBLER
+
+N_CHI = 100_000
+ALPHA_SEEDED = 1e-3
+ALPHA_CSPRNG = 1e-6
+
+
+# ---------------------------------------------------------------------- helpers
+def chi_square_pvalue(samples: np.ndarray, pmf: dict[int, Fraction], min_expected: float = 5.0) -> float:
+    """Chi-square p-value of integer samples against an exact pmf, adjacent bins merged to expected >= 5.
+
+    Samples outside the pmf's support fail immediately (p = 0).
+    """
+    samples = np.asarray(samples, dtype=np.int64)
+    n = samples.shape[0]
+    support = sorted(v for v, p in pmf.items() if p > 0)
+    vals, counts = np.unique(samples, return_counts=True)
+    observed = dict(zip(vals.tolist(), counts.tolist()))
+    if set(observed) - set(support):
+        return 0.0
+    obs_bins, exp_bins = [], []
+    o_acc, e_acc = 0, 0.0
+    for v in support:
+        o_acc += observed.get(v, 0)
+        e_acc += float(pmf[v]) * n
+        if e_acc >= min_expected:
+            obs_bins.append(o_acc)
+            exp_bins.append(e_acc)
+            o_acc, e_acc = 0, 0.0
+    if e_acc > 0 or o_acc:
+        if exp_bins:
+            obs_bins[-1] += o_acc
+            exp_bins[-1] += e_acc
+        else:
+            obs_bins.append(o_acc)
+            exp_bins.append(e_acc)
+    if len(obs_bins) < 2:
+        return 1.0
+    exp_arr = np.array(exp_bins)
+    exp_arr *= n / exp_arr.sum()
+    return float(stats.chisquare(np.array(obs_bins), exp_arr).pvalue)
+
+
+def ideal_dlaplace(eps: Fraction, s: int, z: int, prec: int = 200) -> Decimal:
+    """(1 - a)/(1 + a) a^|z|, a = exp(-eps/S), in Decimal at ``prec`` digits."""
+    with localcontext() as ctx:
+        ctx.prec = prec
+        a = (-(Decimal(eps.numerator) / Decimal(eps.denominator)) / s).exp()
+        return (1 - a) / (1 + a) * a ** abs(z)
+
+
+def enumerate_outputs(nc, extra_inputs=()) -> dict[int, int]:
+    """Run the circuit on every value of rx (ry = 0); counts of each output value."""
+    w = nc.random_width
+    allu = np.array(list(itertools.product([0, 1], repeat=w)), dtype=bool)[:, ::-1]
+    ry = np.zeros_like(allu)
+    extra = [np.repeat(e, allu.shape[0], axis=0) for e in extra_inputs]
+    out = decode_output(nc, nc.circuit.evaluate_bits([*extra, allu, ry])[0])
+    vals, cnt = np.unique(out, return_counts=True)
+    return dict(zip(vals.tolist(), cnt.tolist()))
+
+
+def hockey_stick_float(pmf: dict[int, Fraction], eps: float, s_max: int) -> float:
+    """max_s sum_z max(0, q(z) - e^eps q(z+s)) in floating point (independent reference)."""
+    e = math.exp(eps)
+    q = {z: float(p) for z, p in pmf.items()}
+    best = 0.0
+    for s in range(1, s_max + 1):
+        for sign in (1, -1):
+            tot = sum(max(0.0, qz - e * q.get(z + sign * s, 0.0)) for z, qz in q.items())
+            best = max(best, tot)
+    return best
+
+
+# ---------------------------------------------------------------------- rigorous constants
+@pytest.mark.parametrize("t", [Fraction(0), Fraction(1, 10), Fraction(-1, 10), Fraction(10), Fraction(-37, 3), Fraction(-1500), Fraction(1, 3 * 2**40)])
+def test_exp_bounds_bracket_high_precision_value(t):
+    lo, hi = exp_bounds(t)
+    with localcontext() as ctx:
+        ctx.prec = 250
+        ref = Fraction((Decimal(t.numerator) / Decimal(t.denominator)).exp())
+    assert lo <= ref <= hi
+    assert hi - lo <= ref * Fraction(1, 10**95) + Fraction(1, 2**600)
+
+
+def test_exp_bounds_below_cap_are_zero_and_monotone():
+    lo, hi = exp_bounds(Fraction(-5000))
+    assert lo == 0 and 0 < hi <= exp_bounds(Fraction(-2000))[1]
+
+
+# ---------------------------------------------------------------------- coins
+@pytest.mark.parametrize("m", list(range(0, 33)))
+def test_less_than_const_exhaustive(m):
+    b = Builder("lt")
+    u = b.input("u", 5, GARBLER)
+    b.output("o", type(u)(b, [less_than_const(b, u.bits, m)]))
+    c = b.build()
+    vals = list(range(32))
+    out = c.evaluate(vals)[0]
+    assert [int(v) for v in out] == [int(v < m) for v in vals]
+    if 0 < m < 32:
+        tz = (m & -m).bit_length() - 1
+        assert c.n_and <= 5 - tz - 1 if 5 - tz >= 1 else c.n_and == 0
+
+
+@pytest.mark.parametrize("m,acc", [(1, 6), (3, 6), (32, 6), (37, 6), (63, 6), (12, 8), (200, 8)])
+def test_bernoulli_gadget_exact_by_enumeration(m, acc):
+    params = bernoulli_params(Fraction(m, 2**acc), acc)
+    assert params.numerator == m
+    nc = bernoulli_gadget(params)
+    counts = enumerate_outputs(nc)
+    total = 2**nc.random_width
+    assert Fraction(counts.get(1, 0), total) == Fraction(m, 2**acc)
+    tz = (m & -m).bit_length() - 1
+    assert nc.circuit.n_and == params.and_gates == max(0, acc - tz - 1)
+    assert nc.random_width == acc - tz
+
+
+def test_bernoulli_rounding_modes():
+    assert bernoulli_params(0.3, 4, "down").numerator == 4  # 4.8 -> 4
+    assert bernoulli_params(0.3, 4, "up").numerator == 5
+    assert bernoulli_params(0.3, 4).numerator == 5
+    with pytest.raises(NoiseParameterError):
+        bernoulli_params(0.01, 3, "down")  # rounds to 0
+    with pytest.raises(NoiseParameterError):
+        bernoulli_params(1.5, 8)
+    with pytest.raises(NoiseParameterError):
+        bernoulli_params(0.5, 8, "sideways")
+
+
+# ---------------------------------------------------------------------- exact pmfs
+def product_pmf(params: DiscreteLaplaceParams) -> dict[int, Fraction]:
+    ps = [Fraction(m, 2**params.acc) for m in params.numerators]
+    out = {}
+    for x in range(2**params.bits):
+        p = Fraction(1)
+        for i, pi in enumerate(ps):
+            p *= pi if (x >> i) & 1 else 1 - pi
+        out[x] = p
+    return out
+
+
+@pytest.mark.parametrize("eps,s,k,acc", [(1, 1, 2, 3), (Fraction(1, 2), 2, 2, 3), (3, 1, 3, 2), (1, 3, 2, 4)])
+def test_geometric_and_laplace_pmfs_match_exhaustive_enumeration(eps, s, k, acc):
+    params = discrete_laplace_params(eps, s, k, acc)
+    # one geometric: every rx value through the circuit
+    g = geometric_gadget(params)
+    counts = enumerate_outputs(g)
+    total = 2**g.random_width
+    ref = product_pmf(params)
+    num, den = geometric_pmf(params)
+    for x in range(2**k):
+        assert Fraction(counts.get(x, 0), total) == ref[x] == Fraction(int(num[x]), den)
+    # discrete Laplace: enumeration vs the module's pmf vs a hand convolution
+    if 2 * g.random_width <= 16:
+        d = discrete_laplace_gadget(params)
+        counts = enumerate_outputs(d)
+        total = 2**d.random_width
+        vals, q, den2 = discrete_laplace_pmf(params)
+        for z, qz in zip(vals.tolist(), q):
+            conv = sum(ref[x] * ref[x - z] for x in ref if 0 <= x - z < 2**k)
+            assert Fraction(counts.get(z, 0), total) == conv == Fraction(int(qz), den2)
+        assert sum(counts.values()) == total
+
+
+def test_gadget_and_counts_match_parameters():
+    for eps, s in [(Fraction(1, 10), 1), (1, 2), (10, 3), (1, 65535)]:
+        p = choose_discrete_laplace(eps, s)
+        assert discrete_laplace_gadget(p).circuit.n_and == p.and_gates
+        assert geometric_gadget(p).circuit.n_and == p.geometric_and_gates
+        assert p.and_gates <= 2 * p.bits * (p.acc - 1) + p.bits
+
+
+# ---------------------------------------------------------------------- delta: exact and bound
+@pytest.mark.parametrize(
+    "eps,s,k,acc",
+    [(1, 1, 3, 4), (Fraction(1, 2), 2, 4, 5), (2, 3, 4, 6), (Fraction(1, 10), 1, 5, 6), (10, 1, 2, 8), (1, 1, 5, 7)],
+)
+def test_delta_exact_matches_float_hockey_stick(eps, s, k, acc):
+    params = discrete_laplace_params(eps, s, k, acc)
+    vals, q, den = discrete_laplace_pmf(params)
+    pmf = {int(z): Fraction(int(v), den) for z, v in zip(vals, q)}
+    ref = hockey_stick_float(pmf, float(Fraction(eps)), s)
+    got = delta_exact(params)
+    assert ref > 1e-9  # these parameters are coarse on purpose: delta is visible in floating point
+    assert float(got) == pytest.approx(ref, rel=1e-9)
+
+
+def test_delta_bound_dominates_exact_on_a_grid():
+    checked = 0
+    for eps in (Fraction(1, 10), Fraction(1, 2), 1, 4, 10):
+        for s in (1, 2, 5):
+            for k in (1, 2, 4, 7):
+                for acc in (3, 6, 10, 24):
+                    try:
+                        p = discrete_laplace_params(eps, s, k, acc)
+                    except NoiseParameterError:
+                        continue
+                    b, tv = delta_bound(p)
+                    e = delta_exact(p)
+                    assert e <= b, (eps, s, k, acc, float(e), float(b))
+                    checked += 1
+    assert checked > 200
+
+
+def test_delta_detects_a_mechanism_that_is_too_narrow():
+    # digits of alpha for S = 1, but claimed for S = 3: the noise is 3x too small.
+    narrow = discrete_laplace_params(1, 1, 6, 30)
+    wrong = DiscreteLaplaceParams(narrow.epsilon, 3, narrow.bits, narrow.acc, narrow.numerators)
+    g = discrete_laplace_guarantee(wrong)
+    assert g.method == "exact" and g.delta > 0.1
+    assert discrete_laplace_guarantee(narrow).delta < 1e-5
+
+
+@pytest.mark.parametrize("eps,s", [(Fraction(1, 2), 1), (1, 1), (1, 2), (10, 1), (10, 2), (Fraction(1, 10), 1)])
+def test_chosen_gadget_is_within_target_of_ideal_laplace(eps, s):
+    """The stated delta and the TV distance to the ideal discrete Laplace are both <= 2^-40."""
+    target = Fraction(1, 2**40)
+    p = choose_discrete_laplace(eps, s, lam=40)
+    g = discrete_laplace_guarantee(p)
+    assert p.bits <= EXACT_MAX_BITS and g.method == "exact"
+    assert g.delta <= float(target) and g.delta_bound <= float(target) and g.delta <= g.delta_bound
+    assert g.target_delta == pytest.approx(float(target))
+    # exact TV distance to the ideal, in 200-digit decimal
+    vals, q, den = discrete_laplace_pmf(p)
+    with localcontext() as ctx:
+        ctx.prec = 200
+        tv = Decimal(0)
+        inside = Decimal(0)
+        for z, qz in zip(vals.tolist(), q):
+            ideal = ideal_dlaplace(Fraction(eps), s, z)
+            inside += ideal
+            tv += abs(Decimal(int(qz)) / Decimal(den) - ideal)
+        tv = (tv + (1 - inside)) / 2  # the ideal's mass outside the support
+    assert tv <= Decimal(g.tv_to_ideal) <= Decimal(float(target))
+    assert tv > 0
+
+
+def test_choose_is_minimal_in_precision():
+    target = Fraction(1, 2**40)
+    for eps, s in [(1, 1), (Fraction(1, 10), 7), (10, 65535)]:
+        p = choose_discrete_laplace(eps, s)
+        lower = discrete_laplace_params(eps, s, p.bits, p.acc - 1)
+        d, tv = delta_bound(lower)
+        assert d > target or tv > target
+        d, tv = delta_bound(p)
+        assert d <= target and tv <= target
+
+
+def test_n_samples_and_target_delta_tighten_the_choice():
+    p1 = choose_discrete_laplace(1, 4)
+    p2 = choose_discrete_laplace(1, 4, n_samples=10**6)
+    p3 = choose_discrete_laplace(1, 4, target_delta=1e-6)
+    assert discrete_laplace_guarantee(p2).delta_bound <= 2.0**-40 / 10**6
+    assert p2.and_gates > p1.and_gates > p3.and_gates
+    assert discrete_laplace_guarantee(p3).delta <= 1e-6
+
+
+def test_large_sensitivity_uses_the_bound_and_meets_target():
+    for eps in (0.1, 1, 10):
+        p = choose_discrete_laplace(eps, 2**32 - 1)
+        g = discrete_laplace_guarantee(p)
+        assert g.method == "bound" and g.delta <= 2.0**-40 and g.tv_to_ideal <= 2.0**-40
+        # support covers the ideal tail: alpha^(2^K - S) <= 2^-40
+        assert (2**p.bits - p.sensitivity) * eps / p.sensitivity >= 40 * math.log(2)
+
+
+# ---------------------------------------------------------------------- plaintext chi-square (10^5 instances)
+def test_discrete_laplace_gadget_chi_square_plaintext():
+    p = choose_discrete_laplace(1, 2)
+    nc = discrete_laplace_gadget(p)
+    rx, ry = nc.simulate_random_inputs(N_CHI, np.random.default_rng(20240501))
+    out = decode_output(nc, nc.circuit.evaluate_bits([rx, ry])[0])
+    assert chi_square_pvalue(out, nc.noise_pmf()) > ALPHA_SEEDED
+
+
+def test_chi_square_helper_rejects_a_different_distribution():
+    nc = discrete_laplace_gadget(choose_discrete_laplace(1, 2))
+    other = discrete_laplace_gadget(choose_discrete_laplace(Fraction(6, 5), 2))
+    rx, ry = other.simulate_random_inputs(N_CHI, np.random.default_rng(7))
+    out = decode_output(other, other.circuit.evaluate_bits([rx, ry])[0])
+    assert chi_square_pvalue(out, nc.noise_pmf()) < 1e-6
+
+
+def test_geometric_gadget_chi_square_plaintext():
+    p = discrete_laplace_params(Fraction(1, 2), 1, 5, 16)
+    nc = geometric_gadget(p)
+    rx, ry = nc.simulate_random_inputs(N_CHI, np.random.default_rng(11))
+    out = decode_output(nc, nc.circuit.evaluate_bits([rx, ry])[0])
+    assert chi_square_pvalue(out, nc.noise_pmf()) > ALPHA_SEEDED
+
+
+def test_samplers_match_the_exact_pmf():
+    p = choose_discrete_laplace(1, 3)
+    pmf = discrete_laplace_gadget(p).noise_pmf()
+    sim = simulate_discrete_laplace(p, N_CHI, np.random.default_rng(5))
+    assert chi_square_pvalue(sim, pmf) > ALPHA_SEEDED
+    real = sample_discrete_laplace(p, N_CHI)
+    assert chi_square_pvalue(real, pmf) > ALPHA_CSPRNG
+    # multi-word coins (acc > 64) take the lexicographic comparison path
+    wide = discrete_laplace_params(1, 1, 4, 100)
+    sim = simulate_discrete_laplace(wide, N_CHI, np.random.default_rng(6))
+    assert chi_square_pvalue(sim, discrete_laplace_gadget(wide).noise_pmf()) > ALPHA_SEEDED
+
+
+def test_random_input_bits_shape_and_balance():
+    r = random_input_bits(13, 4000)
+    assert r.shape == (4000, 13) and r.dtype == bool
+    assert abs(r.mean() - 0.5) < 0.02  # 52000 fair bits: 0.02 is > 9 sigma
+    s = simulate_random_input_bits(13, 10, np.random.default_rng(1))
+    assert np.array_equal(s, simulate_random_input_bits(13, 10, np.random.default_rng(1)))
+
+
+# ---------------------------------------------------------------------- randomized response
+@pytest.mark.parametrize("eps", [0.1, 1, 3, 10])
+def test_randomized_response_rounding_is_private(eps):
+    rr = choose_randomized_response(eps)
+    p = rr.flip_probability
+    with localcontext() as ctx:
+        ctx.prec = 100
+        ideal = 1 / (1 + Decimal(eps).exp())
+        eff = (Decimal(1 - p.numerator / Decimal(p.denominator)) / (Decimal(p.numerator) / Decimal(p.denominator))).ln()
+    assert Decimal(p.numerator) / Decimal(p.denominator) >= ideal
+    g = randomized_response_gadget(rr).guarantee
+    assert g.delta == 0.0 and g.method == "pure"
+    assert float(eff) <= g.epsilon <= eps
+    assert g.epsilon >= eps * (1 - 2.0**-10)
+
+
+def test_randomized_response_gadget_exact_by_enumeration():
+    rr = choose_randomized_response(1, acc=8)
+    nc = randomized_response_gadget(rr)
+    for bit in (0, 1):
+        counts = enumerate_outputs(nc, extra_inputs=[np.array([[bool(bit)]])])
+        total = 2**nc.random_width
+        assert Fraction(counts.get(1 - bit, 0), total) == rr.flip_probability
+    assert nc.circuit.n_and == rr.and_gates
+
+
+def test_randomized_response_rejects_non_private_rounding():
+    from circuits.noise import RandomizedResponseParams
+
+    rr = choose_randomized_response(1, acc=12)
+    with pytest.raises(NoiseParameterError):
+        RandomizedResponseParams(rr.epsilon, rr.acc, rr.numerator - 1)
+
+
+# ---------------------------------------------------------------------- kernels + noise
+def _zero_noise(nc, batch):
+    """rx = all ones, ry = 0: every coin compares u = 2^w - 1 >= m, so all digits are 0."""
+    return np.ones((batch, nc.random_width), bool), np.zeros((batch, nc.random_width), bool)
+
+
+def _max_noise(nc, batch, sign):
+    """Digits of one geometric all 1 (u = 0), the other all 0: noise = sign * (2^K - 1)."""
+    half = nc.random_width // 2
+    rx = np.zeros((batch, nc.random_width), bool)
+    if sign > 0:
+        rx[:, half:] = True
+    else:
+        rx[:, :half] = True
+    return rx, np.zeros_like(rx)
+
+
+@pytest.mark.parametrize("name", ["gini", "auc", "kendall", "variance", "collision"])
+@pytest.mark.parametrize("signed", [False, True])
+def test_noisy_kernel_value_and_no_overflow(name, signed):
+    w = 8
+    nc = noisy_kernel(name, w, signed, epsilon=1, target_delta=1e-4)
+    rng = np.random.default_rng(3)
+    lo, hi = (-(1 << (w - 1)), (1 << (w - 1)) - 1) if signed else (0, (1 << w) - 1)
+    n = 200
+    if name == "kendall":
+        pairs = rng.integers(lo, hi + 1, size=(4, n))
+        xs = [pack_pair(int(a), int(b), w, signed) for a, b in zip(pairs[0], pairs[1])]
+        ys = [pack_pair(int(a), int(b), w, signed) for a, b in zip(pairs[2], pairs[3])]
+        ref = kernel_reference(name, (pairs[0], pairs[1]), (pairs[2], pairs[3]))
+        xb, yb = ints_to_bits(xs, 2 * w), ints_to_bits(ys, 2 * w)
+    else:
+        x = rng.integers(lo, hi + 1, size=n)
+        y = rng.integers(lo, hi + 1, size=n)
+        x[:2], y[:2] = [hi, lo], [lo, hi]  # extremes of the kernel range
+        ref = kernel_reference(name, x, y)
+        xb, yb = ints_to_bits(x.tolist(), w, signed), ints_to_bits(y.tolist(), w, signed)
+    ref = np.array([int(v) for v in ref], dtype=np.int64)
+    rx, ry = _zero_noise(nc, n)
+    out = decode_output(nc, nc.circuit.evaluate_bits([xb, yb, rx, ry])[0])
+    assert np.array_equal(out, ref)
+    L = nc.params.support
+    for sign in (1, -1):
+        rx, ry = _max_noise(nc, n, sign)
+        out = decode_output(nc, nc.circuit.evaluate_bits([xb, yb, rx, ry])[0])
+        assert np.array_equal(out, ref + sign * (L - 1))
+    assert nc.value_range[0] == (-1 if name == "kendall" else 0) and nc.unit == 1
+    assert nc.guarantee.delta <= 1e-4
+
+
+def test_noisy_kernel_fixed_point_units():
+    nc = noisy_kernel("gini", 16, epsilon=1, fixed_point_bits=8, target_delta=1e-6)
+    assert nc.unit == 2**8 and nc.value_range == (0, 255) and nc.sensitivity == 255
+    x = np.array([65535, 1000, 0, 300]), np.array([0, 0, 65535, 44])
+    rx, ry = _zero_noise(nc, 4)
+    out = decode_output(nc, nc.circuit.evaluate_bits([ints_to_bits(x[0].tolist(), 16), ints_to_bits(x[1].tolist(), 16), rx, ry])[0])
+    assert out.tolist() == [65535 >> 8, 1000 >> 8, 65535 >> 8, 256 >> 8]
+
+
+def test_noisy_kernel_noise_distribution_plaintext():
+    noise = discrete_laplace_params(1, 2, 4, 10)
+    nc = noisy_kernel("auc", 8, noise=noise)
+    rng = np.random.default_rng(99)
+    x = np.full(N_CHI, 7)
+    y = rng.integers(0, 16, size=N_CHI)
+    h = kernel_reference("auc", x, y)
+    rx, ry = nc.simulate_random_inputs(N_CHI, rng)
+    out = decode_output(nc, nc.circuit.evaluate_bits([ints_to_bits(x.tolist(), 8), ints_to_bits(y.tolist(), 8), rx, ry])[0])
+    assert chi_square_pvalue(out - h, nc.noise_pmf()) > ALPHA_SEEDED
+
+
+@pytest.mark.parametrize("name", sorted(BINARY_KERNELS))
+def test_noisy_binary_kernel(name):
+    nc = noisy_binary_kernel(name, 8, epsilon=2)
+    rng = np.random.default_rng(4)
+    x = rng.integers(0, 4, size=N_CHI)
+    y = rng.integers(0, 4, size=N_CHI)
+    truth = (x == y) if name == "collision" else (x > y)
+    xb, yb = ints_to_bits(x.tolist(), 8), ints_to_bits(y.tolist(), 8)
+    rx, ry = _zero_noise(nc, N_CHI)
+    out = bits_to_ints(nc.circuit.evaluate_bits([xb, yb, rx, ry])[0]).astype(bool)
+    assert np.array_equal(out, truth)
+    rx, ry = nc.simulate_random_inputs(N_CHI, rng)
+    out = bits_to_ints(nc.circuit.evaluate_bits([xb, yb, rx, ry])[0]).astype(bool)
+    flips = int(np.count_nonzero(out != truth))
+    p = float(nc.params.flip_probability)
+    assert stats.binomtest(flips, N_CHI, p).pvalue > ALPHA_SEEDED
+    assert nc.guarantee.epsilon <= 2 and nc.guarantee.delta == 0
+
+
+# ---------------------------------------------------------------------- validation
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: choose_discrete_laplace(0, 1),
+        lambda: choose_discrete_laplace(-1, 1),
+        lambda: choose_discrete_laplace(float("nan"), 1),
+        lambda: choose_discrete_laplace(1, 0),
+        lambda: choose_discrete_laplace(1, 1, lam=0),
+        lambda: choose_discrete_laplace(1, 1, target_delta=1.5),
+        lambda: discrete_laplace_params(1, 1, 0, 8),
+        lambda: discrete_laplace_params(1, 1, 4, 0),
+        lambda: DiscreteLaplaceParams(Fraction(1), 1, 2, 4, (3,)),
+        lambda: DiscreteLaplaceParams(Fraction(1), 1, 2, 4, (3, 0)),
+        lambda: DiscreteLaplaceParams(Fraction(1), 1, 2, 4, (3, 12)),
+        lambda: noisy_kernel("median", 8, epsilon=1),
+        lambda: noisy_kernel("gini", 8),
+        lambda: noisy_binary_kernel("gini", 8, epsilon=1),
+        lambda: choose_randomized_response(True),
+        lambda: discrete_laplace_pmf(discrete_laplace_params(1, 1, 15, 8)),
+        lambda: delta_exact(discrete_laplace_params(1, 1, 12, 8)),
+    ],
+)
+def test_bad_parameters_raise_value_errors(call):
+    with pytest.raises(NoiseParameterError):
+        call()
+    assert issubclass(NoiseParameterError, ValueError)
