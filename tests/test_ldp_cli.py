@@ -1,0 +1,109 @@
+"""Tests of ``pairwise ldp ...`` (protocols.commands.ldp) through protocols.cli.main."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from protocols.cli import main
+from protocols.datasets import load_dataset
+from protocols.ldp_ustat import exact_ustatistic
+
+
+def run_json(capsys, *argv):
+    code = main(["ldp", *argv, "--json"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    return json.loads(out)
+
+
+KEYS = {"estimate", "exact", "epsilon", "delta", "n"}
+
+
+def test_auc_default_data(capsys):
+    r = run_json(capsys, "auc")
+    assert KEYS <= set(r)
+    assert r["exact"] == pytest.approx(0.9375165160403784)  # scikit-learn roc_auc_score
+    assert (r["n"], r["n_pos"], r["n_neg"]) == (569, 212, 357)
+    assert r["epsilon"] == 2.0 and r["delta"] == 0.0
+    assert math.isfinite(r["estimate"]) and r["bounds_from_data"] is True
+
+
+def test_auc_budget_advanced(capsys):
+    r = run_json(capsys, "auc", "--splitting", "budget", "--composition", "advanced", "--delta", "1e-6",
+                 "--bits", "3", "--epsilon", "4")
+    assert r["delta"] == 1e-6 and r["splitting"] == "budget" and len(r["recursed_per_level"]) == 3
+
+
+def test_qmle_default_data(capsys):
+    r = run_json(capsys, "qmle")
+    assert KEYS <= set(r)
+    np.testing.assert_allclose(r["exact"], [81.48224784, 0.56018055], rtol=1e-6)
+    assert len(r["estimate"]) == 2 and len(r["std_errors"]) == 2 and r["n"] == 235
+    r = run_json(capsys, "qmle", "--private-x", "--epsilon", "4", "--tau", "0.25")
+    assert r["private_x"] is True and r["tau"] == 0.25
+
+
+def test_shuffle_histogram_default_data(capsys):
+    r = run_json(capsys, "shuffle-histogram")
+    assert KEYS | {"max_error"} <= set(r)
+    fair = load_dataset("fair")["rate_marriage"]
+    np.testing.assert_allclose(r["exact"], np.bincount(fair.astype(int) - 1, minlength=5) / fair.size)
+    assert r["max_error"] == pytest.approx(np.max(np.abs(np.array(r["estimate"]) - r["exact"])))
+    assert r["values"] == [1, 2, 3, 4, 5] and r["n"] == 6366 and r["epsilon"] == 1.0
+
+
+def test_ustat_kernels(capsys):
+    r = run_json(capsys, "ustat", "--kernel", "kendall")
+    fair = load_dataset("fair")
+    assert r["exact"] == pytest.approx(
+        exact_ustatistic(np.column_stack([fair["rate_marriage"], fair["religious"]]), "kendall"))
+    assert r["cells"] == 20
+    r = run_json(capsys, "ustat", "--kernel", "gini", "--k", "16")
+    assert r["exact"] == pytest.approx(exact_ustatistic(load_dataset("breast_cancer")["mean_radius"], "gini"))
+    r = run_json(capsys, "ustat", "--kernel", "auc")
+    assert r["exact"] == pytest.approx(0.9375165160403784)
+
+
+def test_csv_input(tmp_path, capsys):
+    rng = np.random.default_rng(0)
+    n = 6000
+    v = rng.choice([0, 1, 2], size=n, p=[0.6, 0.3, 0.1])
+    score = rng.normal(size=n) + v
+    lab = (v > 0).astype(int)
+    p = tmp_path / "data.csv"
+    p.write_text("v,score,lab\n" + "\n".join(f"{a},{float(b)!r},{c}" for a, b, c in zip(v, score, lab)) + "\n")
+    r = run_json(capsys, "shuffle-histogram", "--csv", str(p), "--column", "v")
+    np.testing.assert_allclose(r["exact"], np.bincount(v) / n)
+    assert r["n"] == n
+    r = run_json(capsys, "auc", "--csv", str(p), "--score", "score", "--label", "lab", "--bits", "5")
+    assert r["n"] == n and r["n_pos"] == int(lab.sum())
+    p2 = tmp_path / "small.csv"
+    p2.write_text("\n".join(p.read_text().splitlines()[:501]) + "\n")
+    r = run_json(capsys, "qmle", "--csv", str(p2), "--response", "score", "--covariates", "v")
+    assert r["n"] == 500
+
+
+def test_errors_are_reported(tmp_path, capsys):
+    code = main(["ldp", "shuffle-histogram", "--epsilon", "2", "--json"])
+    out = capsys.readouterr()
+    assert code == 2 and "epsilon <= 1" in out.err and json.loads(out.out)["error"]
+    code = main(["ldp", "auc", "--score", "nope"])
+    assert code == 2 and "no column 'nope'" in capsys.readouterr().err
+    bad = tmp_path / "bad.csv"
+    bad.write_text("s,y\n1,0\n2,x\n")
+    code = main(["ldp", "auc", "--csv", str(bad), "--score", "s", "--label", "y"])
+    assert code == 2 and "data row 2), column 'y': non-numeric value 'x'" in capsys.readouterr().err
+    small = tmp_path / "small.csv"
+    small.write_text("v\n" + "\n".join(["1"] * 50) + "\n")
+    code = main(["ldp", "shuffle-histogram", "--csv", str(small), "--column", "v"])
+    assert code == 2 and "users" in capsys.readouterr().err
+    code = main(["ldp", "shuffle-histogram", "--upper", "3"])
+    assert code == 2 and "outside the domain [1, 3]" in capsys.readouterr().err
+    code = main(["ldp", "qmle", "--covariates", "foodexp"])
+    assert code == 2 and "cannot also be a covariate" in capsys.readouterr().err
+    code = main(["ldp", "auc", "--epsilon", "-1"])
+    assert code == 2 and "epsilon" in capsys.readouterr().err
