@@ -205,7 +205,7 @@ def _finish(op, in0, in1, out, alias, defined, zero_wire, nwires, groups_in, gro
         wires = np.arange(obase, obase + w)
         for x in wires.tolist():
             if not defined[x]:
-                raise BristolFormatError(f"output wire {x} is never set", 0, src)
+                raise BristolFormatError(f"output wire {x} is never set (the header's wire count leaves it unused)", 1, src)
         outputs.append(OutputGroup(f"out{k}", np.array([alias[x] for x in wires.tolist()])))
         obase += w
     try:
@@ -277,8 +277,11 @@ def read_bristol_fashion(path: str | os.PathLike, parties=None) -> Circuit:
 
 def read_bristol_old(path: str | os.PathLike, parties=None) -> Circuit:
     path = os.fspath(path)
-    with open(path, encoding="ascii") as fh:
-        text = fh.read()
+    try:
+        with open(path, encoding="ascii") as fh:
+            text = fh.read()
+    except UnicodeDecodeError as exc:
+        raise BristolFormatError(f"not a text file ({exc})", 0, path) from None
     name = os.path.splitext(os.path.basename(path))[0]
     return parse_bristol_old(text, parties=parties, name=name, source=path)
 

@@ -549,11 +549,18 @@ class Int:
         if self.width != 1:
             raise CircuitError("mux condition must be 1 bit wide")
         bld = self.builder
-        x, y = _as_int(bld, a, self), _as_int(bld, b, self)
-        w = max(x.width, y.width)
-        x, y = x.extend(w), y.extend(w)
+        # size a constant operand by the other operand (or by the condition if both are constants)
+        x = _as_int(bld, a, b if isinstance(b, Int) else self)
+        y = _as_int(bld, b, x)
+        if x.signed != y.signed:
+            # exact for both: the unsigned one gains a zero bit, then both are signed
+            w = max(x.width + (not x.signed), y.width + (not y.signed))
+            x, y = x.extend(w).as_signed(), y.extend(w).as_signed()
+        else:
+            w = max(x.width, y.width)
+            x, y = x.extend(w), y.extend(w)
         c = self.bits[0]
-        return Int(bld, [bld.mux_bit(c, p, q) for p, q in zip(x.bits, y.bits)], x.signed or y.signed)
+        return Int(bld, [bld.mux_bit(c, p, q) for p, q in zip(x.bits, y.bits)], x.signed)
 
     # Python's == must stay usable for identity in containers; use eq()/ne() for circuits.
     __hash__ = object.__hash__

@@ -570,7 +570,8 @@ def bits_to_ints(bits: np.ndarray, signed: bool = False):
         if width == 64:
             return u.view(np.int64)
         s = u.astype(np.int64)
-        return np.where(bits[:, -1], s - (1 << width), s)
+        # sign-extend with the mask -(2^width), which fits in int64 for width <= 63
+        return np.where(bits[:, -1], s | np.int64(-(1 << width)), s)
     packed = np.packbits(bits, axis=1, bitorder="little")
     out = []
     for row in packed:

@@ -176,8 +176,8 @@ def kernel_reference(name: str, x, y):
     if name == "gini":
         return np.abs(np.asarray(x, dtype=object) - np.asarray(y, dtype=object))
     if name == "auc":
-        x, y = np.asarray(x), np.asarray(y)
-        return 2 * (x > y).astype(np.int64) + (x == y).astype(np.int64)
+        x, y = np.asarray(x, dtype=object), np.asarray(y, dtype=object)
+        return (2 * (x > y) + (x == y)).astype(np.int64)
     if name == "kendall":
         (x1, y1), (x2, y2) = x, y
         sign = np.frompyfunc(lambda v: (v > 0) - (v < 0), 1, 1)
@@ -188,5 +188,5 @@ def kernel_reference(name: str, x, y):
         d = np.asarray(x, dtype=object) - np.asarray(y, dtype=object)
         return d * d // 2
     if name == "collision":
-        return (np.asarray(x) == np.asarray(y)).astype(np.int64)
+        return (np.asarray(x, dtype=object) == np.asarray(y, dtype=object)).astype(np.int64)
     raise CircuitError(f"unknown kernel {name!r}")
