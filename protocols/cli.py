@@ -7,8 +7,9 @@ to their subparser collections, so ``pairwise bench garble`` and
 ``pairwise bench fss`` live in different modules.  A command sets
 ``func(args) -> int`` on its parser.
 
-Errors that a user can act on (:class:`PairwiseError` and its subclasses,
-``ValueError`` from parameter validation, ``OSError`` from sockets and files)
+Errors that a user can act on (``ValueError`` from parameter validation and
+its project subclasses such as ``CircuitError`` and ``DataError``, ``OSError``
+from sockets and files, including every ``ChannelError``)
 are printed as one line on stderr with exit status 2; with ``--json`` they are
 also printed as ``{"error": ...}`` on stdout.
 """
@@ -70,6 +71,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("pairwise: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # output piped into head & co.
+        sys.stderr.close()
+        return 0
     except (ValueError, OSError, LookupError, RuntimeError) as exc:
         name = type(exc).__name__
         print(f"pairwise: error: {name}: {exc}", file=sys.stderr)
