@@ -1,0 +1,182 @@
+"""Privacy guarantees as data, validation, and composition with outward rounding.
+
+What it does
+    :class:`PrivacyGuarantee` is an immutable, validated (epsilon, delta) pair
+    that every mechanism of :mod:`dp` carries in its ``guarantee`` attribute.
+    :func:`basic_composition` adds guarantees (sequential composition, Dwork
+    and Roth 2014, Thm 3.16); :func:`advanced_composition` is the k-fold
+    adaptive composition bound of Dwork, Rothblum and Vadhan (FOCS 2010;
+    Dwork-Roth Thm 3.20):
+
+        epsilon' = sqrt(2 k ln(1/delta')) * epsilon + k * epsilon * (e^epsilon - 1),
+        delta''  = k * delta + delta'.
+
+Rounding
+    Privacy arithmetic rounds outward, as in OpenDP: the epsilon and delta we
+    report are never smaller than the exact real-number result.  Sums of floats
+    are computed exactly with :class:`fractions.Fraction` and rounded up to the
+    next double; the advanced-composition formula is evaluated in
+    :mod:`decimal` with 60 significant digits and ``ROUND_CEILING`` on every
+    operation (each step is monotone in its inputs, so the result is an upper
+    bound), then rounded up to a double.
+
+Security model
+    Pure math on public parameters; no randomness.
+
+Validation
+    epsilon must be a finite real number > 0; delta a real number in [0, 1);
+    anything else raises :class:`dp.errors.PrivacyParameterError`.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Iterable
+from dataclasses import dataclass
+from decimal import ROUND_CEILING, Decimal, localcontext
+from fractions import Fraction
+
+from dp.errors import PrivacyParameterError
+
+__all__ = [
+    "PrivacyGuarantee",
+    "validate_epsilon",
+    "validate_delta",
+    "basic_composition",
+    "advanced_composition",
+    "round_up",
+]
+
+
+def _as_real(value: object, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise PrivacyParameterError(
+            f"{name} must be a real number, got {type(value).__name__} {value!r}"
+        )
+    try:
+        return float(value)
+    except (OverflowError, ValueError) as exc:  # e.g. a huge Fraction
+        raise PrivacyParameterError(f"{name}={value!r} is not representable as a float") from exc
+
+
+def validate_epsilon(eps: object) -> float:
+    """Return ``eps`` as a float if it is a finite real number > 0, else raise.
+
+    >>> validate_epsilon(0.5)
+    0.5
+    """
+    value = _as_real(eps, "epsilon")
+    if not math.isfinite(value) or value <= 0.0:
+        raise PrivacyParameterError(f"epsilon must be finite and > 0, got {eps!r}")
+    return value
+
+
+def validate_delta(delta: object) -> float:
+    """Return ``delta`` as a float if it is a real number in [0, 1), else raise."""
+    value = _as_real(delta, "delta")
+    if not (0.0 <= value < 1.0):  # also rejects NaN
+        raise PrivacyParameterError(f"delta must lie in [0, 1), got {delta!r}")
+    return value
+
+
+def round_up(value: Fraction | Decimal | int) -> float:
+    """The smallest double that is >= ``value`` (an exact rational or decimal)."""
+    as_float = float(value)
+    exact = Fraction(value)
+    if Fraction(as_float) < exact:
+        as_float = math.nextafter(as_float, math.inf)
+    return as_float
+
+
+@dataclass(frozen=True)
+class PrivacyGuarantee:
+    """An (epsilon, delta)-differential-privacy guarantee; delta = 0 is pure DP.
+
+    The values are validated at construction (see :func:`validate_epsilon` and
+    :func:`validate_delta`) and stored as floats.
+    """
+
+    epsilon: float
+    delta: float = 0.0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "epsilon", validate_epsilon(self.epsilon))
+        object.__setattr__(self, "delta", validate_delta(self.delta))
+
+    @property
+    def is_pure(self) -> bool:
+        """True for pure epsilon-DP (delta == 0)."""
+        return self.delta == 0.0
+
+    def __str__(self) -> str:
+        if self.is_pure:
+            return f"{self.epsilon:.6g}-DP"
+        return f"({self.epsilon:.6g}, {self.delta:.3g})-DP"
+
+
+def basic_composition(guarantees: Iterable[PrivacyGuarantee]) -> PrivacyGuarantee:
+    """Sequential composition: (sum of epsilons, sum of deltas), rounded up.
+
+    Raises :class:`PrivacyParameterError` if the list is empty, holds something
+    that is not a :class:`PrivacyGuarantee`, or if the deltas add up to 1 or
+    more (a vacuous guarantee).
+    """
+    items = list(guarantees)
+    if not items:
+        raise PrivacyParameterError("basic_composition needs at least one guarantee")
+    for g in items:
+        if not isinstance(g, PrivacyGuarantee):
+            raise PrivacyParameterError(
+                f"basic_composition takes PrivacyGuarantee objects, got {type(g).__name__}"
+            )
+    eps = round_up(sum((Fraction(g.epsilon) for g in items), Fraction(0)))
+    delta = round_up(sum((Fraction(g.delta) for g in items), Fraction(0)))
+    if delta >= 1.0:
+        raise PrivacyParameterError(
+            f"composed delta {delta!r} is >= 1: the composition gives no guarantee"
+        )
+    return PrivacyGuarantee(eps, delta)
+
+
+def advanced_composition(
+    epsilon: float, delta: float, k: int, delta_slack: float
+) -> PrivacyGuarantee:
+    """k-fold adaptive composition of (epsilon, delta)-DP mechanisms (DRV 2010).
+
+    Returns (epsilon', k*delta + delta_slack) with
+    epsilon' = min(k*epsilon, sqrt(2k ln(1/delta_slack))*epsilon + k*epsilon*(e^epsilon - 1)),
+    every quantity rounded up.  (Taking the minimum with k*epsilon is valid:
+    basic composition gives (k*epsilon, k*delta), which is stronger than
+    (k*epsilon, k*delta + delta_slack).)
+
+    Parameters: epsilon > 0, delta in [0, 1), integer k >= 1, delta_slack in (0, 1).
+    """
+    eps = validate_epsilon(epsilon)
+    dlt = validate_delta(delta)
+    if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
+        raise PrivacyParameterError(f"k must be an integer >= 1, got {k!r}")
+    slack = validate_delta(delta_slack)
+    if slack == 0.0:
+        raise PrivacyParameterError("delta_slack must be > 0 for advanced composition")
+    k = int(k)
+    with localcontext() as ctx:
+        ctx.prec = 60
+        ctx.rounding = ROUND_CEILING
+        d_eps = Decimal(eps)
+        d_k = Decimal(k)
+        # ln(1/delta') is decreasing in delta'; 1/delta' rounded up then ln rounded up
+        # gives an upper bound.
+        log_term = (Decimal(1) / Decimal(slack)).ln()
+        first = (2 * d_k * log_term).sqrt() * d_eps
+        second = d_k * d_eps * (d_eps.exp() - 1)
+        advanced = first + second
+        basic = d_k * d_eps
+        eps_total = min(advanced, basic)
+    delta_total = round_up(Fraction(k) * Fraction(dlt) + Fraction(slack))
+    if delta_total >= 1.0:
+        raise PrivacyParameterError(
+            f"k*delta + delta_slack = {delta_total!r} is >= 1: no guarantee; "
+            "lower delta or delta_slack"
+        )
+    return PrivacyGuarantee(round_up(eps_total), delta_total)

@@ -1,0 +1,512 @@
+"""Local and central DP mechanisms that carry their privacy guarantee as data.
+
+What it does
+    * :class:`RandomizedResponse` -- binary randomized response: the true bit
+      is kept with probability e^eps / (1 + e^eps) (Warner 1965), with the
+      unbiased mean estimator (mean(r) - q) / (1 - 2q), q = 1/(1 + e^eps).
+    * :class:`KaryRandomizedResponse` -- k-ary randomized response of the
+      U-statistics paper (Bell, Bellet, Gascon, Kulkarni, "Private Protocols
+      for U-Statistics in the Local Model and Beyond", AISTATS 2020, Sec. 3,
+      Algorithm 1 and Eq. 9) with beta = k / (k + e^eps - 1): keep the value
+      with probability 1 - beta, otherwise report a uniform value of [k] (which
+      may be the true one).  So P[report = true] = 1 - beta + beta/k and
+      P[report = j] = beta/k for j != true; the ratio is exactly e^eps.  (Eq. 9
+      as printed says "1 - beta for i = pi(x)", which does not sum to one;
+      the paper's own unbiasing, (1 - beta)^-1 (e_R - b) with b = beta/k * 1,
+      is the reading used here.)  The transition matrix
+      P = (1 - beta) I + (beta/k) J, its inverse (I - (beta/k) J)/(1 - beta),
+      unbiased frequencies, and the unbiased U-statistic estimate with kernel
+      (1 - beta)^-2 (e_R1 - b)^T A (e_R2 - b) of Sec. 3 are provided.
+    * :class:`OneBitFlip` -- the one-bit submission of Ding, Kulkarni and
+      Yekhanin (NeurIPS 2017) as used in "Locally Differentially Private
+      Quasi-Maximum Likelihood Estimation with One-Bit Submissions" (the
+      onebit-ldp-qmle paper), Sec. 2.1 and Eq. 6-8: the record is truncated to
+      [a, b] (Eq. 6) and submitted as one bit z with
+      P[z = 1 | y~] = 1/(e^eps + 1) + (y~ - a)/(b - a) * (e^eps - 1)/(e^eps + 1)
+      (Eq. 7); Eq. 8 applies it component-wise to explanatory variables with
+      per-component budgets (:class:`OneBitFlipVector`).  The paper's QMLE
+      uses the likelihood of the bits, which depends on the model only through
+      E[y~ | x] (:meth:`OneBitFlip.log_likelihood`); the unbiased mean
+      estimator a + (b - a)((e^eps + 1) mean(z) - 1)/(e^eps - 1) is Ding et
+      al.'s.
+    * :class:`GeometricMechanism` -- integer query + discrete Laplace noise of
+      scale >= sensitivity / epsilon (Ghosh, Roughgarden, Sundararajan 2009;
+      CKS20 sampler).
+    * :class:`SnappingLaplaceMechanism` -- real-valued query through Mironov's
+      snapping mechanism, with the noise scale chosen so that the stated
+      epsilon holds including the snapping overhead.
+
+Exactness and randomness
+    ``randomize``/``release`` use exact samplers on the OS CSPRNG.  Coins of
+    probability e^eps/(1 + e^eps) are drawn exactly by rejection: propose
+    "keep" or "change" with a fair coin (or a uniform value of [k]) and accept
+    a change with an exact Bernoulli(exp(-eps')) draw (CKS20 Algorithm 1).
+    eps' is epsilon rounded down to a multiple of 2^-40
+    (:func:`dp.samplers.exact_epsilon`), so the mechanism is eps'-DP, hence
+    epsilon-DP; the estimators use eps', the value actually sampled with.
+    ``simulate`` methods take a seeded numpy generator and are for
+    experiments only.
+
+Security model
+    Local mechanisms protect each user's record against the curator
+    (pure epsilon-LDP); :class:`GeometricMechanism` is central epsilon-DP for
+    queries whose value changes by at most ``sensitivity`` between neighbouring
+    data sets.  Noise is secret and never logged.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import secrets
+from collections.abc import Sequence
+from fractions import Fraction
+
+import numpy as np
+
+from dp.accounting import PrivacyGuarantee, basic_composition, validate_epsilon
+from dp.errors import EmptyDataError, InvalidDataError, PrivacyParameterError
+from dp.samplers import (
+    SNAPPING_ETA,
+    _check_rng,
+    bernoulli_exp_array,
+    conservative_scale,
+    discrete_laplace_array,
+    discrete_laplace_variance,
+    exact_epsilon,
+    sample_bernoulli_exp,
+    sample_bernoulli_rational,
+    sample_discrete_laplace,
+    simulate_discrete_laplace,
+    snapping_epsilon,
+    snapping_laplace,
+    snapping_laplace_array,
+    uniform_int_array,
+)
+
+__all__ = [
+    "RandomizedResponse",
+    "KaryRandomizedResponse",
+    "OneBitFlip",
+    "OneBitFlipVector",
+    "GeometricMechanism",
+    "SnappingLaplaceMechanism",
+]
+
+
+def _bits(values: object, name: str = "bits") -> np.ndarray:
+    arr = np.asarray(values)
+    if arr.size == 0:
+        raise EmptyDataError(f"{name} is empty")
+    if arr.dtype == bool:
+        return arr.astype(np.int64).ravel()
+    if not np.issubdtype(arr.dtype, np.integer) and not np.issubdtype(arr.dtype, np.floating):
+        raise InvalidDataError(f"{name} must be an array of 0/1 values, got dtype {arr.dtype}")
+    if not np.all((arr == 0) | (arr == 1)):
+        raise InvalidDataError(f"{name} must contain only 0 and 1")
+    return arr.astype(np.int64).ravel()
+
+
+def _one_bit(bit: object) -> int:
+    if isinstance(bit, (bool, np.bool_)):
+        return int(bit)
+    if isinstance(bit, numbers.Integral) and int(bit) in (0, 1):
+        return int(bit)
+    raise InvalidDataError(f"bit must be 0 or 1, got {bit!r}")
+
+
+def _change_coin(eps: Fraction) -> int:
+    """1 with probability exactly e^-eps / (1 + e^-eps) = 1 / (1 + e^eps)."""
+    while True:
+        if not secrets.randbits(1):
+            return 0
+        if sample_bernoulli_exp(eps):
+            return 1
+
+
+def _change_coins(eps: Fraction, n: int) -> np.ndarray:
+    """n independent exact coins of probability 1 / (1 + e^eps) (bool array)."""
+    out = np.zeros(n, dtype=bool)
+    pending = np.arange(n)
+    while pending.size:
+        propose = uniform_int_array(2, pending.size).astype(bool)
+        accept = np.ones(pending.size, dtype=bool)
+        idx = np.flatnonzero(propose)
+        accept[idx] = bernoulli_exp_array(eps, idx.size).astype(bool)
+        out[pending[propose & accept]] = True
+        pending = pending[~accept]
+    return out
+
+
+class RandomizedResponse:
+    """Binary randomized response: epsilon-LDP for one bit.
+
+    >>> rr = RandomizedResponse(1.0)
+    >>> rr.guarantee.epsilon
+    1.0
+    """
+
+    def __init__(self, epsilon: float) -> None:
+        self.epsilon = validate_epsilon(epsilon)
+        self.epsilon_exact = exact_epsilon(epsilon)
+        self.guarantee = PrivacyGuarantee(self.epsilon)
+        e = math.exp(float(self.epsilon_exact))
+        #: probability of reporting the opposite bit, 1 / (1 + e^eps')
+        self.flip_probability = 1.0 / (1.0 + e)
+
+    def randomize(self, bit: int) -> int:
+        """The randomized report of one bit (exact, OS CSPRNG)."""
+        b = _one_bit(bit)
+        return b ^ _change_coin(self.epsilon_exact)
+
+    def randomize_array(self, bits: np.ndarray) -> np.ndarray:
+        """Reports for an array of bits (exact, vectorized, os.urandom)."""
+        b = _bits(bits)
+        return b ^ _change_coins(self.epsilon_exact, b.size).astype(np.int64)
+
+    def simulate(self, bits: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """SIMULATION: reports drawn with a seeded numpy generator (float coins)."""
+        b = _bits(bits)
+        flips = _check_rng(rng).random(b.size) < self.flip_probability
+        return b ^ flips.astype(np.int64)
+
+    def estimate_mean(self, reports: np.ndarray) -> float:
+        """Unbiased estimate of the mean of the true bits: (mean(r) - q) / (1 - 2q)."""
+        r = _bits(reports, "reports")
+        q = self.flip_probability
+        return (float(r.mean()) - q) / (1.0 - 2.0 * q)
+
+    def estimate_count(self, reports: np.ndarray) -> float:
+        """Unbiased estimate of the number of true ones."""
+        r = _bits(reports, "reports")
+        return self.estimate_mean(r) * r.size
+
+
+class KaryRandomizedResponse:
+    """k-ary randomized response with beta = k / (k + e^eps - 1) (ustats paper, Eq. 9)."""
+
+    def __init__(self, k: int, epsilon: float) -> None:
+        if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 2:
+            raise PrivacyParameterError(f"k must be an integer >= 2, got {k!r}")
+        self.k = int(k)
+        self.epsilon = validate_epsilon(epsilon)
+        self.epsilon_exact = exact_epsilon(epsilon)
+        self.guarantee = PrivacyGuarantee(self.epsilon)
+        e = math.exp(float(self.epsilon_exact))
+        #: probability of replacing the value by a uniform draw from [k]
+        self.beta = self.k / (self.k + e - 1.0)
+        self.keep_probability = 1.0 - self.beta + self.beta / self.k
+
+    # -- sampling ---------------------------------------------------------
+    def _values(self, values: object) -> np.ndarray:
+        arr = np.asarray(values)
+        if arr.size == 0:
+            raise EmptyDataError("values is empty")
+        if not np.issubdtype(arr.dtype, np.integer):
+            raise InvalidDataError(f"values must be integers in [0, {self.k}), got dtype {arr.dtype}")
+        if arr.min() < 0 or arr.max() >= self.k:
+            raise InvalidDataError(f"values must lie in [0, {self.k})")
+        return arr.astype(np.int64).ravel()
+
+    def randomize(self, v: int) -> int:
+        """The report for one value v in [0, k) (exact, OS CSPRNG).
+
+        Rejection: draw j uniform in [k]; return it if j == v, else accept it
+        with probability e^-eps'.  Hence P[v] ~ 1 and P[j] ~ e^-eps' for each
+        j != v, i.e. P[v] = e^eps'/(e^eps' + k - 1) = 1 - beta + beta/k.
+        """
+        if isinstance(v, bool) or not isinstance(v, numbers.Integral) or not 0 <= v < self.k:
+            raise InvalidDataError(f"value must be an integer in [0, {self.k}), got {v!r}")
+        v = int(v)
+        while True:
+            j = secrets.randbelow(self.k)
+            if j == v or sample_bernoulli_exp(self.epsilon_exact):
+                return j
+
+    def randomize_array(self, values: np.ndarray) -> np.ndarray:
+        """Reports for an array of values (exact, vectorized, os.urandom)."""
+        vals = self._values(values)
+        out = np.empty_like(vals)
+        pending = np.arange(vals.size)
+        while pending.size:
+            j = uniform_int_array(self.k, pending.size)
+            accept = j == vals[pending]
+            other = np.flatnonzero(~accept)
+            accept[other] = bernoulli_exp_array(self.epsilon_exact, other.size).astype(bool)
+            out[pending[accept]] = j[accept]
+            pending = pending[~accept]
+        return out
+
+    def simulate(self, values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """SIMULATION: keep with probability 1 - beta, else a uniform value (seeded numpy)."""
+        vals = self._values(values)
+        g = _check_rng(rng)
+        keep = g.random(vals.size) >= self.beta
+        return np.where(keep, vals, g.integers(0, self.k, vals.size))
+
+    # -- unbiasing --------------------------------------------------------
+    @property
+    def transition_matrix(self) -> np.ndarray:
+        """P[i, j] = P[report j | value i] = (1 - beta) [i == j] + beta / k."""
+        return (1.0 - self.beta) * np.eye(self.k) + self.beta / self.k
+
+    @property
+    def inverse_transition_matrix(self) -> np.ndarray:
+        """P^-1 = (I - (beta/k) J) / (1 - beta); report frequencies times it are unbiased."""
+        return (np.eye(self.k) - self.beta / self.k) / (1.0 - self.beta)
+
+    def report_counts(self, reports: np.ndarray) -> np.ndarray:
+        """Histogram of the reports over [k]."""
+        return np.bincount(self._values(reports), minlength=self.k)
+
+    def estimate_frequencies(self, reports: np.ndarray) -> np.ndarray:
+        """Unbiased estimate of the true value frequencies: (counts/n - beta/k) / (1 - beta)."""
+        counts = self.report_counts(reports)
+        return (counts / counts.sum() - self.beta / self.k) / (1.0 - self.beta)
+
+    def estimate_counts(self, reports: np.ndarray) -> np.ndarray:
+        """Unbiased estimate of the true value counts."""
+        counts = self.report_counts(reports)
+        n = counts.sum()
+        return (counts - n * self.beta / self.k) / (1.0 - self.beta)
+
+    def debiased_onehot(self, reports: np.ndarray) -> np.ndarray:
+        """Per-report unbiased estimate of the one-hot true value: (e_R - b) / (1 - beta)."""
+        r = self._values(reports)
+        out = np.full((r.size, self.k), -self.beta / self.k)
+        out[np.arange(r.size), r] += 1.0
+        return out / (1.0 - self.beta)
+
+    def estimate_ustatistic(self, reports: np.ndarray, kernel: np.ndarray) -> float:
+        """Unbiased estimate of U = (n choose 2)^-1 sum_{i<j} A[x_i, x_j] (ustats Sec. 3).
+
+        ``kernel`` is the symmetric k x k matrix A[i, j] = f(i, j).  The estimate
+        is the U-statistic with kernel (1 - beta)^-2 (e_Ri - b)^T A (e_Rj - b),
+        computed in O(k^2) from the report histogram.
+        """
+        a = np.asarray(kernel, dtype=float)
+        if a.shape != (self.k, self.k):
+            raise InvalidDataError(f"kernel must be a {self.k}x{self.k} matrix, got shape {a.shape}")
+        if not np.allclose(a, a.T):
+            raise InvalidDataError("kernel matrix must be symmetric")
+        counts = self.report_counts(reports).astype(float)
+        n = counts.sum()
+        if n < 2:
+            raise EmptyDataError("a U-statistic of order 2 needs at least 2 reports")
+        b = np.full(self.k, self.beta / self.k)
+        total = counts - n * b  # sum over reports of (e_R - b)
+        centered = np.eye(self.k) - b  # row r: e_r - b
+        diag = np.einsum("ri,ij,rj->r", centered, a, centered)
+        pair_sum = 0.5 * (total @ a @ total - counts @ diag)
+        return float(pair_sum / (n * (n - 1) / 2) / (1.0 - self.beta) ** 2)
+
+
+class OneBitFlip:
+    """Truncation to [lower, upper] then the one-bit flip (onebit-ldp-qmle Eq. 6-7)."""
+
+    def __init__(self, epsilon: float, lower: float, upper: float) -> None:
+        self.epsilon = validate_epsilon(epsilon)
+        self.epsilon_exact = exact_epsilon(epsilon)
+        self.guarantee = PrivacyGuarantee(self.epsilon)
+        lo, hi = float(lower), float(upper)
+        if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
+            raise PrivacyParameterError(f"need finite lower < upper, got [{lower!r}, {upper!r}]")
+        self.lower, self.upper = lo, hi
+        e = math.exp(float(self.epsilon_exact))
+        self._e = e
+
+    def _values(self, y: object) -> np.ndarray:
+        arr = np.asarray(y, dtype=float).ravel()
+        if arr.size == 0:
+            raise EmptyDataError("values is empty")
+        if np.isnan(arr).any():
+            raise InvalidDataError("values contain NaN")
+        return arr
+
+    def truncate(self, y: np.ndarray | float) -> np.ndarray:
+        """Eq. 6: y~ = lower if y < lower, upper if y > upper, y otherwise."""
+        return np.clip(np.asarray(y, dtype=float), self.lower, self.upper)
+
+    def prob_one(self, y_truncated: np.ndarray | float) -> np.ndarray:
+        """Eq. 7: P[z = 1 | y~] = 1/(e^eps+1) + (y~ - a)/(b - a) (e^eps - 1)/(e^eps + 1)."""
+        w = (np.asarray(y_truncated, dtype=float) - self.lower) / (self.upper - self.lower)
+        return (1.0 + w * (self._e - 1.0)) / (self._e + 1.0)
+
+    def randomize(self, y: float) -> int:
+        """One bit for the record y (exact, OS CSPRNG).
+
+        w = (y~ - a)/(b - a) is an exact rational (y~ is a double); z is binary
+        randomized response applied to a Bernoulli(w) bit, which gives Eq. 7.
+        """
+        yt = float(self.truncate(float(y)))
+        if math.isnan(yt):
+            raise InvalidDataError("value is NaN")
+        w = (Fraction(yt) - Fraction(self.lower)) / (Fraction(self.upper) - Fraction(self.lower))
+        bit = sample_bernoulli_rational(w.numerator, w.denominator)
+        return bit ^ _change_coin(self.epsilon_exact)
+
+    def randomize_array(self, y: np.ndarray) -> np.ndarray:
+        """Bits for an array of records (exact; the Bernoulli(w) part runs per record)."""
+        vals = self.truncate(self._values(y))
+        lo, span = Fraction(self.lower), Fraction(self.upper) - Fraction(self.lower)
+        bits = np.empty(vals.size, dtype=np.int64)
+        for i, v in enumerate(vals):
+            w = (Fraction(float(v)) - lo) / span
+            bits[i] = 1 if secrets.randbelow(w.denominator) < w.numerator else 0
+        return bits ^ _change_coins(self.epsilon_exact, vals.size).astype(np.int64)
+
+    def simulate(self, y: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """SIMULATION: bits drawn with a seeded numpy generator."""
+        p = self.prob_one(self.truncate(self._values(y)))
+        return (_check_rng(rng).random(p.size) < p).astype(np.int64)
+
+    def debias(self, reports: np.ndarray) -> np.ndarray:
+        """Per-report unbiased estimate of y~: a + (b - a)((e^eps + 1) z - 1)/(e^eps - 1)."""
+        z = _bits(reports, "reports").astype(float)
+        return self.lower + (self.upper - self.lower) * ((self._e + 1.0) * z - 1.0) / (self._e - 1.0)
+
+    def estimate_mean(self, reports: np.ndarray) -> float:
+        """Unbiased estimate of the mean of the truncated records (Ding et al. 2017)."""
+        return float(self.debias(reports).mean())
+
+    def log_likelihood(self, reports: np.ndarray, expected_truncated: np.ndarray) -> float:
+        """Log-likelihood of the bits given model values E[y~ | x] (the QMLE objective).
+
+        P[z = 1 | x] = prob_one(E[y~ | x]) because Eq. 7 is affine in y~.
+        """
+        z = _bits(reports, "reports").astype(float)
+        mu = np.asarray(expected_truncated, dtype=float).ravel()
+        if mu.shape != z.shape:
+            raise InvalidDataError(f"expected_truncated has shape {mu.shape}, reports {z.shape}")
+        p = self.prob_one(np.clip(mu, self.lower, self.upper))
+        return float(np.sum(z * np.log(p) + (1.0 - z) * np.log1p(-p)))
+
+
+class OneBitFlipVector:
+    """Eq. 8: component-wise one-bit flips of a d-dimensional record.
+
+    Component j uses budget epsilons[j] on [lowers[j], uppers[j]]; by basic
+    composition the record is (sum epsilons)-LDP.
+    """
+
+    def __init__(self, epsilons: Sequence[float], lowers: Sequence[float], uppers: Sequence[float]):
+        if not (len(epsilons) == len(lowers) == len(uppers)) or len(epsilons) == 0:
+            raise PrivacyParameterError("epsilons, lowers and uppers must be non-empty and of equal length")
+        self.components = [OneBitFlip(e, lo, hi) for e, lo, hi in zip(epsilons, lowers, uppers)]
+        self.guarantee = basic_composition(c.guarantee for c in self.components)
+
+    @classmethod
+    def even_split(cls, epsilon: float, lowers: Sequence[float], uppers: Sequence[float]):
+        """Budget epsilon split evenly over the components."""
+        eps = validate_epsilon(epsilon)
+        d = len(lowers)
+        if d == 0:
+            raise PrivacyParameterError("need at least one component")
+        share = math.nextafter(eps / d, 0.0)  # round down so the sum stays <= epsilon
+        return cls([share] * d, lowers, uppers)
+
+    def _matrix(self, x: object) -> np.ndarray:
+        arr = np.asarray(x, dtype=float)
+        if arr.ndim == 1:
+            arr = arr[None, :]
+        if arr.ndim != 2 or arr.shape[1] != len(self.components):
+            raise InvalidDataError(f"records must have {len(self.components)} columns, got shape {arr.shape}")
+        if arr.shape[0] == 0:
+            raise EmptyDataError("no records")
+        return arr
+
+    def randomize_array(self, x: np.ndarray) -> np.ndarray:
+        """Bits (n x d) for records x (n x d), exact."""
+        arr = self._matrix(x)
+        return np.stack([c.randomize_array(arr[:, j]) for j, c in enumerate(self.components)], axis=1)
+
+    def simulate(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """SIMULATION: bits (n x d) with a seeded numpy generator."""
+        arr = self._matrix(x)
+        return np.stack([c.simulate(arr[:, j], rng) for j, c in enumerate(self.components)], axis=1)
+
+    def estimate_mean(self, reports: np.ndarray) -> np.ndarray:
+        """Unbiased per-component means of the truncated records."""
+        z = np.asarray(reports)
+        return np.array([c.estimate_mean(z[:, j]) for j, c in enumerate(self.components)])
+
+
+class GeometricMechanism:
+    """Integer query + discrete Laplace noise of scale >= sensitivity / epsilon (epsilon-DP)."""
+
+    def __init__(self, epsilon: float, sensitivity: int = 1) -> None:
+        self.epsilon = validate_epsilon(epsilon)
+        if isinstance(sensitivity, bool) or not isinstance(sensitivity, numbers.Integral) or sensitivity < 1:
+            raise PrivacyParameterError(f"sensitivity must be an integer >= 1, got {sensitivity!r}")
+        self.sensitivity = int(sensitivity)
+        #: exact noise scale: the smallest multiple of 2^-20 >= sensitivity/epsilon
+        self.scale: Fraction = conservative_scale(self.sensitivity, self.epsilon)
+        self.guarantee = PrivacyGuarantee(self.epsilon)
+
+    @property
+    def variance(self) -> float:
+        """Variance of the noise, 2a/(1-a)^2 with a = exp(-1/scale)."""
+        return discrete_laplace_variance(self.scale)
+
+    @staticmethod
+    def _ints(values: object) -> np.ndarray:
+        arr = np.asarray(values)
+        if arr.size == 0:
+            raise EmptyDataError("values is empty")
+        if not np.issubdtype(arr.dtype, np.integer):
+            raise InvalidDataError(f"the geometric mechanism releases integers, got dtype {arr.dtype}")
+        return arr.astype(np.int64)
+
+    def release(self, value: int) -> int:
+        """value + discrete Laplace noise (exact, OS CSPRNG)."""
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            raise InvalidDataError(f"value must be an integer, got {value!r}")
+        return int(value) + sample_discrete_laplace(self.scale)
+
+    def release_array(self, values: np.ndarray) -> np.ndarray:
+        """values + independent discrete Laplace noise (exact, vectorized, os.urandom)."""
+        arr = self._ints(values)
+        return arr + discrete_laplace_array(self.scale, arr.size).reshape(arr.shape)
+
+    def simulate(self, values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """SIMULATION: values + float-sampled discrete Laplace noise (seeded numpy)."""
+        arr = self._ints(values)
+        return arr + simulate_discrete_laplace(self.scale, arr.shape, rng)
+
+
+class SnappingLaplaceMechanism:
+    """Real-valued query through Mironov's snapping mechanism, epsilon-DP overall.
+
+    The query must take values in [lower, upper] (outside values are clamped) and
+    change by at most ``sensitivity`` between neighbours.  The noise scale is the
+    smallest that makes :func:`dp.samplers.snapping_epsilon` <= epsilon.
+    """
+
+    def __init__(self, epsilon: float, sensitivity: float, lower: float, upper: float) -> None:
+        self.epsilon = validate_epsilon(epsilon)
+        sens = float(sensitivity)
+        if not (math.isfinite(sens) and sens > 0):
+            raise PrivacyParameterError(f"sensitivity must be finite and > 0, got {sensitivity!r}")
+        self.sensitivity, self.lower, self.upper = sens, float(lower), float(upper)
+        if not self.lower < self.upper:
+            raise PrivacyParameterError(f"need lower < upper, got [{lower!r}, {upper!r}]")
+        half = (self.upper - self.lower) / 2.0 / sens
+        eta = SNAPPING_ETA
+        if self.epsilon <= 2 * eta:
+            raise PrivacyParameterError(f"epsilon={epsilon!r} is too small for the snapping mechanism")
+        lam = (1.0 + 12.0 * half * eta) / (self.epsilon - 2.0 * eta)
+        scale = lam * sens
+        for _ in range(64):  # absorb float rounding in the formula above
+            if snapping_epsilon(scale, self.lower, self.upper, sens) <= self.epsilon:
+                break
+            scale = math.nextafter(scale, math.inf) * (1 + 1e-15)
+        self.scale = scale
+        self.guarantee = PrivacyGuarantee(snapping_epsilon(scale, self.lower, self.upper, sens))
+
+    def release(self, value: float) -> float:
+        """Snapped Laplace release of one value (OS CSPRNG)."""
+        return snapping_laplace(value, self.scale, self.lower, self.upper, self.sensitivity)
+
+    def release_array(self, values: np.ndarray) -> np.ndarray:
+        """Snapped Laplace release of every entry (vectorized)."""
+        return snapping_laplace_array(values, self.scale, self.lower, self.upper, self.sensitivity)

@@ -1,0 +1,668 @@
+"""Exact noise samplers from the OS CSPRNG, their vectorized forms, and simulations.
+
+What it does
+    Scalar exact samplers, drawing from :mod:`secrets` (the OS CSPRNG), that
+    take rational parameters (``int`` / :class:`fractions.Fraction`; a ``float``
+    is converted exactly, e.g. ``0.1`` is the dyadic rational nearest 0.1):
+
+    * :func:`sample_bernoulli_rational` -- Bernoulli(num/den);
+    * :func:`sample_bernoulli_exp` -- Bernoulli(exp(-x)), Canonne, Kamath and
+      Steinke, "The Discrete Gaussian for Differential Privacy" (NeurIPS 2020,
+      CKS20), Algorithm 1;
+    * :func:`sample_geometric` -- P[V = v] = (1 - e^-rate) e^(-rate v), v >= 0;
+    * :func:`sample_discrete_laplace` -- P[X = x] proportional to
+      exp(-|x| / scale), CKS20 Algorithm 2;
+    * :func:`sample_discrete_gaussian` -- P[X = x] proportional to
+      exp(-x^2 / (2 sigma2)), CKS20 Algorithm 3.
+
+    Vectorized exact versions (``*_array``) draw 64-bit words from
+    :func:`os.urandom` and run the same algorithms on whole numpy arrays:
+    uniform integers by masked rejection, Bernoulli(p/q) by comparing a uniform
+    integer below q with p, Bernoulli(exp(-x)) by CKS20's Algorithm 1 on all
+    pending elements at once.  Only integer comparisons decide outcomes, so the
+    output distribution is exactly the stated one (no float inverse CDF).
+    Parameters whose integers would overflow the uint64 arithmetic fall back,
+    per element, to the scalar exact sampler (still exact, slower).
+
+    ``simulate_*`` functions take a seeded :class:`numpy.random.Generator` and
+    use floating point; they are for experiments and tests only.
+
+Continuous Laplace: snapping only
+    A textbook floating-point Laplace sample ``f(D) + scale * ln(U)`` leaks
+    ``f(D)`` through the set of doubles it can reach (Mironov, "On Significance
+    of the Least Significant Bits for Differential Privacy", CCS 2012).  The
+    only continuous Laplace here for real use is :func:`snapping_laplace`,
+    Mironov's snapping mechanism (his Sec. 5.2):
+
+        clamp_B( round_Lambda( clamp_B(f(D)) + S * lambda * LN(U*) ) ),
+
+    with U* uniform over the doubles of (0, 1) weighted by their spacing
+    (exponent drawn geometrically, 52 uniform mantissa bits), S a uniform sign,
+    LN the correctly rounded natural logarithm (long double with a rounding
+    certainty test, else :mod:`decimal` with 50 significant digits, more than
+    the ~118 bits that the hardest-to-round binary64 arguments of ln need), Lambda the smallest power of two >= lambda,
+    and round_Lambda rounding to the nearest multiple of Lambda.  For
+    sensitivity-1 queries and lambda < B < 2^46 lambda it is
+    ((1 + 12 B eta) / lambda + 2 eta)-DP, eta = 2^-53 (Mironov's Theorem;
+    the form used by OpenDP's implementation notes), which
+    :func:`snapping_epsilon` returns rounded up.  The snapping is vectorized:
+    ln is evaluated in long double and rounded to double where that rounding
+    is certain, and in :mod:`decimal` for the few undecided arguments.
+
+Security model
+    Exact samplers: the noise is a secret; it comes from the OS CSPRNG only
+    (``secrets.randbelow``/``randbits``, ``os.urandom``) and is exactly
+    distributed as specified.  Timing is not constant (rejection loops), as in
+    CKS20; callers that need timing-side-channel resistance must not use
+    these in a setting where the adversary times the sampler.  Simulation
+    functions are not for protocol paths.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import os
+import secrets
+from decimal import Decimal, localcontext
+from fractions import Fraction
+
+import numpy as np
+
+from dp.accounting import round_up, validate_epsilon
+from dp.errors import PrivacyParameterError
+
+__all__ = [
+    "as_fraction",
+    "conservative_scale",
+    "exact_epsilon",
+    "sample_uniform_int",
+    "sample_bernoulli_rational",
+    "sample_bernoulli_exp",
+    "sample_geometric",
+    "sample_discrete_laplace",
+    "sample_discrete_gaussian",
+    "uniform_int_array",
+    "bernoulli_rational_array",
+    "bernoulli_exp_array",
+    "geometric_array",
+    "discrete_laplace_array",
+    "simulate_bernoulli",
+    "simulate_geometric",
+    "simulate_discrete_laplace",
+    "simulate_laplace",
+    "discrete_laplace_pmf",
+    "discrete_laplace_variance",
+    "snapping_laplace",
+    "snapping_laplace_array",
+    "snapping_epsilon",
+    "SNAPPING_ETA",
+]
+
+#: Largest integer bound handled by the vectorized uint64 code paths.
+_MAX_VECTOR_BOUND = 1 << 62
+_POW2 = np.array([1 << i for i in range(64)], dtype=np.uint64)
+
+
+# --------------------------------------------------------------------------
+# Parameter handling
+# --------------------------------------------------------------------------
+
+
+def as_fraction(value: object, name: str) -> Fraction:
+    """Convert an int, Fraction, numpy integer or finite float exactly to a Fraction."""
+    if isinstance(value, bool):
+        raise PrivacyParameterError(f"{name} must be a number, got bool {value!r}")
+    if isinstance(value, Fraction):
+        return value
+    if isinstance(value, numbers.Integral):
+        return Fraction(int(value))
+    if isinstance(value, numbers.Rational):
+        return Fraction(value.numerator, value.denominator)
+    if isinstance(value, numbers.Real):
+        f = float(value)
+        if not math.isfinite(f):
+            raise PrivacyParameterError(f"{name} must be finite, got {value!r}")
+        return Fraction(f)
+    raise PrivacyParameterError(
+        f"{name} must be an int, Fraction or float, got {type(value).__name__} {value!r}"
+    )
+
+
+def _positive_fraction(value: object, name: str) -> Fraction:
+    frac = as_fraction(value, name)
+    if frac <= 0:
+        raise PrivacyParameterError(f"{name} must be > 0, got {value!r}")
+    return frac
+
+
+def _check_size(size: object) -> int:
+    if isinstance(size, bool) or not isinstance(size, numbers.Integral) or size < 0:
+        raise PrivacyParameterError(f"size must be an integer >= 0, got {size!r}")
+    return int(size)
+
+
+def conservative_scale(sensitivity: object, epsilon: object, grid_bits: int = 20) -> Fraction:
+    """The smallest multiple of 2**-grid_bits that is >= sensitivity / epsilon.
+
+    Noise of this scale gives an epsilon-DP mechanism exactly (the effective
+    epsilon sensitivity/scale is <= epsilon) while keeping the numerator and
+    denominator small, so the vectorized exact samplers stay in uint64
+    arithmetic.  ``epsilon`` and ``sensitivity`` are converted exactly.
+    """
+    validate_epsilon(epsilon)
+    eps = as_fraction(epsilon, "epsilon")
+    sens = _positive_fraction(sensitivity, "sensitivity")
+    exact = sens / eps
+    q = 1 << grid_bits
+    return Fraction(-((-exact.numerator * q) // exact.denominator), q)
+
+
+def exact_epsilon(epsilon: object, grid_bits: int = 40) -> Fraction:
+    """The largest multiple of 2**-grid_bits that is <= epsilon, as a Fraction.
+
+    Mechanisms sample with this slightly smaller (never larger) epsilon so the
+    exact Bernoulli(exp(-epsilon)) draws use small integers; the mechanism is
+    then epsilon'-DP with epsilon' <= epsilon.
+    """
+    validate_epsilon(epsilon)
+    eps = as_fraction(epsilon, "epsilon")
+    q = 1 << grid_bits
+    down = Fraction((eps.numerator * q) // eps.denominator, q)
+    if down <= 0:
+        raise PrivacyParameterError(
+            f"epsilon={epsilon!r} is below 2^-{grid_bits}; such a small epsilon is not supported"
+        )
+    return down
+
+
+# --------------------------------------------------------------------------
+# Scalar exact samplers (secrets)
+# --------------------------------------------------------------------------
+
+
+def sample_uniform_int(n: int) -> int:
+    """Uniform integer in {0, ..., n-1} from the OS CSPRNG."""
+    if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 1:
+        raise PrivacyParameterError(f"n must be an integer >= 1, got {n!r}")
+    return secrets.randbelow(int(n))
+
+
+def sample_bernoulli_rational(num: int, den: int) -> int:
+    """Exact Bernoulli(num/den) for integers 0 <= num <= den, den >= 1; returns 0 or 1."""
+    for name, v in (("num", num), ("den", den)):
+        if isinstance(v, bool) or not isinstance(v, numbers.Integral):
+            raise PrivacyParameterError(f"{name} must be an integer, got {v!r}")
+    num, den = int(num), int(den)
+    if den < 1 or num < 0 or num > den:
+        raise PrivacyParameterError(
+            f"Bernoulli(num/den) needs 0 <= num <= den and den >= 1, got {num}/{den}"
+        )
+    return 1 if secrets.randbelow(den) < num else 0
+
+
+def _bern_exp_unit(num: int, den: int) -> int:
+    """Bernoulli(exp(-num/den)) for integers 0 <= num <= den (CKS20 Algorithm 1, first part)."""
+    k = 1
+    while secrets.randbelow(den * k) < num:  # Bernoulli(num / (den k))
+        k += 1
+    return k & 1
+
+
+def _bern_exp_ints(num: int, den: int) -> int:
+    """Bernoulli(exp(-num/den)) for integers num >= 0, den >= 1 (CKS20 Algorithm 1)."""
+    whole, rest = divmod(num, den)
+    for _ in range(whole):
+        if not _bern_exp_unit(1, 1):
+            return 0
+    return _bern_exp_unit(rest, den)
+
+
+def sample_bernoulli_exp(x: object) -> int:
+    """Exact Bernoulli(exp(-x)) for rational x >= 0 (CKS20 Algorithm 1)."""
+    gamma = as_fraction(x, "x")
+    if gamma < 0:
+        raise PrivacyParameterError(f"Bernoulli(exp(-x)) needs x >= 0, got {x!r}")
+    return _bern_exp_ints(gamma.numerator, gamma.denominator)
+
+
+def _geometric_scalar(s: int, t: int) -> int:
+    """P[Y = y] proportional to exp(-y s / t), y >= 0 (CKS20 Alg. 2, lines 2-8)."""
+    while True:
+        u = secrets.randbelow(t)
+        if not _bern_exp_unit(u, t):
+            continue
+        v = 0
+        while _bern_exp_unit(1, 1):
+            v += 1
+        return (u + t * v) // s
+
+
+def sample_geometric(rate: object) -> int:
+    """Exact geometric variable: P[V = v] = (1 - e^-rate) e^(-rate v) for v = 0, 1, ...
+
+    ``rate`` is a rational > 0 (the success probability is 1 - e^-rate).
+    """
+    r = _positive_fraction(rate, "rate")
+    return _geometric_scalar(r.numerator, r.denominator)
+
+
+def sample_discrete_laplace(scale: object) -> int:
+    """Exact discrete Laplace: P[X = x] proportional to exp(-|x| / scale), x in Z (CKS20 Alg. 2)."""
+    sc = _positive_fraction(scale, "scale")
+    return _discrete_laplace_scalar(sc.denominator, sc.numerator)  # rate 1/scale = s/t
+
+
+def _discrete_laplace_scalar(s: int, t: int) -> int:
+    while True:
+        y = _geometric_scalar(s, t)
+        if secrets.randbits(1):
+            if y == 0:
+                continue
+            return -y
+        return y
+
+
+def sample_discrete_gaussian(sigma2: object) -> int:
+    """Exact discrete Gaussian: P[X = x] proportional to exp(-x^2 / (2 sigma2)) (CKS20 Alg. 3)."""
+    var = _positive_fraction(sigma2, "sigma2")
+    a, b = var.numerator, var.denominator  # sigma2 = a/b
+    t = math.isqrt(a * b) // b + 1  # floor(sigma) + 1
+    den = 2 * a * b * t * t
+    while True:
+        y = _discrete_laplace_scalar(1, t)
+        # (|y| - sigma2/t)^2 / (2 sigma2) = (|y| b t - a)^2 / (2 a b t^2)
+        if _bern_exp_ints((abs(y) * b * t - a) ** 2, den):
+            return y
+
+
+# --------------------------------------------------------------------------
+# Vectorized exact samplers (os.urandom)
+# --------------------------------------------------------------------------
+
+
+def _random_words(n: int) -> np.ndarray:
+    return np.frombuffer(os.urandom(8 * n), dtype=np.uint64) if n else np.zeros(0, np.uint64)
+
+
+def _uniform_below(bounds: np.ndarray) -> np.ndarray:
+    """One uniform integer in [0, b) per entry b of the int64 array ``bounds`` (1 <= b < 2^62)."""
+    b = bounds.astype(np.uint64)
+    bits = np.searchsorted(_POW2, b - np.uint64(1), side="right").astype(np.uint64)
+    mask = (np.uint64(1) << bits) - np.uint64(1)
+    out = np.empty(b.shape, dtype=np.uint64)
+    pending = np.arange(b.size)
+    while pending.size:
+        r = _random_words(pending.size) & mask[pending]
+        ok = r < b[pending]
+        out[pending[ok]] = r[ok]
+        pending = pending[~ok]
+    return out.astype(np.int64)
+
+
+def uniform_int_array(bound: int, size: int) -> np.ndarray:
+    """``size`` independent uniform integers in {0, ..., bound-1} (int64), from os.urandom."""
+    if isinstance(bound, bool) or not isinstance(bound, numbers.Integral) or bound < 1:
+        raise PrivacyParameterError(f"bound must be an integer >= 1, got {bound!r}")
+    size = _check_size(size)
+    bound = int(bound)
+    if bound >= _MAX_VECTOR_BOUND:
+        return np.array([secrets.randbelow(bound) for _ in range(size)], dtype=object)
+    return _uniform_below(np.full(size, bound, dtype=np.int64))
+
+
+def _bern_exp_unit_array(num: np.ndarray, den: int) -> np.ndarray:
+    """Bernoulli(exp(-num[i]/den)) for int64 0 <= num[i] <= den, exactly (CKS20 Alg. 1)."""
+    n = num.size
+    result = np.empty(n, dtype=bool)
+    k = np.ones(n, dtype=np.int64)
+    active = np.arange(n)
+    while active.size:
+        kmax = int(k[active].max())
+        if den * kmax >= _MAX_VECTOR_BOUND:  # astronomically rare unless den is huge
+            for i in active:
+                kk = int(k[i])
+                nn = int(num[i])
+                while secrets.randbelow(den * kk) < nn:
+                    kk += 1
+                result[i] = bool(kk & 1)
+            break
+        r = _uniform_below(den * k[active])
+        success = r < num[active]
+        stopped = active[~success]
+        result[stopped] = (k[stopped] & 1).astype(bool)
+        active = active[success]
+        k[active] += 1
+    return result
+
+
+def _count_exp1_successes(n: int) -> np.ndarray:
+    """V with P[V = v] = (1 - e^-1) e^-v: Bernoulli(exp(-1)) successes before the first failure."""
+    v = np.zeros(n, dtype=np.int64)
+    active = np.arange(n)
+    one = np.ones(n, dtype=np.int64)
+    while active.size:
+        hit = _bern_exp_unit_array(one[: active.size], 1)
+        active = active[hit]
+        v[active] += 1
+    return v
+
+
+def _geometric_batch(s: int, t: int, m: int) -> np.ndarray:
+    """About m * acceptance samples with P[Y = y] proportional to exp(-y s/t); int64 or object."""
+    u = _uniform_below(np.full(m, t, dtype=np.int64))
+    u = u[_bern_exp_unit_array(u, t)]
+    v = _count_exp1_successes(u.size)
+    if v.size and t * (int(v.max()) + 1) >= (1 << 63):
+        x = [int(a) + t * int(b) for a, b in zip(u, v)]
+        return np.array([xi // s for xi in x], dtype=object)
+    return (u + t * v) // s
+
+
+def _vector_ok(*ints: int) -> bool:
+    return all(0 < i < _MAX_VECTOR_BOUND >> 8 for i in ints)
+
+
+def bernoulli_rational_array(num: int, den: int, size: int) -> np.ndarray:
+    """``size`` exact Bernoulli(num/den) draws (uint8 array of 0/1) from os.urandom."""
+    for name, v in (("num", num), ("den", den)):
+        if isinstance(v, bool) or not isinstance(v, numbers.Integral):
+            raise PrivacyParameterError(f"{name} must be an integer, got {v!r}")
+    num, den = int(num), int(den)
+    if den < 1 or num < 0 or num > den:
+        raise PrivacyParameterError(
+            f"Bernoulli(num/den) needs 0 <= num <= den and den >= 1, got {num}/{den}"
+        )
+    size = _check_size(size)
+    if den >= _MAX_VECTOR_BOUND:
+        return np.array([secrets.randbelow(den) < num for _ in range(size)], dtype=np.uint8)
+    return (_uniform_below(np.full(size, den, dtype=np.int64)) < num).astype(np.uint8)
+
+
+def bernoulli_exp_array(x: object, size: int) -> np.ndarray:
+    """``size`` exact Bernoulli(exp(-x)) draws (uint8 0/1) for rational x >= 0, from os.urandom."""
+    gamma = as_fraction(x, "x")
+    if gamma < 0:
+        raise PrivacyParameterError(f"Bernoulli(exp(-x)) needs x >= 0, got {x!r}")
+    size = _check_size(size)
+    if not _vector_ok(gamma.denominator):
+        return np.array([sample_bernoulli_exp(gamma) for _ in range(size)], dtype=np.uint8)
+    whole = gamma.numerator // gamma.denominator
+    frac = gamma - whole
+    alive = np.arange(size)
+    for _ in range(whole):
+        if not alive.size:
+            break
+        alive = alive[_bern_exp_unit_array(np.ones(alive.size, dtype=np.int64), 1)]
+    if alive.size:
+        num = np.full(alive.size, frac.numerator, dtype=np.int64)
+        alive = alive[_bern_exp_unit_array(num, frac.denominator)]
+    out = np.zeros(size, dtype=np.uint8)
+    out[alive] = 1
+    return out
+
+
+def geometric_array(rate: object, size: int) -> np.ndarray:
+    """``size`` exact geometric draws, P[V = v] = (1 - e^-rate) e^(-rate v), from os.urandom."""
+    r = _positive_fraction(rate, "rate")
+    size = _check_size(size)
+    s, t = r.numerator, r.denominator
+    if not _vector_ok(s, t):
+        return np.array([_geometric_scalar(s, t) for _ in range(size)], dtype=np.int64)
+    parts: list[np.ndarray] = []
+    have = 0
+    while have < size:
+        need = size - have
+        batch = _geometric_batch(s, t, int(need / 0.6) + 64)
+        parts.append(batch)
+        have += batch.size
+    return np.concatenate(parts)[:size].astype(np.int64) if parts else np.zeros(0, np.int64)
+
+
+def discrete_laplace_array(scale: object, size: int) -> np.ndarray:
+    """``size`` exact discrete Laplace draws, P[X = x] ~ exp(-|x|/scale), int64, from os.urandom.
+
+    The same algorithm as :func:`sample_discrete_laplace` (CKS20 Alg. 2), run on
+    arrays: every accept/reject decision is an integer comparison on uniform
+    integers, so the output is exactly distributed.  Use
+    :func:`conservative_scale` to turn (sensitivity, epsilon) into a scale with
+    small numerator and denominator.
+    """
+    sc = _positive_fraction(scale, "scale")
+    size = _check_size(size)
+    s, t = sc.denominator, sc.numerator
+    if not _vector_ok(s, t):
+        return np.array([sample_discrete_laplace(sc) for _ in range(size)], dtype=np.int64)
+    parts: list[np.ndarray] = []
+    have = 0
+    while have < size:
+        need = size - have
+        y = _geometric_batch(s, t, int(need / 0.3) + 64)
+        neg = (_random_words(y.size) & np.uint64(1)).astype(bool)
+        keep = ~(neg & (y == 0))
+        z = np.where(neg, -y, y)[keep]
+        parts.append(z)
+        have += z.size
+    return np.concatenate(parts)[:size].astype(np.int64) if parts else np.zeros(0, np.int64)
+
+
+# --------------------------------------------------------------------------
+# Exact probability mass functions (for tests, accounting and consistency)
+# --------------------------------------------------------------------------
+
+
+def discrete_laplace_pmf(x: np.ndarray | int, scale: float) -> np.ndarray:
+    """P[X = x] = (1 - a)/(1 + a) a^|x| with a = exp(-1/scale) (float evaluation)."""
+    a = math.exp(-1.0 / float(scale))
+    return (1 - a) / (1 + a) * np.power(a, np.abs(np.asarray(x, dtype=float)))
+
+
+def discrete_laplace_variance(scale: object) -> float:
+    """Var X = 2a / (1 - a)^2 with a = exp(-1/scale)."""
+    a = math.exp(-1.0 / float(as_fraction(scale, "scale")))
+    return 2.0 * a / (1.0 - a) ** 2
+
+
+# --------------------------------------------------------------------------
+# Seeded simulations (NOT for protocol paths)
+# --------------------------------------------------------------------------
+
+
+def _check_rng(rng: object) -> np.random.Generator:
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(
+            f"rng must be a numpy.random.Generator (simulation only), got {type(rng).__name__}"
+        )
+    return rng
+
+
+def simulate_bernoulli(p: float, size: int, rng: np.random.Generator) -> np.ndarray:
+    """SIMULATION: Bernoulli(p) draws (uint8) from a seeded numpy generator, float arithmetic."""
+    p = float(p)
+    if not 0.0 <= p <= 1.0:
+        raise PrivacyParameterError(f"p must lie in [0, 1], got {p!r}")
+    return (_check_rng(rng).random(_check_size(size)) < p).astype(np.uint8)
+
+
+def simulate_geometric(rate: float, size: int, rng: np.random.Generator) -> np.ndarray:
+    """SIMULATION: P[V = v] = (1 - e^-rate) e^(-rate v), via numpy's float geometric sampler."""
+    r = float(_positive_fraction(rate, "rate"))
+    return _check_rng(rng).geometric(-math.expm1(-r), _check_size(size)).astype(np.int64) - 1
+
+
+def simulate_discrete_laplace(
+    scale: float, size: int | tuple[int, ...], rng: np.random.Generator
+) -> np.ndarray:
+    """SIMULATION: discrete Laplace(scale) as the difference of two float geometric draws.
+
+    Seeded and fast, for experiments (e.g. thousands of tree-mechanism trials);
+    the protocol path is :func:`discrete_laplace_array`.
+    """
+    sc = float(_positive_fraction(scale, "scale"))
+    p = -math.expm1(-1.0 / sc)
+    g = _check_rng(rng)
+    if isinstance(size, tuple):
+        shape = tuple(_check_size(s) for s in size)
+    else:
+        shape = (_check_size(size),)
+    return g.geometric(p, shape).astype(np.int64) - g.geometric(p, shape).astype(np.int64)
+
+
+def simulate_laplace(
+    scale: float, size: int | tuple[int, ...], rng: np.random.Generator
+) -> np.ndarray:
+    """SIMULATION: continuous Laplace(0, scale) in floating point (vulnerable to Mironov 2012).
+
+    Only for reproducing the paper's experiments; never release its output.
+    """
+    sc = float(_positive_fraction(scale, "scale"))
+    if isinstance(size, tuple):
+        shape = tuple(_check_size(s) for s in size)
+    else:
+        shape = (_check_size(size),)
+    return _check_rng(rng).laplace(0.0, sc, shape)
+
+
+# --------------------------------------------------------------------------
+# Snapping mechanism (Mironov 2012)
+# --------------------------------------------------------------------------
+
+#: Unit roundoff of binary64, the eta of Mironov's snapping theorem.
+SNAPPING_ETA = 2.0**-53
+
+
+def _u_star() -> float:
+    """Uniform over the doubles of (0, 1), each with probability proportional to its spacing."""
+    while True:
+        zeros = 0
+        while True:
+            w = secrets.randbits(64)
+            if w:
+                zeros += 64 - w.bit_length()
+                break
+            zeros += 64
+            if zeros > 1021:
+                break
+        if zeros <= 1021:  # stay out of the subnormal range (probability < 2^-1021)
+            return math.ldexp((1 << 52) | secrets.randbits(52), -52 - zeros - 1)
+
+
+def _u_star_array(size: int) -> np.ndarray:
+    """``size`` independent draws of :func:`_u_star`, vectorized over os.urandom words."""
+    words = _random_words(size)
+    zeros = (64 - np.searchsorted(_POW2, words, side="right")).astype(np.int64)
+    mantissa = (_random_words(size) >> np.uint64(12)).astype(np.int64)  # 52 uniform bits
+    out = np.ldexp((mantissa | (1 << 52)).astype(float), -52 - zeros - 1)
+    for i in np.flatnonzero(words == 0):  # a zero word (probability 2^-64): keep scanning
+        out[i] = _u_star()
+    return out
+
+
+def _ln_correctly_rounded(u: float) -> float:
+    with localcontext() as ctx:
+        ctx.prec = 50
+        return float(Decimal(u).ln())
+
+
+_LD_EPS = float(np.finfo(np.longdouble).eps)
+
+
+def _ln_correctly_rounded_array(u: np.ndarray) -> np.ndarray:
+    """Correctly rounded ln of every entry of the double array u (0 < u < 1).
+
+    Fast path: ln in long double (64-bit significand on x86), rounded to double;
+    the rounding is certain when the long-double value is more than 64 of its
+    own ulps away from both rounding midpoints around the result (libm's logl
+    errs by about one ulp).  The rare undecided entries (about 1 in 30), and
+    every entry on platforms without extended precision, use the decimal
+    logarithm.
+    """
+    u = np.asarray(u, dtype=float)
+    if _LD_EPS >= 2.0**-60:
+        return np.array([_ln_correctly_rounded(float(v)) for v in u.ravel()]).reshape(u.shape)
+    ld = np.log(u.astype(np.longdouble))
+    y = ld.astype(float)
+    lo = (y.astype(np.longdouble) + np.nextafter(y, -np.inf).astype(np.longdouble)) / 2
+    hi = (y.astype(np.longdouble) + np.nextafter(y, np.inf).astype(np.longdouble)) / 2
+    margin = np.abs(ld) * np.longdouble(64 * _LD_EPS)
+    unsure = (np.abs(ld - lo) <= margin) | (np.abs(hi - ld) <= margin)
+    for i in np.flatnonzero(unsure):
+        y[i] = _ln_correctly_rounded(float(u[i]))
+    return y
+
+
+def _snapping_params(scale: object, lower: object, upper: object, sensitivity: object):
+    lam_f = as_fraction(scale, "scale")
+    sens = _positive_fraction(sensitivity, "sensitivity")
+    if lam_f <= 0:
+        raise PrivacyParameterError(f"scale must be > 0, got {scale!r}")
+    lo = as_fraction(lower, "lower")
+    hi = as_fraction(upper, "upper")
+    if not lo < hi:
+        raise PrivacyParameterError(f"need lower < upper, got [{lower!r}, {upper!r}]")
+    lam = lam_f / sens
+    half = (hi - lo) / 2 / sens
+    if not lam < half < lam * 2**46:
+        raise PrivacyParameterError(
+            "the snapping mechanism needs scale < (upper - lower)/2 < 2^46 * scale "
+            f"(in units of the sensitivity); got scale/sensitivity={float(lam):.6g}, "
+            f"(upper-lower)/(2*sensitivity)={float(half):.6g}: widen or narrow [lower, upper]"
+        )
+    return lam, half, sens, (lo + hi) / 2
+
+
+def snapping_epsilon(
+    scale: object, lower: object, upper: object, sensitivity: object = 1
+) -> float:
+    """Privacy of :func:`snapping_laplace`: (1 + 12 B eta)/lambda + 2 eta, rounded up.
+
+    lambda = scale / sensitivity and B = (upper - lower) / (2 sensitivity).
+    """
+    lam, half, _, _ = _snapping_params(scale, lower, upper, sensitivity)
+    eta = Fraction(SNAPPING_ETA)
+    return round_up((1 + 12 * half * eta) / lam + 2 * eta)
+
+
+def _snap(x: np.ndarray, lam: float, big_lambda: float, bound: float) -> np.ndarray:
+    """Mironov's snapping on already centred, sensitivity-scaled values x (float64 array)."""
+    x = np.clip(np.asarray(x, dtype=float), -bound, bound)
+    sign = np.where((_random_words(x.size) & np.uint64(1)).astype(bool), -1.0, 1.0)
+    noise = (sign * lam) * _ln_correctly_rounded_array(_u_star_array(x.size))
+    z = x + noise.reshape(x.shape)
+    z = np.rint(z / big_lambda) * big_lambda
+    return np.clip(z, -bound, bound)
+
+
+def _snap_setup(scale, lower, upper, sensitivity):
+    lam, half, sens, center = _snapping_params(scale, lower, upper, sensitivity)
+    lam_f = float(lam)
+    mant, expo = math.frexp(lam_f)
+    big_lambda = math.ldexp(1.0, expo - 1 if mant == 0.5 else expo)
+    return lam_f, big_lambda, float(half), float(sens), float(center)
+
+
+def snapping_laplace(
+    value: float, scale: object, lower: object, upper: object, sensitivity: object = 1
+) -> float:
+    """Mironov's snapping mechanism: a Laplace(scale) release of ``value`` that resists
+    the floating-point attack of Mironov 2012.
+
+    The value is clamped to [lower, upper], noise of scale ``scale`` is added in
+    units of ``sensitivity``, the result is rounded to a multiple of the power of
+    two Lambda >= scale/sensitivity and clamped again.  Its guarantee for a query
+    of the given sensitivity is :func:`snapping_epsilon` (about
+    sensitivity/scale).  Requires scale < (upper-lower)/2 < 2^46 scale (in
+    sensitivity units).
+    """
+    return float(snapping_laplace_array(np.array([float(value)]), scale, lower, upper, sensitivity)[0])
+
+
+def snapping_laplace_array(
+    values: np.ndarray, scale: object, lower: object, upper: object, sensitivity: object = 1
+) -> np.ndarray:
+    """:func:`snapping_laplace` applied independently to every entry of ``values`` (vectorized)."""
+    lam, big_lambda, bound, sens, center = _snap_setup(scale, lower, upper, sensitivity)
+    vals = np.asarray(values, dtype=float)
+    if np.isnan(vals).any():
+        raise PrivacyParameterError("values contain NaN")
+    return _snap((vals - center) / sens, lam, big_lambda, bound) * sens + center

@@ -1,0 +1,313 @@
+"""Tests of dp.smoothing and dp.ecdf: Eq. (3) smoothing against independent solvers,
+the paper's Pois(3) smoothing result, Algorithm 1, ROC/AUC and Hosmer-Lemeshow."""
+
+from __future__ import annotations
+
+import math
+from itertools import product
+
+import numpy as np
+import pytest
+import scipy.stats as st
+from scipy.optimize import minimize
+
+from dp.accounting import PrivacyGuarantee
+from dp.ecdf import (
+    _groups,
+    _group_sums,
+    auc,
+    histogram,
+    hosmer_lemeshow,
+    hosmer_lemeshow_dp,
+    hosmer_lemeshow_statistic,
+    inverse_ecdf,
+    inverse_ecdf_bisect,
+    private_roc,
+    probability_bins,
+    roc_curve,
+    simulate_poisson_counts,
+)
+from dp.errors import EmptyDataError, InvalidDataError, PrivacyParameterError
+from dp.smoothing import _tree_l1, _tree_l2, path_matrix, smooth_ecdf
+from dp.tree import tree_mechanism
+
+
+def noisy_ecdf(n_bins: int, eps: float, seed: int):
+    rng = np.random.default_rng(seed)
+    counts = simulate_poisson_counts(n_bins, 3.0, rng)
+    rel = tree_mechanism(counts, eps, noise="laplace", rng=rng)
+    return np.cumsum(counts) / counts.sum(), rel.ecdf
+
+
+def is_monotone_in(v, lo=0.0, hi=1.0, tol=1e-12):
+    return np.all(np.diff(v) >= -tol) and v.min() >= lo - tol and v.max() <= hi + tol
+
+
+# ---------------------------------------------------------------- smoothing vs references
+
+
+def test_p2_leaf_equals_constrained_least_squares():
+    rng = np.random.default_rng(0)
+    y = np.sort(rng.random(12)) + rng.normal(0, 0.3, 12)
+    got = smooth_ecdf(y, 2)
+    cons = [{"type": "ineq", "fun": lambda f, i=i: f[i + 1] - f[i]} for i in range(11)]
+    ref = minimize(lambda f: np.sum((f - y) ** 2), np.clip(np.sort(y), 0, 1), method="SLSQP",
+                   bounds=[(0, 1)] * 12, constraints=cons, options={"ftol": 1e-14, "maxiter": 500})
+    assert np.allclose(got, ref.x, atol=1e-6)
+
+
+def _l1_isotonic_dp(y, lo, hi):
+    """Independent exact L1 bounded isotonic regression: dynamic programming over the
+    candidate values {clip(y_i)} U {lo, hi} (an optimum always exists on them)."""
+    cand = np.unique(np.concatenate([np.clip(y, lo, hi), [lo, hi]]))
+    best = np.abs(y[0] - cand)
+    for v in y[1:]:
+        best = np.minimum.accumulate(best) + np.abs(v - cand)
+    return best.min()
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_p1_leaf_objective_equals_dynamic_programming(seed):
+    rng = np.random.default_rng(seed)
+    y = np.linspace(-0.1, 1.1, 15) + rng.normal(0, 0.4, 15)
+    got = smooth_ecdf(y, 1)
+    assert is_monotone_in(got)
+    assert np.sum(np.abs(got - y)) == pytest.approx(_l1_isotonic_dp(y, 0.0, 1.0), abs=1e-7)
+
+
+def _tree_constraints_ok(f_hat, f_new, lo, hi):
+    return is_monotone_in(f_new, lo, hi, tol=1e-7)
+
+
+def test_p2_tree_equals_slsqp_in_node_space():
+    """Eq. (3), p = 2: min ||nu||^2 with F' = F^ + Z nu monotone in [0, 1] (N = 8, 15 nodes)."""
+    rng = np.random.default_rng(1)
+    f_hat = np.linspace(0.05, 0.95, 8) + rng.normal(0, 0.2, 8)
+    z = path_matrix(8).toarray()
+    cons = [{"type": "ineq", "fun": lambda nu, i=i: (f_hat + z @ nu)[i + 1] - (f_hat + z @ nu)[i]}
+            for i in range(7)]
+    cons += [{"type": "ineq", "fun": lambda nu: (f_hat + z @ nu)[0]},
+             {"type": "ineq", "fun": lambda nu: 1 - (f_hat + z @ nu)[-1]}]
+    ref = minimize(lambda nu: nu @ nu, np.zeros(15), method="SLSQP", constraints=cons,
+                   options={"ftol": 1e-15, "maxiter": 1000})
+    got = smooth_ecdf(f_hat, 2, space="tree")
+    assert np.allclose(got, f_hat + z @ ref.x, atol=1e-6)
+
+
+def test_tree_p1_and_p2_are_each_optimal_in_their_norm():
+    """Cross-check of the two node-space solvers: each one's corrections are feasible and
+    no larger than the other's in its own norm (L1 for the LP, L2 for the QP)."""
+    rng = np.random.default_rng(2)
+    f_hat = np.linspace(0, 1, 16) + rng.normal(0, 0.25, 16)
+    rows = np.arange(16)
+    f1, nu1 = _tree_l1(f_hat, rows, 16, 0.0, 1.0)
+    f2, nu2 = _tree_l2(f_hat, rows, 16, 0.0, 1.0, 1e-10)
+    z = path_matrix(16).toarray()
+    for f, nu in ((f1, nu1), (f2, nu2)):
+        assert np.allclose(f, f_hat + z @ nu) and is_monotone_in(f, tol=1e-8)
+    assert np.abs(nu1).sum() <= np.abs(nu2).sum() + 1e-8
+    assert nu2 @ nu2 <= nu1 @ nu1 + 1e-8
+    # already feasible input: no correction at all
+    assert np.allclose(smooth_ecdf(np.linspace(0.1, 0.9, 16), 1, space="tree"), np.linspace(0.1, 0.9, 16))
+
+
+@pytest.mark.parametrize("p,space", list(product([1, 2], ["leaf", "tree"])))
+def test_all_smoothings_are_monotone_bounded_and_support_subsets(p, space):
+    _, f_hat = noisy_ecdf(64, 0.3, seed=p)
+    out = smooth_ecdf(f_hat, p, space=space)
+    assert out.shape == f_hat.shape and is_monotone_in(out)
+    sub = np.array([3, 10, 11, 40, 63])
+    out_sub = smooth_ecdf(f_hat, p, space=space, subset=sub)
+    assert out_sub.shape == (5,) and is_monotone_in(out_sub)
+    counts_scale = smooth_ecdf(f_hat * 1000, p, space=space, lower=0, upper=1000)
+    assert np.allclose(counts_scale / 1000, out, atol=1e-5)
+
+
+@pytest.mark.parametrize("eps", [0.2, 0.5, 1.0, 2.0])
+def test_p2_smoothing_lowers_error_on_pois3(eps):
+    """Sec. 6.3 / Figure 2: on X_pois(3) with N = 2^15, p = 2 smoothing lowers the
+    squared error of the DP ECDF for eps >= 0.2 (3 seeded runs each)."""
+    for seed in range(3):
+        f, f_hat = noisy_ecdf(2**15, eps, seed=100 * seed + int(10 * eps))
+        before = np.sum((f_hat - f) ** 2)
+        after = np.sum((smooth_ecdf(f_hat, 2) - f) ** 2)
+        assert after < before
+
+
+def test_tree_space_p2_smoothing_lowers_error():
+    f, f_hat = noisy_ecdf(2**12, 0.5, seed=7)
+    after = np.sum((smooth_ecdf(f_hat, 2, space="tree") - f) ** 2)
+    assert after < np.sum((f_hat - f) ** 2)
+
+
+def test_smoothing_errors():
+    with pytest.raises(PrivacyParameterError, match="p must"):
+        smooth_ecdf([0.1, 0.2], 3)
+    with pytest.raises(PrivacyParameterError, match="space"):
+        smooth_ecdf([0.1, 0.2], 2, space="nodes")
+    with pytest.raises(EmptyDataError):
+        smooth_ecdf([], 2)
+    with pytest.raises(InvalidDataError):
+        smooth_ecdf([0.1, np.nan], 2)
+    with pytest.raises(InvalidDataError):
+        smooth_ecdf([0.1, 0.2, 0.3], 2, subset=[2, 1])
+
+
+# ---------------------------------------------------------------- inverse ECDF (Alg. 1)
+
+
+def test_inverse_ecdf_matches_quantile_definition():
+    rng = np.random.default_rng(3)
+    counts = rng.poisson(2, 100)
+    f = np.cumsum(counts) / counts.sum()
+    qs = rng.random(500)
+    got = inverse_ecdf(f, qs)
+    assert np.array_equal(got, np.searchsorted(f, qs, side="left"))
+    tau = np.linspace(-3, 3, 100)
+    assert inverse_ecdf(f, 0.5, thresholds=tau) == tau[np.searchsorted(f, 0.5)]
+    assert inverse_ecdf(f, 2.0) == 99  # never reached: last threshold
+
+
+def test_inverse_ecdf_on_noisy_function_returns_a_crossing():
+    _, f_hat = noisy_ecdf(256, 0.5, seed=4)
+    for q in np.linspace(0.05, 0.95, 19):
+        i = inverse_ecdf(f_hat, q)
+        assert f_hat[i] >= q or i == 255
+        assert i == 0 or f_hat[i - 1] < q or i == 255
+
+
+def test_inverse_ecdf_bisect_is_algorithm_1():
+    got = inverse_ecdf_bisect(lambda m: m**2, 0.25, 0.0, 1.0, precision=1e-9)
+    assert got == pytest.approx(0.5, abs=1e-9)
+    with pytest.raises(PrivacyParameterError):
+        inverse_ecdf_bisect(lambda m: m, 0.5, precision=0)
+
+
+# ---------------------------------------------------------------- ROC and AUC (Sec. 5.1)
+
+
+def test_auc_from_exact_ecdfs_equals_mann_whitney():
+    rng = np.random.default_rng(5)
+    pos = rng.integers(0, 40, 300)  # positives score low
+    neg = rng.integers(10, 64, 500)
+    fpr, tpr = roc_curve(np.cumsum(histogram(pos, 64)), np.cumsum(histogram(neg, 64)))
+    u = st.mannwhitneyu(neg, pos).statistic  # pairs neg > pos, ties 1/2
+    assert auc(fpr, tpr) == pytest.approx(u / (pos.size * neg.size), abs=1e-12)
+    brute = np.mean((pos[:, None] < neg[None, :]) + 0.5 * (pos[:, None] == neg[None, :]))
+    assert auc(fpr, tpr) == pytest.approx(brute, abs=1e-12)
+    assert fpr[0] == tpr[0] == 0.0 and fpr[-1] == tpr[-1] == 1.0
+
+
+def test_private_roc_guarantee_and_accuracy():
+    rng = np.random.default_rng(6)
+    pos = histogram(rng.integers(0, 600, 3000), 1024)
+    neg = histogram(rng.integers(300, 1024, 5000), 1024)
+    exact_fpr, exact_tpr = roc_curve(np.cumsum(pos), np.cumsum(neg))
+    rel = private_roc(pos, neg, 1.0, rng=rng)
+    assert rel.guarantee == PrivacyGuarantee(1.0)
+    assert rel.positives.epsilon == 0.5 and rel.negatives.epsilon == 0.5
+    assert is_monotone_in(rel.tpr) and is_monotone_in(rel.fpr)
+    assert abs(rel.auc - auc(exact_fpr, exact_tpr)) < 0.02
+    loose = private_roc(pos, neg, 1e6, smoothing=None, mechanism="hierarchical")
+    assert abs(loose.auc - auc(exact_fpr, exact_tpr)) < 1e-4
+
+
+def test_roc_errors():
+    with pytest.raises(InvalidDataError):
+        roc_curve([1, 2], [1, 2, 3])
+    with pytest.raises(EmptyDataError):
+        roc_curve([0, 0], [1, 2])
+    with pytest.raises(InvalidDataError):
+        private_roc([1, 2], [1, 2, 3], 1.0)
+    with pytest.raises(PrivacyParameterError):
+        private_roc([1, 2], [1, 2], 1.0, mechanism="other")
+
+
+# ---------------------------------------------------------------- Hosmer-Lemeshow (Alg. 2)
+
+
+def _hl_reference(p, y, Q, L):
+    """Loop implementation: grid bins, first bin where the ECDF reaches q/Q, Eq. (5)."""
+    size = 2**L
+    bins = [min(int(math.floor(v * size)), size - 1) for v in p]
+    n = len(p)
+    cuts = []
+    for q in range(1, Q):
+        running = 0
+        for b in range(size):
+            running += sum(1 for x in bins if x == b)
+            if running / n >= q / Q:
+                cuts.append(b)
+                break
+    edges = [-1] + cuts + [size - 1]
+    total = 0.0
+    for g in range(Q):
+        members = [i for i, b in enumerate(bins) if edges[g] < b <= edges[g + 1]]
+        o1 = sum(y[i] for i in members)
+        e1 = sum(p[i] for i in members)
+        o0 = len(members) - o1
+        e0 = len(members) - e1
+        total += (o1 - e1) ** 2 / max(e1, 0.5) + (o0 - e0) ** 2 / max(e0, 0.5)
+    return total
+
+
+def make_calibration_data(n, seed, miscalibrated=False):
+    rng = np.random.default_rng(seed)
+    p = rng.beta(2, 5, n)
+    truth = np.clip(p * (1.4 if miscalibrated else 1.0), 0, 1)
+    y = (rng.random(n) < truth).astype(np.int64)
+    return p, y
+
+
+def test_hosmer_lemeshow_matches_loop_reference():
+    p, y = make_calibration_data(2000, 0)
+    assert hosmer_lemeshow(p, y, Q=10, L=8) == pytest.approx(_hl_reference(p, y, 10, 8), rel=1e-10)
+
+
+def test_hosmer_lemeshow_statistic_formula():
+    assert hosmer_lemeshow_statistic([3, 5], [2.5, 5.5], [7, 5], [7.5, 4.5]) == pytest.approx(
+        0.25 / 2.5 + 0.25 / 5.5 + 0.25 / 7.5 + 0.25 / 4.5
+    )
+
+
+def test_hl_replace_one_changes_at_most_two_groups_by_one():
+    """The sensitivity behind Theorem 5.1's 8 eps': for fixed cuts, replacing one record
+    changes O1, E1, O0, E0 in at most two groups, each by at most 1."""
+    p, y = make_calibration_data(500, 1)
+    cuts = np.array([50, 120, 200, 300, 400, 500, 600, 700, 900])
+    rng = np.random.default_rng(2)
+    base = np.array(_group_sums(_groups(probability_bins(p, 10), cuts), p, y, 10))
+    for _ in range(200):
+        i = rng.integers(500)
+        p2, y2 = p.copy(), y.copy()
+        p2[i], y2[i] = rng.random(), rng.integers(2)
+        new = np.array(_group_sums(_groups(probability_bins(p2, 10), cuts), p2, y2, 10))
+        diff = np.abs(new - base)
+        assert diff.max() <= 1 + 1e-12
+        assert np.count_nonzero(diff.sum(axis=0) > 1e-12) <= 2
+
+
+def test_hosmer_lemeshow_dp_guarantee_and_accuracy():
+    p, y = make_calibration_data(20_000, 3, miscalibrated=True)
+    exact = hosmer_lemeshow(p, y, Q=10, L=10)
+    rel = hosmer_lemeshow_dp(p, y, 1.0, rng=np.random.default_rng(4))
+    assert rel.guarantee == PrivacyGuarantee(1.0)
+    assert rel.epsilon_prime == pytest.approx(1.0 / 19)
+    assert rel.ecdf.scale >= 19.0 and rel.ecdf.guarantee.epsilon == pytest.approx(11 / 19)
+    assert rel.cut_bins.shape == (9,) and np.all(np.diff(rel.cut_bins) >= 0)
+    assert abs(rel.statistic - exact) / exact < 0.5  # noisy but informative at n = 20000
+    near_exact = hosmer_lemeshow_dp(p, y, 1e7, smoothing=None)  # exact CSPRNG noise, negligible
+    assert near_exact.statistic == pytest.approx(exact, rel=1e-3)
+
+
+def test_hosmer_lemeshow_errors():
+    with pytest.raises(InvalidDataError, match="probabilities"):
+        hosmer_lemeshow([0.2, 1.2], [0, 1])
+    with pytest.raises(InvalidDataError, match="labels"):
+        hosmer_lemeshow([0.2, 0.3], [0, 2])
+    with pytest.raises(EmptyDataError):
+        hosmer_lemeshow_dp([], [], 1.0)
+    with pytest.raises(PrivacyParameterError):
+        hosmer_lemeshow_dp([0.2], [1], 0.0)
+    with pytest.raises(PrivacyParameterError, match="Q"):
+        hosmer_lemeshow([0.2], [1], Q=1)

@@ -1,0 +1,280 @@
+"""Tests of dp.mechanisms: output distributions, unbiasedness, guarantees, errors.
+
+Exact (CSPRNG) draws use ALPHA = 1e-5; seeded simulations use SIM_ALPHA = 1e-3
+or a 4.5-standard-error band for Monte Carlo means (two-sided ~7e-6).
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+from itertools import combinations
+
+import numpy as np
+import pytest
+import scipy.stats as st
+
+from dp.accounting import PrivacyGuarantee
+from dp.errors import EmptyDataError, InvalidDataError, PrivacyParameterError
+from dp.mechanisms import (
+    GeometricMechanism,
+    KaryRandomizedResponse,
+    OneBitFlip,
+    OneBitFlipVector,
+    RandomizedResponse,
+    SnappingLaplaceMechanism,
+)
+from dp.samplers import discrete_laplace_pmf
+
+ALPHA = 1e-5
+SIM_ALPHA = 1e-3
+N = 100_000
+
+
+def chi2_counts(observed: np.ndarray, probs: np.ndarray) -> float:
+    observed = np.asarray(observed, float)
+    return float(st.chisquare(observed, observed.sum() * np.asarray(probs) / np.sum(probs)).pvalue)
+
+
+# ---------------------------------------------------------------- binary RR
+
+
+def test_rr_exact_report_probability():
+    rr = RandomizedResponse(1.0)
+    eps = float(rr.epsilon_exact)
+    keep = math.exp(eps) / (1 + math.exp(eps))
+    reports = rr.randomize_array(np.ones(N, dtype=np.int64))
+    assert st.binomtest(int(reports.sum()), N, keep).pvalue > ALPHA
+    zeros = rr.randomize_array(np.zeros(N // 2, dtype=np.int64))
+    assert st.binomtest(int(zeros.sum()), N // 2, 1 - keep).pvalue > ALPHA
+
+
+def test_rr_scalar_randomize():
+    rr = RandomizedResponse(0.5)
+    hits = sum(rr.randomize(1) for _ in range(N))
+    keep = math.exp(float(rr.epsilon_exact)) / (1 + math.exp(float(rr.epsilon_exact)))
+    assert st.binomtest(hits, N, keep).pvalue > ALPHA
+
+
+def test_rr_estimator_unbiased_exactly_and_by_simulation():
+    rr = RandomizedResponse(0.7)
+    rng = np.random.default_rng(1)
+    bits = (rng.random(500) < 0.3).astype(np.int64)
+    q = rr.flip_probability
+    # the estimator is affine in the reports: at the expected reports it returns the truth
+    expected_reports = q + (1 - 2 * q) * bits
+    assert (expected_reports.mean() - q) / (1 - 2 * q) == pytest.approx(bits.mean(), abs=1e-12)
+    ests = np.array([rr.estimate_mean(rr.simulate(bits, rng)) for _ in range(2000)])
+    se = ests.std(ddof=1) / math.sqrt(ests.size)
+    assert abs(ests.mean() - bits.mean()) < 4.5 * se
+    assert rr.estimate_count(rr.simulate(bits, rng)) == pytest.approx(bits.sum(), abs=200)
+
+
+def test_rr_guarantee_and_errors():
+    rr = RandomizedResponse(2.0)
+    assert rr.guarantee == PrivacyGuarantee(2.0)
+    assert rr.epsilon_exact <= Fraction(2.0)
+    assert (1 - rr.flip_probability) / rr.flip_probability <= math.exp(2.0) * (1 + 1e-12)
+    for bad in (0, -1.0, float("nan"), float("inf")):
+        with pytest.raises(PrivacyParameterError):
+            RandomizedResponse(bad)
+    with pytest.raises(InvalidDataError):
+        rr.randomize(2)
+    with pytest.raises(InvalidDataError):
+        rr.randomize_array(np.array([0, 1, 3]))
+    with pytest.raises(EmptyDataError):
+        rr.estimate_mean(np.array([], dtype=np.int64))
+
+
+# ---------------------------------------------------------------- k-ary RR
+
+
+def test_krr_beta_is_eq9():
+    k, eps = 8, 1.5
+    m = KaryRandomizedResponse(k, eps)
+    e = math.exp(float(m.epsilon_exact))
+    assert m.beta == pytest.approx(k / (k + e - 1))
+    p = m.transition_matrix
+    assert np.allclose(p.sum(axis=1), 1.0)
+    assert p.max() / p.min() == pytest.approx(e)  # exactly e^eps: epsilon-LDP and tight
+    assert np.allclose(p @ m.inverse_transition_matrix, np.eye(k))
+
+
+@pytest.mark.parametrize("vectorized", [True, False])
+def test_krr_report_distribution(vectorized):
+    k, v = 5, 2
+    m = KaryRandomizedResponse(k, 1.0)
+    n = N if vectorized else 30_000
+    if vectorized:
+        reports = m.randomize_array(np.full(n, v))
+    else:
+        reports = np.array([m.randomize(v) for _ in range(n)])
+    probs = m.transition_matrix[v]
+    assert chi2_counts(np.bincount(reports, minlength=k), probs) > ALPHA
+
+
+def test_krr_simulation_distribution():
+    m = KaryRandomizedResponse(4, 0.8)
+    reports = m.simulate(np.full(N, 3), np.random.default_rng(9))
+    assert chi2_counts(np.bincount(reports, minlength=4), m.transition_matrix[3]) > SIM_ALPHA
+
+
+def test_krr_frequencies_unbiased():
+    m = KaryRandomizedResponse(6, 1.0)
+    rng = np.random.default_rng(2)
+    values = rng.integers(0, 6, 400)
+    truth = np.bincount(values, minlength=6) / values.size
+    est = np.array([m.estimate_frequencies(m.simulate(values, rng)) for _ in range(2000)])
+    se = est.std(axis=0, ddof=1) / math.sqrt(est.shape[0])
+    assert np.all(np.abs(est.mean(axis=0) - truth) < 4.5 * se)
+    assert np.allclose(est.sum(axis=1), 1.0)
+    counts = m.estimate_counts(m.simulate(values, rng))
+    assert counts.sum() == pytest.approx(values.size)
+
+
+def test_krr_ustatistic_unbiased_against_exact_pairs():
+    k = 5
+    m = KaryRandomizedResponse(k, 2.0)
+    rng = np.random.default_rng(3)
+    values = rng.integers(0, k, 60)
+    kernel = np.abs(np.subtract.outer(np.arange(k), np.arange(k))).astype(float)  # Gini |x - y|
+    truth = np.mean([kernel[a, b] for a, b in combinations(values, 2)])
+    est = np.array([m.estimate_ustatistic(m.simulate(values, rng), kernel) for _ in range(3000)])
+    se = est.std(ddof=1) / math.sqrt(est.size)
+    assert abs(est.mean() - truth) < 4.5 * se
+    # the O(k^2) formula equals the explicit sum over pairs of debiased one-hot vectors
+    reports = m.simulate(values, rng)
+    h = m.debiased_onehot(reports)
+    explicit = np.mean([h[i] @ kernel @ h[j] for i, j in combinations(range(len(values)), 2)])
+    assert m.estimate_ustatistic(reports, kernel) == pytest.approx(explicit, rel=1e-10)
+
+
+def test_krr_errors():
+    with pytest.raises(PrivacyParameterError, match="k must"):
+        KaryRandomizedResponse(1, 1.0)
+    m = KaryRandomizedResponse(3, 1.0)
+    with pytest.raises(InvalidDataError):
+        m.randomize(3)
+    with pytest.raises(InvalidDataError):
+        m.randomize_array(np.array([0, 1, 5]))
+    with pytest.raises(EmptyDataError):
+        m.estimate_frequencies(np.array([], dtype=np.int64))
+    with pytest.raises(InvalidDataError, match="3x3"):
+        m.estimate_ustatistic(np.array([0, 1]), np.eye(4))
+
+
+# ---------------------------------------------------------------- one-bit flip
+
+
+def test_onebit_eq6_eq7():
+    m = OneBitFlip(1.0, -2.0, 3.0)
+    assert np.array_equal(m.truncate([-5.0, 0.5, 9.0]), [-2.0, 0.5, 3.0])
+    e = math.exp(float(m.epsilon_exact))
+    assert m.prob_one(-2.0) == pytest.approx(1 / (e + 1))
+    assert m.prob_one(3.0) == pytest.approx(e / (e + 1))
+    ys = np.linspace(-2, 3, 51)
+    p = m.prob_one(ys)
+    # epsilon-LDP: any two inputs give report probabilities within a factor e^eps
+    assert max(p.max() / p.min(), (1 - p).max() / (1 - p).min()) <= e * (1 + 1e-12)
+
+
+@pytest.mark.parametrize("vectorized", [True, False])
+def test_onebit_exact_report_probability(vectorized):
+    m = OneBitFlip(0.8, 0.0, 10.0)
+    y = 7.3  # truncation of 7.3 is itself
+    n = N if vectorized else 30_000
+    if vectorized:
+        z = m.randomize_array(np.full(n, y))
+    else:
+        z = np.array([m.randomize(y) for _ in range(n)])
+    assert st.binomtest(int(z.sum()), n, float(m.prob_one(y))).pvalue > ALPHA
+    z_high = m.randomize_array(np.full(20_000, 50.0))  # truncated to 10
+    assert st.binomtest(int(z_high.sum()), 20_000, float(m.prob_one(10.0))).pvalue > ALPHA
+
+
+def test_onebit_mean_unbiased_for_truncated_data():
+    m = OneBitFlip(1.0, 0.0, 1.0)
+    rng = np.random.default_rng(4)
+    y = rng.normal(0.4, 0.5, 300)
+    truth = m.truncate(y).mean()
+    est = np.array([m.estimate_mean(m.simulate(y, rng)) for _ in range(3000)])
+    se = est.std(ddof=1) / math.sqrt(est.size)
+    assert abs(est.mean() - truth) < 4.5 * se
+
+
+def test_onebit_log_likelihood_matches_manual():
+    m = OneBitFlip(1.0, 0.0, 2.0)
+    z = np.array([1, 0, 1, 1])
+    mu = np.array([0.5, 1.0, 1.5, 3.0])
+    p = m.prob_one(np.clip(mu, 0, 2))
+    manual = float(np.sum(np.where(z == 1, np.log(p), np.log(1 - p))))
+    assert m.log_likelihood(z, mu) == pytest.approx(manual)
+
+
+def test_onebit_vector_eq8_composition():
+    v = OneBitFlipVector([0.5, 0.25, 0.25], [0, 0, -1], [1, 5, 1])
+    assert v.guarantee.epsilon == pytest.approx(1.0) and v.guarantee.epsilon >= 1.0
+    split = OneBitFlipVector.even_split(1.0, [0, 0, 0], [1, 1, 1])
+    assert split.guarantee.epsilon <= 1.0 + 1e-15
+    x = np.random.default_rng(5).random((1000, 3))
+    bits = v.simulate(x, np.random.default_rng(6))
+    assert bits.shape == (1000, 3) and set(np.unique(bits)) <= {0, 1}
+    exact_bits = v.randomize_array(x[:50])
+    assert exact_bits.shape == (50, 3)
+    with pytest.raises(InvalidDataError):
+        v.simulate(np.zeros((4, 2)), np.random.default_rng(0))
+
+
+def test_onebit_errors():
+    with pytest.raises(PrivacyParameterError):
+        OneBitFlip(1.0, 1.0, 1.0)
+    with pytest.raises(PrivacyParameterError):
+        OneBitFlip(0.0, 0.0, 1.0)
+    m = OneBitFlip(1.0, 0.0, 1.0)
+    with pytest.raises(EmptyDataError):
+        m.randomize_array([])
+    with pytest.raises(InvalidDataError):
+        m.randomize_array([0.1, float("nan")])
+
+
+# ---------------------------------------------------------------- geometric mechanism
+
+
+def test_geometric_mechanism_noise_distribution():
+    g = GeometricMechanism(0.5, sensitivity=2)
+    assert g.scale >= Fraction(2) / Fraction(0.5) and g.guarantee == PrivacyGuarantee(0.5)
+    noisy = g.release_array(np.zeros(N, dtype=np.int64))
+    support = np.arange(-400, 401)
+    probs = discrete_laplace_pmf(support, float(g.scale))
+    w = 30  # pool |x| >= 30 into the tails
+    core = np.abs(support) < w
+    obs = [np.sum(noisy <= -w), *np.bincount(noisy[np.abs(noisy) < w] + w - 1, minlength=2 * w - 1),
+           np.sum(noisy >= w)]
+    exp = [probs[support <= -w].sum(), *probs[core], probs[support >= w].sum()]
+    assert chi2_counts(np.array(obs), np.array(exp)) > ALPHA
+    assert noisy.var() == pytest.approx(g.variance, rel=0.05)
+
+
+def test_geometric_mechanism_release_and_simulate():
+    g = GeometricMechanism(1.0)
+    vals = [g.release(10) for _ in range(2000)]
+    assert abs(np.mean(vals) - 10) < 4.5 * math.sqrt(g.variance / 2000)
+    sim = g.simulate(np.full(1000, 5), np.random.default_rng(0))
+    assert sim.dtype == np.int64 and sim.shape == (1000,)
+    with pytest.raises(PrivacyParameterError):
+        GeometricMechanism(1.0, sensitivity=0)
+    with pytest.raises(InvalidDataError):
+        g.release(1.5)  # type: ignore[arg-type]
+    with pytest.raises(InvalidDataError):
+        g.release_array(np.array([0.5]))
+    with pytest.raises(EmptyDataError):
+        g.release_array(np.array([], dtype=np.int64))
+
+
+def test_snapping_mechanism_guarantee():
+    m = SnappingLaplaceMechanism(0.5, 1.0, 0.0, 1000.0)
+    assert 0.4999 < m.guarantee.epsilon <= 0.5
+    out = m.release_array(np.full(5000, 400.0))
+    assert np.all((out >= 0) & (out <= 1000))
+    assert abs(out.mean() - 400.0) < 4.5 * math.sqrt(2 * m.scale**2 / 5000) + 1
+    assert 0 <= m.release(3.0) <= 1000
