@@ -1,1 +1,75 @@
-"""TODO"""
+"""Function secret sharing: DPF and DCF keys with vectorized batch evaluation (network-free).
+
+What it does
+    Two-party FSS over n-bit domains (1 <= n <= 64) with outputs in Z_2^l
+    (1 <= l <= 64): a dealer (a client) splits a function f into keys k_0, k_1
+    with Eval(k_0, x) + Eval(k_1, x) = f(x) mod 2^l, and each of two
+    non-colluding servers evaluates its key locally.
+
+    * distributed point functions, f(x) = beta * [x == alpha]
+      (Boyle-Gilboa-Ishai, CCS 2016, Fig. 1): :func:`dpf_gen`,
+      :func:`dpf_gen_batch`, :class:`DPFKey`, :class:`DPFKeyBatch` (with
+      full-domain evaluation and a histogram-share ``full_domain_sum``);
+    * distributed comparison functions, f(x) = beta * [x < alpha] and the
+      "le"/"gt"/"ge" variants (Boyle, Chandran, Gilboa, Gupta, Ishai, Kumar,
+      Rathee, Eurocrypt 2021, Fig. 1): :func:`dcf_gen`, :func:`dcf_gen_batch`,
+      :class:`DCFKey`, :class:`DCFKeyBatch`;
+    * versioned, deterministic key bytes and clear errors
+      (:class:`KeyFormatError`, :class:`FSSParameterError`).
+
+Modules, in dependency order
+    ``keys`` (parameters, errors, byte format) -> ``prg`` (fixed-key AES PRG
+    on :mod:`mpc.aes`) -> ``base`` (struct-of-arrays key batches) -> ``dpf``,
+    ``dcf``.
+
+Quick use (a server holding many clients' keys)::
+
+    from fss import dcf_gen_batch, DCFKeyBatch, reconstruct
+    k0, k1 = dcf_gen_batch(alphas, 1, n=32, l=32, comparison="ge")  # clients
+    blobs0 = k0.to_bytes_list()                                     # to server 0
+    srv0 = DCFKeyBatch.from_bytes_list(blobs0, n=32, l=32, party=0)
+    y0 = srv0.eval_sum(t)        # share of #{i : alpha_i <= t}
+    count = reconstruct(y0, y1, 32)
+
+Security model
+    Semi-honest, two non-colluding servers; a single key reveals nothing
+    about (alpha, beta) beyond n and l, under the assumption that fixed-key
+    AES behaves as a random permutation (the PRG of :mod:`fss.prg`).  Keys
+    come from the OS CSPRNG.  No verification that a client's keys are
+    well-formed as a pair (a malicious client can share a different function);
+    the byte format is validated.
+"""
+
+from .base import DEFAULT_CHUNK, GEN_CHUNK, FSSKey, FSSKeyBatch, reconstruct
+from .dcf import COMPARISONS, DCFKey, DCFKeyBatch, dcf_gen, dcf_gen_batch
+from .dpf import FULL_DOMAIN_MAX_BITS, DPFKey, DPFKeyBatch, dpf_gen, dpf_gen_batch
+from .keys import (
+    FORMAT_VERSION,
+    FSSParameterError,
+    KeyFormatError,
+    dcf_key_bytes,
+    dpf_key_bytes,
+)
+
+__all__ = [
+    "COMPARISONS",
+    "DEFAULT_CHUNK",
+    "GEN_CHUNK",
+    "FORMAT_VERSION",
+    "FULL_DOMAIN_MAX_BITS",
+    "DCFKey",
+    "DCFKeyBatch",
+    "DPFKey",
+    "DPFKeyBatch",
+    "FSSKey",
+    "FSSKeyBatch",
+    "FSSParameterError",
+    "KeyFormatError",
+    "dcf_gen",
+    "dcf_gen_batch",
+    "dcf_key_bytes",
+    "dpf_gen",
+    "dpf_gen_batch",
+    "dpf_key_bytes",
+    "reconstruct",
+]

@@ -1,0 +1,256 @@
+"""Distributed comparison functions (DCF of Boyle, Chandran, Gilboa, Gupta, Ishai, Kumar, Rathee, Eurocrypt 2021).
+
+What it does
+    A DCF shares the comparison function f^<_{alpha,beta} : {0,1}^n -> Z_2^l,
+    f(x) = beta if x < alpha else 0 (x, alpha unsigned n-bit integers), as two
+    keys with Eval(k_0, x) + Eval(k_1, x) = f(x) mod 2^l.  This is Gen/Eval of
+    BCGGIKR21 Sec. 3, Fig. 1: per level a seed correction s_CW, a value
+    correction V_CW and two control-bit corrections, plus the output
+    correction CW^(n+1), with the PRG of :mod:`fss.prg`.
+
+Comparison conventions (``comparison=`` of :func:`dcf_gen` / :func:`dcf_gen_batch`)
+    ======  =================================  ================================
+    "lt"    f(x) = beta * [x <  alpha]         the paper's f^<  (default)
+    "le"    f(x) = beta * [x <= alpha]         also add beta on the leaf alpha
+    "gt"    f(x) = beta * [x >  alpha]         payload on the right branches
+    "ge"    f(x) = beta * [x >= alpha]         "gt" plus the leaf alpha
+    ======  =================================  ================================
+
+    In Gen, when the evaluation path leaves alpha's path at level i the two
+    shares of x's path sum to the payload of that branch: Fig. 1 puts beta on
+    the left branches (Lose = L, i.e. alpha_i = 1 and x_i = 0 < alpha_i); "gt"
+    puts it on the right branches instead, and "le"/"ge" also add beta inside
+    CW^(n+1), which only the path of x = alpha reaches.  Eval is identical for
+    all four, and the key format does not record the choice (the evaluator
+    needs nothing more).  Without the variants one would use
+    beta * [x <= alpha] = beta - beta * [alpha < x], i.e. a "gt" key and a
+    public correction; "le" gives the same function at no extra cost.
+
+    For the ECDF servers (dp-ecdf Sec. 4.2): client i with value x_i sends
+    keys of alpha = x_i, beta = 1, comparison "ge", so each server's
+    ``eval_sum(t)`` is a share of #{i : x_i <= t} = n F(t); with the
+    paper-default "lt" the same count is n - sum_i [t < x_i].
+
+    * :func:`dcf_gen_batch`: Gen for K (alpha, beta) at once, one AES call per
+      level over both parties' seeds of all keys; :func:`dcf_gen` for one.
+    * :meth:`DCFKeyBatch.eval` / ``eval_sum``: K keys at one threshold (or one
+      point per key) with one AES call per level per chunk of keys, 2 AES
+      blocks per key per level.  :meth:`DCFKey.eval_many`: one key at many
+      points.
+
+Security model
+    Two non-colluding semi-honest servers; each key alone hides alpha and
+    beta (BCGGIKR21 Sec. 3, with the fixed-key-AES PRG of :mod:`fss.prg` in
+    the ideal-permutation model).  Root seeds come from the OS CSPRNG.  Key
+    size: lambda + n(lambda + l + 2) + l bits of material, stored in
+    21 + n(16 + ceil(l/8)) + ceil(n/4) + ceil(l/8) bytes (673 for n = l = 32).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from mpc.aes import FixedKeyAES, default_aes, random_blocks
+
+from .base import GEN_CHUNK, FSSKey, FSSKeyBatch
+from .keys import KIND_DCF, FSSParameterError, alphas_array, betas_array, validate_params, validate_point
+from .prg import LSB_CLEAR, PathExpander, expand_words
+
+__all__ = ["COMPARISONS", "DCFKey", "DCFKeyBatch", "dcf_gen", "dcf_gen_batch"]
+
+#: Supported comparison conventions (see the module docstring).
+COMPARISONS = ("lt", "le", "gt", "ge")
+
+_ONE = np.uint64(1)
+
+
+def _cneg(x: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """(-1)^t * x mod 2^64 for t in {0, 1} (uint64 arrays)."""
+    m = np.negative(t)
+    return (x ^ m) + t
+
+
+def _check_comparison(comparison: str) -> str:
+    if comparison not in COMPARISONS:
+        raise FSSParameterError(f"comparison must be one of {COMPARISONS}, got {comparison!r}")
+    return comparison
+
+
+def _dcf_gen_from_roots(alphas: np.ndarray, betas: np.ndarray, n: int, l: int, comparison: str,
+                        roots: np.ndarray, aes: FixedKeyAES | None = None):
+    """Gen of BCGGIKR21 Fig. 1 for K keys from given root seeds roots (2, K, 2).
+
+    Returns (scw (n,K,2), vcw (n,K), tcw (n,K,2) uint8, fcw (K,)), values
+    reduced mod 2^l.  Deterministic in its inputs; callers pass fresh
+    CSPRNG roots (tests pass fixed ones for known answers).
+
+    ``acc`` is the paper's V_alpha: the sum of both parties' value shares
+    along alpha's path so far.  (-1)^{t_1} V_CW is chosen so that leaving the
+    path at level i makes the running sum equal that branch's payload.
+    """
+    aes = aes or default_aes()
+    K = alphas.shape[0]
+    mask = np.uint64((1 << l) - 1)
+    pay_left = comparison in ("lt", "le")
+    S_lo = np.ascontiguousarray(roots[..., 0])  # (2, K): party, key
+    S_hi = np.ascontiguousarray(roots[..., 1])
+    T = np.zeros((2, K), dtype=np.uint64)
+    T[1] = 1
+    acc = np.zeros(K, dtype=np.uint64)
+    scw = np.empty((n, 2, K), dtype=np.uint64)
+    vcw = np.empty((n, K), dtype=np.uint64)
+    tcw = np.empty((n, 2, K), dtype=np.uint8)
+    for i in range(n):
+        a = (alphas >> np.uint64(n - 1 - i)) & _ONE
+        am = np.negative(a)  # all ones where Keep = R (alpha_i = 1), i.e. Lose = L
+        (l0, h0), (l1, h1), (vL, vR) = [
+            (lo.reshape(2, K), hi.reshape(2, K))
+            for lo, hi in expand_words(S_lo.reshape(-1), S_hi.reshape(-1), 3, aes)]
+        tL = l0 & _ONE
+        tR = l1 & _ONE
+        l0 &= LSB_CLEAR
+        l1 &= LSB_CLEAR
+        d_lo = l0 ^ l1
+        d_hi = h0 ^ h1
+        keep_lo = l0 ^ (am & d_lo)
+        keep_hi = h0 ^ (am & d_hi)
+        lose_lo = keep_lo ^ d_lo
+        lose_hi = keep_hi ^ d_hi
+        np.bitwise_xor(lose_lo[0], lose_lo[1], out=scw[i, 0])  # s_CW = s_0^Lose ^ s_1^Lose
+        np.bitwise_xor(lose_hi[0], lose_hi[1], out=scw[i, 1])
+        dv = vL ^ vR
+        v_keep = vL ^ (am & dv)
+        v_lose = v_keep ^ dv
+        # payload of the branch that leaves alpha's path here
+        pay = betas & (am if pay_left else ~am)
+        inner = v_lose[1] - v_lose[0] - acc + pay  # = (-1)^{t_1} V_CW
+        np.bitwise_and(_cneg(inner, T[1]), mask, out=vcw[i])
+        acc += v_keep[0] - v_keep[1] + inner
+        tcL = tL[0] ^ tL[1] ^ a ^ _ONE
+        tcR = tR[0] ^ tR[1] ^ a
+        tcw[i, 0] = tcL
+        tcw[i, 1] = tcR
+        t_keep = tL ^ (am & (tL ^ tR))
+        tc_keep = tcL ^ (am & (tcL ^ tcR))
+        Tm = np.negative(T)
+        S_lo = keep_lo ^ (Tm & scw[i, 0])
+        S_hi = keep_hi ^ (Tm & scw[i, 1])
+        T = t_keep ^ (T & tc_keep)
+    leaf = betas if comparison in ("le", "ge") else np.uint64(0)
+    fcw = _cneg(S_hi[1] - S_hi[0] - acc + leaf, T[1]) & mask
+    return scw, vcw, tcw, fcw
+
+
+def _dcf_gen_chunked(alphas, betas, n, l, comparison, roots, aes):
+    """:func:`_dcf_gen_from_roots` over chunks of :data:`GEN_CHUNK` keys (cache-sized arrays)."""
+    K = alphas.shape[0]
+    if K <= GEN_CHUNK:
+        return _dcf_gen_from_roots(alphas, betas, n, l, comparison, roots, aes)
+    scw = np.empty((n, 2, K), dtype=np.uint64)
+    vcw = np.empty((n, K), dtype=np.uint64)
+    tcw = np.empty((n, 2, K), dtype=np.uint8)
+    fcw = np.empty(K, dtype=np.uint64)
+    for c0 in range(0, K, GEN_CHUNK):
+        sl = slice(c0, min(K, c0 + GEN_CHUNK))
+        scw[:, :, sl], vcw[:, sl], tcw[:, :, sl], fcw[sl] = _dcf_gen_from_roots(
+            alphas[sl], betas[sl], n, l, comparison, roots[:, sl], aes)
+    return scw, vcw, tcw, fcw
+
+
+def dcf_gen_batch(alphas, betas, n: int, l: int, *, comparison: str = "lt",
+                  aes: FixedKeyAES | None = None) -> tuple["DCFKeyBatch", "DCFKeyBatch"]:
+    """Keys for K comparison functions f_k(x) = betas[k] * [x CMP alphas[k]] mod 2^l.
+
+    ``betas`` is one integer for all keys or one per key, in (-2^l, 2^l).
+    Returns the party-0 and party-1 batches; key k of each is client k's
+    pair.  Vectorized: one AES call per tree level for all keys.
+    """
+    n, l = validate_params(n, l)
+    comparison = _check_comparison(comparison)
+    a = alphas_array(alphas, n)
+    b = betas_array(betas, l, a.shape[0])
+    roots = random_blocks(2, a.shape[0])
+    scw, vcw, tcw, fcw = _dcf_gen_chunked(a, b, n, l, comparison, roots, aes)
+    # separate copies: party b's batch must not reference the other party's root seeds
+    return (DCFKeyBatch(0, n, l, roots[0].copy(), scw, tcw, fcw, vcw),
+            DCFKeyBatch(1, n, l, roots[1].copy(), scw, tcw, fcw, vcw))
+
+
+def dcf_gen(alpha: int, beta: int, n: int, l: int, *, comparison: str = "lt",
+            aes: FixedKeyAES | None = None) -> tuple["DCFKey", "DCFKey"]:
+    """Keys (k_0, k_1) of f(x) = beta * [x CMP alpha] (default x < alpha), outputs mod 2^l."""
+    n, l = validate_params(n, l)
+    alpha = validate_point(alpha, n, "alpha")
+    k0, k1 = dcf_gen_batch([alpha], beta, n, l, comparison=comparison, aes=aes)
+    return k0[0], k1[0]
+
+
+class DCFKeyBatch(FSSKeyBatch):
+    """K DCF keys of one party (struct of arrays); see :class:`fss.base.FSSKeyBatch`.
+
+    A server holding n clients' keys parses them with :meth:`from_bytes_list`
+    (or :meth:`parse_valid` to drop malformed ones) and calls
+    ``eval_sum(t)`` for its share of sum_i f_i(t), or ``eval(t)`` for the
+    per-client shares.
+    """
+
+    KIND = KIND_DCF
+
+    def _walk(self, x, key_slice, aes):
+        sl = key_slice if key_slice is not None else slice(None)
+        seeds, scw, vcw = self.seeds[sl], self.scw[:, :, sl], self.vcw[:, sl]
+        tcw, fcw = self.tcw[:, :, sl], self.fcw[sl]
+        scalar = isinstance(x, int)
+        m = seeds.shape[0] if scalar else x.shape[0]
+        n = self.n
+        s_lo = np.empty(m, dtype=np.uint64)
+        s_hi = np.empty(m, dtype=np.uint64)
+        s_lo[...] = seeds[:, 0]
+        s_hi[...] = seeds[:, 1]
+        T = np.full(m, self.party, dtype=np.uint64)
+        Tm = np.empty(m, dtype=np.uint64)
+        V = np.zeros(m, dtype=np.uint64)
+        tmp = np.empty(m, dtype=np.uint64)
+        ex = PathExpander(m, True, aes)
+        for i in range(n):
+            if scalar:
+                xb = (x >> (n - 1 - i)) & 1
+                c_lo, c_hi, v = ex.step(s_lo, s_hi, xb)
+                tsel = tcw[i, xb]
+            else:
+                xv = (x >> np.uint64(n - 1 - i)) & _ONE
+                xbool = xv.astype(bool)
+                c_lo, c_hi, v = ex.step(s_lo, s_hi, xv, xbool)
+                tsel = np.where(xbool, tcw[i, 1], tcw[i, 0])
+            np.negative(T, out=Tm)
+            # V += (-1)^b [v^x + t V_CW]  (the sign is applied once at the end)
+            V += v
+            np.bitwise_and(Tm, vcw[i], out=tmp)
+            V += tmp
+            # t <- t^x xor t * t_CW^x
+            np.bitwise_and(T, tsel, out=T)
+            np.bitwise_and(c_lo, _ONE, out=tmp)
+            T ^= tmp
+            # s <- s^x xor t * s_CW
+            np.bitwise_and(Tm, scw[i, 0], out=s_lo)
+            s_lo ^= c_lo
+            s_lo &= LSB_CLEAR
+            np.bitwise_and(Tm, scw[i, 1], out=s_hi)
+            s_hi ^= c_hi
+        V += s_hi  # Convert(s^(n))
+        np.negative(T, out=Tm)
+        np.bitwise_and(Tm, fcw, out=tmp)
+        V += tmp
+        if self.party:
+            np.negative(V, out=V)
+        V &= self.mask
+        return V
+
+
+class DCFKey(FSSKey):
+    """One DCF key; Eval via :meth:`eval` (one point) and :meth:`eval_many` (many points)."""
+
+    BATCH_CLASS = DCFKeyBatch
+
+
+DCFKeyBatch.KEY_CLASS = DCFKey
