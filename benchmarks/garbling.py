@@ -258,6 +258,13 @@ def profile(circuit: Circuit, batch: int) -> str:
         )
         for stage, t in list(acc.items()) + [("Python and numpy call overhead", other)]:
             lines.append(f"  {stage:<34} {t * 1e3:9.1f} ms  {100 * t / total:5.1f}%  {t / n * 1e9:7.2f} ns/AND")
+        cum = {name: v[3] for (fn, _ln, name), v in st.items() if fn.endswith("garble.py")}
+        lin = cum.get("_linear_gates", 0.0)
+        ands = cum.get("_garble_ands", 0.0) + cum.get("_eval_ands", 0.0)
+        lines.append(
+            f"  by gate kind: AND levels {100 * ands / total:.1f}%, XOR/INV levels {100 * lin / total:.1f}%, "
+            f"rest (chunk setup, inputs/outputs, table buffers) {100 * (total - ands - lin) / total:.1f}%"
+        )
     return "\n".join(lines)
 
 

@@ -661,7 +661,7 @@ class Garbler:
                 raise GarbleError(f"delta must be a uint64 block of shape (2,) or ({self.batch}, 2), got {d.dtype} {d.shape}")
             if not (d[..., 0] & _ONE).all():
                 raise GarbleError("delta must have lowest bit 1 (point-and-permute)")
-            self.delta = np.ascontiguousarray(np.broadcast_to(d, (self.batch, 2)))
+            self.delta = np.array(np.broadcast_to(d, (self.batch, 2)), dtype=_U64)  # a private copy
         n_in = circuit.n_inputs
         self.input_zero = random_blocks(n_in, self.batch)
         if isinstance(input_zero, np.ndarray):

@@ -580,3 +580,52 @@ def test_garbler_and_evaluator_in_two_threads():
     t.join(timeout=60)
     assert not errors
     assert np.array_equal(split_outputs(c, decode(out, g.decode_bits))[0], c.evaluate_bits(bits)[0])
+
+
+def test_garble_into_caller_buffer():
+    c = random_circuit(6, n_gates=80)
+    batch = 3
+    rng = np.random.default_rng(3)
+    bits = random_bits(rng, c, batch)
+    buf = bytearray(table_bytes(c, batch))
+    g = Garbler(c, batch)
+    active = g.encode_all(bits)
+    gc = g.garble(out=buf)
+    assert bytes(gc.tables) == bytes(buf) and any(buf)
+    out = Evaluator(c, batch).evaluate(active, buf)
+    assert all(np.array_equal(a, b) for a, b in zip(split_outputs(c, decode(out, g.decode_bits)), c.evaluate_bits(bits)))
+    with pytest.raises(GarbleError, match="exactly"):
+        Garbler(c, batch).garble(out=bytearray(len(buf) + 1))
+    with pytest.raises(GarbleError, match="exactly"):
+        Garbler(c, batch).garble(out=bytes(len(buf)))
+    with pytest.raises(GarbleError, match="either"):
+        Garbler(c, batch).garble(sink=lambda s: None, out=buf)
+
+
+def test_caller_delta_is_copied():
+    c = random_circuit(2)
+    d = fresh_delta(4)
+    g = Garbler(c, 4, delta=d)
+    d[:] = 0
+    assert (g.delta[:, 0] & np.uint64(1)).all()
+
+
+try:
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+except ImportError:  # pragma: no cover - hypothesis is a dev dependency
+    given = None
+
+if given is not None:
+
+    @settings(max_examples=30, deadline=None)
+    @given(
+        seed=st.integers(0, 10**6),
+        n_gates=st.integers(1, 150),
+        batch=st.integers(1, 40),
+        chunk=st.one_of(st.none(), st.integers(1, 50)),
+        offset=st.integers(0, 2**62),
+    )
+    def test_hypothesis_random_circuits(seed, n_gates, batch, chunk, offset):
+        c = random_circuit(seed, n_gates=n_gates)
+        check_garbled_equals_plaintext(c, batch, seed, chunk=chunk, instance_offset=offset)

@@ -1,0 +1,204 @@
+"""One party of the two-process Yao benchmark (benchmarks/twoparty.py starts two of these).
+
+Usage (by twoparty.py, not by hand)::
+
+    python benchmarks/_twoparty_worker.py ROLE PORT CIRCUIT BITS SEED FIRST_REPS EXECUTIONS SIMD COTS
+        [--profile FILE] [--buffered]
+
+ROLE is ``garbler`` (listens) or ``evaluator`` (connects).  The party runs, in
+order, over loopback TCP with the real runtime (mpc.twopc):
+
+1. FIRST_REPS fresh sessions (new connection each), each: handshake, base OTs
+   and one execution with the command line's COT batch size; then the same with
+   the session's default COT batch (65536);
+2. one session with one warm-up execution and then EXECUTIONS executions of
+   batch 1 (the amortized case), timed as a whole and one by one;
+3. in the same session, one execution of SIMD instances (batch = SIMD);
+4. a COT-only session: COTSender.send_random / COTReceiver.recv_random of COTS
+   correlated OTs in the default batches (the correlated-OT rate).
+
+Inputs are derived from SEED on both sides (benchmark data, not secrets; the
+labels, Delta and OT secrets still come from os.urandom inside the runtime),
+so the evaluator can check the last outputs against the plaintext circuit.
+Prints one JSON object on stdout.  With ``--profile FILE`` the amortized loop
+of step 2 runs under cProfile (CPU-time clock) and the stats are dumped to FILE.  With
+``--buffered`` both channels are ``TCPChannel(buffered=True)`` (small frames,
+e.g. the per-level table segments, are coalesced into one write).
+
+Security model: none of its own; it only drives mpc.twopc (semi-honest Yao).
+"""
+
+from __future__ import annotations
+
+import cProfile
+import json
+import os
+import statistics
+import sys
+import time
+
+import numpy as np
+
+from circuits.catalog import resolve_circuit
+from circuits.ir import EVALUATOR, GARBLER, Circuit
+from mpc.aes import random_blocks
+from mpc.channel import TCPChannel, TCPListener, handshake
+from mpc.iknp import DEFAULT_BATCH, COTReceiver, COTSender
+from mpc.twopc import EvaluatorSession, GarblerSession, circuit_digest
+from protocols.commands.twopc import _ot_batch
+
+TIMEOUT = 120.0
+
+
+def inputs_for(circuit: Circuit, party, seed: int, batch: int, salt: int):
+    """Deterministic inputs of ``party`` (one value per instance per group) from the shared seed."""
+    rng = np.random.default_rng([seed, salt, 0 if party == GARBLER else 1])
+    out = []
+    for g in circuit.groups_of(party):
+        lo, hi = (-(1 << (g.width - 1)), (1 << (g.width - 1)) - 1) if g.signed else (0, (1 << g.width) - 1)
+        vals = [lo + int.from_bytes(rng.bytes(g.width // 8 + 1), "little") % (hi - lo + 1) for _ in range(batch)]
+        out.append(vals)
+    return out
+
+
+def both_inputs(circuit: Circuit, seed: int, batch: int, salt: int):
+    return inputs_for(circuit, GARBLER, seed, batch, salt), inputs_for(circuit, EVALUATOR, seed, batch, salt)
+
+
+BUFFERED = False  # set by --buffered: TCPChannel(buffered=True) coalesces small frames until a flush or receive
+
+
+def connect(role: str, listener: TCPListener | None, port: int) -> TCPChannel:
+    if role == "garbler":
+        return listener.accept(TIMEOUT, buffered=BUFFERED)
+    return TCPChannel.connect("127.0.0.1", port, deadline=TIMEOUT, timeout=TIMEOUT, buffered=BUFFERED)
+
+
+def main(argv: list[str]) -> int:
+    role, port, spec, bits, seed, first_reps, executions, simd, cots = argv[:9]
+    global BUFFERED
+    profile = argv[argv.index("--profile") + 1] if "--profile" in argv else None
+    BUFFERED = "--buffered" in argv
+    port, bits, seed = int(port), int(bits), int(seed)
+    first_reps, executions, simd, cots = int(first_reps), int(executions), int(simd), int(cots)
+    circuit = resolve_circuit(spec, bits, False)
+    party = GARBLER if role == "garbler" else EVALUATOR
+    Session = GarblerSession if role == "garbler" else EvaluatorSession
+    listener = TCPListener("127.0.0.1", port) if role == "garbler" else None
+    digest = circuit_digest(circuit)
+    result: dict = {"role": role, "circuit": circuit.name, "and_gates": circuit.n_and, "buffered": BUFFERED}
+
+    def mine(batch: int, salt: int, scalar: bool = False) -> dict:
+        """This party's inputs as {group: value} (scalar) or {group: [values]}."""
+        vals = inputs_for(circuit, party, seed, batch, salt)
+        return {g.name: (v[0] if scalar else v) for g, v in zip(circuit.groups_of(party), vals)}
+
+    # 1. first execution of a fresh session: handshake + base OTs + one execution
+    for label, ot_batch in (("first", _ot_batch(circuit)), ("first_default_ot_batch", DEFAULT_BATCH)):
+        rows = []
+        for rep in range(first_reps):
+            ch = connect(role, listener, port)
+            c0 = time.process_time()
+            t0 = time.perf_counter()
+            s = Session(ch, ot_batch=ot_batch, extra=digest)
+            t1 = time.perf_counter()
+            r = s.run(circuit, mine(1, rep, scalar=True))
+            t2 = time.perf_counter()
+            rows.append((t2 - t0, t1 - t0, ch.bytes_sent, ch.bytes_received, r.bytes_sent, time.process_time() - c0))
+            ch.close()
+        result[label] = {
+            "ot_batch": ot_batch,
+            "seconds": statistics.median(x[0] for x in rows),
+            "setup_seconds": statistics.median(x[1] for x in rows),
+            "cpu_seconds": statistics.median(x[5] for x in rows),
+            "bytes_sent": rows[-1][2],
+            "bytes_received": rows[-1][3],
+            "setup_bytes_sent": rows[-1][2] - rows[-1][4],
+        }
+
+    # 2. amortized: many executions of batch 1 in one session
+    ch = connect(role, listener, port)
+    s = Session(ch, ot_batch=_ot_batch(circuit), extra=digest)
+    s.run(circuit, mine(1, 10_000, scalar=True))  # warm-up: first IKNP batch, plan caches
+    ins = [mine(1, 20_000 + i, scalar=True) for i in range(executions)]
+    b0, r0 = ch.bytes_sent, ch.bytes_received
+    per = []
+    prof = cProfile.Profile(time.process_time) if profile else None  # CPU time: waiting for the peer is not counted
+    c0 = time.process_time()
+    t0 = time.perf_counter()
+    if prof:
+        prof.enable()
+    for x in ins:
+        per.append(s.run(circuit, x).seconds)
+    if prof:
+        prof.disable()
+        prof.dump_stats(profile)
+    total = time.perf_counter() - t0
+    cpu = time.process_time() - c0
+    last = s.run(circuit, mine(1, 30_000, scalar=True))
+    result["amortized"] = {
+        "executions": executions,
+        "seconds_per_execution": total / executions,
+        "cpu_seconds_per_execution": cpu / executions,
+        "median_execution_seconds": statistics.median(per),
+        "bytes_sent_per_execution": (ch.bytes_sent - b0 - last.bytes_sent) / executions,
+        "bytes_received_per_execution": (ch.bytes_received - r0 - last.bytes_received) / executions,
+        "last_bytes_sent": last.bytes_sent,
+        "last_bytes_received": last.bytes_received,
+    }
+    if role == "evaluator":
+        g_in, e_in = both_inputs(circuit, seed, 1, 30_000)
+        want = circuit.evaluate(*[v[0] for v in _merge(circuit, g_in, e_in)])
+        result["amortized"]["check"] = [int(v) for v in last.outputs] == [int(v) for v in want]
+
+    # 3. one SIMD execution of `simd` instances in the same session
+    t0 = time.perf_counter()
+    r = s.run(circuit, mine(simd, 40_000))
+    result["simd"] = {"batch": simd, "seconds": time.perf_counter() - t0, "bytes_sent": r.bytes_sent,
+                      "bytes_received": r.bytes_received}
+    if role == "evaluator":
+        g_in, e_in = both_inputs(circuit, seed, simd, 40_000)
+        want = circuit.evaluate(*_merge(circuit, g_in, e_in))
+        result["simd"]["check"] = all(
+            [int(v) for v in a] == [int(v) for v in b] for a, b in zip(r.outputs, want)
+        )
+    ch.close()
+
+    # 4. correlated-OT rate over TCP
+    ch = connect(role, listener, port)
+    hs = handshake(ch, role, "bench-twoparty-cot", peer_role="evaluator" if role == "garbler" else "garbler")
+    if role == "garbler":
+        delta = random_blocks(1)[0]
+        delta[0] |= np.uint64(1)
+        cot = COTSender(ch, delta, hs.run_id)
+        cot.setup()
+        ch.send(b"go")
+        t0 = time.perf_counter()
+        cot.send_random(cots)
+        ch.recv()  # the receiver is done too
+        dt = time.perf_counter() - t0
+    else:
+        cot = COTReceiver(ch, hs.run_id)
+        cot.setup()
+        ch.recv()
+        t0 = time.perf_counter()
+        cot.recv_random(cots)
+        ch.send(b"done")
+        dt = time.perf_counter() - t0
+    result["cot"] = {"n": cots, "seconds": dt, "per_second": cots / dt, "batch": DEFAULT_BATCH,
+                     "bytes_received": ch.bytes_received, "bytes_sent": ch.bytes_sent}
+    ch.close()
+    if listener:
+        listener.close()
+    print(json.dumps(result), flush=True)
+    return 0
+
+
+def _merge(circuit: Circuit, g_in, e_in):
+    """Both parties' input lists in the circuit's group order."""
+    gi, ei = iter(g_in), iter(e_in)
+    return [next(gi) if g.party == GARBLER else next(ei) for g in circuit.inputs]
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,187 @@
+"""Benchmark of the semi-honest Yao runtime between two real processes over loopback TCP.
+
+For each circuit (AES-128 from Bristol Fashion, the gini and kendall kernels at
+32 bits) it starts a garbler and an evaluator process
+(benchmarks/_twoparty_worker.py) and measures:
+
+* first execution: connect-to-done wall time of a fresh session (handshake,
+  128 base OTs, first IKNP batch, one execution), median over ``--first-reps``
+  sessions, with the command line's COT batch size and with the session's
+  default (65536 COTs);
+* amortized: wall time per execution over ``--executions`` executions of one
+  instance each in one session (after one warm-up execution), and one SIMD
+  execution of ``--simd`` instances;
+* bytes each way per execution, and the garbler's bytes per AND gate;
+* the correlated-OT rate: ``COTSender.send_random`` of ``--cots`` COTs between
+  the two processes (default batches of 65536).
+
+Targets (issue 4): AES-128 amortized <= 5 ms per execution (EMP-toolkit:
+0.67 ms), first execution <= 300 ms, garbler bytes within 3% of 32 bytes per
+AND + input labels + OT, >= 2 M correlated OTs per second.
+
+Usage::
+
+    python benchmarks/twoparty.py                      # full run (a few minutes on 2 cores)
+    python benchmarks/twoparty.py --quick              # fewer repetitions
+    python benchmarks/twoparty.py --profile DIR        # also cProfile the amortized loop of both parties
+    python benchmarks/twoparty.py --json               # one JSON object instead of the table
+
+Timings are wall clock on a shared machine; they vary by tens of percent between runs.
+Security model: none of its own (drives mpc.twopc, semi-honest Yao).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pstats
+import socket
+import subprocess
+import sys
+import time
+
+WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_twoparty_worker.py")
+EMP_AES_MS = 0.67
+CIRCUITS = [("aes128", 0), ("gini", 32), ("kendall", 32)]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_circuit(spec: str, bits: int, args, profile_dir: str | None, buffered: bool) -> dict:
+    port = free_port()
+    common = [spec, str(bits), str(int.from_bytes(os.urandom(4), "little")), str(args.first_reps),
+              str(args.executions), str(args.simd), str(args.cots)]
+    procs = {}
+    for role in ("garbler", "evaluator"):
+        tag = f"{spec}{bits if spec != 'aes128' else ''}{'-buffered' if buffered else ''}"
+        extra = ["--profile", os.path.join(profile_dir, f"{tag}-{role}.prof")] if profile_dir else []
+        extra += ["--buffered"] if buffered else []
+        procs[role] = subprocess.Popen([sys.executable, WORKER, role, str(port), *common, *extra],
+                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        if role == "garbler":
+            time.sleep(0.3)  # let it listen (the evaluator also retries)
+    try:
+        done = {role: p.communicate(timeout=1800) for role, p in procs.items()}
+        failed = [f"{role} worker failed ({procs[role].returncode}): {se.strip()}"
+                  for role, (_, se) in done.items() if procs[role].returncode]
+        if failed:
+            raise RuntimeError("\n".join(failed))
+        out = {role: json.loads(so.strip().splitlines()[-1]) for role, (so, _) in done.items()}
+    finally:
+        for p in procs.values():
+            if p.poll() is None:
+                p.kill()
+    return out
+
+
+def summarize(res: dict, n_g_bits: int) -> dict:
+    g, e = res["garbler"], res["evaluator"]
+    n_and = g["and_gates"]
+    am_g, am_e = g["amortized"], e["amortized"]
+    first_g, first_e = g["first"], e["first"]
+    ideal = 32 * n_and + 16 * n_g_bits
+    return {
+        "circuit": g["circuit"],
+        "channel": "buffered" if g["buffered"] else "unbuffered",
+        "and_gates": n_and,
+        "first_ms": 1e3 * max(first_g["seconds"], first_e["seconds"]),
+        "first_cpu_ms_garbler": 1e3 * first_g["cpu_seconds"],
+        "first_cpu_ms_evaluator": 1e3 * first_e["cpu_seconds"],
+        "first_setup_ms": 1e3 * max(first_g["setup_seconds"], first_e["setup_seconds"]),
+        "first_default_ot_ms": 1e3 * max(g["first_default_ot_batch"]["seconds"], e["first_default_ot_batch"]["seconds"]),
+        "amortized_ms": 1e3 * max(am_g["seconds_per_execution"], am_e["seconds_per_execution"]),
+        "cpu_ms_garbler": 1e3 * am_g["cpu_seconds_per_execution"],
+        "cpu_ms_evaluator": 1e3 * am_e["cpu_seconds_per_execution"],
+        "median_exec_ms": 1e3 * max(am_g["median_execution_seconds"], am_e["median_execution_seconds"]),
+        "simd_batch": g["simd"]["batch"],
+        "simd_ms_per_instance": 1e3 * max(g["simd"]["seconds"], e["simd"]["seconds"]) / g["simd"]["batch"],
+        "g_to_e_bytes": am_g["bytes_sent_per_execution"],
+        "e_to_g_bytes": am_e["bytes_sent_per_execution"],
+        "bytes_per_and": am_g["bytes_sent_per_execution"] / n_and if n_and else float("nan"),
+        "garbler_vs_ideal": am_g["bytes_sent_per_execution"] / ideal,
+        "first_garbler_bytes": first_g["bytes_sent"],
+        "first_garbler_vs_ideal_plus_ot": first_g["bytes_sent"] / (ideal + first_g["setup_bytes_sent"]),
+        "first_evaluator_bytes": first_e["bytes_sent"],
+        "cot_per_s": min(g["cot"]["per_second"], e["cot"]["per_second"]),
+        "cot_bytes_per_ot": g["cot"]["bytes_received"] / g["cot"]["n"],
+        "check": bool(e["amortized"].get("check")) and bool(e["simd"].get("check")),
+    }
+
+
+def profile_summary(path: str, top: int = 14) -> str:
+    st = pstats.Stats(path)
+    total = st.total_tt
+    rows = sorted(st.stats.items(), key=lambda kv: kv[1][2], reverse=True)[:top]  # by own time
+    lines = [f"  total {total:.3f} s CPU; top functions by own CPU time:"]
+    for (file, line, fn), (cc, nc, tt, ct, _) in rows:
+        where = f"{os.path.basename(file)}:{line}({fn})" if line else fn
+        lines.append(f"    {tt:7.3f} s own {ct:7.3f} s cum {nc:7d} calls  {where}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="fewer repetitions (first-reps 3, executions 30, cots 1M)")
+    ap.add_argument("--first-reps", type=int, default=7)
+    ap.add_argument("--executions", type=int, default=100)
+    ap.add_argument("--simd", type=int, default=100)
+    ap.add_argument("--cots", type=int, default=1 << 22)
+    ap.add_argument("--circuits", default=",".join(f"{c}:{b}" if b else c for c, b in CIRCUITS))
+    ap.add_argument("--channels", default="unbuffered,buffered",
+                    help="TCP channel kinds to run: unbuffered (as the CLI), buffered (TCPChannel(buffered=True))")
+    ap.add_argument("--profile", metavar="DIR", default=None, help="write cProfile stats of the amortized loop here")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.first_reps, args.executions, args.cots = 3, 30, 1 << 20
+    if args.profile:
+        os.makedirs(args.profile, exist_ok=True)
+
+    from circuits.catalog import resolve_circuit
+    from circuits.ir import GARBLER
+
+    rows = []
+    for item in args.circuits.split(","):
+        spec, _, b = item.partition(":")
+        bits = int(b) if b else 0
+        c = resolve_circuit(spec, bits or 32)
+        n_g = sum(g.width for g in c.groups_of(GARBLER))
+        for kind in args.channels.split(","):
+            if kind not in ("unbuffered", "buffered"):
+                ap.error(f"unknown channel kind {kind!r}")
+            rows.append(summarize(run_circuit(spec, bits or 32, args, args.profile, kind == "buffered"), n_g))
+    if args.json:
+        print(json.dumps({"rows": rows, "args": vars(args)}))
+        return 0
+    print(f"two processes over loopback TCP; first = median of {args.first_reps} fresh sessions; "
+          f"amortized over {args.executions} executions (batch 1) in one session")
+    hdr = ("| circuit | channel | AND | first ms | (setup ms) | first CPU ms G / E | first ms, COT batch 65536 | amortized ms/exec | median ms/exec | CPU ms/exec G / E "
+           f"| SIMD x{args.simd} ms/inst | garbler->evaluator B/exec | evaluator->garbler B/exec | B/AND (garbler) "
+           "| garbler / (32 AND + 16 in) | first: garbler / (ideal + base OT) | COT/s | ok |")
+    print(hdr)
+    print("|" + "---|" * (hdr.count("|") - 1))
+    for r in rows:
+        print(f"| {r['circuit']} | {r['channel']} | {r['and_gates']} | {r['first_ms']:.1f} | {r['first_setup_ms']:.1f} | {r['first_cpu_ms_garbler']:.0f} / {r['first_cpu_ms_evaluator']:.0f} "
+              f"| {r['first_default_ot_ms']:.1f} | {r['amortized_ms']:.2f} | {r['median_exec_ms']:.2f} | {r['cpu_ms_garbler']:.1f} / {r['cpu_ms_evaluator']:.1f} "
+              f"| {r['simd_ms_per_instance']:.3f} | {r['g_to_e_bytes']:.0f} | {r['e_to_g_bytes']:.0f} "
+              f"| {r['bytes_per_and']:.2f} | {r['garbler_vs_ideal']:.4f} | {r['first_garbler_vs_ideal_plus_ot']:.4f} "
+              f"| {r['cot_per_s'] / 1e6:.2f} M | {'yes' if r['check'] else 'NO'} |")
+    for aes in (r for r in rows if r["circuit"].startswith("aes")):
+        print(f"\nAES-128 ({aes['channel']}) amortized {aes['amortized_ms']:.2f} ms/exec = {aes['amortized_ms'] / EMP_AES_MS:.1f}x "
+              f"EMP-toolkit's {EMP_AES_MS} ms (target <= 5 ms); first execution {aes['first_ms']:.0f} ms "
+              "(target <= 300 ms)")
+    if args.profile:
+        for name in sorted(os.listdir(args.profile)):
+            if name.endswith(".prof"):
+                print(f"\nprofile {name} (amortized loop):")
+                print(profile_summary(os.path.join(args.profile, name)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
