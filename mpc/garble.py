@@ -412,6 +412,15 @@ def _linear_gates(lab: np.ndarray, lv: _LevelPlan, w: _Work) -> None:
         return
     bc = w.bc
     step = w.step
+    if n <= step:  # the common case: the whole level in one step, no slicing
+        m = n * bc
+        x = w.x[: 2 * m].reshape(2, n, bc)
+        y = w.xs[: 2 * m].reshape(2, n, bc)
+        lab.take(lv.lin_a, axis=1, out=x, mode="clip")
+        lab.take(lv.lin_b, axis=1, out=y, mode="clip")
+        np.bitwise_xor(x, y, out=x)
+        _scatter(lab, lv.lin_out, x)
+        return
     for g0 in range(0, n, step):
         g1 = min(n, g0 + step)
         m = (g1 - g0) * bc
