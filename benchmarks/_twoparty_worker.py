@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import cProfile
 import json
-import os
 import statistics
 import sys
 import time

@@ -41,7 +41,8 @@ def dcf_keys(alphas):
 
 def _rate(benchmark, count):
     benchmark.extra_info["items"] = count
-    benchmark.extra_info["items_per_s"] = count / benchmark.stats.stats.min
+    if benchmark.stats is not None:  # None under --benchmark-disable
+        benchmark.extra_info["items_per_s"] = count / benchmark.stats.stats.min
 
 
 def test_dcf_gen_batch_32(benchmark, alphas):

@@ -21,7 +21,7 @@ AND + input labels + OT, >= 2 M correlated OTs per second.
 
 Usage::
 
-    python benchmarks/twoparty.py                      # full run (a few minutes on 2 cores)
+    python benchmarks/twoparty.py                      # full run (about a minute on 2 cores)
     python benchmarks/twoparty.py --quick              # fewer repetitions
     python benchmarks/twoparty.py --profile DIR        # also cProfile the amortized loop of both parties
     python benchmarks/twoparty.py --json               # one JSON object instead of the table

@@ -22,7 +22,7 @@ from circuits.ir import EVALUATOR, GARBLER, CircuitError
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 # multiplication circuits are ~w^2 gates: fewer examples keep the file fast (each still checks 49 edge pairs)
-HEAVY = settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+HEAVY = settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 MULS = ("mul", "mul_full")
 WIDTH = st.integers(1, 64)
 
@@ -240,36 +240,59 @@ def test_square_of_signed_rejected():
 
 # ---------------------------------------------------------------------- mux
 @functools.lru_cache(maxsize=None)
-def mux_circuit(w: int, s: bool, wb: int):
+def mux_circuit(w: int, sx: bool, wb: int, sy: bool):
     b = Builder("mux")
     c = b.input("c", 1, GARBLER)
-    x = b.input("x", w, GARBLER, s)
-    y = b.input("y", wb, EVALUATOR, s)
+    x = b.input("x", w, GARBLER, sx)
+    y = b.input("y", wb, EVALUATOR, sy)
     r = c.mux(x, y)
     r2 = b.mux(c, y, x)  # Builder.mux is the same operator
     b.output("r", r)
     b.output("r2", r2)
-    return b.build(), r.width
+    return b.build(), r.width, r.signed
 
 
 @SETTINGS
-@given(data=st.data(), w=WIDTH, wb=WIDTH, signed=st.booleans())
-@example(data=None, w=64, wb=64, signed=True)
-@example(data=None, w=1, wb=1, signed=False)
-@example(data=None, w=64, wb=3, signed=True)
-def test_mux(data, w, wb, signed):
-    circ, rw = mux_circuit(w, signed, wb)
-    assert rw == max(w, wb)
-    pairs = list(itertools.product(edges(w, signed), edges(wb, signed)))
+@given(data=st.data(), w=WIDTH, wb=WIDTH, sx=st.booleans(), sy=st.booleans())
+@example(data=None, w=64, wb=64, sx=True, sy=True)
+@example(data=None, w=1, wb=1, sx=False, sy=False)
+@example(data=None, w=64, wb=3, sx=True, sy=True)
+@example(data=None, w=64, wb=64, sx=False, sy=True)
+@example(data=None, w=1, wb=1, sx=False, sy=True)
+def test_mux(data, w, wb, sx, sy):
+    """where(c, x, y) returns x or y exactly, for any widths and signedness."""
+    circ, rw, rs = mux_circuit(w, sx, wb, sy)
+    if sx == sy:
+        assert (rw, rs) == (max(w, wb), sx)  # no widening when the types agree: w ANDs
+    pairs = list(itertools.product(edges(w, sx), edges(wb, sy)))
     if data is not None:
-        xs = data.draw(values(w, signed))
-        ys = data.draw(st.lists(st.integers(*lohi(wb, signed)), min_size=len(xs), max_size=len(xs)))
+        xs = data.draw(values(w, sx))
+        ys = data.draw(st.lists(st.integers(*lohi(wb, sy)), min_size=len(xs), max_size=len(xs)))
         pairs += list(zip(xs, ys))
     for cbit in (0, 1):
         xs, ys = zip(*pairs)
         r, r2 = circ.evaluate([cbit] * len(pairs), list(xs), list(ys))
         assert [int(v) for v in r] == [x if cbit else y for x, y in pairs]
         assert [int(v) for v in r2] == [y if cbit else x for x, y in pairs]
+
+
+@SETTINGS
+@given(data=st.data(), w=WIDTH, signed=st.booleans(), k=st.integers(-(1 << 70), 1 << 70))
+@example(data=None, w=8, signed=False, k=-1)
+@example(data=None, w=8, signed=True, k=255)
+@example(data=None, w=1, signed=False, k=-(1 << 70))
+def test_mux_with_a_constant(data, w, signed, k):
+    b = Builder()
+    c = b.input("c", 1, GARBLER)
+    x = b.input("x", w, EVALUATOR, signed)
+    b.output("kx", c.mux(k, x))
+    b.output("xk", c.mux(x, k))
+    circ = b.build()
+    xs = edges(w, signed) + (data.draw(values(w, signed)) if data is not None else [])
+    for cbit in (0, 1):
+        kx, xk = circ.evaluate([cbit] * len(xs), xs)
+        assert [int(v) for v in kx] == [k if cbit else xv for xv in xs]
+        assert [int(v) for v in xk] == [xv if cbit else k for xv in xs]
 
 
 def test_mux_condition_must_be_one_bit():

@@ -153,12 +153,23 @@ def test_kernel_reference_is_exact(name, data, w, signed):
 @example(data=None, w=64, signed=True)
 @example(data=None, w=64, signed=False)
 def test_kendall_kernel(data, w, signed):
+    kendall_edges_ok(w, signed)  # all (x1, y1, x2, y2) in edges^4, once per width and signedness
+    if data is None:
+        return
     c = kernel("kendall", w, signed)
-    e = edges(w, signed)
-    quads = list(itertools.product(e, repeat=4))  # (x1, y1, x2, y2)
-    if data is not None:
-        cols = [data.draw(values(w, signed, 24)) for _ in range(4)]
-        quads += list(zip(*cols))
+    cols = [data.draw(values(w, signed, 24)) for _ in range(4)]
+    cols[2][:3] = cols[0][:3]  # ties on x
+    cols[3][3:6] = cols[1][3:6]  # ties on y
+    check_kendall(c, w, signed, list(zip(*cols)))
+
+
+@functools.lru_cache(maxsize=None)
+def kendall_edges_ok(w: int, signed: bool) -> bool:
+    check_kendall(kernel("kendall", w, signed), w, signed, list(itertools.product(edges(w, signed), repeat=4)))
+    return True
+
+
+def check_kendall(c, w, signed, quads):
     x1, y1, x2, y2 = (list(t) for t in zip(*quads))
     p1 = [pack_pair(a, b, w, signed) for a, b in zip(x1, y1)]
     p2 = [pack_pair(a, b, w, signed) for a, b in zip(x2, y2)]
@@ -173,6 +184,8 @@ def test_kendall_kernel(data, w, signed):
 def test_interface_and_and_budget_every_width(name):
     for w in range(8, 65):
         for signed in (False, True):
+            if name == "variance" and w % 3 and w not in (63, 64):
+                continue  # ~w^2 gates: every third width (plus 63, 64) keeps the sweep fast
             c = kernel(name, w, signed) if w in (8, 63, 64) else build_kernel(name, w, signed)
             s = c.stats()
             assert s.and_gates <= BUDGET[name](w), (name, w, signed, s.and_gates)

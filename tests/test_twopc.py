@@ -35,7 +35,7 @@ from circuits.catalog import resolve_circuit
 from circuits.ir import EVALUATOR, GARBLER, Circuit, CircuitError
 from circuits.kernels import KERNELS, build_kernel, kernel_reference, pack_pair
 from mpc.channel import HEADER_BYTES, MemoryChannel, PeerClosed, TranscriptChannel
-from mpc.errors import ChannelError, HandshakeError
+from mpc.errors import HandshakeError
 from mpc.twopc import EvaluatorSession, ExecutionMismatch, GarblerSession, circuit_digest
 
 WAIT = 30.0  # bound on any wait for the worker thread (the code under test answers in far less)
@@ -137,15 +137,12 @@ def value_range(width: int, signed: bool) -> tuple[int, int]:
     return (-(1 << (width - 1)), (1 << (width - 1)) - 1) if signed else (0, (1 << width) - 1)
 
 
-def test_values(rng: np.random.Generator, width: int, signed: bool, n: int) -> list[int]:
+def edge_and_random_values(rng: np.random.Generator, width: int, signed: bool, n: int) -> list[int]:
     """n values: the extremes and their neighbours first, then uniform ones (Python ints)."""
     lo, hi = value_range(width, signed)
     edge = [lo, hi, lo + 1, hi - 1, 0, 1, -1 if signed else 2]
     rand = [lo + int.from_bytes(rng.bytes(8), "little") % (hi - lo + 1) for _ in range(max(0, n - len(edge)))]
     return (edge + rand)[:n]
-
-
-test_values.__test__ = False  # a helper, not a test
 
 
 def kernel_inputs(name: str, width: int, signed: bool, batch: int, seed: int):
@@ -157,18 +154,18 @@ def kernel_inputs(name: str, width: int, signed: bool, batch: int, seed: int):
     """
     rng = np.random.default_rng(seed)
     if name == "kendall":
-        xs = test_values(rng, width, signed, batch)
-        ys = test_values(rng, width, signed, batch)[::-1]
-        x2 = list(reversed(test_values(rng, width, signed, batch)))
-        y2 = test_values(rng, width, signed, batch)
+        xs = edge_and_random_values(rng, width, signed, batch)
+        ys = edge_and_random_values(rng, width, signed, batch)[::-1]
+        x2 = list(reversed(edge_and_random_values(rng, width, signed, batch)))
+        y2 = edge_and_random_values(rng, width, signed, batch)
         rng.shuffle(x2)
         g = [pack_pair(a, b, width, signed) for a, b in zip(xs, ys)]
         e = [pack_pair(a, b, width, signed) for a, b in zip(x2, y2)]
         want = [int(v) for v in kernel_reference("kendall", (np.array(xs, object), np.array(ys, object)),
                                                  (np.array(x2, object), np.array(y2, object)))]
         return g, e, want
-    g = test_values(rng, width, signed, batch)
-    e = test_values(rng, width, signed, batch)
+    g = edge_and_random_values(rng, width, signed, batch)
+    e = edge_and_random_values(rng, width, signed, batch)
     if batch >= 4:  # lo-lo, lo-hi, hi-lo, hi-hi
         e[:4] = [g[0], g[1], g[0], g[1]]
         g[:4] = [g[0], g[0], g[1], g[1]]

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import selectors
-import signal
 import socket
 import struct
 import subprocess
@@ -153,6 +152,7 @@ KERNEL_CASES = [
 ]
 
 
+@pytest.mark.slow  # several processes at once (still runs in CI)
 def test_cli_kernels_both_parties():
     cases = []
     for kernel, bits, signed, g_in, e_in, _ in KERNEL_CASES:
@@ -180,6 +180,7 @@ def test_cli_kernels_both_parties():
         assert gd["seconds"] > 0 and ed["seconds"] > 0
 
 
+@pytest.mark.slow  # several processes at once (still runs in CI)
 def test_cli_aes128_against_cryptography():
     """The built-in aes128 and the same circuit given as a Bristol Fashion file path."""
     ref = resources.files("circuits").joinpath("data", "aes_128.txt.gz")
@@ -502,6 +503,7 @@ def bad_input_runs(cases: dict, with_evaluator=()) -> dict:
     return out
 
 
+@pytest.mark.slow  # several processes at once (still runs in CI)
 def test_bad_input_fails_before_any_socket():
     """The range/format check comes first: not "address already in use", and no connection to the trap."""
     both = ("unsigned", "signed", "aes-hex")
@@ -515,8 +517,6 @@ def test_bad_input_fails_before_any_socket():
         assert reached == 0, name
 
 
-@pytest.mark.xfail(strict=True, reason="protocols/commands/twopc.py parse_party_input turns pack_pair's range error "
-                                       "into 'must be two integers x,y' (report to the lead)")
 def test_kendall_input_out_of_range_says_out_of_range():
     case = {"kendall-range": (["--circuit", "kendall", "--bits", "8", "--signed", "--input", "1,200"], "out of range")}
     (grc, _, gerr), (erc, _, eerr), reached = bad_input_runs(case, with_evaluator=case)["kendall-range"]
@@ -534,6 +534,7 @@ DEMOS = [
 ]
 
 
+@pytest.mark.slow  # several processes at once (still runs in CI)
 def test_demo_2pc():
     commands = [["demo", "2pc", "--json", *args] for args, _ in DEMOS]
     commands.append(["demo", "2pc", "--circuit", "aes128"])  # text report, FIPS-197 C.1 inputs by default

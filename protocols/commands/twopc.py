@@ -92,15 +92,16 @@ def parse_party_input(circuit: Circuit, spec: str, party, text: str, bits: int, 
     g = groups[0]
     if _is_kernel(spec):
         try:
-            if spec == "kendall":
-                parts = [int(t, 0) for t in text.split(",")]
-                if len(parts) != 2:
-                    raise ValueError
-                return {g.name: pack_pair(parts[0], parts[1], bits, signed)}
-            v = int(text, 0)
+            parts = [int(t, 0) for t in text.split(",")]
         except ValueError:
-            want = "two integers x,y" if spec == "kendall" else "an integer"
-            raise CircuitError(f"--input for {spec} must be {want}, got {text!r}") from None
+            parts = []
+        want = 2 if spec == "kendall" else 1
+        if len(parts) != want:
+            what = "two integers x,y" if spec == "kendall" else "an integer"
+            raise CircuitError(f"--input for {spec} must be {what}, got {text!r}")
+        if spec == "kendall":  # pack_pair raises CircuitError naming the out-of-range field
+            return {g.name: pack_pair(parts[0], parts[1], bits, signed)}
+        v = parts[0]
         lo, hi = (-(1 << (g.width - 1)), (1 << (g.width - 1)) - 1) if g.signed else (0, (1 << g.width) - 1)
         if not lo <= v <= hi:
             raise CircuitError(f"--input {v} is out of range for {g.width}-bit {'signed' if g.signed else 'unsigned'} [{lo}, {hi}]")

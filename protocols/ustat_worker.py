@@ -1,0 +1,107 @@
+"""A worker process hosting users of the 2PC U-statistic protocol (network mode).
+
+What it does
+    Run as ``python -m protocols.ustat_worker``; reads one JSON job on stdin:
+
+    ``{"worker": k, "params": {...noisy_kernel arguments...},
+      "sessions": [{"id": s, "role": "garbler"|"evaluator", "port": p,
+                    "inputs": [v, ...]}, ...], "timeout": t}``
+
+    For each session it runs one party of a real Yao session over TCP on
+    loopback (the garbler listens on ``port``, the evaluator connects to it):
+    the session's pairs are one SIMD execution of the kernel + noise circuit.
+    ``inputs`` are the hosted users' values for the session's pairs, in pair
+    order (packed pairs for kendall).  Each party draws its own noise bits from
+    ``os.urandom`` here, so no other process knows them.  The evaluator side
+    learns the noisy kernel values (output mode ``evaluator``) and forwards
+    them: the worker prints one JSON line ``{"worker": k, "sessions": {s:
+    {"outputs": [...], "bytes_sent": .., "bytes_received": ..}}}``.
+
+Security model
+    Semi-honest users; a worker plays the users it hosts and learns only
+    their values, the noisy outputs of the pairs where they evaluate, and
+    nothing about the other party's value or noise (Yao + IKNP).  Channels are
+    loopback TCP without encryption (demonstration deployment).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+from fractions import Fraction
+
+
+def _build(params: dict):
+    from circuits.noise import noisy_kernel
+
+    return noisy_kernel(
+        params["statistic"],
+        params["bits"],
+        False,
+        epsilon=Fraction(params["epsilon_num"], params["epsilon_den"]),
+        sensitivity=params["sensitivity"],
+        lam=params["lam"],
+        n_samples=params["n_samples"],
+    )
+
+
+def run_session(nc, sess: dict, timeout: float, results: dict, errors: list) -> None:
+    from circuits.noise import random_input_bits
+    from mpc.channel import TCPChannel
+    from mpc.twopc import EvaluatorSession, GarblerSession, circuit_digest
+
+    sid = sess["id"]
+    circuit = nc.circuit
+    values = [int(v) for v in sess["inputs"]]
+    try:
+        r = random_input_bits(nc.random_width, len(values))
+        if sess["role"] == "garbler":
+            ch = TCPChannel.listen("127.0.0.1", sess["port"], timeout=timeout)
+            try:
+                s = GarblerSession(ch, session_id=f"ustat-{sid}", extra=circuit_digest(circuit))
+                s.run(circuit, {"x": values, "rx": r}, output="evaluator")
+                st = ch.stats()
+            finally:
+                ch.close()
+            results[sid] = {"bytes_sent": st["bytes_sent"], "bytes_received": st["bytes_received"]}
+        else:
+            ch = TCPChannel.connect("127.0.0.1", sess["port"], deadline=timeout, timeout=timeout)
+            try:
+                s = EvaluatorSession(ch, session_id=f"ustat-{sid}", extra=circuit_digest(circuit))
+                res = s.run(circuit, {"y": values, "ry": r}, output="evaluator")
+                st = ch.stats()
+            finally:
+                ch.close()
+            results[sid] = {
+                "outputs": [int(v) for v in res.outputs[0]],
+                "bytes_sent": st["bytes_sent"],
+                "bytes_received": st["bytes_received"],
+            }
+    except BaseException as exc:  # reported to the aggregator
+        errors.append(f"session {sid} ({sess['role']}): {type(exc).__name__}: {exc}")
+
+
+def main() -> int:
+    job = json.loads(sys.stdin.read())
+    nc = _build(job["params"])
+    timeout = float(job.get("timeout", 60))
+    results: dict = {}
+    errors: list = []
+    threads = [
+        threading.Thread(target=run_session, args=(nc, s, timeout, results, errors), daemon=True)
+        for s in job["sessions"]
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout * 4)
+    if any(t.is_alive() for t in threads):
+        errors.append("a session did not finish in time")
+    print(json.dumps({"worker": job["worker"], "sessions": results, "errors": errors}))
+    sys.stdout.flush()
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
