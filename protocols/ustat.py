@@ -21,12 +21,23 @@ What it does
     P pairs, so the protocol is (eps, P delta_pair)-DP for each user, where
     delta_pair is the exact finite-precision delta the noise gadget reports.
 
-Modes
+Modes (both run the same GarblerSession / EvaluatorSession code)
     ``simulate``: the pairs are grouped into SIMD batches and every batch is a
     real execution of :class:`mpc.twopc.GarblerSession` /
     :class:`mpc.twopc.EvaluatorSession` (real garbling, real IKNP OT, bytes
     counted on the wire) over an in-memory channel between two threads of this
-    process.  Same code as the network mode, no sockets.
+    process.
+    ``network``: the users are hosted by worker processes
+    (:mod:`protocols.ustat_worker`, user u on worker u mod W); the pairs whose
+    garbler is on worker a and evaluator on worker b form one Yao session over
+    loopback TCP between a and b (two threads of a when a = b), each party
+    drawing its own noise bits; the evaluator side forwards the noisy values
+    to the aggregator.
+
+Baseline design ``all``
+    All n(n-1)/2 pairs, each release at the per-pair epsilon that advanced
+    composition over n - 1 releases per user turns into eps (with slack
+    delta'), as in the paper's Figure 4 baseline.
 
 Security model
     Semi-honest users and aggregator, computational DP (CDP) as in the paper;
@@ -53,6 +64,7 @@ from .ustat_math import (
     sample_two_sample_pairs,
     theorem5_mse,
     u_statistic,
+    all_pairs,
     zetas,
 )
 
@@ -136,12 +148,23 @@ def _width(span: int) -> int:
     raise UStatError(f"data range {span} does not fit in 64 bits")
 
 
-def prepare_data(statistic: str, x, y=None, labels=None) -> PreparedData:
+def prepare_data(statistic: str, x, y=None, labels=None, bits: int | None = None) -> PreparedData:
     """Map real data to unsigned fixed-point integers with a public range.
 
     gini: x values; kendall: x and y columns; auc: scores x and 0/1 labels
-    (positives garble, negatives evaluate).
+    (positives garble, negatives evaluate).  ``bits`` fixes the circuit width
+    (default: the smallest of 8/16/32/64 that holds the shifted data).
     """
+    pd = _prepare(statistic, x, y, labels)
+    if bits is not None:
+        span = max(int(pd.x.max()), int(pd.y.max()) if pd.y is not None else 0)
+        if not 8 <= int(bits) <= 64 or span.bit_length() > int(bits):
+            raise UStatError(f"the data span {span} (after shifting by the minimum) needs more than {bits} bits")
+        pd = PreparedData(pd.statistic, pd.x, pd.y, int(bits), pd.scale, pd.range_)
+    return pd
+
+
+def _prepare(statistic: str, x, y=None, labels=None) -> PreparedData:
     if statistic not in STATISTICS:
         raise UStatError(f"unknown statistic {statistic!r}; choose from {STATISTICS}")
     x = np.asarray(x, dtype=np.float64)
@@ -194,53 +217,39 @@ def _exact(pd: PreparedData) -> float:
     return u_statistic("auc", pd.x, pd.y)
 
 
-def run_ustat(
-    statistic: str,
-    x,
-    y=None,
-    labels=None,
-    *,
-    epsilon: float,
-    pairs_per_user: int = 1,
-    mode: str = "simulate",
-    batch: int = 4096,
-    lam: int = 40,
-    progress=None,
-    rng: np.random.Generator | None = None,
-    compute_theorem5: bool = True,
-) -> UStatResult:
-    """Run the 2PC subsampling protocol and return the DP estimate with its costs.
+def per_pair_epsilon(epsilon: float, design: str, P: int, n: int, delta_slack: float) -> tuple[Fraction, int]:
+    """Budget of one pair's release and the number of releases per user.
 
-    ``rng`` drives only the public pair sampling (default: seeded from the OS
-    CSPRNG); noise bits always come from ``os.urandom``.
+    ``subsample``: each user is in at most P pairs, basic composition, eps/P
+    (Theorem 5).  ``all``: each user is in n - 1 pairs; the largest eps0 whose
+    advanced composition (Dwork-Rothblum-Vadhan, via
+    :func:`dp.accounting.advanced_composition`, rounded up) over k = n - 1
+    releases stays within eps, found by bisection.
     """
-    from circuits.noise import noisy_kernel, random_input_bits
+    from dp.accounting import advanced_composition
+
+    if design == "subsample":
+        return Fraction(epsilon).limit_denominator(10**9) / P, P
+    k = n - 1
+    lo, hi = 0.0, float(epsilon)
+    for _ in range(80):
+        mid = (lo + hi) / 2
+        if mid > 0 and advanced_composition(mid, 0.0, k, delta_slack).epsilon <= epsilon:
+            lo = mid
+        else:
+            hi = mid
+    if lo <= 0:
+        raise UStatError(f"no per-pair budget satisfies eps={epsilon} over {k} pairs")
+    return Fraction(lo).limit_denominator(10**12), k
+
+
+def _run_simulate(nc, gx, ey, batch: int, progress) -> tuple[np.ndarray, int, int]:
+    """All pairs as SIMD executions of one Yao session over an in-memory channel (two threads)."""
+    from circuits.noise import random_input_bits
     from mpc.channel import MemoryChannel
     from mpc.twopc import EvaluatorSession, GarblerSession
 
-    if not (isinstance(epsilon, (int, float)) and math.isfinite(epsilon) and epsilon > 0):
-        raise UStatError(f"epsilon must be a positive finite number, got {epsilon!r}")
-    if int(pairs_per_user) != pairs_per_user or pairs_per_user < 1:
-        raise UStatError(f"pairs per user must be a positive integer, got {pairs_per_user!r}")
-    if mode != "simulate":
-        raise UStatError(f"mode {mode!r} is not available yet (only 'simulate'); see the README")
-    P = int(pairs_per_user)
-    t_start = time.perf_counter()
-    pd = prepare_data(statistic, x, y, labels)
-    rng = rng or csprng_generator()
-    if statistic == "auc":
-        pairs = sample_two_sample_pairs(pd.x.size, pd.y.size, P, rng)
-        n = int(pd.x.size + pd.y.size)
-    else:
-        pairs = sample_pairs(pd.x.size, P, rng)
-        n = int(pd.x.size)
-    m = pairs.shape[0]
-    nc = noisy_kernel(statistic, pd.bits, False, epsilon=Fraction(epsilon).limit_denominator(10**9) / P,
-                      sensitivity=pd.range_, lam=lam, n_samples=m)
-    circuit = nc.circuit
-    gx, ey = _pair_inputs(pd, pairs)
-    rw = nc.random_width
-
+    circuit, rw, m = nc.circuit, nc.random_width, len(gx)
     a, b = MemoryChannel.pair(timeout=600)
     outputs: list[np.ndarray] = []
     err: list[BaseException] = []
@@ -262,7 +271,7 @@ def run_ustat(
     th.start()
     try:
         g = GarblerSession(a, session_id=b"pairwise-ustat")
-        for k, s0 in enumerate(starts):
+        for s0 in starts:
             s1 = min(m, s0 + batch)
             rx = random_input_bits(rw, s1 - s0)
             g.run(circuit, {"x": list(map(int, gx[s0:s1])), "rx": rx}, output="evaluator")
@@ -278,37 +287,194 @@ def run_ustat(
     if err:
         raise err[0]
     st = a.stats()
-    total_bytes = st["bytes_sent"] + st["bytes_received"]
     a.close()
-    out = np.concatenate(outputs)
+    return np.concatenate(outputs), st["bytes_sent"] + st["bytes_received"], len(starts)
+
+
+def _free_ports(k: int) -> list[int]:
+    import socket
+
+    socks, ports = [], []
+    try:
+        for _ in range(k):
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+            ports.append(s.getsockname()[1])
+    finally:
+        for s in socks:
+            s.close()
+    return ports
+
+
+def _run_network(nc, params: dict, pairs: np.ndarray, owner_g: np.ndarray, owner_e: np.ndarray,
+                 gx, ey, workers: int, timeout: float, progress) -> tuple[np.ndarray, int, int]:
+    """Users hosted by ``workers`` processes; each (garbler worker, evaluator worker) group of pairs
+    is one real Yao session over loopback TCP between those processes (or two threads of one worker).
+    """
+    import json
+    import subprocess
+    import sys
+
+    m = pairs.shape[0]
+    groups: dict[tuple[int, int], np.ndarray] = {}
+    for key in set(zip(owner_g.tolist(), owner_e.tolist())):
+        groups[key] = np.flatnonzero((owner_g == key[0]) & (owner_e == key[1]))
+    ports = _free_ports(len(groups))
+    jobs = {w: {"worker": w, "params": params, "sessions": [], "timeout": timeout} for w in range(workers)}
+    order = {}
+    for sid, ((wg, we), idx) in enumerate(sorted(groups.items())):
+        order[sid] = idx
+        jobs[wg]["sessions"].append({"id": sid, "role": "garbler", "port": ports[sid], "inputs": [int(gx[i]) for i in idx]})
+        jobs[we]["sessions"].append({"id": sid, "role": "evaluator", "port": ports[sid], "inputs": [int(ey[i]) for i in idx]})
+    procs = {}
+    for w, job in jobs.items():
+        if not job["sessions"]:
+            continue
+        p = subprocess.Popen([sys.executable, "-m", "protocols.ustat_worker"], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        procs[w] = p
+        p.stdin.write(json.dumps(job))
+        p.stdin.close()
+    out = np.zeros(m, dtype=np.int64)
+    filled = np.zeros(m, dtype=bool)
+    total_bytes = 0
+    errors = []
+    deadline = time.monotonic() + timeout * 4 + 30
+    for w, p in procs.items():
+        try:
+            stdout = p.stdout.read()
+            p.wait(timeout=max(1.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            errors.append(f"worker {w}: did not finish in time")
+            continue
+        stderr = p.stderr.read()
+        lines = [ln for ln in stdout.strip().splitlines() if ln.startswith("{")]
+        if not lines:
+            errors.append(f"worker {w} exited with {p.returncode}: {stderr.strip()[-500:]}")
+            continue
+        rep = json.loads(lines[-1])
+        errors.extend(f"worker {w}: {e}" for e in rep["errors"])
+        for sid, r in rep["sessions"].items():
+            sid = int(sid)
+            if "outputs" in r:
+                out[order[sid]] = r["outputs"]
+                filled[order[sid]] = True
+            else:
+                total_bytes += r["bytes_sent"] + r["bytes_received"]
+        if progress:
+            progress(int(filled.sum()), m)
+    if errors:
+        raise UStatError("network run failed: " + "; ".join(errors))
+    if not filled.all():
+        raise UStatError(f"network run lost {int((~filled).sum())} pair outputs")
+    return out, total_bytes, len(groups)
+
+
+def run_ustat(
+    statistic: str,
+    x,
+    y=None,
+    labels=None,
+    *,
+    epsilon: float,
+    pairs_per_user: int = 1,
+    mode: str = "simulate",
+    design: str = "subsample",
+    delta_slack: float = 1e-8,
+    bits: int | None = None,
+    batch: int = 4096,
+    workers: int = 4,
+    timeout: float = 120.0,
+    lam: int = 40,
+    progress=None,
+    rng: np.random.Generator | None = None,
+    compute_theorem5: bool = True,
+) -> UStatResult:
+    """Run the 2PC U-statistic protocol and return the DP estimate with its costs.
+
+    ``design``: ``subsample`` (the paper's protocol, P permutations) or
+    ``all`` (every pair, the paper's baseline, per-pair budget from advanced
+    composition with ``delta_slack``; one-sample statistics only).
+    ``mode``: ``simulate`` (one process, in-memory channel) or ``network``
+    (``workers`` processes hosting the users, real TCP between them).
+    ``rng`` drives only the public pair sampling (default: seeded from the OS
+    CSPRNG); noise bits always come from ``os.urandom``.
+    """
+    from circuits.noise import noisy_kernel
+
+    if not (isinstance(epsilon, (int, float)) and math.isfinite(epsilon) and epsilon > 0):
+        raise UStatError(f"epsilon must be a positive finite number, got {epsilon!r}")
+    if int(pairs_per_user) != pairs_per_user or pairs_per_user < 1:
+        raise UStatError(f"pairs per user must be a positive integer, got {pairs_per_user!r}")
+    if mode not in ("simulate", "network"):
+        raise UStatError(f"mode must be 'simulate' or 'network', got {mode!r}")
+    if design not in ("subsample", "all"):
+        raise UStatError(f"design must be 'subsample' or 'all', got {design!r}")
+    if design == "all" and statistic == "auc":
+        raise UStatError("the all-pairs design is implemented for one-sample statistics (gini, kendall)")
+    if mode == "network" and not 1 <= int(workers) <= 64:
+        raise UStatError(f"workers must be in 1..64, got {workers!r}")
+    P = int(pairs_per_user)
+    t_start = time.perf_counter()
+    pd = prepare_data(statistic, x, y, labels, bits)
+    rng = rng or csprng_generator()
+    if statistic == "auc":
+        pairs = sample_two_sample_pairs(pd.x.size, pd.y.size, P, rng)
+        n = int(pd.x.size + pd.y.size)
+    elif design == "all":
+        pairs = all_pairs(pd.x.size)
+        n = int(pd.x.size)
+    else:
+        pairs = sample_pairs(pd.x.size, P, rng)
+        n = int(pd.x.size)
+    m = pairs.shape[0]
+    eps_pair, releases = per_pair_epsilon(epsilon, design, P, n, delta_slack)
+    nc = noisy_kernel(statistic, pd.bits, False, epsilon=eps_pair, sensitivity=pd.range_, lam=lam, n_samples=m)
+    gx, ey = _pair_inputs(pd, pairs)
+    if mode == "simulate":
+        out, total_bytes, executions = _run_simulate(nc, gx, ey, batch, progress)
+    else:
+        params = {"statistic": statistic, "bits": pd.bits, "epsilon_num": eps_pair.numerator,
+                  "epsilon_den": eps_pair.denominator, "sensitivity": pd.range_, "lam": lam, "n_samples": m}
+        w = int(workers)
+        if statistic == "auc":  # positives and negatives are distinct users: host both kinds on every worker
+            owner_g, owner_e = pairs[:, 0] % w, (pairs[:, 1] + pd.x.size) % w
+        else:
+            owner_g, owner_e = pairs[:, 0] % w, pairs[:, 1] % w
+        out, total_bytes, executions = _run_network(nc, params, pairs, owner_g, owner_e, gx, ey, w, timeout, progress)
     unit = float(nc.unit)
     exact = _exact(pd)
     guarantee = nc.guarantee
     delta_pair = float(guarantee.delta) if guarantee is not None else 0.0
     conv = {"gini": pd.scale, "kendall": 1.0, "auc": 0.5}[statistic]
+    alpha = float(nc.params.alpha)
+    noise_var = 2.0 * alpha / (1.0 - alpha) ** 2 * unit**2
     mse = None
-    if compute_theorem5 and statistic != "auc" and n <= 20000:
+    if compute_theorem5 and statistic != "auc" and design == "subsample" and n <= 20000:
         # Theorem 5 in circuit units (zeta of the integer kernel, Var of the
         # discrete Laplace 2 alpha / (1 - alpha)^2), then converted to natural units.
         z = zetas(statistic, pd.x.astype(np.float64), None if pd.y is None else pd.y.astype(np.float64))
-        alpha = float(nc.params.alpha)
-        noise_var = 2.0 * alpha / (1.0 - alpha) ** 2 * unit**2
         mse = conv**2 * theorem5_mse(n, P, z.zeta1, z.zeta2, noise_var)
     estimate = float(out.mean()) * unit * conv
+    delta = releases * delta_pair + (delta_slack if design == "all" else 0.0)
     return UStatResult(
         statistic=statistic,
         estimate=float(estimate),
         exact=float(exact),
         epsilon=float(epsilon),
-        delta=min(1.0, P * delta_pair),
+        delta=min(1.0, delta),
         n=n,
         pairs=m,
-        pairs_per_user=P,
-        and_gates=circuit.n_and * m,
+        pairs_per_user=P if design == "subsample" else n - 1,
+        and_gates=nc.circuit.n_and * m,
         bytes=int(total_bytes),
         seconds=time.perf_counter() - t_start,
         mode=mode,
-        executions=len(starts),
+        executions=executions,
         theorem5_mse=mse,
-        extra={"and_gates_per_pair": circuit.n_and, "bits": pd.bits, "noise_delta_per_pair": delta_pair},
+        extra={"and_gates_per_pair": nc.circuit.n_and, "bits": pd.bits, "noise_delta_per_pair": delta_pair,
+               "epsilon_per_pair": float(eps_pair), "design": design,
+               "noise_variance_per_pair": noise_var * conv**2},
     )

@@ -1,7 +1,8 @@
 """``pairwise ustat``: the main job, DP U-statistics with the 2PC subsampling protocol.
 
 ``pairwise ustat --statistic (gini|kendall|auc) --epsilon E [--pairs-per-user P]
-[--mode simulate] [--data FILE.csv --columns A[,B] [--label COLUMN]] [--json]``
+[--mode simulate|network] [--design subsample|all] [--workers W] [--bits W [--signed]]
+[--data FILE.csv --columns A[,B] [--label COLUMN]] [--json]``
 
 Without ``--data`` it runs on real data shipped in ``protocols/data``
 (SOURCES.md): gini on the diabetes disease-progression target (442 patients),
@@ -30,8 +31,14 @@ def register(root, groups) -> None:
     p.add_argument("--statistic", required=True, choices=sorted(DEFAULTS))
     p.add_argument("--epsilon", type=float, required=True, help="privacy budget per user (epsilon > 0)")
     p.add_argument("--pairs-per-user", type=int, default=1, help="P: pairs each user takes part in (default 1)")
-    p.add_argument("--mode", choices=["simulate"], default="simulate",
-                   help="simulate: all pairs as real 2PC executions over in-memory channels in this process")
+    p.add_argument("--mode", choices=["simulate", "network"], default="simulate",
+                   help="simulate: all pairs as real 2PC executions over an in-memory channel in this process; "
+                        "network: users hosted by --workers processes, real 2PC over loopback TCP")
+    p.add_argument("--design", choices=["subsample", "all"], default="subsample",
+                   help="subsample (the paper's protocol) or all pairs with advanced composition (baseline)")
+    p.add_argument("--workers", type=int, default=4, help="worker processes in network mode (default 4)")
+    p.add_argument("--bits", type=int, help="circuit width; with --data the values must be integers that fit it")
+    p.add_argument("--signed", action="store_true", help="with --bits: values are signed (two's complement)")
     p.add_argument("--data", help="CSV file with a header row")
     p.add_argument("--columns", help="column(s): A for gini/auc scores, A,B for kendall")
     p.add_argument("--label", help="0/1 label column (auc)")
@@ -74,8 +81,14 @@ def cmd_ustat(args) -> int:
             w = 30
             k = int(w * done / total)
             print(f"\r  [{'#' * k}{'.' * (w - k)}] {done}/{total} pairs", end="", file=sys.stderr, flush=True)
+    if args.bits is not None:
+        from protocols.datasets import check_integer_range
+
+        for c, name in zip(cols, names):
+            check_integer_range(c, args.bits, args.signed, name)
     res = run_ustat(stat, cols[0], cols[1] if stat == "kendall" else None, lab, epsilon=args.epsilon,
-                    pairs_per_user=args.pairs_per_user, mode=args.mode, batch=args.batch, progress=progress)
+                    pairs_per_user=args.pairs_per_user, mode=args.mode, design=args.design,
+                    workers=args.workers, bits=args.bits, batch=args.batch, progress=progress)
     if progress:
         print(file=sys.stderr)
     d = res.as_dict()
@@ -89,7 +102,8 @@ def cmd_ustat(args) -> int:
     print(f"  exact            {res.exact:.6g}")
     if res.theorem5_mse is not None:
         print(f"  Theorem 5 RMSE   {res.theorem5_mse ** 0.5:.4g}")
-    print(f"  privacy          ({res.epsilon:g}, {res.delta:.3g})-DP per user, P = {res.pairs_per_user}")
+    print(f"  privacy          ({res.epsilon:g}, {res.delta:.3g})-DP per user, {res.pairs_per_user} pair(s) per user, "
+          f"eps {d['epsilon_per_pair']:.4g} per pair ({d['design']}, {res.mode})")
     print(f"  users / pairs    {res.n} / {res.pairs} 2PC executions of the kernel + noise circuit "
           f"({d['and_gates_per_pair']} AND each, SIMD batches: {res.executions})")
     print(f"  AND gates        {res.and_gates}")

@@ -1,0 +1,207 @@
+"""The 2PC subsampling U-statistic protocol (ustats paper, Sec. 5): design, estimator, Theorem 5, modes, CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from dp.accounting import advanced_composition
+from protocols.datasets import load_dataset
+from protocols.ustat import UStatError, per_pair_epsilon, prepare_data, run_ustat
+from protocols.ustat_math import (
+    all_pairs,
+    incomplete_variance,
+    kernel_matrix,
+    sample_pairs,
+    sample_two_sample_pairs,
+    theorem5_mse,
+    u_statistic,
+    zetas,
+)
+
+
+# ----------------------------------------------------------------------------- design
+@pytest.mark.parametrize("n,P", [(10, 1), (11, 3), (200, 5)])
+def test_permutation_design_uses_each_user_at_most_P_times(n, P):
+    rng = np.random.default_rng(1)
+    pairs = sample_pairs(n, P, rng)
+    assert pairs.shape == (P * (n // 2), 2)
+    assert (pairs[:, 0] != pairs[:, 1]).all()
+    counts = np.bincount(pairs.ravel(), minlength=n)
+    assert counts.max() <= P
+    if n % 2 == 0:
+        assert (counts == P).all()
+    # within one permutation the pairs are disjoint
+    first = pairs[: n // 2].ravel()
+    assert np.unique(first).size == first.size
+
+
+def test_two_sample_design_matches_positives_with_negatives():
+    pairs = sample_two_sample_pairs(7, 4, 3, np.random.default_rng(2))
+    assert pairs.shape == (12, 2)
+    assert pairs[:, 0].max() < 7 and pairs[:, 1].max() < 4
+    assert np.bincount(pairs[:, 0], minlength=7).max() <= 3
+    assert (np.bincount(pairs[:, 1], minlength=4) == 3).all()
+
+
+def test_design_parameter_errors():
+    with pytest.raises(ValueError):
+        sample_pairs(1, 1, np.random.default_rng(0))
+    with pytest.raises(ValueError):
+        sample_pairs(10, 0, np.random.default_rng(0))
+    assert all_pairs(5).shape == (10, 2)
+
+
+# ----------------------------------------------------------------------------- statistics
+def test_u_statistics_match_scipy():
+    rng = np.random.default_rng(3)
+    x = rng.integers(0, 6, 60).astype(float)
+    y = rng.integers(0, 4, 60).astype(float)
+    # Kendall's tau-a = (concordant - discordant) / (n(n-1)/2); scipy's 'b' differs only with ties
+    n = x.size
+    conc = sum(np.sign(x[i] - x[j]) * np.sign(y[i] - y[j]) for i in range(n) for j in range(i + 1, n))
+    assert u_statistic("kendall", x, y) == pytest.approx(conc / (n * (n - 1) / 2))
+    xs, ys = x[:25], y[:30]
+    mw = stats.mannwhitneyu(xs, ys).statistic  # counts ties 1/2
+    assert u_statistic("auc", xs, ys) == pytest.approx(mw / (xs.size * ys.size))
+    gmd = np.abs(x[:, None] - x[None, :]).sum() / (n * (n - 1))
+    assert u_statistic("gini", x) == pytest.approx(gmd)
+
+
+def test_incomplete_variance_matches_monte_carlo():
+    """Blom's variance for the P-permutation design (App. C.1), seeded, bootstrap population.
+
+    Standard error of an MSE estimated from T = 6000 trials is about sqrt(2/T) = 1.8%
+    relative; a tolerance of 8% is over 4 standard errors.
+    """
+    rng = np.random.default_rng(4)
+    pop = rng.integers(0, 40, size=300).astype(float) / 40
+    z = zetas("gini", pop)
+    k = kernel_matrix("gini", pop)
+    for n, P in [(40, 1), (40, 3)]:
+        T = 6000
+        est = np.empty(T)
+        for t in range(T):
+            idx = rng.integers(0, pop.size, size=n)
+            pr = sample_pairs(n, P, rng)
+            est[t] = k[idx[pr[:, 0]], idx[pr[:, 1]]].mean()
+        emp = float(((est - z.mean) ** 2).mean())
+        assert emp == pytest.approx(incomplete_variance(n, P, z.zeta1, z.zeta2), rel=0.08)
+
+
+def test_theorem5_adds_the_averaged_noise_variance():
+    assert theorem5_mse(100, 2, 0.1, 0.2, 8.0) == pytest.approx(incomplete_variance(100, 2, 0.1, 0.2) + 2 * 8.0 / 200)
+    # with Var(Lap(P/eps)) = 2 P^2/eps^2 the noise term is 4P/(n eps^2)
+    P, n, eps = 3, 500, 0.5
+    assert theorem5_mse(n, P, 0, 0, 2 * P**2 / eps**2) == pytest.approx(4 * P / (n * eps**2))
+
+
+def test_all_pairs_budget_composes_to_epsilon():
+    eps0, k = per_pair_epsilon(2.0, "all", 1, 101, 1e-8)
+    assert k == 100
+    assert advanced_composition(float(eps0), 0.0, k, 1e-8).epsilon <= 2.0
+    assert advanced_composition(float(eps0) * 1.01, 0.0, k, 1e-8).epsilon > 2.0
+    eps1, k1 = per_pair_epsilon(2.0, "subsample", 4, 101, 1e-8)
+    assert (float(eps1), k1) == (0.5, 4)
+
+
+# ----------------------------------------------------------------------------- protocol runs
+def _noiseless_reference(statistic, pd, pairs):
+    if statistic == "gini":
+        return np.abs(pd.x[pairs[:, 0]] - pd.x[pairs[:, 1]]).mean() * pd.scale
+    if statistic == "kendall":
+        return (np.sign(pd.x[pairs[:, 0]] - pd.x[pairs[:, 1]]) * np.sign(pd.y[pairs[:, 0]] - pd.y[pairs[:, 1]])).mean()
+    return ((pd.x[pairs[:, 0]] > pd.y[pairs[:, 1]]) + 0.5 * (pd.x[pairs[:, 0]] == pd.y[pairs[:, 1]])).mean()
+
+
+DATA = {
+    # kernel range 2 (values mod 3), so that alpha = exp(-60/2) makes the noise vanish
+    "gini": lambda: (load_dataset("diabetes")["progression"][:120] % 3, None, None),
+    "kendall": lambda: (load_dataset("fair")["rate_marriage"][:120], load_dataset("fair")["religious"][:120], None),
+    "auc": lambda: (load_dataset("breast_cancer")["mean_radius"][:150], None, load_dataset("breast_cancer")["malignant"][:150]),
+}
+
+
+@pytest.mark.parametrize("statistic", ["gini", "kendall", "auc"])
+@pytest.mark.parametrize("mode", ["simulate", "network"])
+def test_garbled_protocol_computes_the_sampled_kernels(statistic, mode):
+    """At eps = 60 per pair with a kernel range of 2, the discrete Laplace noise is nonzero with
+    probability 2 e^-30 / (1 + e^-30) < 2e-13 per pair, so the garbled protocol's estimate must
+    equal the plain average over the same sampled pairs."""
+    x, y, lab = DATA[statistic]()
+    seed = 11
+    res = run_ustat(statistic, x, y, lab, epsilon=120.0, pairs_per_user=2, mode=mode, workers=2,
+                    rng=np.random.default_rng(seed), batch=64)
+    pd = prepare_data(statistic, x, y, lab)
+    rng = np.random.default_rng(seed)
+    if statistic == "auc":
+        pairs = sample_two_sample_pairs(pd.x.size, pd.y.size, 2, rng)
+    else:
+        pairs = sample_pairs(pd.x.size, 2, rng)
+    assert res.pairs == pairs.shape[0]
+    assert res.estimate == pytest.approx(_noiseless_reference(statistic, pd, pairs), abs=1e-12)
+    assert res.bytes > 32 * res.and_gates  # tables alone are 32 bytes per AND gate
+    assert res.exact == pytest.approx(u_statistic(statistic, pd.x * pd.scale, pd.y) if statistic != "kendall"
+                                      else u_statistic("kendall", pd.x, pd.y))
+
+
+def test_noise_is_centred_with_the_stated_variance():
+    """Estimate minus the noiseless subsample mean is an average of iid noise: a z-test
+    against the exact per-pair variance (two-sided, alpha = 1e-4)."""
+    x = load_dataset("diabetes")["progression"][:200]
+    seed = 5
+    res = run_ustat("gini", x, epsilon=2.0, rng=np.random.default_rng(seed))
+    pd = prepare_data("gini", x)
+    pairs = sample_pairs(pd.x.size, 1, np.random.default_rng(seed))
+    diff = res.estimate - _noiseless_reference("gini", pd, pairs)
+    sd = np.sqrt(res.extra["noise_variance_per_pair"] / res.pairs)
+    assert abs(diff) < stats.norm.ppf(1 - 0.5e-4) * sd
+    assert res.theorem5_mse > 0 and res.delta < 1e-9
+
+
+def test_parameter_errors():
+    x = np.arange(10.0)
+    with pytest.raises(UStatError, match="epsilon"):
+        run_ustat("gini", x, epsilon=0)
+    with pytest.raises(UStatError, match="pairs per user"):
+        run_ustat("gini", x, epsilon=1, pairs_per_user=0)
+    with pytest.raises(UStatError, match="mode"):
+        run_ustat("gini", x, epsilon=1, mode="carrier-pigeon")
+    with pytest.raises(UStatError, match="kendall needs two columns"):
+        run_ustat("kendall", x, epsilon=1)
+    with pytest.raises(UStatError, match="0/1"):
+        run_ustat("auc", x, labels=np.arange(10), epsilon=1)
+    with pytest.raises(UStatError, match="bits"):
+        run_ustat("gini", np.array([0, 1000.0]), epsilon=1, bits=8)
+
+
+# ----------------------------------------------------------------------------- CLI
+def _cli(*args, timeout=120):
+    return subprocess.run([sys.executable, "-m", "protocols.cli", *args], capture_output=True, text=True, timeout=timeout)
+
+
+def test_cli_json_keys_on_default_data():
+    r = _cli("ustat", "--statistic", "auc", "--epsilon", "1", "--json")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    for k in ("statistic", "estimate", "exact", "epsilon", "delta", "n", "pairs", "and_gates", "bytes", "seconds"):
+        assert k in d
+    assert d["statistic"] == "auc" and d["n"] == 569 and d["exact"] == pytest.approx(0.9375, abs=1e-3)
+
+
+def test_cli_errors_name_row_and_column(tmp_path):
+    bad = tmp_path / "bad.csv"
+    bad.write_text("a,b\n1,2\n3,x\n")
+    r = _cli("ustat", "--statistic", "kendall", "--epsilon", "1", "--data", str(bad), "--columns", "a,b")
+    assert r.returncode == 2 and "row 2" in r.stderr and "'b'" in r.stderr
+    rng = tmp_path / "rng.csv"
+    rng.write_text("a\n1\n300\n")
+    r = _cli("ustat", "--statistic", "gini", "--epsilon", "1", "--data", str(rng), "--columns", "a", "--bits", "8")
+    assert r.returncode == 2 and "row 2" in r.stderr and "'a'" in r.stderr
+    r = _cli("ustat", "--statistic", "gini", "--epsilon", "1", "--data", str(rng), "--columns", "nope")
+    assert r.returncode == 2 and "nope" in r.stderr
