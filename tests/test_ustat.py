@@ -205,3 +205,14 @@ def test_cli_errors_name_row_and_column(tmp_path):
     assert r.returncode == 2 and "row 2" in r.stderr and "'a'" in r.stderr
     r = _cli("ustat", "--statistic", "gini", "--epsilon", "1", "--data", str(rng), "--columns", "nope")
     assert r.returncode == 2 and "nope" in r.stderr
+
+
+@pytest.mark.parametrize("name", ["gini", "kendall", "auc"])
+def test_fast_exact_u_statistics_equal_the_kernel_matrix(name):
+    from protocols.ustat_math import _u_statistic_fast
+
+    rng = np.random.default_rng(9)
+    x = rng.integers(0, 6, 700).astype(float)  # many ties on purpose
+    y = rng.integers(0, 4, 700 if name != "auc" else 450).astype(float)
+    assert _u_statistic_fast(name, x, None if name == "gini" else y) == pytest.approx(
+        u_statistic(name, x, None if name == "gini" else y), abs=1e-12)
