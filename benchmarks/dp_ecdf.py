@@ -13,6 +13,7 @@ Prints markdown tables:
 Usage:
     .venv/bin/python benchmarks/dp_ecdf.py            # full run (several minutes)
     .venv/bin/python benchmarks/dp_ecdf.py --quick    # small sizes, < 1 minute
+    .venv/bin/python benchmarks/dp_ecdf.py --only theorem31 throughput
 
 Experiments use seeded SIMULATION noise (numpy), as the paper does; the
 throughput table uses the exact OS-CSPRNG samplers.
@@ -180,15 +181,22 @@ def throughput() -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="small sizes for a fast smoke run")
+    ap.add_argument("--only", nargs="+", metavar="SECTION",
+                    choices=["theorem31", "consistency", "smoothing", "hosmer", "throughput"],
+                    help="run only these sections")
     args = ap.parse_args()
     sections = [
-        ("Theorem 3.1: per-threshold MSE of the tree mechanism (simulation)", lambda: theorem31(args.quick)),
-        ("Least-squares consistency versus the paper's layout", lambda: consistency(args.quick)),
-        ("Smoothing on X_pois (Figure 2): squared error after / before", lambda: smoothing(args.quick)),
-        ("Hosmer-Lemeshow (Algorithm 2)", lambda: hosmer(args.quick)),
-        ("Exact sampler throughput (OS CSPRNG)", throughput),
+        ("theorem31", "Theorem 3.1: per-threshold MSE of the tree mechanism (simulation)",
+         lambda: theorem31(args.quick)),
+        ("consistency", "Least-squares consistency versus the paper's layout", lambda: consistency(args.quick)),
+        ("smoothing", "Smoothing on X_pois (Figure 2): squared error after / before",
+         lambda: smoothing(args.quick)),
+        ("hosmer", "Hosmer-Lemeshow (Algorithm 2)", lambda: hosmer(args.quick)),
+        ("throughput", "Exact sampler throughput (OS CSPRNG)", throughput),
     ]
-    for title, fn in sections:
+    for key, title, fn in sections:
+        if args.only and key not in args.only:
+            continue
         t0 = time.perf_counter()
         body = fn()
         print(f"## {title}\n\n{body}\n\n({time.perf_counter() - t0:.1f} s)\n", flush=True)
