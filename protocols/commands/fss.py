@@ -10,7 +10,7 @@ What it does
     second, batched, as arrays), ``eval_per_s`` (DCF evaluations per second by
     one server, batched over the keys) and supporting numbers.
 
-    :func:`run_dcf_benchmark` is the measurement; ``benchmarks/fss.py`` reuses
+    :func:`run_dcf_benchmark` is the measurement; ``benchmarks/fss_tables.py`` reuses
     it for its tables.
 
 Security model

@@ -2,9 +2,9 @@
 
 Run from the repository root::
 
-    .venv/bin/python benchmarks/fss.py                 # 10^5 and 10^6 keys
-    .venv/bin/python benchmarks/fss.py --keys 100000   # one batch size
-    .venv/bin/python benchmarks/fss.py --json          # machine-readable
+    .venv/bin/python benchmarks/fss_tables.py                 # 10^5 and 10^6 keys
+    .venv/bin/python benchmarks/fss_tables.py --keys 100000   # one batch size
+    .venv/bin/python benchmarks/fss_tables.py --json          # machine-readable
 
 Every rate is the best of ``--repeats`` runs, as wall clock and per CPU
 second (the machine may be shared; CPU time is the cost with a free core), and
@@ -19,29 +19,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import platform
 import secrets
 import sys
 
-# This file is benchmarks/fss.py.  Whenever benchmarks/ is on sys.path (running
-# it as a script, or pytest's default "prepend" import mode collecting
-# benchmarks/bench_*.py), ``import fss`` would find this file instead of the
-# ``fss`` package.  So drop benchmarks/ from sys.path, and if we *were*
-# imported as ``fss``, put the real package in our place in sys.modules (the
-# import system returns whatever sys.modules holds after the module body runs).
-_HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
-if __name__ == "fss":
-    import importlib
+import numpy as np
 
-    del sys.modules["fss"]
-    sys.modules["fss"] = importlib.import_module("fss")
-
-import numpy as np  # noqa: E402
-
-from fss import DPFKeyBatch, dcf_key_bytes, dpf_gen_batch, dpf_key_bytes, reconstruct  # noqa: E402
-from protocols.commands.fss import _best_of, run_dcf_benchmark, run_dpf_full_domain_benchmark  # noqa: E402
+from fss import DPFKeyBatch, dcf_key_bytes, dpf_gen_batch, dpf_key_bytes, reconstruct
+from protocols.commands.fss import _best_of, run_dcf_benchmark, run_dpf_full_domain_benchmark
 
 
 def dpf_rates(n: int, keys: int, l: int, repeats: int) -> dict:
