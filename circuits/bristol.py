@@ -263,27 +263,26 @@ def parse_bristol_old(text: str, parties=None, name: str = "bristol-old", source
     return _finish(*parts, nwires, gin, gout, parties, name, source)
 
 
+def _read_text(path: str) -> str:
+    try:
+        with open(path, encoding="ascii") as fh:
+            return fh.read()
+    except UnicodeDecodeError as exc:
+        raise BristolFormatError(f"not a text file ({exc})", 0, path) from None
+
+
 def read_bristol_fashion(path: str | os.PathLike, parties=None) -> Circuit:
     """Read a Bristol Fashion file; group 1 belongs to the garbler unless ``parties`` says otherwise."""
     path = os.fspath(path)
-    try:
-        with open(path, encoding="ascii") as fh:
-            text = fh.read()
-    except UnicodeDecodeError as exc:
-        raise BristolFormatError(f"not a text file ({exc})", 0, path) from None
     name = os.path.splitext(os.path.basename(path))[0]
-    return parse_bristol_fashion(text, parties=parties, name=name, source=path)
+    return parse_bristol_fashion(_read_text(path), parties=parties, name=name, source=path)
 
 
 def read_bristol_old(path: str | os.PathLike, parties=None) -> Circuit:
+    """Read a file in the older Bristol format."""
     path = os.fspath(path)
-    try:
-        with open(path, encoding="ascii") as fh:
-            text = fh.read()
-    except UnicodeDecodeError as exc:
-        raise BristolFormatError(f"not a text file ({exc})", 0, path) from None
     name = os.path.splitext(os.path.basename(path))[0]
-    return parse_bristol_old(text, parties=parties, name=name, source=path)
+    return parse_bristol_old(_read_text(path), parties=parties, name=name, source=path)
 
 
 def bristol_layout(c: Circuit) -> Circuit:

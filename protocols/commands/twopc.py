@@ -144,49 +144,41 @@ def _report(args, circuit: Circuit, res, setup_s: float, role: str) -> None:
     sys.stdout.flush()
 
 
-def cmd_garbler(args) -> int:
+def _run_party(args, party) -> int:
     from mpc.channel import TCPChannel
-    from mpc.twopc import GarblerSession, circuit_digest
+    from mpc.twopc import EvaluatorSession, GarblerSession, circuit_digest
 
     circuit = resolve_circuit(args.circuit, args.bits, args.signed)
-    inputs = parse_party_input(circuit, args.circuit, GARBLER, args.input, args.bits, args.signed)
-    host, port = _hostport(args.listen)
-    ch = TCPChannel.listen(host, port, timeout=args.timeout)
+    inputs = parse_party_input(circuit, args.circuit, party, args.input, args.bits, args.signed)
+    if party == GARBLER:
+        host, port = _hostport(args.listen)
+        ch = TCPChannel.listen(host, port, timeout=args.timeout)
+        session_cls = GarblerSession
+    else:
+        host, port = _hostport(args.connect)
+        ch = TCPChannel.connect(host, port, deadline=args.connect_deadline, timeout=args.timeout)
+        session_cls = EvaluatorSession
     try:
         t0 = time.perf_counter()
-        s = GarblerSession(ch, ot_batch=_ot_batch(circuit), extra=circuit_digest(circuit))
+        s = session_cls(ch, ot_batch=_ot_batch(circuit), extra=circuit_digest(circuit))
         setup = time.perf_counter() - t0
         res = s.run(circuit, inputs, output=args.output)
-        # count the setup traffic too: report totals for the whole session
+        # report totals for the whole session, setup traffic included
         st = ch.stats()
         res.bytes_sent, res.bytes_received = st["bytes_sent"], st["bytes_received"]
         res.messages_sent, res.messages_received = st["messages_sent"], st["messages_received"]
-        _report(args, circuit, res, setup, "garbler")
+        _report(args, circuit, res, setup, party.value)
     finally:
         ch.close()
     return 0
+
+
+def cmd_garbler(args) -> int:
+    return _run_party(args, GARBLER)
 
 
 def cmd_evaluator(args) -> int:
-    from mpc.channel import TCPChannel
-    from mpc.twopc import EvaluatorSession, circuit_digest
-
-    circuit = resolve_circuit(args.circuit, args.bits, args.signed)
-    inputs = parse_party_input(circuit, args.circuit, EVALUATOR, args.input, args.bits, args.signed)
-    host, port = _hostport(args.connect)
-    ch = TCPChannel.connect(host, port, deadline=args.connect_deadline, timeout=args.timeout)
-    try:
-        t0 = time.perf_counter()
-        s = EvaluatorSession(ch, ot_batch=_ot_batch(circuit), extra=circuit_digest(circuit))
-        setup = time.perf_counter() - t0
-        res = s.run(circuit, inputs, output=args.output)
-        st = ch.stats()
-        res.bytes_sent, res.bytes_received = st["bytes_sent"], st["bytes_received"]
-        res.messages_sent, res.messages_received = st["messages_sent"], st["messages_received"]
-        _report(args, circuit, res, setup, "evaluator")
-    finally:
-        ch.close()
-    return 0
+    return _run_party(args, EVALUATOR)
 
 
 def _free_port() -> int:
