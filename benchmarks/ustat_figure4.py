@@ -40,7 +40,7 @@ from circuits.noise import noisy_kernel, simulate_discrete_laplace
 from protocols.datasets import load_dataset
 from protocols.ldp_ustat import simulate_ldp_ustatistic
 from protocols.ustat import per_pair_epsilon, prepare_data, run_ustat
-from protocols.ustat_math import kernel_matrix, sample_pairs, theorem5_mse, u_statistic, zetas
+from protocols.ustat_math import sample_pairs, sample_two_sample_pairs, theorem5_mse, u_statistic, zetas
 
 EPS = [0.25, 0.5, 1.0, 2.0, 4.0, 8.0]
 ROOT = Path(__file__).resolve().parent
@@ -48,6 +48,8 @@ ROOT = Path(__file__).resolve().parent
 
 def kernel_values(stat, pd, pairs):
     i, j = pairs[:, 0], pairs[:, 1]
+    if stat == "auc":  # circuit units 2[x > y] + [x = y]
+        return 2.0 * (pd.x[i] > pd.y[j]) + (pd.x[i] == pd.y[j])
     if stat == "kendall":
         return np.sign(pd.x[i] - pd.x[j]) * np.sign(pd.y[i] - pd.y[j])
     return np.abs(pd.x[i] - pd.x[j]).astype(np.float64)
@@ -62,31 +64,44 @@ def noise_variance(params) -> float:
     return 2 * a / (1 - a) ** 2
 
 
-def curves(stat, x, y, levels, trials, rng):
-    pd = prepare_data(stat, x, y)
-    n = pd.x.size
-    exact_c = u_statistic(stat, pd.x.astype(float), None if pd.y is None else pd.y.astype(float))
-    conv = pd.scale if stat == "gini" else 1.0
+def curves(stat, x, y, levels, trials, rng, labels=None):
+    pd = prepare_data(stat, x, y, labels)
+    if stat == "auc":
+        exact = u_statistic("auc", pd.x.astype(float), pd.y.astype(float))
+        conv = 0.5
+        n_pos, n_neg = pd.x.size, pd.y.size
+        k_all, m_all = max(n_pos, n_neg), n_pos * n_neg
+    else:
+        n = pd.x.size
+        conv = pd.scale if stat == "gini" else 1.0
+        exact = u_statistic(stat, pd.x.astype(float), None if pd.y is None else pd.y.astype(float)) * conv
+        k_all, m_all = n - 1, n * (n - 1) // 2
     rows = []
     data2 = np.stack([x, y], 1) if stat == "kendall" else np.asarray(x)
     for eps in EPS:
         row = {"eps": eps}
         # RR, Algorithm 1
-        exact = exact_c * conv
-        k = None if levels is not None else 16  # gini: 16 bins on the data range (public demo bound)
-        errs = [simulate_ldp_ustatistic(data2, stat, k, eps, rng, levels=levels) - exact for _ in range(trials)]
+        k = None if levels is not None else 16  # 16 bins on the data range (public demo bound)
+        errs = [simulate_ldp_ustatistic(data2, stat, k, eps, rng, levels=levels, labels=labels) - exact
+                for _ in range(trials)]
         row["rr"] = float(np.mean(np.square(errs)))
-        # all pairs, advanced composition
-        eps0, _ = per_pair_epsilon(eps, "all", 1, n, 1e-8)
+        # all pairs, advanced composition over the k_all releases of the busiest user
+        eps0, _ = per_pair_epsilon(eps, "all", 1, k_all + 1, 1e-8)
         a = np.exp(-float(eps0) / pd.range_)
-        row["all_pairs"] = float(2 * a / (1 - a) ** 2 / (n * (n - 1) / 2)) * conv**2
+        row["all_pairs"] = float(2 * a / (1 - a) ** 2 / m_all) * conv**2
         # subsampling P = 1, 5 with the gadget's exact noise
         for P in (1, 5):
-            m = P * (n // 2)
+            if stat == "auc":
+                m = P * min(n_pos, n_neg)
+            else:
+                m = P * (n // 2)
             nc = gadget(stat, pd, Fraction(eps).limit_denominator(10**6) / P, m)
             e = np.empty(trials)
             for t in range(trials):
-                pairs = sample_pairs(n, P, rng)
+                if stat == "auc":
+                    pairs = sample_two_sample_pairs(n_pos, n_neg, P, rng)
+                else:
+                    pairs = sample_pairs(n, P, rng)
                 noisy = kernel_values(stat, pd, pairs) + simulate_discrete_laplace(nc.params, m, rng)
                 e[t] = noisy.mean() * conv - exact
             row[f"sub_P{P}"] = float(np.mean(e**2))
@@ -115,13 +130,13 @@ def theorem5_check(stat, x, y, trials, rng):
     return out
 
 
-def garbled_check(stat, x, y, runs, trials_sim_row):
+def garbled_check(stat, x, y, runs, trials_sim_row, labels=None):
     if runs <= 0:
         return None
     errs = []
     t0 = time.perf_counter()
     for _ in range(runs):
-        r = run_ustat(stat, x, y, epsilon=1.0, pairs_per_user=1)
+        r = run_ustat(stat, x, y, labels, epsilon=1.0, pairs_per_user=1)
         errs.append(r.estimate - r.exact)
     return {"runs": runs, "mse": float(np.mean(np.square(errs))), "simulated_mse": trials_sim_row["sub_P1"],
             "seconds_per_run": (time.perf_counter() - t0) / runs}
@@ -160,17 +175,20 @@ def main() -> None:
     rng = np.random.default_rng(20261121)
     fair = load_dataset("fair")
     diab = load_dataset("diabetes")
+    bc = load_dataset("breast_cancer")
     cases = [
         ("Kendall's tau, Fair ratings (rate_marriage vs religious, n=6366)", "kendall",
          fair["rate_marriage"], fair["religious"], [[1, 2, 3, 4, 5], [1, 2, 3, 4]]),
         ("Gini mean difference, diabetes progression (n=442)", "gini", diab["progression"], None, None),
+        ("AUC, breast cancer mean radius vs malignant (212 + 357)", "auc", bc["mean_radius"], None, None),
     ]
+    labels_of = {"auc": bc["malignant"]}
     lines = ["# U-statistics: the paper's Figure 4 and Theorem 5", "",
              f"Command: `.venv/bin/python benchmarks/ustat_figure4.py --trials {args.trials} --garbled-runs {args.garbled_runs}`", "",
              "MSE against the exact U-statistic of the fixed data (seeded trials); see the script's docstring for what is simulated.", ""]
     for title, stat, x, y, levels in cases:
         t0 = time.perf_counter()
-        rows = curves(stat, x, y, levels, args.trials, rng)
+        rows = curves(stat, x, y, levels, args.trials, rng, labels_of.get(stat))
         lines += [f"## {title}", "", "| eps | RR (Alg. 1) | 2PC all pairs | 2PC subsampling P=1 | 2PC subsampling P=5 |", "|---|---|---|---|---|"]
         for r in rows:
             lines.append(f"| {r['eps']} | {r['rr']:.3g} | {r['all_pairs']:.3g} | {r['sub_P1']:.3g} | {r['sub_P5']:.3g} |")
@@ -184,7 +202,7 @@ def main() -> None:
         hp = [r for r in rows if r["eps"] <= 2]
         ratio = [min(r["rr"], r["all_pairs"]) / r["sub_P1"] for r in hp]
         lines += [f"High privacy (eps <= 2): the best baseline's MSE is {min(ratio):.1f}x to {max(ratio):.1f}x that of subsampling with P=1."]
-        g = garbled_check(stat, x, y, args.garbled_runs if stat == "kendall" else max(0, args.garbled_runs // 2), rows[2])
+        g = garbled_check(stat, x, y, args.garbled_runs, rows[2], labels_of.get(stat))
         if g:
             lines += ["", f"Real garbled runs (run_ustat, eps=1, P=1): {g['runs']} runs, MSE {g['mse']:.3g} vs simulated {g['simulated_mse']:.3g} "
                       f"({g['seconds_per_run']:.1f} s per run)."]
@@ -194,6 +212,8 @@ def main() -> None:
     lines += ["## Theorem 5 against the empirical MSE (bootstrap from the data, exact gadget noise)", "",
               "| statistic | n | P | eps | empirical MSE | Theorem 5 | ratio | rel. s.e. |", "|---|---|---|---|---|---|---|---|"]
     for title, stat, x, y, _ in cases:
+        if stat == "auc":  # Theorem 5 is stated for one-sample U-statistics
+            continue
         for r in theorem5_check(stat, x, y, max(400, args.trials * 2), rng):
             lines.append(f"| {stat} | {r['n']} | {r['P']} | {r['eps']} | {r['empirical']:.4g} | {r['theorem5']:.4g} | {r['ratio']:.3f} | {r['rel_se']:.3f} |")
     text = "\n".join(lines) + "\n"
