@@ -356,9 +356,9 @@ def _run_network(nc, params: dict, pairs: np.ndarray, owner_g: np.ndarray, owner
             continue
         rep = json.loads(lines[-1])
         errors.extend(f"worker {w}: {e}" for e in rep["errors"])
-        for sid, r in rep["sessions"].items():
-            sid = int(sid)
-            if "outputs" in r:
+        for key, r in rep["sessions"].items():
+            sid = int(key.split(":")[0])
+            if key.endswith(":evaluator"):
                 out[order[sid]] = r["outputs"]
                 filled[order[sid]] = True
             else:

@@ -14,8 +14,9 @@ What it does
     order (packed pairs for kendall).  Each party draws its own noise bits from
     ``os.urandom`` here, so no other process knows them.  The evaluator side
     learns the noisy kernel values (output mode ``evaluator``) and forwards
-    them: the worker prints one JSON line ``{"worker": k, "sessions": {s:
-    {"outputs": [...], "bytes_sent": .., "bytes_received": ..}}}``.
+    them: the worker prints one JSON line ``{"worker": k, "sessions": {"s:role":
+    {"outputs": [...], "bytes_sent": .., "bytes_received": ..}}}`` (keyed by
+    session and role: a worker hosting both users of a pair plays both roles).
 
 Security model
     Semi-honest users; a worker plays the users it hosts and learns only
@@ -64,7 +65,7 @@ def run_session(nc, sess: dict, timeout: float, results: dict, errors: list) -> 
                 st = ch.stats()
             finally:
                 ch.close()
-            results[sid] = {"bytes_sent": st["bytes_sent"], "bytes_received": st["bytes_received"]}
+            results[f"{sid}:garbler"] = {"bytes_sent": st["bytes_sent"], "bytes_received": st["bytes_received"]}
         else:
             ch = TCPChannel.connect("127.0.0.1", sess["port"], deadline=timeout, timeout=timeout)
             try:
@@ -73,7 +74,7 @@ def run_session(nc, sess: dict, timeout: float, results: dict, errors: list) -> 
                 st = ch.stats()
             finally:
                 ch.close()
-            results[sid] = {
+            results[f"{sid}:evaluator"] = {
                 "outputs": [int(v) for v in res.outputs[0]],
                 "bytes_sent": st["bytes_sent"],
                 "bytes_received": st["bytes_received"],
