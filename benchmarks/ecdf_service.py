@@ -1,0 +1,125 @@
+"""Benchmark of the multi-server ECDF service: communication (FSS vs pointwise) and end-to-end time.
+
+Usage (from the repository root, project venv)::
+
+    .venv/bin/python benchmarks/ecdf_service.py              # both parts (several minutes)
+    .venv/bin/python benchmarks/ecdf_service.py --part comm  # communication table only
+    .venv/bin/python benchmarks/ecdf_service.py --part e2e --n 100000
+
+Everything runs for real: m server processes on loopback
+(``python -m protocols.cli ecdf serve``), this process as the clients and
+the querier, bytes counted on the wire by the channels (frame prefixes
+included).
+
+Part ``comm`` (dp-ecdf Sec. 4.1 vs 4.2): for n clients and a query of |B|
+thresholds of a 2^10 grid,
+  * FSS: the one-time key upload (n keys per server), then the release of |B|
+    thresholds (querier <-> servers, and server <-> server for the noise);
+  * pointwise: the query round's upload (every client sends |B| shares to each
+    server, every time a query is asked), then the same release.
+Part ``e2e``: end-to-end time for n clients (key generation, upload, a
+release of the whole ECDF over a 2^g grid), with the servers' own timings
+(share evaluation vs noise).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+from protocols.ecdf_client import ECDFQuerier, ServerProcesses, make_keys, make_series, send_keys, upload_pointwise
+from protocols.ecdf_shares import key_bytes
+
+DOMAIN = 10
+
+
+def _mb(b: float) -> str:
+    return f"{b / 1e6:.3f}"
+
+
+def comm(ns, Bs, ms, eps: float = 1.0) -> list[dict]:
+    rows = []
+    rng = np.random.default_rng(0)
+    for m in ms:
+        with ServerProcesses(m, budget="1000000", timeout=600) as sp:
+            q = ECDFQuerier(sp.addresses, timeout=900)
+            for n in ns:
+                x = rng.integers(0, 1 << DOMAIN, n)
+                scheme = "dcf" if m == 2 else "mshare"
+                keys = make_keys(x, make_series(), scheme=scheme, m=m, domain_bits=DOMAIN)
+                rep = send_keys(sp.addresses, f"fss-{n}", scheme=scheme, domain_bits=DOMAIN, output_bits=32,
+                                series_meta={"all": 1}, ids=np.arange(n, dtype=np.uint64), keys=keys)
+                for B in Bs:
+                    thr = np.unique(np.linspace(0, (1 << DOMAIN) - 1, B).round().astype(int))
+                    rel = q.ecdf(f"fss-{n}", eps, thresholds=thr)
+                    pw = upload_pointwise(sp.addresses, f"pw-{n}", x, grid_bits=DOMAIN, domain_bits=DOMAIN,
+                                          thresholds=thr)
+                    prel = q.ecdf(f"pw-{n}", eps, thresholds=thr)
+                    row = {"m": m, "n": n, "B": int(thr.size), "scheme": scheme,
+                           "key_bytes": key_bytes(scheme, DOMAIN, 32, vector=m > 2),
+                           "fss_upload": rep.bytes, "fss_querier": rel.bytes["querier"],
+                           "fss_servers": rel.bytes["servers"], "pw_upload": pw.bytes,
+                           "pw_querier": prel.bytes["querier"], "pw_servers": prel.bytes["servers"]}
+                    rows.append(row)
+                    print(row, flush=True)
+    return rows
+
+
+def e2e(n: int, m: int, grid_bits: int, eps: float = 1.0) -> dict:
+    rng = np.random.default_rng(1)
+    x = rng.integers(0, 1 << DOMAIN, n)
+    with ServerProcesses(m, budget="1000000", timeout=900) as sp:
+        t0 = time.perf_counter()
+        scheme = "dcf" if m == 2 else "mshare"
+        keys = make_keys(x, make_series(), scheme=scheme, m=m, domain_bits=DOMAIN)
+        t_keys = time.perf_counter() - t0
+        rep = send_keys(sp.addresses, "e2e", scheme=scheme, domain_bits=DOMAIN, output_bits=32,
+                        series_meta={"all": 1}, ids=np.arange(n, dtype=np.uint64), keys=keys)
+        t_up = time.perf_counter() - t0 - t_keys
+        q = ECDFQuerier(sp.addresses, timeout=1800)
+        t1 = time.perf_counter()
+        rel = q.ecdf("e2e", eps, grid_bits=grid_bits)
+        t_rel = time.perf_counter() - t1
+        total = time.perf_counter() - t0
+    exact = np.array([(x <= (t + 1) * (1 << (DOMAIN - grid_bits)) - 1).sum() for t in range(1 << grid_bits)])
+    rmse = float(np.sqrt(np.mean((rel.cumulative - exact) ** 2)))
+    row = {"n": n, "m": m, "grid_bits": grid_bits, "keygen_s": t_keys, "upload_s": t_up, "release_s": t_rel,
+           "total_s": total, "server_timings": rel.server_timings, "upload_bytes": rep.bytes,
+           "querier_bytes": rel.bytes["querier"], "server_bytes": rel.bytes["servers"], "rmse_counts": rmse,
+           "theorem31_rmse": float(np.sqrt(rel.mse_per_threshold))}
+    print(row, flush=True)
+    return row
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--part", choices=["comm", "e2e", "all"], default="all")
+    ap.add_argument("--n", type=int, default=100_000, help="clients of the end-to-end run")
+    args = ap.parse_args()
+    if args.part in ("comm", "all"):
+        rows = comm([1000, 10000], [1, 16, 256, 1024], [2]) + comm([1000], [1, 16, 256, 1024], [3])
+        print("\n| m | n | \\|B\\| | FSS key bytes/client/server | FSS upload MB (once) | FSS release querier KB | "
+              "FSS release server-server MB | pointwise upload MB (per query) | pointwise release querier KB | "
+              "pointwise server-server MB | pointwise / FSS client bytes |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|")
+        for r in rows:
+            print(f"| {r['m']} | {r['n']} | {r['B']} | {r['key_bytes']} | {_mb(r['fss_upload'])} | "
+                  f"{r['fss_querier'] / 1e3:.1f} | {_mb(r['fss_servers'])} | {_mb(r['pw_upload'])} | "
+                  f"{r['pw_querier'] / 1e3:.1f} | {_mb(r['pw_servers'])} | {r['pw_upload'] / r['fss_upload']:.2f} |")
+    if args.part in ("e2e", "all"):
+        rows = [e2e(args.n, 2, 8), e2e(args.n, 2, 10), e2e(min(args.n, 10_000), 3, 10)]
+        print("\n| n | m | grid | keygen s | upload s | release s | server shares s (per server) | "
+              "server noise s | total s | upload MB | server-server MB | RMSE (counts) | Thm 3.1 RMSE |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+        for r in rows:
+            sh = " / ".join(f"{t.get('shares', 0):.1f}" for t in r["server_timings"])
+            no = " / ".join(f"{t.get('noise', 0):.1f}" for t in r["server_timings"])
+            print(f"| {r['n']} | {r['m']} | 2^{r['grid_bits']} | {r['keygen_s']:.2f} | {r['upload_s']:.2f} | "
+                  f"{r['release_s']:.2f} | {sh} | {no} | {r['total_s']:.2f} | {_mb(r['upload_bytes'])} | "
+                  f"{_mb(r['server_bytes'])} | {r['rmse_counts']:.1f} | {r['theorem31_rmse']:.1f} |")
+
+
+if __name__ == "__main__":
+    main()
