@@ -3,14 +3,15 @@
 Usage (by twoparty.py, not by hand)::
 
     python benchmarks/_twoparty_worker.py ROLE PORT CIRCUIT BITS SEED FIRST_REPS EXECUTIONS SIMD COTS
-        [--profile FILE] [--buffered]
+        [--profile FILE] [--buffered] [--frame-target N] [--first-frame N]
 
 ROLE is ``garbler`` (listens) or ``evaluator`` (connects).  The party runs, in
 order, over loopback TCP with the real runtime (mpc.twopc):
 
 1. FIRST_REPS fresh sessions (new connection each), each: handshake, base OTs
    and one execution with the command line's COT batch size; then the same with
-   the session's default COT batch (65536);
+   the session's default (``ot_batch=None``: a first IKNP batch of 1024 COTs that
+   grows with use);
 2. one session with one warm-up execution and then EXECUTIONS executions of
    batch 1 (the amortized case), timed as a whole and one by one;
 3. in the same session, one execution of SIMD instances (batch = SIMD);
@@ -22,8 +23,9 @@ labels, Delta and OT secrets still come from os.urandom inside the runtime),
 so the evaluator can check the last outputs against the plaintext circuit.
 Prints one JSON object on stdout.  With ``--profile FILE`` the amortized loop
 of step 2 runs under cProfile (CPU-time clock) and the stats are dumped to FILE.  With
-``--buffered`` both channels are ``TCPChannel(buffered=True)`` (small frames,
-e.g. the per-level table segments, are coalesced into one write).
+``--buffered`` both channels are ``TCPChannel(buffered=True)`` (small frames
+are coalesced into one write).  ``--frame-target N`` / ``--first-frame N`` set
+mpc.twopc.FRAME_TARGET / FIRST_FRAME (experiments on the garbler's frame sizes).
 
 Security model: none of its own; it only drives mpc.twopc (semi-honest Yao).
 """
@@ -43,6 +45,7 @@ from circuits.ir import EVALUATOR, GARBLER, Circuit
 from mpc.aes import random_blocks
 from mpc.channel import TCPChannel, TCPListener, handshake
 from mpc.iknp import DEFAULT_BATCH, COTReceiver, COTSender
+from mpc import twopc
 from mpc.twopc import EvaluatorSession, GarblerSession, circuit_digest
 from protocols.commands.twopc import _ot_batch
 
@@ -78,6 +81,10 @@ def main(argv: list[str]) -> int:
     global BUFFERED
     profile = argv[argv.index("--profile") + 1] if "--profile" in argv else None
     BUFFERED = "--buffered" in argv
+    if "--frame-target" in argv:  # experiment: the garbler's frame size (mpc.twopc.FRAME_TARGET)
+        twopc.FRAME_TARGET = int(argv[argv.index("--frame-target") + 1])
+    if "--first-frame" in argv:  # experiment: the garbler's first frame (mpc.twopc.FIRST_FRAME)
+        twopc.FIRST_FRAME = int(argv[argv.index("--first-frame") + 1])
     port, bits, seed = int(port), int(bits), int(seed)
     first_reps, executions, simd, cots = int(first_reps), int(executions), int(simd), int(cots)
     circuit = resolve_circuit(spec, bits, False)
@@ -93,7 +100,7 @@ def main(argv: list[str]) -> int:
         return {g.name: (v[0] if scalar else v) for g, v in zip(circuit.groups_of(party), vals)}
 
     # 1. first execution of a fresh session: handshake + base OTs + one execution
-    for label, ot_batch in (("first", _ot_batch(circuit)), ("first_default_ot_batch", DEFAULT_BATCH)):
+    for label, ot_batch in (("first", _ot_batch(circuit)), ("first_default_ot_batch", None)):
         rows = []
         for rep in range(first_reps):
             ch = connect(role, listener, port)
@@ -120,7 +127,7 @@ def main(argv: list[str]) -> int:
     s = Session(ch, ot_batch=_ot_batch(circuit), extra=digest)
     s.run(circuit, mine(1, 10_000, scalar=True))  # warm-up: first IKNP batch, plan caches
     ins = [mine(1, 20_000 + i, scalar=True) for i in range(executions)]
-    b0, r0 = ch.bytes_sent, ch.bytes_received
+    b0, r0, m0, n0 = ch.bytes_sent, ch.bytes_received, ch.messages_sent, ch.messages_received
     per = []
     prof = cProfile.Profile(time.process_time) if profile else None  # CPU time: waiting for the peer is not counted
     c0 = time.process_time()
@@ -142,6 +149,8 @@ def main(argv: list[str]) -> int:
         "median_execution_seconds": statistics.median(per),
         "bytes_sent_per_execution": (ch.bytes_sent - b0 - last.bytes_sent) / executions,
         "bytes_received_per_execution": (ch.bytes_received - r0 - last.bytes_received) / executions,
+        "frames_sent_per_execution": (ch.messages_sent - m0 - last.messages_sent) / executions,
+        "frames_received_per_execution": (ch.messages_received - n0 - last.messages_received) / executions,
         "last_bytes_sent": last.bytes_sent,
         "last_bytes_received": last.bytes_received,
     }

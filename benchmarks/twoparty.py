@@ -7,11 +7,11 @@ For each circuit (AES-128 from Bristol Fashion, the gini and kendall kernels at
 * first execution: connect-to-done wall time of a fresh session (handshake,
   128 base OTs, first IKNP batch, one execution), median over ``--first-reps``
   sessions, with the command line's COT batch size and with the session's
-  default (65536 COTs);
+  default (``ot_batch=None``: 1024 COTs first, growing);
 * amortized: wall time per execution over ``--executions`` executions of one
   instance each in one session (after one warm-up execution), and one SIMD
   execution of ``--simd`` instances;
-* bytes each way per execution, and the garbler's bytes per AND gate;
+* bytes and frames each way per execution, and the garbler's bytes per AND gate;
 * the correlated-OT rate: ``COTSender.send_random`` of ``--cots`` COTs between
   the two processes (default batches of 65536).
 
@@ -61,6 +61,8 @@ def run_circuit(spec: str, bits: int, args, profile_dir: str | None, buffered: b
         tag = f"{spec}{bits if spec != 'aes128' else ''}{'-buffered' if buffered else ''}"
         extra = ["--profile", os.path.join(profile_dir, f"{tag}-{role}.prof")] if profile_dir else []
         extra += ["--buffered"] if buffered else []
+        extra += ["--frame-target", str(args.frame_target)] if args.frame_target else []
+        extra += ["--first-frame", str(args.first_frame)] if args.first_frame else []
         procs[role] = subprocess.Popen([sys.executable, WORKER, role, str(port), *common, *extra],
                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         if role == "garbler":
@@ -101,6 +103,8 @@ def summarize(res: dict, n_g_bits: int) -> dict:
         "simd_batch": g["simd"]["batch"],
         "simd_ms_per_instance": 1e3 * max(g["simd"]["seconds"], e["simd"]["seconds"]) / g["simd"]["batch"],
         "g_to_e_bytes": am_g["bytes_sent_per_execution"],
+        "g_to_e_frames": am_g["frames_sent_per_execution"],
+        "e_to_g_frames": am_e["frames_sent_per_execution"],
         "e_to_g_bytes": am_e["bytes_sent_per_execution"],
         "bytes_per_and": am_g["bytes_sent_per_execution"] / n_and if n_and else float("nan"),
         "garbler_vs_ideal": am_g["bytes_sent_per_execution"] / ideal,
@@ -134,6 +138,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--circuits", default=",".join(f"{c}:{b}" if b else c for c, b in CIRCUITS))
     ap.add_argument("--channels", default="unbuffered,buffered",
                     help="TCP channel kinds to run: unbuffered (as the CLI), buffered (TCPChannel(buffered=True))")
+    ap.add_argument("--frame-target", type=int, default=None,
+                    help="override mpc.twopc.FRAME_TARGET (bytes per garbler frame) in both workers")
+    ap.add_argument("--first-frame", type=int, default=None,
+                    help="override mpc.twopc.FIRST_FRAME (bytes of the garbler's first frame) in both workers")
     ap.add_argument("--profile", metavar="DIR", default=None, help="write cProfile stats of the amortized loop here")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
@@ -160,15 +168,15 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     print(f"two processes over loopback TCP; first = median of {args.first_reps} fresh sessions; "
           f"amortized over {args.executions} executions (batch 1) in one session")
-    hdr = ("| circuit | channel | AND | first ms | (setup ms) | first CPU ms G / E | first ms, COT batch 65536 | amortized ms/exec | median ms/exec | CPU ms/exec G / E "
-           f"| SIMD x{args.simd} ms/inst | garbler->evaluator B/exec | evaluator->garbler B/exec | B/AND (garbler) "
+    hdr = ("| circuit | channel | AND | first ms | (setup ms) | first CPU ms G / E | first ms, default COT batch | amortized ms/exec | median ms/exec | CPU ms/exec G / E "
+           f"| SIMD x{args.simd} ms/inst | frames/exec G->E / E->G | garbler->evaluator B/exec | evaluator->garbler B/exec | B/AND (garbler) "
            "| garbler / (32 AND + 16 in) | first: garbler / (ideal + base OT) | COT/s | ok |")
     print(hdr)
     print("|" + "---|" * (hdr.count("|") - 1))
     for r in rows:
         print(f"| {r['circuit']} | {r['channel']} | {r['and_gates']} | {r['first_ms']:.1f} | {r['first_setup_ms']:.1f} | {r['first_cpu_ms_garbler']:.0f} / {r['first_cpu_ms_evaluator']:.0f} "
               f"| {r['first_default_ot_ms']:.1f} | {r['amortized_ms']:.2f} | {r['median_exec_ms']:.2f} | {r['cpu_ms_garbler']:.1f} / {r['cpu_ms_evaluator']:.1f} "
-              f"| {r['simd_ms_per_instance']:.3f} | {r['g_to_e_bytes']:.0f} | {r['e_to_g_bytes']:.0f} "
+              f"| {r['simd_ms_per_instance']:.3f} | {r['g_to_e_frames']:.1f} / {r['e_to_g_frames']:.2f} | {r['g_to_e_bytes']:.0f} | {r['e_to_g_bytes']:.0f} "
               f"| {r['bytes_per_and']:.2f} | {r['garbler_vs_ideal']:.4f} | {r['first_garbler_vs_ideal_plus_ot']:.4f} "
               f"| {r['cot_per_s'] / 1e6:.2f} M | {'yes' if r['check'] else 'NO'} |")
     for aes in (r for r in rows if r["circuit"].startswith("aes")):

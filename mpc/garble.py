@@ -31,6 +31,18 @@ What it does
     the working set stays in cache.  Neither affects results; only ``chunk``
     affects the byte order of the tables.
 
+    Small batches are bound by call counts, not bytes (AES-128 at one
+    instance: 264 levels, 60 of them with ANDs, ~100 gates per level), so
+    per instance count the engine precomputes a *program*: per level and
+    step, the index arrays and every buffer view its numpy calls need
+    (:class:`_Work`); the level loop then only unpacks tuples and calls
+    ufuncs (gather, XOR, scatter for a XOR/INV level).  Chunks of one
+    instance get their own AND-level code (:func:`_garble_ands1`,
+    :func:`_eval_ands1`: the same algebra in ~18 / 14 calls on mostly
+    contiguous same-shape operands, which numpy runs on its fast path).
+    Scratch buffers and programs of small batches are pooled per circuit,
+    so repeated executions (the two-party runtime) pay for them once.
+
 Security model
     Semi-honest (honest-but-curious) Yao with half-gates.  Labels and Delta
     are 128-bit and come from the OS CSPRNG (:func:`mpc.aes.random_blocks`)
@@ -81,8 +93,12 @@ Byte layout of the tables
     (0 = T_G, 1 = T_E) of the level's g-th AND (``and_index`` = the level's
     first index + g) for the chunk's n-th instance.  A ciphertext is the
     16 bytes (low word LE, high word LE), as in :mod:`mpc.aes`.
-    :meth:`Garbler.iter_tables` yields exactly these segments;
-    :meth:`Evaluator.evaluate` accepts them re-split arbitrarily.
+    :meth:`Garbler.iter_tables` yields exactly these segments
+    (:meth:`Garbler.iter_into` writes them into a caller's buffer);
+    :meth:`Evaluator.evaluate` accepts them re-split arbitrarily.  The order
+    of the AND gates is the schedule's (``and_index``), so both parties must
+    run the same :mod:`circuits.ir` schedule: the header's version (2) and
+    the two-party runtime's version say which.
     :class:`GarbledCircuit` adds a fixed ``HEADER_SIZE``-byte header.
 
 Follows
@@ -96,7 +112,7 @@ from __future__ import annotations
 import struct
 import sys
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Iterator, Mapping, Sequence
 
 import numpy as np
@@ -132,12 +148,15 @@ CHUNK_LABEL_BYTES = 96 << 20
 MAX_CHUNK = 16384
 
 _MAGIC = b"PWGC"
-_VERSION = 1
+#: 2: tables in the order of the overlapping level schedule of circuits.ir (version 1 files, laid
+#: out by the older per-AND-stage schedule, would decode to garbage and are refused).
+_VERSION = 2
 _HEADER = struct.Struct("<4sHH32sQQQQ")
 HEADER_SIZE = _HEADER.size  # 72 bytes
 
 _U64 = np.uint64
 _ONE = np.uint64(1)
+_ONE0 = np.array(1, dtype=np.uint64)  # as an array operand: faster ufunc dispatch than a scalar
 
 
 class GarbleError(ValueError):
@@ -147,17 +166,16 @@ class GarbleError(ValueError):
 # ---------------------------------------------------------------------------- plan
 @dataclass(frozen=True)
 class _LevelPlan:
-    """One level in slot coordinates."""
+    """One level in slot coordinates; rows index the (2 * n_slots, b) view of the labels."""
 
-    and_a: np.ndarray
-    and_b: np.ndarray
-    and_out: np.ndarray  # (2, k): output slots in the (2 * n_slots, b) view, per plane
+    and_rows: np.ndarray  # (2 [A, B], 2 [lo, hi], k) input rows of the AND gates
+    and_out: np.ndarray  # (2 [lo, hi], k) output rows
     and_base: int
-    tlo: np.ndarray  # (2, k) uint64: low tweak words 2*g + h
-    lin_a: np.ndarray  # XOR gates, then INV gates as XOR with the constant-one slot
-    lin_b: np.ndarray
-    lin_out: np.ndarray  # (2, n), like and_out
+    tlo: np.ndarray  # (2 [T_G, T_E], k, 1) uint64: low tweak words 2*g + h
+    lin_rows: np.ndarray  # (2 [a, b], 2 [lo, hi], n): XOR gates, then INV as XOR with the one slot
+    lin_out: np.ndarray  # (2, n)
     k: int  # number of AND gates
+    n_lin: int  # number of XOR + INV gates
 
 
 @dataclass(frozen=True)
@@ -169,17 +187,24 @@ class _Plan:
     levels: tuple[_LevelPlan, ...]
     n_and: int
     max_width: int  # most gates of one kind in a level
+    # spare scratch buffers (small ones only), reused by later garblings/evaluations
+    pool: dict = field(default_factory=dict, compare=False, repr=False)
 
 
 _PLANS: "weakref.WeakKeyDictionary[Circuit, dict[bool, _Plan]]" = weakref.WeakKeyDictionary()
 
 
-def _plan(circuit: Circuit, compact: bool = True) -> _Plan:
-    """The circuit's level schedule mapped to reusable label slots (cached per circuit)."""
+def _plan(circuit: Circuit, layout: str = "compact") -> _Plan:
+    """The circuit's level schedule mapped to label slots (cached per circuit and layout).
+
+    ``layout`` "compact" reuses the slot of a wire after its last reader
+    (memory = the circuit's live width); "wires" gives wire w slot w (for
+    ``record_wires``).
+    """
     per = _PLANS.setdefault(circuit, {})
-    if compact not in per:
-        per[compact] = _build_plan(circuit, compact)
-    return per[compact]
+    if layout not in per:
+        per[layout] = _build_plan(circuit, layout)
+    return per[layout]
 
 
 def _two_planes(slots: np.ndarray, n_slots: int) -> np.ndarray:
@@ -187,7 +212,21 @@ def _two_planes(slots: np.ndarray, n_slots: int) -> np.ndarray:
     return np.stack([slots, slots + n_slots]).astype(np.intp)
 
 
-def _build_plan(circuit: Circuit, compact: bool) -> _Plan:
+def _last_use(levels, nw: int, out_wires: np.ndarray) -> np.ndarray:
+    """Per wire: the last level reading it (or writing it, if nobody reads it); outputs: len(levels)."""
+    last = np.full(nw, -1, dtype=np.int64)
+    prod = np.full(nw, -1, dtype=np.int64)
+    for li, lv in enumerate(levels):
+        for arr in (lv.and_in0, lv.and_in1, lv.xor_in0, lv.xor_in1, lv.inv_in):
+            last[arr] = li
+        for arr in (lv.and_out, lv.xor_out, lv.inv_out):
+            prod[arr] = li
+    last = np.where(last < 0, prod, last)
+    last[out_wires] = len(levels)  # outputs stay live to the end
+    return last
+
+
+def _build_plan(circuit: Circuit, layout: str) -> _Plan:
     levels = circuit.levels
     nl = len(levels)
     n_in = circuit.n_inputs
@@ -195,20 +234,11 @@ def _build_plan(circuit: Circuit, compact: bool) -> _Plan:
     out_wires = (
         np.concatenate([g.wires for g in circuit.outputs]) if circuit.outputs else np.zeros(0, np.int64)
     )
-    if not compact:
+    if layout == "wires":
         slot = np.arange(nw, dtype=np.intp)
         n_slots = nw
     else:
-        # last[w]: index of the last level reading w (or writing it, if nobody reads it).
-        last = np.full(nw, -1, dtype=np.int64)
-        prod = np.full(nw, -1, dtype=np.int64)
-        for li, lv in enumerate(levels):
-            for arr in (lv.and_in0, lv.and_in1, lv.xor_in0, lv.xor_in1, lv.inv_in):
-                last[arr] = li
-            for arr in (lv.and_out, lv.xor_out, lv.inv_out):
-                prod[arr] = li
-        last = np.where(last < 0, prod, last)
-        last[out_wires] = nl  # outputs stay live to the end
+        last = _last_use(levels, nw, out_wires)
         order = np.argsort(last, kind="stable")
         bounds = np.searchsorted(last[order], np.arange(-1, nl + 2))
         slot = np.full(nw, -1, dtype=np.intp)
@@ -233,6 +263,8 @@ def _build_plan(circuit: Circuit, compact: bool) -> _Plan:
     plans = []
     n_and = 0
     max_width = 1
+    rows = _two_planes(slot, n_slots + 1)  # (2, n_wires): each wire's rows in both planes
+    rows_one = np.array([n_slots, 2 * n_slots + 1], dtype=np.intp)[:, None]  # the constant-one slot
     for lv in levels:
         k = lv.n_and
         base = int(lv.and_index[0]) if k else n_and
@@ -240,17 +272,19 @@ def _build_plan(circuit: Circuit, compact: bool) -> _Plan:
             raise CircuitError("level AND indices must be dense and increasing (IR contract)")
         g = np.arange(base, base + k, dtype=_U64) * _U64(2)
         tlo = np.stack([g, g + _ONE]) if k else np.zeros((2, 0), _U64)
+        n_inv = lv.inv_in.shape[0]
+        lin_a = np.concatenate([rows[:, lv.xor_in0], rows[:, lv.inv_in]], axis=1)
+        lin_b = np.concatenate([rows[:, lv.xor_in1], np.repeat(rows_one, n_inv, axis=1)], axis=1)
         plans.append(
             _LevelPlan(
-                and_a=slot[lv.and_in0],
-                and_b=slot[lv.and_in1],
-                and_out=_two_planes(slot[lv.and_out], n_slots + 1),
+                and_rows=np.ascontiguousarray(np.stack([rows[:, lv.and_in0], rows[:, lv.and_in1]])),
+                and_out=np.ascontiguousarray(rows[:, lv.and_out]),
                 and_base=base,
+                tlo=np.ascontiguousarray(tlo[:, :, None]),
+                lin_rows=np.ascontiguousarray(np.stack([lin_a, lin_b])),
+                lin_out=np.ascontiguousarray(np.concatenate([rows[:, lv.xor_out], rows[:, lv.inv_out]], axis=1)),
                 k=k,
-                tlo=tlo,
-                lin_a=np.concatenate([slot[lv.xor_in0], slot[lv.inv_in]]),
-                lin_b=np.concatenate([slot[lv.xor_in1], np.full(lv.inv_in.shape[0], n_slots, np.intp)]),
-                lin_out=_two_planes(np.concatenate([slot[lv.xor_out], slot[lv.inv_out]]), n_slots + 1),
+                n_lin=lin_a.shape[1],
             )
         )
         n_and += k
@@ -347,16 +381,32 @@ def _flat(buf: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     return buf[:n].reshape(shape)
 
 
+#: Scratch buffers (with their programs) are kept with the plan for the next garbling or
+#: evaluation while all those kept for one circuit total at most this many bytes.
+POOL_BYTES = 4 << 20
+
+
 class _Work:
-    """Scratch buffers of one garbling/evaluation, sized for its largest chunk and reused.
+    """Scratch buffers of one garbling/evaluation, sized for its largest chunk, and the level programs.
 
     Fresh memory is expensive to touch (page faults), so one set of buffers
-    serves every chunk, level and step; :meth:`start_chunk` sets the chunk's
-    instance count and (garbler) its Delta-dependent constants.
+    serves every chunk, level and step.  A *program* (:meth:`start_chunk`)
+    is, per level, the list of steps of the AND gates and of the XOR/INV
+    gates, each step a tuple of index arrays and of the views of the
+    buffers its numpy calls use, made once per instance count ``bc``: at
+    small batches the engine's cost is the number of Python and numpy calls
+    per level, so the loops only unpack tuples and call ufuncs.  Small
+    :class:`_Work` objects (e.g. batch 1) are pooled with the plan
+    (:meth:`acquire` / :meth:`release`), so repeated executions of a circuit
+    reuse buffers and programs.  One :class:`_Work` serves one garbling or
+    evaluation at a time.
     """
 
-    def __init__(self, max_bc: int, plan: _Plan) -> None:
+    def __init__(self, max_bc: int, plan: _Plan, role: str) -> None:
         self.plan = plan
+        self.role = role
+        self.max_bc = max_bc
+        self.step_gates = STEP_GATES  # buffers and programs are sized for this step
         n = min(plan.max_width * max_bc, max(STEP_GATES, max_bc))  # >= step * b for every chunk
         self.x = np.empty(4 * n, _U64)  # (2 [A,B], 2 [lo,hi], k, b)
         self.xs = np.empty(2 * n, _U64)  # (2 [A,B], k, b)
@@ -368,147 +418,326 @@ class _Work:
         self.u = self.aes_buf.blocks.reshape(-1)
         self.sr_buf = np.empty(2 * n, _U64)
         self.lab_buf = np.empty(2 * plan.n_slots * max_bc, _U64)
+        self.const_buf = np.empty(5 * max_bc, _U64)  # Delta (2, b), sigma(Delta) (2, b), instance ids (b)
+        self.nbytes = 8 * (17 * n + 2 * n + self.lab_buf.shape[0] + self.const_buf.shape[0]) + 64 * n
+        self._programs: dict[int, tuple] = {}
 
-    def start_chunk(self, bc: int, delta_planar: np.ndarray | None) -> np.ndarray:
-        """Prepare for a chunk of ``bc`` instances; returns its (2, n_slots, bc) label array."""
+    @classmethod
+    def acquire(cls, max_bc: int, plan: _Plan, role: str) -> "_Work":
+        """A pooled :class:`_Work` for (max_bc, role) if one is free, else a new one."""
+        try:
+            return plan.pool.get((max_bc, role, STEP_GATES), []).pop()
+        except IndexError:
+            return cls(max_bc, plan, role)
+
+    def release(self) -> None:
+        """Keep these buffers for the next run of the circuit (at most two per batch size and role, POOL_BYTES)."""
+        pool = self.plan.pool
+        kept = sum(w.nbytes for spare in list(pool.values()) for w in list(spare))
+        if kept + self.nbytes <= POOL_BYTES:
+            spare = pool.setdefault((self.max_bc, self.role, self.step_gates), [])
+            if len(spare) < 2:
+                spare.append(self)
+
+    def start_chunk(self, bc: int, delta_planar: np.ndarray | None, first_instance: int):
+        """Prepare a chunk of ``bc`` instances.
+
+        Returns (labels (2, n_slots, bc), the source/target of the gathers
+        and scatters (the (2 * n_slots, bc) view, or the flat one for bc = 1),
+        the program for bc).
+        """
         self.bc = bc
-        self.step = max(1, min(self.plan.max_width, STEP_GATES // bc))
-        if delta_planar is not None:
-            r = delta_planar  # (2, b)
-            self.r = r[:, None, :]  # (2, 1, b)
-            s = np.empty_like(r)  # sigma(R) planar: lo = R_hi, hi = R_lo ^ R_hi
+        step = max(1, min(self.plan.max_width, self.step_gates // bc))
+        c = self.const_buf
+        self.r = _flat(c, (2, 1, bc))
+        self.sr = c[2 * bc : 4 * bc].reshape(2, 1, bc)
+        self.inst = c[4 * bc : 5 * bc]
+        self.inst[:] = np.arange(first_instance, first_instance + bc, dtype=_U64)
+        if delta_planar is not None and bc > 1:  # (one instance: _start_chunk1 tiles Delta per step size)
+            r = self.r[:, 0]
+            r[...] = delta_planar  # (2, b)
+            s = self.sr[:, 0]  # sigma(R) planar: lo = R_hi, hi = R_lo ^ R_hi
             s[0] = r[1]
             np.bitwise_xor(r[0], r[1], out=s[1])
-            self.sr = s[:, None, :]
-            tile = _flat(self.sr_buf, (self.step, bc, 2))  # sigma(R) interleaved, tiled over gates
+            tile = _flat(self.sr_buf, (step, bc, 2))  # sigma(R) interleaved, tiled over gates
             tile[:, :, 0] = s[0]
             tile[:, :, 1] = s[1]
-            self.sr_tile = tile.reshape(-1)
-        return _flat(self.lab_buf, (2, self.plan.n_slots, bc))
+        lab = _flat(self.lab_buf, (2, self.plan.n_slots, bc))
+        src = lab.reshape(-1) if bc == 1 else lab.reshape(2 * self.plan.n_slots, bc)
+        prog = self._programs.get(bc)
+        if prog is None:
+            prog = self._programs[bc] = self._program(bc, step)
+        if bc == 1:
+            self._start_chunk1(delta_planar, first_instance)
+        return lab, src, prog
+
+    def _program1(self, step: int) -> tuple:
+        """The program for chunks of one instance (see :func:`_garble_ands1`)."""
+        garbler = self.role == "garbler"
+        plan = self.plan
+        n = min(plan.max_width, step)
+        # w (6, 2, k): [lo A|B], [A lo|hi], [hi A|B], [lo^hi A|B], then the lo words again as (2 [A, B], 2, k)
+        w_buf = np.empty(12 * n, _U64)
+        p_buf = np.empty(8 * n, _U64)  # hashes, planar (2 [zero, one], 2 [A, B], 2 [lo, hi], k)
+        d_buf = np.empty(4 * n, _U64)
+        t_buf = np.empty(2 * n, _U64)
+        c_buf = np.empty(2 * n, _U64)
+        n_steps = sum(-(-lv.k // step) for lv in plan.levels)
+        self.tw1 = np.empty(4 * plan.n_and + 4 * n_steps, _U64)  # tweak blocks per step (2, k, 2)
+        self.tiles1: dict[int, tuple] = {}  # k -> (sigma(R) interleaved (2, k, 2), planar (2, 2, k), R (2, k))
+        self.tiles1_delta = None
+        prog = []
+        tw_pos = 0
+        for lv in plan.levels:
+            ands = []
+            for g0 in range(0, lv.k, step):
+                g1 = min(lv.k, g0 + step)
+                k = g1 - g0
+                r = lv.and_rows[:, :, g0:g1]  # (2 [A, B], 2 [lo, hi], k)
+                lo = r[:, 0]
+                # rows of w; w[3] gathers anything (it is overwritten with lo ^ hi)
+                rows = np.ascontiguousarray(np.stack([lo, r[0], r[:, 1], lo, lo[[0, 0]], lo[[1, 1]]]))
+                w = _flat(w_buf, (6, 2, k))
+                sig = w[2:4]  # sigma(X) planar (2 [lo, hi], 2 [A, B], k)
+                tw = self.tw1[tw_pos : tw_pos + 4 * k].reshape(2, k, 2)
+                tw_pos += 4 * k
+                g = np.arange(lv.and_base + g0, lv.and_base + g1, dtype=_U64) * _U64(2)
+                tw[0, :, 0] = g
+                tw[1, :, 0] = g + _ONE
+                bits = w[4:6]  # (2 [A, B], 2, k): permute bits, repeated for both words
+                c = _flat(c_buf, (2, k))
+                t = _flat(t_buf, (2, k))
+                common = (
+                    rows, w, w[0], w[2], w[3], w[1], sig.transpose(1, 2, 0), tw, bits, bits[0], bits[1], c, t,
+                    np.ascontiguousarray(lv.and_out[:, g0:g1]), g0, g1, g0 == 0 and g1 == lv.k,
+                )
+                if garbler:
+                    u = _flat(self.u, (2, 2, k, 2))
+                    p = _flat(p_buf, (2, 2, 2, k))
+                    d = _flat(d_buf, (2, 2, k))
+                    if k not in self.tiles1:
+                        self.tiles1[k] = (np.empty((2, k, 2), _U64), np.empty((2, 2, k), _U64), np.empty((2, k), _U64))
+                    srt, srp, rt = self.tiles1[k]
+                    ands.append(common + (
+                        4 * k, u[0], u[1], u.transpose(0, 1, 3, 2), sig.transpose(1, 0, 2)[None], p, p[0], p[1],
+                        p[0, 0], p[0, 1], d, d[0], d[1], srt, srp, rt,
+                    ))
+                else:
+                    u = _flat(self.u, (2, k, 2))
+                    p = _flat(p_buf, (2, 2, k))
+                    ands.append(common + (2 * k, u, u.transpose(0, 2, 1), sig.transpose(1, 0, 2), p, p[0], p[1]))
+            lins = []
+            for g0 in range(0, lv.n_lin, step):
+                g1 = min(lv.n_lin, g0 + step)
+                rows = np.ascontiguousarray(lv.lin_rows[:, :, g0:g1])
+                y = _flat(self.x, rows.shape)
+                z = _flat(self.xs, (2, g1 - g0))
+                lins.append((rows, y, y[0], y[1], z, np.ascontiguousarray(lv.lin_out[:, g0:g1])))
+            prog.append((lv, tuple(ands), tuple(lins)))
+        self.tw1 = self.tw1[:tw_pos]
+        self.nbytes += 8 * (28 * n + tw_pos + 5 * sum(self.tiles1))
+        return tuple(prog)
+
+    def _start_chunk1(self, delta_planar: np.ndarray | None, first_instance: int) -> None:
+        """Per-chunk constants of the one-instance program: tweak high words, Delta tiles (garbler)."""
+        self.tw1.reshape(-1, 2)[:, 1] = first_instance
+        if delta_planar is None:
+            return
+        key = (int(delta_planar[0, 0]), int(delta_planar[1, 0]))
+        if key == self.tiles1_delta:
+            return
+        r = delta_planar[:, 0]
+        s = np.array([r[1], r[0] ^ r[1]], dtype=_U64)  # sigma(R): lo = R_hi, hi = R_lo ^ R_hi
+        for srt, srp, rt in self.tiles1.values():
+            srt[...] = s
+            srp[...] = s[None, :, None]
+            rt[...] = r[:, None]
+        self.tiles1_delta = key
+
+    def _program(self, bc: int, step: int) -> tuple:
+        """Per level: (AND steps, XOR/INV steps) for chunks of ``bc`` instances (see the class doc)."""
+        if bc == 1:
+            return self._program1(step)
+        garbler = self.role == "garbler"
+        prog = []
+        for lv in self.plan.levels:
+            ands = []
+            for g0 in range(0, lv.k, step):
+                g1 = min(lv.k, g0 + step)
+                k = g1 - g0
+                rows = np.ascontiguousarray(lv.and_rows[:, :, g0:g1])
+                x = _flat(self.x, (2, 2, k, bc))  # gathered labels [A, B] x [lo, hi], planar
+                xs = _flat(self.xs, (2, k, bc))  # lo ^ hi: the high word of sigma(label)
+                c = _flat(self.c, (2, k, bc))
+                m = _flat(self.m, (2, k, bc))  # all-ones masks of the permute bits
+                t = _flat(self.t, (2, k, bc))
+                common = (
+                    rows, x.reshape(rows.shape + (bc,)), x[:, 0], x[:, 1], x[0], x[0, 1], x[1, 1],
+                    xs, xs[0], xs[1], np.ascontiguousarray(lv.tlo[:, g0:g1]), c, c[0], c[1], m, m[0], m[1], t,
+                    np.ascontiguousarray(lv.and_out[:, g0:g1]), g0, g1, g0 == 0 and g1 == lv.k,
+                )
+                if garbler:
+                    u = _flat(self.u, (2, 2, k, bc, 2))  # AES input [zero, one] x [A, B], interleaved
+                    d = _flat(self.d, (2, 2, k, bc))  # H(X0) ^ H(X1), planar
+                    ands.append(common + (
+                        4 * k * bc, u[0], u[1], u[0, ..., 0], u[0, ..., 1], u[1, ..., 0], u[1, ..., 1],
+                        u[0, 0, ..., 0], u[0, 1, ..., 0], u[0, 0, ..., 1], u[0, 1, ..., 1],
+                        _flat(self.sr_buf, (k, bc, 2)), d, d[:, 0], d[:, 1], d[0], d[1],
+                    ))
+                else:
+                    u = _flat(self.u, (2, k, bc, 2))  # AES input [A, B], interleaved
+                    ands.append(common + (
+                        2 * k * bc, u[..., 0], u[..., 1], u[0, ..., 0], u[1, ..., 0], u[0, ..., 1], u[1, ..., 1],
+                    ))
+            lins = []
+            for g0 in range(0, lv.n_lin, step):
+                g1 = min(lv.n_lin, g0 + step)
+                n = g1 - g0
+                rows = np.ascontiguousarray(lv.lin_rows[:, :, g0:g1])
+                y = _flat(self.x, (2, 2, n, bc))
+                z = _flat(self.xs, (2, n, bc))
+                lins.append((rows, y, y[0], y[1], z, np.ascontiguousarray(lv.lin_out[:, g0:g1])))
+            prog.append((lv, tuple(ands), tuple(lins)))
+        return tuple(prog)
 
 
-def _steps(k: int, step: int) -> Iterator[tuple[int, int]]:
-    for g0 in range(0, k, step):
-        yield g0, min(k, g0 + step)
+_xor = np.bitwise_xor
+_and = np.bitwise_and
+_neg = np.negative
+_mul = np.multiply
 
 
-def _scatter(lab: np.ndarray, rows: np.ndarray, vals: np.ndarray) -> None:
-    """lab[p, slot] = vals[p, i] for rows = (2, k) indices of a (2 * n_slots, b) view."""
-    if lab.shape[2] == 1:  # 1-D fancy assignment is faster than 2-D for b = 1
-        lab.reshape(-1)[rows] = vals.reshape(rows.shape)
-    else:
-        lab.reshape(-1, lab.shape[2])[rows] = vals
-
-
-def _linear_gates(lab: np.ndarray, lv: _LevelPlan, w: _Work) -> None:
-    """XOR gates and INV gates of a level (INV = XOR with the constant-one slot).
-
-    The constant-one slot holds Delta for the garbler (its zero label) and
-    the zero block for the evaluator (its active label, value 1), so
-    INV costs the same as XOR and both roles share this code.
-    """
-    n = lv.lin_out.shape[1]
-    if not n:
-        return
-    bc = w.bc
-    step = w.step
-    if n <= step:  # the common case: the whole level in one step, no slicing
-        m = n * bc
-        x = w.x[: 2 * m].reshape(2, n, bc)
-        y = w.xs[: 2 * m].reshape(2, n, bc)
-        lab.take(lv.lin_a, axis=1, out=x, mode="clip")
-        lab.take(lv.lin_b, axis=1, out=y, mode="clip")
-        np.bitwise_xor(x, y, out=x)
-        _scatter(lab, lv.lin_out, x)
-        return
-    for g0 in range(0, n, step):
-        g1 = min(n, g0 + step)
-        m = (g1 - g0) * bc
-        x = w.x[: 2 * m].reshape(2, g1 - g0, bc)
-        y = w.xs[: 2 * m].reshape(2, g1 - g0, bc)
-        lab.take(lv.lin_a[g0:g1], axis=1, out=x, mode="clip")
-        lab.take(lv.lin_b[g0:g1], axis=1, out=y, mode="clip")
-        np.bitwise_xor(x, y, out=x)
-        _scatter(lab, lv.lin_out[:, g0:g1], x)
-
-
-def _garble_ands(lab, lv: _LevelPlan, w: _Work, inst: np.ndarray, tab: np.ndarray, aes: FixedKeyAES) -> None:
-    """Garble every AND of level ``lv`` into ``tab`` (2, 2, k, b); write output zero labels."""
-    bc = w.bc
-    for g0, g1 in _steps(lv.k, w.step):
-        k = g1 - g0
-        x = _flat(w.x, (2, 2, k, bc))  # gathered zero labels [A0, B0] planar
-        lab.take(lv.and_a[g0:g1], axis=1, out=x[0], mode="clip")
-        lab.take(lv.and_b[g0:g1], axis=1, out=x[1], mode="clip")
-        xs = _flat(w.xs, (2, k, bc))  # lo ^ hi: the high word of sigma(x)
-        np.bitwise_xor(x[:, 0], x[:, 1], out=xs)
+def _garble_ands(src: np.ndarray, steps: tuple, w: _Work, tab: np.ndarray, aes: FixedKeyAES) -> None:
+    """Garble every AND of a level into ``tab`` (2, 2, k, b); write output zero labels."""
+    r, sr, inst, permute = w.r, w.sr, w.inst, w.aes_buf.permute_prefix
+    for (rows, xt, xlo, xhi, xa, xahi, xbhi, xs, xsa, xsb, tlo, c, clo, chi, m, ma, mb, t, out, g0, g1, whole,
+         nblk, u0, u1, u0lo, u0hi, u1lo, u1hi, ualo, ublo, uahi, ubhi, srt, d, dlo, dhi, da, db) in steps:
+        src.take(rows, axis=0, out=xt, mode="clip")
+        _xor(xlo, xhi, xs)
         # AES input: u[z, s, g, n] = sigma(label) ^ tweak for z in {zero, one}, s in {A, B}.
-        u = _flat(w.u, (2, 2, k, bc, 2))
-        np.bitwise_xor(x[:, 1], lv.tlo[:, g0:g1, None], out=u[0, ..., 0])
-        np.bitwise_xor(xs, inst, out=u[0, ..., 1])
-        np.bitwise_xor(u[0], _flat(w.sr_tile, (k, bc, 2)), out=u[1])  # sigma(X1) = sigma(X0) ^ sigma(R)
-        w.aes_buf.permute_prefix(4 * k * bc, aes)
+        _xor(xhi, tlo, u0lo)
+        _xor(xs, inst, u0hi)
+        _xor(u0, srt, u1)  # sigma(X1) = sigma(X0) ^ sigma(R)
+        permute(nblk, aes)
         # d[s] = pi(u0) ^ pi(u1) ^ sigma(R) = H(X0) ^ H(X1), planar.
-        d = _flat(w.d, (2, 2, k, bc))
-        np.bitwise_xor(u[0, ..., 0], u[1, ..., 0], out=d[:, 0])
-        np.bitwise_xor(u[0, ..., 1], u[1, ..., 1], out=d[:, 1])
-        np.bitwise_xor(d, w.sr, out=d)
-        m = _flat(w.m, (2, k, bc))  # all-ones masks of the permute bits pa, pb
-        np.bitwise_and(x[:, 0], _ONE, out=m)
-        np.negative(m, out=m)
-        t = _flat(w.t, (2, k, bc))
-        tg = tab[0, :, g0:g1]
-        te = tab[1, :, g0:g1]
-        np.bitwise_and(m[1], w.r, out=t)  # pb * R
-        np.bitwise_xor(d[0], t, out=tg)  # T_G = H(A0) ^ H(A1) ^ pb*R
-        np.bitwise_xor(d[1], x[0], out=te)  # T_E = H(B0) ^ H(B1) ^ A0
+        _xor(u0lo, u1lo, dlo)
+        _xor(u0hi, u1hi, dhi)
+        _xor(d, sr, d)
+        _and(xlo, _ONE0, m)
+        _neg(m, m)
+        if whole:
+            tg, te = tab[0], tab[1]
+        else:
+            tg, te = tab[0, :, g0:g1], tab[1, :, g0:g1]
+        _and(mb, r, t)  # pb * R
+        _xor(da, t, tg)  # T_G = H(A0) ^ H(A1) ^ pb*R
+        _xor(db, xa, te)  # T_E = H(B0) ^ H(B1) ^ A0
         # C0 = H(A0) ^ pa*T_G ^ H(B0) ^ pb*(H(B0) ^ H(B1)), H(X0) = pi(u0) ^ sigma(X0).
-        c = _flat(w.c, (2, k, bc))
-        np.bitwise_xor(u[0, 0, ..., 0], u[0, 1, ..., 0], out=c[0])
-        np.bitwise_xor(u[0, 0, ..., 1], u[0, 1, ..., 1], out=c[1])
-        np.bitwise_xor(c[0], x[0, 1], out=c[0])
-        np.bitwise_xor(c[0], x[1, 1], out=c[0])
-        np.bitwise_xor(c[1], xs[0], out=c[1])
-        np.bitwise_xor(c[1], xs[1], out=c[1])
-        np.bitwise_and(m[0], tg, out=t)
-        np.bitwise_xor(c, t, out=c)
-        np.bitwise_and(m[1], d[1], out=t)
-        np.bitwise_xor(c, t, out=c)
-        _scatter(lab, lv.and_out[:, g0:g1], c)
+        _xor(ualo, ublo, clo)
+        _xor(uahi, ubhi, chi)
+        _xor(clo, xahi, clo)
+        _xor(clo, xbhi, clo)
+        _xor(chi, xsa, chi)
+        _xor(chi, xsb, chi)
+        _and(ma, tg, t)
+        _xor(c, t, c)
+        _and(mb, db, t)
+        _xor(c, t, c)
+        src[out] = c
 
 
-def _eval_ands(lab, lv: _LevelPlan, w: _Work, inst: np.ndarray, tab: np.ndarray, aes: FixedKeyAES) -> None:
-    """Evaluate every AND of level ``lv`` with tables ``tab`` (2, 2, k, b); write active labels."""
-    bc = w.bc
-    for g0, g1 in _steps(lv.k, w.step):
-        k = g1 - g0
-        x = _flat(w.x, (2, 2, k, bc))  # active labels [A, B] planar
-        lab.take(lv.and_a[g0:g1], axis=1, out=x[0], mode="clip")
-        lab.take(lv.and_b[g0:g1], axis=1, out=x[1], mode="clip")
-        xs = _flat(w.xs, (2, k, bc))
-        np.bitwise_xor(x[:, 0], x[:, 1], out=xs)
-        u = _flat(w.u, (2, k, bc, 2))
-        np.bitwise_xor(x[:, 1], lv.tlo[:, g0:g1, None], out=u[..., 0])
-        np.bitwise_xor(xs, inst, out=u[..., 1])
-        w.aes_buf.permute_prefix(2 * k * bc, aes)
+def _eval_ands(src: np.ndarray, steps: tuple, w: _Work, tab: np.ndarray, aes: FixedKeyAES) -> None:
+    """Evaluate every AND of a level with tables ``tab`` (2, 2, k, b); write active labels."""
+    inst, permute = w.inst, w.aes_buf.permute_prefix
+    for (rows, xt, xlo, xhi, xa, xahi, xbhi, xs, xsa, xsb, tlo, c, clo, chi, m, ma, mb, t, out, g0, g1, whole,
+         nblk, ulo, uhi, ualo, ublo, uahi, ubhi) in steps:
+        src.take(rows, axis=0, out=xt, mode="clip")
+        _xor(xlo, xhi, xs)
+        _xor(xhi, tlo, ulo)
+        _xor(xs, inst, uhi)
+        permute(nblk, aes)
         # C = H(A) ^ H(B) ^ sa*T_G ^ sb*(T_E ^ A), H(X) = pi(u) ^ sigma(X).
-        c = _flat(w.c, (2, k, bc))
-        np.bitwise_xor(u[0, ..., 0], u[1, ..., 0], out=c[0])
-        np.bitwise_xor(u[0, ..., 1], u[1, ..., 1], out=c[1])
-        np.bitwise_xor(c[0], x[0, 1], out=c[0])
-        np.bitwise_xor(c[0], x[1, 1], out=c[0])
-        np.bitwise_xor(c[1], xs[0], out=c[1])
-        np.bitwise_xor(c[1], xs[1], out=c[1])
-        m = _flat(w.m, (2, k, bc))
-        np.bitwise_and(x[:, 0], _ONE, out=m)
-        np.negative(m, out=m)
-        t = _flat(w.t, (2, k, bc))
-        np.bitwise_and(m[0], tab[0, :, g0:g1], out=t)
-        np.bitwise_xor(c, t, out=c)
-        np.bitwise_xor(tab[1, :, g0:g1], x[0], out=t)
-        np.bitwise_and(t, m[1], out=t)
-        np.bitwise_xor(c, t, out=c)
-        _scatter(lab, lv.and_out[:, g0:g1], c)
+        _xor(ualo, ublo, clo)
+        _xor(uahi, ubhi, chi)
+        _xor(clo, xahi, clo)
+        _xor(clo, xbhi, clo)
+        _xor(chi, xsa, chi)
+        _xor(chi, xsb, chi)
+        _and(xlo, _ONE0, m)
+        _neg(m, m)
+        if whole:
+            tg, te = tab[0], tab[1]
+        else:
+            tg, te = tab[0, :, g0:g1], tab[1, :, g0:g1]
+        _and(ma, tg, t)
+        _xor(c, t, c)
+        _xor(te, xa, t)
+        _and(t, mb, t)
+        _xor(c, t, c)
+        src[out] = c
+
+
+def _garble_ands1(src: np.ndarray, steps: tuple, tab: np.ndarray, aes_buf: BlockBuffer, aes: FixedKeyAES) -> None:
+    """:func:`_garble_ands` for one instance (tables ``tab`` (2, 2, k)), in fewer numpy calls.
+
+    At one instance a level costs its number of numpy calls, and calls on
+    same-shape contiguous operands (numpy's fast path) cost about half as
+    much as strided or broadcast ones.  So one gather fills
+    w = [lo words of A, B], [A0 planar], [hi words of A, B], [-], [lo words
+    of A, A, B, B]; then w[3] = lo ^ hi makes w[2:4] sigma(X) planar; the
+    hashes H(X0) = pi(u0) ^ sigma(X0) land in planar p with one call; the
+    permute bits multiply (0 or 1) instead of masking; Delta-dependent
+    constants are tiled to the step's size.  Same algebra, same tables.
+    """
+    permute = aes_buf.permute_prefix
+    for (rows, w, lo, hi, xs, xa, sig_t, tw, bits, ba, bb, c, t, out, g0, g1, whole,
+         nblk, u0, u1, u_t, sig_b, p, p0, p1, pa, pb, d, da, db, srt, srp, rt) in steps:
+        src.take(rows, axis=0, out=w, mode="clip")
+        _xor(lo, hi, xs)
+        _xor(sig_t, tw, u0)  # sigma(X0) ^ tweak, interleaved
+        _xor(u0, srt, u1)  # sigma(X1) = sigma(X0) ^ sigma(R)
+        permute(nblk, aes)
+        _xor(u_t, sig_b, p)  # p[0] = H(X0); p[1] = pi(u1) ^ sigma(X0) = H(X1) ^ sigma(R)
+        _xor(p0, p1, d)
+        _xor(d, srp, d)  # H(X0) ^ H(X1)
+        _and(bits, _ONE0, bits)
+        if whole:
+            tg, te = tab[0], tab[1]
+        else:
+            tg, te = tab[0, :, g0:g1], tab[1, :, g0:g1]
+        _mul(bb, rt, t)
+        _xor(da, t, tg)  # T_G = H(A0) ^ H(A1) ^ pb*R
+        _xor(db, xa, te)  # T_E = H(B0) ^ H(B1) ^ A0
+        _xor(pa, pb, c)  # H(A0) ^ H(B0)
+        _mul(ba, tg, t)
+        _xor(c, t, c)  # ^ pa*T_G
+        _mul(bb, db, t)
+        _xor(c, t, c)  # ^ pb*(H(B0) ^ H(B1))
+        src[out] = c
+
+
+def _eval_ands1(src: np.ndarray, steps: tuple, tab: np.ndarray, aes_buf: BlockBuffer, aes: FixedKeyAES) -> None:
+    """:func:`_eval_ands` for one instance (tables ``tab`` (2, 2, k)); see :func:`_garble_ands1`."""
+    permute = aes_buf.permute_prefix
+    for (rows, w, lo, hi, xs, xa, sig_t, tw, bits, ba, bb, c, t, out, g0, g1, whole,
+         nblk, u, u_t, sig_p, p, pa, pb) in steps:
+        src.take(rows, axis=0, out=w, mode="clip")
+        _xor(lo, hi, xs)
+        _xor(sig_t, tw, u)
+        permute(nblk, aes)
+        _xor(u_t, sig_p, p)  # H(X) = pi(u) ^ sigma(X), planar
+        _xor(pa, pb, c)  # H(A) ^ H(B)
+        _and(bits, _ONE0, bits)
+        if whole:
+            tg, te = tab[0], tab[1]
+        else:
+            tg, te = tab[0, :, g0:g1], tab[1, :, g0:g1]
+        _mul(ba, tg, t)
+        _xor(c, t, c)  # ^ sa*T_G
+        _xor(te, xa, t)
+        _mul(t, bb, t)
+        _xor(c, t, c)  # ^ sb*(T_E ^ A)
+        src[out] = c
 
 
 # ---------------------------------------------------------------------------- byte source
@@ -518,23 +747,33 @@ class _Reader:
     def __init__(self, source) -> None:
         if isinstance(source, (bytes, bytearray, memoryview, np.ndarray)):
             self._it: Iterator | None = None
-            self._cur = memoryview(source).cast("B") if not isinstance(source, np.ndarray) else memoryview(
+            self._set(memoryview(source).cast("B") if not isinstance(source, np.ndarray) else memoryview(
                 np.ascontiguousarray(source)
-            ).cast("B")
+            ).cast("B"))
         else:
             self._it = iter(source)
-            self._cur = memoryview(b"")
+            self._set(memoryview(b""))
+
+    def _set(self, cur: memoryview) -> None:
+        self._cur = cur
         self._pos = 0
+        # the chunk as aligned uint64 words, when it is (reads at 8-byte offsets are then a slice)
+        words = np.frombuffer(cur, dtype="<u8", count=len(cur) // 8) if len(cur) >= 8 else None
+        self._words = words if words is not None and words.flags.aligned else None
 
     def read(self, n: int, shape: tuple[int, ...]) -> np.ndarray:
-        avail = len(self._cur) - self._pos
+        while self._pos == len(self._cur) and n and self._it is not None:  # chunk used up: the next one
+            nxt = next(self._it, None)
+            if nxt is None:
+                raise GarbleError(f"garbled tables ended early: a segment needs {n} bytes, none arrived")
+            self._set(memoryview(nxt).cast("B"))
+        pos = self._pos
+        avail = len(self._cur) - pos
         if avail >= n:
-            mv = self._cur[self._pos : self._pos + n]
-            self._pos += n
-            arr = np.frombuffer(mv, dtype="<u8")
-            if not arr.flags.aligned:
-                arr = arr.copy()
-            return arr.reshape(shape)
+            self._pos = pos + n
+            if self._words is not None and not (pos | n) & 7:
+                return self._words[pos >> 3 : (pos + n) >> 3].reshape(shape)
+            return np.frombuffer(self._cur[pos : pos + n], dtype="<u8").copy().reshape(shape)
         buf = bytearray(n)
         got = 0
         while True:
@@ -547,8 +786,7 @@ class _Reader:
             nxt = next(self._it, None) if self._it is not None else None
             if nxt is None:
                 raise GarbleError(f"garbled tables ended early: a segment needs {n} bytes, only {got} arrived")
-            self._cur = memoryview(nxt).cast("B")
-            self._pos = 0
+            self._set(memoryview(nxt).cast("B"))
             avail = len(self._cur)
 
     def finish(self) -> None:
@@ -660,7 +898,7 @@ class Garbler:
         self.chunk = _check_chunk(circuit, self.batch, chunk)
         self.instance_offset = _check_offset(instance_offset, self.batch)
         self._aes = aes  # None: the running thread's default_aes(), resolved per run
-        self._plan = _plan(circuit, compact=not record_wires)
+        self._plan = _plan(circuit, "wires" if record_wires else "compact")
         self.record_wires = record_wires
         if delta is None:
             self.delta = fresh_delta(self.batch)
@@ -670,24 +908,40 @@ class Garbler:
                 raise GarbleError(f"delta must be a uint64 block of shape (2,) or ({self.batch}, 2), got {d.dtype} {d.shape}")
             if not (d[..., 0] & _ONE).all():
                 raise GarbleError("delta must have lowest bit 1 (point-and-permute)")
-            self.delta = np.array(np.broadcast_to(d, (self.batch, 2)), dtype=_U64)  # a private copy
+            self.delta = np.empty((self.batch, 2), _U64)  # a private copy
+            self.delta[...] = d
+        self._used = False
         n_in = circuit.n_inputs
-        self.input_zero = random_blocks(n_in, self.batch)
         if isinstance(input_zero, np.ndarray):
-            self.input_zero[...] = _as_blocks(input_zero, (n_in, self.batch, 2), "input_zero")
-        elif input_zero is not None:
-            for name, arr in input_zero.items():
-                try:
-                    g = circuit.input_group(name)
-                except KeyError as exc:
-                    raise GarbleError(str(exc.args[0])) from None
-                self.input_zero[g.wires] = _as_blocks(arr, (g.width, self.batch, 2), f"input_zero[{name!r}]")
+            self.input_zero = np.array(_as_blocks(input_zero, (n_in, self.batch, 2), "input_zero"))
+        else:
+            given = dict(input_zero or {})
+            self.input_zero = np.empty((n_in, self.batch, 2), _U64)
+            for g in circuit.inputs:  # fresh CSPRNG labels for the groups the caller leaves open
+                if g.name not in given:
+                    self.input_zero[g.wires] = random_blocks(g.width, self.batch)
+            for name, arr in given.items():
+                self.set_zero_labels(name, arr)
         self.output_zero: np.ndarray | None = None
         self.decode_bits: np.ndarray | None = None
         self.wire_zero: np.ndarray | None = None
-        self._used = False
 
     # -- inputs
+    def set_zero_labels(self, group: str, labels) -> None:
+        """Use ``labels`` (width, batch, 2) as the zero labels of input group ``group`` (before garbling).
+
+        E.g. the zero labels of the evaluator's inputs that come out of
+        correlated OT once the evaluator's OT message has arrived, while the
+        rest of the Garbler was set up earlier.
+        """
+        if self._used:
+            raise GarbleError("zero labels cannot change after garbling")
+        try:
+            g = self.circuit.input_group(group)
+        except KeyError as exc:
+            raise GarbleError(str(exc.args[0])) from None
+        self.input_zero[g.wires] = _as_blocks(labels, (g.width, self.batch, 2), f"input_zero[{group!r}]")
+
     def zero_labels(self, group: str) -> np.ndarray:
         """Zero labels (width, batch, 2) of an input group."""
         return self.input_zero[self.circuit.input_group(group).wires]
@@ -725,8 +979,32 @@ class Garbler:
         for tab in self._run(None):
             yield memoryview(tab).cast("B")
 
+    def iter_into(self, out) -> Iterator[int]:
+        """Garble into ``out`` segment by segment; after each segment yield the bytes of ``out`` written so far.
+
+        ``out`` is a writable C-contiguous buffer of exactly
+        :func:`table_bytes` bytes (8-byte aligned for speed), e.g. a slice of a
+        buffer that a sender reuses across garblings: the caller can send what
+        is written while the rest is garbled, with no copy and no allocation.
+        """
+        dest = self._dest(out)
+        done = 0
+        for tab in self._run(dest):
+            done += tab.nbytes
+            yield done
+
+    def _dest(self, out) -> np.ndarray:
+        size = table_bytes(self.circuit, self.batch)
+        try:
+            mv = memoryview(out).cast("B")
+        except TypeError:
+            raise GarbleError("out must be a writable C-contiguous buffer") from None
+        if mv.readonly or mv.nbytes != size:
+            raise GarbleError(f"out must be a writable buffer of exactly {size} bytes, got {mv.nbytes}")
+        return np.frombuffer(mv, dtype=_U64) if size else np.empty(0, _U64)
+
     def _run(self, dest: np.ndarray | None) -> Iterator[np.ndarray]:
-        """Garble; yield each segment as a (2, 2, k, b) array (a view of ``dest`` if given)."""
+        """Garble; yield each segment as a (2, 2, k, b) array, (2, 2, k) for one-instance chunks (a view of ``dest`` if given)."""
         if self._used:
             raise GarbleError("this Garbler has already garbled; make a new one (fresh labels) per garbling")
         self._used = True
@@ -738,28 +1016,34 @@ class Garbler:
             self.wire_zero = np.empty((self.circuit.n_wires, self.batch, 2), _U64)
         pos = 0
         aes = self._aes or default_aes()
-        w = _Work(self.chunk, plan)
+        w = _Work.acquire(self.chunk, plan, "garbler")
         for b0, b1 in _chunks(self.batch, self.chunk):
             bc = b1 - b0
             rp = _planar(self.delta[b0:b1])  # (2, b)
-            lab = w.start_chunk(bc, rp)
-            inst = np.arange(self.instance_offset + b0, self.instance_offset + b1, dtype=_U64)
+            lab, src, prog = w.start_chunk(bc, rp, self.instance_offset + b0)
             lab[:, :n_in] = np.moveaxis(self.input_zero[:, b0:b1], -1, 0)  # input wires own slots 0..n_in-1
             lab[:, plan.one_slot] = rp  # zero label of the constant one: Delta
-            for lv in plan.levels:
-                if lv.k:
+            for lv, ands, lins in prog:
+                if ands:
                     size = 4 * lv.k * bc
                     if dest is None:
-                        tab = np.empty((2, 2, lv.k, bc), _U64)
+                        tab = np.empty((2, 2, lv.k, bc) if bc > 1 else (2, 2, lv.k), _U64)
                     else:
-                        tab = dest[pos : pos + size].reshape(2, 2, lv.k, bc)
+                        tab = dest[pos : pos + size].reshape((2, 2, lv.k, bc) if bc > 1 else (2, 2, lv.k))
                     pos += size
-                    _garble_ands(lab, lv, w, inst, tab, aes)
+                    if bc > 1:
+                        _garble_ands(src, ands, w, tab, aes)
+                    else:
+                        _garble_ands1(src, ands, tab, w.aes_buf, aes)
                     yield tab
-                _linear_gates(lab, lv, w)
+                for rows, y, y0, y1, z, orow in lins:  # XOR and INV (= XOR with the one slot)
+                    src.take(rows, axis=0, out=y, mode="clip")
+                    _xor(y0, y1, z)
+                    src[orow] = z
             self.output_zero[:, b0:b1] = np.moveaxis(lab[:, plan.out_slots], 0, -1)
             if self.record_wires:
                 self.wire_zero[:, b0:b1] = np.moveaxis(lab[:, : self.circuit.n_wires], 0, -1)
+        w.release()
         self.decode_bits = (self.output_zero[..., 0] & _ONE).astype(bool)
 
     def garble(self, sink: Callable[[memoryview], object] | None = None, *, out=None) -> GarbledCircuit | None:
@@ -779,16 +1063,7 @@ class Garbler:
                 sink(seg)
             return None
         size = table_bytes(self.circuit, self.batch)
-        if out is None:
-            dest = np.empty(size // 8, _U64)
-        else:
-            try:
-                mv = memoryview(out).cast("B")
-            except TypeError:
-                raise GarbleError("out must be a writable C-contiguous buffer") from None
-            if mv.readonly or mv.nbytes != size:
-                raise GarbleError(f"out must be a writable buffer of exactly {size} bytes, got {mv.nbytes}")
-            dest = np.frombuffer(mv, dtype=_U64) if size else np.empty(0, _U64)
+        dest = np.empty(size // 8, _U64) if out is None else self._dest(out)
         for _ in self._run(dest):
             pass
         return GarbledCircuit(
@@ -821,7 +1096,7 @@ class Evaluator:
         self.chunk = _check_chunk(circuit, self.batch, chunk)
         self.instance_offset = _check_offset(instance_offset, self.batch)
         self._aes = aes  # None: the running thread's default_aes(), resolved per run
-        self._plan = _plan(circuit, compact=not record_wires)
+        self._plan = _plan(circuit, "wires" if record_wires else "compact")
         self.record_wires = record_wires
         self.wire_labels: np.ndarray | None = None
 
@@ -862,21 +1137,26 @@ class Evaluator:
         if self.record_wires:
             self.wire_labels = np.empty((self.circuit.n_wires, self.batch, 2), _U64)
         aes = self._aes or default_aes()
-        w = _Work(self.chunk, plan)
+        w = _Work.acquire(self.chunk, plan, "evaluator")
         for b0, b1 in _chunks(self.batch, self.chunk):
             bc = b1 - b0
-            lab = w.start_chunk(bc, None)
-            inst = np.arange(self.instance_offset + b0, self.instance_offset + b1, dtype=_U64)
+            lab, src, prog = w.start_chunk(bc, None, self.instance_offset + b0)
             lab[:, : plan.in_slots.shape[0]] = np.moveaxis(act[:, b0:b1], -1, 0)
             lab[:, plan.one_slot] = 0  # active label of the constant one
-            for lv in plan.levels:
-                if lv.k:
-                    tab = reader.read(32 * lv.k * bc, (2, 2, lv.k, bc))
-                    _eval_ands(lab, lv, w, inst, tab, aes)
-                _linear_gates(lab, lv, w)
+            for lv, ands, lins in prog:
+                if ands:
+                    if bc > 1:
+                        _eval_ands(src, ands, w, reader.read(32 * lv.k * bc, (2, 2, lv.k, bc)), aes)
+                    else:
+                        _eval_ands1(src, ands, reader.read(32 * lv.k, (2, 2, lv.k)), w.aes_buf, aes)
+                for rows, y, y0, y1, z, orow in lins:  # XOR and INV (= XOR with the one slot)
+                    src.take(rows, axis=0, out=y, mode="clip")
+                    _xor(y0, y1, z)
+                    src[orow] = z
             out[:, b0:b1] = np.moveaxis(lab[:, plan.out_slots], 0, -1)
             if self.record_wires:
                 self.wire_labels[:, b0:b1] = np.moveaxis(lab[:, : self.circuit.n_wires], 0, -1)
+        w.release()
         reader.finish()
         return out
 

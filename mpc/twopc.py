@@ -12,18 +12,32 @@ What it does
     2. per execution: both parties send an execution header (circuit content
        hash, AND count, batch, chunk, instance offset, output mode) and then
        compare; a difference raises :class:`ExecutionMismatch` ("circuit
-       mismatch ...") on *both* sides before any label moves;
+       mismatch ...") on *both* sides before any label moves.  (Each side
+       sets up its garbler/evaluator while the headers travel.);
     3. the evaluator's input labels through derandomized correlated OTs
        (it sends d = r xor x; the garbler's zero labels are q xor d*Delta);
-    4. the garbler's active input labels;
-    5. the garbled tables, streamed segment by segment (frames of at most
-       ``STREAM_FRAME`` bytes): neither side holds the tables of a whole batch;
-    6. outputs: the garbler sends the output decoding bits if the evaluator
-       learns the output, the evaluator sends the permute bits of its output
-       labels if the garbler learns it (default: both learn).
+    4. the garbler's active input labels (one frame);
+    5. one byte stream: the garbled tables, then (if the evaluator learns the
+       output) the output decoding bits, cut into frames that grow from
+       ``FIRST_FRAME`` to ``FRAME_TARGET`` bytes and shrink again towards the
+       end (never more than ``STREAM_FRAME``): the evaluator starts on the
+       first few KiB while the garbler garbles the rest, and a whole AES-128
+       execution is about ten frames, not one per AND level.  Streams up to
+       ``STREAM_BUFFER`` bytes are garbled into a buffer the session reuses and
+       sent from it without copies; larger ones segment by segment, so
+       neither side holds the tables of a large batch;
+    6. if the garbler learns the output, the evaluator sends the permute bits
+       of its output labels (before it decodes its own outputs, so the
+       garbler is not kept waiting).
 
     Instance ids (the garbling tweak's high word) advance with every execution
     of a session, so the session Delta never sees a repeated tweak.
+
+    COT batches: a session made with ``ot_batch=None`` runs its first IKNP
+    batch with ``FIRST_COT_BATCH`` (1024) COTs and each later batch with at
+    least twice as many (up to :data:`mpc.iknp.DEFAULT_BATCH`), both sides
+    deriving the size from the same state (see :meth:`_Session._size_cot_batch`);
+    an explicit ``ot_batch`` is used as is.
 
 Security model
     Semi-honest (honest-but-curious) parties, as in the papers (ustats, Sec. 5
@@ -37,7 +51,10 @@ Failure policy
     Inputs are converted and range-checked before anything is sent; every
     receive has the channel's timeout; a mismatch of circuit or parameters is
     reported on both sides; a peer that disconnects raises
-    :class:`mpc.errors.PeerClosed` / :class:`mpc.errors.ChannelError`.
+    :class:`mpc.errors.PeerClosed` / :class:`mpc.errors.ChannelError`; a
+    stream of tables longer or shorter than the headers announce raises
+    :class:`mpc.errors.ProtocolError` (RUNTIME_VERSION 2: peers of version 1,
+    which sent one frame per AND level, are refused at the handshake).
 
 Follows
     Yao 1986; Lindell-Pinkas 2009 (semi-honest Yao); emp-sh2pc's input
@@ -50,7 +67,7 @@ import hashlib
 import struct
 import time
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
+from typing import Mapping
 
 import numpy as np
 
@@ -60,7 +77,7 @@ from .aes import random_blocks
 from .channel import Channel, handshake
 from .errors import HandshakeError, ProtocolError
 from .garble import Evaluator, Garbler, decode, default_chunk, split_outputs
-from .iknp import COTReceiver, COTSender
+from .iknp import DEFAULT_BATCH, COTReceiver, COTSender
 
 __all__ = [
     "GarblerSession",
@@ -70,12 +87,28 @@ __all__ = [
     "OUTPUT_MODES",
     "prepare_inputs",
     "STREAM_FRAME",
+    "FIRST_FRAME",
+    "FRAME_TARGET",
+    "STREAM_BUFFER",
+    "FIRST_COT_BATCH",
 ]
 
 #: Largest frame used for streaming garbled tables.
 STREAM_FRAME = 1 << 22
+#: The garbler's per-execution stream (input labels, tables, decoding bits) goes out in frames of
+#: at least this many bytes (the last one may be shorter): few system calls and wake-ups per
+#: execution, yet the evaluator starts on the first frame while the garbler garbles the rest.
+FRAME_TARGET = 1 << 16
+#: Executions whose garbler stream (labels, tables, decoding bits) fits in this many bytes are
+#: garbled into one buffer that the session reuses, and sent from it without copies.
+STREAM_BUFFER = 8 << 20
+#: Size of the garbler's first frame of tables (frames then double up to FRAME_TARGET).
+FIRST_FRAME = 1 << 13
+#: COT batch of a session created with ``ot_batch=None``: the first IKNP batch, then each new
+#: batch is at least twice the previous one, up to :data:`mpc.iknp.DEFAULT_BATCH`.
+FIRST_COT_BATCH = 1024
 OUTPUT_MODES = ("both", "evaluator", "garbler")
-RUNTIME_VERSION = b"pairwise-yao/1"
+RUNTIME_VERSION = b"pairwise-yao/2"
 _EXEC = struct.Struct("<4s32sQQQQB")
 _EXEC_MAGIC = b"EXEC"
 
@@ -198,6 +231,10 @@ def _compare_exec(mine: bytes, theirs: bytes, circuit: Circuit) -> None:
 def _exchange_headers(channel: Channel, mine: bytes, circuit: Circuit) -> None:
     channel.send(mine)
     channel.flush()
+    _check_peer_header(channel, mine, circuit)
+
+
+def _check_peer_header(channel: Channel, mine: bytes, circuit: Circuit) -> None:
     theirs = channel.recv(max_size=_EXEC.size)
     _compare_exec(mine, bytes(theirs), circuit)
 
@@ -211,6 +248,108 @@ def _outputs_from_bits(circuit: Circuit, bits: np.ndarray, scalar: bool) -> tupl
     return outs, per_group
 
 
+class _FrameWriter:
+    """The garbler's per-execution byte stream, cut into frames of FRAME_TARGET..STREAM_FRAME bytes.
+
+    Pieces smaller than a frame are collected and sent as one frame (one
+    copy); large pieces go out as they are, in frames of at most
+    STREAM_FRAME bytes.  A piece must not change after :meth:`write` (the
+    engine's table segments are fresh buffers).
+    """
+
+    def __init__(self, channel: Channel) -> None:
+        self.channel = channel
+        self.limit = STREAM_FRAME
+        self.target = min(FRAME_TARGET, self.limit)
+        self.parts: list[memoryview] = []
+        self.size = 0
+
+    def write(self, data) -> None:
+        mv = memoryview(data).cast("B")
+        if self.size + len(mv) < self.target:
+            if len(mv):
+                self.parts.append(mv)
+                self.size += len(mv)
+            return
+        if self.parts:  # complete the pending frame with the head of this piece
+            head = self.target - self.size
+            self.parts.append(mv[:head])
+            self.channel.send(b"".join(self.parts))
+            self.parts, self.size = [], 0
+            mv = mv[head:]
+        while len(mv) >= self.target:
+            n = min(len(mv), self.limit)
+            self.channel.send(mv[:n])
+            mv = mv[n:]
+        if len(mv):
+            self.parts, self.size = [mv], len(mv)
+
+    def close(self) -> None:
+        if self.parts:
+            self.channel.send(b"".join(self.parts))
+            self.parts, self.size = [], 0
+
+
+class _FrameReader:
+    """The evaluator's view of that stream: exactly ``total`` bytes, split into frames in any way."""
+
+    def __init__(self, channel: Channel, total: int) -> None:
+        self.channel = channel
+        self.left = total  # bytes not yet received
+        self.cur = memoryview(b"")
+        self.pos = 0
+
+    def _next_frame(self) -> None:
+        if self.left <= 0:
+            raise ProtocolError("the garbler's execution stream is longer than announced")
+        frame = self.channel.recv_frame(max_size=min(STREAM_FRAME, self.left))
+        if not frame:
+            raise ProtocolError("empty frame in the garbler's execution stream")
+        self.left -= len(frame)
+        self.cur, self.pos = memoryview(frame), 0
+
+    def read(self, n: int) -> memoryview:
+        """The next ``n`` bytes (a view of the frame when they lie in one frame, else a copy)."""
+        if self.pos == len(self.cur) and n:
+            self._next_frame()
+        if len(self.cur) - self.pos >= n:
+            out = self.cur[self.pos : self.pos + n]
+            self.pos += n
+            return out
+        buf = bytearray(n)
+        got = 0
+        while got < n:
+            if self.pos == len(self.cur):
+                self._next_frame()
+            k = min(n - got, len(self.cur) - self.pos)
+            buf[got : got + k] = self.cur[self.pos : self.pos + k]
+            got += k
+            self.pos += k
+        return memoryview(buf)
+
+    def pieces(self, n: int):
+        """Yield views of the next ``n`` bytes as they arrive (frame by frame)."""
+        while n:
+            if self.pos == len(self.cur):
+                self._next_frame()
+            k = min(n, len(self.cur) - self.pos)
+            yield self.cur[self.pos : self.pos + k]
+            self.pos += k
+            n -= k
+
+    def finish(self) -> None:
+        if self.left or self.pos != len(self.cur):
+            raise ProtocolError("the garbler's execution stream has trailing bytes")
+
+
+def _unpack_bits(data: memoryview, n: int) -> np.ndarray:
+    """``n`` bits packed as by :meth:`Channel.send_bits` (padding bits must be zero)."""
+    packed = np.frombuffer(data, dtype=np.uint8)
+    if n % 8 and packed[-1] >> (n % 8):
+        raise ProtocolError(f"decoding bits for {n} outputs have non-zero padding bits")
+    return np.unpackbits(packed, count=n, bitorder="little").view(np.bool_)
+
+
 class _Session:
     role: str
 
@@ -221,6 +360,23 @@ class _Session:
         self.executions = 0
         self._next_instance = 0
         self.setup_seconds = 0.0
+
+    def _size_cot_batch(self, need: int) -> None:
+        """Before taking ``need`` COTs: size the next IKNP batch (sessions made with ``ot_batch=None``).
+
+        Both parties call this at the same point with the same ``need`` and the
+        same COT state, so their batch sizes stay equal: the shortfall rounded up
+        to 1024, at least twice the previous batch, at most DEFAULT_BATCH.  A
+        short session thus pushes 16 KiB of OT traffic, not 1 MiB, and a long one
+        soon runs in full-size batches.
+        """
+        short = need - self.cot.available
+        if self._ot_batch is not None or short <= 0:
+            return
+        size = -(-short // FIRST_COT_BATCH) * FIRST_COT_BATCH
+        if self.cot.batches:
+            size = max(size, 2 * self.cot.batch_size)
+        self.cot.batch_size = min(size, DEFAULT_BATCH)
 
     def _counters(self) -> tuple[int, int, int, int]:
         s = self.channel.stats()
@@ -253,10 +409,18 @@ class GarblerSession(_Session):
                        extra_label="circuit" if extra else "runtime")
         self.delta = random_blocks(2)[0]
         self.delta[0] |= np.uint64(1)
-        kw = {} if ot_batch is None else {"batch_size": ot_batch}
-        self.cot = COTSender(channel, self.delta, hs.run_id, **kw)
+        self.cot = COTSender(channel, self.delta, hs.run_id, batch_size=FIRST_COT_BATCH if ot_batch is None else ot_batch)
+        self._stream: np.ndarray | None = None  # reused buffer of the per-execution stream
         self.cot.setup()
         self.setup_seconds = time.perf_counter() - t0
+
+    def _send_stream(self, mv: memoryview, start: int, end: int) -> int:
+        """Send ``mv[start:end]`` in frames of at most STREAM_FRAME bytes; returns ``end``."""
+        while start < end:
+            n = min(end - start, STREAM_FRAME)
+            self.channel.send(mv[start : start + n])
+            start += n
+        return end
 
     def run(self, circuit: Circuit, inputs, *, output: str = "both", chunk: int | None = None) -> ExecutionResult:
         """Run one execution (batch = the inputs' batch size) with the garbler's ``inputs``."""
@@ -272,24 +436,51 @@ class GarblerSession(_Session):
             raise CircuitError("the garbler must own at least one input group (it fixes the batch size)")
         chunk = default_chunk(circuit, batch) if chunk is None else chunk
         offset = self._next_instance
-        _exchange_headers(self.channel, _exec_header(circuit, batch, chunk, offset, output), circuit)
+        mine = _exec_header(circuit, batch, chunk, offset, output)
+        self.channel.send(mine)
+        self.channel.flush()
+        # set up the garbling while the header travels: fresh labels for the garbler's inputs, its active labels
+        gar = Garbler(circuit, batch, delta=self.delta, instance_offset=offset, chunk=chunk)
+        active = np.concatenate([gar.encode(g.name, b) for g, b in zip(circuit.groups_of(GARBLER), bits)])
+        _check_peer_header(self.channel, mine, circuit)
         ev_groups = circuit.groups_of(EVALUATOR)
         n_ev = sum(g.width for g in ev_groups)
-        input_zero = {}
         if n_ev:
+            self._size_cot_batch(n_ev * batch)
             zero = self.cot.send_labels(n_ev * batch).reshape(n_ev, batch, 2)
             pos = 0
             for g in ev_groups:
-                input_zero[g.name] = zero[pos : pos + g.width]
+                gar.set_zero_labels(g.name, zero[pos : pos + g.width])
                 pos += g.width
-        gar = Garbler(circuit, batch, delta=self.delta, input_zero=input_zero, instance_offset=offset, chunk=chunk)
-        active = [gar.encode(g.name, b) for g, b in zip(circuit.groups_of(GARBLER), bits)]
-        self.channel.send_blocks(np.concatenate(active) if active else np.zeros((0, 2), np.uint64))
-        for seg in gar.iter_tables():
-            for s in range(0, len(seg), STREAM_FRAME):
-                self.channel.send(seg[s : s + STREAM_FRAME])
-        if output in ("both", "evaluator"):
-            self.channel.send_bits(gar.decode_bits.reshape(-1))
+        self.channel.send_blocks(active)
+        # then one byte stream: the tables and the decoding bits
+        n_tab = 32 * circuit.n_and * batch
+        n_out = sum(g.width for g in circuit.outputs)
+        n_dec = -(-n_out * batch // 8) if output in ("both", "evaluator") else 0
+        total = n_tab + n_dec
+        if total <= STREAM_BUFFER:
+            # garble into a reused buffer; send each FRAME_TARGET bytes as they are ready (no copies)
+            if self._stream is None or self._stream.nbytes < total:
+                self._stream = np.empty(-(-total // 8), np.uint64)
+            buf = self._stream.view(np.uint8)[:total]
+            mv = memoryview(buf)
+            sent, size = 0, FIRST_FRAME
+            for done in gar.iter_into(mv[:n_tab]):
+                # frames grow from FIRST_FRAME to FRAME_TARGET and shrink again towards the end (at most
+                # half of what remains), so the evaluator starts early and finishes soon after the garbler
+                if done - sent >= max(FIRST_FRAME, min(size, (total - sent) >> 1), 1):
+                    sent = self._send_stream(mv, sent, done)
+                    size = min(2 * size, FRAME_TARGET)
+            if n_dec:
+                buf[n_tab:] = np.packbits(gar.decode_bits.reshape(-1), bitorder="little")
+            self._send_stream(mv, sent, total)
+        else:
+            out = _FrameWriter(self.channel)
+            for seg in gar.iter_tables():
+                out.write(seg)
+            if n_dec:
+                out.write(np.packbits(gar.decode_bits.reshape(-1), bitorder="little"))
+            out.close()
         self.channel.flush()
         outs = per_group = None
         if output in ("both", "garbler"):
@@ -314,8 +505,7 @@ class EvaluatorSession(_Session):
         t0 = time.perf_counter()
         hs = handshake(channel, "evaluator", session_id, RUNTIME_VERSION + extra, peer_role="garbler",
                        extra_label="circuit" if extra else "runtime")
-        kw = {} if ot_batch is None else {"batch_size": ot_batch}
-        self.cot = COTReceiver(channel, hs.run_id, **kw)
+        self.cot = COTReceiver(channel, hs.run_id, batch_size=FIRST_COT_BATCH if ot_batch is None else ot_batch)
         self.cot.setup()
         self.setup_seconds = time.perf_counter() - t0
 
@@ -332,11 +522,16 @@ class EvaluatorSession(_Session):
         c0 = self._counters()
         chunk = default_chunk(circuit, batch) if chunk is None else chunk
         offset = self._next_instance
-        _exchange_headers(self.channel, _exec_header(circuit, batch, chunk, offset, output), circuit)
+        mine = _exec_header(circuit, batch, chunk, offset, output)
+        self.channel.send(mine)
+        self.channel.flush()
+        ev = Evaluator(circuit, batch, instance_offset=offset, chunk=chunk)  # while the header travels
+        _check_peer_header(self.channel, mine, circuit)
         n_in = circuit.n_inputs
         active = np.empty((n_in, batch, 2), np.uint64)
         if ev_groups:
             x = np.concatenate([b.T for b in bits])  # (n_ev, batch): wire-major, as the garbler reshapes
+            self._size_cot_batch(x.size)
             lab = self.cot.recv_labels(x.reshape(-1)).reshape(x.shape[0], batch, 2)
             pos = 0
             for g in ev_groups:
@@ -344,33 +539,24 @@ class EvaluatorSession(_Session):
                 pos += g.width
         gwires = [g.wires for g in circuit.groups_of(GARBLER)]
         n_g = sum(w.shape[0] for w in gwires)
+        n_out = sum(g.width for g in circuit.outputs)
+        n_dec = -(-n_out * batch // 8) if output in ("both", "evaluator") else 0
+        n_tab = 32 * circuit.n_and * batch
         glab = self.channel.recv_blocks((n_g * batch,)).reshape(n_g, batch, 2) if n_g else None
         pos = 0
         for w in gwires:
             active[w] = glab[pos : pos + w.shape[0]]
             pos += w.shape[0]
-
-        ev = Evaluator(circuit, batch, instance_offset=offset, chunk=chunk)
-        total = sum(ev.segment_sizes())
-
-        def frames():
-            # exactly the table bytes, so the evaluator's end-of-tables check
-            # never reads the next protocol message
-            got = 0
-            while got < total:
-                f = self.channel.recv(max_size=min(STREAM_FRAME, total - got))
-                got += len(f)
-                yield f
-
-        out_labels = ev.evaluate(active, frames())
-        n_out = out_labels.shape[0]
-        outs = per_group = None
-        if output in ("both", "evaluator"):
-            dec = self.channel.recv_bits(n_out * batch).reshape(n_out, batch)
-            outs, per_group = _outputs_from_bits(circuit, decode(out_labels, dec), scalar)
-        if output in ("both", "garbler"):
+        stream = _FrameReader(self.channel, n_tab + n_dec)
+        out_labels = ev.evaluate(active, stream.pieces(n_tab))
+        dec = _unpack_bits(stream.read(n_dec), n_out * batch).reshape(n_out, batch) if n_dec else None
+        stream.finish()
+        if output in ("both", "garbler"):  # first unblock the garbler, then decode for ourselves
             self.channel.send_bits(((out_labels[..., 0] & np.uint64(1)).astype(bool)).reshape(-1))
             self.channel.flush()
+        outs = per_group = None
+        if dec is not None:
+            outs, per_group = _outputs_from_bits(circuit, decode(out_labels, dec), scalar)
         self._next_instance += batch
         self.executions += 1
         c1 = self._counters()

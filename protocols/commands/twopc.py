@@ -150,6 +150,7 @@ def _run_party(args, party) -> int:
 
     circuit = resolve_circuit(args.circuit, args.bits, args.signed)
     inputs = parse_party_input(circuit, args.circuit, party, args.input, args.bits, args.signed)
+    circuit.levels  # compute the (cached) schedule before any socket opens: off the peer's clock
     if party == GARBLER:
         host, port = _hostport(args.listen)
         ch = TCPChannel.listen(host, port, timeout=args.timeout)
