@@ -197,8 +197,10 @@ def test_budget_is_tracked_and_enforced(two):
 
 
 def test_roc_releases_both_classes_or_neither(two):
-    y = np.arange(100) % 2
-    upload(two.addresses, "tight-roc", values(12, 100), labels=y, domain_bits=NB)
+    # 2000 clients per class: each class total's noise (eps 0.4 over the tree) has a standard deviation
+    # of about 65 counts (7 nodes at scale 17.5), so a non-positive noisy total is a 30-sigma event
+    y = np.arange(4000) % 2
+    upload(two.addresses, "tight-roc", values(12, 4000), labels=y, domain_bits=NB)
     q = querier(two)
     assert q.roc("tight-roc", 0.8).epsilon == 0.8  # pos and neg with 0.4 each, one request
     with pytest.raises(BudgetExceeded, match="needs 0.4"):
