@@ -72,7 +72,7 @@ from typing import Sequence
 import numpy as np
 
 from fss import DCFKeyBatch, dcf_gen_batch, dcf_key_bytes
-from fss.prg import LSB_CLEAR, expand_words
+from fss.dcf import DCF_FULL_DOMAIN_MAX_BITS
 from mpc.aes import mmo_prg, random_blocks
 
 __all__ = [
@@ -227,62 +227,11 @@ def dcf_client_keys(values: object, weights: object, *, domain_bits: int, output
     return [k0.to_bytes_list(), k1.to_bytes_list()]
 
 
-#: Largest domain for the full-domain DCF evaluation (2^n shares per key in a chunk).
-DCF_FULL_DOMAIN_MAX_BITS = 20
-_ONE = np.uint64(1)
-
-
 def dcf_full_domain_sum(batch: DCFKeyBatch) -> np.ndarray:
-    """(2^n,) this party's share of sum_k f_k(x) mod 2^l at every x, by breadth-first tree expansion.
-
-    The same per-level rules as ``DCFKeyBatch.eval`` (BCGGIKR21 Fig. 1 Eval:
-    V += v^x + t V_CW, t <- t^x xor t t_CW^x, s <- s^x xor t s_CW; finally
-    V += Convert(s) + t CW^(n+1), negated for party 1), applied to both
-    children of every node of a level at once, so the 2^n leaves of a key
-    cost about 2^(n+1) PRG calls of 3 blocks instead of n 2^n of 2 blocks
-    for 2^n separate walks.  Keys are processed in chunks of about 2^16
-    leaves.  (A candidate for :mod:`fss` itself; kept here because the
-    library is frozen for this project.)
-    """
-    n, l = batch.n, batch.l
-    if n > DCF_FULL_DOMAIN_MAX_BITS:
+    """(2^n,) this server's share of every threshold's count: :meth:`fss.DCFKeyBatch.full_domain_sum`."""
+    if batch.n > DCF_FULL_DOMAIN_MAX_BITS:
         raise ShareParameterError(f"full-domain DCF evaluation is limited to n <= {DCF_FULL_DOMAIN_MAX_BITS}")
-    K = len(batch)
-    size = 1 << n
-    acc = np.zeros(size, dtype=np.uint64)
-    per = max(1, (1 << 16) >> n)
-    for c0 in range(0, K, per):
-        sl = slice(c0, min(K, c0 + per))
-        seeds, scw, tcw = batch.seeds[sl], batch.scw[:, :, sl], batch.tcw[:, :, sl]
-        vcw, fcw = batch.vcw[:, sl], batch.fcw[sl]
-        kc = seeds.shape[0]
-        s_lo = seeds[:, 0].reshape(kc, 1).copy()
-        s_hi = seeds[:, 1].reshape(kc, 1).copy()
-        T = np.full((kc, 1), batch.party, dtype=np.uint64)
-        V = np.zeros((kc, 1), dtype=np.uint64)
-        for i in range(n):
-            w = s_lo.shape[1]
-            (l0, h0), (l1, h1), (vl, vh) = expand_words(s_lo.reshape(-1), s_hi.reshape(-1), 3)
-            Tm = np.negative(T)
-            base = V + (Tm & vcw[i][:, None])
-            new_lo = np.empty((kc, w, 2), dtype=np.uint64)
-            new_hi = np.empty((kc, w, 2), dtype=np.uint64)
-            new_t = np.empty((kc, w, 2), dtype=np.uint64)
-            new_v = np.empty((kc, w, 2), dtype=np.uint64)
-            for side, (lo, hi, v) in enumerate(((l0, h0, vl), (l1, h1, vh))):
-                lo = lo.reshape(kc, w)
-                hi = hi.reshape(kc, w)
-                new_v[:, :, side] = base + v.reshape(kc, w)
-                new_t[:, :, side] = (lo & _ONE) ^ (T & tcw[i, side][:, None].astype(np.uint64))
-                new_lo[:, :, side] = (lo ^ (Tm & scw[i, 0][:, None])) & LSB_CLEAR
-                new_hi[:, :, side] = hi ^ (Tm & scw[i, 1][:, None])
-            s_lo, s_hi = new_lo.reshape(kc, 2 * w), new_hi.reshape(kc, 2 * w)
-            T, V = new_t.reshape(kc, 2 * w), new_v.reshape(kc, 2 * w)
-        V = V + s_hi + (np.negative(T) & fcw[:, None])
-        if batch.party:
-            V = np.negative(V)
-        acc += V.sum(axis=0, dtype=np.uint64)
-    return reduce_mod(acc, l)
+    return reduce_mod(batch.full_domain_sum(), batch.l)
 
 
 class DCFShares:

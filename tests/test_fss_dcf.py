@@ -221,3 +221,23 @@ def test_parameter_validation_batch_and_eval():
         k0[0].eval_many([3, 999])
     with pytest.raises(FSSParameterError, match="evaluation point x must be an integer"):
         k0[0].eval(2.5)
+
+
+@pytest.mark.parametrize("party", [0, 1])
+@pytest.mark.parametrize("n,l", [(1, 8), (6, 32), (9, 64)])
+def test_full_domain_sum_equals_pointwise_sum(n, l, party):
+    """DCFKeyBatch.full_domain_sum (breadth-first) equals eval_sum at every point, and the two
+    parties' vectors reconstruct the count of keys with x CMP alpha."""
+    import numpy as np
+
+    from fss import dcf_gen_batch, reconstruct
+
+    rng = np.random.default_rng(n * 100 + l)
+    alphas = rng.integers(0, 1 << n, size=37).astype(np.uint64)
+    k0, k1 = dcf_gen_batch(alphas, 1, n=n, l=l, comparison="ge")
+    mine = (k0, k1)[party]
+    full = mine.full_domain_sum()
+    assert full.shape == (1 << n,)
+    assert [int(v) for v in full] == [int(mine.eval_sum(x)) for x in range(1 << n)]
+    total = reconstruct(k0.full_domain_sum(), k1.full_domain_sum(), l)
+    assert [int(v) for v in total] == [int((alphas <= x).sum()) for x in range(1 << n)]
