@@ -127,6 +127,9 @@ from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
+from dp.errors import PrivacyParameterError
+from dp.samplers import as_fraction
+
 from .builder import FALSE, TRUE, Builder, Int
 from .ir import EVALUATOR, GARBLER, Circuit, CircuitError, bits_to_ints
 
@@ -190,21 +193,11 @@ class NoiseParameterError(CircuitError):
 
 # ---------------------------------------------------------------------- exact helpers
 def _fraction(value: object, name: str) -> Fraction:
-    """An int, Fraction or finite float, converted exactly."""
-    if isinstance(value, bool):
-        raise NoiseParameterError(f"{name} must be a number, got bool {value!r}")
-    if isinstance(value, Fraction):
-        return value
-    if isinstance(value, numbers.Integral):
-        return Fraction(int(value))
-    if isinstance(value, numbers.Rational):
-        return Fraction(value.numerator, value.denominator)
-    if isinstance(value, numbers.Real):
-        f = float(value)
-        if not math.isfinite(f):
-            raise NoiseParameterError(f"{name} must be finite, got {value!r}")
-        return Fraction(f)
-    raise NoiseParameterError(f"{name} must be an int, Fraction or float, got {type(value).__name__} {value!r}")
+    """An int, Fraction or finite float, converted exactly (:func:`dp.samplers.as_fraction`)."""
+    try:
+        return as_fraction(value, name)
+    except PrivacyParameterError as exc:
+        raise NoiseParameterError(str(exc)) from None
 
 
 def _epsilon(value: object) -> Fraction:
