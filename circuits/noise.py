@@ -366,8 +366,23 @@ def _check_numerator(m: int, acc: int, what: str) -> None:
         raise NoiseParameterError(f"{what}: numerator {m} must lie in (0, 2^{acc}) (a coin that is never or always 1 needs no randomness)")
 
 
+class _CoinCost:
+    """Cost of one Bernoulli(numerator / 2^acc) coin: random input bits per party and AND gates."""
+
+    numerator: int
+    acc: int
+
+    @property
+    def random_bits(self) -> int:
+        return _coin_width(self.numerator, self.acc)
+
+    @property
+    def and_gates(self) -> int:
+        return _coin_ands(self.numerator, self.acc)
+
+
 @dataclass(frozen=True)
-class BernoulliParams:
+class BernoulliParams(_CoinCost):
     """A coin with P[1] = numerator / 2^acc exactly."""
 
     acc: int
@@ -381,13 +396,6 @@ class BernoulliParams:
     def probability(self) -> Fraction:
         return Fraction(self.numerator, 1 << self.acc)
 
-    @property
-    def random_bits(self) -> int:
-        return _coin_width(self.numerator, self.acc)
-
-    @property
-    def and_gates(self) -> int:
-        return _coin_ands(self.numerator, self.acc)
 
 
 def bernoulli_params(p: object, acc: int, rounding: str = "nearest") -> BernoulliParams:
@@ -707,7 +715,7 @@ def choose_discrete_laplace(
 
 # ---------------------------------------------------------------------- randomized response
 @dataclass(frozen=True)
-class RandomizedResponseParams:
+class RandomizedResponseParams(_CoinCost):
     """Randomized response on one bit: flip with probability numerator / 2^acc >= 1 / (1 + e^epsilon)."""
 
     epsilon: Fraction
@@ -730,13 +738,6 @@ class RandomizedResponseParams:
     def flip_probability(self) -> Fraction:
         return Fraction(self.numerator, 1 << self.acc)
 
-    @property
-    def random_bits(self) -> int:
-        return _coin_width(self.numerator, self.acc)
-
-    @property
-    def and_gates(self) -> int:
-        return _coin_ands(self.numerator, self.acc)
 
     def effective_epsilon(self) -> Fraction:
         """A rational upper bound of ln((2^acc - m) / m), the actual epsilon (<= epsilon)."""

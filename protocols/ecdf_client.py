@@ -245,6 +245,34 @@ def _finish_upload(label: str, ch) -> dict:
     return reply
 
 
+def _run_uploads(servers, chans, what: str, header, send_chunks) -> list[tuple[dict, int]]:
+    """One upload per server, in parallel: header, server's go-ahead, chunks, final reply.
+
+    ``header(j)`` is server j's JSON header and ``send_chunks(j, ch)`` sends its
+    data frames.  Returns (reply, bytes on the wire) per server; a channel
+    failure becomes :class:`ServerUnavailable` naming the server.
+    """
+
+    def one(j: int):
+        label = _label(servers, j)
+        ch = chans[j]
+        try:
+            send_json(ch, header(j))
+            _finish_upload(label, ch)
+            send_chunks(j, ch)
+            reply = _finish_upload(label, ch)
+            st = ch.stats()
+            return reply, st["bytes_sent"] + st["bytes_received"]
+        except ChannelError as exc:
+            if isinstance(exc, ServerUnavailable):
+                raise
+            raise ServerUnavailable(f"{label}: {what} failed: {exc}") from exc
+        finally:
+            ch.close()
+
+    return _parallel(one, len(chans))
+
+
 def send_keys(servers, dataset: str, *, scheme: str, domain_bits: int, output_bits: int,
               series_meta: dict[str, int], ids: np.ndarray, keys: list[dict[str, list[bytes]]],
               timeout: float = 300.0, connect_timeout: float = 5.0, chunk: int = _CHUNK) -> UploadReport:
@@ -260,33 +288,22 @@ def send_keys(servers, dataset: str, *, scheme: str, domain_bits: int, output_bi
 
     chans = _connect_all(servers, ROLE_CLIENT, connect_timeout, timeout)
 
-    def one(j: int):
-        label = _label(servers, j)
-        ch = chans[j]
-        try:
-            send_json(ch, {"op": "upload", "dataset": dataset, "scheme": scheme, "m": m, "server_id": j,
-                           "domain_bits": domain_bits, "output_bits": output_bits,
-                           "series": [{"name": s, "max_weight": int(series_meta[s])} for s in names],
-                           "chunks": chunks})
-            _finish_upload(label, ch)
-            for c0, k in zip(range(0, K, chunk), chunks):
-                sl = slice(c0, c0 + k)
-                blobs = [[keys[j][s][i] for s in names] for i in range(c0, c0 + k)]
-                lens = np.array([[len(b) for b in row] for row in blobs], dtype=np.uint32).reshape(k, len(names))
-                ch.send_array(ids[sl].astype(np.uint64))
-                ch.send_array(lens)
-                ch.send(b"".join(b for row in blobs for b in row))
-            reply = _finish_upload(label, ch)
-            st = ch.stats()
-            return reply, st["bytes_sent"] + st["bytes_received"]
-        except ChannelError as exc:
-            if isinstance(exc, ServerUnavailable):
-                raise
-            raise ServerUnavailable(f"{label}: upload failed: {exc}") from exc
-        finally:
-            ch.close()
+    def header(j: int) -> dict:
+        return {"op": "upload", "dataset": dataset, "scheme": scheme, "m": m, "server_id": j,
+                "domain_bits": domain_bits, "output_bits": output_bits,
+                "series": [{"name": s, "max_weight": int(series_meta[s])} for s in names],
+                "chunks": chunks}
 
-    res = _parallel(one, m)
+    def send_chunks(j: int, ch) -> None:
+        for c0, k in zip(range(0, K, chunk), chunks):
+            sl = slice(c0, c0 + k)
+            blobs = [[keys[j][s][i] for s in names] for i in range(c0, c0 + k)]
+            lens = np.array([[len(b) for b in row] for row in blobs], dtype=np.uint32).reshape(k, len(names))
+            ch.send_array(ids[sl].astype(np.uint64))
+            ch.send_array(lens)
+            ch.send(b"".join(b for row in blobs for b in row))
+
+    res = _run_uploads(servers, chans, "upload", header, send_chunks)
     return UploadReport(dataset, scheme, K, [r["accepted"] for r, _ in res], [r["rejected"] for r, _ in res],
                         [r["rejected_count"] for r, _ in res], sum(b for _, b in res), [b for _, b in res],
                         time.perf_counter() - t0)
@@ -342,32 +359,21 @@ def upload_pointwise(servers, dataset: str, values, *, grid_bits: int, domain_bi
 
     chans = _connect_all(servers, ROLE_CLIENT, connect_timeout, timeout)
 
-    def one(j: int):
-        label = _label(servers, j)
-        ch = chans[j]
-        try:
-            send_json(ch, {"op": "pointwise", "dataset": dataset, "scheme": "pointwise", "m": m, "server_id": j,
-                           "domain_bits": domain_bits, "output_bits": output_bits, "grid_bits": grid_bits,
-                           "thresholds": thr.tolist(), "round": rnd,
-                           "series": [{"name": s, "max_weight": int(series[s][1])} for s in names],
-                           "chunks": chunks})
-            _finish_upload(label, ch)
-            for c0, k in zip(range(0, K, chunk), chunks):
-                sl = slice(c0, c0 + k)
-                ch.send_array(ids[sl])
-                block = np.stack([shares[s][j][sl] for s in names], axis=1)  # (k, S, T)
-                ch.send_array(block.astype(word))
-            reply = _finish_upload(label, ch)
-            st = ch.stats()
-            return reply, st["bytes_sent"] + st["bytes_received"]
-        except ChannelError as exc:
-            if isinstance(exc, ServerUnavailable):
-                raise
-            raise ServerUnavailable(f"{label}: pointwise upload failed: {exc}") from exc
-        finally:
-            ch.close()
+    def header(j: int) -> dict:
+        return {"op": "pointwise", "dataset": dataset, "scheme": "pointwise", "m": m, "server_id": j,
+                "domain_bits": domain_bits, "output_bits": output_bits, "grid_bits": grid_bits,
+                "thresholds": thr.tolist(), "round": rnd,
+                "series": [{"name": s, "max_weight": int(series[s][1])} for s in names],
+                "chunks": chunks}
 
-    res = _parallel(one, m)
+    def send_chunks(j: int, ch) -> None:
+        for c0, k in zip(range(0, K, chunk), chunks):
+            sl = slice(c0, c0 + k)
+            ch.send_array(ids[sl])
+            block = np.stack([shares[s][j][sl] for s in names], axis=1)  # (k, S, T)
+            ch.send_array(block.astype(word))
+
+    res = _run_uploads(servers, chans, "pointwise upload", header, send_chunks)
     return UploadReport(dataset, "pointwise", int(K), [r["accepted"] for r, _ in res],
                         [r["rejected"] for r, _ in res], [r["rejected_count"] for r, _ in res],
                         sum(b for _, b in res), [b for _, b in res], time.perf_counter() - t0)
