@@ -327,29 +327,43 @@ def _run_network(nc, params: dict, pairs: np.ndarray, owner_g: np.ndarray, owner
         order[sid] = idx
         jobs[wg]["sessions"].append({"id": sid, "role": "garbler", "port": ports[sid], "inputs": [int(gx[i]) for i in idx]})
         jobs[we]["sessions"].append({"id": sid, "role": "evaluator", "port": ports[sid], "inputs": [int(ey[i]) for i in idx]})
-    procs = {}
+    # One thread per worker feeds its job on stdin and collects its report, all with a deadline
+    # (a worker reads its whole job before it connects to any peer, so every job must go out at once).
+    limit = timeout * 4 + 30
+    procs: dict[int, subprocess.Popen] = {}
+    reports: dict[int, tuple[str, str] | None] = {}
+
+    def drive(w: int, p: subprocess.Popen, job_text: str) -> None:
+        try:
+            reports[w] = p.communicate(input=job_text, timeout=limit)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.communicate()
+            reports[w] = None
+
+    threads = []
     for w, job in jobs.items():
         if not job["sessions"]:
             continue
         p = subprocess.Popen([sys.executable, "-m", "protocols.ustat_worker"], stdin=subprocess.PIPE,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         procs[w] = p
-        p.stdin.write(json.dumps(job))
-        p.stdin.close()
+        t = threading.Thread(target=drive, args=(w, p, json.dumps(job)), daemon=True)
+        t.start()
+        threads.append(t)
+    for t in threads:
+        t.join(limit + 10)
     out = np.zeros(m, dtype=np.int64)
     filled = np.zeros(m, dtype=bool)
     total_bytes = 0
     errors = []
-    deadline = time.monotonic() + timeout * 4 + 30
     for w, p in procs.items():
-        try:
-            stdout = p.stdout.read()
-            p.wait(timeout=max(1.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
+        rep_io = reports.get(w)
+        if rep_io is None:
             p.kill()
-            errors.append(f"worker {w}: did not finish in time")
+            errors.append(f"worker {w}: did not finish within {limit:.0f} s")
             continue
-        stderr = p.stderr.read()
+        stdout, stderr = rep_io
         lines = [ln for ln in stdout.strip().splitlines() if ln.startswith("{")]
         if not lines:
             errors.append(f"worker {w} exited with {p.returncode}: {stderr.strip()[-500:]}")
