@@ -40,14 +40,14 @@ import time
 
 import numpy as np
 
-from circuits.catalog import resolve_circuit
-from circuits.ir import EVALUATOR, GARBLER, Circuit
-from mpc.aes import random_blocks
-from mpc.channel import TCPChannel, TCPListener, handshake
-from mpc.iknp import DEFAULT_BATCH, COTReceiver, COTSender
-from mpc import twopc
-from mpc.twopc import EvaluatorSession, GarblerSession, circuit_digest
-from protocols.commands.twopc import _ot_batch
+from pairwise.circuits.catalog import resolve_circuit
+from pairwise.circuits.ir import EVALUATOR, GARBLER, Circuit
+from pairwise.mpc.aes import random_blocks
+from pairwise.mpc.channel import TCPChannel, TCPListener, handshake
+from pairwise.mpc.iknp import DEFAULT_BATCH, COTReceiver, COTSender
+from pairwise.mpc import twopc
+from pairwise.mpc.twopc import EvaluatorSession, GarblerSession, circuit_digest
+from pairwise.protocols.commands.twopc import _ot_batch
 
 TIMEOUT = 120.0
 

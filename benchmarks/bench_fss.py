@@ -16,7 +16,7 @@ import secrets
 import numpy as np
 import pytest
 
-from fss import (
+from pairwise.fss import (
     DCFKeyBatch,
     dcf_gen_batch,
     dcf_key_bytes,

@@ -26,8 +26,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from garbling import and_layer_circuit  # noqa: E402
 
-from circuits.catalog import resolve_circuit  # noqa: E402
-from mpc.garble import Evaluator, Garbler, decode, garble_and_evaluate, split_outputs, table_bytes  # noqa: E402
+from pairwise.circuits.catalog import resolve_circuit  # noqa: E402
+from pairwise.mpc.garble import Evaluator, Garbler, decode, garble_and_evaluate, split_outputs, table_bytes  # noqa: E402
 
 
 @functools.lru_cache(maxsize=None)

@@ -9,8 +9,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from circuits.catalog import read_circuit_file
-from circuits.kernels import KERNELS, build_kernel
+from pairwise.circuits.catalog import read_circuit_file
+from pairwise.circuits.kernels import KERNELS, build_kernel
 
 BRISTOL = Path(__file__).resolve().parents[2] / "shared" / "circuits" / "bristol_fashion"
 COLS = ("and", "xor", "inv", "depth", "and_depth", "bytes")

@@ -22,16 +22,12 @@ throughput table uses the exact OS-CSPRNG samplers.
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from fractions import Fraction
-from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from dp.ecdf import (  # noqa: E402
+from pairwise.dp.ecdf import (
     dyadic_prefix_sums,
     hierarchical_mechanism,
     hosmer_lemeshow,
@@ -43,7 +39,7 @@ from dp.ecdf import (  # noqa: E402
     tree_node_noise,
     tree_noise_scale,
 )
-from dp.samplers import (  # noqa: E402
+from pairwise.dp.samplers import (
     conservative_scale,
     discrete_laplace_array,
     sample_discrete_laplace,

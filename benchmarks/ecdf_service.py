@@ -7,7 +7,7 @@ Usage (from the repository root, project venv)::
     .venv/bin/python benchmarks/ecdf_service.py --part e2e --n 100000
 
 Everything runs for real: m server processes on loopback
-(``python -m protocols.cli ecdf serve``), this process as the clients and
+(``python -m pairwise ecdf serve``), this process as the clients and
 the querier, bytes counted on the wire by the channels (frame prefixes
 included).
 
@@ -29,8 +29,8 @@ import time
 
 import numpy as np
 
-from protocols.ecdf_client import ECDFQuerier, ServerProcesses, make_keys, make_series, send_keys, upload_pointwise
-from protocols.ecdf_shares import key_bytes
+from pairwise.protocols.ecdf_client import ECDFQuerier, ServerProcesses, make_keys, make_series, send_keys, upload_pointwise
+from pairwise.protocols.ecdf_shares import key_bytes
 
 DOMAIN = 10
 

@@ -35,11 +35,9 @@ import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-
-from circuits.catalog import resolve_circuit  # noqa: E402
-from circuits.ir import AND, EVALUATOR, GARBLER, Circuit, InputGroup, OutputGroup  # noqa: E402
-from mpc.garble import Evaluator, Garbler, decode, split_outputs  # noqa: E402
+from pairwise.circuits.catalog import resolve_circuit
+from pairwise.circuits.ir import AND, EVALUATOR, GARBLER, Circuit, InputGroup, OutputGroup
+from pairwise.mpc.garble import Evaluator, Garbler, decode, split_outputs
 
 #: Published figures for scale (see benchmarks/results/garbling.md).
 EMP_GARBLE_MANDS = (28.0, 44.0)
@@ -166,8 +164,7 @@ class _TimedNumpy:
     """Wraps the ufuncs mpc.garble calls (``_xor``, ``_and``, ``_mul``, ``_neg``) so cProfile sees them as functions."""
 
     def __init__(self) -> None:
-        import mpc.garble as G
-
+        import pairwise.mpc.garble as G
         self._np = np
         self._mod = G
 

@@ -28,10 +28,10 @@ from pathlib import Path
 
 import numpy as np
 
-from protocols.datasets import load_dataset
-from protocols.ldp_auc import run_experiment_auc_domain
-from protocols.qmle import run_experiment_qmle_covariance
-from protocols.shuffle import run_experiment_histogram_domain
+from pairwise.protocols.datasets import load_dataset
+from pairwise.protocols.ldp_auc import run_experiment_auc_domain
+from pairwise.protocols.qmle import run_experiment_qmle_covariance
+from pairwise.protocols.shuffle import run_experiment_histogram_domain
 
 PLOTS = Path(__file__).resolve().parent / "plots"
 

@@ -19,8 +19,8 @@ from __future__ import annotations
 import argparse
 import time
 
-from circuits.kernels import build_kernel
-from circuits.noise import (
+from pairwise.circuits.kernels import build_kernel
+from pairwise.circuits.noise import (
     choose_discrete_laplace,
     choose_randomized_response,
     discrete_laplace_gadget,
@@ -94,8 +94,8 @@ def show(rows, markdown: bool) -> None:
 
 
 def garble_rate(n: int) -> None:
-    from circuits.noise import decode_output
-    from mpc.garble import garble_and_evaluate
+    from pairwise.circuits.noise import decode_output
+    from pairwise.mpc.garble import garble_and_evaluate
 
     nc = discrete_laplace_gadget(choose_discrete_laplace(1, 1))
     rx, ry = nc.random_inputs(n)

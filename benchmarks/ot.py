@@ -37,9 +37,9 @@ import time
 
 import numpy as np
 
-from mpc.aes import random_blocks
-from mpc.channel import MemoryChannel, TCPChannel, TCPListener, handshake
-from mpc.iknp import KAPPA, COTReceiver, COTSender, transpose_bit_matrix
+from pairwise.mpc.aes import random_blocks
+from pairwise.mpc.channel import MemoryChannel, TCPChannel, TCPListener, handshake
+from pairwise.mpc.iknp import KAPPA, COTReceiver, COTSender, transpose_bit_matrix
 
 
 def _delta() -> np.ndarray:

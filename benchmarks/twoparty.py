@@ -150,8 +150,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.profile:
         os.makedirs(args.profile, exist_ok=True)
 
-    from circuits.catalog import resolve_circuit
-    from circuits.ir import GARBLER
+    from pairwise.circuits.catalog import resolve_circuit
+    from pairwise.circuits.ir import GARBLER
 
     rows = []
     for item in args.circuits.split(","):

@@ -36,11 +36,11 @@ from pathlib import Path
 
 import numpy as np
 
-from circuits.noise import noisy_kernel, simulate_discrete_laplace
-from protocols.datasets import load_dataset
-from protocols.ldp_ustat import simulate_ldp_ustatistic
-from protocols.ustat import per_pair_epsilon, prepare_data, run_ustat
-from protocols.ustat_math import sample_pairs, sample_two_sample_pairs, theorem5_mse, u_statistic, zetas
+from pairwise.circuits.noise import noisy_kernel, simulate_discrete_laplace
+from pairwise.protocols.datasets import load_dataset
+from pairwise.protocols.ldp_ustat import simulate_ldp_ustatistic
+from pairwise.protocols.ustat import per_pair_epsilon, prepare_data, run_ustat
+from pairwise.protocols.ustat_math import sample_pairs, sample_two_sample_pairs, theorem5_mse, u_statistic, zetas
 
 EPS = [0.25, 0.5, 1.0, 2.0, 4.0, 8.0]
 ROOT = Path(__file__).resolve().parent

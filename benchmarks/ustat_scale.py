@@ -18,8 +18,8 @@ import time
 
 import numpy as np
 
-from protocols.datasets import load_dataset
-from protocols.ustat import run_ustat
+from pairwise.protocols.datasets import load_dataset
+from pairwise.protocols.ustat import run_ustat
 
 
 def peak_rss_mib() -> float:

@@ -2,14 +2,14 @@
 
 Modules, in dependency order:
 
-- :mod:`circuits.ir`: the immutable array :class:`Circuit`, its level schedule,
+- :mod:`pairwise.circuits.ir`: the immutable array :class:`Circuit`, its level schedule,
   statistics, plaintext batch evaluation and networkx export.
-- :mod:`circuits.bristol`: Bristol Fashion reader/writer, old Bristol reader.
-- :mod:`circuits.builder`: :class:`Builder` and fixed-width :class:`Int` with
+- :mod:`pairwise.circuits.bristol`: Bristol Fashion reader/writer, old Bristol reader.
+- :mod:`pairwise.circuits.builder`: :class:`Builder` and fixed-width :class:`Int` with
   AND-minimal operators.
-- :mod:`circuits.kernels`: U-statistic kernels (gini, auc, kendall, variance,
+- :mod:`pairwise.circuits.kernels`: U-statistic kernels (gini, auc, kendall, variance,
   collision).
-- :mod:`circuits.catalog`: resolve ``kernel | aes128 | file`` to a circuit.
+- :mod:`pairwise.circuits.catalog`: resolve ``kernel | aes128 | file`` to a circuit.
 
 Security model: circuits are public; private inputs always name their party.
 No cryptography here (the engine is in :mod:`mpc`).

@@ -2,7 +2,7 @@
 
 What it does
     :class:`Builder` records XOR/AND/INV gates and returns an immutable
-    :class:`~circuits.ir.Circuit`.  Constants fold at build time, identical
+    :class:`~pairwise.circuits.ir.Circuit`.  Constants fold at build time, identical
     gates are shared (hash-consing), double inversions cancel, and gates that
     no output depends on are dropped.  :class:`Int` is a fixed-width integer
     (unsigned, or signed two's complement) of wires with Python operators.
@@ -252,7 +252,7 @@ class Builder:
 
         Layout: input wires first, then gates in creation (topological) order;
         the circuit is then put in Bristol Fashion layout (outputs last), so it
-        round-trips through :mod:`circuits.bristol` unchanged.
+        round-trips through :mod:`pairwise.circuits.bristol` unchanged.
         """
         from .bristol import bristol_layout
 

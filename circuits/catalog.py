@@ -1,6 +1,6 @@
 """Resolve a circuit name given on the command line or in a protocol to a :class:`Circuit`.
 
-A spec is one of: a kernel name (:data:`circuits.kernels.KERNELS`), ``aes128``
+A spec is one of: a kernel name (:data:`pairwise.circuits.kernels.KERNELS`), ``aes128``
 (the Bristol Fashion AES-128 circuit shipped in ``circuits/data``), or a path to
 a Bristol Fashion file (``.gz`` allowed).  Bristol files give input group 1 to
 the garbler and the others to the evaluator.
@@ -41,7 +41,7 @@ def read_circuit_file(path: str | os.PathLike) -> Circuit:
 
 @lru_cache(maxsize=8)
 def _builtin(name: str) -> Circuit:
-    ref = resources.files("circuits").joinpath("data", BUILTIN_FILES[name])
+    ref = resources.files("pairwise.circuits").joinpath("data", BUILTIN_FILES[name])
     with resources.as_file(ref) as p:
         return read_circuit_file(p)
 

@@ -164,8 +164,8 @@ class CircuitStats:
 class Circuit:
     """An immutable boolean circuit over XOR, AND and INV gates.
 
-    Construct through :class:`circuits.builder.Builder` or
-    :func:`circuits.bristol.read_bristol_fashion`; the constructor validates
+    Construct through :class:`pairwise.circuits.builder.Builder` or
+    :func:`pairwise.circuits.bristol.read_bristol_fashion`; the constructor validates
     the structure (every gate input defined before use, every wire written
     once, input wires numbered first) and raises :class:`CircuitError`.
     """

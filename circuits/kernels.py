@@ -2,7 +2,7 @@
 
 What it does
     Each kernel h(x, y) of the U-statistics in ustats-local-model-and-beyond
-    (Sec. 2 and 5) becomes a :class:`~circuits.ir.Circuit` with one input group
+    (Sec. 2 and 5) becomes a :class:`~pairwise.circuits.ir.Circuit` with one input group
     per party: ``x`` owned by the garbler, ``y`` by the evaluator (for
     ``kendall`` each group packs the party's pair, see :func:`pack_pair`), and
     one output group ``out``.

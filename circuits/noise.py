@@ -3,7 +3,7 @@
 What it does
     Builds the noise gadgets of ustats-local-model-and-beyond, Sec. 5 and
     App. C.2 ("circuits for local randomizers"), and composes them with the
-    kernels of :mod:`circuits.kernels`:
+    kernels of :mod:`pairwise.circuits.kernels`:
 
     * **Bernoulli coin.**  Each party feeds uniform bits (input groups ``rx``,
       garbler, and ``ry``, evaluator); the circuit XORs them (free) into a
@@ -27,7 +27,7 @@ What it does
       party alone knows the noise: it is a function of ``rx XOR ry``.
 
     Every gadget is returned as a :class:`NoisyCircuit`: the immutable
-    :class:`~circuits.ir.Circuit` plus its :class:`NoiseGuarantee`, its
+    :class:`~pairwise.circuits.ir.Circuit` plus its :class:`NoiseGuarantee`, its
     parameters and the units of its output.
 
 Exactness of the reported guarantee
@@ -127,8 +127,8 @@ from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
-from dp.errors import PrivacyParameterError
-from dp.samplers import as_fraction
+from pairwise.dp.errors import PrivacyParameterError
+from pairwise.dp.samplers import as_fraction
 
 from .builder import FALSE, TRUE, Builder, Int
 from .ir import EVALUATOR, GARBLER, Circuit, CircuitError, bits_to_ints
@@ -193,7 +193,7 @@ class NoiseParameterError(CircuitError):
 
 # ---------------------------------------------------------------------- exact helpers
 def _fraction(value: object, name: str) -> Fraction:
-    """An int, Fraction or finite float, converted exactly (:func:`dp.samplers.as_fraction`)."""
+    """An int, Fraction or finite float, converted exactly (:func:`pairwise.dp.samplers.as_fraction`)."""
     try:
         return as_fraction(value, name)
     except PrivacyParameterError as exc:
@@ -327,8 +327,8 @@ class NoiseGuarantee:
         return self.delta == 0.0
 
     def privacy(self):
-        """As a :class:`dp.accounting.PrivacyGuarantee` (for composition)."""
-        from dp.accounting import PrivacyGuarantee
+        """As a :class:`pairwise.dp.accounting.PrivacyGuarantee` (for composition)."""
+        from pairwise.dp.accounting import PrivacyGuarantee
 
         return PrivacyGuarantee(self.epsilon, self.delta)
 

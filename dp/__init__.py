@@ -1,20 +1,20 @@
 """Differential privacy for the pairwise framework: pure math, no cryptography, no sockets.
 
 Modules (in dependency order)
-    :mod:`dp.errors`       PrivacyParameterError, EmptyDataError, InvalidDataError
-    :mod:`dp.accounting`   PrivacyGuarantee, validation, basic and advanced composition
+    :mod:`pairwise.dp.errors`       PrivacyParameterError, EmptyDataError, InvalidDataError
+    :mod:`pairwise.dp.accounting`   PrivacyGuarantee, validation, basic and advanced composition
                            with outward rounding
-    :mod:`dp.samplers`     exact samplers on the OS CSPRNG (CKS20 Bernoulli, Bernoulli(exp),
+    :mod:`pairwise.dp.samplers`     exact samplers on the OS CSPRNG (CKS20 Bernoulli, Bernoulli(exp),
                            geometric, discrete Laplace and Gaussian), vectorized exact arrays
                            from os.urandom, seeded ``simulate_*`` versions, and Mironov's
                            snapping mechanism (the only continuous Laplace released)
-    :mod:`dp.mechanisms`   randomized response (binary, k-ary with beta = k/(k+e^eps-1)),
+    :mod:`pairwise.dp.mechanisms`   randomized response (binary, k-ary with beta = k/(k+e^eps-1)),
                            one-bit flip with truncation, geometric and snapping Laplace
                            mechanisms, each with a ``guarantee`` attribute
-    :mod:`dp.tree`         Theorem 3.1 tree noise for ECDFs (paper layout), the hierarchical
+    :mod:`pairwise.dp.tree`         Theorem 3.1 tree noise for ECDFs (paper layout), the hierarchical
                            (Hay et al.) layout and least-squares consistency
-    :mod:`dp.smoothing`    Eq. (3) smoothing, p = 1 and p = 2, leaf and tree space
-    :mod:`dp.ecdf`         inverse ECDF (Alg. 1), ROC and AUC (Sec. 5.1), Hosmer-Lemeshow
+    :mod:`pairwise.dp.smoothing`    Eq. (3) smoothing, p = 1 and p = 2, leaf and tree space
+    :mod:`pairwise.dp.ecdf`         inverse ECDF (Alg. 1), ROC and AUC (Sec. 5.1), Hosmer-Lemeshow
                            (Alg. 2), and re-exports of the tree and smoothing functions
 
 Security model
@@ -25,14 +25,14 @@ Security model
     guarantee as data (:class:`PrivacyGuarantee`), rounded conservatively.
 """
 
-from dp.accounting import (
+from .accounting import (
     PrivacyGuarantee,
     advanced_composition,
     basic_composition,
     validate_delta,
     validate_epsilon,
 )
-from dp.ecdf import (
+from .ecdf import (
     HosmerLemeshowRelease,
     RocRelease,
     TreeRelease,
@@ -58,8 +58,8 @@ from dp.ecdf import (
     tree_node_noise,
     tree_noise_scale,
 )
-from dp.errors import EmptyDataError, InvalidDataError, PrivacyParameterError
-from dp.mechanisms import (
+from .errors import EmptyDataError, InvalidDataError, PrivacyParameterError
+from .mechanisms import (
     GeometricMechanism,
     KaryRandomizedResponse,
     OneBitFlip,
@@ -67,7 +67,7 @@ from dp.mechanisms import (
     RandomizedResponse,
     SnappingLaplaceMechanism,
 )
-from dp.samplers import (
+from .samplers import (
     bernoulli_exp_array,
     bernoulli_rational_array,
     conservative_scale,

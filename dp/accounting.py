@@ -25,7 +25,7 @@ Security model
 
 Validation
     epsilon must be a finite real number > 0; delta a real number in [0, 1);
-    anything else raises :class:`dp.errors.PrivacyParameterError`.
+    anything else raises :class:`pairwise.dp.errors.PrivacyParameterError`.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from decimal import ROUND_CEILING, Decimal, localcontext
 from fractions import Fraction
 
-from dp.errors import PrivacyParameterError
+from .errors import PrivacyParameterError
 
 __all__ = [
     "PrivacyGuarantee",

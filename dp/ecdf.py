@@ -7,9 +7,9 @@ What it does
     protocols of :mod:`protocols` call these after their secure aggregation:
 
     * the tree mechanism of Theorem 3.1 and its least-squares consistent
-      variant (re-exported from :mod:`dp.tree`);
+      variant (re-exported from :mod:`pairwise.dp.tree`);
     * smoothing of Eq. (3), p = 1 and p = 2 (re-exported from
-      :mod:`dp.smoothing`);
+      :mod:`pairwise.dp.smoothing`);
     * :func:`inverse_ecdf` -- Algorithm 1, binary search for a quantile, in a
       discrete form over threshold indices, and :func:`inverse_ecdf_bisect`,
       Algorithm 1 verbatim on a real interval with precision psi;
@@ -37,7 +37,7 @@ Deviations from the paper, all documented at the functions
       (post-processing) so that Eq. (5) is defined.
 
 Security model
-    Pure math on counts in the clear; noise as described in :mod:`dp.tree`
+    Pure math on counts in the clear; noise as described in :mod:`pairwise.dp.tree`
     (exact discrete Laplace from the OS CSPRNG by default, seeded numpy
     generator only for simulation).  Neighbouring data sets differ in one
     record (replace-one); n is public.
@@ -51,17 +51,17 @@ from fractions import Fraction
 
 import numpy as np
 
-from dp.accounting import PrivacyGuarantee, basic_composition, validate_epsilon
-from dp.errors import EmptyDataError, InvalidDataError, PrivacyParameterError
-from dp.samplers import (
+from .accounting import PrivacyGuarantee, basic_composition, validate_epsilon
+from .errors import EmptyDataError, InvalidDataError, PrivacyParameterError
+from .samplers import (
     _check_rng,
     conservative_scale,
     discrete_laplace_array,
     discrete_laplace_variance,
     simulate_discrete_laplace,
 )
-from dp.smoothing import isotonic_bounded, path_matrix, smooth_ecdf
-from dp.tree import (
+from .smoothing import isotonic_bounded, path_matrix, smooth_ecdf
+from .tree import (
     NOISE_KINDS,
     TreeRelease,
     consistent_prefix_sums,

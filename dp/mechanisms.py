@@ -42,7 +42,7 @@ Exactness and randomness
     "keep" or "change" with a fair coin (or a uniform value of [k]) and accept
     a change with an exact Bernoulli(exp(-eps')) draw (CKS20 Algorithm 1).
     eps' is epsilon rounded down to a multiple of 2^-40
-    (:func:`dp.samplers.exact_epsilon`), so the mechanism is eps'-DP, hence
+    (:func:`pairwise.dp.samplers.exact_epsilon`), so the mechanism is eps'-DP, hence
     epsilon-DP; the estimators use eps', the value actually sampled with.
     (One exception, stated at the method: :meth:`OneBitFlip.randomize_array`
     draws its data coin Bernoulli(w) to within 2^-53; privacy holds for any w.)
@@ -67,9 +67,9 @@ from fractions import Fraction
 
 import numpy as np
 
-from dp.accounting import PrivacyGuarantee, basic_composition, validate_epsilon
-from dp.errors import EmptyDataError, InvalidDataError, PrivacyParameterError
-from dp.samplers import (
+from .accounting import PrivacyGuarantee, basic_composition, validate_epsilon
+from .errors import EmptyDataError, InvalidDataError, PrivacyParameterError
+from .samplers import (
     SNAPPING_ETA,
     _check_rng,
     bernoulli_exp_array,
@@ -487,7 +487,7 @@ class SnappingLaplaceMechanism:
 
     The query must take values in [lower, upper] (outside values are clamped) and
     change by at most ``sensitivity`` between neighbours.  The noise scale is the
-    smallest that makes :func:`dp.samplers.snapping_epsilon` <= epsilon.
+    smallest that makes :func:`pairwise.dp.samplers.snapping_epsilon` <= epsilon.
     """
 
     def __init__(self, epsilon: float, sensitivity: float, lower: float, upper: float) -> None:

@@ -69,8 +69,8 @@ from fractions import Fraction
 
 import numpy as np
 
-from dp.accounting import round_up, validate_epsilon
-from dp.errors import PrivacyParameterError
+from .accounting import round_up, validate_epsilon
+from .errors import PrivacyParameterError
 
 __all__ = [
     "as_fraction",

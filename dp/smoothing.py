@@ -15,7 +15,7 @@ What it does
       HiGHS (:func:`scipy.optimize.linprog`).
     * ``space="tree"``: Eq. (3) literally.  The corrections are node variables
       nu_{j,l} of the noise tree, F' = F^ + Z nu (Z sums the nodes on a leaf's
-      path, :func:`dp.tree.path_sums`), and the objective is sum |nu|^p.  p = 1
+      path, :func:`pairwise.dp.tree.path_sums`), and the objective is sum |nu|^p.  p = 1
       is an LP (HiGHS).  For p = 2, min ||nu||^2 subject to A nu >= c (A rows:
       differences of consecutive rows of Z and the two bound rows) is solved
       through its dual, min_{lambda >= 0} ||A^T lambda||^2 / 2 - c^T lambda,
@@ -41,8 +41,8 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.optimize import isotonic_regression, linprog
 
-from dp.errors import EmptyDataError, InvalidDataError, PrivacyParameterError
-from dp.tree import tree_depth
+from .errors import EmptyDataError, InvalidDataError, PrivacyParameterError
+from .tree import tree_depth
 
 __all__ = ["smooth_ecdf", "isotonic_bounded", "path_matrix"]
 

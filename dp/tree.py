@@ -53,7 +53,7 @@ What it does
 
 Noise sources
     ``rng=None`` (default): exact discrete Laplace from the OS CSPRNG
-    (:func:`dp.samplers.discrete_laplace_array`), or for ``noise="laplace"``
+    (:func:`pairwise.dp.samplers.discrete_laplace_array`), or for ``noise="laplace"``
     Mironov's snapping mechanism on each node value (a release that resists
     the floating-point attack; its scale is raised so the stated epsilon holds
     including the snapping overhead, see :func:`tree_mechanism`).  A numpy
@@ -73,9 +73,9 @@ from fractions import Fraction
 
 import numpy as np
 
-from dp.accounting import PrivacyGuarantee, round_up, validate_epsilon
-from dp.errors import EmptyDataError, InvalidDataError, PrivacyParameterError
-from dp.samplers import (
+from .accounting import PrivacyGuarantee, round_up, validate_epsilon
+from .errors import EmptyDataError, InvalidDataError, PrivacyParameterError
+from .samplers import (
     SNAPPING_ETA,
     _check_rng,
     conservative_scale,
@@ -335,7 +335,7 @@ class TreeRelease:
 
     @property
     def ecdf(self) -> np.ndarray:
-        """The noisy ECDF, cumulative / n (not clipped; see :mod:`dp.smoothing`)."""
+        """The noisy ECDF, cumulative / n (not clipped; see :mod:`pairwise.dp.smoothing`)."""
         return self.cumulative / self.n
 
     @property

@@ -19,12 +19,12 @@ What it does
 
 Modules, in dependency order
     ``keys`` (parameters, errors, byte format) -> ``prg`` (fixed-key AES PRG
-    on :mod:`mpc.aes`) -> ``base`` (struct-of-arrays key batches) -> ``dpf``,
+    on :mod:`pairwise.mpc.aes`) -> ``base`` (struct-of-arrays key batches) -> ``dpf``,
     ``dcf``.
 
 Quick use (a server holding many clients' keys)::
 
-    from fss import dcf_gen_batch, DCFKeyBatch, reconstruct
+    from . import dcf_gen_batch, DCFKeyBatch, reconstruct
     k0, k1 = dcf_gen_batch(alphas, 1, n=32, l=32, comparison="ge")  # clients
     blobs0 = k0.to_bytes_list()                                     # to server 0
     srv0 = DCFKeyBatch.from_bytes_list(blobs0, n=32, l=32, party=0)
@@ -34,7 +34,7 @@ Quick use (a server holding many clients' keys)::
 Security model
     Semi-honest, two non-colluding servers; a single key reveals nothing
     about (alpha, beta) beyond n and l, under the assumption that fixed-key
-    AES behaves as a random permutation (the PRG of :mod:`fss.prg`).  Keys
+    AES behaves as a random permutation (the PRG of :mod:`pairwise.fss.prg`).  Keys
     come from the OS CSPRNG.  No verification that a client's keys are
     well-formed as a pair (a malicious client can share a different function);
     the byte format is validated.

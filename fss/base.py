@@ -17,7 +17,7 @@ What it does
 
     Word planes instead of (lo, hi) pairs keep every numpy operation of the
     tree walk on contiguous 1-D arrays (numpy is several times slower on a
-    trailing axis of length 2).  The batch (de)serializes all keys at once (:mod:`fss.keys`), evaluates
+    trailing axis of length 2).  The batch (de)serializes all keys at once (:mod:`pairwise.fss.keys`), evaluates
     them level by level with one AES call per tree level over a chunk of keys
     (subclasses supply the tree walk), and indexes/slices/concatenates.  A
     single key (:class:`FSSKey`) is a batch of one with scalar-friendly
@@ -39,7 +39,7 @@ from typing import ClassVar, Sequence
 
 import numpy as np
 
-from mpc.aes import FixedKeyAES
+from pairwise.mpc.aes import FixedKeyAES
 
 from .keys import (
     KIND_DCF,
@@ -279,7 +279,7 @@ class FSSKey:
     __hash__ = None  # type: ignore[assignment]
 
     def to_bytes(self) -> bytes:
-        """Versioned, deterministic serialization (see :mod:`fss.keys`)."""
+        """Versioned, deterministic serialization (see :mod:`pairwise.fss.keys`)."""
         return self.batch.to_bytes_array()[0].tobytes()
 
     @classmethod

@@ -6,7 +6,7 @@ What it does
     keys with Eval(k_0, x) + Eval(k_1, x) = f(x) mod 2^l.  This is Gen/Eval of
     BCGGIKR21 Sec. 3, Fig. 1: per level a seed correction s_CW, a value
     correction V_CW and two control-bit corrections, plus the output
-    correction CW^(n+1), with the PRG of :mod:`fss.prg`.
+    correction CW^(n+1), with the PRG of :mod:`pairwise.fss.prg`.
 
 Comparison conventions (``comparison=`` of :func:`dcf_gen` / :func:`dcf_gen_batch`)
     ======  =================================  ================================
@@ -40,7 +40,7 @@ Comparison conventions (``comparison=`` of :func:`dcf_gen` / :func:`dcf_gen_batc
 
 Security model
     Two non-colluding semi-honest servers; each key alone hides alpha and
-    beta (BCGGIKR21 Sec. 3, with the fixed-key-AES PRG of :mod:`fss.prg` in
+    beta (BCGGIKR21 Sec. 3, with the fixed-key-AES PRG of :mod:`pairwise.fss.prg` in
     the ideal-permutation model).  Root seeds come from the OS CSPRNG.  Key
     size: lambda + n(lambda + l + 2) + l bits of material, stored in
     21 + n(16 + ceil(l/8)) + ceil(n/4) + ceil(l/8) bytes (673 for n = l = 32).
@@ -50,7 +50,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mpc.aes import FixedKeyAES, default_aes, random_blocks
+from pairwise.mpc.aes import FixedKeyAES, default_aes, random_blocks
 
 from .base import GEN_CHUNK, FSSKey, FSSKeyBatch
 from .keys import KIND_DCF, FSSParameterError, alphas_array, betas_array, validate_params, validate_point
@@ -188,7 +188,7 @@ def dcf_gen(alpha: int, beta: int, n: int, l: int, *, comparison: str = "lt",
 
 
 class DCFKeyBatch(FSSKeyBatch):
-    """K DCF keys of one party (struct of arrays); see :class:`fss.base.FSSKeyBatch`.
+    """K DCF keys of one party (struct of arrays); see :class:`pairwise.fss.base.FSSKeyBatch`.
 
     A server holding n clients' keys parses them with :meth:`from_bytes_list`
     (or :meth:`parse_valid` to drop malformed ones) and calls

@@ -7,7 +7,7 @@ What it does
     Gen and Eval of BGI16 Fig. 1 (the tree construction with one seed
     correction and two control-bit corrections per level, and the final
     output correction CW^(n+1) = (-1)^{t_1}[beta - Convert(s_0) + Convert(s_1)]),
-    with the PRG of :mod:`fss.prg`, and
+    with the PRG of :mod:`pairwise.fss.prg`, and
 
     * :func:`dpf_gen_batch`: Gen for K (alpha, beta) at once, one AES call per
       level over both parties' seeds of every key; :func:`dpf_gen` for one;
@@ -25,18 +25,18 @@ What it does
 Security model
     Two non-colluding semi-honest servers; each key alone is computationally
     indistinguishable from a key of any other (alpha, beta) with the same n
-    and l (BGI16 Sec. 3), assuming the fixed-key-AES hash of :mod:`fss.prg`
+    and l (BGI16 Sec. 3), assuming the fixed-key-AES hash of :mod:`pairwise.fss.prg`
     is a PRG (ideal-permutation model).  Root seeds are drawn from the OS
-    CSPRNG (``os.urandom`` via :func:`mpc.aes.random_blocks`).  No early
+    CSPRNG (``os.urandom`` via :func:`pairwise.mpc.aes.random_blocks`).  No early
     termination: key size is 16 + 16n + ceil(n/4) + ceil(l/8) bytes plus a
-    5-byte header (:mod:`fss.keys`).
+    5-byte header (:mod:`pairwise.fss.keys`).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from mpc.aes import FixedKeyAES, default_aes, random_blocks
+from pairwise.mpc.aes import FixedKeyAES, default_aes, random_blocks
 
 from .base import GEN_CHUNK, FSSKey, FSSKeyBatch
 from .keys import KIND_DPF, FSSParameterError, alphas_array, betas_array, validate_params, validate_point
@@ -142,7 +142,7 @@ def dpf_gen(alpha: int, beta: int, n: int, l: int, *, aes: FixedKeyAES | None = 
 
 
 class DPFKeyBatch(FSSKeyBatch):
-    """K DPF keys of one party (struct of arrays); see :class:`fss.base.FSSKeyBatch`."""
+    """K DPF keys of one party (struct of arrays); see :class:`pairwise.fss.base.FSSKeyBatch`."""
 
     KIND = KIND_DPF
 

@@ -5,7 +5,7 @@ What it does
     s gives the material of its two children, from blocks
     B_j = H(s, j) = pi(sigma(s) xor j) xor sigma(s), the tweakable
     correlation-robust hash of Guo-Katz-Wang-Yu (S&P 2020) computed by
-    :func:`mpc.aes.mmo_prg` / :func:`mpc.aes.tccr_hash` (pi = AES-128 under a
+    :func:`pairwise.mpc.aes.mmo_prg` / :func:`pairwise.mpc.aes.tccr_hash` (pi = AES-128 under a
     fixed public key):
 
     ============  ==============================================================
@@ -28,7 +28,7 @@ What it does
     only the child on the evaluation path, so :class:`PathExpander` computes
     B_{x_i} and, for a DCF, B_2: one AES call per level covering 1 or 2 blocks
     per key.  Both work on word planes (separate arrays of low and high
-    64-bit words) and produce the same blocks as :func:`mpc.aes.mmo_prg`
+    64-bit words) and produce the same blocks as :func:`pairwise.mpc.aes.mmo_prg`
     (tests compare them with each other and with a Python-int reference
     built on ``cryptography``'s AES).
 
@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mpc.aes import FixedKeyAES, default_aes, empty_blocks, mmo_prg
+from pairwise.mpc.aes import FixedKeyAES, default_aes, empty_blocks, mmo_prg
 
 __all__ = ["LSB_CLEAR", "expand", "expand_words", "PathExpander"]
 
@@ -56,7 +56,7 @@ _TWO = np.uint64(2)
 
 
 def expand(seeds: np.ndarray, with_values: bool, aes: FixedKeyAES | None = None):
-    """Full expansion G(s) of every seed block (shape (..., 2)), via :func:`mpc.aes.mmo_prg`.
+    """Full expansion G(s) of every seed block (shape (..., 2)), via :func:`pairwise.mpc.aes.mmo_prg`.
 
     Returns ``(sL, tL, sR, tR, vL, vR)``: seeds (..., 2) with bit 0 cleared,
     control bits (...,) uint64 in {0, 1}, and the value words (...,) uint64
@@ -81,7 +81,7 @@ def expand_words(s_lo: np.ndarray, s_hi: np.ndarray, nblocks: int, aes: FixedKey
 
     ``s_lo``/``s_hi`` are 1-D uint64 arrays of the seeds' low/high words; the
     result words are contiguous 1-D arrays (one AES call for all blocks).
-    Equal to :func:`mpc.aes.mmo_prg` block for block.
+    Equal to :func:`pairwise.mpc.aes.mmo_prg` block for block.
     """
     aes = aes or default_aes()
     m = s_lo.shape[0]

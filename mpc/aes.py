@@ -223,7 +223,7 @@ class BlockBuffer:
     slack OpenSSL's ``update_into`` needs, and the byte view is made once, so
     :meth:`permute_prefix` costs one OpenSSL call (the hot loop of the garbling
     engine calls it once per level step; :meth:`FixedKeyAES.permute` spends
-    ~10 us per call locating the slack).  Added for :mod:`mpc.garble`.
+    ~10 us per call locating the slack).  Added for :mod:`pairwise.mpc.garble`.
     """
 
     def __init__(self, n: int) -> None:

@@ -6,7 +6,7 @@ What it does
     keys per transfer, the receiver the one it chose); :meth:`BaseOTSender.send`
     / :meth:`BaseOTReceiver.recv` add one message to transfer chosen 128-bit
     messages (one-time pad with the keys).  The IKNP extension
-    (:mod:`mpc.iknp`) uses 128 random base OTs as its seeds.
+    (:mod:`pairwise.mpc.iknp`) uses 128 random base OTs as its seeds.
 
 Protocol (Chou and Orlandi, "The Simplest Protocol for Oblivious Transfer",
 LATINCRYPT 2015, Fig. 1, batched; group of prime order q, generator G)::
@@ -29,7 +29,7 @@ Points on the wire are 64 bytes: x || y, big-endian.  Every received point is
 validated: coordinates in [0, p), on the curve (pycryptodome checks), and not
 the point at infinity.  P-256 has prime order (cofactor 1), so these checks
 place the point in the prime-order group.  A bad point raises
-:class:`mpc.errors.ProtocolError`.
+:class:`pairwise.mpc.errors.ProtocolError`.
 
 Security model
     Semi-honest sender and receiver; security of the random keys rests on CDH
@@ -37,10 +37,10 @@ Security model
     caveats of the simplest OT concern malicious/UC security, not the
     semi-honest setting used here).  Both parties must call in the same order
     so that OT indices agree; a desynchronised batch header raises
-    :class:`mpc.errors.ProtocolError`.  Secrets (a, b_j, keys) come from
+    :class:`pairwise.mpc.errors.ProtocolError`.  Secrets (a, b_j, keys) come from
     :mod:`secrets` / the OS CSPRNG and never leave the object except as return
     values.  The session id must be unique per pair of parties and run (e.g.
-    the ``run_id`` of :func:`mpc.channel.handshake`).
+    the ``run_id`` of :func:`pairwise.mpc.channel.handshake`).
 """
 
 from __future__ import annotations

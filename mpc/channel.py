@@ -38,7 +38,7 @@ Wire format (version 1)
 
 Failure policy
     Every wait has a timeout (``timeout`` seconds of silence; default
-    :data:`DEFAULT_TIMEOUT`).  Errors are :class:`mpc.errors.ChannelError`
+    :data:`DEFAULT_TIMEOUT`).  Errors are :class:`pairwise.mpc.errors.ChannelError`
     subclasses (an ``OSError``) with a message naming the peer, the sizes and
     what to do.  After an error that leaves the byte stream in an unknown
     state (bad frame, timeout mid-frame, failed send) the channel is unusable

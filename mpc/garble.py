@@ -1,14 +1,14 @@
 """Vectorized half-gates garbling and evaluation of whole circuits over SIMD batches.
 
 What it does
-    :class:`Garbler` garbles a :class:`~circuits.ir.Circuit` for ``B``
+    :class:`Garbler` garbles a :class:`~pairwise.circuits.ir.Circuit` for ``B``
     independent instances at once and :class:`Evaluator` evaluates the
     result.  Neither loops over gates or instances in Python: the circuit's
     level schedule (:attr:`Circuit.levels`) is walked once, and each level is
     a handful of numpy calls plus one fixed-key AES call covering every AND
     gate of the level for every instance (4 hashes per AND for the garbler,
     2 for the evaluator).  The per-gate algebra is that of the pure reference
-    functions in :mod:`mpc.halfgates` (Zahur-Rosulek-Evans 2015, Fig. 2, with
+    functions in :mod:`pairwise.mpc.halfgates` (Zahur-Rosulek-Evans 2015, Fig. 2, with
     free-XOR and point-and-permute); the tests check the engine against them
     gate by gate.
 
@@ -45,7 +45,7 @@ What it does
 
 Security model
     Semi-honest (honest-but-curious) Yao with half-gates.  Labels and Delta
-    are 128-bit and come from the OS CSPRNG (:func:`mpc.aes.random_blocks`)
+    are 128-bit and come from the OS CSPRNG (:func:`pairwise.mpc.aes.random_blocks`)
     unless the caller supplies them (the two-party runtime supplies one
     session Delta and the zero labels of the evaluator's input wires, which
     come out of IKNP correlated OT).  Each instance has its own Delta by
@@ -57,7 +57,7 @@ Security model
 Hash and assumption
     H(x, i) = pi(sigma(x) ^ i) ^ sigma(x), the tweakable circular
     correlation-robust hash of Guo, Katz, Wang and Yu (S&P 2020) over the
-    fixed-key AES pi of :mod:`mpc.aes`, assumed to be an ideal permutation
+    fixed-key AES pi of :mod:`pairwise.mpc.aes`, assumed to be an ideal permutation
     (GKWY 2020, Sec. 7: half-gates with this hash is secure in the
     random-permutation model).  The proof needs every tweak to be used with
     one label pair {x, x ^ Delta} only (the garbler hashes both labels of
@@ -92,12 +92,12 @@ Byte layout of the tables
     indexed [h, w, g, n]: word w (0 = low, 1 = high 64 bits) of ciphertext h
     (0 = T_G, 1 = T_E) of the level's g-th AND (``and_index`` = the level's
     first index + g) for the chunk's n-th instance.  A ciphertext is the
-    16 bytes (low word LE, high word LE), as in :mod:`mpc.aes`.
+    16 bytes (low word LE, high word LE), as in :mod:`pairwise.mpc.aes`.
     :meth:`Garbler.iter_tables` yields exactly these segments
     (:meth:`Garbler.iter_into` writes them into a caller's buffer);
     :meth:`Evaluator.evaluate` accepts them re-split arbitrarily.  The order
     of the AND gates is the schedule's (``and_index``), so both parties must
-    run the same :mod:`circuits.ir` schedule: the header's version (2) and
+    run the same :mod:`pairwise.circuits.ir` schedule: the header's version (2) and
     the two-party runtime's version say which.
     :class:`GarbledCircuit` adds a fixed ``HEADER_SIZE``-byte header.
 
@@ -117,7 +117,7 @@ from typing import Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from circuits.ir import Circuit, CircuitError
+from pairwise.circuits.ir import Circuit, CircuitError
 
 from .aes import BlockBuffer, FixedKeyAES, default_aes, random_blocks
 from .halfgates import TWEAK_INSTANCE_LIMIT
@@ -138,7 +138,7 @@ __all__ = [
 ]
 
 if sys.byteorder != "little":  # pragma: no cover - the block layout is little-endian
-    raise ImportError("mpc.garble needs a little-endian machine (block layout of mpc.aes)")
+    raise ImportError("pairwise.mpc.garble needs a little-endian machine (block layout of mpc.aes)")
 
 #: Gate-instances processed per numpy step (keeps the AES buffer ~1 MiB, in cache).
 STEP_GATES = 1 << 14

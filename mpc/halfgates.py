@@ -6,10 +6,10 @@ What it does
     Whole" (EUROCRYPT 2015), Fig. 2, with free-XOR (Kolesnikov-Schneider 2008)
     and point-and-permute (the permute bit of a label is its lowest bit, and
     Delta has lowest bit 1).  They take plain block arrays (``uint64`` pairs,
-    last axis 2, as in :mod:`mpc.aes`), broadcast over any leading shape, and
+    last axis 2, as in :mod:`pairwise.mpc.aes`), broadcast over any leading shape, and
     have no state, no channel and no randomness: a test can run all four
     input combinations of one gate.  The vectorized engine
-    :mod:`mpc.garble` computes the same values level by level for whole
+    :mod:`pairwise.mpc.garble` computes the same values level by level for whole
     circuits and batches; its tests compare it with these functions.
 
     For an AND gate with input zero labels A0, B0, Delta R, permute bits
@@ -27,7 +27,7 @@ What it does
 Hash and tweaks
     H(x, i) = pi(sigma(x) ^ i) ^ sigma(x) is the tweakable circular
     correlation-robust hash of Guo, Katz, Wang and Yu (IEEE S&P 2020,
-    Sec. 7.3) with pi the fixed-key AES of :mod:`mpc.aes`.  The tweak of
+    Sec. 7.3) with pi the fixed-key AES of :mod:`pairwise.mpc.aes`.  The tweak of
     half h (0 = garbler half, 1 = evaluator half) of the AND gate with dense
     index g in instance n is the block ``(lo, hi) = (2*g + h, n)``
     (:func:`tweak_blocks`).  Distinct (g, h, n) give distinct tweaks as long

@@ -1,7 +1,7 @@
 """IKNP oblivious-transfer extension producing Delta-correlated OTs, and the OTs built on them.
 
 What it does
-    After 128 base OTs (:mod:`mpc.baseot`), the extension turns 16 bytes of
+    After 128 base OTs (:mod:`pairwise.mpc.baseot`), the extension turns 16 bytes of
     communication and a few AES calls into one *correlated OT* (COT): the
     sender (the Yao garbler, :class:`COTSender`) holds a global offset Delta
     and gets blocks ``q``; the receiver (the evaluator, :class:`COTReceiver`)
@@ -15,7 +15,7 @@ What it does
       label of its input bit ``x`` and nothing else (emp-sh2pc's scheme);
     * chosen-message OT (:meth:`COTSender.send_chosen` /
       :meth:`COTReceiver.recv_chosen`) of block messages, padded with the
-      correlation-robust hash ``tccr_hash`` of :mod:`mpc.aes`.
+      correlation-robust hash ``tccr_hash`` of :mod:`pairwise.mpc.aes`.
 
 Protocol (Ishai, Kilian, Nissim, Petrank, "Extending Oblivious Transfers
 Efficiently", CRYPTO 2003, Sec. 3.1 / Fig. 1, with the roles of the base OT
@@ -60,7 +60,7 @@ Security model
     every base-OT key derivation and the chosen-OT tweaks; both sides must
     call in the same order with the same ``batch_size`` -- a mismatch is
     detected from the batch header and raises
-    :class:`mpc.errors.ProtocolError`.  Randomness: ``os.urandom`` only.
+    :class:`pairwise.mpc.errors.ProtocolError`.  Randomness: ``os.urandom`` only.
 
 Performance
     The hot path is a handful of numpy passes and 2 x 128 OpenSSL AES-CTR

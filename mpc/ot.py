@@ -1,19 +1,19 @@
 """Oblivious transfer for the pairwise framework: one import point for the OT layer.
 
 What it does
-    Re-exports the two layers so callers write ``from mpc.ot import ...``:
+    Re-exports the two layers so callers write ``from pairwise.mpc.ot import ...``:
 
-    * :mod:`mpc.baseot` -- 128-bit base OTs, Chou-Orlandi "simplest OT" on
+    * :mod:`pairwise.mpc.baseot` -- 128-bit base OTs, Chou-Orlandi "simplest OT" on
       NIST P-256 (pycryptodome), with received points validated and the
       session id and OT index inside every key derivation:
       :class:`BaseOTSender`, :class:`BaseOTReceiver`.
-    * :mod:`mpc.iknp` -- the IKNP extension with the garbler as extension
+    * :mod:`pairwise.mpc.iknp` -- the IKNP extension with the garbler as extension
       sender whose base-OT choice bits are Delta, so every extended OT is a
       correlated OT with offset Delta: :class:`COTSender` (garbler),
       :class:`COTReceiver` (evaluator); random COTs precomputed in batches,
       derandomised Yao label transfer (``send_labels`` / ``recv_labels``:
       one message of n bits), chosen-message OT (``send_chosen`` /
-      ``recv_chosen``) with the TCCR hash of :mod:`mpc.aes`, and the
+      ``recv_chosen``) with the TCCR hash of :mod:`pairwise.mpc.aes`, and the
       vectorised bit-matrix transpose :func:`transpose_bit_matrix`.
 
 How the Yao runtime uses it (both parties, same session id and batch size)::

@@ -1,13 +1,13 @@
-"""Semi-honest Yao two-party computation over a :class:`~mpc.channel.Channel`.
+"""Semi-honest Yao two-party computation over a :class:`~pairwise.mpc.channel.Channel`.
 
 What it does
     :class:`GarblerSession` and :class:`EvaluatorSession` run any
-    :class:`~circuits.ir.Circuit`, for one instance or B SIMD instances, with
+    :class:`~pairwise.circuits.ir.Circuit`, for one instance or B SIMD instances, with
     each party's private inputs, over a channel:
 
-    1. session start (once): :func:`mpc.channel.handshake` (magic, version,
+    1. session start (once): :func:`pairwise.mpc.channel.handshake` (magic, version,
        session id, roles, and a digest of the runtime parameters), then 128
-       base OTs inside IKNP (:mod:`mpc.iknp`); the garbler's base-OT choice bits
+       base OTs inside IKNP (:mod:`pairwise.mpc.iknp`); the garbler's base-OT choice bits
        are its session Delta, so every extended OT is correlated with Delta;
     2. per execution: both parties send an execution header (circuit content
        hash, AND count, batch, chunk, instance offset, output mode) and then
@@ -35,7 +35,7 @@ What it does
 
     COT batches: a session made with ``ot_batch=None`` runs its first IKNP
     batch with ``FIRST_COT_BATCH`` (1024) COTs and each later batch with at
-    least twice as many (up to :data:`mpc.iknp.DEFAULT_BATCH`), both sides
+    least twice as many (up to :data:`pairwise.mpc.iknp.DEFAULT_BATCH`), both sides
     deriving the size from the same state (see :meth:`_Session._size_cot_batch`);
     an explicit ``ot_batch`` is used as is.
 
@@ -51,9 +51,9 @@ Failure policy
     Inputs are converted and range-checked before anything is sent; every
     receive has the channel's timeout; a mismatch of circuit or parameters is
     reported on both sides; a peer that disconnects raises
-    :class:`mpc.errors.PeerClosed` / :class:`mpc.errors.ChannelError`; a
+    :class:`pairwise.mpc.errors.PeerClosed` / :class:`pairwise.mpc.errors.ChannelError`; a
     stream of tables longer or shorter than the headers announce raises
-    :class:`mpc.errors.ProtocolError` (RUNTIME_VERSION 2: peers of version 1,
+    :class:`pairwise.mpc.errors.ProtocolError` (RUNTIME_VERSION 2: peers of version 1,
     which sent one frame per AND level, are refused at the handshake).
 
 Follows
@@ -71,7 +71,7 @@ from typing import Mapping
 
 import numpy as np
 
-from circuits.ir import Circuit, CircuitError, EVALUATOR, GARBLER, Party, bits_to_ints, ints_to_bits
+from pairwise.circuits.ir import Circuit, CircuitError, EVALUATOR, GARBLER, Party, bits_to_ints, ints_to_bits
 
 from .aes import random_blocks
 from .channel import Channel, handshake
@@ -105,7 +105,7 @@ STREAM_BUFFER = 8 << 20
 #: Size of the garbler's first frame of tables (frames then double up to FRAME_TARGET).
 FIRST_FRAME = 1 << 13
 #: COT batch of a session created with ``ot_batch=None``: the first IKNP batch, then each new
-#: batch is at least twice the previous one, up to :data:`mpc.iknp.DEFAULT_BATCH`.
+#: batch is at least twice the previous one, up to :data:`pairwise.mpc.iknp.DEFAULT_BATCH`.
 FIRST_COT_BATCH = 1024
 OUTPUT_MODES = ("both", "evaluator", "garbler")
 RUNTIME_VERSION = b"pairwise-yao/2"

@@ -1,6 +1,6 @@
 """The ``pairwise`` command line.
 
-Each area of the framework owns one module in :mod:`protocols.commands` that
+Each area of the framework owns one module in :mod:`pairwise.protocols.commands` that
 exposes ``register(root, groups)``: ``root`` is the top-level subparser
 collection and ``groups`` maps the shared command groups (``bench``, ``demo``)
 to their subparser collections, so ``pairwise bench garble`` and
@@ -23,14 +23,14 @@ import sys
 
 #: Command modules, in the order their commands appear in ``--help``.
 COMMAND_MODULES = (
-    "protocols.commands.ustat",
-    "protocols.commands.circuit",
-    "protocols.commands.garble",
-    "protocols.commands.twopc",
-    "protocols.commands.noise",
-    "protocols.commands.ecdf",
-    "protocols.commands.fss",
-    "protocols.commands.ldp",
+    "pairwise.protocols.commands.ustat",
+    "pairwise.protocols.commands.circuit",
+    "pairwise.protocols.commands.garble",
+    "pairwise.protocols.commands.twopc",
+    "pairwise.protocols.commands.noise",
+    "pairwise.protocols.commands.ecdf",
+    "pairwise.protocols.commands.fss",
+    "pairwise.protocols.commands.ldp",
 )
 
 

@@ -2,7 +2,7 @@
 
 The project's commands run offline on real data by default: small CSV
 files exported from statsmodels and scikit-learn live in
-:mod:`protocols.data` (see ``protocols/data/SOURCES.md`` for their origin,
+:mod:`pairwise.protocols.data` (see ``protocols/data/SOURCES.md`` for their origin,
 licence and any transformation). This module reads them and any user CSV
 into numeric numpy columns, with one error class, :class:`DataError`, whose
 message names the file, the line or data row and the column at fault.
@@ -47,7 +47,7 @@ __all__ = [
     "check_integer_range",
 ]
 
-#: Folder of the shipped CSV files (package data of :mod:`protocols.data`).
+#: Folder of the shipped CSV files (package data of :mod:`pairwise.protocols.data`).
 DATA_DIR = Path(__file__).resolve().parent / "data"
 
 

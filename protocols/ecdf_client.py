@@ -4,7 +4,7 @@ What it does
     * **Clients** (:func:`upload`, :func:`send_keys`, :func:`upload_pointwise`):
       one process may host many clients.  Each client's value is quantized to
       the public n-bit domain, its keys are made locally
-      (:mod:`protocols.ecdf_shares`: DCF keys for m = 2, ``mshare`` keys for
+      (:mod:`pairwise.protocols.ecdf_shares`: DCF keys for m = 2, ``mshare`` keys for
       m > 2, or pointwise shares for the Sec. 4.1 baseline) and key j of
       every client goes to server j over TCP, in chunks.  The servers answer
       which clients they accepted and which they rejected (malformed key,
@@ -22,11 +22,11 @@ What it does
       predicted probabilities with (L + 1) eps', Q - 1 quantile cuts, then
       the 4Q group statistics with eps' each, eps' = eps / (L + 9)).
     * :class:`ServerProcesses` starts m real server processes on loopback
-      (``python -m protocols.cli ecdf serve``) for demos, tests and
+      (``python -m pairwise ecdf serve``) for demos, tests and
       benchmarks.
 
 Security model
-    Semi-honest parties (see :mod:`protocols.ecdf_service`).  Keys and
+    Semi-honest parties (see :mod:`pairwise.protocols.ecdf_service`).  Keys and
     shares come from the OS CSPRNG.  The querier learns only the released
     noisy values (and n); everything it computes afterwards is
     post-processing.  A client process that hosts many clients knows their
@@ -52,8 +52,8 @@ from fractions import Fraction
 
 import numpy as np
 
-from dp.ecdf import auc as trapezoid_auc
-from dp.ecdf import consistent_prefix_sums, hosmer_lemeshow_statistic, inverse_ecdf, smooth_ecdf
+from pairwise.dp.ecdf import auc as trapezoid_auc
+from pairwise.dp.ecdf import consistent_prefix_sums, hosmer_lemeshow_statistic, inverse_ecdf, smooth_ecdf
 
 from .ecdf_shares import (
     MSHARE_MAX_BITS,
@@ -79,7 +79,7 @@ from .ecdf_wire import (
     recv_json,
     send_json,
 )
-from mpc.errors import ChannelError
+from pairwise.mpc.errors import ChannelError
 
 __all__ = [
     "UploadReport",
@@ -733,7 +733,7 @@ class ECDFQuerier:
 
 # ----------------------------------------------------------------------------- server processes
 class ServerProcesses:
-    """m real server processes on loopback (``python -m protocols.cli ecdf serve``), as a context manager.
+    """m real server processes on loopback (``python -m pairwise ecdf serve``), as a context manager.
 
     Each server listens on a free port and prints its address; logs go to a
     temporary file per server (:meth:`logs`).  :meth:`stop` terminates the
@@ -750,7 +750,7 @@ class ServerProcesses:
         self.addresses: list[tuple[str, int]] = []
         try:
             for j in range(m):
-                args = [sys.executable, "-m", "protocols.cli", "ecdf", "serve", "--server-id", str(j),
+                args = [sys.executable, "-m", "pairwise", "ecdf", "serve", "--server-id", str(j),
                         "--listen", f"{host}:0", "--budget", str(budget), "--timeout", str(timeout), *extra_args]
                 for k, v in (dataset_budgets or {}).items():
                     args += ["--dataset-budget", f"{k}={v}"]

@@ -1,7 +1,7 @@
 """Noise that no single ECDF server knows: in-circuit discrete Laplace (m = 2) and Polya shares (m > 2).
 
 What it does
-    The multi-server ECDF service (:mod:`protocols.ecdf_service`) releases
+    The multi-server ECDF service (:mod:`pairwise.protocols.ecdf_service`) releases
     counts c (tree nodes, thresholds' cumulative counts, group counts) with
     independent discrete Laplace noise Z, P[Z = z] ~ a^|z|, a = exp(-eps_v / S),
     for a per-value budget eps_v and a per-value sensitivity S (dp-ecdf
@@ -14,7 +14,7 @@ What it does
     the servers): inputs x (garbler, l bits), y (evaluator, l bits) and
     uniform bit strings rx (garbler) and ry (evaluator) from each server's
     OS CSPRNG; the circuit computes out = x + y + Z mod 2^l with Z sampled
-    from rx XOR ry by the discrete Laplace gadget of :mod:`circuits.noise`
+    from rx XOR ry by the discrete Laplace gadget of :mod:`pairwise.circuits.noise`
     (geometric digits as biased coins, exact (eps_v, delta_v) from the
     gadget's exact pmf), and reveals only ``out``.
       - "open" mode: x, y are the servers' additive shares of a count, so
@@ -22,7 +22,7 @@ What it does
       - "masked" mode: x = r0, y = r1 are fresh uniform masks, so out =
         Z + r0 + r1 reveals nothing to either server, and (out - r0, -r1) are
         additive shares of Z.  The paper layout of Theorem 3.1 must not open
-        node values (that needs scale (2L+1)/eps, see :mod:`dp.tree`), so the
+        node values (that needs scale (2L+1)/eps, see :mod:`pairwise.dp.tree`), so the
         servers keep the node noise shared, add the path sums of their noise
         shares to their shares of the cumulative counts (a linear map) and
         send the querier only shares of Eq. (2).
@@ -37,7 +37,7 @@ What it does
 Sampling NB(r, a) (documented finite-precision method)
     P[k] = C(k + r - 1, k) (1 - a)^r a^k.  :func:`polya_table` computes
     rigorous lower and upper bounds of every P[k] in fixed point
-    (integer arithmetic, 192 bits; a is bracketed by :func:`circuits.noise.exp_bounds`,
+    (integer arithmetic, 192 bits; a is bracketed by :func:`pairwise.circuits.noise.exp_bounds`,
     (1 - a)^r by integer q-th roots of r = p/q), truncates the support at
     K where the tail is below 2^-122, and rounds the CDF to multiples of
     2^-124.  A draw is the position of u, uniform in [0, 2^124) from
@@ -90,9 +90,9 @@ from functools import lru_cache
 
 import numpy as np
 
-from circuits.builder import Builder
-from circuits.ir import EVALUATOR, GARBLER, Circuit
-from circuits.noise import (
+from pairwise.circuits.builder import Builder
+from pairwise.circuits.ir import EVALUATOR, GARBLER, Circuit
+from pairwise.circuits.noise import (
     DiscreteLaplaceParams,
     NoiseGuarantee,
     choose_discrete_laplace,
@@ -198,7 +198,7 @@ def noisy_sum_circuit(l: int, epsilon: Fraction, sensitivity: int, changed: int 
     (evaluator) of ``random_width`` bits each.  Output ``out`` (l bits,
     unsigned) = x + y + Z mod 2^l.  Noise parameters: the cheapest gadget
     whose delta is <= 2^-lam / changed (so ``changed`` values composed cost
-    at most 2^-lam of delta), :func:`circuits.noise.choose_discrete_laplace`.
+    at most 2^-lam of delta), :func:`pairwise.circuits.noise.choose_discrete_laplace`.
     """
     params = choose_discrete_laplace(Fraction(epsilon), int(sensitivity), lam=lam, n_samples=max(1, int(changed)))
     if params.bits + 2 > l:
@@ -229,12 +229,12 @@ def words_to_bits(values: np.ndarray, l: int) -> np.ndarray:
 def gc_noisy_sum(session, nsc: NoisySumCircuit, values: np.ndarray):
     """Run the noisy-sum circuit on this server's l-bit ``values`` (one SIMD execution).
 
-    ``session`` is a :class:`mpc.twopc.GarblerSession` (feeds x, rx) or
-    :class:`mpc.twopc.EvaluatorSession` (feeds y, ry); the random bits come
+    ``session`` is a :class:`pairwise.mpc.twopc.GarblerSession` (feeds x, rx) or
+    :class:`pairwise.mpc.twopc.EvaluatorSession` (feeds y, ry); the random bits come
     from os.urandom here.  Both learn ``out``.  Returns (out uint64 array,
     ExecutionResult).
     """
-    from mpc.twopc import GarblerSession
+    from pairwise.mpc.twopc import GarblerSession
 
     vals = reduce_mod(np.asarray(values, dtype=np.uint64), nsc.l)
     B = vals.size
@@ -257,7 +257,7 @@ def gc_noise_shares(session, nsc: NoisySumCircuit, count: int):
     Z + r0 + r1 to both; the garbler's share is out - r0, the evaluator's
     -r1.  Returns (shares uint64, ExecutionResult).
     """
-    from mpc.twopc import GarblerSession
+    from pairwise.mpc.twopc import GarblerSession
 
     r = uniform_words((int(count),), nsc.l)
     out, res = gc_noisy_sum(session, nsc, r)

@@ -5,7 +5,7 @@ What it does
     by one or more client processes) and release noisy ECDFs, per dataset,
     under a per-dataset privacy budget (dp-ecdf, Barczewski, Mawass, Ramon):
 
-    * **Data** (:mod:`protocols.ecdf_shares`): each client sends one key per
+    * **Data** (:mod:`pairwise.protocols.ecdf_shares`): each client sends one key per
       server and series -- a DCF key of f(t) = w [t >= x] for m = 2 (the FSS
       strategy of Sec. 4.2), PRG-compressed additive shares of w e_x for
       m > 2, or, for the pointwise baseline of Sec. 4.1, additive shares of
@@ -30,21 +30,21 @@ What it does
       - ``ecdf`` with ``mechanism="hierarchical"``: the servers open noisy
         counts of every dyadic node (Hay et al. 2010; per-value budget
         eps / (2L); the root is the public n for series ``all``), which the
-        querier makes consistent (:func:`dp.tree.consistent_prefix_sums`).
+        querier makes consistent (:func:`pairwise.dp.tree.consistent_prefix_sums`).
       - ``counts``: noisy counts of Q threshold groups of several series,
         each value with its own budget eps_v (Alg. 2, lines 7-9): a record
         changes at most 2 groups per series, so the charge is
         2 |series| eps_v.
-    * **Noise no single server knows** (:mod:`protocols.ecdf_noise`): with
+    * **Noise no single server knows** (:mod:`pairwise.protocols.ecdf_noise`): with
       m = 2 the servers run one garbled circuit per release (server 0
       garbles, server 1 evaluates, one SIMD execution over all B noisy
-      values, :class:`mpc.twopc.GarblerSession`), adding in-circuit discrete
+      values, :class:`pairwise.mpc.twopc.GarblerSession`), adding in-circuit discrete
       Laplace noise from both servers' CSPRNG bits; with m > 2 each server
       adds a share G - G' of Polya NB(1/(m - t), a) variables (exactly
       discrete Laplace when summed over m servers with t = 0).
     * **Budget**: every server keeps, per dataset, the epsilon spent and
       refuses a release that would exceed its configured budget
-      (:class:`protocols.ecdf_wire.BudgetExceeded`).  A release is first
+      (:class:`pairwise.protocols.ecdf_wire.BudgetExceeded`).  A release is first
       *prepared* on every server (budget reserved, client set compared) and
       only then *run*, so a refusal by any server aborts the release before
       any noise is drawn; the charge becomes final when the run starts.
@@ -79,7 +79,7 @@ Security / trust model
 
 Command line: ``pairwise ecdf serve --server-id I --listen HOST:PORT
 [--budget E] [--dataset-budget NAME=E ...] [--timeout S]`` (see
-:mod:`protocols.commands.ecdf`); the server prints one JSON line
+:mod:`pairwise.protocols.commands.ecdf`); the server prints one JSON line
 ``{"event": "listening", "server_id": I, "host": ..., "port": ...}`` when it
 accepts connections.
 """
@@ -96,8 +96,8 @@ from fractions import Fraction
 
 import numpy as np
 
-from mpc.channel import TCPChannel, TCPListener, handshake
-from mpc.errors import ChannelError, ChannelTimeout, PeerClosed, ProtocolError
+from pairwise.mpc.channel import TCPChannel, TCPListener, handshake
+from pairwise.mpc.errors import ChannelError, ChannelTimeout, PeerClosed, ProtocolError
 
 from .ecdf_noise import (
     MAX_VALUE_EPSILON,
@@ -725,7 +725,7 @@ class ECDFServer:
         return ch
 
     def _peer_session(self, q: _Query):
-        from mpc.twopc import EvaluatorSession, GarblerSession
+        from pairwise.mpc.twopc import EvaluatorSession, GarblerSession
 
         sid = SESSION_ID + b"/" + q.rid.encode()
         if self.server_id == 0:

@@ -10,7 +10,7 @@ What it does
 
     ``dcf`` (m = 2; dp-ecdf Sec. 4.2, the FSS strategy)
         One distributed comparison function per client and series,
-        f(t) = beta [t >= x] (:func:`fss.dcf_gen_batch`, comparison "ge"),
+        f(t) = beta [t >= x] (:func:`pairwise.fss.dcf_gen_batch`, comparison "ge"),
         key b to server b.  A server evaluates all its keys at a threshold
         (``DCFKeyBatch.eval``), i.e. O(n) work and O(1) communication per
         threshold; for many thresholds of a small domain it expands every
@@ -21,7 +21,7 @@ What it does
         Our FSS library is two-party, so for m > 2 servers the client
         additively shares the weighted one-hot vector beta e_x of length 2^n
         mod 2^l: m - 1 servers get a 16-byte PRG seed (expanded with the
-        fixed-key PRG :func:`mpc.aes.mmo_prg`), one server (client index mod
+        fixed-key PRG :func:`pairwise.mpc.aes.mmo_prg`), one server (client index mod
         m, public rotation for load balance) gets the correction vector
         beta e_x - sum of the expansions.  Any m - 1 servers see only seeds
         and a vector masked by an unknown seed.  The key is O(2^n) for one
@@ -55,7 +55,7 @@ Security model
     are hidden from each single server (Boyle et al. 2021; fixed-key AES as
     an ideal permutation); two colluding servers learn everything.
     ``mshare`` and ``pointwise``: hidden from any m - 1 colluding servers
-    (PRG security of :func:`mpc.aes.mmo_prg` for ``mshare``; information-
+    (PRG security of :func:`pairwise.mpc.aes.mmo_prg` for ``mshare``; information-
     theoretic for ``pointwise``).  Seeds and share masks come from
     ``os.urandom``.  Malicious clients (weights out of range, inconsistent
     key pairs) are not detected: only the byte format is validated, and a
@@ -71,9 +71,9 @@ from typing import Sequence
 
 import numpy as np
 
-from fss import DCFKeyBatch, dcf_gen_batch, dcf_key_bytes
-from fss.dcf import DCF_FULL_DOMAIN_MAX_BITS
-from mpc.aes import mmo_prg, random_blocks
+from pairwise.fss import DCFKeyBatch, dcf_gen_batch, dcf_key_bytes
+from pairwise.fss.dcf import DCF_FULL_DOMAIN_MAX_BITS
+from pairwise.mpc.aes import mmo_prg, random_blocks
 
 __all__ = [
     "SCHEMES",
@@ -228,7 +228,7 @@ def dcf_client_keys(values: object, weights: object, *, domain_bits: int, output
 
 
 def dcf_full_domain_sum(batch: DCFKeyBatch) -> np.ndarray:
-    """(2^n,) this server's share of every threshold's count: :meth:`fss.DCFKeyBatch.full_domain_sum`."""
+    """(2^n,) this server's share of every threshold's count: :meth:`pairwise.fss.DCFKeyBatch.full_domain_sum`."""
     if batch.n > DCF_FULL_DOMAIN_MAX_BITS:
         raise ShareParameterError(f"full-domain DCF evaluation is limited to n <= {DCF_FULL_DOMAIN_MAX_BITS}")
     return reduce_mod(batch.full_domain_sum(), batch.l)

@@ -2,7 +2,7 @@
 
 What it does
     Every connection of the multi-server ECDF service is an
-    :class:`mpc.channel.TCPChannel` that starts with :func:`mpc.channel.handshake`
+    :class:`pairwise.mpc.channel.TCPChannel` that starts with :func:`pairwise.mpc.channel.handshake`
     (session id ``pairwise-ecdf``, protocol digest ``pairwise-ecdf/1``); the
     connecting side names its role (``ecdf-client`` uploads keys,
     ``ecdf-querier`` asks for releases, ``ecdf-peer`` is the other server of a
@@ -10,7 +10,7 @@ What it does
     ``ecdf-server``.  Control messages are JSON objects in one frame each
     (at most :data:`CONTROL_MAX` bytes, UTF-8, parsed with :func:`json.loads`
     only); bulk data (client ids, key lengths, shares) are raw little-endian
-    arrays (:meth:`mpc.channel.Channel.send_array`) or byte frames whose sizes
+    arrays (:meth:`pairwise.mpc.channel.Channel.send_array`) or byte frames whose sizes
     are announced in the preceding JSON.  Nothing is ever pickled.
 
     Replies are ``{"ok": true, ...}`` or ``{"ok": false, "error": message,
@@ -31,8 +31,8 @@ import json
 from fractions import Fraction
 from typing import Any
 
-from mpc.channel import Channel, TCPChannel, handshake
-from mpc.errors import ChannelError, ProtocolError
+from pairwise.mpc.channel import Channel, TCPChannel, handshake
+from pairwise.mpc.errors import ChannelError, ProtocolError
 
 __all__ = [
     "SESSION_ID",

@@ -35,7 +35,7 @@ What it does
         composition, pure eps-LDP). With ``composition="advanced"`` and
         ``delta > 0``, the per-level budget is the largest eps0 whose
         alpha-fold advanced composition is (eps, delta) (Dwork, Rothblum
-        and Vadhan, via :func:`dp.accounting.advanced_composition`). This
+        and Vadhan, via :func:`pairwise.dp.accounting.advanced_composition`). This
         is the setting in which Theorem 3 is stated.
 
     * The private UAUC recursion, Eq. (10). The root estimates are the
@@ -67,7 +67,7 @@ What it does
     passed explicitly.
 
     App. D.1's synthetic datasets (``auc_one``, ``ur``, ``ithdigit``) and the
-    comparison with Algorithm 1 (:mod:`protocols.ldp_ustat`) against the
+    comparison with Algorithm 1 (:mod:`pairwise.protocols.ldp_ustat`) against the
     domain size are in :func:`run_experiment_auc_domain`.
 
 Security model
@@ -89,11 +89,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from dp.accounting import PrivacyGuarantee, advanced_composition
-from dp.errors import PrivacyParameterError
-from dp.mechanisms import RandomizedResponse
-from dp.samplers import uniform_int_array
-from protocols.shuffle import secure_permutation
+from pairwise.dp.accounting import PrivacyGuarantee, advanced_composition
+from pairwise.dp.errors import PrivacyParameterError
+from pairwise.dp.mechanisms import RandomizedResponse
+from pairwise.dp.samplers import uniform_int_array
+from .shuffle import secure_permutation
 
 __all__ = [
     "c_epsilon",
@@ -624,7 +624,7 @@ def run_experiment_auc_domain(
     paper's Figures 5 and 6. Algorithm 1 uses k = 2^alpha bins and the
     unbiased two-sample k-RR estimate.
     """
-    from protocols.ldp_ustat import Quantizer, QuantizedUStatistic, exact_auc
+    from .ldp_ustat import Quantizer, QuantizedUStatistic, exact_auc
 
     pos, neg = synthetic_auc_dataset(dataset, n_per_class, rng, digit)
     true_auc = exact_auc(pos, neg)

@@ -49,7 +49,7 @@ Security model
     parameters. Choosing them from the data, as :func:`data_bounds` does,
     leaks through them and is only for demonstrations on public data. In
     :func:`ldp_ustatistic` the randomization uses the OS CSPRNG through
-    :class:`dp.mechanisms.KaryRandomizedResponse`.
+    :class:`pairwise.dp.mechanisms.KaryRandomizedResponse`.
     :func:`simulate_ldp_ustatistic` takes a seeded generator and is for
     experiments only.
 """
@@ -62,7 +62,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dp.mechanisms import KaryRandomizedResponse
+from pairwise.dp.mechanisms import KaryRandomizedResponse
 
 __all__ = [
     "KERNELS",

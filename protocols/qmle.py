@@ -62,7 +62,7 @@ Security model
     values outside the truncation bounds, which are clamped first. The
     bounds, tau, sigma and the model are public. In :func:`submit_public_x`
     and :func:`submit_private_x` the bits come from the OS CSPRNG via
-    :class:`dp.mechanisms.OneBitFlip`. The ``simulate_*`` and
+    :class:`pairwise.dp.mechanisms.OneBitFlip`. The ``simulate_*`` and
     ``run_experiment_*`` functions use seeded generators and are for
     experiments only.
 """
@@ -76,8 +76,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.optimize
 
-from dp.errors import PrivacyParameterError
-from dp.mechanisms import OneBitFlip
+from pairwise.dp.errors import PrivacyParameterError
+from pairwise.dp.mechanisms import OneBitFlip
 
 __all__ = [
     "truncate",

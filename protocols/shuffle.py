@@ -24,10 +24,10 @@ What it does
     * :func:`shuffle` is the trusted shuffler: a uniformly random
       permutation of all messages, drawn from the OS CSPRNG.
     * :func:`krr_histogram` is the local-model baseline: k-ary randomized
-      response (:class:`dp.mechanisms.KaryRandomizedResponse`), whose
+      response (:class:`pairwise.dp.mechanisms.KaryRandomizedResponse`), whose
       simultaneous error grows with d.
 
-Parameter constraints (checked, :class:`dp.errors.PrivacyParameterError`)
+Parameter constraints (checked, :class:`pairwise.dp.errors.PrivacyParameterError`)
     The paper states them as "eps <= 1 and n >= 100 ln(2/delta) / eps^2,
     so that p >= 1/2". The text we have lost the formulas, so the
     constants here are our reconstruction from the proofs: the noise mean
@@ -55,7 +55,7 @@ Security model
     Shuffled model: users trust the shuffler to hide which user sent which
     message, and the analyzer sees only the shuffled multiset. Users'
     noise bits and the shuffler's permutation come from the OS CSPRNG
-    (:mod:`dp.samplers`, :func:`os.urandom`). Functions named
+    (:mod:`pairwise.dp.samplers`, :func:`os.urandom`). Functions named
     ``simulate_*`` and ``run_experiment_*`` use seeded generators and are
     for experiments only. :func:`simulate_label_counts` samples the
     analyzer's view (the message count per label) directly. It has
@@ -71,10 +71,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dp.accounting import PrivacyGuarantee
-from dp.errors import PrivacyParameterError
-from dp.mechanisms import KaryRandomizedResponse
-from dp.samplers import bernoulli_rational_array
+from pairwise.dp.accounting import PrivacyGuarantee
+from pairwise.dp.errors import PrivacyParameterError
+from pairwise.dp.mechanisms import KaryRandomizedResponse
+from pairwise.dp.samplers import bernoulli_rational_array
 
 __all__ = [
     "secure_permutation",

@@ -5,10 +5,10 @@ What it does
     tau-a (Eq. 6) or the AUC (Eq. 7, ties 1/2) of n users' private values:
 
     1. the aggregator samples P independent permutations of the users, giving
-       P n / 2 pairs (Sec. 5, step 1; :func:`protocols.ustat_math.sample_pairs`;
+       P n / 2 pairs (Sec. 5, step 1; :func:`pairwise.protocols.ustat_math.sample_pairs`;
        for the AUC, P matchings of positives with negatives);
     2. every pair computes its kernel value plus discrete-Laplace noise in a
-       garbled circuit (:func:`circuits.noise.noisy_kernel`): user i garbles,
+       garbled circuit (:func:`pairwise.circuits.noise.noisy_kernel`): user i garbles,
        user j evaluates, and each feeds its own CSPRNG random bits, so neither
        learns the other's value or the noise (step 2); the evaluator forwards
        the noisy value to the aggregator;
@@ -23,12 +23,12 @@ What it does
 
 Modes (both run the same GarblerSession / EvaluatorSession code)
     ``simulate``: the pairs are grouped into SIMD batches and every batch is a
-    real execution of :class:`mpc.twopc.GarblerSession` /
-    :class:`mpc.twopc.EvaluatorSession` (real garbling, real IKNP OT, bytes
+    real execution of :class:`pairwise.mpc.twopc.GarblerSession` /
+    :class:`pairwise.mpc.twopc.EvaluatorSession` (real garbling, real IKNP OT, bytes
     counted on the wire) over an in-memory channel between two threads of this
     process.
     ``network``: the users are hosted by worker processes
-    (:mod:`protocols.ustat_worker`, user u on worker u mod W); the pairs whose
+    (:mod:`pairwise.protocols.ustat_worker`, user u on worker u mod W); the pairs whose
     garbler is on worker a and evaluator on worker b form one Yao session over
     loopback TCP between a and b (two threads of a when a = b), each party
     drawing its own noise bits; the evaluator side forwards the noisy values
@@ -55,8 +55,8 @@ from fractions import Fraction
 
 import numpy as np
 
-from circuits.ir import ints_to_bits
-from circuits.kernels import pack_pair
+from pairwise.circuits.ir import ints_to_bits
+from pairwise.circuits.kernels import pack_pair
 
 from .ustat_math import (
     csprng_generator,
@@ -223,10 +223,10 @@ def per_pair_epsilon(epsilon: float, design: str, P: int, n: int, delta_slack: f
     ``subsample``: each user is in at most P pairs, basic composition, eps/P
     (Theorem 5).  ``all``: each user is in n - 1 pairs; the largest eps0 whose
     advanced composition (Dwork-Rothblum-Vadhan, via
-    :func:`dp.accounting.advanced_composition`, rounded up) over k = n - 1
+    :func:`pairwise.dp.accounting.advanced_composition`, rounded up) over k = n - 1
     releases stays within eps, found by bisection.
     """
-    from dp.accounting import advanced_composition
+    from pairwise.dp.accounting import advanced_composition
 
     if design == "subsample":
         return Fraction(epsilon).limit_denominator(10**9) / P, P
@@ -245,9 +245,9 @@ def per_pair_epsilon(epsilon: float, design: str, P: int, n: int, delta_slack: f
 
 def _run_simulate(nc, gx, ey, batch: int, progress) -> tuple[np.ndarray, int, int]:
     """All pairs as SIMD executions of one Yao session over an in-memory channel (two threads)."""
-    from circuits.noise import random_input_bits
-    from mpc.channel import MemoryChannel
-    from mpc.twopc import EvaluatorSession, GarblerSession
+    from pairwise.circuits.noise import random_input_bits
+    from pairwise.mpc.channel import MemoryChannel
+    from pairwise.mpc.twopc import EvaluatorSession, GarblerSession
 
     circuit, rw, m = nc.circuit, nc.random_width, len(gx)
     a, b = MemoryChannel.pair(timeout=600)
@@ -345,7 +345,7 @@ def _run_network(nc, params: dict, pairs: np.ndarray, owner_g: np.ndarray, owner
     for w, job in jobs.items():
         if not job["sessions"]:
             continue
-        p = subprocess.Popen([sys.executable, "-m", "protocols.ustat_worker"], stdin=subprocess.PIPE,
+        p = subprocess.Popen([sys.executable, "-m", "pairwise.protocols.ustat_worker"], stdin=subprocess.PIPE,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         procs[w] = p
         t = threading.Thread(target=drive, args=(w, p, json.dumps(job)), daemon=True)
@@ -416,7 +416,7 @@ def run_ustat(
     ``rng`` drives only the public pair sampling (default: seeded from the OS
     CSPRNG); noise bits always come from ``os.urandom``.
     """
-    from circuits.noise import noisy_kernel
+    from pairwise.circuits.noise import noisy_kernel
 
     if not (isinstance(epsilon, (int, float)) and math.isfinite(epsilon) and epsilon > 0):
         raise UStatError(f"epsilon must be a positive finite number, got {epsilon!r}")

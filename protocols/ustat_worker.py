@@ -1,7 +1,7 @@
 """A worker process hosting users of the 2PC U-statistic protocol (network mode).
 
 What it does
-    Run as ``python -m protocols.ustat_worker``; reads one JSON job on stdin:
+    Run as ``python -m pairwise.protocols.ustat_worker``; reads one JSON job on stdin:
 
     ``{"worker": k, "params": {...noisy_kernel arguments...},
       "sessions": [{"id": s, "role": "garbler"|"evaluator", "port": p,
@@ -34,7 +34,7 @@ from fractions import Fraction
 
 
 def _build(params: dict):
-    from circuits.noise import noisy_kernel
+    from pairwise.circuits.noise import noisy_kernel
 
     return noisy_kernel(
         params["statistic"],
@@ -48,9 +48,9 @@ def _build(params: dict):
 
 
 def run_session(nc, sess: dict, timeout: float, results: dict, errors: list) -> None:
-    from circuits.noise import random_input_bits
-    from mpc.channel import TCPChannel
-    from mpc.twopc import EvaluatorSession, GarblerSession, circuit_digest
+    from pairwise.circuits.noise import random_input_bits
+    from pairwise.mpc.channel import TCPChannel
+    from pairwise.mpc.twopc import EvaluatorSession, GarblerSession, circuit_digest
 
     sid = sess["id"]
     circuit = nc.circuit

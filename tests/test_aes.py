@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
-from mpc import aes
-from mpc.aes import (
+from pairwise.mpc import aes
+from pairwise.mpc.aes import (
     FIXED_KEY,
     FixedKeyAES,
     aes_ecb_reference,
@@ -222,7 +222,7 @@ def test_random_blocks_shape_and_uniformity():
 
 
 def test_block_buffer_permute_prefix_matches_cryptography():
-    from mpc.aes import BlockBuffer
+    from pairwise.mpc.aes import BlockBuffer
 
     buf = BlockBuffer(50)
     assert buf.blocks.shape == (50, 2) and buf.blocks.dtype == np.uint64

@@ -29,7 +29,7 @@ import numpy as np
 import pytest
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
-from circuits.bristol import (
+from pairwise.circuits.bristol import (
     BristolFormatError,
     bristol_layout,
     format_bristol_fashion,
@@ -39,9 +39,9 @@ from circuits.bristol import (
     read_bristol_old,
     write_bristol_fashion,
 )
-from circuits.builder import Builder
-from circuits.ir import EVALUATOR, GARBLER, CircuitError, Party
-from circuits.kernels import kendall, variance
+from pairwise.circuits.builder import Builder
+from pairwise.circuits.ir import EVALUATOR, GARBLER, CircuitError, Party
+from pairwise.circuits.kernels import kendall, variance
 
 # file: (ngates, nwires, input widths, output widths, AND, XOR, INV), from SOURCE.md
 FASHION = {

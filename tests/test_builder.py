@@ -17,8 +17,8 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from circuits.builder import Builder, Int
-from circuits.ir import EVALUATOR, GARBLER, CircuitError
+from pairwise.circuits.builder import Builder, Int
+from pairwise.circuits.ir import EVALUATOR, GARBLER, CircuitError
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 # multiplication circuits are ~w^2 gates: fewer examples keep the file fast (each still checks 49 edge pairs)

@@ -13,7 +13,7 @@ import threading
 import numpy as np
 import pytest
 
-from mpc.channel import (
+from pairwise.mpc.channel import (
     DEFAULT_MAX_FRAME,
     HEADER_BYTES,
     MAGIC,
@@ -72,7 +72,7 @@ def tcp_pair(timeout=5.0, max_frame=DEFAULT_MAX_FRAME, buffered=False):
 
 
 def test_error_hierarchy():
-    from mpc import errors
+    from pairwise.mpc import errors
 
     for name in errors.__all__:
         cls = getattr(errors, name)

@@ -21,7 +21,7 @@ import threading
 import numpy as np
 import pytest
 
-from mpc.channel import (
+from pairwise.mpc.channel import (
     AddressInUse,
     ChannelTimeout,
     ConnectError,
@@ -40,7 +40,7 @@ PREAMBLE = textwrap.dedent(
     """
     import json, os, socket, struct, sys, time
     import numpy as np
-    from mpc.channel import *
+    from pairwise.mpc.channel import *
     def say(**kw):
         print(json.dumps(kw), flush=True)
     """

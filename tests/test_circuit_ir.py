@@ -19,9 +19,9 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from circuits.bristol import read_bristol_fashion
-from circuits.builder import Builder
-from circuits.ir import (
+from pairwise.circuits.bristol import read_bristol_fashion
+from pairwise.circuits.builder import Builder
+from pairwise.circuits.ir import (
     AND,
     EVALUATOR,
     GARBLER,
@@ -35,7 +35,7 @@ from circuits.ir import (
     bits_to_ints,
     ints_to_bits,
 )
-from circuits.kernels import gini
+from pairwise.circuits.kernels import gini
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -405,7 +405,7 @@ def test_content_hash_stable_and_sensitive():
 
 
 def test_content_hash_same_in_fresh_process():
-    code = "from circuits.kernels import gini; print(gini(16, True).content_hash)"
+    code = "from pairwise.circuits.kernels import gini; print(gini(16, True).content_hash)"
     hashes = set()
     for seed in ("0", "12345"):
         env = dict(os.environ, PYTHONHASHSEED=seed)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from protocols.datasets import (
+from pairwise.protocols.datasets import (
     DATA_DIR,
     DataError,
     check_integer_range,

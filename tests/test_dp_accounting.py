@@ -8,7 +8,7 @@ from fractions import Fraction
 
 import pytest
 
-from dp.accounting import (
+from pairwise.dp.accounting import (
     PrivacyGuarantee,
     advanced_composition,
     basic_composition,
@@ -16,7 +16,7 @@ from dp.accounting import (
     validate_delta,
     validate_epsilon,
 )
-from dp.errors import PrivacyParameterError
+from pairwise.dp.errors import PrivacyParameterError
 
 
 @pytest.mark.parametrize("bad", [0, 0.0, -1.0, math.inf, math.nan, True, "1", None, [1.0]])

@@ -11,8 +11,8 @@ import pytest
 import scipy.stats as st
 from scipy.optimize import minimize
 
-from dp.accounting import PrivacyGuarantee
-from dp.ecdf import (
+from pairwise.dp.accounting import PrivacyGuarantee
+from pairwise.dp.ecdf import (
     _groups,
     _group_sums,
     auc,
@@ -27,9 +27,9 @@ from dp.ecdf import (
     roc_curve,
     simulate_poisson_counts,
 )
-from dp.errors import EmptyDataError, InvalidDataError, PrivacyParameterError
-from dp.smoothing import _tree_l1, _tree_l2, path_matrix, smooth_ecdf
-from dp.tree import tree_mechanism
+from pairwise.dp.errors import EmptyDataError, InvalidDataError, PrivacyParameterError
+from pairwise.dp.smoothing import _tree_l1, _tree_l2, path_matrix, smooth_ecdf
+from pairwise.dp.tree import tree_mechanism
 
 
 def noisy_ecdf(n_bins: int, eps: float, seed: int):

@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 import scipy.stats as st
 
-from dp.accounting import PrivacyGuarantee
-from dp.errors import EmptyDataError, InvalidDataError, PrivacyParameterError
-from dp.mechanisms import (
+from pairwise.dp.accounting import PrivacyGuarantee
+from pairwise.dp.errors import EmptyDataError, InvalidDataError, PrivacyParameterError
+from pairwise.dp.mechanisms import (
     GeometricMechanism,
     KaryRandomizedResponse,
     OneBitFlip,
@@ -24,7 +24,7 @@ from dp.mechanisms import (
     RandomizedResponse,
     SnappingLaplaceMechanism,
 )
-from dp.samplers import discrete_laplace_pmf
+from pairwise.dp.samplers import discrete_laplace_pmf
 
 ALPHA = 1e-5
 SIM_ALPHA = 1e-3

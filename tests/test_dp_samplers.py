@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 import scipy.stats as st
 
-from dp.errors import PrivacyParameterError
-from dp.samplers import (
+from pairwise.dp.errors import PrivacyParameterError
+from pairwise.dp.samplers import (
     _ln_correctly_rounded,
     _ln_correctly_rounded_array,
     _u_star,

@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as hs
 
-from dp.errors import EmptyDataError, InvalidDataError, PrivacyParameterError
-from dp.samplers import discrete_laplace_array, discrete_laplace_variance
-from dp.tree import (
+from pairwise.dp.errors import EmptyDataError, InvalidDataError, PrivacyParameterError
+from pairwise.dp.samplers import discrete_laplace_array, discrete_laplace_variance
+from pairwise.dp.tree import (
     consistent_prefix_sums,
     consistent_tree,
     dyadic_node_counts,

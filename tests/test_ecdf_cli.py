@@ -1,6 +1,6 @@
 """``pairwise ecdf`` on the command line: run / status against real server processes, and the demo.
 
-The commands run as subprocesses (``python -m protocols.cli``) with bounded
+The commands run as subprocesses (``python -m pairwise``) with bounded
 waits; their JSON output is checked against numpy counts of the same
 quantized column.  No test measures time.
 """
@@ -14,10 +14,10 @@ import sys
 import numpy as np
 import pytest
 
-from protocols.ecdf_client import ServerProcesses
-from protocols.ecdf_shares import quantize
+from pairwise.protocols.ecdf_client import ServerProcesses
+from pairwise.protocols.ecdf_shares import quantize
 
-CLI = [sys.executable, "-m", "protocols.cli"]
+CLI = [sys.executable, "-m", "pairwise"]
 BOUND = 120.0
 
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import json
 
-from fss import dcf_key_bytes
-from protocols.cli import main
+from pairwise.fss import dcf_key_bytes
+from pairwise.protocols.cli import main
 
 
 def test_bench_fss_json(capsys):

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fss import (
+from pairwise.fss import (
     COMPARISONS,
     DCFKey,
     DCFKeyBatch,
@@ -230,7 +230,7 @@ def test_full_domain_sum_equals_pointwise_sum(n, l, party):
     parties' vectors reconstruct the count of keys with x CMP alpha."""
     import numpy as np
 
-    from fss import dcf_gen_batch, reconstruct
+    from pairwise.fss import dcf_gen_batch, reconstruct
 
     rng = np.random.default_rng(n * 100 + l)
     alphas = rng.integers(0, 1 << n, size=37).astype(np.uint64)

@@ -12,7 +12,7 @@ import random
 import numpy as np
 import pytest
 
-from fss import (
+from pairwise.fss import (
     FULL_DOMAIN_MAX_BITS,
     DPFKey,
     DPFKeyBatch,

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fss import (
+from pairwise.fss import (
     FORMAT_VERSION,
     DCFKey,
     DCFKeyBatch,

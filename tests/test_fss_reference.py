@@ -20,11 +20,11 @@ import numpy as np
 import pytest
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
-from fss import DCFKeyBatch, DPFKeyBatch, dcf_gen, dcf_gen_batch, dpf_gen
-from fss.dcf import _dcf_gen_from_roots
-from fss.dpf import _dpf_gen_from_roots
-from fss.prg import PathExpander, expand, expand_words
-from mpc.aes import FIXED_KEY, mmo_prg
+from pairwise.fss import DCFKeyBatch, DPFKeyBatch, dcf_gen, dcf_gen_batch, dpf_gen
+from pairwise.fss.dcf import _dcf_gen_from_roots
+from pairwise.fss.dpf import _dpf_gen_from_roots
+from pairwise.fss.prg import PathExpander, expand, expand_words
+from pairwise.mpc.aes import FIXED_KEY, mmo_prg
 
 M64 = (1 << 64) - 1
 _ENC = Cipher(algorithms.AES(FIXED_KEY), modes.ECB()).encryptor()

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from fss import dcf_gen_batch, dpf_gen_batch
+from pairwise.fss import dcf_gen_batch, dpf_gen_batch
 
 ALPHA = 1e-7  # significance level of every goodness-of-fit test here
 K = 256 * 40  # keys per sample: 40 expected counts per bin for 256 bins

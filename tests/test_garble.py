@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
-from circuits.bristol import read_bristol_fashion, read_bristol_old
-from circuits.ir import AND, EVALUATOR, GARBLER, INV, XOR, Circuit, InputGroup, OutputGroup
-from mpc.aes import random_blocks
-from mpc.garble import (
+from pairwise.circuits.bristol import read_bristol_fashion, read_bristol_old
+from pairwise.circuits.ir import AND, EVALUATOR, GARBLER, INV, XOR, Circuit, InputGroup, OutputGroup
+from pairwise.mpc.aes import random_blocks
+from pairwise.mpc.garble import (
     HEADER_SIZE,
     Evaluator,
     GarbledCircuit,
@@ -30,7 +30,7 @@ from mpc.garble import (
     split_outputs,
     table_bytes,
 )
-from mpc.halfgates import eval_and, garble_and, lsb, tweak_blocks
+from pairwise.mpc.halfgates import eval_and, garble_and, lsb, tweak_blocks
 
 BRISTOL = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "circuits", "bristol_fashion")
 BRISTOL_FILES = sorted(f for f in os.listdir(BRISTOL) if f.endswith(".txt")) if os.path.isdir(BRISTOL) else []
@@ -48,7 +48,7 @@ def bristol(name: str) -> Circuit:
 
 def aes128() -> Circuit:
     """AES-128 Bristol Fashion circuit as shipped in circuits/data (same file as ../shared)."""
-    from circuits.catalog import resolve_circuit
+    from pairwise.circuits.catalog import resolve_circuit
 
     return resolve_circuit("aes128")
 
@@ -233,7 +233,7 @@ def test_garbled_aes_matches_cryptography():
 
 def _kernel_cases():
     try:
-        from circuits.kernels import KERNELS
+        from pairwise.circuits.kernels import KERNELS
     except ImportError:  # pragma: no cover - kernels land with the circuits issue
         return []
     return [(n, w, s) for n in sorted(KERNELS) for w in (8, 13, 32) for s in (False, True)]
@@ -241,7 +241,7 @@ def _kernel_cases():
 
 @functools.lru_cache(maxsize=None)
 def kernel(name, bits, signed):
-    from circuits.kernels import build_kernel
+    from pairwise.circuits.kernels import build_kernel
 
     return build_kernel(name, bits, signed)
 
@@ -525,8 +525,8 @@ def test_memory_bounded_aes_10k_instances():
     code = textwrap.dedent(
         f"""
         import resource, numpy as np
-        from circuits.catalog import resolve_circuit
-        from mpc.garble import Garbler, Evaluator, decode, split_outputs
+        from pairwise.circuits.catalog import resolve_circuit
+        from pairwise.mpc.garble import Garbler, Evaluator, decode, split_outputs
         c = resolve_circuit("aes128")
         B = 10_000
         rng = np.random.default_rng(0)

@@ -22,8 +22,8 @@ import scipy.stats
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from circuits.ir import EVALUATOR, GARBLER, CircuitError
-from circuits.kernels import (
+from pairwise.circuits.ir import EVALUATOR, GARBLER, CircuitError
+from pairwise.circuits.kernels import (
     KERNELS,
     auc,
     build_kernel,

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from dp.errors import PrivacyParameterError
-from protocols.ldp_auc import (
+from pairwise.dp.errors import PrivacyParameterError
+from pairwise.protocols.ldp_auc import (
     HadamardFrequencyOracle,
     PrivateHierarchicalHistogram,
     c_epsilon,
@@ -23,7 +23,7 @@ from protocols.ldp_auc import (
     synthetic_auc_dataset,
     theorem3_mse_bound,
 )
-from protocols.datasets import load_dataset
+from pairwise.protocols.datasets import load_dataset
 
 # --------------------------------------------------------------------------- frequency oracle
 

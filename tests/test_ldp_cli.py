@@ -1,4 +1,4 @@
-"""Tests of ``pairwise ldp ...`` (protocols.commands.ldp) through protocols.cli.main."""
+"""Tests of ``pairwise ldp ...`` (pairwise.protocols.commands.ldp) through pairwise.protocols.cli.main."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import math
 import numpy as np
 import pytest
 
-from protocols.cli import main
-from protocols.datasets import load_dataset
-from protocols.ldp_ustat import exact_ustatistic
+from pairwise.protocols.cli import main
+from pairwise.protocols.datasets import load_dataset
+from pairwise.protocols.ldp_ustat import exact_ustatistic
 
 
 def run_json(capsys, *argv):

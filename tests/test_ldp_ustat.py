@@ -10,10 +10,10 @@ import pytest
 import scipy.integrate
 import scipy.stats
 
-from dp.errors import PrivacyParameterError
-from dp.mechanisms import KaryRandomizedResponse
-from protocols.datasets import load_dataset
-from protocols.ldp_ustat import (
+from pairwise.dp.errors import PrivacyParameterError
+from pairwise.dp.mechanisms import KaryRandomizedResponse
+from pairwise.protocols.datasets import load_dataset
+from pairwise.protocols.ldp_ustat import (
     QuantizedUStatistic,
     Quantizer,
     data_bounds,

@@ -18,9 +18,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from circuits.ir import bits_to_ints, ints_to_bits
-from circuits.kernels import kernel_reference, pack_pair
-from circuits.noise import (
+from pairwise.circuits.ir import bits_to_ints, ints_to_bits
+from pairwise.circuits.kernels import kernel_reference, pack_pair
+from pairwise.circuits.noise import (
     BINARY_KERNELS,
     EXACT_MAX_BITS,
     DiscreteLaplaceParams,
@@ -48,8 +48,8 @@ from circuits.noise import (
     simulate_discrete_laplace,
     simulate_random_input_bits,
 )
-from circuits.builder import Builder
-from circuits.ir import GARBLER
+from pairwise.circuits.builder import Builder
+from pairwise.circuits.ir import GARBLER
 
 N_CHI = 100_000
 ALPHA_SEEDED = 1e-3
@@ -389,7 +389,7 @@ def test_randomized_response_gadget_exact_by_enumeration():
 
 
 def test_randomized_response_rejects_non_private_rounding():
-    from circuits.noise import RandomizedResponseParams
+    from pairwise.circuits.noise import RandomizedResponseParams
 
     rr = choose_randomized_response(1, acc=12)
     with pytest.raises(NoiseParameterError):

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from circuits.noise import choose_discrete_laplace, discrete_laplace_gadget, discrete_laplace_guarantee
-from protocols.cli import main
+from pairwise.circuits.noise import choose_discrete_laplace, discrete_laplace_gadget, discrete_laplace_guarantee
+from pairwise.protocols.cli import main
 
 
 def _run_json(capsys, argv):

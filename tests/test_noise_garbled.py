@@ -1,6 +1,6 @@
 """Garbled execution of the noise gadgets (half-gates, SIMD over 10^5 instances) against exact pmfs.
 
-Each gadget is garbled and evaluated by :func:`mpc.garble.garble_and_evaluate`
+Each gadget is garbled and evaluated by :func:`pairwise.mpc.garble.garble_and_evaluate`
 for 10^5 independent instances with seeded simulation random bits (both
 parties' shares), the decoded outputs are compared bit for bit with plaintext
 evaluation, and a chi-square test (bins merged to expected counts >= 5,
@@ -16,9 +16,9 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from circuits.ir import bits_to_ints, ints_to_bits
-from circuits.kernels import kernel_reference
-from circuits.noise import (
+from pairwise.circuits.ir import bits_to_ints, ints_to_bits
+from pairwise.circuits.kernels import kernel_reference
+from pairwise.circuits.noise import (
     bernoulli_gadget,
     bernoulli_params,
     choose_randomized_response,
@@ -32,7 +32,7 @@ from circuits.noise import (
 )
 from test_noise import ALPHA_SEEDED, chi_square_pvalue
 
-garble = pytest.importorskip("mpc.garble", reason="mpc/garble.py (garble_and_evaluate) is not available").garble_and_evaluate
+from pairwise.mpc.garble import garble_and_evaluate as garble
 
 N = 100_000
 pytestmark = pytest.mark.slow

@@ -17,8 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from mpc.aes import aes_ecb_reference, random_blocks, tccr_hash
-from mpc.baseot import (
+from pairwise.mpc.aes import aes_ecb_reference, random_blocks, tccr_hash
+from pairwise.mpc.baseot import (
     POINT_BYTES,
     BaseOTReceiver,
     BaseOTSender,
@@ -26,9 +26,9 @@ from mpc.baseot import (
     derive_key,
     encode_point,
 )
-from mpc.channel import MemoryChannel, TranscriptChannel
-from mpc.errors import ChannelError, ProtocolError
-from mpc.iknp import (
+from pairwise.mpc.channel import MemoryChannel, TranscriptChannel
+from pairwise.mpc.errors import ChannelError, ProtocolError
+from pairwise.mpc.iknp import (
     KAPPA,
     COTReceiver,
     COTSender,
@@ -151,7 +151,7 @@ def test_row_prg_is_aes_ctr_continued_across_calls():
 def test_point_encoding_matches_cryptography_reference():
     key = ec.generate_private_key(ec.SECP256R1())
     nums = key.public_key().public_numbers()
-    from mpc.baseot import _G
+    from pairwise.mpc.baseot import _G
 
     point = _G * key.private_numbers().private_value
     enc = encode_point(point)
@@ -160,7 +160,7 @@ def test_point_encoding_matches_cryptography_reference():
 
 
 def test_decode_point_rejects_invalid_points():
-    from mpc.baseot import _G, _P
+    from pairwise.mpc.baseot import _G, _P
 
     good = encode_point(_G)
     with pytest.raises(ProtocolError, match="not on the curve"):
@@ -246,7 +246,7 @@ def test_base_ot_receiver_rejects_invalid_sender_point():
 
 
 def test_base_ot_sender_rejects_invalid_receiver_points():
-    from mpc.baseot import _G
+    from pairwise.mpc.baseot import _G
 
     def bad_receiver(ch):
         ch.recv()

@@ -15,14 +15,14 @@ import threading
 import numpy as np
 import pytest
 
-from mpc.aes import random_blocks
-from mpc.channel import PeerClosed, TCPListener, handshake
-from mpc.ot import COTSender
+from pairwise.mpc.aes import random_blocks
+from pairwise.mpc.channel import PeerClosed, TCPListener, handshake
+from pairwise.mpc.ot import COTSender
 
 from test_channel_tcp import CHILD_TIMEOUT, finish, read_line, spawn
 
 EVALUATOR = """
-from mpc.ot import COTReceiver
+from pairwise.mpc.ot import COTReceiver
 port, out, n_random, n_labels, n_chosen = int(sys.argv[1]), sys.argv[2], *map(int, sys.argv[3:6])
 ch = TCPChannel.connect("127.0.0.1", port, deadline=20, timeout=20)
 info = handshake(ch, "evaluator", "ot-over-tcp", extra=b"ot-test", peer_role="garbler")
@@ -73,7 +73,7 @@ def test_evaluator_killed_mid_extension_raises_peer_closed():
     with TCPListener("127.0.0.1", 0) as lst:
         child = spawn(
             """
-            from mpc.ot import COTReceiver
+            from pairwise.mpc.ot import COTReceiver
             ch = TCPChannel.connect("127.0.0.1", int(sys.argv[1]), deadline=20, timeout=20)
             cot = COTReceiver(ch, "kill-mid-ot")
             cot.setup()

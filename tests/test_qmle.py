@@ -10,10 +10,10 @@ import scipy.integrate
 import scipy.optimize
 import scipy.stats
 
-from dp.errors import PrivacyParameterError
-from dp.mechanisms import OneBitFlip
-from protocols.datasets import load_dataset
-from protocols.qmle import (
+from pairwise.dp.errors import PrivacyParameterError
+from pairwise.dp.mechanisms import OneBitFlip
+from pairwise.protocols.datasets import load_dataset
+from pairwise.protocols.qmle import (
     BitModel,
     ald_cdf,
     ald_pdf,

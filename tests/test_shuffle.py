@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from dp.errors import PrivacyParameterError
-from protocols.shuffle import (
+from pairwise.dp.errors import PrivacyParameterError
+from pairwise.protocols.shuffle import (
     BinarySumProtocol,
     HistogramProtocol,
     krr_histogram,

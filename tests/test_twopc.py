@@ -29,14 +29,14 @@ from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import mpc.iknp as iknp
-import mpc.twopc as twopc
-from circuits.catalog import resolve_circuit
-from circuits.ir import EVALUATOR, GARBLER, Circuit, CircuitError
-from circuits.kernels import KERNELS, build_kernel, kernel_reference, pack_pair
-from mpc.channel import HEADER_BYTES, MemoryChannel, PeerClosed, TranscriptChannel
-from mpc.errors import HandshakeError
-from mpc.twopc import EvaluatorSession, ExecutionMismatch, GarblerSession, circuit_digest
+import pairwise.mpc.iknp as iknp
+import pairwise.mpc.twopc as twopc
+from pairwise.circuits.catalog import resolve_circuit
+from pairwise.circuits.ir import EVALUATOR, GARBLER, Circuit, CircuitError
+from pairwise.circuits.kernels import KERNELS, build_kernel, kernel_reference, pack_pair
+from pairwise.mpc.channel import HEADER_BYTES, MemoryChannel, PeerClosed, TranscriptChannel
+from pairwise.mpc.errors import HandshakeError
+from pairwise.mpc.twopc import EvaluatorSession, ExecutionMismatch, GarblerSession, circuit_digest
 
 WAIT = 30.0  # bound on any wait for the worker thread (the code under test answers in far less)
 EXEC_HEADER = struct.Struct("<4s32sQQQQB")  # the execution header of mpc/twopc.py (69 bytes)

@@ -33,15 +33,15 @@ import numpy as np
 import pytest
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
-import mpc.garble as garble
-import mpc.twopc as twopc
-from circuits.builder import Builder
-from circuits.catalog import resolve_circuit
-from circuits.ir import AND, EVALUATOR, GARBLER, INV, Circuit
-from circuits.kernels import build_kernel
-from mpc.channel import HEADER_BYTES, MemoryChannel, PeerClosed, TranscriptChannel
-from mpc.iknp import DEFAULT_BATCH
-from mpc.twopc import EvaluatorSession, GarblerSession
+import pairwise.mpc.garble as garble
+import pairwise.mpc.twopc as twopc
+from pairwise.circuits.builder import Builder
+from pairwise.circuits.catalog import resolve_circuit
+from pairwise.circuits.ir import AND, EVALUATOR, GARBLER, INV, Circuit
+from pairwise.circuits.kernels import build_kernel
+from pairwise.mpc.channel import HEADER_BYTES, MemoryChannel, PeerClosed, TranscriptChannel
+from pairwise.mpc.iknp import DEFAULT_BATCH
+from pairwise.mpc.twopc import EvaluatorSession, GarblerSession
 
 WAIT = 60.0
 
@@ -111,7 +111,7 @@ def test_levels_not_more_than_stage_grouping(name, bits):
 
 
 def test_sha256_levels(bristol_dir):
-    from circuits.bristol import read_bristol_fashion
+    from pairwise.circuits.bristol import read_bristol_fashion
 
     c = read_bristol_fashion(bristol_dir / "sha256.txt")
     check_contract(c)

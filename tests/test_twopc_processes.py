@@ -1,7 +1,7 @@
 """The Yao runtime and ``pairwise 2pc`` / ``pairwise demo 2pc`` between real processes on loopback.
 
 Every party is a separate Python process: the real command line
-(``python -m protocols.cli 2pc garbler|evaluator ...``), or a short script that
+(``python -m pairwise 2pc garbler|evaluator ...``), or a short script that
 speaks the real protocol up to some point and then dies, stalls or sends
 garbage.  Outputs are checked against independent references (Python-int
 kernel formulas, ``cryptography``'s AES).  Every wait is bounded: each
@@ -26,10 +26,10 @@ from importlib import resources
 import pytest
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
-from circuits.kernels import kernel_reference
-from mpc.channel import ChannelTimeout, TCPListener
+from pairwise.circuits.kernels import kernel_reference
+from pairwise.mpc.channel import ChannelTimeout, TCPListener
 
-CLI = [sys.executable, "-m", "protocols.cli"]
+CLI = [sys.executable, "-m", "pairwise"]
 BOUND = 30.0  # upper bound on any wait for a child; correct runs finish in a few seconds
 PARTY_TIMEOUT = "5"  # --timeout given to the parties: no wait for the peer longer than this
 
@@ -37,12 +37,12 @@ PREAMBLE = textwrap.dedent(
     """
     import json, os, signal, socket, struct, sys, time
     import numpy as np
-    from circuits.catalog import resolve_circuit
-    from mpc import twopc
-    from mpc.channel import TCPChannel
-    from mpc.garble import default_chunk
-    from mpc.twopc import EvaluatorSession, GarblerSession, circuit_digest
-    from protocols.commands.twopc import _ot_batch
+    from pairwise.circuits.catalog import resolve_circuit
+    from pairwise.mpc import twopc
+    from pairwise.mpc.channel import TCPChannel
+    from pairwise.mpc.garble import default_chunk
+    from pairwise.mpc.twopc import EvaluatorSession, GarblerSession, circuit_digest
+    from pairwise.protocols.commands.twopc import _ot_batch
     def say(**kw):
         print(json.dumps(kw), flush=True)
     def die():
@@ -183,7 +183,7 @@ def test_cli_kernels_both_parties():
 @pytest.mark.slow  # several processes at once (still runs in CI)
 def test_cli_aes128_against_cryptography():
     """The built-in aes128 and the same circuit given as a Bristol Fashion file path."""
-    ref = resources.files("circuits").joinpath("data", "aes_128.txt.gz")
+    ref = resources.files("pairwise.circuits").joinpath("data", "aes_128.txt.gz")
     with resources.as_file(ref) as path:
         specs = ["aes128", str(path)]
         data = [(os.urandom(16), os.urandom(16)) for _ in specs]
@@ -243,9 +243,9 @@ def test_execution_header_mismatch_between_processes():
         port := free_port(),
     )
     try:
-        from circuits.catalog import resolve_circuit
-        from mpc.channel import TCPChannel
-        from mpc.twopc import ExecutionMismatch, GarblerSession
+        from pairwise.circuits.catalog import resolve_circuit
+        from pairwise.mpc.channel import TCPChannel
+        from pairwise.mpc.twopc import ExecutionMismatch, GarblerSession
 
         with TCPChannel.listen("127.0.0.1", port, timeout=BOUND, recv_timeout=10) as ch:
             s = GarblerSession(ch, ot_batch=1024)
@@ -299,7 +299,7 @@ def test_garbler_killed_mid_tables_evaluator_reports_connection_error():
         c = resolve_circuit("variance", 32)
         ch = TCPChannel.listen("127.0.0.1", int(sys.argv[1]), timeout=20)
         s = GarblerSession(ch, ot_batch=_ot_batch(c), extra=circuit_digest(c))
-        from mpc.garble import Garbler
+        from pairwise.mpc.garble import Garbler
         twopc._exchange_headers(ch, twopc._exec_header(c, 1, default_chunk(c, 1), 0, "both"), c)
         zero = s.cot.send_labels(32).reshape(32, 1, 2)
         gb = Garbler(c, 1, delta=s.delta, input_zero={"y": zero}, chunk=default_chunk(c, 1))

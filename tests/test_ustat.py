@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from dp.accounting import advanced_composition
-from protocols.datasets import load_dataset
-from protocols.ustat import UStatError, per_pair_epsilon, prepare_data, run_ustat
-from protocols.ustat_math import (
+from pairwise.dp.accounting import advanced_composition
+from pairwise.protocols.datasets import load_dataset
+from pairwise.protocols.ustat import UStatError, per_pair_epsilon, prepare_data, run_ustat
+from pairwise.protocols.ustat_math import (
     all_pairs,
     incomplete_variance,
     kernel_matrix,
@@ -182,7 +182,7 @@ def test_parameter_errors():
 
 # ----------------------------------------------------------------------------- CLI
 def _cli(*args, timeout=120):
-    return subprocess.run([sys.executable, "-m", "protocols.cli", *args], capture_output=True, text=True, timeout=timeout)
+    return subprocess.run([sys.executable, "-m", "pairwise", *args], capture_output=True, text=True, timeout=timeout)
 
 
 def test_cli_json_keys_on_default_data():
@@ -209,7 +209,7 @@ def test_cli_errors_name_row_and_column(tmp_path):
 
 @pytest.mark.parametrize("name", ["gini", "kendall", "auc"])
 def test_fast_exact_u_statistics_equal_the_kernel_matrix(name):
-    from protocols.ustat_math import _u_statistic_fast
+    from pairwise.protocols.ustat_math import _u_statistic_fast
 
     rng = np.random.default_rng(9)
     x = rng.integers(0, 6, 700).astype(float)  # many ties on purpose

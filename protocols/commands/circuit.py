@@ -21,9 +21,9 @@ from __future__ import annotations
 import json
 import sys
 
-from circuits.catalog import resolve_circuit
-from circuits.ir import CircuitError, bits_to_ints, ints_to_bits
-from circuits.kernels import KERNELS, build_kernel
+from pairwise.circuits.catalog import resolve_circuit
+from pairwise.circuits.ir import CircuitError, bits_to_ints, ints_to_bits
+from pairwise.circuits.kernels import KERNELS, build_kernel
 
 
 def _add_spec_args(p) -> None:
@@ -101,7 +101,7 @@ def cmd_eval(args) -> int:
     values = [parse_hex_input(h, g.width, g.name) for h, g in zip(args.input, c.inputs)]
     bits = [ints_to_bits([v], g.width, False, g.name) for v, g in zip(values, c.inputs)]
     if args.garbled:
-        from mpc.garble import garble_and_evaluate
+        from pairwise.mpc.garble import garble_and_evaluate
 
         outs = garble_and_evaluate(c, bits)
     else:
@@ -144,7 +144,7 @@ def cmd_table(args) -> int:
 def cmd_export(args) -> int:
     c = resolve_circuit(args.circuit, args.bits, args.signed)
     if args.format == "bristol":
-        from circuits.bristol import write_bristol_fashion
+        from pairwise.circuits.bristol import write_bristol_fashion
 
         write_bristol_fashion(c, args.output)
     elif args.format == "dot":

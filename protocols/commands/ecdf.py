@@ -29,7 +29,7 @@ ECDF release), ``bytes`` (all bytes on the wire: uploads, querier and
 server-to-server), plus ``delta``, ``n``, ``servers``, ``bytes_detail``,
 ``quantiles``, ``roc``/``auc``/``auc_exact`` when computed.
 
-Security model: see :mod:`protocols.ecdf_service`.
+Security model: see :mod:`pairwise.protocols.ecdf_service`.
 """
 
 from __future__ import annotations
@@ -112,8 +112,8 @@ def _budgets(items) -> dict:
 
 
 def cmd_serve(args) -> int:
-    from protocols.ecdf_service import ECDFServer
-    from protocols.ecdf_wire import parse_address
+    from ..ecdf_service import ECDFServer
+    from ..ecdf_wire import parse_address
 
     host, port = parse_address(args.listen)
     srv = ECDFServer(args.server_id, host, port, budget=args.budget,
@@ -144,9 +144,9 @@ def _release_and_report(querier, dataset, values, lo, hi, n_bits, args, labels=N
     """Release the ECDF (and ROC), compare with the exact values; returns the JSON dict."""
     import numpy as np
 
-    from dp.ecdf import auc, inverse_ecdf
-    from protocols.ecdf_client import roc_points
-    from protocols.ecdf_shares import bin_upper_edges
+    from pairwise.dp.ecdf import auc, inverse_ecdf
+    from ..ecdf_client import roc_points
+    from ..ecdf_shares import bin_upper_edges
 
     g = args.grid_bits or n_bits
     if labels is not None:
@@ -195,7 +195,7 @@ def _check_budget(querier, dataset: str, need: float) -> None:
     """Refuse early if a server cannot afford ``need`` (ECDF + ROC), instead of failing after the first release."""
     from fractions import Fraction
 
-    from protocols.ecdf_wire import BudgetExceeded
+    from ..ecdf_wire import BudgetExceeded
 
     for st in querier.status(dataset):
         i = st["info"]
@@ -232,10 +232,10 @@ def _print_report(out: dict, title: str) -> None:
 def cmd_run(args) -> int:
     import numpy as np
 
-    from protocols.datasets import load_csv
-    from protocols.ecdf_client import ECDFQuerier, upload, upload_pointwise
-    from protocols.ecdf_shares import quantize
-    from protocols.ecdf_wire import parse_servers
+    from ..datasets import load_csv
+    from ..ecdf_client import ECDFQuerier, upload, upload_pointwise
+    from ..ecdf_shares import quantize
+    from ..ecdf_wire import parse_servers
 
     servers = parse_servers(args.servers)
     if args.roc and not args.label:
@@ -281,7 +281,7 @@ def cmd_run(args) -> int:
 def cmd_status(args) -> int:
     from fractions import Fraction
 
-    from protocols.ecdf_client import ECDFQuerier
+    from ..ecdf_client import ECDFQuerier
 
     q = ECDFQuerier(args.servers, timeout=args.timeout)
     st = q.status(args.dataset)
@@ -332,9 +332,9 @@ def _plot(out: dict, path: str) -> None:
 def cmd_demo(args) -> int:
     import numpy as np
 
-    from protocols.datasets import load_dataset
-    from protocols.ecdf_client import ECDFQuerier, ServerProcesses, upload
-    from protocols.ecdf_shares import quantize
+    from ..datasets import load_dataset
+    from ..ecdf_client import ECDFQuerier, ServerProcesses, upload
+    from ..ecdf_shares import quantize
 
     if not args.epsilon > 0:
         raise ValueError("--epsilon must be positive")
@@ -364,6 +364,6 @@ def cmd_demo(args) -> int:
 
 
 if __name__ == "__main__":  # pragma: no cover
-    from protocols.cli import main
+    from ..cli import main
 
     sys.exit(main(["ecdf", *sys.argv[1:]]))

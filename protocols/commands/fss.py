@@ -48,7 +48,7 @@ def _best_of(fn, repeats: int) -> tuple[float, float]:
 def run_dcf_benchmark(domain_bits: int = 32, keys: int = 100_000, output_bits: int = 32,
                       repeats: int = 3) -> dict:
     """Measure DCF key size, batched Gen, (de)serialization and batched Eval; return a dict."""
-    from fss import DCFKeyBatch, FSSParameterError, dcf_gen_batch, dcf_key_bytes, reconstruct
+    from pairwise.fss import DCFKeyBatch, FSSParameterError, dcf_gen_batch, dcf_key_bytes, reconstruct
 
     n, l = int(domain_bits), int(output_bits)
     if keys < 1:
@@ -96,7 +96,7 @@ def run_dcf_benchmark(domain_bits: int = 32, keys: int = 100_000, output_bits: i
 
 def run_dpf_full_domain_benchmark(domain_bits: int, output_bits: int = 32, repeats: int = 3) -> dict:
     """Time full-domain evaluation of one DPF key (both parties checked to reconstruct f)."""
-    from fss import dpf_gen, dpf_key_bytes
+    from pairwise.fss import dpf_gen, dpf_key_bytes
 
     n, l = int(domain_bits), int(output_bits)
     alpha = secrets.randbits(n)

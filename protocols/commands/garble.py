@@ -12,8 +12,8 @@ Command
     ``garble_seconds``, ``eval_seconds``, ``garble_fresh_mands``, ``circuit``,
     ``chunk``, ``repeat``, ``correct``.
 
-    The timed sections are :meth:`mpc.garble.Garbler.garble` (labels and Delta
-    are drawn before the timer starts) and :meth:`mpc.garble.Evaluator.evaluate`.
+    The timed sections are :meth:`pairwise.mpc.garble.Garbler.garble` (labels and Delta
+    are drawn before the timer starts) and :meth:`pairwise.mpc.garble.Evaluator.evaluate`.
     The first run garbles into freshly allocated memory (reported as
     ``garble_fresh_mands``: on this VM touching fresh memory costs ~2 ms per
     MiB in page faults); later runs reuse that table buffer, so
@@ -31,9 +31,9 @@ import time
 
 import numpy as np
 
-from circuits.catalog import resolve_circuit
-from circuits.ir import Circuit
-from circuits.kernels import KERNELS
+from pairwise.circuits.catalog import resolve_circuit
+from pairwise.circuits.ir import Circuit
+from pairwise.circuits.kernels import KERNELS
 
 #: Refuse in-memory benchmarks whose tables would exceed this many bytes.
 MAX_TABLE_BYTES = 3 << 30
@@ -41,7 +41,7 @@ MAX_TABLE_BYTES = 3 << 30
 
 def bench_garble(circuit: Circuit, batch: int, repeat: int = 3, chunk: int | None = None) -> dict:
     """Best-of-``repeat`` garbling and evaluation times of ``circuit`` for ``batch`` instances."""
-    from mpc.garble import Evaluator, GarbleError, Garbler, decode, split_outputs, table_bytes
+    from pairwise.mpc.garble import Evaluator, GarbleError, Garbler, decode, split_outputs, table_bytes
 
     if repeat < 1:
         raise GarbleError(f"repeat must be at least 1, got {repeat}")
@@ -110,7 +110,7 @@ def register(root, groups) -> None:
 
 
 def cmd_bench_garble(args) -> int:
-    from mpc.garble import GarbleError
+    from pairwise.mpc.garble import GarbleError
 
     if args.batch < 1:
         raise GarbleError(f"--batch must be a positive integer, got {args.batch}")

@@ -38,7 +38,7 @@ import json
 
 import numpy as np
 
-from protocols.datasets import DataError, dataset_path, load_csv
+from ..datasets import DataError, dataset_path, load_csv
 
 DEFAULT_EPSILON = 2.0
 
@@ -141,8 +141,8 @@ def _bounds(values: np.ndarray, lower, upper) -> tuple[float, float, bool]:
 
 
 def cmd_auc(args) -> int:
-    from protocols.ldp_auc import ldp_auc, quantize_scores
-    from protocols.ldp_ustat import exact_auc
+    from ..ldp_auc import ldp_auc, quantize_scores
+    from ..ldp_ustat import exact_auc
 
     if not 1 <= args.bits <= 24:
         raise ValueError(f"--bits must lie in 1..24, got {args.bits}")
@@ -195,7 +195,7 @@ def cmd_auc(args) -> int:
 
 
 def cmd_qmle(args) -> int:
-    from protocols.qmle import (
+    from ..qmle import (
         fit_qmle_private,
         fit_qmle_public,
         quantile_regression,
@@ -257,8 +257,8 @@ def cmd_qmle(args) -> int:
 
 
 def cmd_shuffle_histogram(args) -> int:
-    from protocols.datasets import check_integer_range
-    from protocols.shuffle import HistogramProtocol, shuffled_histogram
+    from ..datasets import check_integer_range
+    from ..shuffle import HistogramProtocol, shuffled_histogram
 
     cols = load_csv(_source(args), [args.column])
     v = cols[args.column]
@@ -310,7 +310,7 @@ def cmd_shuffle_histogram(args) -> int:
 
 
 def cmd_ustat(args) -> int:
-    from protocols.ldp_ustat import (
+    from ..ldp_ustat import (
         QuantizedUStatistic,
         Quantizer,
         data_bounds,

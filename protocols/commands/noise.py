@@ -3,7 +3,7 @@
 Commands
     ``pairwise noise sample --epsilon E --sensitivity S --count N [--garbled] [--json]``
         Chooses the gadget's support and precision
-        (:func:`circuits.noise.choose_discrete_laplace`, delta target
+        (:func:`pairwise.circuits.noise.choose_discrete_laplace`, delta target
         2^-lam / releases), draws N samples and prints their histogram and
         the stated (epsilon, delta).  With ``--garbled`` the gadget circuit is
         garbled and evaluated (half-gates, SIMD batches) on random-bit shares
@@ -26,7 +26,7 @@ import json
 
 import numpy as np
 
-from circuits.noise import (
+from pairwise.circuits.noise import (
     NoiseParameterError,
     choose_discrete_laplace,
     decode_output,
@@ -89,7 +89,7 @@ def draw(params, count: int, garbled: bool) -> np.ndarray:
     """``count`` samples of the gadget: garbled circuit (SIMD chunks) or the exact sampler."""
     if not garbled:
         return sample_discrete_laplace(params, count)
-    from mpc.garble import garble_and_evaluate
+    from pairwise.mpc.garble import garble_and_evaluate
 
     nc = discrete_laplace_gadget(params)
     parts = []

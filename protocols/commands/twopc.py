@@ -14,7 +14,7 @@ Commands
     ``pairwise demo 2pc [--circuit ...] [--garbler-input V] [--evaluator-input V] [--json]``
         Starts both parties as two processes on loopback and prints both summaries.
 
-Security model: semi-honest Yao (:mod:`mpc.twopc`); inputs are range-checked
+Security model: semi-honest Yao (:mod:`pairwise.mpc.twopc`); inputs are range-checked
 before the socket is opened, so a bad input never moves a secret.
 """
 
@@ -26,9 +26,9 @@ import subprocess
 import sys
 import time
 
-from circuits.catalog import resolve_circuit
-from circuits.ir import EVALUATOR, GARBLER, Circuit, CircuitError
-from circuits.kernels import KERNELS, pack_pair
+from pairwise.circuits.catalog import resolve_circuit
+from pairwise.circuits.ir import EVALUATOR, GARBLER, Circuit, CircuitError
+from pairwise.circuits.kernels import KERNELS, pack_pair
 
 from .circuit import format_hex_output, parse_hex_input
 
@@ -145,8 +145,8 @@ def _report(args, circuit: Circuit, res, setup_s: float, role: str) -> None:
 
 
 def _run_party(args, party) -> int:
-    from mpc.channel import TCPChannel
-    from mpc.twopc import EvaluatorSession, GarblerSession, circuit_digest
+    from pairwise.mpc.channel import TCPChannel
+    from pairwise.mpc.twopc import EvaluatorSession, GarblerSession, circuit_digest
 
     circuit = resolve_circuit(args.circuit, args.bits, args.signed)
     inputs = parse_party_input(circuit, args.circuit, party, args.input, args.bits, args.signed)
@@ -205,7 +205,7 @@ def cmd_demo(args) -> int:
     common = ["--circuit", args.circuit, "--bits", str(args.bits), "--json", "--timeout", "30"]
     if args.signed:
         common.append("--signed")
-    exe = [sys.executable, "-m", "protocols.cli", "2pc"]
+    exe = [sys.executable, "-m", "pairwise", "2pc"]
     env = dict(os.environ)
     g = subprocess.Popen(exe + ["garbler", "--listen", f"127.0.0.1:{port}", f"--input={gi}"] + common,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)

@@ -1,0 +1,8 @@
+"""``python -m pairwise``: the same as the ``pairwise`` command."""
+
+import sys
+
+from pairwise.protocols.cli import main
+
+if __name__ == "__main__":
+    sys.exit(main())
