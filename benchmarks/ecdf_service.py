@@ -29,8 +29,8 @@ import time
 
 import numpy as np
 
-from pairwise.protocols.ecdf_client import ECDFQuerier, ServerProcesses, make_keys, make_series, send_keys, upload_pointwise
-from pairwise.protocols.ecdf_shares import key_bytes
+from pairwise.protocols.ecdf.client import ECDFQuerier, ServerProcesses, make_keys, make_series, send_keys, upload_pointwise
+from pairwise.protocols.ecdf.shares import key_bytes
 
 DOMAIN = 10
 

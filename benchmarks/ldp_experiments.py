@@ -29,9 +29,9 @@ from pathlib import Path
 import numpy as np
 
 from pairwise.protocols.datasets import load_dataset
-from pairwise.protocols.ldp_auc import run_experiment_auc_domain
-from pairwise.protocols.qmle import run_experiment_qmle_covariance
-from pairwise.protocols.shuffle import run_experiment_histogram_domain
+from pairwise.protocols.ldp.auc import run_experiment_auc_domain
+from pairwise.protocols.ldp.qmle import run_experiment_qmle_covariance
+from pairwise.protocols.ldp.shuffle import run_experiment_histogram_domain
 
 PLOTS = Path(__file__).resolve().parent / "plots"
 

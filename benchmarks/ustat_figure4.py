@@ -38,9 +38,9 @@ import numpy as np
 
 from pairwise.circuits.noise import noisy_kernel, simulate_discrete_laplace
 from pairwise.protocols.datasets import load_dataset
-from pairwise.protocols.ldp_ustat import simulate_ldp_ustatistic
-from pairwise.protocols.ustat import per_pair_epsilon, prepare_data, run_ustat
-from pairwise.protocols.ustat_math import sample_pairs, sample_two_sample_pairs, theorem5_mse, u_statistic, zetas
+from pairwise.protocols.ldp.ustat import simulate_ldp_ustatistic
+from pairwise.protocols.ustat.driver import per_pair_epsilon, prepare_data, run_ustat
+from pairwise.protocols.ustat.stats import sample_pairs, sample_two_sample_pairs, theorem5_mse, u_statistic, zetas
 
 EPS = [0.25, 0.5, 1.0, 2.0, 4.0, 8.0]
 ROOT = Path(__file__).resolve().parent

@@ -19,7 +19,7 @@ import time
 import numpy as np
 
 from pairwise.protocols.datasets import load_dataset
-from pairwise.protocols.ustat import run_ustat
+from pairwise.protocols.ustat.driver import run_ustat
 
 
 def peak_rss_mib() -> float:

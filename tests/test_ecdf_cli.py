@@ -14,8 +14,8 @@ import sys
 import numpy as np
 import pytest
 
-from pairwise.protocols.ecdf_client import ServerProcesses
-from pairwise.protocols.ecdf_shares import quantize
+from pairwise.protocols.ecdf.client import ServerProcesses
+from pairwise.protocols.ecdf.shares import quantize
 
 CLI = [sys.executable, "-m", "pairwise"]
 BOUND = 120.0

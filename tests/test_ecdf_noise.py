@@ -21,7 +21,7 @@ from scipy import stats
 from pairwise.circuits.noise import discrete_laplace_pmf as gadget_pmf
 from pairwise.mpc.channel import MemoryChannel
 from pairwise.mpc.twopc import EvaluatorSession, GarblerSession
-from pairwise.protocols.ecdf_noise import (
+from pairwise.protocols.ecdf.noise import (
     MAX_VALUE_EPSILON,
     NoiseSetupError,
     gc_noise_shares,
@@ -37,7 +37,7 @@ from pairwise.protocols.ecdf_noise import (
     value_epsilon,
     words_to_bits,
 )
-from pairwise.protocols.ecdf_shares import reduce_mod, to_signed
+from pairwise.protocols.ecdf.shares import reduce_mod, to_signed
 
 ALPHA = 1e-6
 

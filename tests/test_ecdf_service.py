@@ -1,7 +1,7 @@
 """The multi-server ECDF service end to end: real server processes on loopback, real TCP, real 2PC.
 
 Servers are ``python -m pairwise ecdf serve`` processes (started by
-:class:`pairwise.protocols.ecdf_client.ServerProcesses`); the clients and the querier
+:class:`pairwise.protocols.ecdf.client.ServerProcesses`); the clients and the querier
 run in this process.  References are plain numpy counts on the same
 quantized data, the Mann-Whitney AUC, and an independent Hosmer-Lemeshow
 computation.  Noisy releases are checked against a tail bound of the exact
@@ -17,7 +17,7 @@ import socket
 import numpy as np
 import pytest
 
-from pairwise.protocols.ecdf_client import (
+from pairwise.protocols.ecdf.client import (
     ECDFQuerier,
     ServerProcesses,
     make_keys,
@@ -26,7 +26,7 @@ from pairwise.protocols.ecdf_client import (
     upload,
     upload_pointwise,
 )
-from pairwise.protocols.ecdf_wire import BudgetExceeded, DatasetError, QueryRefused, ServerUnavailable
+from pairwise.protocols.ecdf.wire import BudgetExceeded, DatasetError, QueryRefused, ServerUnavailable
 
 NB = 6  # domain bits: 64 bins, L = 6
 N = 1 << NB

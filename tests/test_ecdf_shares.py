@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pairwise.protocols.ecdf_shares import (
+from pairwise.protocols.ecdf.shares import (
     DCFShares,
     MShareShares,
     PointwiseShares,
@@ -161,7 +161,7 @@ def test_full_domain_dcf_sum_equals_pointwise_evaluation(n, K):
     """dcf_full_domain_sum (breadth-first) equals fss's own per-point evaluation, for both parties."""
     from pairwise.fss import dcf_gen_batch
 
-    from pairwise.protocols.ecdf_shares import dcf_full_domain_sum
+    from pairwise.protocols.ecdf.shares import dcf_full_domain_sum
 
     rng = np.random.default_rng(n)
     x = rng.integers(0, 1 << n, K).astype(np.uint64)

@@ -10,7 +10,7 @@ import pytest
 import scipy.stats
 
 from pairwise.dp.errors import PrivacyParameterError
-from pairwise.protocols.ldp_auc import (
+from pairwise.protocols.ldp.auc import (
     HadamardFrequencyOracle,
     PrivateHierarchicalHistogram,
     c_epsilon,

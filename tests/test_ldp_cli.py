@@ -10,7 +10,7 @@ import pytest
 
 from pairwise.protocols.cli import main
 from pairwise.protocols.datasets import load_dataset
-from pairwise.protocols.ldp_ustat import exact_ustatistic
+from pairwise.protocols.ldp.ustat import exact_ustatistic
 
 
 def run_json(capsys, *argv):

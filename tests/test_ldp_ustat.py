@@ -13,7 +13,7 @@ import scipy.stats
 from pairwise.dp.errors import PrivacyParameterError
 from pairwise.dp.mechanisms import KaryRandomizedResponse
 from pairwise.protocols.datasets import load_dataset
-from pairwise.protocols.ldp_ustat import (
+from pairwise.protocols.ldp.ustat import (
     QuantizedUStatistic,
     Quantizer,
     data_bounds,

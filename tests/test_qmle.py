@@ -13,7 +13,7 @@ import scipy.stats
 from pairwise.dp.errors import PrivacyParameterError
 from pairwise.dp.mechanisms import OneBitFlip
 from pairwise.protocols.datasets import load_dataset
-from pairwise.protocols.qmle import (
+from pairwise.protocols.ldp.qmle import (
     BitModel,
     ald_cdf,
     ald_pdf,

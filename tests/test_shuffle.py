@@ -11,7 +11,7 @@ import pytest
 import scipy.stats
 
 from pairwise.dp.errors import PrivacyParameterError
-from pairwise.protocols.shuffle import (
+from pairwise.protocols.ldp.shuffle import (
     BinarySumProtocol,
     HistogramProtocol,
     krr_histogram,

@@ -12,8 +12,8 @@ from scipy import stats
 
 from pairwise.dp.accounting import advanced_composition
 from pairwise.protocols.datasets import load_dataset
-from pairwise.protocols.ustat import UStatError, per_pair_epsilon, prepare_data, run_ustat
-from pairwise.protocols.ustat_math import (
+from pairwise.protocols.ustat.driver import UStatError, per_pair_epsilon, prepare_data, run_ustat
+from pairwise.protocols.ustat.stats import (
     all_pairs,
     incomplete_variance,
     kernel_matrix,
@@ -209,7 +209,7 @@ def test_cli_errors_name_row_and_column(tmp_path):
 
 @pytest.mark.parametrize("name", ["gini", "kendall", "auc"])
 def test_fast_exact_u_statistics_equal_the_kernel_matrix(name):
-    from pairwise.protocols.ustat_math import _u_statistic_fast
+    from pairwise.protocols.ustat.stats import _u_statistic_fast
 
     rng = np.random.default_rng(9)
     x = rng.integers(0, 6, 700).astype(float)  # many ties on purpose

@@ -29,7 +29,7 @@ ECDF release), ``bytes`` (all bytes on the wire: uploads, querier and
 server-to-server), plus ``delta``, ``n``, ``servers``, ``bytes_detail``,
 ``quantiles``, ``roc``/``auc``/``auc_exact`` when computed.
 
-Security model: see :mod:`pairwise.protocols.ecdf_service`.
+Security model: see :mod:`pairwise.protocols.ecdf.server`.
 """
 
 from __future__ import annotations
@@ -112,8 +112,8 @@ def _budgets(items) -> dict:
 
 
 def cmd_serve(args) -> int:
-    from ..ecdf_service import ECDFServer
-    from ..ecdf_wire import parse_address
+    from ..ecdf.server import ECDFServer
+    from ..ecdf.wire import parse_address
 
     host, port = parse_address(args.listen)
     srv = ECDFServer(args.server_id, host, port, budget=args.budget,
@@ -145,8 +145,8 @@ def _release_and_report(querier, dataset, values, lo, hi, n_bits, args, labels=N
     import numpy as np
 
     from pairwise.dp.ecdf import auc, inverse_ecdf
-    from ..ecdf_client import roc_points
-    from ..ecdf_shares import bin_upper_edges
+    from ..ecdf.client import roc_points
+    from ..ecdf.shares import bin_upper_edges
 
     g = args.grid_bits or n_bits
     if labels is not None:
@@ -195,7 +195,7 @@ def _check_budget(querier, dataset: str, need: float) -> None:
     """Refuse early if a server cannot afford ``need`` (ECDF + ROC), instead of failing after the first release."""
     from fractions import Fraction
 
-    from ..ecdf_wire import BudgetExceeded
+    from ..ecdf.wire import BudgetExceeded
 
     for st in querier.status(dataset):
         i = st["info"]
@@ -233,9 +233,9 @@ def cmd_run(args) -> int:
     import numpy as np
 
     from ..datasets import load_csv
-    from ..ecdf_client import ECDFQuerier, upload, upload_pointwise
-    from ..ecdf_shares import quantize
-    from ..ecdf_wire import parse_servers
+    from ..ecdf.client import ECDFQuerier, upload, upload_pointwise
+    from ..ecdf.shares import quantize
+    from ..ecdf.wire import parse_servers
 
     servers = parse_servers(args.servers)
     if args.roc and not args.label:
@@ -281,7 +281,7 @@ def cmd_run(args) -> int:
 def cmd_status(args) -> int:
     from fractions import Fraction
 
-    from ..ecdf_client import ECDFQuerier
+    from ..ecdf.client import ECDFQuerier
 
     q = ECDFQuerier(args.servers, timeout=args.timeout)
     st = q.status(args.dataset)
@@ -333,8 +333,8 @@ def cmd_demo(args) -> int:
     import numpy as np
 
     from ..datasets import load_dataset
-    from ..ecdf_client import ECDFQuerier, ServerProcesses, upload
-    from ..ecdf_shares import quantize
+    from ..ecdf.client import ECDFQuerier, ServerProcesses, upload
+    from ..ecdf.shares import quantize
 
     if not args.epsilon > 0:
         raise ValueError("--epsilon must be positive")

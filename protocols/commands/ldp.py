@@ -141,8 +141,8 @@ def _bounds(values: np.ndarray, lower, upper) -> tuple[float, float, bool]:
 
 
 def cmd_auc(args) -> int:
-    from ..ldp_auc import ldp_auc, quantize_scores
-    from ..ldp_ustat import exact_auc
+    from ..ldp.auc import ldp_auc, quantize_scores
+    from ..ldp.ustat import exact_auc
 
     if not 1 <= args.bits <= 24:
         raise ValueError(f"--bits must lie in 1..24, got {args.bits}")
@@ -195,7 +195,7 @@ def cmd_auc(args) -> int:
 
 
 def cmd_qmle(args) -> int:
-    from ..qmle import (
+    from ..ldp.qmle import (
         fit_qmle_private,
         fit_qmle_public,
         quantile_regression,
@@ -258,7 +258,7 @@ def cmd_qmle(args) -> int:
 
 def cmd_shuffle_histogram(args) -> int:
     from ..datasets import check_integer_range
-    from ..shuffle import HistogramProtocol, shuffled_histogram
+    from ..ldp.shuffle import HistogramProtocol, shuffled_histogram
 
     cols = load_csv(_source(args), [args.column])
     v = cols[args.column]
@@ -310,7 +310,7 @@ def cmd_shuffle_histogram(args) -> int:
 
 
 def cmd_ustat(args) -> int:
-    from ..ldp_ustat import (
+    from ..ldp.ustat import (
         QuantizedUStatistic,
         Quantizer,
         data_bounds,

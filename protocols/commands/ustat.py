@@ -12,7 +12,7 @@ JSON keys: ``statistic``, ``estimate``, ``exact``, ``epsilon``, ``delta``, ``n``
 ``pairs``, ``and_gates``, ``bytes``, ``seconds`` (and more: ``theorem5_mse``, the
 Algorithm 1 baseline ``rr_estimate`` on the same data and budget, ...).
 
-Security model: see :mod:`pairwise.protocols.ustat` (semi-honest 2PC, CDP).
+Security model: see :mod:`pairwise.protocols.ustat.driver` (semi-honest 2PC, CDP).
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ def _rr_baseline(stat: str, cols, lab, epsilon: float) -> float:
     levels when it has at most 16 distinct values per column, else 16 bins on the data range."""
     import numpy as np
 
-    from ..ldp_ustat import ldp_ustatistic
+    from ..ldp.ustat import ldp_ustatistic
 
     if stat == "kendall":
         data = np.stack([cols[0], cols[1]], 1)
@@ -88,7 +88,7 @@ def _rr_baseline(stat: str, cols, lab, epsilon: float) -> float:
 
 
 def cmd_ustat(args) -> int:
-    from ..ustat import run_ustat
+    from ..ustat.driver import run_ustat
 
     cols, lab, source, names, label = _load(args)
     stat = args.statistic

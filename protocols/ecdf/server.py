@@ -5,7 +5,7 @@ What it does
     by one or more client processes) and release noisy ECDFs, per dataset,
     under a per-dataset privacy budget (dp-ecdf, Barczewski, Mawass, Ramon):
 
-    * **Data** (:mod:`pairwise.protocols.ecdf_shares`): each client sends one key per
+    * **Data** (:mod:`pairwise.protocols.ecdf.shares`): each client sends one key per
       server and series -- a DCF key of f(t) = w [t >= x] for m = 2 (the FSS
       strategy of Sec. 4.2), PRG-compressed additive shares of w e_x for
       m > 2, or, for the pointwise baseline of Sec. 4.1, additive shares of
@@ -35,7 +35,7 @@ What it does
         each value with its own budget eps_v (Alg. 2, lines 7-9): a record
         changes at most 2 groups per series, so the charge is
         2 |series| eps_v.
-    * **Noise no single server knows** (:mod:`pairwise.protocols.ecdf_noise`): with
+    * **Noise no single server knows** (:mod:`pairwise.protocols.ecdf.noise`): with
       m = 2 the servers run one garbled circuit per release (server 0
       garbles, server 1 evaluates, one SIMD execution over all B noisy
       values, :class:`pairwise.mpc.twopc.GarblerSession`), adding in-circuit discrete
@@ -44,7 +44,7 @@ What it does
       discrete Laplace when summed over m servers with t = 0).
     * **Budget**: every server keeps, per dataset, the epsilon spent and
       refuses a release that would exceed its configured budget
-      (:class:`pairwise.protocols.ecdf_wire.BudgetExceeded`).  A release is first
+      (:class:`pairwise.protocols.ecdf.wire.BudgetExceeded`).  A release is first
       *prepared* on every server (budget reserved, client set compared) and
       only then *run*, so a refusal by any server aborts the release before
       any noise is drawn; the charge becomes final when the run starts.
@@ -99,7 +99,7 @@ import numpy as np
 from pairwise.mpc.channel import TCPChannel, TCPListener, handshake
 from pairwise.mpc.errors import ChannelError, ChannelTimeout, PeerClosed, ProtocolError
 
-from .ecdf_noise import (
+from .noise import (
     MAX_VALUE_EPSILON,
     gc_noise_shares,
     gc_noisy_sum,
@@ -111,7 +111,7 @@ from .ecdf_noise import (
     polya_table,
     value_epsilon,
 )
-from .ecdf_shares import (
+from .shares import (
     MAX_GRID_BITS,
     MSHARE_MAX_BITS,
     PointwiseShares,
@@ -120,7 +120,7 @@ from .ecdf_shares import (
     reduce_mod,
     to_signed,
 )
-from .ecdf_wire import (
+from .wire import (
     PROTOCOL_DIGEST,
     ROLE_CLIENT,
     ROLE_PEER,

@@ -1,7 +1,7 @@
 """A worker process hosting users of the 2PC U-statistic protocol (network mode).
 
 What it does
-    Run as ``python -m pairwise.protocols.ustat_worker``; reads one JSON job on stdin:
+    Run as ``python -m pairwise.protocols.ustat.worker``; reads one JSON job on stdin:
 
     ``{"worker": k, "params": {...noisy_kernel arguments...},
       "sessions": [{"id": s, "role": "garbler"|"evaluator", "port": p,

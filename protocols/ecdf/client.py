@@ -4,7 +4,7 @@ What it does
     * **Clients** (:func:`upload`, :func:`send_keys`, :func:`upload_pointwise`):
       one process may host many clients.  Each client's value is quantized to
       the public n-bit domain, its keys are made locally
-      (:mod:`pairwise.protocols.ecdf_shares`: DCF keys for m = 2, ``mshare`` keys for
+      (:mod:`pairwise.protocols.ecdf.shares`: DCF keys for m = 2, ``mshare`` keys for
       m > 2, or pointwise shares for the Sec. 4.1 baseline) and key j of
       every client goes to server j over TCP, in chunks.  The servers answer
       which clients they accepted and which they rejected (malformed key,
@@ -26,7 +26,7 @@ What it does
       benchmarks.
 
 Security model
-    Semi-honest parties (see :mod:`pairwise.protocols.ecdf_service`).  Keys and
+    Semi-honest parties (see :mod:`pairwise.protocols.ecdf.server`).  Keys and
     shares come from the OS CSPRNG.  The querier learns only the released
     noisy values (and n); everything it computes afterwards is
     post-processing.  A client process that hosts many clients knows their
@@ -55,7 +55,7 @@ import numpy as np
 from pairwise.dp.ecdf import auc as trapezoid_auc
 from pairwise.dp.ecdf import consistent_prefix_sums, hosmer_lemeshow_statistic, inverse_ecdf, smooth_ecdf
 
-from .ecdf_shares import (
+from .shares import (
     MSHARE_MAX_BITS,
     ShareParameterError,
     dcf_client_keys,
@@ -65,7 +65,7 @@ from .ecdf_shares import (
     reduce_mod,
     to_signed,
 )
-from .ecdf_wire import (
+from .wire import (
     ROLE_CLIENT,
     ROLE_QUERIER,
     ECDFError,

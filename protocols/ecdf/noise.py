@@ -1,7 +1,7 @@
 """Noise that no single ECDF server knows: in-circuit discrete Laplace (m = 2) and Polya shares (m > 2).
 
 What it does
-    The multi-server ECDF service (:mod:`pairwise.protocols.ecdf_service`) releases
+    The multi-server ECDF service (:mod:`pairwise.protocols.ecdf.server`) releases
     counts c (tree nodes, thresholds' cumulative counts, group counts) with
     independent discrete Laplace noise Z, P[Z = z] ~ a^|z|, a = exp(-eps_v / S),
     for a per-value budget eps_v and a per-value sensitivity S (dp-ecdf
@@ -102,7 +102,7 @@ from pairwise.circuits.noise import (
     random_input_bits,
 )
 
-from .ecdf_shares import reduce_mod, uniform_words
+from .shares import reduce_mod, uniform_words
 
 __all__ = [
     "NoiseSetupError",

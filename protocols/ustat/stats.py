@@ -2,7 +2,7 @@
 
 What it does
     Pure functions (no cryptography, no network) used by the protocol driver
-    :mod:`pairwise.protocols.ustat` and by the benchmarks:
+    :mod:`pairwise.protocols.ustat.driver` and by the benchmarks:
 
     - :func:`sample_pairs`: step 1 of the protocol of ustats-local-model-and-beyond,
       Sec. 5: P independent uniform permutations sigma_1..sigma_P of the n users,

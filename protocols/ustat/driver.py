@@ -5,7 +5,7 @@ What it does
     tau-a (Eq. 6) or the AUC (Eq. 7, ties 1/2) of n users' private values:
 
     1. the aggregator samples P independent permutations of the users, giving
-       P n / 2 pairs (Sec. 5, step 1; :func:`pairwise.protocols.ustat_math.sample_pairs`;
+       P n / 2 pairs (Sec. 5, step 1; :func:`pairwise.protocols.ustat.stats.sample_pairs`;
        for the AUC, P matchings of positives with negatives);
     2. every pair computes its kernel value plus discrete-Laplace noise in a
        garbled circuit (:func:`pairwise.circuits.noise.noisy_kernel`): user i garbles,
@@ -28,7 +28,7 @@ Modes (both run the same GarblerSession / EvaluatorSession code)
     counted on the wire) over an in-memory channel between two threads of this
     process.
     ``network``: the users are hosted by worker processes
-    (:mod:`pairwise.protocols.ustat_worker`, user u on worker u mod W); the pairs whose
+    (:mod:`pairwise.protocols.ustat.worker`, user u on worker u mod W); the pairs whose
     garbler is on worker a and evaluator on worker b form one Yao session over
     loopback TCP between a and b (two threads of a when a = b), each party
     drawing its own noise bits; the evaluator side forwards the noisy values
@@ -58,7 +58,7 @@ import numpy as np
 from pairwise.circuits.ir import ints_to_bits
 from pairwise.circuits.kernels import pack_pair
 
-from .ustat_math import (
+from .stats import (
     csprng_generator,
     sample_pairs,
     sample_two_sample_pairs,
@@ -345,7 +345,7 @@ def _run_network(nc, params: dict, pairs: np.ndarray, owner_g: np.ndarray, owner
     for w, job in jobs.items():
         if not job["sessions"]:
             continue
-        p = subprocess.Popen([sys.executable, "-m", "pairwise.protocols.ustat_worker"], stdin=subprocess.PIPE,
+        p = subprocess.Popen([sys.executable, "-m", "pairwise.protocols.ustat.worker"], stdin=subprocess.PIPE,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         procs[w] = p
         t = threading.Thread(target=drive, args=(w, p, json.dumps(job)), daemon=True)

@@ -67,7 +67,7 @@ What it does
     passed explicitly.
 
     App. D.1's synthetic datasets (``auc_one``, ``ur``, ``ithdigit``) and the
-    comparison with Algorithm 1 (:mod:`pairwise.protocols.ldp_ustat`) against the
+    comparison with Algorithm 1 (:mod:`pairwise.protocols.ldp.ustat`) against the
     domain size are in :func:`run_experiment_auc_domain`.
 
 Security model
@@ -624,7 +624,7 @@ def run_experiment_auc_domain(
     paper's Figures 5 and 6. Algorithm 1 uses k = 2^alpha bins and the
     unbiased two-sample k-RR estimate.
     """
-    from .ldp_ustat import Quantizer, QuantizedUStatistic, exact_auc
+    from .ustat import Quantizer, QuantizedUStatistic, exact_auc
 
     pos, neg = synthetic_auc_dataset(dataset, n_per_class, rng, digit)
     true_auc = exact_auc(pos, neg)

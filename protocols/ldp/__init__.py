@@ -1,0 +1,15 @@
+"""Local-model and shuffle-model protocols.
+
+Modules:
+
+- :mod:`pairwise.protocols.ldp.ustat`: Algorithm 1 of ustats-local-model-and-beyond
+  (quantization + k-ary randomized response), Theorem 1.
+- :mod:`pairwise.protocols.ldp.auc`: the hierarchical-histogram AUC protocol (Sec. 4, App. B).
+- :mod:`pairwise.protocols.ldp.qmle`: one-bit bit-flip submissions and the QMLE for
+  quantile regression (onebit-ldp-qmle).
+- :mod:`pairwise.protocols.ldp.shuffle`: shuffled-model binary sums and histograms
+  (shuffled-histograms).
+
+Security model: each user randomizes locally with the OS CSPRNG; ``simulate_*``
+functions take a seeded generator and are for experiments only.
+"""
