@@ -53,7 +53,20 @@ def register(root, groups) -> None:
     s.add_argument("--budget", default="10", help="privacy budget (total epsilon) per dataset (default 10)")
     s.add_argument("--dataset-budget", action="append", default=[], metavar="NAME=E",
                    help="budget of one dataset (repeatable)")
-    s.add_argument("--timeout", type=float, default=120.0, help="seconds any wait may take (default 120)")
+    s.add_argument("--timeout", type=float, default=120.0,
+                   help="seconds any single wait may take, and an idle connection may stay (default 120)")
+    s.add_argument("--state", metavar="DIR",
+                   help="keep datasets, keys and the privacy ledger in DIR/ecdf-server-I.db (SQLite) so a restart "
+                        "resumes them; without it the state is in memory and lost on exit")
+    s.add_argument("--request-timeout", type=float,
+                   help="seconds one request (an upload, a release) may take in total (default max(1800, 10 x --timeout))")
+    s.add_argument("--max-connections", type=int, default=64,
+                   help="connections served at once; more are answered 'busy' (default 64)")
+    s.add_argument("--peer", action="append", default=[], metavar="J=HOST:PORT",
+                   help="address of server J for the server-to-server noise (server 0 connects to server 1); "
+                        "default: the address the querier names")
+    s.add_argument("--exit-with-parent", action="store_true",
+                   help="stop when the process that started this server exits (used by demos and tests)")
     s.set_defaults(func=cmd_serve)
 
     r = sub.add_parser("run", help="upload a CSV column as clients and release its DP ECDF")
@@ -101,29 +114,48 @@ def _query_args(p) -> None:
     p.add_argument("--json", action="store_true")
 
 
-def _budgets(items) -> dict:
+def _pairs(items, flag: str, what: str) -> dict:
     out = {}
     for it in items:
         name, sep, val = it.partition("=")
         if not sep or not name:
-            raise ValueError(f"--dataset-budget needs NAME=E, got {it!r}")
+            raise ValueError(f"{flag} needs {what}, got {it!r}")
         out[name] = val
     return out
 
 
+def _budgets(items) -> dict:
+    return _pairs(items, "--dataset-budget", "NAME=E")
+
+
+def _peers(items) -> dict:
+    from ..ecdf.wire import parse_address
+
+    out = {}
+    for j, addr in _pairs(items, "--peer", "J=HOST:PORT").items():
+        try:
+            out[int(j)] = parse_address(addr)
+        except ValueError as exc:
+            raise ValueError(f"--peer {j}={addr}: {exc}") from None
+    return out
+
+
 def cmd_serve(args) -> int:
+    import signal
+
     from ..ecdf.server import ECDFServer
     from ..ecdf.wire import parse_address
 
     host, port = parse_address(args.listen)
     srv = ECDFServer(args.server_id, host, port, budget=args.budget,
-                     dataset_budgets=_budgets(args.dataset_budget), timeout=args.timeout)
-    print(json.dumps({"event": "listening", "server_id": args.server_id, "host": host, "port": srv.port}),
-          flush=True)
-    try:
-        srv.serve_forever()
-    except KeyboardInterrupt:
-        pass
+                     dataset_budgets=_budgets(args.dataset_budget), timeout=args.timeout,
+                     request_timeout=args.request_timeout, max_connections=args.max_connections,
+                     state_dir=args.state, peers=_peers(args.peer))
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda num, _frame: srv.stop(signal.Signals(num).name))
+    print(json.dumps({"event": "listening", "server_id": args.server_id, "host": host, "port": srv.port,
+                      "state": args.state}), flush=True)
+    srv.serve_forever(watch_parent=args.exit_with_parent)
     return 0
 
 
