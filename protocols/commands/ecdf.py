@@ -1,10 +1,14 @@
 """``pairwise ecdf``: the multi-server differentially private ECDF service.
 
 Commands
-    ``pairwise ecdf serve --server-id I --listen HOST:PORT [--budget E] [--dataset-budget NAME=E ...]
-    [--timeout S]``
-        Run server I until killed.  Prints ``{"event": "listening", ...}`` on
-        stdout once it accepts connections (port 0 picks a free port).
+    ``pairwise ecdf serve --server-id I --listen HOST:PORT [--state DIR] [--budget E]
+    [--dataset-budget NAME=E ...] [--peer J=HOST:PORT ...] [--timeout S] [--request-timeout S]
+    [--max-connections N] [--exit-with-parent]``
+        Run server I until SIGTERM or SIGINT (a clean shutdown in a few
+        seconds).  Prints ``{"event": "listening", ...}`` on stdout once it
+        accepts connections (port 0 picks a free port).  ``--state DIR``
+        keeps its datasets, keys and privacy ledger in SQLite, so a restart
+        resumes them.
     ``pairwise ecdf run --servers HOST:PORT,HOST:PORT[,...] --data FILE.csv --column NAME --epsilon E
     [--label COL] [--roc] [--quantiles Q,...] [--domain-bits N] [--grid-bits G] [--range LO,HI]
     [--mechanism paper|hierarchical] [--scheme auto|dcf|mshare|pointwise] [--dataset ID] [--json]``
@@ -12,8 +16,16 @@ Commands
         upload the keys, release the noisy ECDF of the column over the grid
         and print exact vs DP vs smoothed.  ``--roc`` (with ``--label``)
         also releases the ROC curve with another epsilon.
+        A dataset id that the servers already hold is refused (datasets are
+        sealed): use ``ecdf query`` for it, a new ``--dataset``, or
+        ``--append --id-column COL`` to add new clients.
+    ``pairwise ecdf query --servers ... --dataset ID --epsilon E [--roc] [--quantiles Q,...] [--grid-bits G]
+    [--mechanism paper|hierarchical] [--json]``
+        Be the querier only: release over a dataset already on the servers
+        (thresholds in the range stored with the dataset, else domain points).
     ``pairwise ecdf status --servers ... [--dataset ID] [--json]``
-        Each server's clients and budget for a dataset.
+        Each server's clients and budget for a dataset (the servers' ledgers
+        are reconciled first, so ``spent`` agrees).
     ``pairwise ecdf demo [--epsilon E] [--plot out.png] [--servers-count M] [--json]``
         (also ``pairwise demo ecdf``) Starts M (default 2) server processes on
         loopback, uploads the shipped breast_cancer data (mean_radius,
@@ -22,8 +34,8 @@ Commands
         mean_radius as a score for malignancy with another epsilon, prints
         exact vs DP vs smoothed, optionally plots them (matplotlib).
 
-JSON keys of ``run`` and ``demo`` (public interface): ``thresholds`` (real
-threshold values, the grid's upper bin edges), ``exact``, ``dp``,
+JSON keys of ``run``, ``query`` and ``demo`` (public interface): ``thresholds`` (real
+threshold values, the grid's upper bin edges), ``exact`` (not for ``query``), ``dp``,
 ``smoothed`` (ECDF values in [0, 1] at those thresholds), ``epsilon`` (of the
 ECDF release), ``bytes`` (all bytes on the wire: uploads, querier and
 server-to-server), plus ``delta``, ``n``, ``servers``, ``bytes_detail``,
@@ -80,7 +92,16 @@ def register(root, groups) -> None:
     r.add_argument("--domain-bits", type=int, default=10, help="quantization bits n (default 10)")
     r.add_argument("--scheme", choices=["auto", "dcf", "mshare", "pointwise"], default="auto",
                    help="auto: dcf keys for 2 servers, mshare for more; pointwise: the Sec. 4.1 baseline")
+    r.add_argument("--append", action="store_true",
+                   help="add these rows as new clients of an existing dataset (otherwise an existing id is refused)")
+    r.add_argument("--id-column", help="with --append: the column of client ids (non-negative integers)")
     r.set_defaults(func=cmd_run)
+
+    qp = sub.add_parser("query", help="release the DP ECDF of a dataset already on the servers (no upload)")
+    _query_args(qp)
+    qp.add_argument("--dataset", required=True, help="dataset id on the servers")
+    qp.add_argument("--roc", action="store_true", help="also release the ROC curve (dataset with labels; another epsilon)")
+    qp.set_defaults(func=cmd_query)
 
     st = sub.add_parser("status", help="each server's clients and budget")
     st.add_argument("--servers", required=True)
@@ -172,52 +193,64 @@ def _quantile_levels(text):
 
 
 def _release_and_report(querier, dataset, values, lo, hi, n_bits, args, labels=None, upload_bytes=0,
-                        pointwise=False):
-    """Release the ECDF (and ROC), compare with the exact values; returns the JSON dict."""
+                        pointwise=False, roc=None, scheme=None):
+    """Release the ECDF (and the ROC if ``roc``, default: labels given); returns the JSON dict.
+
+    ``values`` (and ``labels``): the uploaded data, for the exact reference
+    columns (``ecdf run``/``demo``); None for ``ecdf query``, which knows only
+    what the servers release.  ``lo``/``hi``: the public range of the
+    quantization (None: thresholds are reported as domain points).
+    """
     import numpy as np
 
     from pairwise.dp.ecdf import auc, inverse_ecdf
     from ..ecdf.client import roc_points
-    from ..ecdf.shares import bin_upper_edges
+    from ..ecdf.shares import bin_upper_edges, grid_points
 
+    roc = labels is not None if roc is None else roc
     g = args.grid_bits or n_bits
-    if labels is not None:
+    if roc:
         _check_budget(querier, dataset, 2 * args.epsilon)
     rel = querier.ecdf(dataset, args.epsilon, grid_bits=g, mechanism=args.mechanism, tolerate=args.tolerate)
     step = 1 << (n_bits - g)
-    x = np.asarray(values, dtype=np.int64)
-    exact_counts = np.array([(x <= (t + 1) * step - 1).sum() for t in rel.thresholds], dtype=float)
-    n = x.size
-    edges = bin_upper_edges(lo, hi, n_bits, g)[rel.thresholds]
-    out = {"thresholds": edges.tolist(), "exact": (exact_counts / n).tolist(), "dp": rel.ecdf.tolist(),
+    if lo is None:
+        edges = grid_points(n_bits, g).astype(float)[rel.thresholds]
+    else:
+        edges = bin_upper_edges(lo, hi, n_bits, g)[rel.thresholds]
+    out = {"thresholds": edges.tolist(), "dp": rel.ecdf.tolist(),
            "smoothed": rel.smoothed.tolist(), "epsilon": rel.epsilon, "delta": rel.delta, "n": rel.n,
            "servers": rel.servers, "mechanism": rel.mechanism, "noise": rel.noise,
-           "scheme": "pointwise" if pointwise else ("dcf" if rel.servers == 2 else "mshare"),
-           "grid_bits": g, "domain_bits": n_bits, "range": [lo, hi],
-           "max_abs_error": float(np.abs(rel.ecdf - exact_counts / n).max()),
-           "max_abs_error_smoothed": float(np.abs(rel.smoothed - exact_counts / n).max()),
-           "theorem31_rmse": None if rel.mse_per_threshold is None else float(np.sqrt(rel.mse_per_threshold) / n)}
+           "scheme": scheme or ("pointwise" if pointwise else ("dcf" if rel.servers == 2 else "mshare")),
+           "grid_bits": g, "domain_bits": n_bits, "range": None if lo is None else [lo, hi],
+           "theorem31_rmse": None if rel.mse_per_threshold is None else float(np.sqrt(rel.mse_per_threshold) / rel.n)}
+    if values is not None:
+        x = np.asarray(values, dtype=np.int64)
+        exact = np.array([(x <= (t + 1) * step - 1).sum() for t in rel.thresholds], dtype=float) / x.size
+        out.update(exact=exact.tolist(), max_abs_error=float(np.abs(rel.ecdf - exact).max()),
+                   max_abs_error_smoothed=float(np.abs(rel.smoothed - exact).max()))
     detail = {"upload": upload_bytes, "querier": rel.bytes.get("querier", 0), "servers": rel.bytes.get("servers", 0)}
     qs = _quantile_levels(getattr(args, "quantiles", None))
     if qs:
         qi = np.atleast_1d(rel.quantiles(qs))
         pos = np.searchsorted(rel.thresholds, qi)
         out["quantiles"] = {str(q): float(edges[p]) for q, p in zip(qs, pos)}
-        ex = np.atleast_1d(np.asarray(inverse_ecdf(exact_counts / n, qs)))
-        out["quantiles_exact"] = {str(q): float(edges[i]) for q, i in zip(qs, ex)}
-    if labels is not None:
-        roc = querier.roc(dataset, args.epsilon, grid_bits=g, mechanism=args.mechanism, tolerate=args.tolerate)
-        y = np.asarray(labels).astype(int)
-        cp = np.array([((x <= (t + 1) * step - 1) & (y == 1)).sum() for t in range(1 << g)], dtype=float)
-        cn = np.array([((x <= (t + 1) * step - 1) & (y == 0)).sum() for t in range(1 << g)], dtype=float)
-        f_ex, t_ex = roc_points(cp, cn)
-        out["roc"] = {"fpr": roc.fpr.tolist(), "tpr": roc.tpr.tolist(), "fpr_exact": f_ex.tolist(),
-                      "tpr_exact": t_ex.tolist(), "epsilon": roc.epsilon, "delta": roc.delta}
-        out["auc"] = roc.auc
-        out["auc_exact"] = auc(f_ex, t_ex)
-        detail["querier"] += roc.positives.bytes.get("querier", 0)  # one release for both classes
-        detail["servers"] += roc.positives.bytes.get("servers", 0)
-        out["epsilon_total"] = rel.epsilon + roc.epsilon
+        if values is not None:
+            ex = np.atleast_1d(np.asarray(inverse_ecdf(np.asarray(out["exact"]), qs)))
+            out["quantiles_exact"] = {str(q): float(edges[i]) for q, i in zip(qs, ex)}
+    if roc:
+        r = querier.roc(dataset, args.epsilon, grid_bits=g, mechanism=args.mechanism, tolerate=args.tolerate)
+        out["roc"] = {"fpr": r.fpr.tolist(), "tpr": r.tpr.tolist(), "epsilon": r.epsilon, "delta": r.delta}
+        out["auc"] = r.auc
+        if values is not None and labels is not None:
+            y = np.asarray(labels).astype(int)
+            cp = np.array([((x <= (t + 1) * step - 1) & (y == 1)).sum() for t in range(1 << g)], dtype=float)
+            cn = np.array([((x <= (t + 1) * step - 1) & (y == 0)).sum() for t in range(1 << g)], dtype=float)
+            f_ex, t_ex = roc_points(cp, cn)
+            out["roc"].update(fpr_exact=f_ex.tolist(), tpr_exact=t_ex.tolist())
+            out["auc_exact"] = auc(f_ex, t_ex)
+        detail["querier"] += r.positives.bytes.get("querier", 0)  # one release for both classes
+        detail["servers"] += r.positives.bytes.get("servers", 0)
+        out["epsilon_total"] = rel.epsilon + r.epsilon
     out["bytes_detail"] = detail
     out["bytes"] = int(sum(detail.values()))
     return out
@@ -244,21 +277,41 @@ def _print_report(out: dict, title: str) -> None:
     print(f"  servers {out['servers']} ({out['scheme']} keys, {out['noise']} noise), n = {out['n']}, "
           f"grid 2^{out['grid_bits']} thresholds, {out['mechanism']} tree, "
           f"({out['epsilon']:g}, {out['delta']:.2g})-DP")
-    th, ex, dp_, sm = (np.asarray(out[k]) for k in ("thresholds", "exact", "dp", "smoothed"))
+    has_exact = "exact" in out
+    th, dp_, sm = (np.asarray(out[k]) for k in ("thresholds", "dp", "smoothed"))
+    ex = np.asarray(out["exact"]) if has_exact else None
     rows = np.unique(np.linspace(0, th.size - 1, min(th.size, 11)).round().astype(int))
-    print(f"  {'threshold':>12} {'exact':>8} {'DP':>8} {'smoothed':>9}")
+    print(f"  {'threshold':>12}" + (f" {'exact':>8}" if has_exact else "") + f" {'DP':>8} {'smoothed':>9}")
     for i in rows:
-        print(f"  {th[i]:12.4g} {ex[i]:8.4f} {dp_[i]:8.4f} {sm[i]:9.4f}")
-    print(f"  max |DP - exact| = {out['max_abs_error']:.4f}, smoothed {out['max_abs_error_smoothed']:.4f}"
-          + (f" (Theorem 3.1 RMSE {out['theorem31_rmse']:.4f})" if out.get("theorem31_rmse") else ""))
+        print(f"  {th[i]:12.4g}" + (f" {ex[i]:8.4f}" if has_exact else "") + f" {dp_[i]:8.4f} {sm[i]:9.4f}")
+    rmse = f"Theorem 3.1 RMSE {out['theorem31_rmse']:.4f}" if out.get("theorem31_rmse") else ""
+    if has_exact:
+        print(f"  max |DP - exact| = {out['max_abs_error']:.4f}, smoothed {out['max_abs_error_smoothed']:.4f}"
+              + (f" ({rmse})" if rmse else ""))
+    elif rmse:
+        print(f"  {rmse}")
     if "quantiles" in out:
         for q, v in out["quantiles"].items():
-            print(f"  quantile {q}: DP {v:.4g}, exact {out['quantiles_exact'][q]:.4g}")
+            print(f"  quantile {q}: DP {v:.4g}"
+                  + (f", exact {out['quantiles_exact'][q]:.4g}" if "quantiles_exact" in out else ""))
     if "auc" in out:
-        print(f"  ROC: AUC DP {out['auc']:.4f}, exact {out['auc_exact']:.4f} (epsilon {out['roc']['epsilon']:g}; "
-              f"total spent {out['epsilon_total']:g})")
+        print(f"  ROC: AUC DP {out['auc']:.4f}" + (f", exact {out['auc_exact']:.4f}" if "auc_exact" in out else "")
+              + f" (epsilon {out['roc']['epsilon']:g}; total spent {out['epsilon_total']:g})")
     d = out["bytes_detail"]
     print(f"  bytes: {out['bytes']} (uploads {d['upload']}, querier {d['querier']}, between servers {d['servers']})")
+
+
+def _refuse_existing(q, dataset: str, servers_text: str) -> None:
+    """``ecdf run`` never uploads to a dataset id that a server already holds (datasets are sealed)."""
+    from ..ecdf.wire import DatasetExists
+
+    held = [j for j, has in enumerate(q.holders(dataset)) if has]
+    if held:
+        raise DatasetExists(
+            f"dataset {dataset!r} already exists on server(s) {held} (datasets are sealed once uploaded, so a "
+            f"changed CSV cannot be mixed with the old keys). Release over the stored data without uploading: "
+            f"pairwise ecdf query --servers {servers_text} --dataset {dataset} --epsilon E; or upload this CSV "
+            "under a new --dataset id (or add new clients to it with --append --id-column COL)")
 
 
 def cmd_run(args) -> int:
@@ -272,32 +325,48 @@ def cmd_run(args) -> int:
     servers = parse_servers(args.servers)
     if args.roc and not args.label:
         raise ValueError("--roc needs --label COLUMN (0/1)")
-    d = load_csv(args.data, [args.column], label=args.label)
+    if args.append and args.scheme == "pointwise":
+        raise ValueError("--append adds clients to a dataset of FSS keys; a pointwise round is uploaded whole")
+    if args.id_column and not args.append:
+        raise ValueError("--id-column is for --append (a new dataset numbers its clients by CSV row)")
+    d = load_csv(args.data, [args.column] + ([args.id_column] if args.id_column else []), label=args.label)
     col = np.asarray(d[args.column], dtype=float)
     labels = np.asarray(d[args.label]).astype(int) if args.label else None
+    ids = None
+    if args.id_column:
+        raw = np.asarray(d[args.id_column], dtype=float)
+        if (raw < 0).any() or (raw != np.floor(raw)).any() or (raw >= 2.0**63).any():
+            raise ValueError(f"--id-column {args.id_column!r} must hold non-negative integers")
+        ids = raw.astype(np.uint64)
+    meta = {"column": args.column}
     if args.range:
         try:
             lo, hi = (float(v) for v in args.range.split(","))
         except ValueError:
             raise ValueError(f"--range must be LO,HI, got {args.range!r}") from None
+        meta["range"] = [lo, hi]  # public: stored with the dataset for ecdf query
     else:
         lo, hi = float(col.min()), float(col.max())
     x = quantize(col, lo, hi, args.domain_bits)
     dataset = args.dataset or f"{os.path.basename(args.data)}:{args.column}"
+    q = ECDFQuerier(servers, timeout=args.timeout, connect_timeout=args.connect_timeout)
+    if not args.append:
+        _refuse_existing(q, dataset, args.servers)
     if args.scheme == "pointwise":
         g = args.grid_bits or args.domain_bits
-        rep = upload_pointwise(servers, dataset, x, grid_bits=g, domain_bits=args.domain_bits,
-                               timeout=args.timeout, connect_timeout=args.connect_timeout)
-        labels_for_roc = None
         if args.roc:
             raise ValueError("--roc is not offered with the pointwise baseline")
+        rep = upload_pointwise(servers, dataset, x, grid_bits=g, domain_bits=args.domain_bits, meta=meta,
+                               timeout=args.timeout, connect_timeout=args.connect_timeout)
+        labels_for_roc = None
     else:
         rep = upload(servers, dataset, x, labels=labels, domain_bits=args.domain_bits, scheme=args.scheme,
-                     timeout=args.timeout, connect_timeout=args.connect_timeout)
+                     client_ids=ids, append=args.append, meta=meta, timeout=args.timeout,
+                     connect_timeout=args.connect_timeout)
         labels_for_roc = labels if args.roc else None
-    q = ECDFQuerier(servers, timeout=args.timeout, connect_timeout=args.connect_timeout)
-    out = _release_and_report(q, dataset, x, lo, hi, args.domain_bits, args, labels=labels_for_roc,
-                              upload_bytes=rep.bytes, pointwise=args.scheme == "pointwise")
+    exact_x = x if not args.append else None  # after an append the servers hold more than this CSV
+    out = _release_and_report(q, dataset, exact_x, lo, hi, args.domain_bits, args, labels=labels_for_roc,
+                              upload_bytes=rep.bytes, pointwise=args.scheme == "pointwise", roc=args.roc)
     out["dataset"] = dataset
     out["upload"] = {"accepted": rep.accepted, "rejected_count": rep.rejected_count}
     if args.json:
@@ -307,6 +376,30 @@ def cmd_run(args) -> int:
     if any(rep.rejected_count):
         print(f"  note: rejected clients per server {rep.rejected_count} "
               f"(first reasons: {[r[0]['reason'] for r in rep.rejected if r]})")
+    return 0
+
+
+def cmd_query(args) -> int:
+    from ..ecdf.client import ECDFQuerier
+
+    q = ECDFQuerier(args.servers, timeout=args.timeout, connect_timeout=args.connect_timeout)
+    info = q.status(args.dataset)[0]["info"]
+    meta = info.get("meta") or {}
+    rng = meta.get("range")
+    lo, hi = (float(rng[0]), float(rng[1])) if isinstance(rng, list) and len(rng) == 2 else (None, None)
+    if args.roc and not {"pos", "neg"} <= set(info["series"]):
+        raise ValueError(f"--roc needs a dataset uploaded with labels; {args.dataset!r} has series "
+                         f"{sorted(info['series'])}")
+    n_bits = int(info["domain_bits"])
+    if info["scheme"] == "pointwise" and args.grid_bits is None:
+        args.grid_bits = info.get("grid_bits")
+    out = _release_and_report(q, args.dataset, None, lo, hi, n_bits, args, roc=args.roc, scheme=info["scheme"])
+    out["dataset"] = args.dataset
+    if args.json:
+        print(json.dumps(out))
+        return 0
+    where = f"range [{lo:g}, {hi:g}]" if lo is not None else f"domain points of 2^{n_bits}"
+    _print_report(out, f"DP ECDF of dataset {args.dataset!r} ({meta.get('column', 'values')}, {where})")
     return 0
 
 
@@ -361,6 +454,17 @@ def _plot(out: dict, path: str) -> None:
     plt.close(fig)
 
 
+def _interrupt_on_sigterm() -> None:
+    """Turn SIGTERM into KeyboardInterrupt in this (main) thread, so ``with`` blocks clean up children."""
+    import signal
+
+    def handler(num, _frame):
+        signal.signal(num, signal.SIG_DFL)  # a second SIGTERM ends the process at once
+        raise KeyboardInterrupt(f"{signal.Signals(num).name}")
+
+    signal.signal(signal.SIGTERM, handler)
+
+
 def cmd_demo(args) -> int:
     import numpy as np
 
@@ -375,6 +479,7 @@ def cmd_demo(args) -> int:
     x = quantize(d["mean_radius"], lo, hi, DEMO_BITS)
     y = np.asarray(d["malignant"]).astype(int)
     budget = max(10.0, 4 * args.epsilon)
+    _interrupt_on_sigterm()  # SIGTERM unwinds like Ctrl-C: the server processes are stopped on the way out
     with ServerProcesses(args.servers_count, budget=budget) as sp:
         rep = upload(sp.addresses, "breast_cancer:mean_radius", x, labels=y, domain_bits=DEMO_BITS)
         q = ECDFQuerier(sp.addresses, timeout=600)

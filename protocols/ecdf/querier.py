@@ -243,6 +243,21 @@ class ECDFQuerier:
             for ch in chans:
                 ch.close()
 
+    def holders(self, dataset: str) -> list[bool]:
+        """Whether each server holds a dataset of this id."""
+        chans = self._open()
+        try:
+            out = []
+            for j, ch in enumerate(chans):
+                r = self._call(j, ch, {"op": "status", "dataset": dataset})
+                if not r.get("ok") and r.get("code") != "unknown":
+                    raise_refusal(server_label(self.servers, j), r)
+                out.append(bool(r.get("ok")))
+            return out
+        finally:
+            for ch in chans:
+                ch.close()
+
     def _reconcile(self, chans: list, dataset: str) -> None:
         """Make every server's ledger of ``dataset`` the union of all of them (charges are only ever added)."""
         have: list[dict[str, Fraction]] = []
