@@ -54,6 +54,17 @@ def split_keys(lens: np.ndarray, data: bytes) -> list[bytes]:
     return [bytes(mv[offs[i]:offs[i + 1]]) for i in range(len(lens))]
 
 
+def take_raw(lens: np.ndarray, data: bytes, rows: np.ndarray, k: int) -> tuple[np.ndarray, bytes]:
+    """Rows ``rows`` of k stored records: variable-size keys (``lens`` per record) or, with empty
+    ``lens``, k records of equal size (pointwise share words)."""
+    mv = memoryview(data)
+    if lens.size:
+        offs = np.concatenate([[0], np.cumsum(lens, dtype=np.int64)])
+        return lens[rows], b"".join(mv[offs[r]:offs[r + 1]] for r in rows)
+    width = len(data) // max(1, k)
+    return lens, b"".join(mv[r * width:(r + 1) * width] for r in rows)
+
+
 @dataclass
 class StagedChunk:
     """One received chunk of an upload: accepted clients' ids, their positions in the upload, raw keys
@@ -70,16 +81,7 @@ class StagedChunk:
         if keep.all():
             return self
         rows = np.flatnonzero(keep)
-        raw = {}
-        for s, (lens, data) in self.raw.items():
-            if lens.size:  # variable-size keys
-                offs = np.concatenate([[0], np.cumsum(lens, dtype=np.int64)])
-                mv = memoryview(data)
-                raw[s] = (lens[rows], b"".join(mv[offs[r]:offs[r + 1]] for r in rows))
-            else:  # pointwise: (k, T) words
-                width = len(data) // max(1, self.ids.size)
-                mv = memoryview(data)
-                raw[s] = (lens, b"".join(mv[r * width:(r + 1) * width] for r in rows))
+        raw = {s: take_raw(lens, data, rows, self.ids.size) for s, (lens, data) in self.raw.items()}
         return StagedChunk(self.ids[rows], self.pos[rows], raw, {s: sh.take(rows) for s, sh in self.shares.items()})
 
 

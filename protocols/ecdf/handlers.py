@@ -55,7 +55,7 @@ import numpy as np
 from pairwise.mpc.channel import TCPChannel
 from pairwise.mpc.errors import ProtocolError
 
-from .dataset import Dataset, StagedChunk, StagedUpload, split_keys
+from .dataset import Dataset, StagedChunk, StagedUpload, split_keys, take_raw
 from .ledger import LEDGER_PAGE, Ledger
 from .peers import PeerHub, open_garbler
 from .release import (
@@ -356,12 +356,7 @@ class Session:
         take = np.array([sel[int(r)] for r in rows], dtype=np.intp)  # rows among the parsed-good clients
         chunk = StagedChunk(ids[rows], base + rows.astype(np.int64), {}, {})
         for s, (lens, data) in raw.items():
-            if lens.size:
-                offs = np.concatenate([[0], np.cumsum(lens, dtype=np.int64)])
-                mv = memoryview(data)
-                chunk.raw[s] = (lens[rows], b"".join(mv[offs[r]:offs[r + 1]] for r in rows))
-            else:
-                chunk.raw[s] = (lens, np.ascontiguousarray(data[rows], dtype="<u8").tobytes())
+            chunk.raw[s] = take_raw(lens, data, rows, ids.size)
             chunk.shares[s] = shares[s].take(take)
         return chunk, bad
 
@@ -407,7 +402,8 @@ class Session:
         good = np.flatnonzero(ok)
         pts = grid_points(self.staged.record.n, g)[thr]
         shares = {s: PointwiseShares(pts, vals[good, j, :].copy(), l) for j, s in enumerate(names)}
-        raw = {s: (np.zeros(0, np.int64), vals[:, j, :]) for j, s in enumerate(names)}
+        raw = {s: (np.zeros(0, np.int64), np.ascontiguousarray(vals[:, j, :], dtype="<u8").tobytes())
+               for j, s in enumerate(names)}
         return self._finish_chunk(ids, ok, reasons, raw, shares, base)
 
     def op_commit(self, req: dict) -> None:

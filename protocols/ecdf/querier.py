@@ -293,8 +293,17 @@ class ECDFQuerier:
               "under a new dataset id")
 
     def _prepare(self, chans: list, dataset: str, request: dict) -> list[dict]:
-        """Prepare on every server until all agree on the dataset and on the ledger; returns their replies."""
-        for attempt in range(PREPARE_RETRIES + 1):
+        """Prepare on every server until all agree on the dataset; returns their replies.
+
+        Dataset digests that differ are retried a few times (an append may be
+        committed on one server and not yet on another), then refused with
+        :class:`DatasetMismatch`.  Ledgers that differ are reconciled once
+        (every reservation released first), then the release proceeds: each
+        server has checked its own budget, so agreement is not needed for
+        safety, only for consistent reports.
+        """
+        mismatches, reconciled = 0, False
+        while True:
             prep = dict(request, op="prepare", rid=os.urandom(12).hex(), dataset=dataset,
                         servers=[[h, p] for h, p in self.servers])
             for j, ch in enumerate(chans):
@@ -303,25 +312,26 @@ class ECDFQuerier:
                 except ChannelError as exc:
                     raise ServerUnavailable(f"{server_label(self.servers, j)} failed during the request: {exc}") from exc
             replies = [self._call(j, ch, None) for j, ch in enumerate(chans)]
-            ok = [r.get("ok") for r in replies]
-            if all(ok) and len({r["digest"] for r in replies}) == 1 and len({r["ledger"] for r in replies}) == 1:
+            ok = [bool(r.get("ok")) for r in replies]
+            same = all(ok) and len({r["digest"] for r in replies}) == 1
+            if same and (reconciled or len({r["ledger"] for r in replies}) == 1):
                 return replies
             for j, ch in enumerate(chans):  # release every reservation before deciding what to do
                 if ok[j]:
                     self._call(j, ch, {"op": "abort"})
-            unknown = [j for j, r in enumerate(replies) if not r.get("ok") and r.get("code") == "unknown"]
-            refused = [j for j, r in enumerate(replies) if not r.get("ok") and j not in unknown]
-            if refused:
-                raise_refusal(server_label(self.servers, refused[0]), replies[refused[0]])
-            if unknown and len(unknown) == len(chans):
-                raise_refusal(server_label(self.servers, unknown[0]), replies[unknown[0]])
-            if unknown or len({r["digest"] for r in replies}) > 1:
-                if attempt == PREPARE_RETRIES:
-                    raise self._mismatch(dataset, replies)
-                time.sleep(0.25 * 2 ** attempt)  # an upload may be committing on one server but not yet another
+            if same:
+                self._reconcile(chans, dataset)
+                reconciled = True
                 continue
-            self._reconcile(chans, dataset)
-        raise self._mismatch(dataset, replies)
+            unknown = [j for j, r in enumerate(replies) if not ok[j] and r.get("code") == "unknown"]
+            refused = [j for j in range(len(chans)) if not ok[j] and j not in unknown]
+            if refused or len(unknown) == len(chans):
+                j = (refused or unknown)[0]
+                raise_refusal(server_label(self.servers, j), replies[j])
+            if mismatches == PREPARE_RETRIES:
+                raise self._mismatch(dataset, replies)
+            time.sleep(0.25 * 2 ** mismatches)
+            mismatches += 1
 
     def release(self, dataset: str, request: dict) -> tuple[np.ndarray, list[dict], dict]:
         """Prepare / compare / go on every server; returns (combined int64 values, headers, info)."""
