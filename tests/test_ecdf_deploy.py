@@ -24,7 +24,14 @@ import pytest
 
 from pairwise.mpc.errors import ChannelError
 from pairwise.protocols.ecdf.auth import Peer, Policy
-from pairwise.protocols.ecdf.client import ECDFQuerier, ServerProcesses, make_keys, make_series, upload
+from pairwise.protocols.ecdf.client import (
+    ECDFQuerier,
+    ServerProcesses,
+    make_keys,
+    make_series,
+    upload,
+    upload_pointwise,
+)
 from pairwise.protocols.ecdf.storage import open_storage
 from pairwise.protocols.ecdf.wire import (
     ROLE_CLIENT,
@@ -150,6 +157,22 @@ def test_kill_9_during_upload_and_release_loses_no_client_and_no_epsilon(tmp_pat
         assert sp.kill(0) == 0 and "stopped (SIGTERM)" in sp.logs(0)
         sp.restart(0)
         assert spent(q, "base") == ["3", "3"] and spent(q, "exact") == ["10000", "10000"]
+
+
+def test_restart_reloads_mshare_keys_and_pointwise_rounds_from_disk(tmp_path):
+    x, y = values(8, 90), values(9, 70)
+    with ServerProcesses(3, budget="1000000", timeout=30, state_dir=tmp_path) as sp:
+        upload(sp.addresses, "ms", x, labels=np.arange(90) % 2, domain_bits=NB)  # mshare: seed and vector keys
+        upload_pointwise(sp.addresses, "pw", y, grid_bits=4, domain_bits=NB, thresholds=[1, 7, 15])
+        for j in range(3):
+            assert sp.kill(j) == 0  # SIGTERM: a clean shutdown
+        for j in range(3):
+            sp.restart(j)
+        q = querier(sp)
+        assert np.array_equal(q.ecdf("ms", HUGE).cumulative, exact_counts(x))
+        assert np.array_equal(q.ecdf("ms", HUGE, series="pos").cumulative, exact_counts(x[1::2]))  # label 1: odd rows
+        pw = q.ecdf("pw", HUGE, grid_bits=4, thresholds=[1, 15])
+        assert np.array_equal(pw.cumulative, exact_counts(y)[[7, 63]])  # grid points (i + 1) 4 - 1
 
 
 def test_a_second_server_on_the_same_state_is_refused(tmp_path):
