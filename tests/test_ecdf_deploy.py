@@ -429,3 +429,30 @@ def test_roles_decide_what_a_peer_may_do():
                                ("noise", Peer("ecdf-2", "server"), 1, "expects 'ecdf-1' as server 1")):
         with pytest.raises(Unauthorized, match=why):
             pol.authorize(op, peer, server_id=sid)
+
+
+# --------------------------------------------------------------------------- storage
+def test_storage_commits_an_upload_whole_or_not_at_all(tmp_path):
+    from fractions import Fraction
+
+    from pairwise.protocols.ecdf.storage import ChunkRecord, DatasetRecord, LedgerEntry, StorageError
+
+    rec = DatasetRecord("d", "dcf", 2, NB, 32, {"all": 1}, Fraction(3))
+    chunk = ChunkRecord("u1", 0, np.arange(4, dtype=np.uint64), {"all": (np.full(4, 3), b"abcdefghijkl")})
+    st = open_storage(str(tmp_path), 0)
+    st.commit_upload(rec, "u1", [chunk], create=True, replace=False)
+    st.record_charges("d", [LedgerEntry("aa" * 8, Fraction(1, 10))])
+    # a second upload whose second chunk violates a constraint (the same chunk number twice): nothing of it stays
+    bad = ChunkRecord("u2", 0, np.arange(10, 12, dtype=np.uint64), {"all": (np.full(2, 3), b"xyzxyz")})
+    with pytest.raises(StorageError, match="nothing of this request was stored"):
+        st.commit_upload(rec, "u2", [bad, bad], create=False, replace=False)
+    st.close()
+    st = open_storage(str(tmp_path), 0)  # reopened from disk
+    try:
+        got = list(st.chunks("d"))
+        assert [c.upload_id for c in got] == ["u1"] and got[0].ids.tolist() == [0, 1, 2, 3]
+        assert got[0].keys["all"][1] == b"abcdefghijkl" and got[0].keys["all"][0].tolist() == [3, 3, 3, 3]
+        assert st.ledger("d") == [LedgerEntry("aa" * 8, Fraction(1, 10), "released", st.ledger("d")[0].at)]
+        assert [d.budget for d in st.datasets()] == [Fraction(3)]
+    finally:
+        st.close()
