@@ -154,6 +154,8 @@ def _peers(items) -> dict:
 
     out = {}
     for j, addr in _pairs(items, "--peer", "J=HOST:PORT").items():
+        if not j.isdigit():
+            raise ValueError(f"--peer {j}={addr}: J must be a server id (0, 1, ...)")
         try:
             out[int(j)] = parse_address(addr)
         except ValueError as exc:
