@@ -27,6 +27,7 @@ from pairwise.mpc.channel import (
     ConnectError,
     FrameError,
     HandshakeError,
+    InsecureTransport,
     PeerClosed,
     TCPChannel,
     TCPListener,
@@ -282,7 +283,15 @@ def test_connect_unresolvable_host():
 def test_connect_unreachable_address_gives_up_at_deadline():
     # 192.0.2.1 is TEST-NET-1 (RFC 5737): never routed; refused, unreachable or silent here
     with pytest.raises(ConnectError, match="could not connect to 192.0.2.1:9"):
+        TCPChannel.connect("192.0.2.1", 9, deadline=0.5, insecure=True)
+
+
+def test_plaintext_off_loopback_needs_insecure():
+    # refused before any packet is sent: the address is not loopback and there is no TLS
+    with pytest.raises(InsecureTransport, match="not a loopback address.*--insecure"):
         TCPChannel.connect("192.0.2.1", 9, deadline=0.5)
+    with pytest.raises(InsecureTransport, match="refusing plaintext listening on 0.0.0.0"):
+        TCPListener("0.0.0.0", 0)
 
 
 def test_connect_retries_until_the_peer_listens():
