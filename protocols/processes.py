@@ -75,7 +75,11 @@ def spawn(args: list[str], **kwargs) -> subprocess.Popen:
 
 
 def terminate(procs, grace: float = 3.0) -> None:
-    """SIGTERM every live child, wait up to ``grace`` seconds in total, SIGKILL the rest, reap all."""
+    """SIGTERM every live child, wait up to ``grace`` seconds in total, SIGKILL the rest, reap all.
+
+    The children's pipes are left to whoever reads them (``communicate`` in
+    another thread returns once the child is gone).
+    """
     procs = [p for p in procs if p is not None]
     for p in procs:
         if p.poll() is None:
@@ -94,9 +98,3 @@ def terminate(procs, grace: float = 3.0) -> None:
             p.wait(5)
         except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL did not take within 5 s
             pass
-        for stream in (p.stdin, p.stdout, p.stderr):
-            if stream is not None:
-                try:
-                    stream.close()
-                except OSError:
-                    pass

@@ -1,7 +1,7 @@
 """``pairwise ustat``: the main job, DP U-statistics with the 2PC subsampling protocol.
 
 ``pairwise ustat --statistic (gini|kendall|auc) --epsilon E [--pairs-per-user P]
-[--mode simulate|network] [--design subsample|all] [--workers W] [--bits W [--signed]]
+[--mode simulate|network] [--design subsample|all] [--workers W] [--tls DIR] [--bits W [--signed]]
 [--data FILE.csv --columns A[,B] [--label COLUMN]] [--json]``
 
 Without ``--data`` it runs on real data shipped in ``protocols/data``
@@ -11,6 +11,9 @@ on the breast-cancer mean radius as a score for the malignant label (569).
 JSON keys: ``statistic``, ``estimate``, ``exact``, ``epsilon``, ``delta``, ``n``,
 ``pairs``, ``and_gates``, ``bytes``, ``seconds`` (and more: ``theorem5_mse``, the
 Algorithm 1 baseline ``rr_estimate`` on the same data and budget, ...).
+
+In network mode the workers talk mutual TLS 1.3: with ``--tls DIR`` worker K
+uses ``DIR/worker-K.pem`` (any role), otherwise a throwaway CA is made for the run.
 
 Security model: see :mod:`pairwise.protocols.ustat.driver` (semi-honest 2PC, CDP).
 """
@@ -38,6 +41,9 @@ def register(root, groups) -> None:
     p.add_argument("--design", choices=["subsample", "all"], default="subsample",
                    help="subsample (the paper's protocol) or all pairs with advanced composition (baseline)")
     p.add_argument("--workers", type=int, default=4, help="worker processes in network mode (default 4)")
+    p.add_argument("--tls", metavar="DIR",
+                   help="network mode: mutual TLS with the certificates worker-0 .. worker-(W-1) in DIR "
+                        "(pairwise certs create); default: a throwaway CA made for the run")
     p.add_argument("--bits", type=int, help="circuit width; with --data the values must be integers that fit it")
     p.add_argument("--signed", action="store_true", help="with --bits: values are signed (two's complement)")
     p.add_argument("--data", help="CSV file with a header row")
@@ -105,7 +111,7 @@ def cmd_ustat(args) -> int:
             check_integer_range(c, args.bits, args.signed, name)
     res = run_ustat(stat, cols[0], cols[1] if stat == "kendall" else None, lab, epsilon=args.epsilon,
                     pairs_per_user=args.pairs_per_user, mode=args.mode, design=args.design,
-                    workers=args.workers, bits=args.bits, batch=args.batch, progress=progress)
+                    workers=args.workers, bits=args.bits, batch=args.batch, progress=progress, tls_dir=args.tls)
     if progress:
         print(file=sys.stderr)
     d = res.as_dict()
