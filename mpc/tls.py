@@ -506,7 +506,10 @@ def _handshake(sock: socket.socket, config: TLSConfig, *, server: bool, timeout:
         ssock.close()
         raise ChannelTimeout(f"TLS handshake with {peer} did not finish within {timeout:g} s") from None
     except (ssl.SSLError, ConnectionError) as exc:
-        ssock.close()
+        if server:
+            _drain_and_close(ssock)  # so the alert OpenSSL just sent reaches the peer (no reset)
+        else:
+            ssock.close()
         raise AuthenticationError(f"TLS handshake with {peer} failed: {describe_ssl_error(exc)}") from None
     except BaseException:
         ssock.close()
@@ -548,19 +551,32 @@ def client_handshake(sock: socket.socket, config: TLSConfig, *, timeout: float, 
 
 
 def _tell_tls_required(sock: socket.socket) -> None:
-    """Send one plaintext frame saying TLS is required, half-close, drain briefly (no RST), close."""
+    """Send one plaintext frame saying TLS is required, then close without resetting the connection."""
     msg = TLS_REQUIRED + b": this endpoint requires mutual TLS; run with --tls DIR --name NAME"
     try:
         sock.settimeout(1.0)
         sock.sendall(len(msg).to_bytes(4, "big") + msg)
+    except OSError:
+        pass
+    _drain_and_close(sock)
+
+
+def _drain_and_close(sock: socket.socket, wait: float = 1.0) -> None:
+    """Half-close, read what the peer already sent (at most 64 KiB, ``wait`` seconds), close.
+
+    Closing a socket with unread input makes the kernel send a reset, which
+    can destroy the last message (our frame or TLS alert) before the peer reads it.
+    """
+    try:
+        sock.settimeout(wait)
         sock.shutdown(socket.SHUT_WR)
         drained = 0
-        while drained < 1 << 16:  # read what the peer already sent, so closing does not reset the connection
+        while drained < 1 << 16:
             chunk = sock.recv(4096)
             if not chunk:
                 break
             drained += len(chunk)
-    except OSError:
+    except (OSError, ValueError):
         pass
     finally:
         sock.close()
