@@ -488,7 +488,7 @@ def bad_input_runs(cases: dict, with_evaluator=()) -> dict:
             )
         try:
             for name, (g, e, trap) in procs.items():
-                gres, eres = finish(g, 20), (finish(e, 20) if e is not None else None)
+                gres, eres = finish(g, 90), (finish(e, 90) if e is not None else None)  # 14 processes at once
                 try:
                     trap.accept(0.1).close()
                     reached = 1
