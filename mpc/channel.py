@@ -21,7 +21,7 @@ What it does
       :meth:`Channel.flush`, by any receive, by :meth:`Channel.close`, or
       when it reaches 256 KiB.  With ``tls=`` (a
       :class:`pairwise.mpc.tls.TLSConfig`) the same frames travel in mutual
-      TLS 1.3, and :attr:`TCPChannel.identity` is the peer's verified
+      TLS 1.3, and :attr:`TCPChannel.peer_identity` is the peer's verified
       certificate name and role.
     * :class:`NullChannel` -- counts and discards (garbling benchmarks that
       must not pay for a network).
@@ -601,7 +601,7 @@ def _admit(ch: "TCPChannel", roles: frozenset | None, names: frozenset | None, t
     message counters start after this step (TLS records and admission are
     not counted, so plaintext and TLS runs report the same numbers).
     """
-    reason = _admission(ch.identity, roles, names)
+    reason = _admission(ch.peer_identity, roles, names)
     mine = _ADMIT + (b"\x01" if reason is None else b"\x00" + reason.encode("utf-8")[:512])
     ch.send(mine)
     ch.flush()
@@ -609,15 +609,15 @@ def _admit(ch: "TCPChannel", roles: frozenset | None, names: frozenset | None, t
         theirs = ch.recv(timeout, max_size=_ADMIT_MAX)
     except ChannelError as exc:
         if reason is not None:
-            raise AccessDenied(f"refused {ch.identity} at {ch.peer}: {reason}") from None
+            raise AccessDenied(f"refused {ch.peer_identity} at {ch.peer}: {reason}") from None
         raise
     if reason is not None:
-        raise AccessDenied(f"refused {ch.identity} at {ch.peer}: {reason}")
+        raise AccessDenied(f"refused {ch.peer_identity} at {ch.peer}: {reason}")
     if not theirs.startswith(_ADMIT) or len(theirs) < len(_ADMIT) + 1:
         raise HandshakeError(f"{ch.peer} sent no TLS admission message (not a pairwise endpoint?)")
     if theirs[len(_ADMIT)] != 1:
         why = theirs[len(_ADMIT) + 1:].decode("utf-8", "replace")
-        raise AccessDenied(f"{ch.identity} at {ch.peer} refused this connection: {why}")
+        raise AccessDenied(f"{ch.peer_identity} at {ch.peer} refused this connection: {why}")
     # the counters report the application's frames, as on a plaintext channel
     ch.bytes_sent = ch.bytes_received = ch.messages_sent = ch.messages_received = 0
 
@@ -632,14 +632,14 @@ class TCPChannel(Channel):
     coalesces small frames until :meth:`flush` or the next receive (fewer
     system calls for protocols that send many small frames in a row).
 
-    On a TLS channel, :attr:`identity` is the peer's verified
+    On a TLS channel, :attr:`peer_identity` is the peer's verified
     :class:`pairwise.mpc.tls.PeerIdentity` (certificate name and role), for the
     application to authorize on; it is ``None`` on a plaintext channel.
     """
 
     def __init__(self, sock: socket.socket, *, timeout: float = DEFAULT_TIMEOUT,
                  max_frame: int = DEFAULT_MAX_FRAME, peer: str | None = None, buffered: bool = False,
-                 identity=None) -> None:
+                 peer_identity=None) -> None:
         super().__init__(timeout=timeout, max_frame=max_frame)
         self.buffered = bool(buffered)
         if sock.family in (socket.AF_INET, socket.AF_INET6):
@@ -649,7 +649,7 @@ class TCPChannel(Channel):
         self._tls = isinstance(sock, ssl.SSLSocket)
         self._sock_timeout = self.timeout
         self._wbuf = bytearray()
-        self.identity = identity
+        self.peer_identity = peer_identity
         if peer is None:
             try:
                 name = sock.getpeername()
@@ -710,7 +710,7 @@ class TCPChannel(Channel):
                     return cls(sock, timeout=timeout, max_frame=max_frame, peer=label, buffered=buffered)
                 hs_timeout = _check_timeout(timeout)
                 ssock, ident = client_handshake(sock, tls, timeout=hs_timeout, peer=label)
-                ch = cls(ssock, timeout=timeout, max_frame=max_frame, peer=label, buffered=buffered, identity=ident)
+                ch = cls(ssock, timeout=timeout, max_frame=max_frame, peer=label, buffered=buffered, peer_identity=ident)
                 try:
                     _admit(ch, roles, names, hs_timeout)
                 except BaseException:
@@ -925,7 +925,7 @@ class PendingConnection:
                                     else min(_check_timeout(recv_timeout), DEFAULT_HANDSHAKE_TIMEOUT))
         ssock, ident = server_handshake(sock, tls, timeout=hs_timeout, peer=self.peer)
         ch = TCPChannel(ssock, timeout=recv_timeout, max_frame=max_frame, peer=self.peer, buffered=buffered,
-                        identity=ident)
+                        peer_identity=ident)
         try:
             _admit(ch, roles, names, hs_timeout)
         except BaseException:

@@ -74,7 +74,7 @@ def serve(listener: TCPListener, count: int, **accept_kw):
             try:
                 if ch.recv() == b"ping":
                     ch.send(b"pong")
-                outcomes.append(("ok", ch.identity))
+                outcomes.append(("ok", ch.peer_identity))
             except Exception as exc:  # noqa: BLE001
                 outcomes.append(("error", exc))
             finally:
@@ -197,7 +197,7 @@ def test_mutual_tls_exposes_both_identities(pki):
         th, outcomes = serve(lst, 1)
         with TCPChannel.connect("127.0.0.1", lst.port, deadline=WAIT, timeout=WAIT, tls=cfg["alice"],
                                 peer_roles="server", peer_names="server-0") as ch:
-            assert ch.secure and ch.identity.name == "server-0" and ch.identity.role == "server"
+            assert ch.secure and ch.peer_identity.name == "server-0" and ch.peer_identity.role == "server"
             assert ch._sock.version() == "TLSv1.3"
             ch.send(b"ping")
             assert ch.recv() == b"pong"

@@ -148,7 +148,7 @@ def _report(args, circuit: Circuit, res, setup_s: float, role: str, ch) -> None:
         "seconds": round(res.seconds + setup_s, 6),
         "setup_seconds": round(setup_s, 6),
         "tls": ch.secure,
-        "peer_name": ch.identity.name if ch.identity is not None else None,
+        "peer_name": ch.peer_identity.name if ch.peer_identity is not None else None,
     }
     if args.json:
         print(json.dumps(d))
@@ -157,7 +157,7 @@ def _report(args, circuit: Circuit, res, setup_s: float, role: str, ch) -> None:
         print(f"  outputs         {outs if outs is not None else '(not revealed to this party)'}")
         for k in ("and_gates", "bytes_sent", "bytes_received", "messages_sent", "messages_received", "seconds", "setup_seconds"):
             print(f"  {k:<15} {d[k]}")
-        print(f"  {'peer':<15} {ch.identity if ch.identity is not None else '(plaintext, loopback)'} at {ch.peer}")
+        print(f"  {'peer':<15} {ch.peer_identity if ch.peer_identity is not None else '(plaintext, loopback)'} at {ch.peer}")
     sys.stdout.flush()
 
 
