@@ -266,3 +266,9 @@ def test_ustat_network_workers_do_not_outlive_the_driver(sig):
             drv.kill()
     assert not left, f"workers left behind: {left}"
     assert rc == (143 if sig == signal.SIGTERM else -9), err
+
+
+def test_ustat_network_with_missing_worker_certificates_fails_before_starting(certs):
+    d, _ = certs  # has garbler/evaluator/mallory, not worker-K
+    rc, out, err = finish(cli(*USTAT, "--tls", d))
+    assert rc == 2 and "worker-0.pem is missing" in err and "pairwise certs create" in err, err

@@ -354,6 +354,10 @@ def _run_network(nc, params: dict, pairs: np.ndarray, owner_g: np.ndarray, owner
     elif tls_dir is None:
         creds = throwaway_credentials([(_worker_name(w), "client") for w in active])
     else:
+        from pairwise.mpc.tls import TLSConfig
+
+        for w in active:  # a missing or unusable certificate fails here, before any process starts
+            TLSConfig(tls_dir, _worker_name(w))
         creds = contextlib.nullcontext(tls_dir)
     # One thread per worker feeds its job on stdin and collects its report, all with a deadline
     # (a worker reads its whole job before it connects to any peer, so every job must go out at once).
