@@ -607,7 +607,7 @@ def _admit(ch: "TCPChannel", roles: frozenset | None, names: frozenset | None, t
     ch.flush()
     try:
         theirs = ch.recv(timeout, max_size=_ADMIT_MAX)
-    except ChannelError as exc:
+    except ChannelError:
         if reason is not None:
             raise AccessDenied(f"refused {ch.peer_identity} at {ch.peer}: {reason}") from None
         raise
@@ -620,6 +620,16 @@ def _admit(ch: "TCPChannel", roles: frozenset | None, names: frozenset | None, t
         raise AccessDenied(f"{ch.peer_identity} at {ch.peer} refused this connection: {why}")
     # the counters report the application's frames, as on a plaintext channel
     ch.bytes_sent = ch.bytes_received = ch.messages_sent = ch.messages_received = 0
+
+
+def _admitted(ch: "TCPChannel", roles: frozenset | None, names: frozenset | None, timeout: float) -> "TCPChannel":
+    """``ch`` after a successful :func:`_admit`; closed when admission fails."""
+    try:
+        _admit(ch, roles, names, timeout)
+    except BaseException:
+        ch.close()
+        raise
+    return ch
 
 
 class TCPChannel(Channel):
@@ -710,13 +720,8 @@ class TCPChannel(Channel):
                     return cls(sock, timeout=timeout, max_frame=max_frame, peer=label, buffered=buffered)
                 hs_timeout = _check_timeout(timeout)
                 ssock, ident = client_handshake(sock, tls, timeout=hs_timeout, peer=label)
-                ch = cls(ssock, timeout=timeout, max_frame=max_frame, peer=label, buffered=buffered, peer_identity=ident)
-                try:
-                    _admit(ch, roles, names, hs_timeout)
-                except BaseException:
-                    ch.close()
-                    raise
-                return ch
+                return _admitted(cls(ssock, timeout=timeout, max_frame=max_frame, peer=label, buffered=buffered,
+                                     peer_identity=ident), roles, names, hs_timeout)
             remaining = end - time.monotonic()
             if remaining <= 0:
                 break
@@ -924,14 +929,8 @@ class PendingConnection:
         hs_timeout = _check_timeout(handshake_timeout if handshake_timeout is not None
                                     else min(_check_timeout(recv_timeout), DEFAULT_HANDSHAKE_TIMEOUT))
         ssock, ident = server_handshake(sock, tls, timeout=hs_timeout, peer=self.peer)
-        ch = TCPChannel(ssock, timeout=recv_timeout, max_frame=max_frame, peer=self.peer, buffered=buffered,
-                        peer_identity=ident)
-        try:
-            _admit(ch, roles, names, hs_timeout)
-        except BaseException:
-            ch.close()
-            raise
-        return ch
+        return _admitted(TCPChannel(ssock, timeout=recv_timeout, max_frame=max_frame, peer=self.peer,
+                                    buffered=buffered, peer_identity=ident), roles, names, hs_timeout)
 
     def close(self) -> None:
         if self._sock is not None:

@@ -372,7 +372,10 @@ def test_garbage_server_evaluator_clear_error(raw, message):
         try:
             conn = lst.accept(BOUND)
             conn._sock.sendall(raw)  # raw bytes, not a frame: the point of this test
-            conn._sock.shutdown(socket.SHUT_WR)
+            try:
+                conn._sock.shutdown(socket.SHUT_WR)
+            except OSError:  # the evaluator already rejected the bytes and closed (a loaded machine's timing)
+                pass
             rc, out, err = finish(e, timeout=20)
             conn.close()
         finally:
