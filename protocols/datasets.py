@@ -115,7 +115,7 @@ _DATASETS: dict[str, DatasetInfo] = {
             "fair.csv",
             6366,
             "Fair (1978) affairs survey (via statsmodels): ratings rate_marriage 1-5, "
-            "religious 1-4, age, yrs_married, ...; default for Kendall's tau and histograms",
+            "religious 1-4, age, yrs_married, ...; default for Kendall's tau-a and histograms",
         ),
     )
 }

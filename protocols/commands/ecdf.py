@@ -40,6 +40,8 @@ JSON keys of ``run`` and ``demo`` (public interface):
   ``domain_bits``, ``range`` (the public domain [lower, upper]),
   ``theorem31_rmse``, ``bytes`` (all bytes on the wire: uploads, querier
   and server-to-server) and ``bytes_detail``, ``dataset``, ``upload``.
+  The querier's byte count includes the servers' JSON timing reports, so
+  ``bytes`` varies by a few bytes from run to run (never with the data).
 * Not private (computed without noise, for evaluation only): ``exact``,
   ``max_abs_error``, ``max_abs_error_smoothed``, ``quantiles_exact``,
   ``roc.fpr_exact``, ``roc.tpr_exact``, ``auc_exact``, ``clamped`` (values
@@ -55,6 +57,15 @@ import os
 import sys
 
 from .bounds import NOT_PRIVATE, add_bound_args, clamped_note, deprecated, resolve_domains
+
+#: JSON keys (dotted for nested ones) that hold DP outputs or their post-processing.
+DP_KEYS = ("dp", "smoothed", "quantiles", "roc.fpr", "roc.tpr", "auc")
+#: JSON keys computed without noise: not private, for evaluation only. Every other key is a function of
+#: public inputs and is identical on neighbouring datasets (tests/test_privacy_audit.py), except:
+NOT_PRIVATE_KEYS = ("exact", "max_abs_error", "max_abs_error_smoothed", "quantiles_exact", "roc.fpr_exact",
+                    "roc.tpr_exact", "auc_exact", "clamped")
+#: byte counts that include the servers' JSON timing reports, so they vary by a few bytes from run to run.
+MEASURED_KEYS = ("bytes", "bytes_detail.querier")
 
 #: The demo's data: a shipped dataset, its column (public domain declared in protocols/data/domains.json), its label.
 DEMO_DATA = ("breast_cancer", "mean_radius", "malignant")

@@ -36,7 +36,8 @@ JSON keys (a public interface):
   in [0, 1]; QMLE coefficients have no natural range and no clamped key);
   details derived from the noisy reports only (``std_errors``,
   ``covariance``, ``loglik``, ``converged``, ``recursed_per_level``,
-  ``discarded_per_level``, ``messages``).
+  ``discarded_per_level``, ``messages``: the number of shuffled messages,
+  n plus the users' noise bits).
 * Public parameters: ``epsilon``, ``delta``, ``n``, ``bounds``
   (``covariate_bounds``), ``bits``, ``domain``, ``cells``, ``beta``, ``a``,
   ``tau``, ``level_epsilon``, ``values``, ``d``, ``zero_threshold``,
@@ -62,6 +63,17 @@ from ..datasets import DataError, dataset_path, load_csv
 from .bounds import NOT_PRIVATE, add_bound_args, clamped_note, resolve_domains
 
 DEFAULT_EPSILON = 2.0
+
+#: JSON keys that hold DP outputs or post-processing of the noisy reports alone, per command.
+DP_KEYS = {
+    "auc": ("estimate", "estimate_clamped", "recursed_per_level", "discarded_per_level"),
+    "qmle": ("estimate", "std_errors", "covariance", "loglik", "converged"),
+    "shuffle-histogram": ("estimate", "estimate_clamped", "messages"),
+    "ustat": ("estimate", "estimate_clamped"),
+}
+#: JSON keys computed without noise: not private, for evaluation only. Every other key is a function of public
+#: inputs and is identical on neighbouring datasets (tests/test_privacy_audit.py).
+NOT_PRIVATE_KEYS = ("exact", "exact_quantized", "max_error", "clamped")
 
 
 def _add_data_args(p, dataset: str) -> None:
@@ -140,7 +152,7 @@ def register(root, groups) -> None:
     u.add_argument("--k", type=int, default=8, help="bins per coordinate (default 8)")
     u.add_argument("--discrete", action="store_true",
                    help="no quantization: the domain is the public grid lower + k 10^-decimals (default for "
-                        "kendall)")
+                        "kendall when that grid has at most 8192 cells)")
     add_bound_args(u, "one for gini/auc, two for kendall", decimals=True)
     u.add_argument("--quantized-kernel", choices=["midpoint", "average"], default="midpoint")
     u.add_argument("--epsilon", type=float, default=DEFAULT_EPSILON, help=f"privacy budget (default {DEFAULT_EPSILON})")
@@ -363,10 +375,12 @@ def cmd_ustat(args) -> int:
         raise ValueError(f"kernel {kernel} needs {need} column(s), got {len(columns)}")
     args.dataset = dataset
     doms = _domains(args, columns)
-    discrete = args.discrete or kernel == "kendall"
+    sizes = [d.span + 1 for d in doms]
+    small = np.prod(sizes, dtype=float) <= 8192
+    # kendall defaults to the discrete grid (ratings) when it is small enough, else to --k bins
+    discrete = args.discrete or (kernel == "kendall" and small)
     if discrete:
-        sizes = [d.span + 1 for d in doms]
-        if np.prod(sizes, dtype=float) > 8192:
+        if not small:
             raise ValueError(f"the discrete grid has {' x '.join(map(str, sizes))} cells (more than 8192): "
                              "lower --decimals, or quantize with --k instead of --discrete")
         quant = Quantizer.discrete([(d.lower + np.arange(d.span + 1) * d.step).tolist() for d in doms])

@@ -48,6 +48,12 @@ DEFAULTS = {
     "auc": ("breast_cancer", ["mean_radius"], "malignant"),
 }
 
+#: JSON keys that hold DP outputs (noisy values); see the module docstring.
+DP_KEYS = ("estimate", "estimate_clamped", "rr_estimate", "rr_estimate_clamped")
+#: JSON keys computed without noise (or wall time): not private, for evaluation only. Every other key is a
+#: function of public inputs and is identical on neighbouring datasets (tests/test_privacy_audit.py).
+NOT_PRIVATE_KEYS = ("exact", "exact_quantized", "theorem5_mse", "clamped", "seconds")
+
 #: Bins per coordinate of the Algorithm 1 baseline (or its grid's points, if there are at most this many).
 RR_BINS = 16
 
