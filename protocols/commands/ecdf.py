@@ -281,15 +281,11 @@ def _print_report(out: dict, title: str) -> None:
         print(f"  ROC: AUC DP {out['auc']:.4f}, exact {out['auc_exact']:.4f} {NOT_PRIVATE} (epsilon "
               f"{out['roc']['epsilon']:g}; total spent {out['epsilon_total']:g})")
     if "clamped" in out:
-        print(f"  clamped: {clamped_note(out['clamped'], [_domain(out)])}")
+        from pairwise.dp.bounds import PublicDomain
+
+        print(f"  clamped: {clamped_note(out['clamped'], [PublicDomain(*out['range'])])}")
     d = out["bytes_detail"]
     print(f"  bytes: {out['bytes']} (uploads {d['upload']}, querier {d['querier']}, between servers {d['servers']})")
-
-
-def _domain(out: dict):
-    from pairwise.dp.bounds import PublicDomain
-
-    return PublicDomain(*out["range"])
 
 
 def _run_domain(args):

@@ -188,12 +188,7 @@ def cmd_ustat(args) -> int:
           f"({d['and_gates_per_pair']} AND each, {d['bits']}-bit words, SIMD batches: {res.executions})")
     print(f"  AND gates        {res.and_gates}")
     print(f"  bytes            {res.bytes}")
-    print(f"  clamped          {clamped_note(d['clamped'], [_dom(x) for x in d['domain']])}")
+    print(f"  clamped          {clamped_note(d['clamped'], domains)}")
     print(f"  seconds          {res.seconds:.2f} {NOT_PRIVATE}")
     return 0
 
-
-def _dom(x: dict):
-    from pairwise.dp.bounds import PublicDomain
-
-    return PublicDomain(x["lower"], x["upper"], x["decimals"])

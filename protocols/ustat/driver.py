@@ -202,6 +202,8 @@ def prepare_data(statistic: str, x, y=None, labels=None, bits: int | None = None
     or ``bits`` if given (it must hold the span). Sensitivity, width and
     scale are functions of the public bounds only.
     """
+    if statistic not in STATISTICS:
+        raise UStatError(f"unknown statistic {statistic!r}; choose from {STATISTICS}")
     doms = _domains(statistic, lower, upper, decimals)
     width = _width(max(d.span for d in doms))
     if bits is not None:
