@@ -220,6 +220,18 @@ def test_rejected_before_any_randomness(argv, message, capsys, no_randomness):
     assert message in err and "randomness was drawn" not in err
 
 
+def test_dp_layer_checks_before_noise(no_randomness):
+    from pairwise.dp.ecdf import hosmer_lemeshow_dp, private_roc
+
+    counts = np.ones(8, dtype=np.int64)
+    with pytest.raises(PrivacyParameterError, match="smoothing"):
+        private_roc(counts, counts, 1.0, smoothing=3)
+    with pytest.raises(PrivacyParameterError, match="smoothing"):
+        hosmer_lemeshow_dp(np.full(20, 0.5), np.ones(20), 1.0, L=4, Q=2, smoothing=0)
+    with pytest.raises(PrivacyParameterError, match="min_expected"):
+        hosmer_lemeshow_dp(np.full(20, 0.5), np.ones(20), 1.0, L=4, Q=2, min_expected=-1)
+
+
 @pytest.fixture(scope="module")
 def servers():
     from pairwise.protocols.ecdf.client import ServerProcesses
