@@ -47,6 +47,14 @@ def _drop(d, dotted: tuple[str, ...]):
     return out
 
 
+def _has(d, dotted: str) -> bool:
+    for part in dotted.split("."):
+        if not isinstance(d, dict) or part not in d:
+            return False
+        d = d[part]
+    return True
+
+
 def _get(d, dotted: str):
     for part in dotted.split("."):
         d = d[part]
@@ -55,8 +63,9 @@ def _get(d, dotted: str):
 
 def assert_same_public(a: dict, b: dict, dp_keys, not_private, measured=(), tolerance=0):
     """Everything but DP outputs and documented non-private keys must be equal on D and D'."""
-    for key in dp_keys:  # the noisy outputs are there, in both
-        _get(a, key), _get(b, key)
+    for key in dp_keys:  # a noisy output is published on both or on neither (no data-dependent shape)
+        assert _has(a, key) == _has(b, key), key
+    assert any(_has(a, key) for key in dp_keys)
     pa = _drop(a, tuple(dp_keys) + tuple(not_private) + tuple(measured))
     pb = _drop(b, tuple(dp_keys) + tuple(not_private) + tuple(measured))
     diff = sorted(k for k in set(pa) | set(pb) if pa.get(k) != pb.get(k))
@@ -77,6 +86,25 @@ def write_csv(path, header, *cols) -> str:
     path.write_text(",".join(header) + "\n" + "".join(",".join(repr(float(v)) for v in row) + "\n"
                                                       for row in zip(*cols)))
     return str(path)
+
+
+def run_on_shipped_neighbours(capsys, monkeypatch, argv, column: str, value: float) -> tuple[dict, dict]:
+    """``argv`` on the shipped data, then with row 0 of ``column`` moved to ``value`` (D and D')."""
+    from pairwise.protocols import datasets
+
+    real = datasets.load_dataset
+    outs = []
+    for moved in (False, True):
+        def load(name, _moved=moved):
+            d = real(name)
+            if _moved:
+                d[column] = d[column].copy()
+                d[column][0] = value
+            return d
+
+        monkeypatch.setattr(datasets, "load_dataset", load)
+        outs.append(run_json(capsys, argv))
+    return outs[0], outs[1]
 
 
 @pytest.fixture
@@ -124,21 +152,8 @@ def test_ustat_gini_on_the_shipped_data_neighbours(capsys, monkeypatch, seeded_p
     """The README's main job without flags: the diabetes progression data and its neighbour with one
     patient moved to the top of the declared domain [0, 400]. This is the case that failed before
     (sensitivity, decimals and width followed the data's own max - min)."""
-    from pairwise.protocols import datasets
-
-    real = datasets.load_dataset
-    outs = []
-    for moved in (False, True):
-        def load(name, _moved=moved):
-            d = real(name)
-            if _moved:
-                d["progression"] = d["progression"].copy()
-                d["progression"][0] = 400.0
-            return d
-
-        monkeypatch.setattr(datasets, "load_dataset", load)
-        outs.append(run_json(capsys, ["ustat", "--statistic", "gini", "--epsilon", "1"]))
-    a, b = outs
+    a, b = run_on_shipped_neighbours(capsys, monkeypatch, ["ustat", "--statistic", "gini", "--epsilon", "1"],
+                                     "progression", 400.0)
     assert a["exact"] != b["exact"]
     assert_same_public(a, b, ustat_cmd.DP_KEYS, ustat_cmd.NOT_PRIVATE_KEYS)
 
@@ -243,18 +258,19 @@ def ecdf_servers():
         yield sp
 
 
-@pytest.mark.parametrize("mechanism", ["paper", "hierarchical"])
-def test_ecdf_run_neighbours(mechanism, ecdf_servers, tmp_path, capsys):
+@pytest.mark.parametrize("mechanism,scheme", [("paper", "auto"), ("hierarchical", "auto"), ("paper", "pointwise")])
+def test_ecdf_run_neighbours(mechanism, scheme, ecdf_servers, tmp_path, capsys):
     """ECDF, quantiles and ROC of ``ecdf run`` on D and D' (one client moved to the top of [0, 30])."""
     v2 = EV.copy()
     v2[0] = 30.0
+    roc = ["--label", "y", "--roc"] if scheme != "pointwise" else []
     outs = []
     for tag, col in (("D", EV), ("E", v2)):
         path = write_csv(tmp_path / f"{tag}.csv", ["v", "y"], col, EY)
         outs.append(run_json(capsys, [
-            "ecdf", "run", "--servers", ecdf_servers.servers, "--data", path, "--column", "v", "--label", "y",
-            "--roc", "--quantiles", "0.25,0.5", "--epsilon", "50", "--lower", "0", "--upper", "30",
-            "--domain-bits", "5", "--mechanism", mechanism, "--dataset", f"audit-{tag}-{mechanism}"]))
+            "ecdf", "run", "--servers", ecdf_servers.servers, "--data", path, "--column", "v", *roc,
+            "--quantiles", "0.25,0.5", "--epsilon", "50", "--lower", "0", "--upper", "30", "--domain-bits", "5",
+            "--mechanism", mechanism, "--scheme", scheme, "--dataset", f"audit-{tag}-{mechanism}-{scheme}"]))
     a, b = outs
     a["dataset"] = b["dataset"]  # each upload needs a fresh id: the caller's label
     assert a["exact"] != b["exact"]
@@ -289,20 +305,7 @@ def test_ecdf_hosmer_lemeshow_neighbours(ecdf_servers):
 @pytest.mark.parametrize("mechanism", ["paper", "hierarchical"])
 def test_ecdf_demo_neighbours(mechanism, capsys, monkeypatch):
     """``ecdf demo`` on the shipped breast_cancer data and on it with one patient moved to 30."""
-    from pairwise.protocols import datasets
-
-    real = datasets.load_dataset
-    outs = []
-    for moved in (False, True):
-        def load(name, _moved=moved):
-            d = real(name)
-            if _moved:
-                d["mean_radius"] = d["mean_radius"].copy()
-                d["mean_radius"][0] = 30.0
-            return d
-
-        monkeypatch.setattr(datasets, "load_dataset", load)
-        outs.append(run_json(capsys, ["ecdf", "demo", "--mechanism", mechanism, "--epsilon", "4"]))
-    a, b = outs
+    a, b = run_on_shipped_neighbours(capsys, monkeypatch, ["ecdf", "demo", "--mechanism", mechanism,
+                                                           "--epsilon", "4"], "mean_radius", 30.0)
     assert a["exact"] != b["exact"]
     assert_same_public(a, b, ecdf_cmd.DP_KEYS, ecdf_cmd.NOT_PRIVATE_KEYS, ecdf_cmd.MEASURED_KEYS, tolerance=256)
