@@ -456,3 +456,55 @@ def test_storage_commits_an_upload_whole_or_not_at_all(tmp_path):
         assert [d.budget for d in st.datasets()] == [Fraction(3)]
     finally:
         st.close()
+
+
+# --------------------------------------------------------------------------- mutual TLS and roles
+def _impostor(tls_dir: str, name: str) -> tuple[subprocess.Popen, tuple[str, int]]:
+    """A real server process with a valid server certificate of the same CA, but another name."""
+    p = subprocess.Popen(CLI + ["ecdf", "serve", "--server-id", "1", "--listen", "127.0.0.1:0", "--budget", "100",
+                                "--tls", tls_dir, "--name", name, "--exit-with-parent"],
+                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    msg = json.loads(p.stdout.readline())
+    return p, (msg["host"], msg["port"])
+
+
+def test_tls_roles_refuse_strangers_clients_and_impostors_while_serving(tmp_path):
+    from pairwise.mpc.errors import AuthenticationError
+    from pairwise.mpc.tls import TLSConfig, create_certificate
+
+    x = values(30, 80)
+    with ServerProcesses(2, budget="1000000", timeout=30, tls=True) as sp:
+        up = upload(sp.addresses, "t", x, domain_bits=NB, tls=sp.client_tls)  # a client certificate may upload
+        assert up.accepted == [80, 80]
+        q = ECDFQuerier(sp.addresses, timeout=120, connect_timeout=10, tls=sp.querier_tls)
+        assert np.array_equal(q.ecdf("t", HUGE).cumulative, exact_counts(x))  # TLS everywhere, incl. the 2PC
+        # a client certificate may not release (nor read the status): refused by role, nothing charged
+        as_client = ECDFQuerier(sp.addresses, timeout=60, connect_timeout=10, tls=sp.client_tls)
+        with pytest.raises(Unauthorized, match="may not release: that needs the role querier"):
+            as_client.ecdf("t", 1.0)
+        with pytest.raises(Unauthorized, match="may not status"):
+            as_client.status("t")
+        # no certificate at all
+        with pytest.raises(ChannelError, match="TLS"):
+            ECDFQuerier(sp.addresses, timeout=30, connect_timeout=10).status("t")
+        # a certificate of another CA
+        create_certificate(tmp_path / "other-ca", "mallory", "querier")
+        with pytest.raises(AuthenticationError):
+            ECDFQuerier(sp.addresses, timeout=30, connect_timeout=10,
+                        tls=TLSConfig(tmp_path / "other-ca", "mallory")).status("t")
+        # a querier that points server 0 at an impostor: a real server process with a server certificate of the
+        # same CA, holding the same dataset, but not the server 1 that server 0 is configured with
+        create_certificate(sp.tls_dir, "impostor", "server", days=1)
+        imp, imp_addr = _impostor(sp.tls_dir, "impostor")
+        try:
+            upload([sp.addresses[0], imp_addr], "imp", x, domain_bits=NB, tls=sp.client_tls)
+            fooled = ECDFQuerier([sp.addresses[0], imp_addr], timeout=60, connect_timeout=10, tls=sp.querier_tls)
+            with pytest.raises(Unauthorized, match="refusing the release.*impostor.*not the expected peer"):
+                fooled.ecdf("imp", 1.0)
+            assert fooled.status("imp")[0]["info"]["spent"] == "0"  # refused before any charge
+        finally:
+            imp.kill()
+            imp.wait(timeout=30)
+        # the servers kept serving through all of it, and charged only the one release
+        assert spent(q, "t") == [str(int(HUGE))] * 2
+        assert q.ecdf("t", HUGE).n == 80

@@ -2,44 +2,69 @@
 
 Commands
     ``pairwise ecdf serve --server-id I --listen HOST:PORT [--state DIR] [--budget E]
-    [--dataset-budget NAME=E ...] [--peer J=HOST:PORT ...] [--timeout S] [--request-timeout S]
-    [--max-connections N] [--exit-with-parent]``
+    [--dataset-budget NAME=E ...] [--peer J=HOST:PORT ...] [--peer-name J=NAME ...] [--timeout S]
+    [--request-timeout S] [--max-connections N] [--exit-with-parent] [--tls DIR --name NAME | --insecure]``
         Run server I until SIGTERM or SIGINT (a clean shutdown in a few
         seconds).  Prints ``{"event": "listening", ...}`` on stdout once it
         accepts connections (port 0 picks a free port).  ``--state DIR``
         keeps its datasets, keys and privacy ledger in SQLite, so a restart
-        resumes them.
+        resumes them.  With ``--tls`` every connection is mutual TLS and each
+        request is authorized by the peer's certificate role
+        (:mod:`pairwise.protocols.ecdf.auth`); ``--peer-name J=NAME`` is the
+        certificate name server J must present for the server-to-server noise.
     ``pairwise ecdf run --servers HOST:PORT,HOST:PORT[,...] --data FILE.csv --column NAME --epsilon E
-    [--label COL] [--roc] [--quantiles Q,...] [--domain-bits N] [--grid-bits G] [--range LO,HI]
+    --lower LO --upper HI [--label COL] [--roc] [--quantiles Q,...] [--domain-bits N] [--grid-bits G]
     [--mechanism paper|hierarchical] [--scheme auto|dcf|mshare|pointwise] [--dataset ID] [--json]``
         Be the clients (one per CSV row, id = row number) and the querier:
-        upload the keys, release the noisy ECDF of the column over the grid
-        and print exact vs DP vs smoothed.  ``--roc`` (with ``--label``)
-        also releases the ROC curve with another epsilon.
+        each client clamps its value into the public domain [LO, HI] and
+        quantizes it to 2^N equal bins; upload the keys, release the noisy
+        ECDF of the column over the grid and print exact vs DP vs smoothed.
+        ``--roc`` (with ``--label``) also releases the ROC curve with another
+        epsilon.  ``--range LO,HI`` is a deprecated alias of ``--lower/--upper``.
+        Every parameter (epsilon, quantile levels, grid, scheme, ...) is
+        checked before anything is uploaded or any budget is charged.
         A dataset id that the servers already hold is refused (datasets are
         sealed): use ``ecdf query`` for it, a new ``--dataset``, or
         ``--append --id-column COL`` to add new clients.
     ``pairwise ecdf query --servers ... --dataset ID --epsilon E [--roc] [--quantiles Q,...] [--grid-bits G]
     [--mechanism paper|hierarchical] [--json]``
         Be the querier only: release over a dataset already on the servers
-        (thresholds in the range stored with the dataset, else domain points).
+        (thresholds in the public domain stored with the dataset).
     ``pairwise ecdf status --servers ... [--dataset ID] [--json]``
         Each server's clients and budget for a dataset (the servers' ledgers
         are reconciled first, so ``spent`` agrees).
+    ``run``, ``query`` and ``status`` take ``--tls DIR --name NAME`` (a
+    ``client`` certificate may upload; releases and status need ``querier``).
     ``pairwise ecdf demo [--epsilon E] [--plot out.png] [--servers-count M] [--json]``
         (also ``pairwise demo ecdf``) Starts M (default 2) server processes on
         loopback, uploads the shipped breast_cancer data (mean_radius,
-        quantized to 2^10 bins of the public range [5, 30]; label
+        quantized to 2^10 bins of its declared public domain [5, 30]; label
         malignant), releases the ECDF with epsilon and the ROC curve of
         mean_radius as a score for malignancy with another epsilon, prints
-        exact vs DP vs smoothed, optionally plots them (matplotlib).
+        exact vs DP vs smoothed, optionally plots them (matplotlib).  The demo
+        makes a throwaway CA and runs every connection in mutual TLS.
 
-JSON keys of ``run``, ``query`` and ``demo`` (public interface): ``thresholds`` (real
-threshold values, the grid's upper bin edges), ``exact`` (not for ``query``), ``dp``,
-``smoothed`` (ECDF values in [0, 1] at those thresholds), ``epsilon`` (of the
-ECDF release), ``bytes`` (all bytes on the wire: uploads, querier and
-server-to-server), plus ``delta``, ``n``, ``servers``, ``bytes_detail``,
-``quantiles``, ``roc``/``auc``/``auc_exact`` when computed.
+JSON keys of ``run``, ``query`` and ``demo`` (public interface; ``query`` has no
+not-private keys, it never sees the data):
+
+* DP outputs: ``dp`` (the raw noisy ECDF at the thresholds, unbiased, may
+  leave [0, 1] and decrease), ``smoothed`` (Eq. (3) smoothing: the same
+  release made non-decreasing and in [0, 1], i.e. clamped to the natural
+  range), ``quantiles`` (Algorithm 1 on ``smoothed``), ``roc`` (``fpr``,
+  ``tpr``, ``epsilon``, ``delta``) and ``auc`` (in [0, 1] by construction).
+* Public parameters and costs: ``thresholds`` (real threshold values, the
+  grid's upper bin edges, from the public domain), ``epsilon`` (of the ECDF
+  release), ``epsilon_total``, ``delta``, ``n`` (clients, public),
+  ``servers``, ``mechanism``, ``noise``, ``scheme``, ``grid_bits``,
+  ``domain_bits``, ``range`` (the public domain [lower, upper]),
+  ``theorem31_rmse``, ``bytes`` (all bytes on the wire: uploads, querier
+  and server-to-server) and ``bytes_detail``, ``dataset``, ``upload``.
+  The querier's byte count includes the servers' JSON timing reports, so
+  ``bytes`` varies by a few bytes from run to run (never with the data).
+* Not private (computed without noise, for evaluation only): ``exact``,
+  ``max_abs_error``, ``max_abs_error_smoothed``, ``quantiles_exact``,
+  ``roc.fpr_exact``, ``roc.tpr_exact``, ``auc_exact``, ``clamped`` (values
+  clamped into the public domain by their owners).
 
 Security model: see :mod:`pairwise.protocols.ecdf.server`.
 """
@@ -50,7 +75,20 @@ import json
 import os
 import sys
 
-DEMO_RANGE = (5.0, 30.0)
+from .bounds import NOT_PRIVATE, add_bound_args, clamped_note, deprecated, resolve_domains
+from .transport import add_transport_args, tls_from_args
+
+#: JSON keys (dotted for nested ones) that hold DP outputs or their post-processing.
+DP_KEYS = ("dp", "smoothed", "quantiles", "roc.fpr", "roc.tpr", "auc")
+#: JSON keys computed without noise: not private, for evaluation only. Every other key is a function of
+#: public inputs and is identical on neighbouring datasets (tests/test_privacy_audit.py), except:
+NOT_PRIVATE_KEYS = ("exact", "max_abs_error", "max_abs_error_smoothed", "quantiles_exact", "roc.fpr_exact",
+                    "roc.tpr_exact", "auc_exact", "clamped")
+#: byte counts that include the servers' JSON timing reports, so they vary by a few bytes from run to run.
+MEASURED_KEYS = ("bytes", "bytes_detail.querier")
+
+#: The demo's data: a shipped dataset, its column (public domain declared in protocols/data/domains.json), its label.
+DEMO_DATA = ("breast_cancer", "mean_radius", "malignant")
 DEMO_BITS = 10
 
 
@@ -77,8 +115,12 @@ def register(root, groups) -> None:
     s.add_argument("--peer", action="append", default=[], metavar="J=HOST:PORT",
                    help="address of server J for the server-to-server noise (server 0 connects to server 1); "
                         "default: the address the querier names")
+    s.add_argument("--peer-name", action="append", default=[], metavar="J=NAME",
+                   help="with --tls: the certificate name server J must present for the server-to-server noise "
+                        "(required for a two-server release under TLS)")
     s.add_argument("--exit-with-parent", action="store_true",
                    help="stop when the process that started this server exits (used by demos and tests)")
+    add_transport_args(s)
     s.set_defaults(func=cmd_serve)
 
     r = sub.add_parser("run", help="upload a CSV column as clients and release its DP ECDF")
@@ -88,7 +130,8 @@ def register(root, groups) -> None:
     r.add_argument("--label", help="0/1 label column (ROC series)")
     r.add_argument("--roc", action="store_true", help="also release the ROC curve (needs --label, another epsilon)")
     r.add_argument("--dataset", help="dataset id on the servers (default FILE:COLUMN)")
-    r.add_argument("--range", help="public range LO,HI of the column (default: the column's min,max)")
+    add_bound_args(r, "--column")
+    r.add_argument("--range", help="deprecated alias of --lower LO --upper HI")
     r.add_argument("--domain-bits", type=int, default=10, help="quantization bits n (default 10)")
     r.add_argument("--scheme", choices=["auto", "dcf", "mshare", "pointwise"], default="auto",
                    help="auto: dcf keys for 2 servers, mshare for more; pointwise: the Sec. 4.1 baseline")
@@ -108,6 +151,7 @@ def register(root, groups) -> None:
     st.add_argument("--dataset")
     st.add_argument("--timeout", type=float, default=30.0)
     st.add_argument("--json", action="store_true")
+    add_transport_args(st)
     st.set_defaults(func=cmd_status)
 
     for parent in (sub, groups["demo"]):
@@ -133,6 +177,7 @@ def _query_args(p) -> None:
     p.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for a server (default 600)")
     p.add_argument("--connect-timeout", type=float, default=5.0, help="seconds to reach a server (default 5)")
     p.add_argument("--json", action="store_true")
+    add_transport_args(p)
 
 
 def _pairs(items, flag: str, what: str) -> dict:
@@ -149,15 +194,22 @@ def _budgets(items) -> dict:
     return _pairs(items, "--dataset-budget", "NAME=E")
 
 
+def _server_ids(items, flag: str, what: str) -> dict:
+    out = {}
+    for j, val in _pairs(items, flag, what).items():
+        if not j.isdigit():
+            raise ValueError(f"{flag} {j}={val}: J must be a server id (0, 1, ...)")
+        out[int(j)] = val
+    return out
+
+
 def _peers(items) -> dict:
     from ..ecdf.wire import parse_address
 
     out = {}
-    for j, addr in _pairs(items, "--peer", "J=HOST:PORT").items():
-        if not j.isdigit():
-            raise ValueError(f"--peer {j}={addr}: J must be a server id (0, 1, ...)")
+    for j, addr in _server_ids(items, "--peer", "J=HOST:PORT").items():
         try:
-            out[int(j)] = parse_address(addr)
+            out[j] = parse_address(addr)
         except ValueError as exc:
             raise ValueError(f"--peer {j}={addr}: {exc}") from None
     return out
@@ -166,42 +218,77 @@ def _peers(items) -> dict:
 def cmd_serve(args) -> int:
     import signal
 
+    from ..ecdf.auth import Policy
     from ..ecdf.server import ECDFServer
     from ..ecdf.wire import parse_address
 
     host, port = parse_address(args.listen)
+    tls = tls_from_args(args)
+    names = _server_ids(args.peer_name, "--peer-name", "J=NAME")
+    if names and tls is None:
+        raise ValueError("--peer-name J=NAME needs --tls DIR --name NAME (a plaintext peer has no verified name)")
     srv = ECDFServer(args.server_id, host, port, budget=args.budget,
                      dataset_budgets=_budgets(args.dataset_budget), timeout=args.timeout,
                      request_timeout=args.request_timeout, max_connections=args.max_connections,
-                     state_dir=args.state, peers=_peers(args.peer))
+                     state_dir=args.state, peers=_peers(args.peer), tls=tls, insecure=args.insecure,
+                     policy=Policy(server_names=names, tls=tls is not None))
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda num, _frame: srv.stop(signal.Signals(num).name))
     print(json.dumps({"event": "listening", "server_id": args.server_id, "host": host, "port": srv.port,
-                      "state": args.state}), flush=True)
+                      "state": args.state, "tls": tls is not None}), flush=True)
     srv.serve_forever(watch_parent=args.exit_with_parent)
     return 0
 
 
+def _querier(args, servers):
+    from ..ecdf.client import ECDFQuerier
+
+    return ECDFQuerier(servers, timeout=args.timeout, connect_timeout=getattr(args, "connect_timeout", 5.0),
+                       tls=tls_from_args(args), insecure=args.insecure)
+
+
 def _quantile_levels(text):
+    from pairwise.dp.bounds import validate_quantile_levels
+
     if not text:
         return []
     try:
         qs = [float(x) for x in text.split(",") if x.strip()]
     except ValueError:
         raise ValueError(f"--quantiles must be comma-separated numbers, got {text!r}") from None
-    if any(not 0 < q <= 1 for q in qs):
-        raise ValueError("quantile levels must lie in (0, 1]")
+    return validate_quantile_levels(qs)
+
+
+def _validate_release_args(args, m: int, n_bits: int, roc: bool) -> list[float]:
+    """Check every release parameter before any upload, budget charge or noise; returns the quantile levels."""
+    from ..ecdf.shares import MAX_GRID_BITS
+    from ..ecdf.wire import parse_epsilon
+
+    parse_epsilon(args.epsilon, "--epsilon")
+    if roc:
+        parse_epsilon(args.epsilon / 2, "--epsilon / 2 (each class of the ROC)")
+    qs = _quantile_levels(getattr(args, "quantiles", None))
+    if not isinstance(n_bits, int) or not 1 <= n_bits <= 32:
+        raise ValueError(f"--domain-bits must be an integer in [1, 32], got {n_bits!r}")
+    g = args.grid_bits
+    if g is not None and not 1 <= g <= min(n_bits, MAX_GRID_BITS):
+        raise ValueError(f"--grid-bits must be in [1, {min(n_bits, MAX_GRID_BITS)}] (at most the domain bits), got {g}")
+    if g is None and n_bits > MAX_GRID_BITS:
+        raise ValueError(f"a {n_bits}-bit domain needs --grid-bits G <= {MAX_GRID_BITS} (thresholds per release)")
+    if not isinstance(args.tolerate, int) or not 0 <= args.tolerate < m or (m == 2 and args.tolerate):
+        raise ValueError(f"--tolerate must be in [0, m) (0 for two servers), got {args.tolerate}")
     return qs
 
 
 def _release_and_report(querier, dataset, values, lo, hi, n_bits, args, labels=None, upload_bytes=0,
-                        pointwise=False, roc=None, scheme=None):
+                        pointwise=False, qs=(), roc=None, scheme=None):
     """Release the ECDF (and the ROC if ``roc``, default: labels given); returns the JSON dict.
 
-    ``values`` (and ``labels``): the uploaded data, for the exact reference
-    columns (``ecdf run``/``demo``); None for ``ecdf query``, which knows only
-    what the servers release.  ``lo``/``hi``: the public range of the
-    quantization (None: thresholds are reported as domain points).
+    ``qs``: quantile levels, validated by the caller before anything was
+    uploaded.  ``values`` (and ``labels``): the uploaded data, for the not
+    private reference columns (``ecdf run``/``demo``); None for ``ecdf
+    query``, which knows only what the servers release.  ``lo``/``hi``: the
+    public domain of the quantization (None: thresholds are domain points).
     """
     import numpy as np
 
@@ -231,7 +318,6 @@ def _release_and_report(querier, dataset, values, lo, hi, n_bits, args, labels=N
         out.update(exact=exact.tolist(), max_abs_error=float(np.abs(rel.ecdf - exact).max()),
                    max_abs_error_smoothed=float(np.abs(rel.smoothed - exact).max()))
     detail = {"upload": upload_bytes, "querier": rel.bytes.get("querier", 0), "servers": rel.bytes.get("servers", 0)}
-    qs = _quantile_levels(getattr(args, "quantiles", None))
     if qs:
         qi = np.atleast_1d(rel.quantiles(qs))
         pos = np.searchsorted(rel.thresholds, qi)
@@ -279,28 +365,48 @@ def _print_report(out: dict, title: str) -> None:
     print(f"  servers {out['servers']} ({out['scheme']} keys, {out['noise']} noise), n = {out['n']}, "
           f"grid 2^{out['grid_bits']} thresholds, {out['mechanism']} tree, "
           f"({out['epsilon']:g}, {out['delta']:.2g})-DP")
-    has_exact = "exact" in out
+    has_exact = "exact" in out  # ecdf query never sees the data
     th, dp_, sm = (np.asarray(out[k]) for k in ("thresholds", "dp", "smoothed"))
     ex = np.asarray(out["exact"]) if has_exact else None
     rows = np.unique(np.linspace(0, th.size - 1, min(th.size, 11)).round().astype(int))
-    print(f"  {'threshold':>12}" + (f" {'exact':>8}" if has_exact else "") + f" {'DP':>8} {'smoothed':>9}")
+    print(f"  {'threshold':>12}" + (f" {'exact*':>8}" if has_exact else "") + f" {'DP':>8} {'smoothed':>9}"
+          + ("   (* not private)" if has_exact else ""))
     for i in rows:
         print(f"  {th[i]:12.4g}" + (f" {ex[i]:8.4f}" if has_exact else "") + f" {dp_[i]:8.4f} {sm[i]:9.4f}")
     rmse = f"Theorem 3.1 RMSE {out['theorem31_rmse']:.4f}" if out.get("theorem31_rmse") else ""
     if has_exact:
-        print(f"  max |DP - exact| = {out['max_abs_error']:.4f}, smoothed {out['max_abs_error_smoothed']:.4f}"
-              + (f" ({rmse})" if rmse else ""))
+        print(f"  max |DP - exact| = {out['max_abs_error']:.4f}, smoothed {out['max_abs_error_smoothed']:.4f} "
+              f"{NOT_PRIVATE}" + (f"; {rmse}" if rmse else ""))
     elif rmse:
         print(f"  {rmse}")
+    print("  DP: raw noisy ECDF (unbiased, may leave [0, 1]); smoothed: Eq. (3), non-decreasing in [0, 1]")
     if "quantiles" in out:
         for q, v in out["quantiles"].items():
-            print(f"  quantile {q}: DP {v:.4g}"
-                  + (f", exact {out['quantiles_exact'][q]:.4g}" if "quantiles_exact" in out else ""))
+            print(f"  quantile {q}: DP {v:.4g}" + (f", exact {out['quantiles_exact'][q]:.4g} {NOT_PRIVATE}"
+                                                   if "quantiles_exact" in out else ""))
     if "auc" in out:
-        print(f"  ROC: AUC DP {out['auc']:.4f}" + (f", exact {out['auc_exact']:.4f}" if "auc_exact" in out else "")
+        print(f"  ROC: AUC DP {out['auc']:.4f}"
+              + (f", exact {out['auc_exact']:.4f} {NOT_PRIVATE}" if "auc_exact" in out else "")
               + f" (epsilon {out['roc']['epsilon']:g}; total spent {out['epsilon_total']:g})")
+    if "clamped" in out:
+        from pairwise.dp.bounds import PublicDomain
+
+        print(f"  clamped: {clamped_note(out['clamped'], [PublicDomain(*out['range'])])}")
     d = out["bytes_detail"]
     print(f"  bytes: {out['bytes']} (uploads {d['upload']}, querier {d['querier']}, between servers {d['servers']})")
+
+
+def _run_domain(args):
+    """The public domain of ``--column``: --lower/--upper, or the deprecated --range LO,HI."""
+    if args.range is not None:
+        deprecated("--range LO,HI", "--lower LO --upper HI")
+        if args.lower is not None or args.upper is not None:
+            raise ValueError("give either --lower/--upper or the deprecated --range, not both")
+        parts = args.range.split(",")
+        if len(parts) != 2:
+            raise ValueError(f"--range must be LO,HI, got {args.range!r}")
+        args.lower, args.upper = parts[0], parts[1]
+    return resolve_domains(args, [args.column], None)[0]
 
 
 def _refuse_existing(q, dataset: str, servers_text: str) -> None:
@@ -319,20 +425,29 @@ def _refuse_existing(q, dataset: str, servers_text: str) -> None:
 def cmd_run(args) -> int:
     import numpy as np
 
+    from pairwise.dp.bounds import clamp
+
     from ..datasets import load_csv
-    from ..ecdf.client import ECDFQuerier, upload, upload_pointwise
+    from ..ecdf.client import scheme_for, upload, upload_pointwise
     from ..ecdf.shares import quantize
     from ..ecdf.wire import parse_servers
 
     servers = parse_servers(args.servers)
     if args.roc and not args.label:
         raise ValueError("--roc needs --label COLUMN (0/1)")
+    if args.roc and args.scheme == "pointwise":
+        raise ValueError("--roc is not offered with the pointwise baseline")
     if args.append and args.scheme == "pointwise":
         raise ValueError("--append adds clients to a dataset of FSS keys; a pointwise round is uploaded whole")
     if args.id_column and not args.append:
         raise ValueError("--id-column is for --append (a new dataset numbers its clients by CSV row)")
+    dom = _run_domain(args)
+    qs = _validate_release_args(args, len(servers), args.domain_bits, args.roc)
+    if args.scheme != "pointwise":
+        scheme_for(args.scheme, len(servers), args.domain_bits)
+    q = _querier(args, servers)
     d = load_csv(args.data, [args.column] + ([args.id_column] if args.id_column else []), label=args.label)
-    col = np.asarray(d[args.column], dtype=float)
+    col, clamped = clamp(d[args.column], dom.lower, dom.upper)  # each client clamps its own value
     labels = np.asarray(d[args.label]).astype(int) if args.label else None
     ids = None
     if args.id_column:
@@ -340,41 +455,33 @@ def cmd_run(args) -> int:
         if (raw < 0).any() or (raw != np.floor(raw)).any() or (raw >= 2.0**63).any():
             raise ValueError(f"--id-column {args.id_column!r} must hold non-negative integers")
         ids = raw.astype(np.uint64)
-    meta = {"column": args.column}
-    if args.range:
-        try:
-            lo, hi = (float(v) for v in args.range.split(","))
-        except ValueError:
-            raise ValueError(f"--range must be LO,HI, got {args.range!r}") from None
-        meta["range"] = [lo, hi]  # public: stored with the dataset for ecdf query
-    else:
-        lo, hi = float(col.min()), float(col.max())
+    lo, hi = dom.lower, dom.upper
+    meta = {"column": args.column, "range": [lo, hi]}  # public: stored with the dataset for ecdf query
     x = quantize(col, lo, hi, args.domain_bits)
     dataset = args.dataset or f"{os.path.basename(args.data)}:{args.column}"
-    q = ECDFQuerier(servers, timeout=args.timeout, connect_timeout=args.connect_timeout)
     if not args.append:
         _refuse_existing(q, dataset, args.servers)
+    tls = dict(tls=q.tls, insecure=q.insecure)
     if args.scheme == "pointwise":
         g = args.grid_bits or args.domain_bits
-        if args.roc:
-            raise ValueError("--roc is not offered with the pointwise baseline")
         rep = upload_pointwise(servers, dataset, x, grid_bits=g, domain_bits=args.domain_bits, meta=meta,
-                               timeout=args.timeout, connect_timeout=args.connect_timeout)
+                               timeout=args.timeout, connect_timeout=args.connect_timeout, **tls)
         labels_for_roc = None
     else:
         rep = upload(servers, dataset, x, labels=labels, domain_bits=args.domain_bits, scheme=args.scheme,
                      client_ids=ids, append=args.append, meta=meta, timeout=args.timeout,
-                     connect_timeout=args.connect_timeout)
+                     connect_timeout=args.connect_timeout, **tls)
         labels_for_roc = labels if args.roc else None
     exact_x = x if not args.append else None  # after an append the servers hold more than this CSV
     out = _release_and_report(q, dataset, exact_x, lo, hi, args.domain_bits, args, labels=labels_for_roc,
-                              upload_bytes=rep.bytes, pointwise=args.scheme == "pointwise", roc=args.roc)
+                              upload_bytes=rep.bytes, pointwise=args.scheme == "pointwise", qs=qs, roc=args.roc)
     out["dataset"] = dataset
+    out["clamped"] = clamped
     out["upload"] = {"accepted": rep.accepted, "rejected_count": rep.rejected_count}
     if args.json:
         print(json.dumps(out))
         return 0
-    _print_report(out, f"DP ECDF of {args.column} in {args.data} (dataset {dataset!r}, range [{lo:g}, {hi:g}])")
+    _print_report(out, f"DP ECDF of {args.column} in {args.data} (dataset {dataset!r}, public domain [{lo:g}, {hi:g}])")
     if any(rep.rejected_count):
         print(f"  note: rejected clients per server {rep.rejected_count} "
               f"(first reasons: {[r[0]['reason'] for r in rep.rejected if r]})")
@@ -382,9 +489,10 @@ def cmd_run(args) -> int:
 
 
 def cmd_query(args) -> int:
-    from ..ecdf.client import ECDFQuerier
+    from ..ecdf.wire import parse_servers
 
-    q = ECDFQuerier(args.servers, timeout=args.timeout, connect_timeout=args.connect_timeout)
+    servers = parse_servers(args.servers)
+    q = _querier(args, servers)
     info = q.status(args.dataset)[0]["info"]
     meta = info.get("meta") or {}
     rng = meta.get("range")
@@ -395,12 +503,14 @@ def cmd_query(args) -> int:
     n_bits = int(info["domain_bits"])
     if info["scheme"] == "pointwise" and args.grid_bits is None:
         args.grid_bits = info.get("grid_bits")
-    out = _release_and_report(q, args.dataset, None, lo, hi, n_bits, args, roc=args.roc, scheme=info["scheme"])
+    qs = _validate_release_args(args, len(servers), n_bits, args.roc)
+    out = _release_and_report(q, args.dataset, None, lo, hi, n_bits, args, qs=qs, roc=args.roc,
+                              scheme=info["scheme"])
     out["dataset"] = args.dataset
     if args.json:
         print(json.dumps(out))
         return 0
-    where = f"range [{lo:g}, {hi:g}]" if lo is not None else f"domain points of 2^{n_bits}"
+    where = f"public domain [{lo:g}, {hi:g}]" if lo is not None else f"domain points of 2^{n_bits}"
     _print_report(out, f"DP ECDF of dataset {args.dataset!r} ({meta.get('column', 'values')}, {where})")
     return 0
 
@@ -408,9 +518,7 @@ def cmd_query(args) -> int:
 def cmd_status(args) -> int:
     from fractions import Fraction
 
-    from ..ecdf.client import ECDFQuerier
-
-    q = ECDFQuerier(args.servers, timeout=args.timeout)
+    q = _querier(args, args.servers)
     st = q.status(args.dataset)
     if args.json:
         print(json.dumps(st))
@@ -470,33 +578,41 @@ def _interrupt_on_sigterm() -> None:
 def cmd_demo(args) -> int:
     import numpy as np
 
-    from ..datasets import load_dataset
+    from pairwise.dp.bounds import clamp
+
+    from ..datasets import column_domain, load_dataset
     from ..ecdf.client import ECDFQuerier, ServerProcesses, upload
     from ..ecdf.shares import quantize
+    from ..ecdf.wire import parse_epsilon
 
-    if not args.epsilon > 0:
-        raise ValueError("--epsilon must be positive")
-    d = load_dataset("breast_cancer")
-    lo, hi = DEMO_RANGE
-    x = quantize(d["mean_radius"], lo, hi, DEMO_BITS)
-    y = np.asarray(d["malignant"]).astype(int)
-    budget = max(10.0, 4 * args.epsilon)
+    name, column, label = DEMO_DATA
+    dom = column_domain(name, column)
+    args.grid_bits, args.tolerate, args.quantiles = None, 0, "0.25,0.5,0.75"
+    qs = _validate_release_args(args, args.servers_count, DEMO_BITS, roc=True)
+    if not 2 <= args.servers_count <= 16:
+        raise ValueError(f"--servers-count must be in [2, 16], got {args.servers_count}")
+    d = load_dataset(name)
+    lo, hi = dom.lower, dom.upper
+    col, clamped = clamp(d[column], lo, hi)  # each client clamps its own value
+    x = quantize(col, lo, hi, DEMO_BITS)
+    y = np.asarray(d[label]).astype(int)
+    budget = max(10.0, 4 * float(parse_epsilon(args.epsilon)))
+    dataset = f"{name}:{column}"
     _interrupt_on_sigterm()  # SIGTERM unwinds like Ctrl-C: the server processes are stopped on the way out
-    with ServerProcesses(args.servers_count, budget=budget) as sp:
-        rep = upload(sp.addresses, "breast_cancer:mean_radius", x, labels=y, domain_bits=DEMO_BITS)
-        q = ECDFQuerier(sp.addresses, timeout=600)
-        args.grid_bits, args.tolerate, args.quantiles = None, 0, "0.25,0.5,0.75"
-        out = _release_and_report(q, "breast_cancer:mean_radius", x, lo, hi, DEMO_BITS, args, labels=y,
-                                  upload_bytes=rep.bytes)
-    out["dataset"] = "breast_cancer:mean_radius"
+    with ServerProcesses(args.servers_count, budget=budget, tls=True) as sp:  # a throwaway CA, mutual TLS
+        rep = upload(sp.addresses, dataset, x, labels=y, domain_bits=DEMO_BITS, tls=sp.client_tls)
+        q = ECDFQuerier(sp.addresses, timeout=600, tls=sp.querier_tls)
+        out = _release_and_report(q, dataset, x, lo, hi, DEMO_BITS, args, labels=y, upload_bytes=rep.bytes, qs=qs)
+    out["dataset"] = dataset
+    out["clamped"] = clamped
     if args.plot:
         _plot(out, args.plot)
         out["plot"] = args.plot
     if args.json:
         print(json.dumps(out))
         return 0
-    _print_report(out, f"DP ECDF demo: breast_cancer mean_radius (569 patients) on {DEMO_BITS}-bit bins of "
-                       f"[{lo:g}, {hi:g}], label malignant")
+    _print_report(out, f"DP ECDF demo: {name} {column} ({x.size} patients) on {DEMO_BITS}-bit bins of "
+                       f"its public domain [{lo:g}, {hi:g}], label {label}")
     if args.plot:
         print(f"  plot written to {args.plot}")
     return 0

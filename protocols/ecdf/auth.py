@@ -20,7 +20,12 @@ What it does
 
     ``peer is None`` means a plaintext connection.  The service accepts
     plaintext only on loopback (one machine, one operator, e.g. demos and
-    tests), where every request is allowed: there is no identity to check.
+    tests) unless started with ``--insecure``; every request is then allowed:
+    there is no identity to check.  With TLS (:mod:`pairwise.mpc.tls`) the
+    identity is the verified certificate's name and role
+    (:class:`pairwise.mpc.tls.PeerIdentity`, read from the channel's
+    ``peer_identity``), and a server must be told the certificate name of
+    every other server it runs noise with (``--peer-name J=NAME``).
 
 Security model
     Authorization is only as good as the identity: over plaintext TCP anyone
@@ -53,7 +58,8 @@ OPS: dict[str, tuple[str, ...]] = {
 _REQUEST_OPS = {
     "upload": "upload", "pointwise": "upload", "commit": "upload", "discard": "upload",
     "status": "status",
-    "prepare": "release", "go": "release", "abort": "release", "ledger": "release", "adopt": "release",
+    "prepare": "release", "link": "release", "go": "release", "abort": "release", "ledger": "release",
+    "adopt": "release",
     "peer": "noise",
 }
 
@@ -87,8 +93,24 @@ class Policy:
     certificate is accepted for that id.
     """
 
-    def __init__(self, server_names: dict[int, str] | None = None) -> None:
-        self.server_names = dict(server_names or {})
+    def __init__(self, server_names: dict[int, str] | None = None, *, tls: bool = False) -> None:
+        self.server_names = {int(j): str(n) for j, n in (server_names or {}).items()}
+        self.tls = bool(tls)
+
+    def server_name(self, server_id: int) -> str | None:
+        """The certificate name server ``server_id`` must present (None in plaintext).
+
+        Under TLS a server without that configuration cannot run a two-server
+        release: anyone holding some server certificate of the CA could
+        otherwise take the other server's place.
+        """
+        if not self.tls:
+            return None
+        name = self.server_names.get(server_id)
+        if name is None:
+            raise Unauthorized(f"this server does not know which certificate server {server_id} holds: "
+                               f"start it with --peer-name {server_id}=NAME")
+        return name
 
     def authorize(self, op: str, peer: Peer | None, *, server_id: int | None = None) -> None:
         """Raise :class:`Unauthorized` unless ``peer`` may perform operation class ``op``.
@@ -103,7 +125,7 @@ class Policy:
             allowed = " or ".join(OPS[op])
             raise Unauthorized(f"{peer} may not {op}: that needs the role {allowed}")
         if op == "noise" and server_id is not None:
-            want = self.server_names.get(server_id)
+            want = self.server_names.get(server_id) if not self.tls else self.server_name(server_id)
             if want is not None and peer.name != want:
                 raise Unauthorized(f"{peer} is not server {server_id}: this server's configuration expects "
                                    f"{want!r} as server {server_id}")

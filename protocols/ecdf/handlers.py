@@ -34,8 +34,10 @@ Releases (ops ``prepare``, ``go``, ``abort``)
     takes a consistent snapshot of the dataset (one row per client in every
     series it reads, or a refusal) and reserves the charge; its reply carries
     the dataset digest and the ledger digest, which the querier compares
-    across servers.  ``go`` writes the charge to the ledger durably, then
-    runs the release over the snapshot.  ``ledger`` / ``adopt`` let the
+    across servers.  ``link`` (two servers, to server 0) connects server 0 to
+    server 1 and checks its identity, still before any charge.  ``go``
+    writes the charge to the ledger durably, then runs the release over the
+    snapshot.  ``ledger`` / ``adopt`` let the
     querier make the servers' ledgers agree (:mod:`pairwise.protocols.ecdf.ledger`).
 
 Security model
@@ -57,7 +59,7 @@ from pairwise.mpc.errors import ProtocolError
 
 from .dataset import Dataset, StagedChunk, StagedUpload, split_keys, take_raw
 from .ledger import LEDGER_PAGE, Ledger
-from .peers import PeerHub, open_garbler
+from .peers import PeerHub, connect_peer, garbler_session
 from .release import (
     MAX_SERIES,
     ReleasePlan,
@@ -102,8 +104,10 @@ class ServerState:
     """Everything the connections of one server share (see the module docstring)."""
 
     def __init__(self, server_id: int, storage: Storage, *, budget: Fraction, dataset_budgets: dict,
-                 timeout: float, peers: dict[int, tuple[str, int]], policy, log) -> None:
+                 timeout: float, peers: dict[int, tuple[str, int]], policy, log, tls=None,
+                 insecure: bool = False) -> None:
         self.server_id = server_id
+        self.tls, self.insecure = tls, insecure
         self.storage = storage
         self.budget = budget
         self.dataset_budgets = dataset_budgets
@@ -159,7 +163,7 @@ class Session:
         self.state = state
         self.ch = ch
         self.staged: StagedUpload | None = None
-        self.query: tuple[ReleasePlan, Dataset, object] | None = None
+        self.query: tuple | None = None  # (plan, dataset, snapshot, server 0's channel to server 1 or None)
         self.sid = state.server_id
         #: called with every further channel a request opens (the server's deadlines interrupt them too)
         self.on_channel = lambda channel: None
@@ -177,6 +181,8 @@ class Session:
             send_json(self.ch, self.op_status(req))
         elif op == "prepare":
             send_json(self.ch, self.op_prepare(req))
+        elif op == "link":
+            self.op_link()
         elif op == "go":
             self.op_go()
         elif op == "abort":
@@ -474,28 +480,46 @@ class Session:
         st.ledger.reserve(ds.name, ds.record.budget, plan.rid, plan.charge)
         if ds.m == 2 and self.sid == 1:
             st.hub.expect(plan.rid)
-        self.query = (plan, ds, snap)
+        self.query = (plan, ds, snap, None)
         return {"ok": True, "server_id": self.sid, "clients": snap.count, "digest": snap.digest,
                 "ledger": st.ledger.digest(ds.name), "info": st.info(ds)}
 
+    def op_link(self) -> None:
+        """Server 0 of a two-server release, once every server prepared it: reach server 1 now, so an
+        impostor or a dead peer refuses the release before anything is charged."""
+        st = self.state
+        if self.query is None:
+            raise QueryRefused("link needs a prepared release")
+        plan, ds, snap, peer = self.query
+        if ds.m == 2 and self.sid == 0 and peer is None:
+            peer = connect_peer(plan.rid, self._peer_address(plan), st.policy, connect_timeout=min(st.timeout, 10.0),
+                                timeout=st.timeout, tls=st.tls, insecure=st.insecure)
+            self.query = (plan, ds, snap, peer)
+        send_json(self.ch, {"ok": True, "server_id": self.sid})
+
     def abort(self) -> None:
         if self.query is not None:
-            (plan, ds, _), self.query = self.query, None
+            (plan, ds, _, peer), self.query = self.query, None
             self.state.ledger.unreserve(ds.name, plan.rid)
             self.state.hub.forget(plan.rid)
+            if peer is not None:
+                peer[0].close()
 
-    def _open_peer(self, plan: ReleasePlan, ds: Dataset):
-        st = self.state
+    def _peer_address(self, plan: ReleasePlan):
+        """The other server's address: this server's configuration (--peer), else the querier's list."""
         other = 1 - self.sid
-        addr = st.peers.get(other) or (plan.servers[other] if plan.servers else None)
+        addr = self.state.peers.get(other) or (plan.servers[other] if plan.servers else None)
+        if addr is None and self.sid == 0:
+            raise QueryRefused("server 0 does not know server 1's address (configure --peer 1=HOST:PORT)")
+        return None if addr is None else tuple(addr)
+
+    def _open_peer(self, plan: ReleasePlan, peer):
         if self.sid == 0:
-            if addr is None:
-                raise QueryRefused("server 0 does not know server 1's address (configure --peer 1=HOST:PORT)")
-            got = open_garbler(plan.rid, tuple(addr), st.policy, connect_timeout=min(st.timeout, 10.0),
-                               timeout=st.timeout)
+            got = garbler_session(plan.rid, *peer)
         else:
-            label = "peer server 0" + (f" ({format_address(tuple(addr))})" if addr else "")
-            got = st.hub.open_evaluator(plan.rid, label)
+            addr = self._peer_address(plan)
+            got = self.state.hub.open_evaluator(plan.rid, "peer server 0" + (f" ({format_address(addr)})"
+                                                                             if addr else ""))
         self.on_channel(got[1])
         return got
 
@@ -503,19 +527,20 @@ class Session:
         st = self.state
         if self.query is None:
             raise QueryRefused("go needs a prepared release")
-        (plan, ds, snap), self.query = self.query, None
+        (plan, ds, snap, peer), self.query = self.query, None
         try:
-            spent = st.ledger.charge(ds.name, plan.rid, plan.kind)  # durable before any noise or share
-        except BaseException:
-            st.ledger.unreserve(ds.name, plan.rid)
-            st.hub.forget(plan.rid)
-            raise
-        st.log(f"release {plan.rid} on {ds.name!r}: charged {fmt_eps(plan.charge)}, "
-               f"spent {fmt_eps(spent)} of {fmt_eps(ds.record.budget)}")
-        try:
-            head, vals = run_release(ds, snap, plan, lambda: self._open_peer(plan, ds), self.sid)
+            try:
+                spent = st.ledger.charge(ds.name, plan.rid, plan.kind)  # durable before any noise or share
+            except BaseException:
+                st.ledger.unreserve(ds.name, plan.rid)
+                raise
+            st.log(f"release {plan.rid} on {ds.name!r}: charged {fmt_eps(plan.charge)}, "
+                   f"spent {fmt_eps(spent)} of {fmt_eps(ds.record.budget)}")
+            head, vals = run_release(ds, snap, plan, lambda: self._open_peer(plan, peer), self.sid)
         finally:
             st.hub.forget(plan.rid)
+            if peer is not None:
+                peer[0].close()
         send_json(self.ch, head)
         self.ch.send_array(vals)
 

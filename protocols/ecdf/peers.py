@@ -3,12 +3,16 @@
 What it does
     A two-server release needs one garbled-circuit session between the
     servers (:mod:`pairwise.protocols.ecdf.noise`): server 0 garbles, server 1
-    evaluates.  Server 0 *connects* to server 1 (:func:`open_garbler`) at the
-    address of the server's own configuration (``ecdf serve --peer
-    1=HOST:PORT``); without one it uses the address the querier listed.
-    Either way the connection is authorized as the ``noise`` operation with
-    the transport identity of server 1 (:class:`pairwise.protocols.ecdf.auth.Policy`),
-    so with certificates an impostor at that address is refused.
+    evaluates.  Server 0 *connects* to server 1 once every server has
+    prepared the release (:func:`connect_peer`, request ``link``, before any
+    budget is charged), at the
+    address of its own configuration (``ecdf serve --peer 1=HOST:PORT``);
+    without one it uses the address the querier listed.  Either way, with
+    TLS the connection must reach the certificate name configured for
+    server 1 (``--peer-name 1=NAME``) and is authorized as the ``noise``
+    operation (:class:`pairwise.protocols.ecdf.auth.Policy`), so an impostor
+    at that address is refused and nothing is charged.  The 2PC itself starts
+    on that channel when the release runs (:func:`garbler_session`).
 
     Server 1 *accepts* (:meth:`PeerHub.accept`): the connecting server sends
     ``{"op": "peer", "rid": R, "server_id": 0}``; it must be authorized as
@@ -29,7 +33,7 @@ import threading
 import time
 
 from pairwise.mpc.channel import TCPChannel
-from pairwise.mpc.errors import ChannelError, ProtocolError
+from pairwise.mpc.errors import ChannelError, HandshakeError, ProtocolError
 
 from .auth import Policy, peer_of
 from .release import check_rid
@@ -38,6 +42,7 @@ from .wire import (
     SESSION_ID,
     ECDFError,
     ServerUnavailable,
+    Unauthorized,
     connect,
     error_code,
     format_address,
@@ -46,22 +51,31 @@ from .wire import (
     send_json,
 )
 
-__all__ = ["PeerHub", "open_garbler"]
+__all__ = ["PeerHub", "connect_peer", "garbler_session"]
 
 
-def open_garbler(rid: str, addr: tuple[str, int], policy: Policy, *, connect_timeout: float, timeout: float):
-    """Server 0: connect to server 1 for release ``rid``; returns (GarblerSession, channel, label)."""
-    from pairwise.mpc.twopc import GarblerSession
+def connect_peer(rid: str, addr: tuple[str, int], policy: Policy, *, connect_timeout: float, timeout: float,
+                 tls=None, insecure: bool = False) -> tuple[TCPChannel, str]:
+    """Server 0, while preparing release ``rid``: connect to server 1, check who it is, announce the release.
 
+    Runs before any budget is charged, so an impostor, a server that is
+    down or one that does not expect the release refuses the release for
+    free.  Returns (channel, label); :func:`garbler_session` starts the 2PC
+    on it when the release runs.
+    """
     label = f"peer server 1 ({format_address(addr)})"
-    ch = connect(addr, ROLE_PEER, label=label, connect_timeout=connect_timeout, timeout=timeout)
+    try:
+        ch = connect(addr, ROLE_PEER, label=label, connect_timeout=connect_timeout, timeout=timeout, tls=tls,
+                     insecure=insecure, peer_names=policy.server_name(1))
+    except HandshakeError as exc:  # TLS: not the certificate this server is configured to expect as server 1
+        raise Unauthorized(f"refusing the release: {exc}") from exc
     try:
         policy.authorize("noise", peer_of(ch), server_id=1)
         send_json(ch, {"op": "peer", "rid": rid, "server_id": 0})
         reply = recv_json(ch, timeout=timeout)
         if not reply.get("ok"):
             raise_refusal(label, reply)
-        return GarblerSession(ch, session_id=SESSION_ID + b"/" + rid.encode()), ch, label
+        return ch, label
     except ChannelError as exc:
         ch.close()
         if isinstance(exc, ServerUnavailable):
@@ -70,6 +84,17 @@ def open_garbler(rid: str, addr: tuple[str, int], policy: Policy, *, connect_tim
     except BaseException:
         ch.close()
         raise
+
+
+def garbler_session(rid: str, ch: TCPChannel, label: str):
+    """Server 0, when the release runs: the garbler's side of the 2PC on ``ch``; (session, channel, label)."""
+    from pairwise.mpc.twopc import GarblerSession
+
+    try:
+        return GarblerSession(ch, session_id=SESSION_ID + b"/" + rid.encode()), ch, label
+    except ChannelError as exc:
+        ch.close()
+        raise ServerUnavailable(f"{label}: {exc}") from exc
 
 
 class PeerHub:
@@ -86,6 +111,7 @@ class PeerHub:
     def expect(self, rid: str) -> None:
         with self._cv:
             self._expected.add(rid)
+            self._cv.notify_all()
 
     def forget(self, rid: str) -> None:
         with self._cv:
@@ -102,7 +128,10 @@ class PeerHub:
                 raise ProtocolError("expected a peer hello {op: peer, rid, server_id: 0}")
             rid = check_rid(msg.get("rid"))
             self.policy.authorize("noise", peer_of(ch), server_id=0)
-            with self._cv:
+            with self._cv:  # the querier prepared this server first; allow a moment for its thread
+                end = time.monotonic() + min(self.timeout, 5.0)
+                while rid not in self._expected and time.monotonic() < end:
+                    self._cv.wait(timeout=0.5)
                 if rid not in self._expected:
                     raise ECDFError(f"no release {rid} is prepared on this server")
             send_json(ch, {"ok": True})

@@ -6,16 +6,22 @@ What it does
     ``--exit-with-parent`` so they go away even if the starting process is
     killed, and optionally with durable state (``state_dir``).  It can stop
     (SIGTERM), kill (SIGKILL, as a crash) and restart a server on the same
-    port and state.
+    port and state.  With ``tls=True`` it makes a throwaway CA in a
+    temporary directory (:func:`pairwise.mpc.tls.create_certificate`) with
+    certificates ``ecdf-server-J`` (role server, one per server),
+    ``ecdf-querier`` and ``ecdf-client``, and every connection is mutual TLS.
 
 Security model
-    Loopback plaintext only (see :mod:`pairwise.protocols.ecdf.auth`).
+    Loopback only.  The throwaway CA key sits in the temporary directory
+    for the life of the object (tests may mint more certificates with it)
+    and is deleted by :meth:`ServerProcesses.stop`.
 """
 
 from __future__ import annotations
 
 import json
 import selectors
+import shutil
 import signal
 import subprocess
 import sys
@@ -39,10 +45,26 @@ class ServerProcesses:
 
     def __init__(self, m: int = 2, *, host: str = "127.0.0.1", budget: str | float = "10",
                  dataset_budgets: dict | None = None, timeout: float = 120.0, startup_timeout: float = 60.0,
-                 state_dir: str | None = None, extra_args: tuple = ()) -> None:
+                 state_dir: str | None = None, tls: bool = False, extra_args: tuple = ()) -> None:
         if m < 2:
             raise ValueError("need at least 2 servers")
         self.m = m
+        self.tls_dir: str | None = None
+        self.querier_tls = self.client_tls = None
+        if tls:
+            from pairwise.mpc.tls import TLSConfig, create_certificate
+
+            self.tls_dir = tempfile.mkdtemp(prefix="pairwise-ecdf-tls-")
+            try:
+                for j in range(m):
+                    create_certificate(self.tls_dir, self.server_name(j), "server", days=2)
+                create_certificate(self.tls_dir, "ecdf-querier", "querier", days=2)
+                create_certificate(self.tls_dir, "ecdf-client", "client", days=2)
+                self.querier_tls = TLSConfig(self.tls_dir, "ecdf-querier")
+                self.client_tls = TLSConfig(self.tls_dir, "ecdf-client")
+            except BaseException:
+                shutil.rmtree(self.tls_dir, ignore_errors=True)
+                raise
         self.host = host
         self.startup_timeout = startup_timeout
         self.procs: list[subprocess.Popen | None] = [None] * m
@@ -54,6 +76,11 @@ class ServerProcesses:
                     "--exit-with-parent", *extra_args]
             if state_dir is not None:
                 args += ["--state", str(state_dir)]
+            if self.tls_dir is not None:
+                args += ["--tls", self.tls_dir, "--name", self.server_name(j)]
+                for k in range(m):
+                    if k != j:
+                        args += ["--peer-name", f"{k}={self.server_name(k)}"]
             for k, v in (dataset_budgets or {}).items():
                 args += ["--dataset-budget", f"{k}={v}"]
             self._args.append(args)
@@ -94,6 +121,11 @@ class ServerProcesses:
                     raise ServerUnavailable(f"server {j} exited during startup; log: {self.logs(j)}")
         finally:
             sel.close()
+
+    @staticmethod
+    def server_name(j: int) -> str:
+        """The certificate name of server j (``tls=True``)."""
+        return f"ecdf-server-{j}"
 
     @property
     def servers(self) -> str:
@@ -156,6 +188,8 @@ class ServerProcesses:
         for f in self._logs:
             f.close()
         self.procs, self._logs = [], []
+        if self.tls_dir is not None:
+            shutil.rmtree(self.tls_dir, ignore_errors=True)
 
     def __enter__(self) -> ServerProcesses:
         return self

@@ -30,6 +30,13 @@ What it does
       by one call with the peer's transport identity
       (:mod:`pairwise.protocols.ecdf.auth`).
 
+Transport (this module)
+    With ``tls`` (a :class:`pairwise.mpc.tls.TLSConfig`, ``--tls DIR --name
+    NAME``) every connection is mutual TLS 1.3, run in the connection's own
+    thread (a stalled handshake blocks nobody); a peer without a certificate
+    of the CA is refused there and never reaches a handler.  Without it the
+    server listens on loopback only, unless ``insecure``.
+
 Bounded resources (this module)
     At most ``max_connections`` connections are served at once; one more is
     answered ``busy`` (by one small thread, with a short timeout) and closed,
@@ -141,7 +148,7 @@ class ECDFServer:
                  timeout: float = 120.0, request_timeout: float | None = None,
                  max_connections: int = DEFAULT_MAX_CONNECTIONS, state_dir: str | None = None,
                  storage: Storage | None = None, peers: dict | None = None, policy: Policy | None = None,
-                 log=None) -> None:
+                 tls=None, insecure: bool = False, log=None) -> None:
         if isinstance(server_id, bool) or not isinstance(server_id, int) or not 0 <= server_id < 255:
             raise ValueError(f"server id must be an integer in [0, 254], got {server_id!r}")
         self.server_id = server_id
@@ -161,12 +168,17 @@ class ECDFServer:
         peers = {int(j): (str(a[0]), int(a[1])) for j, a in (peers or {}).items()}
         if server_id in peers:
             raise ValueError(f"--peer names this server ({server_id}) itself")
-        self.policy = policy or Policy()
+        self.policy = policy or Policy(tls=tls is not None)
+        if tls is not None and not self.policy.tls:
+            raise ValueError("a TLS server needs a TLS policy (Policy(..., tls=True))")
+        self.tls = tls
         self.storage = storage if storage is not None else open_storage(state_dir, server_id)
         try:
             self.state = ServerState(server_id, self.storage, budget=budget, dataset_budgets=budgets,
-                                     timeout=self.timeout, peers=peers, policy=self.policy, log=self._log)
-            self.listener = TCPListener(host, port, backlog=min(128, 2 * max_connections))
+                                     timeout=self.timeout, peers=peers, policy=self.policy, log=self._log,
+                                     tls=tls, insecure=insecure)
+            self.listener = TCPListener(host, port, backlog=min(128, 2 * max_connections), tls=tls,
+                                        insecure=insecure)
         except BaseException:
             self.storage.close()
             raise
@@ -197,7 +209,7 @@ class ECDFServer:
                     self.stop("the parent process exited")
                     break
                 try:
-                    ch = self.listener.accept(timeout=0.5, recv_timeout=self.timeout)
+                    ch = self.listener.accept_socket(timeout=0.5)  # TLS runs in the connection's own thread
                 except ChannelTimeout:
                     continue
                 except ChannelError as exc:
@@ -207,7 +219,7 @@ class ECDFServer:
                     continue
                 if self._slots.acquire(blocking=False):
                     t = threading.Thread(target=self._serve_connection, args=(ch,), daemon=True,
-                                         name=f"ecdf-conn-{ch.peer}")
+                                         name=f"ecdf-conn-{ch.peer}")  # ch: a PendingConnection
                     with self._conns_lock:
                         self._threads.add(t)
                     t.start()
@@ -265,6 +277,7 @@ class ECDFServer:
             except queue.Empty:
                 continue
             try:
+                ch = ch.open(recv_timeout=5.0, handshake_timeout=5.0)
                 handshake(ch, ROLE_SERVER, SESSION_ID, PROTOCOL_DIGEST, extra_label="protocol", timeout=5.0)
                 send_json(ch, {"ok": False, "code": "busy", "server_id": self.server_id,
                                "error": f"server {self.server_id} serves its maximum of {self.max_connections} "
@@ -275,14 +288,22 @@ class ECDFServer:
                 ch.close()
 
     # ------------------------------------------------------------------ connections
-    def _serve_connection(self, ch: TCPChannel) -> None:
-        conn = _Conn(ch, time.monotonic() + self.timeout)
-        key = id(conn)
-        with self._conns_lock:
-            self._conns[key] = conn
+    def _serve_connection(self, pending) -> None:
         session: Session | None = None
         parked = False
+        key = None
         try:
+            try:
+                # TLS handshake and certificate check (a no-op in plaintext); every role may connect, each
+                # request is then authorized by role (Policy.authorize)
+                ch = pending.open(recv_timeout=self.timeout, handshake_timeout=min(self.timeout, 30.0))
+            except ChannelError as exc:
+                self._log(f"connection from {pending.peer} refused: {exc}")
+                return
+            conn = _Conn(ch, time.monotonic() + self.timeout)
+            key = id(conn)
+            with self._conns_lock:
+                self._conns[key] = conn
             try:
                 hs = handshake(ch, ROLE_SERVER, SESSION_ID, PROTOCOL_DIGEST, extra_label="protocol",
                                timeout=min(self.timeout, 30.0))
@@ -301,7 +322,7 @@ class ECDFServer:
         finally:
             if session is not None:
                 session.close()
-            if not parked:
+            if key is not None and not parked:
                 ch.close()
             with self._conns_lock:
                 self._conns.pop(key, None)

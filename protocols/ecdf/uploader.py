@@ -138,6 +138,11 @@ def make_series(labels=None, probabilities=None, prob_bits: int = DEFAULT_PROB_B
     return out
 
 
+def scheme_for(scheme: str, m: int, domain_bits: int) -> str:
+    """The key scheme for ``m`` servers (``auto``: dcf for 2, mshare for more); raises if it cannot serve them."""
+    return _scheme(scheme, m, domain_bits)
+
+
 def _scheme(scheme: str, m: int, domain_bits: int) -> str:
     if scheme == "auto":
         return "dcf" if m == 2 else "mshare"
@@ -166,11 +171,11 @@ def make_keys(values, series: dict[str, tuple], *, scheme: str, m: int, domain_b
 
 
 def _run_upload(servers, dataset: str, ids: np.ndarray, scheme: str, header, send_chunks, *, timeout: float,
-                connect_timeout: float) -> UploadReport:
+                connect_timeout: float, tls=None, insecure: bool = False) -> UploadReport:
     """Both phases of an upload on every server (see the module docstring)."""
     t0 = time.perf_counter()
     upload_id = os.urandom(16).hex()
-    chans = connect_all(servers, ROLE_CLIENT, connect_timeout, timeout)
+    chans = connect_all(servers, ROLE_CLIENT, connect_timeout, timeout, tls=tls, insecure=insecure)
     m = len(servers)
     K = int(ids.size)
     staged: list = [None] * m
@@ -227,7 +232,7 @@ def _run_upload(servers, dataset: str, ids: np.ndarray, scheme: str, header, sen
 def send_keys(servers, dataset: str, *, scheme: str, domain_bits: int, output_bits: int,
               series_meta: dict[str, int], ids: np.ndarray, keys: list[dict[str, list[bytes]]],
               timeout: float = 300.0, connect_timeout: float = 5.0, chunk: int = _CHUNK, append: bool = False,
-              meta: dict | None = None) -> UploadReport:
+              meta: dict | None = None, tls=None, insecure: bool = False) -> UploadReport:
     """Send key j of every client to server j (all servers in parallel); see :func:`upload`."""
     servers = parse_servers(servers)
     m = len(servers)
@@ -253,13 +258,13 @@ def send_keys(servers, dataset: str, *, scheme: str, domain_bits: int, output_bi
             ch.send(b"".join(b for row in blobs for b in row))
 
     return _run_upload(servers, dataset, ids, scheme, header, send_chunks, timeout=timeout,
-                       connect_timeout=connect_timeout)
+                       connect_timeout=connect_timeout, tls=tls, insecure=insecure)
 
 
 def upload(servers, dataset: str, values, *, labels=None, probabilities=None, client_ids=None,
            domain_bits: int, scheme: str = "auto", output_bits: int = 32, prob_bits: int = DEFAULT_PROB_BITS,
            timeout: float = 300.0, connect_timeout: float = 5.0, append: bool = False,
-           meta: dict | None = None) -> UploadReport:
+           meta: dict | None = None, tls=None, insecure: bool = False) -> UploadReport:
     """Make and upload the keys of clients holding ``values`` (domain points of ``domain_bits`` bits).
 
     ``labels`` (0/1) add the ROC series pos/neg; ``probabilities`` (with
@@ -268,6 +273,9 @@ def upload(servers, dataset: str, values, *, labels=None, probabilities=None, cl
     existing dataset (otherwise an existing dataset id is refused).
     ``meta``: public description stored with a new dataset (e.g. the value
     range, ``{"range": [lo, hi]}``); it is part of the dataset digest.
+    ``tls``: this client's :class:`pairwise.mpc.tls.TLSConfig` (a ``client``
+    or ``querier`` certificate); None: plaintext, loopback only unless
+    ``insecure``.
     """
     servers = parse_servers(servers)
     m = len(servers)
@@ -278,13 +286,14 @@ def upload(servers, dataset: str, values, *, labels=None, probabilities=None, cl
     keys = make_keys(vals, series, scheme=scheme, m=m, domain_bits=domain_bits, output_bits=output_bits)
     return send_keys(servers, dataset, scheme=scheme, domain_bits=domain_bits, output_bits=output_bits,
                      series_meta={s: w for s, (_, w) in series.items()}, ids=ids, keys=keys,
-                     timeout=timeout, connect_timeout=connect_timeout, append=append, meta=meta)
+                     timeout=timeout, connect_timeout=connect_timeout, append=append, meta=meta, tls=tls,
+                     insecure=insecure)
 
 
 def upload_pointwise(servers, dataset: str, values, *, grid_bits: int, domain_bits: int, thresholds=None,
                      labels=None, client_ids=None, round_id: str | None = None, output_bits: int = 32,
                      timeout: float = 300.0, connect_timeout: float = 5.0, chunk: int = _CHUNK,
-                     append: bool = False, meta: dict | None = None) -> UploadReport:
+                     append: bool = False, meta: dict | None = None, tls=None, insecure: bool = False) -> UploadReport:
     """Pointwise baseline (Sec. 4.1): every client sends additive shares of w [x <= tau_t] for each queried t.
 
     ``thresholds``: grid indices of this query round (default: the whole
@@ -325,4 +334,4 @@ def upload_pointwise(servers, dataset: str, values, *, grid_bits: int, domain_bi
             ch.send_array(block.astype(word))
 
     return _run_upload(servers, dataset, ids, "pointwise", header, send_chunks, timeout=timeout,
-                       connect_timeout=connect_timeout)
+                       connect_timeout=connect_timeout, tls=tls, insecure=insecure)

@@ -29,9 +29,11 @@ Bounded resources
     size is refused before its payload is read.
 
 Security model
-    The transport gives no confidentiality or integrity of its own: run it
-    over a trusted network or TLS (:mod:`pairwise.protocols.ecdf.auth`);
-    messages are validated for type and size before use.  No message carries
+    With ``tls`` every connection is mutual TLS 1.3 (:mod:`pairwise.mpc.tls`)
+    and clients accept only a ``server`` certificate from the CA; in
+    plaintext (loopback only, unless ``insecure``) the transport gives no
+    confidentiality or integrity.  Messages are validated for type and size
+    before use.  No message carries
     secrets in the clear except the clients' keys to their own server and
     shares, which are what the protocol sends.
 """
@@ -240,19 +242,34 @@ def recv_json(ch: Channel, timeout: float | None = None) -> dict[str, Any]:
     return obj
 
 
-def connect(addr: tuple[str, int], role: str, *, label: str, connect_timeout: float, timeout: float) -> TCPChannel:
-    """Connect and handshake as ``role``; failures raise :class:`ServerUnavailable` naming ``label``."""
+def connect(addr: tuple[str, int], role: str, *, label: str, connect_timeout: float, timeout: float,
+            tls=None, insecure: bool = False, peer_names=None) -> TCPChannel:
+    """Connect and handshake as ``role``; failures name ``label``.
+
+    With ``tls`` (a :class:`pairwise.mpc.tls.TLSConfig`) the connection is
+    mutual TLS and the other end must hold a ``server`` certificate (and one
+    of ``peer_names``, if given); a refused identity raises
+    :class:`pairwise.mpc.errors.AuthenticationError` or ``AccessDenied``.
+    Without ``tls`` the address must be loopback unless ``insecure``.  A
+    server that cannot be reached raises :class:`ServerUnavailable`.
+    """
+    from pairwise.mpc.errors import HandshakeError, InsecureTransport
+
     host, port = addr
+    where = f"{label} at {format_address(addr)}"
     try:
-        ch = TCPChannel.connect(host, port, deadline=connect_timeout, timeout=timeout)
+        ch = TCPChannel.connect(host, port, deadline=connect_timeout, timeout=timeout, tls=tls, insecure=insecure,
+                                peer_roles=None if tls is None else ("server",), peer_names=peer_names)
+    except (HandshakeError, InsecureTransport) as exc:  # an identity or transport refusal: keep its class
+        raise type(exc)(f"{where}: {exc}") from exc
     except ChannelError as exc:
-        raise ServerUnavailable(f"{label} at {format_address(addr)} is unavailable: {exc}") from exc
+        raise ServerUnavailable(f"{where} is unavailable: {exc}") from exc
     try:
         handshake(ch, role, SESSION_ID, PROTOCOL_DIGEST, peer_role=ROLE_SERVER, extra_label="protocol",
                   timeout=min(timeout, 30.0))
     except ChannelError as exc:
         ch.close()
-        raise ServerUnavailable(f"{label} at {format_address(addr)}: handshake failed: {exc}") from exc
+        raise ServerUnavailable(f"{where}: handshake failed: {exc}") from exc
     return ch
 
 
@@ -266,6 +283,8 @@ def parse_epsilon(value: object, name: str = "epsilon") -> Fraction:
         raise ECDFError(f"{name} must be a positive number, got {value!r}") from None
     if not 0 < eps <= MAX_EPSILON:
         raise ECDFError(f"{name} must lie in (0, {MAX_EPSILON}], got {value!r}")
+    if eps.denominator > 10**30:  # e.g. "1e-999999": exact, but useless and too long to print or send
+        raise ECDFError(f"{name} must be at least 1e-30 with at most 30 decimals, got {value!r}")
     return eps
 
 
@@ -304,13 +323,14 @@ def parallel(fn, count: int) -> list:
     return results
 
 
-def connect_all(servers, role: str, connect_timeout: float, timeout: float) -> list:
+def connect_all(servers, role: str, connect_timeout: float, timeout: float, *, tls=None,
+                insecure: bool = False) -> list:
     """Connect to every server (in parallel) before sending anything; a down server fails the whole call."""
     chans: list = [None] * len(servers)
 
     def one(j):
         chans[j] = connect(servers[j], role, label=server_label(servers, j), connect_timeout=connect_timeout,
-                           timeout=timeout)
+                           timeout=timeout, tls=tls, insecure=insecure)
 
     try:
         parallel(one, len(servers))
