@@ -870,6 +870,17 @@ class TCPChannel(Channel):
             return PeerClosed(f"{self.peer} closed the connection ({why})")
         return TruncatedFrame(f"{self.peer} closed the connection in the middle of a frame: got {got} of {n} bytes ({why})")
 
+    def interrupt(self) -> None:
+        """Shut the connection down from any thread (a server's deadline, shutdown).
+
+        A receive or send blocked in the owner thread fails at once with a
+        :class:`ChannelError`; the owner still calls :meth:`close`.
+        """
+        try:
+            self._sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
     def _close(self) -> None:
         try:
             self._sock.close()

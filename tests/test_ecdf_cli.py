@@ -114,3 +114,30 @@ def test_demo_json_and_plot(tmp_path):
     assert np.all(np.diff(d["smoothed"]) >= 0)
     assert 0.9 < d["auc_exact"] < 0.97  # mean radius separates malignant from benign well
     assert png.stat().st_size > 10_000 and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_rerun_with_a_changed_csv_is_refused_and_query_releases_the_stored_data(servers, csv_file, tmp_path):
+    path, v, _ = csv_file
+    common = ["--servers", servers.servers, "--column", "score", "--epsilon", "10000", "--domain-bits", "6",
+              "--dataset", "sealed", "--quantiles", "0.5", "--lower", "0", "--upper", "300", "--json"]
+    code, out, err = run("ecdf", "run", "--data", str(path), *common)
+    assert code == 0, err
+    first = json.loads(out)
+    assert all(0 <= f <= 1 for f in first["dp"] + first["smoothed"])
+    other = tmp_path / "other.csv"
+    other.write_text("score,label\n" + "".join(f"{a * 7 + 100},{1}\n" for a in v))  # another distribution
+    code, out, err = run("ecdf", "run", "--data", str(other), *common)
+    assert code == 2 and "already exists" in err and "ecdf query" in err
+    assert set(json.loads(out)) == {"error", "type"}  # no value was released
+    code, out, err = run("ecdf", "status", "--servers", servers.servers, "--dataset", "sealed", "--json")
+    assert [s["info"]["spent"] for s in json.loads(out)] == ["10000", "10000"]  # the refusal charged nothing
+    code, out, err = run("ecdf", "query", "--servers", servers.servers, "--dataset", "sealed", "--epsilon", "10000",
+                         "--quantiles", "0.5", "--json")
+    assert code == 0, err
+    q = json.loads(out)
+    assert np.allclose(q["dp"], first["exact"]) and q["n"] == 150 and "exact" not in q
+    assert np.allclose(q["thresholds"], first["thresholds"])  # the public range was stored with the dataset
+    assert q["quantiles"] == first["quantiles_exact"]
+    code, out, err = run("ecdf", "query", "--servers", servers.servers, "--dataset", "sealed", "--epsilon", "1",
+                         "--roc")
+    assert code == 2 and "needs a dataset uploaded with labels" in err

@@ -26,7 +26,13 @@ from pairwise.protocols.ecdf.client import (
     upload,
     upload_pointwise,
 )
-from pairwise.protocols.ecdf.wire import BudgetExceeded, DatasetError, QueryRefused, ServerUnavailable
+from pairwise.protocols.ecdf.wire import (
+    BudgetExceeded,
+    DatasetError,
+    DatasetExists,
+    QueryRefused,
+    ServerUnavailable,
+)
 
 NB = 6  # domain bits: 64 bins, L = 6
 N = 1 << NB
@@ -215,9 +221,11 @@ def test_malformed_key_rejects_that_client_and_keeps_the_others(two):
     keys[0]["all"][5] = keys[0]["all"][5][:-3]  # client 5's key for server 0 is truncated
     rep = send_keys(two.addresses, "malformed", scheme="dcf", domain_bits=NB, output_bits=32,
                     series_meta={"all": 1}, ids=np.arange(120, dtype=np.uint64), keys=keys)
-    assert rep.accepted == [119, 120] and rep.rejected_count == [1, 0]
+    # server 0 rejects client 5; the upload commits the other 119 clients on both servers
+    assert rep.accepted == [119, 119] and rep.rejected_count == [1, 1]
     assert rep.rejected[0][0]["client"] == 5 and "truncated" in rep.rejected[0][0]["reason"]
-    # the servers disagree on the client set: the querier releases over the common clients
+    assert rep.rejected[1][0]["client"] == 5 and rep.rejected[1][0]["reason"].startswith("rejected by server 0")
+    assert [s["info"]["clients"] for s in querier(two).status("malformed")] == [119, 119]
     rel = querier(two).ecdf("malformed", HUGE)
     assert rel.n == 119
     assert np.array_equal(rel.cumulative, exact_counts(np.delete(x, 5)))
@@ -228,7 +236,9 @@ def test_duplicate_client_ids_are_rejected(two):
     rep = upload(two.addresses, "dups", x, client_ids=[10, 11, 12, 12, 13], domain_bits=NB)
     assert rep.accepted == [4, 4] and rep.rejected_count == [1, 1]
     assert rep.rejected[0] == [{"client": 12, "reason": "duplicate client id 12"}]
-    rep = upload(two.addresses, "dups", np.array([9, 50]), client_ids=[11, 14], domain_bits=NB)
+    with pytest.raises(DatasetExists, match="already exists.*ecdf query"):  # datasets are sealed
+        upload(two.addresses, "dups", np.array([9, 50]), client_ids=[11, 14], domain_bits=NB)
+    rep = upload(two.addresses, "dups", np.array([9, 50]), client_ids=[11, 14], domain_bits=NB, append=True)
     assert rep.accepted == [1, 1] and rep.rejected[1][0]["client"] == 11
     rel = querier(two).ecdf("dups", HUGE)
     assert rel.n == 5 and np.array_equal(rel.cumulative, exact_counts([1, 2, 3, 60, 50]))

@@ -1,10 +1,17 @@
 """``pairwise ecdf``: the multi-server differentially private ECDF service.
 
 Commands
-    ``pairwise ecdf serve --server-id I --listen HOST:PORT [--budget E] [--dataset-budget NAME=E ...]
-    [--timeout S]``
-        Run server I until killed.  Prints ``{"event": "listening", ...}`` on
-        stdout once it accepts connections (port 0 picks a free port).
+    ``pairwise ecdf serve --server-id I --listen HOST:PORT [--state DIR] [--budget E]
+    [--dataset-budget NAME=E ...] [--peer J=HOST:PORT ...] [--peer-name J=NAME ...] [--timeout S]
+    [--request-timeout S] [--max-connections N] [--exit-with-parent] [--tls DIR --name NAME | --insecure]``
+        Run server I until SIGTERM or SIGINT (a clean shutdown in a few
+        seconds).  Prints ``{"event": "listening", ...}`` on stdout once it
+        accepts connections (port 0 picks a free port).  ``--state DIR``
+        keeps its datasets, keys and privacy ledger in SQLite, so a restart
+        resumes them.  With ``--tls`` every connection is mutual TLS and each
+        request is authorized by the peer's certificate role
+        (:mod:`pairwise.protocols.ecdf.auth`); ``--peer-name J=NAME`` is the
+        certificate name server J must present for the server-to-server noise.
     ``pairwise ecdf run --servers HOST:PORT,HOST:PORT[,...] --data FILE.csv --column NAME --epsilon E
     --lower LO --upper HI [--label COL] [--roc] [--quantiles Q,...] [--domain-bits N] [--grid-bits G]
     [--mechanism paper|hierarchical] [--scheme auto|dcf|mshare|pointwise] [--dataset ID] [--json]``
@@ -16,17 +23,29 @@ Commands
         epsilon.  ``--range LO,HI`` is a deprecated alias of ``--lower/--upper``.
         Every parameter (epsilon, quantile levels, grid, scheme, ...) is
         checked before anything is uploaded or any budget is charged.
+        A dataset id that the servers already hold is refused (datasets are
+        sealed): use ``ecdf query`` for it, a new ``--dataset``, or
+        ``--append --id-column COL`` to add new clients.
+    ``pairwise ecdf query --servers ... --dataset ID --epsilon E [--roc] [--quantiles Q,...] [--grid-bits G]
+    [--mechanism paper|hierarchical] [--json]``
+        Be the querier only: release over a dataset already on the servers
+        (thresholds in the public domain stored with the dataset).
     ``pairwise ecdf status --servers ... [--dataset ID] [--json]``
-        Each server's clients and budget for a dataset.
+        Each server's clients and budget for a dataset (the servers' ledgers
+        are reconciled first, so ``spent`` agrees).
+    ``run``, ``query`` and ``status`` take ``--tls DIR --name NAME`` (a
+    ``client`` certificate may upload; releases and status need ``querier``).
     ``pairwise ecdf demo [--epsilon E] [--plot out.png] [--servers-count M] [--json]``
         (also ``pairwise demo ecdf``) Starts M (default 2) server processes on
         loopback, uploads the shipped breast_cancer data (mean_radius,
         quantized to 2^10 bins of its declared public domain [5, 30]; label
         malignant), releases the ECDF with epsilon and the ROC curve of
         mean_radius as a score for malignancy with another epsilon, prints
-        exact vs DP vs smoothed, optionally plots them (matplotlib).
+        exact vs DP vs smoothed, optionally plots them (matplotlib).  The demo
+        makes a throwaway CA and runs every connection in mutual TLS.
 
-JSON keys of ``run`` and ``demo`` (public interface):
+JSON keys of ``run``, ``query`` and ``demo`` (public interface; ``query`` has no
+not-private keys, it never sees the data):
 
 * DP outputs: ``dp`` (the raw noisy ECDF at the thresholds, unbiased, may
   leave [0, 1] and decrease), ``smoothed`` (Eq. (3) smoothing: the same
@@ -57,6 +76,7 @@ import os
 import sys
 
 from .bounds import NOT_PRIVATE, add_bound_args, clamped_note, deprecated, resolve_domains
+from .transport import add_transport_args, tls_from_args
 
 #: JSON keys (dotted for nested ones) that hold DP outputs or their post-processing.
 DP_KEYS = ("dp", "smoothed", "quantiles", "roc.fpr", "roc.tpr", "auc")
@@ -83,7 +103,24 @@ def register(root, groups) -> None:
     s.add_argument("--budget", default="10", help="privacy budget (total epsilon) per dataset (default 10)")
     s.add_argument("--dataset-budget", action="append", default=[], metavar="NAME=E",
                    help="budget of one dataset (repeatable)")
-    s.add_argument("--timeout", type=float, default=120.0, help="seconds any wait may take (default 120)")
+    s.add_argument("--timeout", type=float, default=120.0,
+                   help="seconds any single wait may take, and an idle connection may stay (default 120)")
+    s.add_argument("--state", metavar="DIR",
+                   help="keep datasets, keys and the privacy ledger in DIR/ecdf-server-I.db (SQLite) so a restart "
+                        "resumes them; without it the state is in memory and lost on exit")
+    s.add_argument("--request-timeout", type=float,
+                   help="seconds one request (an upload, a release) may take in total (default max(1800, 10 x --timeout))")
+    s.add_argument("--max-connections", type=int, default=64,
+                   help="connections served at once; more are answered 'busy' (default 64)")
+    s.add_argument("--peer", action="append", default=[], metavar="J=HOST:PORT",
+                   help="address of server J for the server-to-server noise (server 0 connects to server 1); "
+                        "default: the address the querier names")
+    s.add_argument("--peer-name", action="append", default=[], metavar="J=NAME",
+                   help="with --tls: the certificate name server J must present for the server-to-server noise "
+                        "(required for a two-server release under TLS)")
+    s.add_argument("--exit-with-parent", action="store_true",
+                   help="stop when the process that started this server exits (used by demos and tests)")
+    add_transport_args(s)
     s.set_defaults(func=cmd_serve)
 
     r = sub.add_parser("run", help="upload a CSV column as clients and release its DP ECDF")
@@ -98,13 +135,23 @@ def register(root, groups) -> None:
     r.add_argument("--domain-bits", type=int, default=10, help="quantization bits n (default 10)")
     r.add_argument("--scheme", choices=["auto", "dcf", "mshare", "pointwise"], default="auto",
                    help="auto: dcf keys for 2 servers, mshare for more; pointwise: the Sec. 4.1 baseline")
+    r.add_argument("--append", action="store_true",
+                   help="add these rows as new clients of an existing dataset (otherwise an existing id is refused)")
+    r.add_argument("--id-column", help="with --append: the column of client ids (non-negative integers)")
     r.set_defaults(func=cmd_run)
+
+    qp = sub.add_parser("query", help="release the DP ECDF of a dataset already on the servers (no upload)")
+    _query_args(qp)
+    qp.add_argument("--dataset", required=True, help="dataset id on the servers")
+    qp.add_argument("--roc", action="store_true", help="also release the ROC curve (dataset with labels; another epsilon)")
+    qp.set_defaults(func=cmd_query)
 
     st = sub.add_parser("status", help="each server's clients and budget")
     st.add_argument("--servers", required=True)
     st.add_argument("--dataset")
     st.add_argument("--timeout", type=float, default=30.0)
     st.add_argument("--json", action="store_true")
+    add_transport_args(st)
     st.set_defaults(func=cmd_status)
 
     for parent in (sub, groups["demo"]):
@@ -130,32 +177,74 @@ def _query_args(p) -> None:
     p.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for a server (default 600)")
     p.add_argument("--connect-timeout", type=float, default=5.0, help="seconds to reach a server (default 5)")
     p.add_argument("--json", action="store_true")
+    add_transport_args(p)
 
 
-def _budgets(items) -> dict:
+def _pairs(items, flag: str, what: str) -> dict:
     out = {}
     for it in items:
         name, sep, val = it.partition("=")
         if not sep or not name:
-            raise ValueError(f"--dataset-budget needs NAME=E, got {it!r}")
+            raise ValueError(f"{flag} needs {what}, got {it!r}")
         out[name] = val
     return out
 
 
+def _budgets(items) -> dict:
+    return _pairs(items, "--dataset-budget", "NAME=E")
+
+
+def _server_ids(items, flag: str, what: str) -> dict:
+    out = {}
+    for j, val in _pairs(items, flag, what).items():
+        if not j.isdigit():
+            raise ValueError(f"{flag} {j}={val}: J must be a server id (0, 1, ...)")
+        out[int(j)] = val
+    return out
+
+
+def _peers(items) -> dict:
+    from ..ecdf.wire import parse_address
+
+    out = {}
+    for j, addr in _server_ids(items, "--peer", "J=HOST:PORT").items():
+        try:
+            out[j] = parse_address(addr)
+        except ValueError as exc:
+            raise ValueError(f"--peer {j}={addr}: {exc}") from None
+    return out
+
+
 def cmd_serve(args) -> int:
+    import signal
+
+    from ..ecdf.auth import Policy
     from ..ecdf.server import ECDFServer
     from ..ecdf.wire import parse_address
 
     host, port = parse_address(args.listen)
+    tls = tls_from_args(args)
+    names = _server_ids(args.peer_name, "--peer-name", "J=NAME")
+    if names and tls is None:
+        raise ValueError("--peer-name J=NAME needs --tls DIR --name NAME (a plaintext peer has no verified name)")
     srv = ECDFServer(args.server_id, host, port, budget=args.budget,
-                     dataset_budgets=_budgets(args.dataset_budget), timeout=args.timeout)
-    print(json.dumps({"event": "listening", "server_id": args.server_id, "host": host, "port": srv.port}),
-          flush=True)
-    try:
-        srv.serve_forever()
-    except KeyboardInterrupt:
-        pass
+                     dataset_budgets=_budgets(args.dataset_budget), timeout=args.timeout,
+                     request_timeout=args.request_timeout, max_connections=args.max_connections,
+                     state_dir=args.state, peers=_peers(args.peer), tls=tls, insecure=args.insecure,
+                     policy=Policy(server_names=names, tls=tls is not None))
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda num, _frame: srv.stop(signal.Signals(num).name))
+    print(json.dumps({"event": "listening", "server_id": args.server_id, "host": host, "port": srv.port,
+                      "state": args.state, "tls": tls is not None}), flush=True)
+    srv.serve_forever(watch_parent=args.exit_with_parent)
     return 0
+
+
+def _querier(args, servers):
+    from ..ecdf.client import ECDFQuerier
+
+    return ECDFQuerier(servers, timeout=args.timeout, connect_timeout=getattr(args, "connect_timeout", 5.0),
+                       tls=tls_from_args(args), insecure=args.insecure)
 
 
 def _quantile_levels(text):
@@ -192,54 +281,64 @@ def _validate_release_args(args, m: int, n_bits: int, roc: bool) -> list[float]:
 
 
 def _release_and_report(querier, dataset, values, lo, hi, n_bits, args, labels=None, upload_bytes=0,
-                        pointwise=False, qs=()):
-    """Release the ECDF (and ROC), compare with the exact values; returns the JSON dict.
+                        pointwise=False, qs=(), roc=None, scheme=None):
+    """Release the ECDF (and the ROC if ``roc``, default: labels given); returns the JSON dict.
 
-    ``qs``: quantile levels, validated by the caller before anything was uploaded.
+    ``qs``: quantile levels, validated by the caller before anything was
+    uploaded.  ``values`` (and ``labels``): the uploaded data, for the not
+    private reference columns (``ecdf run``/``demo``); None for ``ecdf
+    query``, which knows only what the servers release.  ``lo``/``hi``: the
+    public domain of the quantization (None: thresholds are domain points).
     """
     import numpy as np
 
     from pairwise.dp.ecdf import auc, inverse_ecdf
     from ..ecdf.client import roc_points
-    from ..ecdf.shares import bin_upper_edges
+    from ..ecdf.shares import bin_upper_edges, grid_points
 
+    roc = labels is not None if roc is None else roc
     g = args.grid_bits or n_bits
-    if labels is not None:
+    if roc:
         _check_budget(querier, dataset, 2 * args.epsilon)
     rel = querier.ecdf(dataset, args.epsilon, grid_bits=g, mechanism=args.mechanism, tolerate=args.tolerate)
     step = 1 << (n_bits - g)
-    x = np.asarray(values, dtype=np.int64)
-    exact_counts = np.array([(x <= (t + 1) * step - 1).sum() for t in rel.thresholds], dtype=float)
-    n = x.size
-    edges = bin_upper_edges(lo, hi, n_bits, g)[rel.thresholds]
-    out = {"thresholds": edges.tolist(), "exact": (exact_counts / n).tolist(), "dp": rel.ecdf.tolist(),
+    if lo is None:
+        edges = grid_points(n_bits, g).astype(float)[rel.thresholds]
+    else:
+        edges = bin_upper_edges(lo, hi, n_bits, g)[rel.thresholds]
+    out = {"thresholds": edges.tolist(), "dp": rel.ecdf.tolist(),
            "smoothed": rel.smoothed.tolist(), "epsilon": rel.epsilon, "delta": rel.delta, "n": rel.n,
            "servers": rel.servers, "mechanism": rel.mechanism, "noise": rel.noise,
-           "scheme": "pointwise" if pointwise else ("dcf" if rel.servers == 2 else "mshare"),
-           "grid_bits": g, "domain_bits": n_bits, "range": [lo, hi],
-           "max_abs_error": float(np.abs(rel.ecdf - exact_counts / n).max()),
-           "max_abs_error_smoothed": float(np.abs(rel.smoothed - exact_counts / n).max()),
-           "theorem31_rmse": None if rel.mse_per_threshold is None else float(np.sqrt(rel.mse_per_threshold) / n)}
+           "scheme": scheme or ("pointwise" if pointwise else ("dcf" if rel.servers == 2 else "mshare")),
+           "grid_bits": g, "domain_bits": n_bits, "range": None if lo is None else [lo, hi],
+           "theorem31_rmse": None if rel.mse_per_threshold is None else float(np.sqrt(rel.mse_per_threshold) / rel.n)}
+    if values is not None:
+        x = np.asarray(values, dtype=np.int64)
+        exact = np.array([(x <= (t + 1) * step - 1).sum() for t in rel.thresholds], dtype=float) / x.size
+        out.update(exact=exact.tolist(), max_abs_error=float(np.abs(rel.ecdf - exact).max()),
+                   max_abs_error_smoothed=float(np.abs(rel.smoothed - exact).max()))
     detail = {"upload": upload_bytes, "querier": rel.bytes.get("querier", 0), "servers": rel.bytes.get("servers", 0)}
     if qs:
         qi = np.atleast_1d(rel.quantiles(qs))
         pos = np.searchsorted(rel.thresholds, qi)
         out["quantiles"] = {str(q): float(edges[p]) for q, p in zip(qs, pos)}
-        ex = np.atleast_1d(np.asarray(inverse_ecdf(exact_counts / n, qs)))
-        out["quantiles_exact"] = {str(q): float(edges[i]) for q, i in zip(qs, ex)}
-    if labels is not None:
-        roc = querier.roc(dataset, args.epsilon, grid_bits=g, mechanism=args.mechanism, tolerate=args.tolerate)
-        y = np.asarray(labels).astype(int)
-        cp = np.array([((x <= (t + 1) * step - 1) & (y == 1)).sum() for t in range(1 << g)], dtype=float)
-        cn = np.array([((x <= (t + 1) * step - 1) & (y == 0)).sum() for t in range(1 << g)], dtype=float)
-        f_ex, t_ex = roc_points(cp, cn)
-        out["roc"] = {"fpr": roc.fpr.tolist(), "tpr": roc.tpr.tolist(), "fpr_exact": f_ex.tolist(),
-                      "tpr_exact": t_ex.tolist(), "epsilon": roc.epsilon, "delta": roc.delta}
-        out["auc"] = roc.auc
-        out["auc_exact"] = auc(f_ex, t_ex)
-        detail["querier"] += roc.positives.bytes.get("querier", 0)  # one release for both classes
-        detail["servers"] += roc.positives.bytes.get("servers", 0)
-        out["epsilon_total"] = rel.epsilon + roc.epsilon
+        if values is not None:
+            ex = np.atleast_1d(np.asarray(inverse_ecdf(np.asarray(out["exact"]), qs)))
+            out["quantiles_exact"] = {str(q): float(edges[i]) for q, i in zip(qs, ex)}
+    if roc:
+        r = querier.roc(dataset, args.epsilon, grid_bits=g, mechanism=args.mechanism, tolerate=args.tolerate)
+        out["roc"] = {"fpr": r.fpr.tolist(), "tpr": r.tpr.tolist(), "epsilon": r.epsilon, "delta": r.delta}
+        out["auc"] = r.auc
+        if values is not None and labels is not None:
+            y = np.asarray(labels).astype(int)
+            cp = np.array([((x <= (t + 1) * step - 1) & (y == 1)).sum() for t in range(1 << g)], dtype=float)
+            cn = np.array([((x <= (t + 1) * step - 1) & (y == 0)).sum() for t in range(1 << g)], dtype=float)
+            f_ex, t_ex = roc_points(cp, cn)
+            out["roc"].update(fpr_exact=f_ex.tolist(), tpr_exact=t_ex.tolist())
+            out["auc_exact"] = auc(f_ex, t_ex)
+        detail["querier"] += r.positives.bytes.get("querier", 0)  # one release for both classes
+        detail["servers"] += r.positives.bytes.get("servers", 0)
+        out["epsilon_total"] = rel.epsilon + r.epsilon
     out["bytes_detail"] = detail
     out["bytes"] = int(sum(detail.values()))
     return out
@@ -266,20 +365,29 @@ def _print_report(out: dict, title: str) -> None:
     print(f"  servers {out['servers']} ({out['scheme']} keys, {out['noise']} noise), n = {out['n']}, "
           f"grid 2^{out['grid_bits']} thresholds, {out['mechanism']} tree, "
           f"({out['epsilon']:g}, {out['delta']:.2g})-DP")
-    th, ex, dp_, sm = (np.asarray(out[k]) for k in ("thresholds", "exact", "dp", "smoothed"))
+    has_exact = "exact" in out  # ecdf query never sees the data
+    th, dp_, sm = (np.asarray(out[k]) for k in ("thresholds", "dp", "smoothed"))
+    ex = np.asarray(out["exact"]) if has_exact else None
     rows = np.unique(np.linspace(0, th.size - 1, min(th.size, 11)).round().astype(int))
-    print(f"  {'threshold':>12} {'exact*':>8} {'DP':>8} {'smoothed':>9}   (* not private)")
+    print(f"  {'threshold':>12}" + (f" {'exact*':>8}" if has_exact else "") + f" {'DP':>8} {'smoothed':>9}"
+          + ("   (* not private)" if has_exact else ""))
     for i in rows:
-        print(f"  {th[i]:12.4g} {ex[i]:8.4f} {dp_[i]:8.4f} {sm[i]:9.4f}")
-    print(f"  max |DP - exact| = {out['max_abs_error']:.4f}, smoothed {out['max_abs_error_smoothed']:.4f} "
-          f"{NOT_PRIVATE}" + (f"; Theorem 3.1 RMSE {out['theorem31_rmse']:.4f}" if out.get("theorem31_rmse") else ""))
+        print(f"  {th[i]:12.4g}" + (f" {ex[i]:8.4f}" if has_exact else "") + f" {dp_[i]:8.4f} {sm[i]:9.4f}")
+    rmse = f"Theorem 3.1 RMSE {out['theorem31_rmse']:.4f}" if out.get("theorem31_rmse") else ""
+    if has_exact:
+        print(f"  max |DP - exact| = {out['max_abs_error']:.4f}, smoothed {out['max_abs_error_smoothed']:.4f} "
+              f"{NOT_PRIVATE}" + (f"; {rmse}" if rmse else ""))
+    elif rmse:
+        print(f"  {rmse}")
     print("  DP: raw noisy ECDF (unbiased, may leave [0, 1]); smoothed: Eq. (3), non-decreasing in [0, 1]")
     if "quantiles" in out:
         for q, v in out["quantiles"].items():
-            print(f"  quantile {q}: DP {v:.4g}, exact {out['quantiles_exact'][q]:.4g} {NOT_PRIVATE}")
+            print(f"  quantile {q}: DP {v:.4g}" + (f", exact {out['quantiles_exact'][q]:.4g} {NOT_PRIVATE}"
+                                                   if "quantiles_exact" in out else ""))
     if "auc" in out:
-        print(f"  ROC: AUC DP {out['auc']:.4f}, exact {out['auc_exact']:.4f} {NOT_PRIVATE} (epsilon "
-              f"{out['roc']['epsilon']:g}; total spent {out['epsilon_total']:g})")
+        print(f"  ROC: AUC DP {out['auc']:.4f}"
+              + (f", exact {out['auc_exact']:.4f} {NOT_PRIVATE}" if "auc_exact" in out else "")
+              + f" (epsilon {out['roc']['epsilon']:g}; total spent {out['epsilon_total']:g})")
     if "clamped" in out:
         from pairwise.dp.bounds import PublicDomain
 
@@ -301,13 +409,26 @@ def _run_domain(args):
     return resolve_domains(args, [args.column], None)[0]
 
 
+def _refuse_existing(q, dataset: str, servers_text: str) -> None:
+    """``ecdf run`` never uploads to a dataset id that a server already holds (datasets are sealed)."""
+    from ..ecdf.wire import DatasetExists
+
+    held = [j for j, has in enumerate(q.holders(dataset)) if has]
+    if held:
+        raise DatasetExists(
+            f"dataset {dataset!r} already exists on server(s) {held} (datasets are sealed once uploaded, so a "
+            f"changed CSV cannot be mixed with the old keys). Release over the stored data without uploading: "
+            f"pairwise ecdf query --servers {servers_text} --dataset {dataset} --epsilon E; or upload this CSV "
+            "under a new --dataset id (or add new clients to it with --append --id-column COL)")
+
+
 def cmd_run(args) -> int:
     import numpy as np
 
     from pairwise.dp.bounds import clamp
 
     from ..datasets import load_csv
-    from ..ecdf.client import ECDFQuerier, scheme_for, upload, upload_pointwise
+    from ..ecdf.client import scheme_for, upload, upload_pointwise
     from ..ecdf.shares import quantize
     from ..ecdf.wire import parse_servers
 
@@ -316,28 +437,44 @@ def cmd_run(args) -> int:
         raise ValueError("--roc needs --label COLUMN (0/1)")
     if args.roc and args.scheme == "pointwise":
         raise ValueError("--roc is not offered with the pointwise baseline")
+    if args.append and args.scheme == "pointwise":
+        raise ValueError("--append adds clients to a dataset of FSS keys; a pointwise round is uploaded whole")
+    if args.id_column and not args.append:
+        raise ValueError("--id-column is for --append (a new dataset numbers its clients by CSV row)")
     dom = _run_domain(args)
     qs = _validate_release_args(args, len(servers), args.domain_bits, args.roc)
     if args.scheme != "pointwise":
         scheme_for(args.scheme, len(servers), args.domain_bits)
-    d = load_csv(args.data, [args.column], label=args.label)
+    q = _querier(args, servers)
+    d = load_csv(args.data, [args.column] + ([args.id_column] if args.id_column else []), label=args.label)
     col, clamped = clamp(d[args.column], dom.lower, dom.upper)  # each client clamps its own value
     labels = np.asarray(d[args.label]).astype(int) if args.label else None
+    ids = None
+    if args.id_column:
+        raw = np.asarray(d[args.id_column], dtype=float)
+        if (raw < 0).any() or (raw != np.floor(raw)).any() or (raw >= 2.0**63).any():
+            raise ValueError(f"--id-column {args.id_column!r} must hold non-negative integers")
+        ids = raw.astype(np.uint64)
     lo, hi = dom.lower, dom.upper
+    meta = {"column": args.column, "range": [lo, hi]}  # public: stored with the dataset for ecdf query
     x = quantize(col, lo, hi, args.domain_bits)
     dataset = args.dataset or f"{os.path.basename(args.data)}:{args.column}"
+    if not args.append:
+        _refuse_existing(q, dataset, args.servers)
+    tls = dict(tls=q.tls, insecure=q.insecure)
     if args.scheme == "pointwise":
         g = args.grid_bits or args.domain_bits
-        rep = upload_pointwise(servers, dataset, x, grid_bits=g, domain_bits=args.domain_bits,
-                               timeout=args.timeout, connect_timeout=args.connect_timeout)
+        rep = upload_pointwise(servers, dataset, x, grid_bits=g, domain_bits=args.domain_bits, meta=meta,
+                               timeout=args.timeout, connect_timeout=args.connect_timeout, **tls)
         labels_for_roc = None
     else:
         rep = upload(servers, dataset, x, labels=labels, domain_bits=args.domain_bits, scheme=args.scheme,
-                     timeout=args.timeout, connect_timeout=args.connect_timeout)
+                     client_ids=ids, append=args.append, meta=meta, timeout=args.timeout,
+                     connect_timeout=args.connect_timeout, **tls)
         labels_for_roc = labels if args.roc else None
-    q = ECDFQuerier(servers, timeout=args.timeout, connect_timeout=args.connect_timeout)
-    out = _release_and_report(q, dataset, x, lo, hi, args.domain_bits, args, labels=labels_for_roc,
-                              upload_bytes=rep.bytes, pointwise=args.scheme == "pointwise", qs=qs)
+    exact_x = x if not args.append else None  # after an append the servers hold more than this CSV
+    out = _release_and_report(q, dataset, exact_x, lo, hi, args.domain_bits, args, labels=labels_for_roc,
+                              upload_bytes=rep.bytes, pointwise=args.scheme == "pointwise", qs=qs, roc=args.roc)
     out["dataset"] = dataset
     out["clamped"] = clamped
     out["upload"] = {"accepted": rep.accepted, "rejected_count": rep.rejected_count}
@@ -351,12 +488,37 @@ def cmd_run(args) -> int:
     return 0
 
 
+def cmd_query(args) -> int:
+    from ..ecdf.wire import parse_servers
+
+    servers = parse_servers(args.servers)
+    q = _querier(args, servers)
+    info = q.status(args.dataset)[0]["info"]
+    meta = info.get("meta") or {}
+    rng = meta.get("range")
+    lo, hi = (float(rng[0]), float(rng[1])) if isinstance(rng, list) and len(rng) == 2 else (None, None)
+    if args.roc and not {"pos", "neg"} <= set(info["series"]):
+        raise ValueError(f"--roc needs a dataset uploaded with labels; {args.dataset!r} has series "
+                         f"{sorted(info['series'])}")
+    n_bits = int(info["domain_bits"])
+    if info["scheme"] == "pointwise" and args.grid_bits is None:
+        args.grid_bits = info.get("grid_bits")
+    qs = _validate_release_args(args, len(servers), n_bits, args.roc)
+    out = _release_and_report(q, args.dataset, None, lo, hi, n_bits, args, qs=qs, roc=args.roc,
+                              scheme=info["scheme"])
+    out["dataset"] = args.dataset
+    if args.json:
+        print(json.dumps(out))
+        return 0
+    where = f"public domain [{lo:g}, {hi:g}]" if lo is not None else f"domain points of 2^{n_bits}"
+    _print_report(out, f"DP ECDF of dataset {args.dataset!r} ({meta.get('column', 'values')}, {where})")
+    return 0
+
+
 def cmd_status(args) -> int:
     from fractions import Fraction
 
-    from ..ecdf.client import ECDFQuerier
-
-    q = ECDFQuerier(args.servers, timeout=args.timeout)
+    q = _querier(args, args.servers)
     st = q.status(args.dataset)
     if args.json:
         print(json.dumps(st))
@@ -402,6 +564,17 @@ def _plot(out: dict, path: str) -> None:
     plt.close(fig)
 
 
+def _interrupt_on_sigterm() -> None:
+    """Turn SIGTERM into KeyboardInterrupt in this (main) thread, so ``with`` blocks clean up children."""
+    import signal
+
+    def handler(num, _frame):
+        signal.signal(num, signal.SIG_DFL)  # a second SIGTERM ends the process at once
+        raise KeyboardInterrupt(f"{signal.Signals(num).name}")
+
+    signal.signal(signal.SIGTERM, handler)
+
+
 def cmd_demo(args) -> int:
     import numpy as np
 
@@ -425,9 +598,10 @@ def cmd_demo(args) -> int:
     y = np.asarray(d[label]).astype(int)
     budget = max(10.0, 4 * float(parse_epsilon(args.epsilon)))
     dataset = f"{name}:{column}"
-    with ServerProcesses(args.servers_count, budget=budget) as sp:
-        rep = upload(sp.addresses, dataset, x, labels=y, domain_bits=DEMO_BITS)
-        q = ECDFQuerier(sp.addresses, timeout=600)
+    _interrupt_on_sigterm()  # SIGTERM unwinds like Ctrl-C: the server processes are stopped on the way out
+    with ServerProcesses(args.servers_count, budget=budget, tls=True) as sp:  # a throwaway CA, mutual TLS
+        rep = upload(sp.addresses, dataset, x, labels=y, domain_bits=DEMO_BITS, tls=sp.client_tls)
+        q = ECDFQuerier(sp.addresses, timeout=600, tls=sp.querier_tls)
         out = _release_and_report(q, dataset, x, lo, hi, DEMO_BITS, args, labels=y, upload_bytes=rep.bytes, qs=qs)
     out["dataset"] = dataset
     out["clamped"] = clamped

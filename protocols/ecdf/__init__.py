@@ -1,15 +1,24 @@
 """Multi-server differentially private ECDF service (dp-ecdf paper, Sec. 4).
 
-Modules:
+Modules, from the bottom up:
 
-- :mod:`pairwise.protocols.ecdf.wire`: addresses, JSON control frames, roles and errors.
+- :mod:`pairwise.protocols.ecdf.wire`: addresses, JSON control frames, frame limits, roles and errors.
+- :mod:`pairwise.protocols.ecdf.auth`: who may do what (``Policy.authorize(op, peer)``).
 - :mod:`pairwise.protocols.ecdf.shares`: client key generation (DCF, m-party
   shares, pointwise) and the servers' share evaluation.
 - :mod:`pairwise.protocols.ecdf.noise`: noise between the servers (garbled
   two-server discrete Laplace, Polya shares for m > 2).
-- :mod:`pairwise.protocols.ecdf.server`: the server process.
-- :mod:`pairwise.protocols.ecdf.client`: upload, the querier and server processes for demos.
+- :mod:`pairwise.protocols.ecdf.storage`: durable state in SQLite (datasets, keys, ledger).
+- :mod:`pairwise.protocols.ecdf.ledger`: the privacy ledger (reserve, charge before noise, agree).
+- :mod:`pairwise.protocols.ecdf.dataset`: sealed datasets, digests, consistent snapshots.
+- :mod:`pairwise.protocols.ecdf.release`: release plans and one server's part of a release.
+- :mod:`pairwise.protocols.ecdf.peers`: the server-to-server channel of the two-server noise.
+- :mod:`pairwise.protocols.ecdf.handlers`: request handlers (uploads, status, releases).
+- :mod:`pairwise.protocols.ecdf.server`: the server process (connections, deadlines, shutdown).
+- :mod:`pairwise.protocols.ecdf.uploader`, :mod:`pairwise.protocols.ecdf.querier`,
+  :mod:`pairwise.protocols.ecdf.processes`: the client side (gathered in
+  :mod:`pairwise.protocols.ecdf.client`).
 
 Security model: at least one server is honest and servers are semi-honest; see
-each module.
+each module and :mod:`pairwise.protocols.ecdf.server`.
 """

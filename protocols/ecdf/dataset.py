@@ -1,0 +1,324 @@
+"""One dataset held by an ECDF server: its clients, its key material, its digest, consistent snapshots.
+
+What it does
+    :class:`Dataset` is the in-memory view of a stored dataset
+    (:mod:`pairwise.protocols.ecdf.storage`).  Client ids are loaded at
+    startup; key material is parsed from storage on the first release that
+    needs it (:meth:`Dataset.snapshot`) and kept.  All state changes go
+    through the dataset's lock, so a release never sees half an upload:
+
+    * :meth:`Dataset.add_upload` appends one committed upload (ids and the
+      parsed shares of every series together);
+    * :meth:`Dataset.snapshot` returns, under the lock, the client count,
+      one share object per needed series -- each checked to hold exactly
+      one row per client -- and the dataset digest.  The release then works
+      on that snapshot only.
+
+    :meth:`Dataset.digest` is what the servers compare before every release:
+    SHA-256 over the public parameters (scheme, m, domain and output bits,
+    series and weight bounds, pointwise round and grid, public metadata), the
+    sorted ids of the committed uploads and the sorted client ids.  Keys are
+    random shares and differ between servers by design; the upload ids tie
+    them to one generation of keys, so a server holding keys of another
+    upload (or none) has another digest.
+
+    Uploads are *staged* per connection (:class:`StagedUpload`) and become
+    visible only when committed; while staged, their client ids are claimed
+    (:meth:`Dataset.claim`), so two concurrent uploads cannot both add a
+    client.
+
+Security model
+    Server-local bookkeeping; see :mod:`pairwise.protocols.ecdf.server`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .shares import PointwiseShares, grid_points, parse_keys, reduce_mod
+from .storage import ChunkRecord, DatasetRecord, Storage, StorageError
+from .wire import DatasetError
+
+__all__ = ["Dataset", "Snapshot", "StagedChunk", "StagedUpload", "split_keys"]
+
+
+def split_keys(lens: np.ndarray, data: bytes) -> list[bytes]:
+    """Cut concatenated keys into one bytes object per key (``lens`` sums to ``len(data)``)."""
+    offs = np.concatenate([[0], np.cumsum(lens, dtype=np.int64)])
+    mv = memoryview(data)
+    return [bytes(mv[offs[i]:offs[i + 1]]) for i in range(len(lens))]
+
+
+def take_raw(lens: np.ndarray, data: bytes, rows: np.ndarray, k: int) -> tuple[np.ndarray, bytes]:
+    """Rows ``rows`` of k stored records: variable-size keys (``lens`` per record) or, with empty
+    ``lens``, k records of equal size (pointwise share words)."""
+    mv = memoryview(data)
+    if lens.size:
+        offs = np.concatenate([[0], np.cumsum(lens, dtype=np.int64)])
+        return lens[rows], b"".join(mv[offs[r]:offs[r + 1]] for r in rows)
+    width = len(data) // max(1, k)
+    return lens, b"".join(mv[r * width:(r + 1) * width] for r in rows)
+
+
+@dataclass
+class StagedChunk:
+    """One received chunk of an upload: accepted clients' ids, their positions in the upload, raw keys
+    (or share words) and parsed shares per series."""
+
+    ids: np.ndarray
+    pos: np.ndarray
+    raw: dict[str, tuple[np.ndarray, bytes]]  # series -> (lens, concatenated keys / LE share words)
+    shares: dict[str, object]
+
+    def drop(self, positions: np.ndarray) -> StagedChunk:
+        """This chunk without the clients at upload ``positions``."""
+        keep = ~np.isin(self.pos, positions)
+        if keep.all():
+            return self
+        rows = np.flatnonzero(keep)
+        raw = {s: take_raw(lens, data, rows, self.ids.size) for s, (lens, data) in self.raw.items()}
+        return StagedChunk(self.ids[rows], self.pos[rows], raw, {s: sh.take(rows) for s, sh in self.shares.items()})
+
+
+@dataclass
+class StagedUpload:
+    """An upload received on one connection, not yet committed (discarded if the connection ends)."""
+
+    upload_id: str
+    record: DatasetRecord
+    create: bool
+    replace: bool
+    chunks: list[StagedChunk] = field(default_factory=list)
+    claimed: set[int] = field(default_factory=set)
+    dataset: Dataset | None = None  # where the client ids are claimed
+    live: Dataset | None = None  # the existing dataset (append, new round), None for a new dataset
+    announced: int = 0  # clients announced by the header (positions 0 .. announced - 1)
+
+    @property
+    def accepted(self) -> int:
+        return sum(c.ids.size for c in self.chunks)
+
+
+@dataclass
+class Snapshot:
+    """What one release works on: a fixed client count, its shares per series, the digest they had."""
+
+    count: int
+    shares: dict[str, object]
+    digest: str
+
+
+class Dataset:
+    """A dataset of one server (see the module docstring)."""
+
+    def __init__(self, record: DatasetRecord, server_id: int, *, new: bool = False) -> None:
+        self.record = record
+        self.server_id = server_id
+        self.lock = threading.Lock()
+        self._ids: list[np.ndarray] = []
+        self._id_set: set[int] = set()
+        self._uploads: list[str] = []
+        # None: key material not loaded yet (a new dataset has nothing to load)
+        self._parts: dict[str, list] | None = {s: [] for s in record.series} if new else None
+        self._cache: dict[str, object] = {}
+        self._pending: set[int] = set()
+        self._digest: str | None = None
+
+    # ------------------------------------------------------------------ public parameters
+    @property
+    def name(self) -> str:
+        return self.record.name
+
+    @property
+    def scheme(self) -> str:
+        return self.record.scheme
+
+    @property
+    def m(self) -> int:
+        return self.record.m
+
+    @property
+    def n(self) -> int:
+        return self.record.n
+
+    @property
+    def l(self) -> int:
+        return self.record.l
+
+    @property
+    def series(self) -> dict[str, int]:
+        return self.record.series
+
+    @property
+    def count(self) -> int:
+        with self.lock:
+            return len(self._id_set)
+
+    def params(self) -> tuple:
+        r = self.record
+        return (r.scheme, r.m, r.n, r.l, tuple(sorted(r.series.items())))
+
+    def series_weight(self, name: str) -> int:
+        if name in self.series:
+            return self.series[name]
+        if name == "all" and "pos" in self.series and "neg" in self.series:
+            return 1
+        raise DatasetError(f"dataset {self.name!r} has no series {name!r} (it has {sorted(self.series)})")
+
+    def base_series(self, name: str) -> list[str]:
+        """The stored series a release of ``name`` reads (``all`` of a labelled dataset = pos + neg)."""
+        self.series_weight(name)
+        return [name] if name in self.series else ["pos", "neg"]
+
+    # ------------------------------------------------------------------ loading and uploads
+    def load_ids(self, storage: Storage) -> None:
+        """Read the committed client ids (not the keys) from storage."""
+        with self.lock:
+            for c in storage.chunks(self.name, with_keys=False):
+                self._add_ids(c.upload_id, c.ids)
+
+    def _add_ids(self, upload_id: str, ids: np.ndarray) -> None:
+        if not self._uploads or self._uploads[-1] != upload_id:
+            self._uploads.append(upload_id)
+        self._ids.append(ids)
+        self._id_set.update(int(c) for c in ids.tolist())
+        self._digest = None
+
+    def _load_keys(self, storage: Storage) -> None:
+        parts: dict[str, list] = {s: [] for s in self.series}
+        for c in storage.chunks(self.name):
+            for s in self.series:
+                if s not in c.keys:
+                    raise StorageError(f"stored dataset {self.name!r} lacks series {s!r} in upload {c.upload_id}")
+                parts[s].append(self._parse_stored(c, s))
+        self._parts = parts
+        self._cache = {}
+
+    def _parse_stored(self, c: ChunkRecord, s: str):
+        r = self.record
+        lens, data = c.keys[s]
+        k = c.ids.size
+        if r.scheme == "pointwise":
+            T = len(r.thresholds or [])
+            if len(data) != 8 * k * T:
+                raise StorageError(f"stored pointwise shares of {self.name!r} have {len(data)} bytes, expected "
+                                   f"{8 * k * T}")
+            vals = np.frombuffer(data, dtype="<u8").astype(np.uint64).reshape(k, T)
+            pts = grid_points(r.n, r.grid_bits)[np.asarray(r.thresholds, dtype=np.int64)]
+            return PointwiseShares(pts, reduce_mod(vals, r.l), r.l)
+        if lens.size != k or int(lens.sum()) != len(data):
+            raise StorageError(f"stored keys of {self.name!r} (upload {c.upload_id}) are truncated")
+        shares, _kept, bad = parse_keys(r.scheme, split_keys(lens, data), party=self.server_id, m=r.m, n=r.n, l=r.l)
+        if bad:
+            raise StorageError(f"stored keys of dataset {self.name!r} (upload {c.upload_id}) are corrupt: "
+                               f"{next(iter(bad.values()))}")
+        return shares
+
+    def claim(self, ids: np.ndarray, mine: set[int]) -> tuple[np.ndarray, dict[int, str]]:
+        """Claim client ids for a staged upload that already claimed ``mine`` (updated in place):
+        (mask of the newly claimed, {index: reason} for the others)."""
+        ok = np.ones(ids.size, dtype=bool)
+        reasons: dict[int, str] = {}
+        with self.lock:
+            for i, cid in enumerate(ids.tolist()):
+                cid = int(cid)
+                if cid in self._id_set or cid in mine:
+                    ok[i], reasons[i] = False, f"duplicate client id {cid}"
+                elif cid in self._pending:
+                    ok[i], reasons[i] = False, f"client id {cid} is being uploaded by a concurrent upload"
+                else:
+                    self._pending.add(cid)
+                    mine.add(cid)
+        return ok, reasons
+
+    def unclaim(self, ids) -> None:
+        with self.lock:
+            self._pending.difference_update(int(c) for c in ids)
+
+    def add_upload(self, staged: StagedUpload) -> None:
+        """Make a committed upload visible (after :meth:`Storage.commit_upload` returned)."""
+        with self.lock:
+            if staged.replace:
+                self.record = staged.record
+                self._ids, self._id_set, self._uploads = [], set(), []
+                self._parts = {s: [] for s in self.series}
+                self._cache = {}
+            for c in staged.chunks:
+                self._add_ids(staged.upload_id, c.ids)
+                if self._parts is not None:
+                    for s, sh in c.shares.items():
+                        self._parts[s].append(sh)
+                        self._cache.pop(s, None)
+            if not self._uploads or self._uploads[-1] != staged.upload_id:
+                self._uploads.append(staged.upload_id)
+            self._pending.difference_update(staged.claimed)
+            self._digest = None
+
+    # ------------------------------------------------------------------ releases
+    def _shares(self, s: str):
+        got = self._cache.get(s)
+        if got is None:
+            parts = [p for p in self._parts[s] if len(p)]
+            if not parts:
+                return None
+            got = type(parts[0]).concat(parts) if len(parts) > 1 else parts[0]
+            self._parts[s] = [got]
+            self._cache[s] = got
+        return got
+
+    def snapshot(self, storage: Storage, series: list[str]) -> Snapshot:
+        """Count, shares of the stored series behind ``series`` and digest, taken together under the lock.
+
+        Raises :class:`DatasetError` if the dataset has no clients or if any
+        series does not hold exactly one row per client (the caller has not
+        charged anything yet).
+        """
+        need = sorted({b for s in series for b in self.base_series(s)})
+        with self.lock:
+            count = len(self._id_set)
+            if count == 0:
+                raise DatasetError(f"dataset {self.name!r} holds no clients")
+            if self._parts is None:
+                self._load_keys(storage)
+            shares = {}
+            for s in need:
+                sh = self._shares(s)
+                rows = 0 if sh is None else len(sh)
+                if rows != count:
+                    raise DatasetError(f"server {self.server_id}: dataset {self.name!r} is inconsistent "
+                                       f"({rows} rows of series {s!r} for {count} clients); refusing the release")
+                shares[s] = sh
+            return Snapshot(count, shares, self._digest_locked())
+
+    def digest(self) -> str:
+        with self.lock:
+            return self._digest_locked()
+
+    def _digest_locked(self) -> str:
+        if self._digest is None:
+            r = self.record
+            params = {"dataset": r.name, "scheme": r.scheme, "m": r.m, "domain_bits": r.n, "output_bits": r.l,
+                      "series": sorted(r.series.items()), "grid_bits": r.grid_bits, "thresholds": r.thresholds,
+                      "round": r.round, "meta": r.meta}
+            h = hashlib.sha256(b"pairwise-ecdf/dataset\x00")
+            h.update(json.dumps(params, sort_keys=True).encode())
+            h.update(json.dumps(sorted(self._uploads)).encode())
+            ids = np.sort(np.concatenate(self._ids)) if self._ids else np.zeros(0, np.uint64)
+            h.update(ids.astype("<u8").tobytes())
+            self._digest = h.hexdigest()
+        return self._digest
+
+    def info(self) -> dict:
+        r = self.record
+        with self.lock:
+            count, uploads = len(self._id_set), len(self._uploads)
+            digest = self._digest_locked()
+        return {"dataset": r.name, "scheme": r.scheme, "m": r.m, "domain_bits": r.n, "output_bits": r.l,
+                "series": dict(r.series), "clients": count, "uploads": uploads, "sealed": True,
+                "budget": str(r.budget), "grid_bits": r.grid_bits, "round": r.round, "meta": r.meta,
+                "digest": digest}

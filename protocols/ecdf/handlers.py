@@ -1,0 +1,570 @@
+"""Request handlers of one ECDF server: uploads (stage, commit), status, releases, ledger reconciliation.
+
+What it does
+    :class:`ServerState` is what a server shares between its connections:
+    the storage, the ledger, the datasets and the claims of uploads in
+    progress.  :class:`Session` serves the requests of one connection (the
+    server's connection loop calls :meth:`Session.handle` once per request,
+    after authorization) and owns what that connection has in flight: one
+    staged upload, one prepared release.  When the connection ends,
+    :meth:`Session.close` discards both (nothing is stored or charged).
+
+Uploads (ops ``upload`` / ``pointwise``, then ``commit`` or ``discard``)
+    1. The header names the dataset, its public parameters, a fresh
+       ``upload_id``, ``append`` and the chunk sizes.  A new dataset id is
+       claimed for this upload; an existing one is refused (datasets are
+       sealed) unless ``append`` is set, or, for a pointwise dataset, unless
+       the header starts a new query round (which replaces the round's
+       shares; the budget stays).  Each chunk's client count must be at most
+       :func:`pairwise.protocols.ecdf.wire.chunk_clients` of the scheme's
+       per-client size, so every frame size is known before it is read.
+    2. The chunks arrive: ids, key lengths (each at most the scheme's key
+       size), keys (exactly the sum of the lengths) -- or the pointwise
+       share words.  A malformed key rejects its client; a client id that
+       is already in the dataset or in a concurrent upload is rejected.
+       The reply lists the rejected positions of the upload.
+    3. The uploader sends every server the union of all servers' rejected
+       positions (``commit``); each server drops them and commits the rest
+       in one transaction (:meth:`pairwise.protocols.ecdf.storage.Storage.commit_upload`),
+       so all servers hold the same clients.  ``discard`` (or a closed
+       connection) forgets the staged upload.
+
+Releases (ops ``prepare``, ``go``, ``abort``)
+    ``prepare`` validates the request (:func:`pairwise.protocols.ecdf.release.plan_release`),
+    takes a consistent snapshot of the dataset (one row per client in every
+    series it reads, or a refusal) and reserves the charge; its reply carries
+    the dataset digest and the ledger digest, which the querier compares
+    across servers.  ``link`` (two servers, to server 0) connects server 0 to
+    server 1 and checks its identity, still before any charge.  ``go``
+    writes the charge to the ledger durably, then runs the release over the
+    snapshot.  ``ledger`` / ``adopt`` let the
+    querier make the servers' ledgers agree (:mod:`pairwise.protocols.ecdf.ledger`).
+
+Security model
+    See :mod:`pairwise.protocols.ecdf.server`; authorization happens before a
+    handler runs (:mod:`pairwise.protocols.ecdf.auth`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from dataclasses import replace
+from fractions import Fraction
+
+import numpy as np
+from pairwise.mpc.channel import TCPChannel
+from pairwise.mpc.errors import ProtocolError
+
+from .dataset import Dataset, StagedChunk, StagedUpload, split_keys, take_raw
+from .ledger import LEDGER_PAGE, Ledger
+from .peers import PeerHub, connect_peer, garbler_session
+from .release import (
+    MAX_SERIES,
+    ReleasePlan,
+    check_rid,
+    parse_thresholds,
+    plan_release,
+    run_release,
+)
+from .shares import (
+    MAX_GRID_BITS,
+    MSHARE_MAX_BITS,
+    PointwiseShares,
+    grid_points,
+    parse_keys,
+)
+from .storage import ChunkRecord, DatasetRecord, Storage
+from .wire import (
+    DatasetError,
+    DatasetExists,
+    QueryRefused,
+    UnknownDataset,
+    chunk_clients,
+    fmt_eps,
+    format_address,
+    key_lengths,
+    send_json,
+)
+
+__all__ = ["MAX_CLIENTS", "META_MAX", "ServerState", "Session"]
+
+#: Clients per upload request.
+MAX_CLIENTS = 10_000_000
+#: Largest public metadata object of a dataset (JSON bytes).
+META_MAX = 4096
+_MAX_REJECT_REPORT = 100
+_NAME = re.compile(r"^[A-Za-z0-9_.:/-]{1,128}$")
+_SERIES = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
+_UPLOAD_ID = re.compile(r"^[0-9a-f]{16,64}$")
+
+
+class ServerState:
+    """Everything the connections of one server share (see the module docstring)."""
+
+    def __init__(self, server_id: int, storage: Storage, *, budget: Fraction, dataset_budgets: dict,
+                 timeout: float, peers: dict[int, tuple[str, int]], policy, log, tls=None,
+                 insecure: bool = False) -> None:
+        self.server_id = server_id
+        self.tls, self.insecure = tls, insecure
+        self.storage = storage
+        self.budget = budget
+        self.dataset_budgets = dataset_budgets
+        self.timeout = timeout
+        self.peers = peers
+        self.policy = policy
+        self.log = log
+        self.lock = threading.Lock()
+        self.datasets: dict[str, Dataset] = {}
+        self.claims: dict[str, str] = {}  # dataset -> upload id creating it (or starting a new round)
+        self.ledger = Ledger(storage, server_id)
+        self.hub = PeerHub(policy, timeout, log)
+        for rec in storage.datasets():
+            override = dataset_budgets.get(rec.name)
+            if override is not None and override != rec.budget:
+                if override < rec.budget:
+                    storage.update_budget(rec.name, override)
+                    rec.budget = override
+                    log(f"dataset {rec.name!r}: budget lowered to {fmt_eps(override)} (--dataset-budget)")
+                else:
+                    log(f"dataset {rec.name!r} keeps its stored budget {fmt_eps(rec.budget)}; a budget is "
+                        f"never raised after creation (--dataset-budget {fmt_eps(override)} ignored)")
+            ds = Dataset(rec, server_id)
+            ds.load_ids(storage)
+            self.datasets[rec.name] = ds
+            self.ledger.load(rec.name)
+
+    def budget_for(self, name: str) -> Fraction:
+        return self.dataset_budgets.get(name, self.budget)
+
+    def dataset(self, name) -> Dataset:
+        with self.lock:
+            ds = self.datasets.get(name) if isinstance(name, str) else None
+        if ds is None:
+            raise UnknownDataset(f"server {self.server_id} has no dataset {name!r} (upload the clients' keys first)")
+        return ds
+
+    def info(self, ds: Dataset) -> dict:
+        out = ds.info()
+        out.update(spent=str(self.ledger.spent(ds.name)), reserved=str(self.ledger.reserved(ds.name)),
+                   releases=self.ledger.releases(ds.name), ledger=self.ledger.digest(ds.name))
+        return out
+
+
+def _reject_report(rejected: list[tuple[int, str]]) -> list[dict]:
+    return [{"client": c, "reason": why} for c, why in rejected[:_MAX_REJECT_REPORT]]
+
+
+class Session:
+    """The requests of one connection (see the module docstring)."""
+
+    def __init__(self, state: ServerState, ch: TCPChannel) -> None:
+        self.state = state
+        self.ch = ch
+        self.staged: StagedUpload | None = None
+        self.query: tuple | None = None  # (plan, dataset, snapshot, server 0's channel to server 1 or None)
+        self.sid = state.server_id
+        #: called with every further channel a request opens (the server's deadlines interrupt them too)
+        self.on_channel = lambda channel: None
+
+    # ------------------------------------------------------------------ dispatch
+    def handle(self, op: str, req: dict) -> None:
+        if op in ("upload", "pointwise"):
+            self.op_upload(req, pointwise=op == "pointwise")
+        elif op == "commit":
+            self.op_commit(req)
+        elif op == "discard":
+            self.discard()
+            send_json(self.ch, {"ok": True})
+        elif op == "status":
+            send_json(self.ch, self.op_status(req))
+        elif op == "prepare":
+            send_json(self.ch, self.op_prepare(req))
+        elif op == "link":
+            self.op_link()
+        elif op == "go":
+            self.op_go()
+        elif op == "abort":
+            self.abort()
+            send_json(self.ch, {"ok": True})
+        elif op == "ledger":
+            ds = self.state.dataset(req.get("dataset"))
+            offset = req.get("offset", 0)
+            if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+                raise QueryRefused("offset must be a non-negative integer")
+            entries, more = self.state.ledger.page(ds.name, offset)
+            send_json(self.ch, {"ok": True, "entries": entries, "more": more,
+                                "digest": self.state.ledger.digest(ds.name)})
+        elif op == "adopt":
+            send_json(self.ch, self.op_adopt(req))
+        else:
+            raise QueryRefused(f"unknown operation {op!r}")
+
+    def close(self) -> None:
+        """The connection ended: forget what it staged or prepared (nothing stored, nothing charged)."""
+        self.discard()
+        self.abort()
+
+    # ------------------------------------------------------------------ uploads
+    def _check_meta(self, req: dict, pointwise: bool) -> tuple[str, str, int, int, int, dict[str, int]]:
+        name = req.get("dataset")
+        if not isinstance(name, str) or not _NAME.match(name):
+            raise DatasetError(f"dataset id must be 1-128 characters [A-Za-z0-9_.:/-], got {name!r}")
+        scheme = req.get("scheme")
+        want = ("pointwise",) if pointwise else ("dcf", "mshare")
+        if scheme not in want:
+            raise QueryRefused(f"scheme must be one of {want}, got {scheme!r}")
+        m, sid, n, l = (req.get(k) for k in ("m", "server_id", "domain_bits", "output_bits"))
+        for key, v, lo, hi in (("m", m, 2, 254), ("server_id", sid, 0, 253), ("domain_bits", n, 1, 32),
+                               ("output_bits", l, 8, 64)):
+            if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+                raise QueryRefused(f"{key} must be an integer in [{lo}, {hi}], got {v!r}")
+        if sid != self.sid:
+            raise QueryRefused(f"these keys are for server {sid}, but this is server {self.sid}: "
+                               "list the servers in the order of their --server-id")
+        if sid >= m:
+            raise QueryRefused(f"server id {sid} is not below m = {m}")
+        if scheme == "dcf" and m != 2:
+            raise QueryRefused("the dcf scheme needs exactly 2 servers; use mshare for m > 2")
+        if scheme == "mshare" and n > MSHARE_MAX_BITS:
+            raise QueryRefused(f"mshare keys need domain bits <= {MSHARE_MAX_BITS}, got {n}")
+        series = req.get("series")
+        if not isinstance(series, list) or not 1 <= len(series) <= MAX_SERIES:
+            raise QueryRefused(f"series must be a list of 1..{MAX_SERIES} entries")
+        out: dict[str, int] = {}
+        for s in series:
+            if not isinstance(s, dict):
+                raise QueryRefused("each series must be an object {name, max_weight}")
+            sname, w = s.get("name"), s.get("max_weight")
+            if not isinstance(sname, str) or not _SERIES.match(sname) or sname in out:
+                raise QueryRefused(f"bad or repeated series name {sname!r}")
+            if isinstance(w, bool) or not isinstance(w, int) or not 1 <= w < (1 << (l - 1)):
+                raise QueryRefused(f"max_weight of series {sname!r} must be in [1, 2^{l - 1})")
+            out[sname] = w
+        return name, scheme, m, n, l, out
+
+    @staticmethod
+    def _chunks(req: dict, per_client: int) -> list[int]:
+        chunks = req.get("chunks")
+        if not isinstance(chunks, list) or not chunks or \
+                any(isinstance(k, bool) or not isinstance(k, int) or k < 1 for k in chunks):
+            raise QueryRefused("chunks must be a non-empty list of positive client counts")
+        if sum(chunks) > MAX_CLIENTS:
+            raise QueryRefused(f"at most {MAX_CLIENTS} clients per upload")
+        cap = chunk_clients(per_client)
+        if max(chunks) > cap:
+            raise QueryRefused(f"a chunk of {max(chunks)} clients exceeds the limit of {cap} for these parameters")
+        return chunks
+
+    def op_upload(self, req: dict, pointwise: bool) -> None:
+        st = self.state
+        name, scheme, m, n, l, series = self._check_meta(req, pointwise)
+        upload_id = req.get("upload_id")
+        if not isinstance(upload_id, str) or not _UPLOAD_ID.match(upload_id):
+            raise QueryRefused("upload_id must be 16-64 lowercase hex digits")
+        append = req.get("append", False)
+        if not isinstance(append, bool):
+            raise QueryRefused("append must be true or false")
+        meta = req.get("meta", {})
+        if not isinstance(meta, dict) or len(json.dumps(meta)) > META_MAX:
+            raise QueryRefused(f"meta must be a JSON object of at most {META_MAX} bytes")
+        if self.staged is not None:
+            raise QueryRefused("an upload is already staged on this connection")
+        S = len(series)
+        g = thr = rnd = None
+        if pointwise:
+            g = req.get("grid_bits")
+            if isinstance(g, bool) or not isinstance(g, int) or not 1 <= g <= min(n, MAX_GRID_BITS):
+                raise QueryRefused(f"grid_bits must be in [1, {min(n, MAX_GRID_BITS)}], got {g!r}")
+            thr = parse_thresholds(req.get("thresholds"), 1 << g)
+            rnd = req.get("round")
+            if not isinstance(rnd, str) or not 1 <= len(rnd) <= 64:
+                raise QueryRefused("round must be a short string naming this query round")
+            word = 4 if l <= 32 else 8
+            per_client = S * thr.size * word
+            lens_allowed: tuple[int, ...] = ()
+        else:
+            lens_allowed = key_lengths(scheme, n, l)
+            per_client = S * max(lens_allowed)
+        chunks = self._chunks(req, per_client)
+        params = (scheme, m, n, l, tuple(sorted(series.items())))
+        with st.lock:
+            ds = st.datasets.get(name)
+            create = replace_round = False
+            if ds is None:
+                if append:
+                    raise DatasetError(f"server {self.sid} has no dataset {name!r} to append to")
+                if name in st.claims:
+                    raise DatasetError(f"dataset {name!r} is being created by another upload right now")
+                record = DatasetRecord(name, scheme, m, n, l, dict(series), st.budget_for(name), meta,
+                                       grid_bits=g, thresholds=None if thr is None else thr.tolist(), round=rnd)
+                create = True
+            else:
+                if ds.params() != params:
+                    r = ds.record
+                    raise DatasetError(
+                        f"dataset {name!r} exists with scheme {r.scheme}, m={r.m}, domain bits {r.n}, "
+                        f"output bits {r.l}, series {r.series}; this upload does not match")
+                if pointwise and rnd != ds.record.round:
+                    if append:
+                        raise DatasetError(f"round {rnd!r} is not the current round {ds.record.round!r} of "
+                                           f"{name!r}: append only adds clients to the current round")
+                    if name in st.claims:
+                        raise DatasetError(f"dataset {name!r} is being replaced by another upload right now")
+                    record = replace(ds.record, grid_bits=g, thresholds=thr.tolist(), round=rnd, meta=meta)
+                    replace_round = True
+                elif not append:
+                    raise DatasetExists(
+                        f"dataset {name!r} already exists on server {self.sid} ({ds.count} clients; datasets are "
+                        "sealed once uploaded): release over it without uploading (ecdf query), append new "
+                        "clients explicitly, or upload under a new dataset id")
+                else:
+                    record = ds.record
+                    if pointwise and (ds.record.grid_bits != g or ds.record.thresholds != thr.tolist()):
+                        raise DatasetError(f"round {rnd!r} of {name!r} uses other thresholds")
+            if create or replace_round:
+                st.claims[name] = upload_id
+        # claims on client ids: the live dataset for an append, a fresh one for a new dataset or round
+        target = ds if ds is not None and not replace_round else Dataset(record, self.sid, new=True)
+        self.staged = StagedUpload(upload_id, record, create, replace_round, dataset=target, live=ds,
+                                   announced=sum(chunks))
+        send_json(self.ch, {"ok": True, "ready": True})
+        rejected: list[tuple[int, str]] = []
+        rejected_pos: list[int] = []
+        base = 0
+        for k in chunks:
+            if pointwise:
+                chunk, bad = self._recv_pointwise(k, series, l, g, thr, base)
+            else:
+                chunk, bad = self._recv_keys(k, series, scheme, m, n, l, lens_allowed, base)
+            for pos, cid, why in bad:
+                rejected.append((cid, why))
+                rejected_pos.append(pos)
+            if chunk is not None:
+                self.staged.chunks.append(chunk)
+            base += k
+        send_json(self.ch, {"ok": True, "staged": True, "accepted": self.staged.accepted,
+                            "rejected_count": len(rejected), "rejected": _reject_report(rejected)})
+        self.ch.send_array(np.array(rejected_pos, dtype=np.uint64))
+
+    def _finish_chunk(self, ids, ok, reasons, raw, shares, base) -> tuple[StagedChunk | None, list]:
+        """Claim the ids of the parsed-good clients; returns the staged chunk and [(position, id, reason)]."""
+        good = np.flatnonzero(ok)
+        claimed, dup = self.staged.dataset.claim(ids[good], self.staged.claimed)
+        for j, why in dup.items():
+            reasons[int(good[j])] = why
+        rows = good[claimed]
+        bad = [(base + i, int(ids[i]), reasons[i]) for i in sorted(reasons)]
+        if rows.size == 0:
+            return None, bad
+        sel = {int(r): j for j, r in enumerate(good)}
+        take = np.array([sel[int(r)] for r in rows], dtype=np.intp)  # rows among the parsed-good clients
+        chunk = StagedChunk(ids[rows], base + rows.astype(np.int64), {}, {})
+        for s, (lens, data) in raw.items():
+            chunk.raw[s] = take_raw(lens, data, rows, ids.size)
+            chunk.shares[s] = shares[s].take(take)
+        return chunk, bad
+
+    def _recv_keys(self, k, series, scheme, m, n, l, lens_allowed, base):
+        names = list(series)
+        S = len(names)
+        ids = self.ch.recv_array(np.uint64, k)
+        lens = self.ch.recv_array(np.uint32, (k, S)).astype(np.int64)
+        if lens.max(initial=0) > max(lens_allowed):
+            raise ProtocolError(f"a key length of {int(lens.max())} bytes exceeds the scheme's "
+                                f"{max(lens_allowed)} bytes")
+        total = int(lens.sum())  # <= k S max(lens_allowed) <= UPLOAD_FRAME_MAX
+        data = self.ch.recv_frame(max_size=total)
+        if len(data) != total:
+            raise ProtocolError(f"key frame of {len(data)} bytes, announced {total}")
+        flat = split_keys(lens.reshape(-1), bytes(data))
+        del data
+        ok = np.ones(k, dtype=bool)
+        reasons: dict[int, str] = {}
+        parsed = {}
+        for j, s in enumerate(names):
+            shares, kept, bad = parse_keys(scheme, flat[j::S], party=self.sid, m=m, n=n, l=l)
+            for i, why in bad.items():
+                ok[i] = False
+                reasons.setdefault(i, f"series {s}: {why}")
+            parsed[s] = (shares, kept)
+        good = np.flatnonzero(ok)
+        aligned, raw = {}, {}
+        for j, (s, (shares, kept)) in enumerate(parsed.items()):
+            where = {c: r for r, c in enumerate(kept)}
+            aligned[s] = shares.take(np.array([where[int(i)] for i in good], dtype=np.intp))
+            raw[s] = (lens[:, j], b"".join(flat[i * S + j] for i in range(k)))
+        return self._finish_chunk(ids, ok, reasons, raw, aligned, base)
+
+    def _recv_pointwise(self, k, series, l, g, thr, base):
+        names = list(series)
+        ids = self.ch.recv_array(np.uint64, k)
+        word = np.uint32 if l <= 32 else np.uint64  # shares travel as 4-byte words when they fit
+        vals = self.ch.recv_array(word, (k, len(names), thr.size)).astype(np.uint64)
+        bad = (vals > np.uint64((1 << l) - 1)).any(axis=(1, 2)) if l < 64 else np.zeros(k, bool)
+        ok = ~bad
+        reasons = {int(i): f"share not below 2^{l}" for i in np.flatnonzero(bad)}
+        good = np.flatnonzero(ok)
+        pts = grid_points(self.staged.record.n, g)[thr]
+        shares = {s: PointwiseShares(pts, vals[good, j, :].copy(), l) for j, s in enumerate(names)}
+        raw = {s: (np.zeros(0, np.int64), np.ascontiguousarray(vals[:, j, :], dtype="<u8").tobytes())
+               for j, s in enumerate(names)}
+        return self._finish_chunk(ids, ok, reasons, raw, shares, base)
+
+    def op_commit(self, req: dict) -> None:
+        st, staged = self.state, self.staged
+        if staged is None or req.get("upload_id") != staged.upload_id:
+            raise QueryRefused("commit needs the upload staged on this connection")
+        d = req.get("drop", 0)
+        announced = staged.announced
+        if isinstance(d, bool) or not isinstance(d, int) or not 0 <= d <= announced:
+            raise ProtocolError(f"drop count {d!r} out of range")
+        drop = self.ch.recv_array(np.uint64, d).astype(np.int64)
+        if d and (drop.max() >= announced):
+            raise ProtocolError("a dropped position lies outside the upload")
+        staged.chunks = [c for c in (c.drop(drop) for c in staged.chunks) if c.ids.size]
+        self.staged = None
+        try:
+            live = staged.live
+            if live is not None and not staged.replace and live.record.round != staged.record.round:
+                raise DatasetError(f"a new round of {staged.record.name!r} replaced the one this upload appends to")
+            if staged.accepted:
+                records = [ChunkRecord(staged.upload_id, i, c.ids, c.raw) for i, c in enumerate(staged.chunks)]
+                st.storage.commit_upload(staged.record, staged.upload_id, records, create=staged.create,
+                                         replace=staged.replace)
+                if staged.create:
+                    staged.dataset.add_upload(replace(staged, create=False))
+                    st.ledger.load(staged.record.name)
+                    with st.lock:
+                        st.datasets[staged.record.name] = staged.dataset
+                else:
+                    live.add_upload(staged)
+        finally:
+            self._release(staged)
+        ds = st.datasets.get(staged.record.name)
+        what = "new round of" if staged.replace else ("new dataset" if staged.create else "append to")
+        st.log(f"upload {staged.upload_id} ({what} {staged.record.name!r}): committed {staged.accepted} client(s)")
+        send_json(self.ch, {"ok": True, "accepted": staged.accepted, "clients": 0 if ds is None else ds.count,
+                            "digest": None if ds is None else ds.digest()})
+
+    def _release(self, staged: StagedUpload) -> None:
+        staged.dataset.unclaim(staged.claimed)
+        with self.state.lock:
+            if self.state.claims.get(staged.record.name) == staged.upload_id:
+                del self.state.claims[staged.record.name]
+
+    def discard(self) -> None:
+        if self.staged is not None:
+            staged, self.staged = self.staged, None
+            self._release(staged)
+
+    # ------------------------------------------------------------------ status
+    def op_status(self, req: dict) -> dict:
+        st = self.state
+        name = req.get("dataset")
+        if name is None:
+            with st.lock:
+                all_ds = list(st.datasets.values())
+            return {"ok": True, "server_id": self.sid, "datasets": [st.info(d) for d in all_ds]}
+        return {"ok": True, "server_id": self.sid, "info": st.info(st.dataset(name))}
+
+    # ------------------------------------------------------------------ releases
+    def op_prepare(self, req: dict) -> dict:
+        st = self.state
+        if self.query is not None:
+            raise QueryRefused("a release is already prepared on this connection")
+        ds = st.dataset(req.get("dataset"))
+        plan = plan_release(ds, req)
+        snap = ds.snapshot(st.storage, plan.series)  # rows match the client count, or a refusal
+        st.ledger.reserve(ds.name, ds.record.budget, plan.rid, plan.charge)
+        if ds.m == 2 and self.sid == 1:
+            st.hub.expect(plan.rid)
+        self.query = (plan, ds, snap, None)
+        return {"ok": True, "server_id": self.sid, "clients": snap.count, "digest": snap.digest,
+                "ledger": st.ledger.digest(ds.name), "info": st.info(ds)}
+
+    def op_link(self) -> None:
+        """Server 0 of a two-server release, once every server prepared it: reach server 1 now, so an
+        impostor or a dead peer refuses the release before anything is charged."""
+        st = self.state
+        if self.query is None:
+            raise QueryRefused("link needs a prepared release")
+        plan, ds, snap, peer = self.query
+        if ds.m == 2 and self.sid == 0 and peer is None:
+            peer = connect_peer(plan.rid, self._peer_address(plan), st.policy, connect_timeout=min(st.timeout, 10.0),
+                                timeout=st.timeout, tls=st.tls, insecure=st.insecure)
+            self.query = (plan, ds, snap, peer)
+        send_json(self.ch, {"ok": True, "server_id": self.sid})
+
+    def abort(self) -> None:
+        if self.query is not None:
+            (plan, ds, _, peer), self.query = self.query, None
+            self.state.ledger.unreserve(ds.name, plan.rid)
+            self.state.hub.forget(plan.rid)
+            if peer is not None:
+                peer[0].close()
+
+    def _peer_address(self, plan: ReleasePlan):
+        """The other server's address: this server's configuration (--peer), else the querier's list."""
+        other = 1 - self.sid
+        addr = self.state.peers.get(other) or (plan.servers[other] if plan.servers else None)
+        if addr is None and self.sid == 0:
+            raise QueryRefused("server 0 does not know server 1's address (configure --peer 1=HOST:PORT)")
+        return None if addr is None else tuple(addr)
+
+    def _open_peer(self, plan: ReleasePlan, peer):
+        if self.sid == 0:
+            got = garbler_session(plan.rid, *peer)
+        else:
+            addr = self._peer_address(plan)
+            got = self.state.hub.open_evaluator(plan.rid, "peer server 0" + (f" ({format_address(addr)})"
+                                                                             if addr else ""))
+        self.on_channel(got[1])
+        return got
+
+    def op_go(self) -> None:
+        st = self.state
+        if self.query is None:
+            raise QueryRefused("go needs a prepared release")
+        (plan, ds, snap, peer), self.query = self.query, None
+        try:
+            try:
+                spent = st.ledger.charge(ds.name, plan.rid, plan.kind)  # durable before any noise or share
+            except BaseException:
+                st.ledger.unreserve(ds.name, plan.rid)
+                raise
+            st.log(f"release {plan.rid} on {ds.name!r}: charged {fmt_eps(plan.charge)}, "
+                   f"spent {fmt_eps(spent)} of {fmt_eps(ds.record.budget)}")
+            head, vals = run_release(ds, snap, plan, lambda: self._open_peer(plan, peer), self.sid)
+        finally:
+            st.hub.forget(plan.rid)
+            if peer is not None:
+                peer[0].close()
+        send_json(self.ch, head)
+        self.ch.send_array(vals)
+
+    def op_adopt(self, req: dict) -> dict:
+        st = self.state
+        ds = st.dataset(req.get("dataset"))
+        entries = req.get("entries")
+        if not isinstance(entries, list) or len(entries) > LEDGER_PAGE:
+            raise QueryRefused(f"entries must be a list of at most {LEDGER_PAGE} [rid, epsilon] pairs")
+        pairs = []
+        for e in entries:
+            if not isinstance(e, list) or len(e) != 2 or not isinstance(e[1], str):
+                raise QueryRefused("each ledger entry must be [rid, epsilon]")
+            try:
+                eps = Fraction(e[1])
+            except (ValueError, ZeroDivisionError):
+                raise QueryRefused(f"bad epsilon {e[1]!r} in a ledger entry") from None
+            if not 0 < eps <= 1 << 40:
+                raise QueryRefused(f"ledger entry epsilon {e[1]!r} out of range")
+            pairs.append((check_rid(e[0]), eps))
+        added = st.ledger.adopt(ds.name, pairs)
+        if added:
+            st.log(f"ledger of {ds.name!r}: adopted {added} charge(s) recorded by another server; "
+                   f"spent {fmt_eps(st.ledger.spent(ds.name))}")
+        return {"ok": True, "added": added, "spent": str(st.ledger.spent(ds.name)),
+                "ledger": st.ledger.digest(ds.name)}
+

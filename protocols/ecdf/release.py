@@ -1,0 +1,328 @@
+"""Releases of the ECDF service: validate a request into a plan, then compute one server's part of it.
+
+What it does
+    :func:`plan_release` checks every parameter of a ``prepare`` request
+    against the dataset (series, mechanism, grid, thresholds or cuts,
+    epsilon, tolerate) and builds the noise circuits or Polya tables it will
+    need, so an impossible request is refused before any budget is reserved.
+    It returns a :class:`ReleasePlan` with the exact charge.
+
+    :func:`run_release` computes this server's part over a
+    :class:`pairwise.protocols.ecdf.dataset.Snapshot` (dp-ecdf, Barczewski,
+    Mawass, Ramon):
+
+    * ``ecdf`` with ``mechanism="paper"``: Theorem 3.1 / Eq. (2) on a grid of
+      N = 2^g thresholds (L = g).  Every node of the binary tree on the paths
+      of the requested thresholds gets discrete Laplace noise of per-value
+      budget eps / (L + 1), held by the servers only as additive shares; each
+      server adds a threshold's L + 1 path shares to its share of the count
+      and sends the querier shares of C(tau_i) + sum_l eta_{ceil(i/2^l), l}.
+      Answering a subset B of the grid releases a subset of Eq. (2) (still
+      eps-DP).  Several series in one request are charged eps each.
+    * ``ecdf`` with ``mechanism="hierarchical"``: noisy counts of every dyadic
+      node (Hay et al. 2010; eps / (2L) per node; the root is the public n
+      for series ``all``), opened; the querier makes them consistent.
+    * ``counts``: noisy counts of Q threshold groups of several series, eps_v
+      each (Alg. 2, lines 7-9): a record changes at most 2 groups per series,
+      so the charge is 2 |series| eps_v.
+
+    Noise no single server knows (:mod:`pairwise.protocols.ecdf.noise`): with
+    m = 2 one garbled-circuit session per release over the server-to-server
+    channel (:mod:`pairwise.protocols.ecdf.peers`), with m > 2 Polya shares.
+
+Security model
+    See :mod:`pairwise.protocols.ecdf.server`.  Everything published next to
+    a release (grid, thresholds, scales, deltas, n) is a function of public
+    parameters and the public client count.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+import numpy as np
+from pairwise.mpc.errors import ChannelError
+
+from .dataset import Dataset, Snapshot
+from .noise import (
+    MAX_VALUE_EPSILON,
+    gc_noise_shares,
+    gc_noisy_sum,
+    noise_share,
+    noise_variance,
+    noisy_sum_circuit,
+    polya_guarantee,
+    polya_shape,
+    polya_table,
+    value_epsilon,
+)
+from .shares import MAX_GRID_BITS, grid_points, reduce_mod, to_signed
+from .wire import QueryRefused, ServerUnavailable, parse_epsilon
+
+__all__ = ["LAMBDA", "MAX_SERIES", "ReleasePlan", "check_rid", "parse_thresholds", "plan_release", "run_release"]
+
+#: Statistical security of the in-circuit noise: delta <= 2^-LAMBDA per release part.
+LAMBDA = 40
+#: Series per dataset.
+MAX_SERIES = 8
+_RID = re.compile(r"^[0-9a-f]{16,64}$")
+
+
+def check_rid(rid: object) -> str:
+    if not isinstance(rid, str) or not _RID.match(rid):
+        raise QueryRefused("rid must be 16-64 lowercase hex digits")
+    return rid
+
+
+def parse_thresholds(value, N: int) -> np.ndarray:
+    """Grid indices of a request (default: the whole grid), sorted and unique."""
+    if value is None:
+        return np.arange(N, dtype=np.int64)
+    if not isinstance(value, list) or not value or len(value) > N:
+        raise QueryRefused(f"thresholds must be a non-empty list of at most {N} grid indices")
+    if any(isinstance(v, bool) or not isinstance(v, int) for v in value):
+        raise QueryRefused("thresholds must be integers (grid indices)")
+    arr = np.array(value, dtype=np.int64)
+    if arr.min() < 0 or arr.max() >= N:
+        raise QueryRefused(f"thresholds must be grid indices in [0, {N - 1}]")
+    return np.unique(arr)
+
+
+@dataclass
+class ReleasePlan:
+    """A validated release request (see :func:`plan_release`)."""
+
+    rid: str
+    kind: str
+    series: list[str]
+    grid_bits: int
+    charge: Fraction
+    tolerate: int = 0
+    mechanism: str = "paper"
+    thresholds: np.ndarray | None = None
+    cuts: list[int] = field(default_factory=list)
+    epsilon: Fraction = Fraction(0)  # ecdf: per series; counts: per value
+    servers: list[tuple[str, int]] | None = None
+
+
+def _grid_bits(ds: Dataset, req: dict) -> int:
+    g = req.get("grid_bits")
+    if g is None:
+        g = ds.record.grid_bits if ds.scheme == "pointwise" else ds.n
+    if isinstance(g, bool) or not isinstance(g, int) or not 1 <= g <= min(ds.n, MAX_GRID_BITS):
+        raise QueryRefused(f"grid_bits must be in [1, {min(ds.n, MAX_GRID_BITS)}], got {g!r}")
+    if ds.scheme == "pointwise" and g != ds.record.grid_bits:
+        raise QueryRefused(f"the pointwise round of {ds.name!r} was sent for grid_bits {ds.record.grid_bits}")
+    return g
+
+
+def _names(value, kind: str) -> list[str]:
+    names = [value] if isinstance(value, str) and kind == "ecdf" else value
+    if not isinstance(names, list) or not 1 <= len(names) <= MAX_SERIES or \
+            any(not isinstance(v, str) for v in names) or len(set(names)) != len(names):
+        raise QueryRefused("series must be a series name or a list of distinct names" if kind == "ecdf"
+                           else "series must be a list of distinct series names for a counts release")
+    return names
+
+
+def plan_release(ds: Dataset, req: dict) -> ReleasePlan:
+    """Validate a ``prepare`` request against ``ds``; raises before anything is reserved."""
+    rid = check_rid(req.get("rid"))
+    servers = req.get("servers")
+    if servers is not None:
+        if (not isinstance(servers, list) or not 2 <= len(servers) <= 254
+                or any(not isinstance(a, list) or len(a) != 2 or not isinstance(a[0], str)
+                       or isinstance(a[1], bool) or not isinstance(a[1], int) for a in servers)):
+            raise QueryRefused("servers must be a list of [host, port] pairs")
+        servers = [(a[0], a[1]) for a in servers]
+        if len(servers) != ds.m:
+            raise QueryRefused(f"dataset {ds.name!r} is shared among m = {ds.m} servers, "
+                               f"the request lists {len(servers)}")
+    kind = req.get("kind")
+    g = _grid_bits(ds, req)
+    tol = req.get("tolerate", 0)
+    if isinstance(tol, bool) or not isinstance(tol, int) or not 0 <= tol < ds.m or (ds.m == 2 and tol):
+        raise QueryRefused(f"tolerate must be an integer in [0, m-1) (0 for two servers), got {tol!r}")
+    if kind == "ecdf":
+        mech = req.get("mechanism", "paper")
+        if mech not in ("paper", "hierarchical"):
+            raise QueryRefused(f"mechanism must be 'paper' or 'hierarchical', got {mech!r}")
+        names = _names(req.get("series", "all"), kind)
+        for s in names:
+            ds.series_weight(s)
+        thr = parse_thresholds(req.get("thresholds"), 1 << g)
+        if ds.scheme == "pointwise":
+            if mech == "hierarchical" and thr.size != (1 << g):
+                raise QueryRefused("the hierarchical mechanism needs the whole grid")
+            need = thr if mech == "paper" else np.arange(1 << g)
+            if not np.isin(need, ds.record.thresholds).all():
+                raise QueryRefused("the pointwise round does not cover the requested thresholds")
+        eps = parse_epsilon(req.get("epsilon"))
+        plan = ReleasePlan(rid, kind, names, g, eps * len(names), tol, mech, thr, epsilon=eps, servers=servers)
+        changed = g + 1 if mech == "paper" else 2 * g
+        specs = [(value_epsilon(eps, changed), ds.series_weight(s), changed) for s in names]
+    elif kind == "counts":
+        names = _names(req.get("series"), kind)
+        for s in names:
+            ds.series_weight(s)
+        cuts, N = req.get("cuts"), 1 << g
+        if not isinstance(cuts, list) or len(cuts) > 1024 or \
+                any(isinstance(c, bool) or not isinstance(c, int) or not 0 <= c < N for c in cuts):
+            raise QueryRefused(f"cuts must be a list of at most 1024 grid indices in [0, {N - 1}]")
+        if any(b < a for a, b in zip(cuts, cuts[1:])):
+            raise QueryRefused("cuts must be non-decreasing")
+        if ds.scheme == "pointwise":
+            raise QueryRefused("counts releases need FSS keys (dcf or mshare), not a pointwise round")
+        eps_v = parse_epsilon(req.get("epsilon_per_value"), "epsilon_per_value")
+        plan = ReleasePlan(rid, kind, names, g, 2 * len(names) * eps_v, tol, cuts=list(cuts), epsilon=eps_v,
+                           servers=servers)
+        specs = [(min(eps_v, MAX_VALUE_EPSILON), ds.series_weight(s), 2) for s in names]
+    else:
+        raise QueryRefused(f"kind must be 'ecdf' or 'counts', got {kind!r}")
+    # build (and cache) the noise circuits or Polya tables now: an impossible setting is refused before
+    # any budget is reserved
+    for eps_v, S, changed in specs:
+        if ds.m == 2:
+            noisy_sum_circuit(ds.l, eps_v, S, changed, LAMBDA)
+        else:
+            polya_table(polya_shape(ds.m, tol), eps_v, S)
+    return plan
+
+
+def _cum(ds: Dataset, snap: Snapshot, series: str, points: np.ndarray, timings: dict) -> np.ndarray:
+    t0 = time.perf_counter()
+    try:
+        out = None
+        for b in ds.base_series(series):
+            c = snap.shares[b].cumulative_shares(points, None)
+            out = c if out is None else out + c
+        return reduce_mod(out, ds.l)
+    finally:
+        timings["shares"] = timings.get("shares", 0.0) + time.perf_counter() - t0
+
+
+def _noise(ds: Dataset, plan: ReleasePlan, specs: list[dict], open_peer, server_id: int,
+           timings: dict) -> tuple[list[np.ndarray], dict]:
+    """Run every noise spec {mode: masked|open, values|count, eps_v, S, changed}.
+
+    Returns per spec the uint64 result (masked: noise share; open with m = 2:
+    the opened noisy value mod 2^l; open with m > 2: own value share + noise
+    share) and a report (delta, variances, peer bytes).
+    """
+    t0 = time.perf_counter()
+    m, l = ds.m, ds.l
+    out: list[np.ndarray] = []
+    report = {"delta": 0.0, "deltas": [], "variances": [], "and_gates": 0, "peer_bytes": 0,
+              "noise": "polya" if m > 2 else "gc"}
+    try:
+        if m == 2:
+            session, ch, label = open_peer()
+            try:
+                for p in specs:
+                    nsc = noisy_sum_circuit(l, p["eps_v"], p["S"], p["changed"], LAMBDA)
+                    if p["mode"] == "masked":
+                        vals, res = gc_noise_shares(session, nsc, p["count"])
+                    else:
+                        vals, res = gc_noisy_sum(session, nsc, p["values"])
+                    out.append(vals)
+                    report["deltas"].append(p["changed"] * nsc.guarantee.delta)
+                    report["delta"] += p["changed"] * nsc.guarantee.delta
+                    report["variances"].append(noise_variance(p["eps_v"], p["S"]))
+                    report["and_gates"] += 0 if res is None else res.and_gates
+                st = ch.stats()
+                report["peer_bytes"] = st["bytes_sent"] + st["bytes_received"]
+            except ChannelError as exc:
+                raise ServerUnavailable(f"garbled-circuit session with {label} failed: {exc}") from exc
+            finally:
+                session.close()
+            return out, report
+        shape = polya_shape(m, plan.tolerate)
+        for p in specs:
+            table = polya_table(shape, p["eps_v"], p["S"])
+            n = p["count"] if p["mode"] == "masked" else p["values"].size
+            share = reduce_mod(noise_share(table, n).astype(np.uint64), l)
+            out.append(share if p["mode"] == "masked" else reduce_mod(p["values"] + share, l))
+            report["deltas"].append(p["changed"] * polya_guarantee(table, m))
+            report["delta"] += p["changed"] * polya_guarantee(table, m)
+            report["variances"].append(noise_variance(p["eps_v"], p["S"], shape * m))
+        return out, report
+    finally:
+        timings["noise"] = timings.get("noise", 0.0) + time.perf_counter() - t0
+
+
+def run_release(ds: Dataset, snap: Snapshot, plan: ReleasePlan, open_peer, server_id: int) -> tuple[dict, np.ndarray]:
+    """This server's part of a charged release: (reply header, values to send after it).
+
+    ``open_peer()`` (m = 2) returns (two-party session, its channel, label of
+    the other server).  The header's ``encoding`` says how the querier
+    combines the servers' arrays (``shares``: add mod 2^l; ``values``: equal
+    opened values).
+    """
+    t0 = time.perf_counter()
+    timings: dict = {}
+    g = plan.grid_bits
+    L, N = g, 1 << g
+    pts = grid_points(ds.n, g)
+    head = {"ok": True, "server_id": server_id, "kind": plan.kind, "grid_bits": g, "clients": snap.count,
+            "epsilon": str(plan.charge), "output_bits": ds.l, "digest": snap.digest}
+    if plan.kind == "ecdf":
+        eps, names = plan.epsilon, plan.series
+        specs, extra = [], []
+        if plan.mechanism == "paper":
+            B = plan.thresholds
+            offs = np.concatenate([[0], np.cumsum([1 << (L - lv) for lv in range(L + 1)])])
+            node = np.concatenate([offs[lv] + (B >> lv) for lv in range(L + 1)])
+            uniq, inv = np.unique(node, return_inverse=True)
+            eps_v = value_epsilon(eps, L + 1)
+            for name in names:
+                extra.append(_cum(ds, snap, name, pts[B], timings))
+                specs.append({"mode": "masked", "count": uniq.size, "eps_v": eps_v,
+                              "S": ds.series_weight(name), "changed": L + 1})
+            res, rep = _noise(ds, plan, specs, open_peer, server_id, timings)
+            parts = []
+            for c, e in zip(extra, res):
+                path = e[inv].reshape(L + 1, B.size).sum(axis=0, dtype=np.uint64)
+                parts.append(reduce_mod(c + path, ds.l))
+            vals = np.concatenate(parts)
+            head.update(encoding="shares", thresholds=B.tolist(), nodes=int(uniq.size))
+        else:
+            eps_v = value_epsilon(eps, 2 * L)
+            levels_n, roots = [], []
+            for name in names:
+                c = _cum(ds, snap, name, pts, timings)
+                h = reduce_mod(c - np.concatenate([[np.uint64(0)], c[:-1]]), ds.l)
+                levels = [h]
+                while levels[-1].size > 1:
+                    lv = levels[-1]
+                    levels.append(reduce_mod(lv[0::2] + lv[1::2], ds.l))
+                root_public = name == "all"  # the root is n, public; other series noise it too
+                noised = levels[:L] if root_public else levels[:L + 1]
+                levels_n.append(len(noised))
+                roots.append(root_public)
+                specs.append({"mode": "open", "values": np.concatenate(noised), "eps_v": eps_v,
+                              "S": ds.series_weight(name), "changed": 2 * L})
+            res, rep = _noise(ds, plan, specs, open_peer, server_id, timings)
+            enc = "values" if ds.m == 2 else "shares"
+            vals = np.concatenate([to_signed(v, ds.l) if enc == "values" else v for v in res])
+            head.update(encoding=enc, levels=levels_n, root_public=roots)
+        head.update(series=names, value_epsilon=str(eps_v), variances=rep["variances"],
+                    deltas=rep["deltas"], epsilon_per_series=str(eps))
+    else:
+        bounds = np.array(plan.cuts + [N - 1], dtype=np.int64)
+        eps_v = min(plan.epsilon, MAX_VALUE_EPSILON)
+        specs = []
+        for s in plan.series:
+            c = _cum(ds, snap, s, pts[bounds], timings)
+            cnt = reduce_mod(c - np.concatenate([[np.uint64(0)], c[:-1]]), ds.l)
+            specs.append({"mode": "open", "values": cnt, "eps_v": eps_v, "S": ds.series_weight(s), "changed": 2})
+        res, rep = _noise(ds, plan, specs, open_peer, server_id, timings)
+        enc = "values" if ds.m == 2 else "shares"
+        vals = np.concatenate([to_signed(v, ds.l) if enc == "values" else v for v in res])
+        head.update(encoding=enc, series=plan.series, groups=len(plan.cuts) + 1, value_epsilon=str(eps_v),
+                    variances=rep["variances"])
+    head.update(delta=rep["delta"], peer_bytes=rep["peer_bytes"], and_gates=rep["and_gates"], noise=rep["noise"],
+                count=int(vals.size), seconds=time.perf_counter() - t0, timings=timings)
+    return head, (vals.astype(np.int64) if head["encoding"] == "values" else vals.astype(np.uint64))

@@ -1,0 +1,369 @@
+"""Durable state of one ECDF server: datasets, accepted clients' keys and the privacy ledger.
+
+What it does
+    Everything a server must not forget across a restart lives behind the
+    small :class:`Storage` interface:
+
+    * **datasets**: public parameters (scheme, m, domain and output bits,
+      series and their weight bounds, pointwise round and grid), the budget
+      fixed when the dataset was created, and public metadata the uploader
+      attached (e.g. the value range);
+    * **uploads**: each committed upload request (one id, one atomic
+      transaction) with its clients' ids and this server's key material per
+      series, in chunks of at most :data:`pairwise.protocols.ecdf.wire.UPLOAD_FRAME_MAX`
+      bytes (raw serialized keys, parsed again on load: a corrupted file is
+      caught by the same validation as a malformed upload);
+    * **ledger**: one row per release charged against a dataset's budget
+      (release id, exact epsilon as a fraction, how it was recorded).
+
+    :class:`SQLiteStorage` is the implementation we ship: the standard
+    library's :mod:`sqlite3` (no server to run, one file per server), in WAL
+    mode with ``synchronous=FULL``, so a committed transaction survives a
+    crash of the process *and* of the machine.  A larger deployment could put
+    the same interface on PostgreSQL (one schema per server); nothing above
+    this module knows SQL.
+
+Durability contract (what the server relies on)
+    * :meth:`Storage.commit_upload` is atomic: after it returns, the whole
+      upload is on disk; if the process dies during it, none of it is.
+    * :meth:`Storage.record_charges` returns only after the ledger rows are
+      on disk.  The server calls it *before* drawing any noise or sending
+      any share of a release, so a crash can lose a release but never
+      un-spend budget.
+
+Security model
+    The file holds this server's key shares (one DCF key half per client and
+    series): protect it like a private key (the directory is created with
+    mode 0700, the database file 0600).  It holds no secret of the other
+    servers, and no noise (noise is drawn per release and never stored).
+    A second process that opens the same state is refused (an exclusive
+    ``flock`` on ``DIR/ecdf-server-I.lock``), so two servers can never
+    interleave writes to one ledger.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+import numpy as np
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "ChunkRecord",
+    "DatasetRecord",
+    "LedgerEntry",
+    "SQLiteStorage",
+    "Storage",
+    "StorageError",
+    "open_storage",
+]
+
+#: Version of the SQLite schema (stored in the file; a newer file is refused).
+SCHEMA_VERSION = 1
+
+
+class StorageError(OSError):
+    """The server state cannot be opened or written (the message names the file and what to do)."""
+
+
+@dataclass
+class DatasetRecord:
+    """Public parameters of a dataset (what :meth:`Storage.datasets` returns)."""
+
+    name: str
+    scheme: str
+    m: int
+    n: int
+    l: int
+    series: dict[str, int]
+    budget: Fraction
+    meta: dict = field(default_factory=dict)
+    grid_bits: int | None = None
+    thresholds: list[int] | None = None
+    round: str | None = None
+    created: float = 0.0
+
+
+@dataclass
+class ChunkRecord:
+    """One stored chunk of one upload: client ids and, per series, (lengths, bytes) of this server's keys.
+
+    For ``dcf``/``mshare`` keys ``keys[s] = (lens uint32 (k,), concatenated keys)``;
+    for ``pointwise`` shares ``keys[s] = (empty, (k, T) uint64 little-endian)``.
+    """
+
+    upload_id: str
+    chunk: int
+    ids: np.ndarray
+    keys: dict[str, tuple[np.ndarray, bytes]]
+
+
+@dataclass(frozen=True)
+class LedgerEntry:
+    """One charge: release ``rid`` spent ``epsilon`` of the dataset's budget (``how``: released | adopted)."""
+
+    rid: str
+    epsilon: Fraction
+    how: str = "released"
+    at: float = 0.0
+
+
+class Storage(ABC):
+    """What the server keeps durably; see the module docstring for the contract."""
+
+    @abstractmethod
+    def datasets(self) -> list[DatasetRecord]:
+        """Every dataset's public parameters."""
+
+    @abstractmethod
+    def chunks(self, dataset: str, *, with_keys: bool = True) -> Iterator[ChunkRecord]:
+        """The stored chunks of ``dataset``, in commit order (``with_keys=False``: client ids only)."""
+
+    @abstractmethod
+    def commit_upload(self, record: DatasetRecord, upload_id: str, chunks: list[ChunkRecord], *,
+                      create: bool, replace: bool) -> None:
+        """Atomically: create the dataset (``create``) or replace its round (``replace``: drop its
+        stored clients, store the record's new round), then store the upload's chunks."""
+
+    @abstractmethod
+    def update_budget(self, dataset: str, budget: Fraction) -> None:
+        """Lower a dataset's stored budget (the operator tightened it)."""
+
+    @abstractmethod
+    def ledger(self, dataset: str) -> list[LedgerEntry]:
+        """The charges recorded for ``dataset``."""
+
+    @abstractmethod
+    def record_charges(self, dataset: str, entries: list[LedgerEntry]) -> None:
+        """Durably add charges (ignoring release ids already present); returns after the data is on disk."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Flush and release the state (idempotent)."""
+
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS datasets (
+    name TEXT PRIMARY KEY, scheme TEXT NOT NULL, m INTEGER NOT NULL, domain_bits INTEGER NOT NULL,
+    output_bits INTEGER NOT NULL, series TEXT NOT NULL, budget TEXT NOT NULL, meta TEXT NOT NULL,
+    grid_bits INTEGER, thresholds TEXT, round TEXT, created REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS uploads (
+    dataset TEXT NOT NULL REFERENCES datasets(name), upload_id TEXT NOT NULL, seq INTEGER NOT NULL,
+    committed REAL NOT NULL, PRIMARY KEY (dataset, upload_id));
+CREATE TABLE IF NOT EXISTS chunks (
+    dataset TEXT NOT NULL, upload_id TEXT NOT NULL, chunk INTEGER NOT NULL, ids BLOB NOT NULL,
+    PRIMARY KEY (dataset, upload_id, chunk));
+CREATE TABLE IF NOT EXISTS chunk_keys (
+    dataset TEXT NOT NULL, upload_id TEXT NOT NULL, chunk INTEGER NOT NULL, series TEXT NOT NULL,
+    lens BLOB NOT NULL, data BLOB NOT NULL, PRIMARY KEY (dataset, upload_id, chunk, series));
+CREATE TABLE IF NOT EXISTS ledger (
+    dataset TEXT NOT NULL, rid TEXT NOT NULL, epsilon TEXT NOT NULL, how TEXT NOT NULL, at REAL NOT NULL,
+    PRIMARY KEY (dataset, rid));
+"""
+
+
+class SQLiteStorage(Storage):
+    """:class:`Storage` in one SQLite file (``path``), or in memory (``path=None``: lost on exit).
+
+    One connection shared by the server's threads behind a lock (SQLite
+    serializes writers anyway); WAL journal, ``synchronous=FULL``.
+    """
+
+    def __init__(self, path: str | None, server_id: int) -> None:
+        self.path = path
+        self.server_id = server_id
+        self._lock = threading.Lock()
+        self._lockfile = None
+        where = path or ":memory:"
+        try:
+            if path is not None:
+                self._lockfile = _exclusive_lock(path + ".lock" if not path.endswith(".db") else path[:-3] + ".lock")
+            self._db = sqlite3.connect(where, check_same_thread=False, isolation_level=None)
+            if path is not None:
+                os.chmod(path, 0o600)
+                mode = self._db.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+                if str(mode).lower() != "wal":
+                    raise StorageError(f"cannot put the state {path} in WAL mode (got {mode}); "
+                                       "use a local file system")
+            self._db.execute("PRAGMA synchronous=FULL")
+            self._db.execute("PRAGMA foreign_keys=ON")
+            self._db.executescript(_SCHEMA)
+            self._check_meta()
+        except sqlite3.Error as exc:
+            self._release_lock()
+            raise StorageError(f"cannot open the server state {where}: {exc}") from exc
+        except BaseException:
+            self._release_lock()
+            raise
+
+    # ------------------------------------------------------------------ plumbing
+    def _check_meta(self) -> None:
+        rows = dict(self._db.execute("SELECT key, value FROM meta").fetchall())
+        if not rows:
+            with self._tx():
+                self._db.executemany("INSERT INTO meta(key, value) VALUES (?, ?)",
+                                     [("schema", str(SCHEMA_VERSION)), ("server_id", str(self.server_id))])
+            return
+        if int(rows.get("schema", "0")) > SCHEMA_VERSION:
+            raise StorageError(f"the state {self.path} was written by a newer pairwise (schema "
+                               f"{rows['schema']} > {SCHEMA_VERSION}); upgrade pairwise")
+        if rows.get("server_id") != str(self.server_id):
+            raise StorageError(f"the state {self.path} belongs to server {rows.get('server_id')}, "
+                               f"not to server {self.server_id}; give each server its own state "
+                               "(or the --server-id it was created with)")
+
+    class _Tx:
+        def __init__(self, outer: SQLiteStorage) -> None:
+            self.outer = outer
+
+        def __enter__(self):
+            self.outer._lock.acquire()
+            try:
+                self.outer._db.execute("BEGIN IMMEDIATE")
+            except BaseException:
+                self.outer._lock.release()
+                raise
+            return self.outer._db
+
+        def __exit__(self, typ, exc, tb) -> None:
+            try:
+                self.outer._db.execute("COMMIT" if typ is None else "ROLLBACK")
+            finally:
+                self.outer._lock.release()
+
+    def _tx(self) -> _Tx:
+        return SQLiteStorage._Tx(self)
+
+    def _read(self, sql: str, args: tuple = ()) -> list:
+        with self._lock:
+            try:
+                return self._db.execute(sql, args).fetchall()
+            except sqlite3.Error as exc:
+                raise StorageError(f"reading the server state {self.path or ':memory:'} failed: {exc}") from exc
+
+    def _write(self, fn) -> None:
+        try:
+            with self._tx() as db:
+                fn(db)
+        except sqlite3.Error as exc:
+            raise StorageError(f"writing the server state {self.path or ':memory:'} failed ({exc}); "
+                               "nothing of this request was stored") from exc
+
+    def _release_lock(self) -> None:
+        if self._lockfile is not None:
+            try:
+                self._lockfile.close()
+            finally:
+                self._lockfile = None
+
+    # ------------------------------------------------------------------ datasets
+    def datasets(self) -> list[DatasetRecord]:
+        rows = self._read("SELECT name, scheme, m, domain_bits, output_bits, series, budget, meta, grid_bits, "
+                          "thresholds, round, created FROM datasets ORDER BY created, name")
+        return [DatasetRecord(name=r[0], scheme=r[1], m=r[2], n=r[3], l=r[4], series=json.loads(r[5]),
+                              budget=Fraction(r[6]), meta=json.loads(r[7]), grid_bits=r[8],
+                              thresholds=None if r[9] is None else json.loads(r[9]), round=r[10], created=r[11])
+                for r in rows]
+
+    def chunks(self, dataset: str, *, with_keys: bool = True) -> Iterator[ChunkRecord]:
+        heads = self._read("SELECT c.upload_id, c.chunk, c.ids FROM chunks c JOIN uploads u "
+                           "ON u.dataset = c.dataset AND u.upload_id = c.upload_id "
+                           "WHERE c.dataset = ? ORDER BY u.seq, c.chunk", (dataset,))
+        for upload_id, chunk, ids in heads:
+            keys = {}
+            for series, lens, data in [] if not with_keys else self._read("SELECT series, lens, data FROM chunk_keys WHERE dataset = ? "
+                                                 "AND upload_id = ? AND chunk = ?", (dataset, upload_id, chunk)):
+                keys[series] = (np.frombuffer(lens, dtype="<u4").astype(np.int64), bytes(data))
+            yield ChunkRecord(upload_id, chunk, np.frombuffer(ids, dtype="<u8").astype(np.uint64), keys)
+
+    def commit_upload(self, record: DatasetRecord, upload_id: str, chunks: list[ChunkRecord], *,
+                      create: bool, replace: bool) -> None:
+        def work(db) -> None:
+            name = record.name
+            if create:
+                db.execute("INSERT INTO datasets(name, scheme, m, domain_bits, output_bits, series, budget, meta, "
+                           "grid_bits, thresholds, round, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                           (name, record.scheme, record.m, record.n, record.l, json.dumps(record.series),
+                            str(record.budget), json.dumps(record.meta), record.grid_bits,
+                            None if record.thresholds is None else json.dumps(record.thresholds), record.round,
+                            record.created or time.time()))
+            elif replace:
+                for table in ("chunk_keys", "chunks", "uploads"):
+                    db.execute(f"DELETE FROM {table} WHERE dataset = ?", (name,))
+                db.execute("UPDATE datasets SET grid_bits = ?, thresholds = ?, round = ?, meta = ? WHERE name = ?",
+                           (record.grid_bits, None if record.thresholds is None else json.dumps(record.thresholds),
+                            record.round, json.dumps(record.meta), name))
+            (seq,) = db.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM uploads WHERE dataset = ?", (name,)).fetchone()
+            db.execute("INSERT INTO uploads(dataset, upload_id, seq, committed) VALUES (?, ?, ?, ?)",
+                       (name, upload_id, seq, time.time()))
+            for c in chunks:
+                db.execute("INSERT INTO chunks(dataset, upload_id, chunk, ids) VALUES (?, ?, ?, ?)",
+                           (name, upload_id, c.chunk, np.ascontiguousarray(c.ids, dtype="<u8").tobytes()))
+                db.executemany("INSERT INTO chunk_keys(dataset, upload_id, chunk, series, lens, data) "
+                               "VALUES (?, ?, ?, ?, ?, ?)",
+                               [(name, upload_id, c.chunk, s, np.ascontiguousarray(lens, dtype="<u4").tobytes(),
+                                 data) for s, (lens, data) in c.keys.items()])
+
+        self._write(work)
+
+    def update_budget(self, dataset: str, budget: Fraction) -> None:
+        self._write(lambda db: db.execute("UPDATE datasets SET budget = ? WHERE name = ?", (str(budget), dataset)))
+
+    # ------------------------------------------------------------------ ledger
+    def ledger(self, dataset: str) -> list[LedgerEntry]:
+        rows = self._read("SELECT rid, epsilon, how, at FROM ledger WHERE dataset = ? ORDER BY at, rid", (dataset,))
+        return [LedgerEntry(r[0], Fraction(r[1]), r[2], r[3]) for r in rows]
+
+    def record_charges(self, dataset: str, entries: list[LedgerEntry]) -> None:
+        now = time.time()
+        self._write(lambda db: db.executemany(
+            "INSERT OR IGNORE INTO ledger(dataset, rid, epsilon, how, at) VALUES (?, ?, ?, ?, ?)",
+            [(dataset, e.rid, str(e.epsilon), e.how, e.at or now) for e in entries]))
+
+    def close(self) -> None:
+        with self._lock:
+            db, self._db = getattr(self, "_db", None), None
+            if db is not None:
+                try:
+                    if self.path is not None:
+                        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                except sqlite3.Error:
+                    pass  # the WAL is replayed on the next open; nothing is lost
+                db.close()
+        self._release_lock()
+
+
+def _exclusive_lock(path: str):
+    """Hold an exclusive advisory lock on ``path`` for the life of the returned file (released on exit/kill)."""
+    import fcntl
+
+    f = open(path, "a+")  # noqa: SIM115 - kept open while the server runs
+    try:
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        f.close()
+        raise StorageError(f"the server state guarded by {path} is in use by another running server process; "
+                           "stop it first, or give this server another --state directory") from None
+    return f
+
+
+def open_storage(state_dir: str | None, server_id: int) -> SQLiteStorage:
+    """The state of server ``server_id``: ``STATE_DIR/ecdf-server-I.db`` (created with mode 0700), or in memory."""
+    if state_dir is None:
+        return SQLiteStorage(None, server_id)
+    try:
+        os.makedirs(state_dir, mode=0o700, exist_ok=True)
+    except OSError as exc:
+        raise StorageError(f"cannot create the state directory {state_dir}: {exc.strerror}") from exc
+    if not os.path.isdir(state_dir):
+        raise StorageError(f"--state {state_dir} is not a directory")
+    return SQLiteStorage(os.path.join(state_dir, f"ecdf-server-{server_id}.db"), server_id)

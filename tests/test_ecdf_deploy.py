@@ -1,0 +1,510 @@
+"""Deploying the ECDF service: durable state, crashes, stale data, hostile peers, concurrency, shutdown.
+
+Everything runs as real server processes on loopback
+(:class:`pairwise.protocols.ecdf.client.ServerProcesses`, ``python -m pairwise
+ecdf serve``), crashed with SIGKILL and restarted on the same ``--state``.
+References are numpy counts of the same values at an epsilon so large that
+the noise is zero except with probability ~1e-12 per release (per-value
+epsilon capped at 32).  Every wait is bounded; no test measures time
+(memory is read from /proc, with a bound far above what the server needs).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from pairwise.mpc.errors import ChannelError
+from pairwise.protocols.ecdf.auth import Peer, Policy
+from pairwise.protocols.ecdf.client import (
+    ECDFQuerier,
+    ServerProcesses,
+    make_keys,
+    make_series,
+    upload,
+    upload_pointwise,
+)
+from pairwise.protocols.ecdf.storage import open_storage
+from pairwise.protocols.ecdf.wire import (
+    ROLE_CLIENT,
+    UPLOAD_FRAME_MAX,
+    BudgetExceeded,
+    DatasetExists,
+    DatasetMismatch,
+    ServerUnavailable,
+    Unauthorized,
+    connect,
+    recv_json,
+    send_json,
+)
+
+NB = 6
+N = 1 << NB
+HUGE = 1e4
+CLI = [sys.executable, "-m", "pairwise"]
+
+
+def values(seed: int, n: int, bits: int = NB) -> np.ndarray:
+    return np.random.default_rng(seed).integers(0, 1 << bits, n)
+
+
+def exact_counts(x, bits: int = NB) -> np.ndarray:
+    return np.array([(np.asarray(x) <= t).sum() for t in range(1 << bits)], dtype=float)
+
+
+def querier(sp) -> ECDFQuerier:
+    return ECDFQuerier(sp.addresses, timeout=120, connect_timeout=10)
+
+
+def wait_for(pred, what: str, limit: float = 60.0) -> None:
+    end = time.monotonic() + limit
+    while not pred():
+        if time.monotonic() > end:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def spent(q: ECDFQuerier, dataset: str) -> list[str]:
+    return [s["info"]["spent"] for s in q.status(dataset)]
+
+
+def client(addr):
+    return connect(addr, ROLE_CLIENT, label="server", connect_timeout=10, timeout=60)
+
+
+def upload_header(j: int, dataset: str, chunks: list[int], **extra) -> dict:
+    return dict({"op": "upload", "dataset": dataset, "scheme": "dcf", "m": 2, "server_id": j, "domain_bits": NB,
+                 "output_bits": 32, "series": [{"name": "all", "max_weight": 1}], "chunks": chunks,
+                 "upload_id": os.urandom(16).hex()}, **extra)
+
+
+# --------------------------------------------------------------------------- crashes and restarts
+def test_kill_9_during_upload_and_release_loses_no_client_and_no_epsilon(tmp_path):
+    state = tmp_path / "state"
+    x_base, x_exact = values(1, 300, 10), values(2, 200)
+    with ServerProcesses(2, budget="1000000", dataset_budgets={"base": "3"}, timeout=30, state_dir=state) as sp:
+        upload(sp.addresses, "base", x_base, domain_bits=10)
+        upload(sp.addresses, "exact", x_exact, domain_bits=NB)
+        q = querier(sp)
+        q.ecdf("base", 1.0)
+        # kill -9 server 1 in the middle of an upload: staged on server 0, half sent to server 1
+        x_late = values(3, 50)
+        keys = make_keys(x_late, make_series(), scheme="dcf", m=2, domain_bits=NB)
+        ids = np.arange(1000, 1050, dtype=np.uint64)
+        chans = [client(a) for a in sp.addresses]
+        for j, ch in enumerate(chans):
+            send_json(ch, upload_header(j, "late", [50]))
+            assert recv_json(ch)["ok"]
+            ch.send_array(ids)
+            ch.send_array(np.full((50, 1), len(keys[j]["all"][0]), dtype=np.uint32))
+        chans[0].send(b"".join(keys[0]["all"]))
+        assert recv_json(chans[0])["staged"]  # server 0 staged it, never committed
+        sp.kill(1, hard=True)
+        for ch in chans:
+            ch.close()
+        sp.restart(1)
+        assert [s["info"]["clients"] for s in q.status("base")] == [300, 300]
+        assert spent(q, "base") == ["1", "1"]
+        assert q.holders("late") == [False, False]  # nothing of the interrupted upload was stored
+
+        # kill -9 server 1 in the middle of a release, once it has charged the release
+        outcome: list = []
+
+        def release():
+            try:
+                outcome.append(q.ecdf("base", 1.0))
+            except (ServerUnavailable, ChannelError) as exc:
+                outcome.append(exc)
+
+        t = threading.Thread(target=release)
+        t.start()
+        wait_for(lambda: "charged 1, spent 2 of 3" in sp.logs(1), "server 1 to charge the release")
+        sp.kill(1, hard=True)
+        t.join(timeout=300)
+        assert not t.is_alive() and len(outcome) == 1
+        sp.restart(1)
+        # both ledgers show the charge (server 1 wrote it before drawing noise; the status reconciles)
+        assert spent(q, "base") == ["2", "2"]
+        assert [s["info"]["clients"] for s in q.status("base")] == [300, 300]
+
+        # ecdf query over the old dataset works after the restart, and spends the last epsilon
+        code = subprocess.run(CLI + ["ecdf", "query", "--servers", sp.servers, "--dataset", "base", "--epsilon", "1",
+                                     "--json"], capture_output=True, text=True, timeout=300)
+        assert code.returncode == 0, code.stderr
+        out = json.loads(code.stdout)
+        assert out["n"] == 300 and len(out["dp"]) == 1024 and 0 <= min(out["smoothed"]) <= max(out["smoothed"]) <= 1
+        with pytest.raises(BudgetExceeded, match="exhausted on server 0"):
+            q.ecdf("base", 0.5)
+
+        # a crash of server 0 does not reset the exhausted budget
+        sp.kill(0, hard=True)
+        sp.restart(0)
+        with pytest.raises(BudgetExceeded, match="exhausted on server 0.*spent 3"):
+            q.ecdf("base", 0.5)
+        assert spent(q, "base") == ["3", "3"]
+        # every accepted client's keys survived both crashes
+        assert np.array_equal(q.ecdf("exact", HUGE).cumulative, exact_counts(x_exact))
+
+        # SIGTERM: a clean shutdown, and the state opens again
+        assert sp.kill(0) == 0 and "stopped (SIGTERM)" in sp.logs(0)
+        sp.restart(0)
+        assert spent(q, "base") == ["3", "3"] and spent(q, "exact") == ["10000", "10000"]
+
+
+def test_restart_reloads_mshare_keys_and_pointwise_rounds_from_disk(tmp_path):
+    x, y = values(8, 90), values(9, 70)
+    with ServerProcesses(3, budget="1000000", timeout=30, state_dir=tmp_path) as sp:
+        upload(sp.addresses, "ms", x, labels=np.arange(90) % 2, domain_bits=NB)  # mshare: seed and vector keys
+        upload_pointwise(sp.addresses, "pw", y, grid_bits=4, domain_bits=NB, thresholds=[1, 7, 15])
+        for j in range(3):
+            assert sp.kill(j) == 0  # SIGTERM: a clean shutdown
+        for j in range(3):
+            sp.restart(j)
+        q = querier(sp)
+        assert np.array_equal(q.ecdf("ms", HUGE).cumulative, exact_counts(x))
+        assert np.array_equal(q.ecdf("ms", HUGE, series="pos").cumulative, exact_counts(x[1::2]))  # label 1: odd rows
+        pw = q.ecdf("pw", HUGE, grid_bits=4, thresholds=[1, 15])
+        assert np.array_equal(pw.cumulative, exact_counts(y)[[7, 63]])  # grid points (i + 1) 4 - 1
+
+
+def test_a_second_server_on_the_same_state_is_refused(tmp_path):
+    with ServerProcesses(2, timeout=30, state_dir=tmp_path) as sp:
+        p = subprocess.run(CLI + ["ecdf", "serve", "--server-id", "0", "--listen", "127.0.0.1:0", "--state",
+                                  str(tmp_path)], capture_output=True, text=True, timeout=120)
+        assert p.returncode == 2 and "in use by another running server" in p.stderr
+        sp.kill(1)
+    open_storage(str(tmp_path / "x"), 0).close()
+    os.rename(tmp_path / "x" / "ecdf-server-0.db", tmp_path / "x" / "ecdf-server-1.db")
+    p = subprocess.run(CLI + ["ecdf", "serve", "--server-id", "1", "--listen", "127.0.0.1:0", "--state",
+                              str(tmp_path / "x")], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2 and "belongs to server 0" in p.stderr
+
+
+# --------------------------------------------------------------------------- datasets cannot go stale
+def test_servers_holding_different_data_under_one_id_refuse_and_charge_nothing():
+    a, b = values(4, 100), values(5, 100)
+    with ServerProcesses(2, budget="100000", timeout=30) as p, ServerProcesses(2, budget="100000", timeout=30) as r:
+        upload(p.addresses, "d", a, domain_bits=NB)
+        upload(r.addresses, "d", b, domain_bits=NB)  # same id, same client ids, other values and keys
+        mixed = ECDFQuerier([p.addresses[0], r.addresses[1]], timeout=60, connect_timeout=10)
+        with pytest.raises(DatasetMismatch, match=r"dataset 'd' differs between the servers: server 0 \(127\.0\.0\.1:"
+                                                  r"\d+\) holds 100 clients.*server 1 \(127\.0\.0\.1:\d+\) holds 100"):
+            mixed.ecdf("d", 1.0)
+        # only server 0 of the first pair holds "e": a mismatch too, not a silent half release
+        upload(p.addresses, "e", a, domain_bits=NB)
+        with pytest.raises(DatasetMismatch, match="server 1 .*no dataset 'e'"):
+            mixed.ecdf("e", 1.0)
+        assert spent(querier(p), "d") == ["0", "0"] and spent(querier(r), "d") == ["0", "0"]
+        # the re-upload of the same id is refused; an explicit append of new clients is not
+        with pytest.raises(DatasetExists, match="ecdf query"):
+            upload(p.addresses, "d", b, domain_bits=NB)
+        upload(p.addresses, "d", b, client_ids=np.arange(100, 200), domain_bits=NB, append=True)
+        assert np.array_equal(querier(p).ecdf("d", HUGE).cumulative, exact_counts(np.concatenate([a, b])))
+
+
+# --------------------------------------------------------------------------- bounded resources
+def _rss_kib(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise AssertionError("no VmRSS")
+
+
+def test_huge_announced_frames_do_not_grow_the_server(tmp_path):
+    with ServerProcesses(2, timeout=60) as sp:
+        pid = sp.pids[0]
+        q = querier(sp)
+        upload(sp.addresses, "small", values(6, 50), domain_bits=NB)
+        before = _rss_kib(pid)
+        stalled = []
+        key_len = len(make_keys(np.array([1]), make_series(), scheme="dcf", m=2, domain_bits=NB)[0]["all"][0])
+        cap = UPLOAD_FRAME_MAX // key_len
+        for k in range(3):
+            # a valid header whose chunk has the most clients allowed, then the biggest key frame it may
+            # announce: 4 bytes of length prefix, a few bytes of payload, and silence
+            ch = client(sp.addresses[0])
+            send_json(ch, upload_header(0, f"huge-{k}", [cap]))
+            assert recv_json(ch)["ok"]
+            ch.send_array(np.arange(cap, dtype=np.uint64) + k * cap)
+            ch.send_array(np.full((cap, 1), key_len, dtype=np.uint32))
+            ch._sock.sendall((cap * key_len).to_bytes(4, "big") + b"\x01" * 16)
+            stalled.append(ch)
+        for announce in ((1 << 32) - 1, 1 << 30):
+            ch = client(sp.addresses[0])  # a control frame of gigabytes: refused before anything is read
+            ch._sock.sendall(announce.to_bytes(4, "big"))
+            with pytest.raises(ChannelError):
+                ch.recv(timeout=30)
+            ch.close()
+        ch = client(sp.addresses[0])  # a chunk larger than the frame limit allows: refused in the header
+        send_json(ch, upload_header(0, "huge-x", [10 * cap]))
+        reply = recv_json(ch)
+        assert not reply["ok"] and "exceeds the limit" in reply["error"]
+        ch.close()
+        # the server keeps serving while the three uploads stall
+        assert q.status("small")[0]["info"]["clients"] == 50
+        peak = before
+        for _ in range(30):  # sample for 3 s: the stalled threads have read their frame headers by then
+            peak = max(peak, _rss_kib(pid))
+            time.sleep(0.1)
+        grew = (peak - before) / 1024
+        assert grew < 50, f"RSS grew by {grew:.1f} MiB"
+        for ch in stalled:
+            ch.close()
+        assert q.ecdf("small", 1.0).n == 50
+
+
+def test_connections_beyond_the_cap_are_told_busy_and_the_server_recovers():
+    with ServerProcesses(2, timeout=60, extra_args=("--max-connections", "2")) as sp:
+        idle = [client(sp.addresses[0]) for _ in range(2)]  # each handshake done: both slots are taken
+        with pytest.raises(ServerUnavailable, match="serves its maximum of 2 connections"):
+            querier(sp).status()
+        for ch in idle:
+            ch.close()
+        wait_for(lambda: _status_ok(sp), "the server to accept again")
+
+
+def _status_ok(sp) -> bool:
+    try:
+        querier(sp).status()
+        return True
+    except ServerUnavailable:
+        return False
+
+
+def test_a_stalled_request_is_cut_at_its_deadline():
+    with ServerProcesses(2, timeout=30, extra_args=("--request-timeout", "2")) as sp:
+        ch = client(sp.addresses[0])
+        send_json(ch, upload_header(0, "slow", [10]))
+        assert recv_json(ch)["ok"]
+        ch.send_array(np.arange(10, dtype=np.uint64))  # ... and nothing more, slowly
+        wait_for(lambda: "passed its deadline" in sp.logs(0), "the request deadline")
+        with pytest.raises(ChannelError):
+            ch.recv(timeout=30)
+        ch.close()
+        assert querier(sp).holders("slow") == [False, False]
+
+
+# --------------------------------------------------------------------------- concurrency
+def test_concurrent_uploads_and_releases_lose_no_rows():
+    with ServerProcesses(2, budget="1000000", timeout=60) as sp:
+        q = querier(sp)
+        base = values(7, 100)
+        upload(sp.addresses, "c", base, domain_bits=NB)
+        batches = {k: (values(10 + k, 60), np.arange(1000 * (k + 1), 1000 * (k + 1) + 60)) for k in range(3)}
+        # two more batches share 30 client ids: every shared id ends up in at most one of them
+        batches[3] = (values(20, 60), np.arange(5000, 5060))
+        batches[4] = (values(21, 60), np.arange(5030, 5090))
+        reports, releases, errors = {}, [], []
+
+        def add(k):
+            x, ids = batches[k]
+            try:
+                reports[k] = upload(sp.addresses, "c", x, client_ids=ids, domain_bits=NB, append=True)
+            except Exception as exc:  # noqa: BLE001 - collected and checked below
+                errors.append(exc)
+
+        def release():
+            for _ in range(3):
+                try:
+                    releases.append(q.ecdf("c", HUGE))
+                except DatasetMismatch:
+                    releases.append(None)  # an append was committed on one server only at that instant
+                except Exception as exc:  # noqa: BLE001
+                    errors.append(exc)
+
+        threads = [threading.Thread(target=add, args=(k,)) for k in batches]
+        threads += [threading.Thread(target=release) for _ in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=600)
+        assert not errors and not any(t.is_alive() for t in threads)
+        committed, kept_ids = {}, {}
+        for k, rep in reports.items():
+            x, ids = batches[k]
+            assert rep.accepted[0] == rep.accepted[1]
+            gone = {r["client"] for r in rep.rejected[0]}
+            assert rep.rejected_count[0] == len(gone) <= 30 and rep.accepted[0] == 60 - len(gone)
+            committed[k] = np.array([v for v, i in zip(x, ids) if int(i) not in gone])
+            kept_ids[k] = {int(i) for i in ids} - gone
+        assert not kept_ids[3] & kept_ids[4]  # a shared id is in one batch at most
+        assert 240 <= sum(len(v) for v in committed.values()) <= 270
+        everything = np.concatenate([base] + list(committed.values()))
+        st = q.status("c")
+        assert [s["info"]["clients"] for s in st] == [everything.size] * 2
+        assert st[0]["info"]["digest"] == st[1]["info"]["digest"]
+        assert np.array_equal(q.ecdf("c", HUGE).cumulative, exact_counts(everything))
+        # each concurrent release saw a whole set of committed uploads, and only charged when it ran
+        ok = [r for r in releases if r is not None]
+        for r in ok:
+            assert any(np.array_equal(r.cumulative, exact_counts(np.concatenate([base] + [committed[k] for k in ks])))
+                       for ks in _subsets(list(committed)))
+        assert spent(q, "c") == [str(int(HUGE) * (len(ok) + 1))] * 2
+
+
+def _subsets(keys):
+    out = [[]]
+    for k in keys:
+        out += [s + [k] for s in out]
+    return out
+
+
+# --------------------------------------------------------------------------- shutdown
+def _children(pid: int) -> list[int]:
+    out = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+                if int(fields[1]) == pid:
+                    out.append(int(d))
+            except OSError:
+                continue
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
+def test_stopping_the_demo_leaves_no_server_behind(sig):
+    demo = subprocess.Popen(CLI + ["ecdf", "demo", "--json"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        wait_for(lambda: len(_children(demo.pid)) == 2, "the demo's two servers", limit=120)
+        servers = _children(demo.pid)
+        demo.send_signal(sig)
+        demo.wait(timeout=60)
+        wait_for(lambda: not any(_alive(p) for p in servers), "the servers to exit", limit=30)
+        if sig == signal.SIGTERM:
+            assert demo.returncode == 130 and "interrupted" in demo.stderr.read()
+    finally:
+        if demo.poll() is None:
+            demo.kill()
+            demo.wait(timeout=30)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_server_stops_cleanly_on_signals(tmp_path, sig):
+    p = subprocess.Popen(CLI + ["ecdf", "serve", "--server-id", "0", "--listen", "127.0.0.1:0", "--state",
+                                str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert json.loads(p.stdout.readline())["event"] == "listening"
+        p.send_signal(sig)
+        assert p.wait(timeout=30) == 0
+        assert f"stopped ({signal.Signals(sig).name})" in p.stderr.read()
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait(timeout=30)
+
+
+# --------------------------------------------------------------------------- authorization
+def test_roles_decide_what_a_peer_may_do():
+    pol = Policy(server_names={0: "ecdf-0", 1: "ecdf-1"})
+    pol.authorize("release", None)  # plaintext loopback: no identity to check
+    pol.authorize("upload", Peer("alice", "client"))
+    pol.authorize("upload", Peer("q", "querier"))
+    pol.authorize("release", Peer("q", "querier"))
+    pol.authorize("noise", Peer("ecdf-1", "server"), server_id=1)
+    for op, peer, sid, why in (("release", Peer("alice", "client"), None, "needs the role querier"),
+                               ("status", Peer("alice", "client"), None, "needs the role querier"),
+                               ("upload", Peer("ecdf-1", "server"), None, "client or querier"),
+                               ("noise", Peer("q", "querier"), 1, "needs the role server"),
+                               ("noise", Peer("ecdf-2", "server"), 1, "expects 'ecdf-1' as server 1")):
+        with pytest.raises(Unauthorized, match=why):
+            pol.authorize(op, peer, server_id=sid)
+
+
+# --------------------------------------------------------------------------- storage
+def test_storage_commits_an_upload_whole_or_not_at_all(tmp_path):
+    from fractions import Fraction
+
+    from pairwise.protocols.ecdf.storage import ChunkRecord, DatasetRecord, LedgerEntry, StorageError
+
+    rec = DatasetRecord("d", "dcf", 2, NB, 32, {"all": 1}, Fraction(3))
+    chunk = ChunkRecord("u1", 0, np.arange(4, dtype=np.uint64), {"all": (np.full(4, 3), b"abcdefghijkl")})
+    st = open_storage(str(tmp_path), 0)
+    st.commit_upload(rec, "u1", [chunk], create=True, replace=False)
+    st.record_charges("d", [LedgerEntry("aa" * 8, Fraction(1, 10))])
+    # a second upload whose second chunk violates a constraint (the same chunk number twice): nothing of it stays
+    bad = ChunkRecord("u2", 0, np.arange(10, 12, dtype=np.uint64), {"all": (np.full(2, 3), b"xyzxyz")})
+    with pytest.raises(StorageError, match="nothing of this request was stored"):
+        st.commit_upload(rec, "u2", [bad, bad], create=False, replace=False)
+    st.close()
+    st = open_storage(str(tmp_path), 0)  # reopened from disk
+    try:
+        got = list(st.chunks("d"))
+        assert [c.upload_id for c in got] == ["u1"] and got[0].ids.tolist() == [0, 1, 2, 3]
+        assert got[0].keys["all"][1] == b"abcdefghijkl" and got[0].keys["all"][0].tolist() == [3, 3, 3, 3]
+        assert st.ledger("d") == [LedgerEntry("aa" * 8, Fraction(1, 10), "released", st.ledger("d")[0].at)]
+        assert [d.budget for d in st.datasets()] == [Fraction(3)]
+    finally:
+        st.close()
+
+
+# --------------------------------------------------------------------------- mutual TLS and roles
+def _impostor(tls_dir: str, name: str) -> tuple[subprocess.Popen, tuple[str, int]]:
+    """A real server process with a valid server certificate of the same CA, but another name."""
+    p = subprocess.Popen(CLI + ["ecdf", "serve", "--server-id", "1", "--listen", "127.0.0.1:0", "--budget", "100",
+                                "--tls", tls_dir, "--name", name, "--exit-with-parent"],
+                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    msg = json.loads(p.stdout.readline())
+    return p, (msg["host"], msg["port"])
+
+
+def test_tls_roles_refuse_strangers_clients_and_impostors_while_serving(tmp_path):
+    from pairwise.mpc.errors import AuthenticationError
+    from pairwise.mpc.tls import TLSConfig, create_certificate
+
+    x = values(30, 80)
+    with ServerProcesses(2, budget="1000000", timeout=30, tls=True) as sp:
+        up = upload(sp.addresses, "t", x, domain_bits=NB, tls=sp.client_tls)  # a client certificate may upload
+        assert up.accepted == [80, 80]
+        q = ECDFQuerier(sp.addresses, timeout=120, connect_timeout=10, tls=sp.querier_tls)
+        assert np.array_equal(q.ecdf("t", HUGE).cumulative, exact_counts(x))  # TLS everywhere, incl. the 2PC
+        # a client certificate may not release (nor read the status): refused by role, nothing charged
+        as_client = ECDFQuerier(sp.addresses, timeout=60, connect_timeout=10, tls=sp.client_tls)
+        with pytest.raises(Unauthorized, match="may not release: that needs the role querier"):
+            as_client.ecdf("t", 1.0)
+        with pytest.raises(Unauthorized, match="may not status"):
+            as_client.status("t")
+        # no certificate at all
+        with pytest.raises(ChannelError, match="TLS"):
+            ECDFQuerier(sp.addresses, timeout=30, connect_timeout=10).status("t")
+        # a certificate of another CA
+        create_certificate(tmp_path / "other-ca", "mallory", "querier")
+        with pytest.raises(AuthenticationError):
+            ECDFQuerier(sp.addresses, timeout=30, connect_timeout=10,
+                        tls=TLSConfig(tmp_path / "other-ca", "mallory")).status("t")
+        # a querier that points server 0 at an impostor: a real server process with a server certificate of the
+        # same CA, holding the same dataset, but not the server 1 that server 0 is configured with
+        create_certificate(sp.tls_dir, "impostor", "server", days=1)
+        imp, imp_addr = _impostor(sp.tls_dir, "impostor")
+        try:
+            upload([sp.addresses[0], imp_addr], "imp", x, domain_bits=NB, tls=sp.client_tls)
+            fooled = ECDFQuerier([sp.addresses[0], imp_addr], timeout=60, connect_timeout=10, tls=sp.querier_tls)
+            with pytest.raises(Unauthorized, match="refusing the release.*impostor.*not the expected peer"):
+                fooled.ecdf("imp", 1.0)
+            assert fooled.status("imp")[0]["info"]["spent"] == "0"  # refused before any charge
+        finally:
+            imp.kill()
+            imp.wait(timeout=30)
+        # the servers kept serving through all of it, and charged only the one release
+        assert spent(q, "t") == [str(int(HUGE))] * 2
+        assert q.ecdf("t", HUGE).n == 80
