@@ -55,13 +55,17 @@ Security model
     receives the decoding bits learns the outputs.
 
 Hash and assumption
-    H(x, i) = pi(sigma(x) ^ i) ^ sigma(x), the tweakable circular
-    correlation-robust hash of Guo, Katz, Wang and Yu (S&P 2020) over the
-    fixed-key AES pi of :mod:`pairwise.mpc.aes`, assumed to be an ideal permutation
-    (GKWY 2020, Sec. 7: half-gates with this hash is secure in the
-    random-permutation model).  The proof needs every tweak to be used with
-    one label pair {x, x ^ Delta} only (the garbler hashes both labels of
-    an AND input under the gate's tweak, the evaluator the active one).
+    H(x, i) = pi(pi(x) ^ i) ^ pi(x): TMMO, the tweakable circular
+    correlation-robust (TCCR) hash of Guo, Katz, Wang and Yu (S&P 2020,
+    eprint 2019/074 Sec. 7.4) over the fixed-key AES pi of
+    :mod:`pairwise.mpc.aes`, which they prove TCCR when pi is a random
+    permutation; half-gates is secure with a TCCR hash (GKWY 2020, Sec. 7;
+    ZRE 2015).  The engine computes it with :class:`pairwise.mpc.aes.TccrHasher`,
+    the in-place form of :func:`pairwise.mpc.aes.tccr_hash` (two AES calls per
+    level step: 8 AES blocks per AND gate for the garbler, 4 for the
+    evaluator).  The proof needs every tweak to be used with one label pair
+    {x, x ^ Delta} only (the garbler hashes both labels of an AND input under
+    the gate's tweak, the evaluator the active one).
 
 Tweak uniqueness
     The tweak of half ``h`` (0: garbler half T_G, 1: evaluator half T_E) of
@@ -97,7 +101,7 @@ Byte layout of the tables
     (:meth:`Garbler.iter_into` writes them into a caller's buffer);
     :meth:`Evaluator.evaluate` accepts them re-split arbitrarily.  The order
     of the AND gates is the schedule's (``and_index``), so both parties must
-    run the same :mod:`pairwise.circuits.ir` schedule: the header's version (2) and
+    run the same :mod:`pairwise.circuits.ir` schedule and hash: the header's version (3) and
     the two-party runtime's version say which.
     :class:`GarbledCircuit` adds a fixed ``HEADER_SIZE``-byte header.
 
@@ -119,7 +123,7 @@ import numpy as np
 
 from pairwise.circuits.ir import Circuit, CircuitError
 
-from .aes import BlockBuffer, FixedKeyAES, default_aes, random_blocks
+from .aes import FixedKeyAES, TccrHasher, default_aes, random_blocks
 from .halfgates import TWEAK_INSTANCE_LIMIT
 
 __all__ = [
@@ -148,9 +152,10 @@ CHUNK_LABEL_BYTES = 96 << 20
 MAX_CHUNK = 16384
 
 _MAGIC = b"PWGC"
-#: 2: tables in the order of the overlapping level schedule of circuits.ir (version 1 files, laid
-#: out by the older per-AND-stage schedule, would decode to garbage and are refused).
-_VERSION = 2
+#: 3: tables hashed with TMMO (mpc.aes.tccr_hash).  Version 2 files (the sigma-based hash) and
+#: version 1 files (laid out by the older per-AND-stage schedule) would decode to garbage and are
+#: refused.
+_VERSION = 3
 _HEADER = struct.Struct("<4sHH32sQQQQ")
 HEADER_SIZE = _HEADER.size  # 72 bytes
 
@@ -409,17 +414,19 @@ class _Work:
         self.step_gates = STEP_GATES  # buffers and programs are sized for this step
         n = min(plan.max_width * max_bc, max(STEP_GATES, max_bc))  # >= step * b for every chunk
         self.x = np.empty(4 * n, _U64)  # (2 [A,B], 2 [lo,hi], k, b)
-        self.xs = np.empty(2 * n, _U64)  # (2 [A,B], k, b)
+        self.xs = np.empty(2 * n, _U64)  # XOR levels: (2 [lo,hi], n, b)
         self.d = np.empty(4 * n, _U64)
         self.m = np.empty(2 * n, _U64)
         self.t = np.empty(2 * n, _U64)
         self.c = np.empty(2 * n, _U64)
-        self.aes_buf = BlockBuffer(4 * n)  # interleaved AES input/output
-        self.u = self.aes_buf.blocks.reshape(-1)
-        self.sr_buf = np.empty(2 * n, _U64)
+        self.hasher = TccrHasher(4 * n)  # interleaved hash inputs x (then pi(x)) and outputs y
+        self.u = self.hasher.x.reshape(-1)
+        self.v = self.hasher.y.reshape(-1)
+        self.tw = np.empty(4 * n, _U64)  # tweak blocks of a step, (2 [A,B], k, b, 2)
+        self.rt_buf = np.empty(2 * n, _U64)  # Delta interleaved, tiled over a step's gates (k, b, 2)
         self.lab_buf = np.empty(2 * plan.n_slots * max_bc, _U64)
-        self.const_buf = np.empty(5 * max_bc, _U64)  # Delta (2, b), sigma(Delta) (2, b), instance ids (b)
-        self.nbytes = 8 * (17 * n + 2 * n + self.lab_buf.shape[0] + self.const_buf.shape[0]) + 64 * n
+        self.const_buf = np.empty(3 * max_bc, _U64)  # Delta planar (2, b), instance ids (b)
+        self.nbytes = 8 * (21 * n + 16 * n + self.lab_buf.shape[0] + self.const_buf.shape[0])
         self._programs: dict[int, tuple] = {}
 
     @classmethod
@@ -450,18 +457,16 @@ class _Work:
         step = max(1, min(self.plan.max_width, self.step_gates // bc))
         c = self.const_buf
         self.r = _flat(c, (2, 1, bc))
-        self.sr = c[2 * bc : 4 * bc].reshape(2, 1, bc)
-        self.inst = c[4 * bc : 5 * bc]
+        self.inst = c[2 * bc : 3 * bc]
         self.inst[:] = np.arange(first_instance, first_instance + bc, dtype=_U64)
+        if bc > 1:  # the tweaks' high words: the instance ids, for every gate of a step (set once per chunk)
+            _flat(self.tw, (2, step, bc, 2))[..., 1] = self.inst
         if delta_planar is not None and bc > 1:  # (one instance: _start_chunk1 tiles Delta per step size)
             r = self.r[:, 0]
             r[...] = delta_planar  # (2, b)
-            s = self.sr[:, 0]  # sigma(R) planar: lo = R_hi, hi = R_lo ^ R_hi
-            s[0] = r[1]
-            np.bitwise_xor(r[0], r[1], out=s[1])
-            tile = _flat(self.sr_buf, (step, bc, 2))  # sigma(R) interleaved, tiled over gates
-            tile[:, :, 0] = s[0]
-            tile[:, :, 1] = s[1]
+            tile = _flat(self.rt_buf, (step, bc, 2))  # Delta interleaved, tiled over gates
+            tile[:, :, 0] = r[0]
+            tile[:, :, 1] = r[1]
         lab = _flat(self.lab_buf, (2, self.plan.n_slots, bc))
         src = lab.reshape(-1) if bc == 1 else lab.reshape(2 * self.plan.n_slots, bc)
         prog = self._programs.get(bc)
@@ -476,15 +481,13 @@ class _Work:
         garbler = self.role == "garbler"
         plan = self.plan
         n = min(plan.max_width, step)
-        # w (6, 2, k): [lo A|B], [A lo|hi], [hi A|B], [lo^hi A|B], then the lo words again as (2 [A, B], 2, k)
-        w_buf = np.empty(12 * n, _U64)
-        p_buf = np.empty(8 * n, _U64)  # hashes, planar (2 [zero, one], 2 [A, B], 2 [lo, hi], k)
-        d_buf = np.empty(4 * n, _U64)
+        w_buf = np.empty(6 * n, _U64)  # (3, 2, k): A0 planar [lo, hi], then the lo words of A, A, B, B
+        p_buf = np.empty(4 * n, _U64)  # H(X0) ^ H(X1), planar (2 [A, B], 2 [lo, hi], k)
         t_buf = np.empty(2 * n, _U64)
         c_buf = np.empty(2 * n, _U64)
         n_steps = sum(-(-lv.k // step) for lv in plan.levels)
         self.tw1 = np.empty(4 * plan.n_and + 4 * n_steps, _U64)  # tweak blocks per step (2, k, 2)
-        self.tiles1: dict[int, tuple] = {}  # k -> (sigma(R) interleaved (2, k, 2), planar (2, 2, k), R (2, k))
+        self.tiles1: dict[int, tuple] = {}  # k -> (Delta interleaved (k, 2), Delta planar (2, k))
         self.tiles1_delta = None
         prog = []
         tw_pos = 0
@@ -495,37 +498,36 @@ class _Work:
                 k = g1 - g0
                 r = lv.and_rows[:, :, g0:g1]  # (2 [A, B], 2 [lo, hi], k)
                 lo = r[:, 0]
-                # rows of w; w[3] gathers anything (it is overwritten with lo ^ hi)
-                rows = np.ascontiguousarray(np.stack([lo, r[0], r[:, 1], lo, lo[[0, 0]], lo[[1, 1]]]))
-                w = _flat(w_buf, (6, 2, k))
-                sig = w[2:4]  # sigma(X) planar (2 [lo, hi], 2 [A, B], k)
+                rows_u = np.ascontiguousarray(r.transpose(0, 2, 1))  # the labels interleaved, (2 [A, B], k, 2)
+                rows_w = np.ascontiguousarray(np.stack([r[0], lo[[0, 0]], lo[[1, 1]]]))
+                w = _flat(w_buf, (3, 2, k))
                 tw = self.tw1[tw_pos : tw_pos + 4 * k].reshape(2, k, 2)
                 tw_pos += 4 * k
                 g = np.arange(lv.and_base + g0, lv.and_base + g1, dtype=_U64) * _U64(2)
                 tw[0, :, 0] = g
                 tw[1, :, 0] = g + _ONE
-                bits = w[4:6]  # (2 [A, B], 2, k): permute bits, repeated for both words
+                bits = w[1:3]  # (2 [A, B], 2, k): permute bits, repeated for both words
                 c = _flat(c_buf, (2, k))
                 t = _flat(t_buf, (2, k))
                 common = (
-                    rows, w, w[0], w[2], w[3], w[1], sig.transpose(1, 2, 0), tw, bits, bits[0], bits[1], c, t,
+                    rows_u, rows_w, w, w[0], tw, bits, bits[0], bits[1], c, t,
                     np.ascontiguousarray(lv.and_out[:, g0:g1]), g0, g1, g0 == 0 and g1 == lv.k,
                 )
                 if garbler:
-                    u = _flat(self.u, (2, 2, k, 2))
-                    p = _flat(p_buf, (2, 2, 2, k))
-                    d = _flat(d_buf, (2, 2, k))
+                    u = _flat(self.u, (2, 2, k, 2))  # [zero, one] x [A, B] labels, interleaved
+                    v = _flat(self.v, (2, 2, k, 2))
+                    d = _flat(p_buf, (2, 2, k))
                     if k not in self.tiles1:
-                        self.tiles1[k] = (np.empty((2, k, 2), _U64), np.empty((2, 2, k), _U64), np.empty((2, k), _U64))
-                    srt, srp, rt = self.tiles1[k]
+                        self.tiles1[k] = (np.empty((k, 2), _U64), np.empty((2, k), _U64))
+                    rt, rp = self.tiles1[k]
                     ands.append(common + (
-                        4 * k, u[0], u[1], u.transpose(0, 1, 3, 2), sig.transpose(1, 0, 2)[None], p, p[0], p[1],
-                        p[0, 0], p[0, 1], d, d[0], d[1], srt, srp, rt,
+                        4 * k, u, u[0], u[1], v, v[0].transpose(0, 2, 1), v[1].transpose(0, 2, 1),
+                        v[0, 0].T, v[0, 1].T, d, d[0], d[1], rt, rp,
                     ))
                 else:
                     u = _flat(self.u, (2, k, 2))
-                    p = _flat(p_buf, (2, 2, k))
-                    ands.append(common + (2 * k, u, u.transpose(0, 2, 1), sig.transpose(1, 0, 2), p, p[0], p[1]))
+                    v = _flat(self.v, (2, k, 2))
+                    ands.append(common + (2 * k, u, v, v[0].T, v[1].T))
             lins = []
             for g0 in range(0, lv.n_lin, step):
                 g1 = min(lv.n_lin, g0 + step)
@@ -535,7 +537,7 @@ class _Work:
                 lins.append((rows, y, y[0], y[1], z, np.ascontiguousarray(lv.lin_out[:, g0:g1])))
             prog.append((lv, tuple(ands), tuple(lins)))
         self.tw1 = self.tw1[:tw_pos]
-        self.nbytes += 8 * (28 * n + tw_pos + 5 * sum(self.tiles1))
+        self.nbytes += 8 * (14 * n + tw_pos + 4 * sum(self.tiles1))
         return tuple(prog)
 
     def _start_chunk1(self, delta_planar: np.ndarray | None, first_instance: int) -> None:
@@ -547,11 +549,9 @@ class _Work:
         if key == self.tiles1_delta:
             return
         r = delta_planar[:, 0]
-        s = np.array([r[1], r[0] ^ r[1]], dtype=_U64)  # sigma(R): lo = R_hi, hi = R_lo ^ R_hi
-        for srt, srp, rt in self.tiles1.values():
-            srt[...] = s
-            srp[...] = s[None, :, None]
-            rt[...] = r[:, None]
+        for rt, rp in self.tiles1.values():
+            rt[...] = r
+            rp[...] = r[:, None]
         self.tiles1_delta = key
 
     def _program(self, bc: int, step: int) -> tuple:
@@ -567,27 +567,33 @@ class _Work:
                 k = g1 - g0
                 rows = np.ascontiguousarray(lv.and_rows[:, :, g0:g1])
                 x = _flat(self.x, (2, 2, k, bc))  # gathered labels [A, B] x [lo, hi], planar
-                xs = _flat(self.xs, (2, k, bc))  # lo ^ hi: the high word of sigma(label)
                 c = _flat(self.c, (2, k, bc))
                 m = _flat(self.m, (2, k, bc))  # all-ones masks of the permute bits
                 t = _flat(self.t, (2, k, bc))
+                # tweaks [A, B] x gates x instances, interleaved; the high words (instance ids) are set
+                # per chunk (start_chunk), for a step of `step` gates, so a shorter step reads a
+                # strided part of that tile
+                tw = _flat(self.tw, (2, step, bc, 2))[:, :k]
                 common = (
-                    rows, x.reshape(rows.shape + (bc,)), x[:, 0], x[:, 1], x[0], x[0, 1], x[1, 1],
-                    xs, xs[0], xs[1], np.ascontiguousarray(lv.tlo[:, g0:g1]), c, c[0], c[1], m, m[0], m[1], t,
+                    rows, x.reshape(rows.shape + (bc,)), x[:, 0], x[0], x, tw, tw[..., 0], np.ascontiguousarray(lv.tlo[:, g0:g1]),
+                    c, c[0], c[1], m, m[0], m[1], t,
                     np.ascontiguousarray(lv.and_out[:, g0:g1]), g0, g1, g0 == 0 and g1 == lv.k,
                 )
                 if garbler:
-                    u = _flat(self.u, (2, 2, k, bc, 2))  # AES input [zero, one] x [A, B], interleaved
+                    u = _flat(self.u, (2, 2, k, bc, 2))  # hash inputs [zero, one] x [A, B], interleaved
+                    v = _flat(self.v, (2, 2, k, bc, 2))  # their hashes
                     d = _flat(self.d, (2, 2, k, bc))  # H(X0) ^ H(X1), planar
                     ands.append(common + (
-                        4 * k * bc, u[0], u[1], u[0, ..., 0], u[0, ..., 1], u[1, ..., 0], u[1, ..., 1],
-                        u[0, 0, ..., 0], u[0, 1, ..., 0], u[0, 0, ..., 1], u[0, 1, ..., 1],
-                        _flat(self.sr_buf, (k, bc, 2)), d, d[:, 0], d[:, 1], d[0], d[1],
+                        4 * k * bc, u, v, u[0], u[1], u[0].transpose(0, 3, 1, 2), _flat(self.rt_buf, (k, bc, 2)),
+                        v[0, ..., 0], v[1, ..., 0], v[0, ..., 1], v[1, ..., 1],
+                        v[0, 0, ..., 0], v[0, 1, ..., 0], v[0, 0, ..., 1], v[0, 1, ..., 1],
+                        d, d[:, 0], d[:, 1], d[0], d[1],
                     ))
                 else:
-                    u = _flat(self.u, (2, k, bc, 2))  # AES input [A, B], interleaved
+                    u = _flat(self.u, (2, k, bc, 2))  # hash inputs [A, B], interleaved
+                    v = _flat(self.v, (2, k, bc, 2))
                     ands.append(common + (
-                        2 * k * bc, u[..., 0], u[..., 1], u[0, ..., 0], u[1, ..., 0], u[0, ..., 1], u[1, ..., 1],
+                        2 * k * bc, u, v, u.transpose(0, 3, 1, 2), v[0, ..., 0], v[1, ..., 0], v[0, ..., 1], v[1, ..., 1],
                     ))
             lins = []
             for g0 in range(0, lv.n_lin, step):
@@ -605,24 +611,28 @@ _xor = np.bitwise_xor
 _and = np.bitwise_and
 _neg = np.negative
 _mul = np.multiply
+_copy = np.copyto
 
 
 def _garble_ands(src: np.ndarray, steps: tuple, w: _Work, tab: np.ndarray, aes: FixedKeyAES) -> None:
-    """Garble every AND of a level into ``tab`` (2, 2, k, b); write output zero labels."""
-    r, sr, inst, permute = w.r, w.sr, w.inst, w.aes_buf.permute_prefix
-    for (rows, xt, xlo, xhi, xa, xahi, xbhi, xs, xsa, xsb, tlo, c, clo, chi, m, ma, mb, t, out, g0, g1, whole,
-         nblk, u0, u1, u0lo, u0hi, u1lo, u1hi, ualo, ublo, uahi, ubhi, srt, d, dlo, dhi, da, db) in steps:
+    """Garble every AND of a level into ``tab`` (2, 2, k, b); write output zero labels.
+
+    H(X, i) = pi(pi(X) ^ i) ^ pi(X) (TMMO, :func:`pairwise.mpc.aes.tccr_hash`) for
+    X in {A0, A1, B0, B1} of every gate and instance: one :class:`TccrHasher`
+    call over 4 k b blocks.
+    """
+    r, hasher = w.r, w.hasher
+    for (rows, xt, xlo, xa, x, tw, twlo, tlo, c, clo, chi, m, ma, mb, t, out, g0, g1, whole,
+         nblk, u, v, u0, u1, u0t, rt, v0lo, v1lo, v0hi, v1hi, valo, vblo, vahi, vbhi,
+         d, dlo, dhi, da, db) in steps:
         src.take(rows, axis=0, out=xt, mode="clip")
-        _xor(xlo, xhi, xs)
-        # AES input: u[z, s, g, n] = sigma(label) ^ tweak for z in {zero, one}, s in {A, B}.
-        _xor(xhi, tlo, u0lo)
-        _xor(xs, inst, u0hi)
-        _xor(u0, srt, u1)  # sigma(X1) = sigma(X0) ^ sigma(R)
-        permute(nblk, aes)
-        # d[s] = pi(u0) ^ pi(u1) ^ sigma(R) = H(X0) ^ H(X1), planar.
-        _xor(u0lo, u1lo, dlo)
-        _xor(u0hi, u1hi, dhi)
-        _xor(d, sr, d)
+        # hash inputs u[z, s, g, n] = X0 for z = 0, X0 ^ R for z = 1 (s in {A, B}), interleaved
+        _copy(u0t, x)
+        _xor(u0, rt, u1)
+        _copy(twlo, tlo)  # tweak (2*g + s, instance); the instance ids are in place (start_chunk)
+        hasher(nblk, tw, u, v, aes)  # v = H(u, tweak), the tweak shared by X0 and X1
+        _xor(v0lo, v1lo, dlo)  # d[s] = H(X0) ^ H(X1), planar
+        _xor(v0hi, v1hi, dhi)
         _and(xlo, _ONE0, m)
         _neg(m, m)
         if whole:
@@ -632,13 +642,9 @@ def _garble_ands(src: np.ndarray, steps: tuple, w: _Work, tab: np.ndarray, aes: 
         _and(mb, r, t)  # pb * R
         _xor(da, t, tg)  # T_G = H(A0) ^ H(A1) ^ pb*R
         _xor(db, xa, te)  # T_E = H(B0) ^ H(B1) ^ A0
-        # C0 = H(A0) ^ pa*T_G ^ H(B0) ^ pb*(H(B0) ^ H(B1)), H(X0) = pi(u0) ^ sigma(X0).
-        _xor(ualo, ublo, clo)
-        _xor(uahi, ubhi, chi)
-        _xor(clo, xahi, clo)
-        _xor(clo, xbhi, clo)
-        _xor(chi, xsa, chi)
-        _xor(chi, xsb, chi)
+        # C0 = H(A0) ^ pa*T_G ^ H(B0) ^ pb*(H(B0) ^ H(B1))
+        _xor(valo, vblo, clo)
+        _xor(vahi, vbhi, chi)
         _and(ma, tg, t)
         _xor(c, t, c)
         _and(mb, db, t)
@@ -648,21 +654,16 @@ def _garble_ands(src: np.ndarray, steps: tuple, w: _Work, tab: np.ndarray, aes: 
 
 def _eval_ands(src: np.ndarray, steps: tuple, w: _Work, tab: np.ndarray, aes: FixedKeyAES) -> None:
     """Evaluate every AND of a level with tables ``tab`` (2, 2, k, b); write active labels."""
-    inst, permute = w.inst, w.aes_buf.permute_prefix
-    for (rows, xt, xlo, xhi, xa, xahi, xbhi, xs, xsa, xsb, tlo, c, clo, chi, m, ma, mb, t, out, g0, g1, whole,
-         nblk, ulo, uhi, ualo, ublo, uahi, ubhi) in steps:
+    hasher = w.hasher
+    for (rows, xt, xlo, xa, x, tw, twlo, tlo, c, clo, chi, m, ma, mb, t, out, g0, g1, whole,
+         nblk, u, v, ut, valo, vblo, vahi, vbhi) in steps:
         src.take(rows, axis=0, out=xt, mode="clip")
-        _xor(xlo, xhi, xs)
-        _xor(xhi, tlo, ulo)
-        _xor(xs, inst, uhi)
-        permute(nblk, aes)
-        # C = H(A) ^ H(B) ^ sa*T_G ^ sb*(T_E ^ A), H(X) = pi(u) ^ sigma(X).
-        _xor(ualo, ublo, clo)
-        _xor(uahi, ubhi, chi)
-        _xor(clo, xahi, clo)
-        _xor(clo, xbhi, clo)
-        _xor(chi, xsa, chi)
-        _xor(chi, xsb, chi)
+        _copy(ut, x)
+        _copy(twlo, tlo)
+        hasher(nblk, tw, u, v, aes)
+        # C = H(A) ^ H(B) ^ sa*T_G ^ sb*(T_E ^ A)
+        _xor(valo, vblo, clo)
+        _xor(vahi, vbhi, chi)
         _and(xlo, _ONE0, m)
         _neg(m, m)
         if whole:
@@ -677,38 +678,34 @@ def _eval_ands(src: np.ndarray, steps: tuple, w: _Work, tab: np.ndarray, aes: Fi
         src[out] = c
 
 
-def _garble_ands1(src: np.ndarray, steps: tuple, tab: np.ndarray, aes_buf: BlockBuffer, aes: FixedKeyAES) -> None:
+def _garble_ands1(src: np.ndarray, steps: tuple, tab: np.ndarray, hasher: TccrHasher, aes: FixedKeyAES) -> None:
     """:func:`_garble_ands` for one instance (tables ``tab`` (2, 2, k)), in fewer numpy calls.
 
     At one instance a level costs its number of numpy calls, and calls on
     same-shape contiguous operands (numpy's fast path) cost about half as
-    much as strided or broadcast ones.  So one gather fills
-    w = [lo words of A, B], [A0 planar], [hi words of A, B], [-], [lo words
-    of A, A, B, B]; then w[3] = lo ^ hi makes w[2:4] sigma(X) planar; the
-    hashes H(X0) = pi(u0) ^ sigma(X0) land in planar p with one call; the
-    permute bits multiply (0 or 1) instead of masking; Delta-dependent
-    constants are tiled to the step's size.  Same algebra, same tables.
+    much as strided or broadcast ones.  So one gather puts the zero labels
+    straight into the hash buffer, interleaved, and a second one fills
+    w = [A0 planar], [lo words of A, A, B, B]; the tweak blocks are
+    precomputed per step; the hash differences land planar with one call;
+    the permute bits multiply (0 or 1) instead of masking; Delta is tiled to
+    the step's size.  Same algebra, same tables.
     """
-    permute = aes_buf.permute_prefix
-    for (rows, w, lo, hi, xs, xa, sig_t, tw, bits, ba, bb, c, t, out, g0, g1, whole,
-         nblk, u0, u1, u_t, sig_b, p, p0, p1, pa, pb, d, da, db, srt, srp, rt) in steps:
-        src.take(rows, axis=0, out=w, mode="clip")
-        _xor(lo, hi, xs)
-        _xor(sig_t, tw, u0)  # sigma(X0) ^ tweak, interleaved
-        _xor(u0, srt, u1)  # sigma(X1) = sigma(X0) ^ sigma(R)
-        permute(nblk, aes)
-        _xor(u_t, sig_b, p)  # p[0] = H(X0); p[1] = pi(u1) ^ sigma(X0) = H(X1) ^ sigma(R)
-        _xor(p0, p1, d)
-        _xor(d, srp, d)  # H(X0) ^ H(X1)
+    for (rows_u, rows_w, w, xa, tw, bits, ba, bb, c, t, out, g0, g1, whole,
+         nblk, u, u0, u1, v, v0t, v1t, vat, vbt, d, da, db, rt, rp) in steps:
+        src.take(rows_u, axis=0, out=u0, mode="clip")
+        src.take(rows_w, axis=0, out=w, mode="clip")
+        _xor(u0, rt, u1)  # X1 = X0 ^ R
+        hasher(nblk, tw, u, v, aes)
+        _xor(v0t, v1t, d)  # H(X0) ^ H(X1), planar
         _and(bits, _ONE0, bits)
         if whole:
             tg, te = tab[0], tab[1]
         else:
             tg, te = tab[0, :, g0:g1], tab[1, :, g0:g1]
-        _mul(bb, rt, t)
+        _mul(bb, rp, t)
         _xor(da, t, tg)  # T_G = H(A0) ^ H(A1) ^ pb*R
         _xor(db, xa, te)  # T_E = H(B0) ^ H(B1) ^ A0
-        _xor(pa, pb, c)  # H(A0) ^ H(B0)
+        _xor(vat, vbt, c)  # H(A0) ^ H(B0)
         _mul(ba, tg, t)
         _xor(c, t, c)  # ^ pa*T_G
         _mul(bb, db, t)
@@ -716,17 +713,14 @@ def _garble_ands1(src: np.ndarray, steps: tuple, tab: np.ndarray, aes_buf: Block
         src[out] = c
 
 
-def _eval_ands1(src: np.ndarray, steps: tuple, tab: np.ndarray, aes_buf: BlockBuffer, aes: FixedKeyAES) -> None:
+def _eval_ands1(src: np.ndarray, steps: tuple, tab: np.ndarray, hasher: TccrHasher, aes: FixedKeyAES) -> None:
     """:func:`_eval_ands` for one instance (tables ``tab`` (2, 2, k)); see :func:`_garble_ands1`."""
-    permute = aes_buf.permute_prefix
-    for (rows, w, lo, hi, xs, xa, sig_t, tw, bits, ba, bb, c, t, out, g0, g1, whole,
-         nblk, u, u_t, sig_p, p, pa, pb) in steps:
-        src.take(rows, axis=0, out=w, mode="clip")
-        _xor(lo, hi, xs)
-        _xor(sig_t, tw, u)
-        permute(nblk, aes)
-        _xor(u_t, sig_p, p)  # H(X) = pi(u) ^ sigma(X), planar
-        _xor(pa, pb, c)  # H(A) ^ H(B)
+    for (rows_u, rows_w, w, xa, tw, bits, ba, bb, c, t, out, g0, g1, whole,
+         nblk, u, v, vat, vbt) in steps:
+        src.take(rows_u, axis=0, out=u, mode="clip")
+        src.take(rows_w, axis=0, out=w, mode="clip")
+        hasher(nblk, tw, u, v, aes)
+        _xor(vat, vbt, c)  # H(A) ^ H(B), planar
         _and(bits, _ONE0, bits)
         if whole:
             tg, te = tab[0], tab[1]
@@ -1034,7 +1028,7 @@ class Garbler:
                     if bc > 1:
                         _garble_ands(src, ands, w, tab, aes)
                     else:
-                        _garble_ands1(src, ands, tab, w.aes_buf, aes)
+                        _garble_ands1(src, ands, tab, w.hasher, aes)
                     yield tab
                 for rows, y, y0, y1, z, orow in lins:  # XOR and INV (= XOR with the one slot)
                     src.take(rows, axis=0, out=y, mode="clip")
@@ -1148,7 +1142,7 @@ class Evaluator:
                     if bc > 1:
                         _eval_ands(src, ands, w, reader.read(32 * lv.k * bc, (2, 2, lv.k, bc)), aes)
                     else:
-                        _eval_ands1(src, ands, reader.read(32 * lv.k, (2, 2, lv.k)), w.aes_buf, aes)
+                        _eval_ands1(src, ands, reader.read(32 * lv.k, (2, 2, lv.k)), w.hasher, aes)
                 for rows, y, y0, y1, z, orow in lins:  # XOR and INV (= XOR with the one slot)
                     src.take(rows, axis=0, out=y, mode="clip")
                     _xor(y0, y1, z)

@@ -15,7 +15,8 @@ What it does
       label of its input bit ``x`` and nothing else (emp-sh2pc's scheme);
     * chosen-message OT (:meth:`COTSender.send_chosen` /
       :meth:`COTReceiver.recv_chosen`) of block messages, padded with the
-      correlation-robust hash ``tccr_hash`` of :mod:`pairwise.mpc.aes`.
+      tweakable circular correlation-robust hash ``tccr_hash`` (TMMO) of
+      :mod:`pairwise.mpc.aes`.
 
 Protocol (Ishai, Kilian, Nissim, Petrank, "Extending Oblivious Transfers
 Efficiently", CRYPTO 2003, Sec. 3.1 / Fig. 1, with the roles of the base OT
@@ -36,7 +37,7 @@ CCS 2013, Sec. 5.4, and emp-ot's ``IKNP``)::
     stream per seed, continued across batches (emp-ot and libOTe also expand
     IKNP seeds with AES keyed by the seed).  Keyed AES needs only the PRF
     assumption and costs one OpenSSL call per row: measured ~8x faster than
-    expanding with the fixed-key ``mmo_prg`` (benchmarks/results/ot.md).
+    expanding with the fixed-key PRG ``mmo_prg`` (benchmarks/results/ot.md).
 
     Chosen OT on COT number i with choice b (receiver sends d = r_i xor b):
         y_j = m_j xor H(q_i xor (j xor d) Delta, tweak_i),  j = 0, 1
@@ -54,9 +55,11 @@ Security model
     free-XOR garbling).  The receiver's bits r are hidden from the sender by
     the PRG output G(k0_j), assuming AES is a PRF.  COT outputs ``q`` / ``t`` are raw correlated
     values, which is what free-XOR labels need; to get independent messages
-    they must be hashed (as send_chosen does), which requires ``tccr_hash``
-    to be correlation robust (GKWY 2020 prove TCCR for their construction in
-    the ideal-permutation model).  The session id (and the OT index) enter
+    they must be hashed (as send_chosen does): the pads H(q, i) and
+    H(q xor Delta, i) must look independent to a receiver that knows one of
+    them, which is what a tweakable circular correlation-robust hash gives;
+    ``tccr_hash`` is TMMO, TCCR when fixed-key AES is a random permutation
+    (GKWY 2020, Sec. 7.4).  The session id (and the OT index) enter
     every base-OT key derivation and the chosen-OT tweaks; both sides must
     call in the same order with the same ``batch_size`` -- a mismatch is
     detected from the batch header and raises

@@ -53,8 +53,9 @@ Failure policy
     reported on both sides; a peer that disconnects raises
     :class:`pairwise.mpc.errors.PeerClosed` / :class:`pairwise.mpc.errors.ChannelError`; a
     stream of tables longer or shorter than the headers announce raises
-    :class:`pairwise.mpc.errors.ProtocolError` (RUNTIME_VERSION 2: peers of version 1,
-    which sent one frame per AND level, are refused at the handshake).
+    :class:`pairwise.mpc.errors.ProtocolError`.  RUNTIME_VERSION 3: tables hashed
+    with TMMO (:mod:`pairwise.mpc.aes`); peers of earlier versions (another hash,
+    or one frame per AND level) are refused at the handshake.
 
 Follows
     Yao 1986; Lindell-Pinkas 2009 (semi-honest Yao); emp-sh2pc's input
@@ -108,7 +109,7 @@ FIRST_FRAME = 1 << 13
 #: batch is at least twice the previous one, up to :data:`pairwise.mpc.iknp.DEFAULT_BATCH`.
 FIRST_COT_BATCH = 1024
 OUTPUT_MODES = ("both", "evaluator", "garbler")
-RUNTIME_VERSION = b"pairwise-yao/2"
+RUNTIME_VERSION = b"pairwise-yao/3"
 _EXEC = struct.Struct("<4s32sQQQQB")
 _EXEC_MAGIC = b"EXEC"
 
