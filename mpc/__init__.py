@@ -15,7 +15,9 @@ Modules, in dependency order:
 - :mod:`pairwise.mpc.baseot`, :mod:`pairwise.mpc.iknp`, :mod:`pairwise.mpc.ot`: Chou-Orlandi base OT and
   IKNP correlated / chosen-message OT.
 - :mod:`pairwise.mpc.twopc`: semi-honest Yao sessions (:class:`GarblerSession`,
-  :class:`EvaluatorSession`).
+  :class:`EvaluatorSession`); the garbler's input labels come from a per-execution
+  seed, and random input groups (``run(..., random=...)``) are drawn by their owner
+  inside the runtime at no label cost on the wire.
 
 Security model: semi-honest parties; secrets from ``os.urandom``; the channel
 is assumed authentic and private (use TLS or a trusted network); fixed-key AES

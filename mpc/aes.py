@@ -74,6 +74,7 @@ __all__ = [
     "tccr_hash",
     "TccrHasher",
     "mmo_prg",
+    "ctr_blocks",
     "random_blocks",
     "empty_blocks",
     "blocks_from_bytes",
@@ -246,6 +247,33 @@ def mmo_prg(seeds: np.ndarray, n: int, aes: FixedKeyAES | None = None) -> np.nda
     aes.permute(t, out=t)
     t ^= s
     return t
+
+
+#: Blocks of keystream per OpenSSL call in :func:`ctr_blocks` (a 1 MiB zero buffer, in cache).
+_CTR_STEP = 1 << 16
+_CTR_ZEROS = bytes(16 * _CTR_STEP)
+
+
+def ctr_blocks(key: bytes, n: int) -> np.ndarray:
+    """The first ``n`` blocks of the AES-128-CTR keystream under ``key`` (counter from 0), shape (n, 2).
+
+    A PRG from a 16-byte seed, assuming AES is a PRF (the key is the seed;
+    no fixed-key assumption).  Used by the two-party runtime to expand the
+    garbler's per-execution label seed (:mod:`pairwise.mpc.twopc`) and, with
+    the same construction, by IKNP's row PRG.  One OpenSSL call per 2^16
+    blocks, written into the result with no intermediate copies.
+    """
+    if len(key) != 16:
+        raise ValueError(f"AES-128 key must be 16 bytes, got {len(key)}")
+    if n < 0:
+        raise ValueError(f"block count must be non-negative, got {n}")
+    enc = Cipher(algorithms.AES(bytes(key)), modes.CTR(bytes(16))).encryptor()
+    raw = np.empty(16 * n + 16, dtype=np.uint8)
+    mv = memoryview(raw)
+    for b0 in range(0, n, _CTR_STEP):
+        m = min(_CTR_STEP, n - b0)
+        enc.update_into(memoryview(_CTR_ZEROS)[: 16 * m], mv[16 * b0 : 16 * (b0 + m) + 15])
+    return raw[: 16 * n].view(np.uint64).reshape(n, 2)
 
 
 def random_blocks(*shape: int) -> np.ndarray:

@@ -113,6 +113,7 @@ Follows
 
 from __future__ import annotations
 
+import os
 import struct
 import sys
 import weakref
@@ -139,6 +140,7 @@ __all__ = [
     "split_outputs",
     "garble_and_evaluate",
     "table_bytes",
+    "urandom_bits",
 ]
 
 if sys.byteorder != "little":  # pragma: no cover - the block layout is little-endian
@@ -936,6 +938,24 @@ class Garbler:
             raise GarbleError(str(exc.args[0])) from None
         self.input_zero[g.wires] = _as_blocks(labels, (g.width, self.batch, 2), f"input_zero[{group!r}]")
 
+    def set_active_labels(self, group: str, active, bits) -> None:
+        """Fix the labels of input group ``group`` by its *active* labels: zero = active ^ bits*Delta.
+
+        ``active`` (width, batch, 2) is known to the evaluator (e.g. expanded
+        from a seed the garbler sent it: emp-sh2pc's input scheme, see
+        :mod:`pairwise.mpc.twopc`); ``bits`` (batch, width) bool are the
+        group's input bits, which only the garbler knows.  The evaluator then
+        holds the label of ``bits`` and, Delta being secret, learns nothing
+        about them.
+        """
+        g = self.circuit.input_group(group)
+        a = _as_blocks(active, (g.width, self.batch, 2), f"active labels of {group!r}")
+        b = np.asarray(bits, dtype=bool)
+        if b.shape != (self.batch, g.width):
+            raise GarbleError(f"bits for {group!r} must have shape ({self.batch}, {g.width}), got {b.shape}")
+        mask = np.negative(b.T.astype(_U64))[..., None]  # (width, batch, 1) all-ones where bit = 1
+        self.set_zero_labels(group, a ^ (mask & self.delta[None]))
+
     def zero_labels(self, group: str) -> np.ndarray:
         """Zero labels (width, batch, 2) of an input group."""
         return self.input_zero[self.circuit.input_group(group).wires]
@@ -1175,16 +1195,41 @@ def split_outputs(circuit: Circuit, bits: np.ndarray) -> list[np.ndarray]:
     return res
 
 
+def urandom_bits(batch: int, width: int) -> np.ndarray:
+    """(batch, width) uniform bits from ``os.urandom`` (a party's random input group)."""
+    raw = np.frombuffer(os.urandom(-(-batch * width // 8)), dtype=np.uint8)
+    return np.unpackbits(raw, count=batch * width, bitorder="little").view(np.bool_).reshape(batch, width)
+
+
 def garble_and_evaluate(
-    circuit: Circuit, inputs: Sequence, *, chunk: int | None = None, instance_offset: int = 0
+    circuit: Circuit, inputs: Sequence, *, chunk: int | None = None, instance_offset: int = 0, random=(),
+    batch: int | None = None,
 ) -> list[np.ndarray]:
     """Garble, evaluate and decode in one process (for checks and the CLI).
 
     ``inputs``: one (batch, width) bool array per input group, as for
-    :meth:`Circuit.evaluate_bits`; returns one (batch, width) bool array per
+    :meth:`Circuit.evaluate_bits`, leaving out the groups named in
+    ``random``, whose bits are drawn here from ``os.urandom`` (as the
+    two-party runtime's random inputs; ``batch`` gives the batch when no
+    group is left to feed).  Returns one (batch, width) bool array per
     output group.  Both roles run here, so this is a correctness tool, not a
     secure computation.
     """
+    names = {random} if isinstance(random, str) else set(random)
+    if names:
+        unknown = names - {g.name for g in circuit.inputs}
+        if unknown:
+            raise GarbleError(f"random input group(s) {sorted(unknown)} are not inputs of {circuit.name!r}")
+        fed = [g for g in circuit.inputs if g.name not in names]
+        given = list(inputs)
+        if len(given) != len(fed):
+            raise GarbleError(f"{len(fed)} input group(s) to feed besides the random ones, got {len(given)} inputs")
+        if given:
+            batch = np.asarray(given[0]).shape[0]
+        elif batch is None or batch < 1:
+            raise GarbleError("no input group to feed: give batch=")
+        it = iter(given)
+        inputs = [urandom_bits(batch, g.width) if g.name in names else next(it) for g in circuit.inputs]
     try:
         bits = circuit._check_bit_inputs(inputs)
     except CircuitError as exc:

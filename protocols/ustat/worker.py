@@ -11,8 +11,10 @@ What it does
     loopback (the garbler listens on ``port``, the evaluator connects to it):
     the session's pairs are one SIMD execution of the kernel + noise circuit.
     ``inputs`` are the hosted users' values for the session's pairs, in pair
-    order (packed pairs for kendall).  Each party draws its own noise bits from
-    ``os.urandom`` here, so no other process knows them.  The evaluator side
+    order (packed pairs for kendall).  Each party's noise bits are drawn by its
+    own side of the runtime (the ``rx``/``ry`` random input groups: os.urandom
+    for the garbler, random COT choice bits for the evaluator), so no other
+    process knows them.  The evaluator side
     learns the noisy kernel values (output mode ``evaluator``) and forwards
     them: the worker prints one JSON line ``{"worker": k, "sessions": {"s:role":
     {"outputs": [...], "bytes_sent": .., "bytes_received": ..}}}`` (keyed by
@@ -48,7 +50,6 @@ def _build(params: dict):
 
 
 def run_session(nc, sess: dict, timeout: float, results: dict, errors: list) -> None:
-    from pairwise.circuits.noise import random_input_bits
     from pairwise.mpc.channel import TCPChannel
     from pairwise.mpc.twopc import EvaluatorSession, GarblerSession, circuit_digest
 
@@ -56,12 +57,11 @@ def run_session(nc, sess: dict, timeout: float, results: dict, errors: list) -> 
     circuit = nc.circuit
     values = [int(v) for v in sess["inputs"]]
     try:
-        r = random_input_bits(nc.random_width, len(values))
         if sess["role"] == "garbler":
             ch = TCPChannel.listen("127.0.0.1", sess["port"], timeout=timeout)
             try:
                 s = GarblerSession(ch, session_id=f"ustat-{sid}", extra=circuit_digest(circuit))
-                s.run(circuit, {"x": values, "rx": r}, output="evaluator")
+                s.run(circuit, {"x": values}, output="evaluator", random=("rx", "ry"))
                 st = ch.stats()
             finally:
                 ch.close()
@@ -70,7 +70,7 @@ def run_session(nc, sess: dict, timeout: float, results: dict, errors: list) -> 
             ch = TCPChannel.connect("127.0.0.1", sess["port"], deadline=timeout, timeout=timeout)
             try:
                 s = EvaluatorSession(ch, session_id=f"ustat-{sid}", extra=circuit_digest(circuit))
-                res = s.run(circuit, {"y": values, "ry": r}, output="evaluator")
+                res = s.run(circuit, {"y": values}, output="evaluator", random=("rx", "ry"))
                 st = ch.stats()
             finally:
                 ch.close()
