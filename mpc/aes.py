@@ -254,26 +254,42 @@ _CTR_STEP = 1 << 16
 _CTR_ZEROS = bytes(16 * _CTR_STEP)
 
 
-def ctr_blocks(key: bytes, n: int) -> np.ndarray:
-    """The first ``n`` blocks of the AES-128-CTR keystream under ``key`` (counter from 0), shape (n, 2).
+def ctr_blocks(key: bytes, n: int, *, start: int = 0, out: np.ndarray | None = None) -> np.ndarray:
+    """Blocks ``start`` .. ``start + n - 1`` of the AES-128-CTR keystream under ``key`` (counter from 0), shape (n, 2).
 
     A PRG from a 16-byte seed, assuming AES is a PRF (the key is the seed;
     no fixed-key assumption).  Used by the two-party runtime to expand the
-    garbler's per-execution label seed (:mod:`pairwise.mpc.twopc`) and, with
-    the same construction, by IKNP's row PRG.  One OpenSSL call per 2^16
-    blocks, written into the result with no intermediate copies.
+    garbler's per-execution label seed (:mod:`pairwise.mpc.twopc`); IKNP's row
+    PRG is the same construction.  ``out``: a C-contiguous (n, 2) uint64
+    array to fill (e.g. a view of the garbler's label storage), else a
+    fresh one.  One OpenSSL call per 2^16 blocks.
     """
     if len(key) != 16:
         raise ValueError(f"AES-128 key must be 16 bytes, got {len(key)}")
-    if n < 0:
-        raise ValueError(f"block count must be non-negative, got {n}")
-    enc = Cipher(algorithms.AES(bytes(key)), modes.CTR(bytes(16))).encryptor()
-    raw = np.empty(16 * n + 16, dtype=np.uint8)
-    mv = memoryview(raw)
-    for b0 in range(0, n, _CTR_STEP):
-        m = min(_CTR_STEP, n - b0)
-        enc.update_into(memoryview(_CTR_ZEROS)[: 16 * m], mv[16 * b0 : 16 * (b0 + m) + 15])
-    return raw[: 16 * n].view(np.uint64).reshape(n, 2)
+    if n < 0 or start < 0:
+        raise ValueError(f"block count and start must be non-negative, got {n}, {start}")
+    if out is None:
+        raw = np.empty(16 * n + 16, dtype=np.uint8)
+        out = raw[: 16 * n].view(np.uint64).reshape(n, 2)
+    elif out.shape != (n, 2) or out.dtype != np.uint64 or not out.flags.c_contiguous:
+        raise ValueError(f"out must be a C-contiguous ({n}, 2) uint64 array")
+    if n == 0:
+        return out
+    enc = Cipher(algorithms.AES(bytes(key)), modes.CTR(start.to_bytes(16, "big"))).encryptor()
+    dst = _slack_view(out)
+    if dst is not None:  # OpenSSL writes straight into out (it needs 15 bytes of slack)
+        step = _CTR_STEP
+        for b0 in range(0, n, step):
+            m = min(step, n - b0)
+            enc.update_into(memoryview(_CTR_ZEROS)[: 16 * m], dst[16 * b0 : 16 * (b0 + m) + 15])
+        return out
+    flat = out.reshape(-1).view(np.uint8)
+    last = (n - 1) // _CTR_STEP * _CTR_STEP  # all but the last step straight into out, the last via a copy
+    mv = memoryview(flat)
+    for b0 in range(0, last, _CTR_STEP):
+        enc.update_into(memoryview(_CTR_ZEROS), mv[16 * b0 : 16 * (b0 + _CTR_STEP) + 15])
+    flat[16 * last :] = np.frombuffer(enc.update(memoryview(_CTR_ZEROS)[: 16 * (n - last)]), dtype=np.uint8)
+    return out
 
 
 def random_blocks(*shape: int) -> np.ndarray:

@@ -141,6 +141,7 @@ __all__ = [
     "garble_and_evaluate",
     "table_bytes",
     "urandom_bits",
+    "wire_slice",
 ]
 
 if sys.byteorder != "little":  # pragma: no cover - the block layout is little-endian
@@ -366,6 +367,20 @@ def _segment_sizes(plan: _Plan, batch: int, chunk: int) -> list[int]:
     return [32 * lv.k * (b1 - b0) for b0, b1 in _chunks(batch, chunk) for lv in plan.levels if lv.k]
 
 
+def wire_slice(g) -> slice | np.ndarray:
+    """An input group's wires as a slice when they are consecutive (views instead of fancy-index copies), else the wire array."""
+    w = g.wires
+    if w.shape[0] and w[-1] - w[0] + 1 == w.shape[0] and (w.shape[0] == 1 or bool((np.diff(w) == 1).all())):
+        return slice(int(w[0]), int(w[-1]) + 1)
+    return w
+
+
+def _same_memory(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether two arrays are the very same view (same start, shape and strides)."""
+    return (a.__array_interface__["data"][0] == b.__array_interface__["data"][0]
+            and a.shape == b.shape and a.strides == b.strides)
+
+
 def _as_blocks(a, shape: tuple[int, ...], what: str) -> np.ndarray:
     arr = np.asarray(a)
     if arr.dtype != np.uint64:
@@ -439,14 +454,15 @@ class _Work:
         except IndexError:
             return cls(max_bc, plan, role)
 
-    def release(self) -> None:
-        """Keep these buffers for the next run of the circuit (at most two per batch size and role, POOL_BYTES)."""
+    def release(self, keep: bool = False) -> None:
+        """Keep these buffers for the next run of the circuit: at most two per batch size and role while
+        all kept ones total POOL_BYTES, or (``keep``: a session that will run the circuit again) one more
+        of any size, so repeated large executions do not touch fresh memory (page faults)."""
         pool = self.plan.pool
         kept = sum(w.nbytes for spare in list(pool.values()) for w in list(spare))
-        if kept + self.nbytes <= POOL_BYTES:
-            spare = pool.setdefault((self.max_bc, self.role, self.step_gates), [])
-            if len(spare) < 2:
-                spare.append(self)
+        spare = pool.setdefault((self.max_bc, self.role, self.step_gates), [])
+        if (kept + self.nbytes <= POOL_BYTES and len(spare) < 2) or (keep and not spare):
+            spare.append(self)
 
     def start_chunk(self, bc: int, delta_planar: np.ndarray | None, first_instance: int):
         """Prepare a chunk of ``bc`` instances.
@@ -738,9 +754,15 @@ def _eval_ands1(src: np.ndarray, steps: tuple, tab: np.ndarray, hasher: TccrHash
 
 # ---------------------------------------------------------------------------- byte source
 class _Reader:
-    """Reads exact-size uint64 segments from bytes or from an iterable of byte chunks."""
+    """Reads exact-size uint64 segments from bytes or from an iterable of byte chunks.
+
+    A segment is a view of the chunk it lies in, or, when it spans chunks, of
+    a scratch buffer that the next such segment reuses: each result is valid
+    until the next :meth:`read` (the engine uses one level's tables at a time).
+    """
 
     def __init__(self, source) -> None:
+        self._scratch = np.empty(0, _U64)
         if isinstance(source, (bytes, bytearray, memoryview, np.ndarray)):
             self._it: Iterator | None = None
             self._set(memoryview(source).cast("B") if not isinstance(source, np.ndarray) else memoryview(
@@ -770,7 +792,9 @@ class _Reader:
             if self._words is not None and not (pos | n) & 7:
                 return self._words[pos >> 3 : (pos + n) >> 3].reshape(shape)
             return np.frombuffer(self._cur[pos : pos + n], dtype="<u8").copy().reshape(shape)
-        buf = bytearray(n)
+        if self._scratch.shape[0] * 8 < n:
+            self._scratch = np.empty(-(-n // 8), _U64)
+        buf = memoryview(self._scratch.view(np.uint8))[:n]
         got = 0
         while True:
             take = min(avail, n - got)
@@ -778,7 +802,7 @@ class _Reader:
             got += take
             self._pos += take
             if got == n:
-                return np.frombuffer(buf, dtype="<u8").reshape(shape)
+                return self._scratch[: n >> 3].reshape(shape)
             nxt = next(self._it, None) if self._it is not None else None
             if nxt is None:
                 raise GarbleError(f"garbled tables ended early: a segment needs {n} bytes, only {got} arrived")
@@ -861,8 +885,9 @@ class Garbler:
             Delta), or (batch, 2); every Delta must have lowest bit 1.
         input_zero: zero labels chosen by the caller, as a mapping from
             input-group name to a (width, batch, 2) block array, or one
-            (n_inputs, batch, 2) array; unspecified groups get fresh CSPRNG
-            labels.
+            (n_inputs, batch, 2) array; groups that are neither given here
+            nor set later (:meth:`set_zero_labels`, :meth:`set_active_labels`)
+            get fresh CSPRNG labels when they are first needed.
         instance_offset: instance id of the first instance (tweak high word);
             see the module docstring for why it must grow across garblings
             that share a Delta.
@@ -870,6 +895,14 @@ class Garbler:
             evaluator must use the same value.
         record_wires: keep every wire's zero label in ``wire_zero``
             (n_wires, batch, 2), for tests; costs n_wires*batch*16 bytes.
+        keep_scratch: keep the scratch buffers for the next garbling of
+            this circuit and chunk size even when they are large (sessions
+            that repeat executions; small ones are always kept).
+        input_buffer: an (n_inputs, batch, 2) uint64 array to hold the zero
+            labels of the input wires (its contents are ignored), e.g. one a
+            session reuses for every execution, so that large batches do not
+            touch fresh memory; fill groups in place through
+            :meth:`input_view`.
 
     After :meth:`iter_tables` is exhausted (or :meth:`garble` returns),
     ``output_zero`` (n_out, batch, 2) and ``decode_bits`` (n_out, batch) hold
@@ -888,6 +921,8 @@ class Garbler:
         chunk: int | None = None,
         aes: FixedKeyAES | None = None,
         record_wires: bool = False,
+        keep_scratch: bool = False,
+        input_buffer: np.ndarray | None = None,
     ) -> None:
         self.circuit = circuit
         self.batch = _check_batch(batch)
@@ -896,6 +931,7 @@ class Garbler:
         self._aes = aes  # None: the running thread's default_aes(), resolved per run
         self._plan = _plan(circuit, "wires" if record_wires else "compact")
         self.record_wires = record_wires
+        self._keep = keep_scratch
         if delta is None:
             self.delta = fresh_delta(self.batch)
         else:
@@ -909,14 +945,19 @@ class Garbler:
         self._used = False
         n_in = circuit.n_inputs
         if isinstance(input_zero, np.ndarray):
-            self.input_zero = np.array(_as_blocks(input_zero, (n_in, self.batch, 2), "input_zero"))
+            self._zero = np.array(_as_blocks(input_zero, (n_in, self.batch, 2), "input_zero"))
+            self._open: set[str] = set()
         else:
-            given = dict(input_zero or {})
-            self.input_zero = np.empty((n_in, self.batch, 2), _U64)
-            for g in circuit.inputs:  # fresh CSPRNG labels for the groups the caller leaves open
-                if g.name not in given:
-                    self.input_zero[g.wires] = random_blocks(g.width, self.batch)
-            for name, arr in given.items():
+            # groups the caller leaves open get fresh CSPRNG labels when first needed (_fill_open), so
+            # labels that are set later (from OT, from a seed) cost no random bytes
+            if input_buffer is None:
+                self._zero = np.empty((n_in, self.batch, 2), _U64)
+            else:
+                self._zero = _as_blocks(input_buffer, (n_in, self.batch, 2), "input_buffer")
+                if not self._zero.flags.c_contiguous or not self._zero.flags.writeable:
+                    raise GarbleError("input_buffer must be a writable C-contiguous array")
+            self._open = {g.name for g in circuit.inputs}
+            for name, arr in dict(input_zero or {}).items():
                 self.set_zero_labels(name, arr)
         self.output_zero: np.ndarray | None = None
         self.decode_bits: np.ndarray | None = None
@@ -936,7 +977,42 @@ class Garbler:
             g = self.circuit.input_group(group)
         except KeyError as exc:
             raise GarbleError(str(exc.args[0])) from None
-        self.input_zero[g.wires] = _as_blocks(labels, (g.width, self.batch, 2), f"input_zero[{group!r}]")
+        w = wire_slice(g)
+        lab = _as_blocks(labels, (g.width, self.batch, 2), f"input_zero[{group!r}]")
+        if not _same_memory(lab, self._zero[w]):  # (filled in place through input_view: nothing to copy)
+            self._zero[w] = lab
+        self._open.discard(g.name)
+
+    def input_view(self, group: str) -> np.ndarray:
+        """The writable (width, batch, 2) storage of the zero labels of ``group`` (consecutive wires).
+
+        Fill it in place (e.g. ``COTSender.send_random(n, out=view.reshape(-1, 2))``
+        or :func:`pairwise.mpc.aes.ctr_blocks` with ``out``), then pass it to
+        :meth:`set_zero_labels` or :meth:`set_active_labels`, which then copy
+        nothing.
+        """
+        if self._used:
+            raise GarbleError("zero labels cannot change after garbling")
+        try:
+            g = self.circuit.input_group(group)
+        except KeyError as exc:
+            raise GarbleError(str(exc.args[0])) from None
+        w = wire_slice(g)
+        if not isinstance(w, slice):
+            raise GarbleError(f"input group {group!r} has no consecutive wires: set its labels with set_zero_labels")
+        return self._zero[w]
+
+    @property
+    def input_zero(self) -> np.ndarray:
+        """Zero labels (n_inputs, batch, 2) of all input wires."""
+        self._fill_open()
+        return self._zero
+
+    def _fill_open(self) -> None:
+        for g in self.circuit.inputs:
+            if g.name in self._open:
+                self._zero[wire_slice(g)] = random_blocks(g.width, self.batch)
+        self._open.clear()
 
     def set_active_labels(self, group: str, active, bits) -> None:
         """Fix the labels of input group ``group`` by its *active* labels: zero = active ^ bits*Delta.
@@ -948,17 +1024,41 @@ class Garbler:
         holds the label of ``bits`` and, Delta being secret, learns nothing
         about them.
         """
-        g = self.circuit.input_group(group)
+        if self._used:
+            raise GarbleError("zero labels cannot change after garbling")
+        try:
+            g = self.circuit.input_group(group)
+        except KeyError as exc:
+            raise GarbleError(str(exc.args[0])) from None
         a = _as_blocks(active, (g.width, self.batch, 2), f"active labels of {group!r}")
         b = np.asarray(bits, dtype=bool)
         if b.shape != (self.batch, g.width):
             raise GarbleError(f"bits for {group!r} must have shape ({self.batch}, {g.width}), got {b.shape}")
-        mask = np.negative(b.T.astype(_U64))[..., None]  # (width, batch, 1) all-ones where bit = 1
-        self.set_zero_labels(group, a ^ (mask & self.delta[None]))
+        w = wire_slice(g)
+        if isinstance(w, slice):  # in place, word plane by word plane, through a bounded temporary
+            z = self._zero[w]
+            if not _same_memory(a, z):
+                np.copyto(z, a)
+            bits_wm = np.ascontiguousarray(b.T).view(np.uint8)  # (width, batch), 0/1
+            rows = max(1, (1 << 18) // self.batch)
+            tmp = np.empty((min(rows, g.width), self.batch), _U64)
+            for r0 in range(0, g.width, rows):
+                r1 = min(g.width, r0 + rows)
+                t = tmp[: r1 - r0]
+                for k in (0, 1):
+                    np.multiply(bits_wm[r0:r1], self.delta[:, k], out=t)  # bit * Delta word
+                    np.bitwise_xor(z[r0:r1, :, k], t, out=z[r0:r1, :, k])
+        else:
+            mask = np.negative(b.T.astype(_U64))[..., None]  # (width, batch, 1) all-ones where bit = 1
+            self._zero[w] = a ^ (mask & self.delta[None])
+        self._open.discard(g.name)
 
     def zero_labels(self, group: str) -> np.ndarray:
         """Zero labels (width, batch, 2) of an input group."""
-        return self.input_zero[self.circuit.input_group(group).wires]
+        g = self.circuit.input_group(group)
+        if g.name in self._open:
+            self._fill_open()
+        return self._zero[wire_slice(g)]
 
     def encode(self, group: str, bits) -> np.ndarray:
         """Active labels (width, batch, 2) of ``group`` for ``bits`` (batch, width) bool."""
@@ -967,7 +1067,7 @@ class Garbler:
         if b.shape != (self.batch, g.width):
             raise GarbleError(f"bits for {group!r} must have shape ({self.batch}, {g.width}), got {b.shape}")
         mask = np.negative(b.T.astype(_U64))[..., None]  # (width, batch, 1) all-ones where bit = 1
-        return self.input_zero[g.wires] ^ (mask & self.delta[None])
+        return self.zero_labels(group) ^ (mask & self.delta[None])
 
     def encode_all(self, inputs: Sequence) -> np.ndarray:
         """Active labels (n_inputs, batch, 2) for one (batch, width) bool array per input group."""
@@ -985,13 +1085,25 @@ class Garbler:
         """Byte sizes of the segments :meth:`iter_tables` yields, in order."""
         return _segment_sizes(self._plan, self.batch, self.chunk)
 
-    def iter_tables(self) -> Iterator[memoryview]:
+    def iter_tables(self, scratch: np.ndarray | None = None) -> Iterator[memoryview]:
         """Garble, yielding one table segment (bytes-like) per instance chunk and AND level.
 
-        Each yielded buffer is fresh (the garbler never writes it again).
+        Each yielded buffer is fresh (the garbler never writes it again), or,
+        with ``scratch`` (a flat uint64 array of at least
+        :meth:`max_segment_words` words, e.g. one a sender reuses), a view of
+        ``scratch`` that the next segment overwrites: use (send) each segment
+        before asking for the next one.
         """
-        for tab in self._run(None):
+        if scratch is not None:
+            scratch = np.asarray(scratch)
+            if scratch.dtype != _U64 or scratch.ndim != 1 or scratch.shape[0] < self.max_segment_words():
+                raise GarbleError(f"scratch must be a flat uint64 array of at least {self.max_segment_words()} words")
+        for tab in self._run(None, scratch):
             yield memoryview(tab).cast("B")
+
+    def max_segment_words(self) -> int:
+        """uint64 words of the largest table segment (for the ``scratch`` of :meth:`iter_tables`)."""
+        return max(self.segment_sizes(), default=0) // 8
 
     def iter_into(self, out) -> Iterator[int]:
         """Garble into ``out`` segment by segment; after each segment yield the bytes of ``out`` written so far.
@@ -1017,8 +1129,12 @@ class Garbler:
             raise GarbleError(f"out must be a writable buffer of exactly {size} bytes, got {mv.nbytes}")
         return np.frombuffer(mv, dtype=_U64) if size else np.empty(0, _U64)
 
-    def _run(self, dest: np.ndarray | None) -> Iterator[np.ndarray]:
-        """Garble; yield each segment as a (2, 2, k, b) array, (2, 2, k) for one-instance chunks (a view of ``dest`` if given)."""
+    def _run(self, dest: np.ndarray | None, scratch: np.ndarray | None = None) -> Iterator[np.ndarray]:
+        """Garble; yield each segment as a (2, 2, k, b) array, (2, 2, k) for one-instance chunks.
+
+        Segments are views of ``dest`` (all tables, in order) if given, else
+        views of the start of ``scratch`` (reused) if given, else fresh arrays.
+        """
         if self._used:
             raise GarbleError("this Garbler has already garbled; make a new one (fresh labels) per garbling")
         self._used = True
@@ -1030,17 +1146,20 @@ class Garbler:
             self.wire_zero = np.empty((self.circuit.n_wires, self.batch, 2), _U64)
         pos = 0
         aes = self._aes or default_aes()
+        zero = self.input_zero  # (fills the groups still open with fresh labels)
         w = _Work.acquire(self.chunk, plan, "garbler")
         for b0, b1 in _chunks(self.batch, self.chunk):
             bc = b1 - b0
             rp = _planar(self.delta[b0:b1])  # (2, b)
             lab, src, prog = w.start_chunk(bc, rp, self.instance_offset + b0)
-            lab[:, :n_in] = np.moveaxis(self.input_zero[:, b0:b1], -1, 0)  # input wires own slots 0..n_in-1
+            lab[:, :n_in] = np.moveaxis(zero[:, b0:b1], -1, 0)  # input wires own slots 0..n_in-1
             lab[:, plan.one_slot] = rp  # zero label of the constant one: Delta
             for lv, ands, lins in prog:
                 if ands:
                     size = 4 * lv.k * bc
-                    if dest is None:
+                    if dest is None and scratch is not None:
+                        tab = scratch[:size].reshape((2, 2, lv.k, bc) if bc > 1 else (2, 2, lv.k))
+                    elif dest is None:
                         tab = np.empty((2, 2, lv.k, bc) if bc > 1 else (2, 2, lv.k), _U64)
                     else:
                         tab = dest[pos : pos + size].reshape((2, 2, lv.k, bc) if bc > 1 else (2, 2, lv.k))
@@ -1057,7 +1176,7 @@ class Garbler:
             self.output_zero[:, b0:b1] = np.moveaxis(lab[:, plan.out_slots], 0, -1)
             if self.record_wires:
                 self.wire_zero[:, b0:b1] = np.moveaxis(lab[:, : self.circuit.n_wires], 0, -1)
-        w.release()
+        w.release(self._keep)
         self.decode_bits = (self.output_zero[..., 0] & _ONE).astype(bool)
 
     def garble(self, sink: Callable[[memoryview], object] | None = None, *, out=None) -> GarbledCircuit | None:
@@ -1092,7 +1211,7 @@ class Evaluator:
 
     ``instance_offset`` and ``chunk`` must equal the garbler's.  With
     ``record_wires`` the active label of every wire is kept in ``wire_labels``
-    (n_wires, batch, 2), for tests.
+    (n_wires, batch, 2), for tests.  ``keep_scratch``: as for :class:`Garbler`.
     """
 
     def __init__(
@@ -1104,6 +1223,7 @@ class Evaluator:
         chunk: int | None = None,
         aes: FixedKeyAES | None = None,
         record_wires: bool = False,
+        keep_scratch: bool = False,
     ) -> None:
         self.circuit = circuit
         self.batch = _check_batch(batch)
@@ -1112,6 +1232,7 @@ class Evaluator:
         self._aes = aes  # None: the running thread's default_aes(), resolved per run
         self._plan = _plan(circuit, "wires" if record_wires else "compact")
         self.record_wires = record_wires
+        self._keep = keep_scratch
         self.wire_labels: np.ndarray | None = None
 
     def segment_sizes(self) -> list[int]:
@@ -1170,7 +1291,7 @@ class Evaluator:
             out[:, b0:b1] = np.moveaxis(lab[:, plan.out_slots], 0, -1)
             if self.record_wires:
                 self.wire_labels[:, b0:b1] = np.moveaxis(lab[:, : self.circuit.n_wires], 0, -1)
-        w.release()
+        w.release(self._keep)
         reader.finish()
         return out
 
@@ -1196,9 +1317,13 @@ def split_outputs(circuit: Circuit, bits: np.ndarray) -> list[np.ndarray]:
 
 
 def urandom_bits(batch: int, width: int) -> np.ndarray:
-    """(batch, width) uniform bits from ``os.urandom`` (a party's random input group)."""
+    """(batch, width) uniform bits from ``os.urandom`` (a party's random input group).
+
+    The result is the transpose of a C-contiguous (width, batch) array, the
+    wire-major layout in which the garbler applies them to its labels.
+    """
     raw = np.frombuffer(os.urandom(-(-batch * width // 8)), dtype=np.uint8)
-    return np.unpackbits(raw, count=batch * width, bitorder="little").view(np.bool_).reshape(batch, width)
+    return np.unpackbits(raw, count=batch * width, bitorder="little").view(np.bool_).reshape(width, batch).T
 
 
 def garble_and_evaluate(

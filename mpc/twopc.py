@@ -138,7 +138,7 @@ from pairwise.circuits.ir import Circuit, CircuitError, EVALUATOR, GARBLER, Inpu
 from .aes import ctr_blocks, random_blocks
 from .channel import Channel, handshake
 from .errors import HandshakeError, ProtocolError
-from .garble import Evaluator, Garbler, decode, default_chunk, split_outputs, urandom_bits
+from .garble import Evaluator, Garbler, decode, default_chunk, split_outputs, urandom_bits, wire_slice
 from .iknp import DEFAULT_BATCH, COTReceiver, COTSender
 
 __all__ = [
@@ -371,43 +371,43 @@ def _outputs_from_bits(circuit: Circuit, bits: np.ndarray, scalar: bool) -> tupl
 class _FrameWriter:
     """The garbler's per-execution byte stream, cut into frames of FRAME_TARGET..STREAM_FRAME bytes.
 
-    Pieces smaller than a frame are collected and sent as one frame (one
-    copy); large pieces go out as they are, in frames of at most
-    STREAM_FRAME bytes.  A piece must not change after :meth:`write` (the
-    engine's table segments are fresh buffers).
+    Pieces smaller than a frame are copied into a pending frame that goes out
+    once it holds FRAME_TARGET bytes; large pieces go out as they are, in
+    frames of at most STREAM_FRAME bytes.  A piece may change as soon as
+    :meth:`write` returns (the engine reuses one scratch buffer for all
+    segments).
     """
 
     def __init__(self, channel: Channel) -> None:
         self.channel = channel
         self.limit = STREAM_FRAME
         self.target = min(FRAME_TARGET, self.limit)
-        self.parts: list[memoryview] = []
+        self.pending = bytearray(self.target)
         self.size = 0
 
     def write(self, data) -> None:
         mv = memoryview(data).cast("B")
-        if self.size + len(mv) < self.target:
-            if len(mv):
-                self.parts.append(mv)
-                self.size += len(mv)
-            return
-        if self.parts:  # complete the pending frame with the head of this piece
-            head = self.target - self.size
-            self.parts.append(mv[:head])
-            self.channel.send(b"".join(self.parts))
-            self.parts, self.size = [], 0
-            mv = mv[head:]
+        if self.size:  # complete the pending frame first
+            k = min(len(mv), self.target - self.size)
+            self.pending[self.size : self.size + k] = mv[:k]
+            self.size += k
+            mv = mv[k:]
+            if self.size < self.target:
+                return
+            self.channel.send(self.pending)
+            self.size = 0
         while len(mv) >= self.target:
             n = min(len(mv), self.limit)
             self.channel.send(mv[:n])
             mv = mv[n:]
         if len(mv):
-            self.parts, self.size = [mv], len(mv)
+            self.pending[: len(mv)] = mv
+            self.size = len(mv)
 
     def close(self) -> None:
-        if self.parts:
-            self.channel.send(b"".join(self.parts))
-            self.parts, self.size = [], 0
+        if self.size:
+            self.channel.send(memoryview(self.pending)[: self.size])
+            self.size = 0
 
 
 class _FrameReader:
@@ -416,17 +416,28 @@ class _FrameReader:
     def __init__(self, channel: Channel, total: int) -> None:
         self.channel = channel
         self.left = total  # bytes not yet received
+        self.frame: bytearray | None = None
         self.cur = memoryview(b"")
         self.pos = 0
 
     def _next_frame(self) -> None:
         if self.left <= 0:
             raise ProtocolError("the garbler's execution stream is longer than announced")
+        self._recycle()
         frame = self.channel.recv_frame(max_size=min(STREAM_FRAME, self.left))
         if not frame:
             raise ProtocolError("empty frame in the garbler's execution stream")
         self.left -= len(frame)
+        self.frame = frame
         self.cur, self.pos = memoryview(frame), 0
+
+    def _recycle(self) -> None:
+        """Hand the consumed frame back to the channel (the evaluator reads one level's tables at a time,
+        so nothing reads a frame once the next one is needed)."""
+        if self.frame is not None:
+            self.cur = memoryview(b"")
+            self.channel.recycle(self.frame)
+            self.frame = None
 
     def read(self, n: int) -> memoryview:
         """The next ``n`` bytes (a view of the frame when they lie in one frame, else a copy)."""
@@ -460,6 +471,7 @@ class _FrameReader:
     def finish(self) -> None:
         if self.left or self.pos != len(self.cur):
             raise ProtocolError("the garbler's execution stream has trailing bytes")
+        self._recycle()
 
 
 def _unpack_bits(data: memoryview, n: int) -> np.ndarray:
@@ -480,6 +492,19 @@ class _Session:
         self.executions = 0
         self._next_instance = 0
         self.setup_seconds = 0.0
+        self._labels: np.ndarray | None = None  # reused storage of the input labels (see _label_buffer)
+
+    def _label_buffer(self, circuit: Circuit, batch: int) -> np.ndarray:
+        """(n_inputs, batch, 2) storage for one execution's input labels, reused across executions.
+
+        Large batches would otherwise write hundreds of MB of fresh memory per
+        execution (page faults); the session keeps the largest buffer it has
+        needed until it is closed.
+        """
+        n = 2 * circuit.n_inputs * batch
+        if self._labels is None or self._labels.shape[0] < n:
+            self._labels = np.empty(n, np.uint64)
+        return self._labels[:n].reshape(circuit.n_inputs, batch, 2)
 
     def _size_cot_batch(self, need: int) -> None:
         """Before taking ``need`` COTs: size the next IKNP batch (sessions made with ``ot_batch=None``).
@@ -531,6 +556,7 @@ class GarblerSession(_Session):
         self.delta[0] |= np.uint64(1)
         self.cot = COTSender(channel, self.delta, hs.run_id, batch_size=FIRST_COT_BATCH if ot_batch is None else ot_batch)
         self._stream: np.ndarray | None = None  # reused buffer of the per-execution stream
+        self._scratch: np.ndarray | None = None  # reused buffer of the table segments of larger streams
         self.cot.setup()
         self.setup_seconds = time.perf_counter() - t0
 
@@ -570,18 +596,23 @@ class GarblerSession(_Session):
         self.channel.send(mine)
         self.channel.flush()
         # set up the garbling while the header travels: the garbler's zero labels from the seed and its bits
-        gar = Garbler(circuit, batch, delta=self.delta, instance_offset=offset, chunk=chunk)
-        n_g = sum(g.width for g in g_groups)
-        active = ctr_blocks(seed, n_g * batch).reshape(n_g, batch, 2)
+        gar = Garbler(circuit, batch, delta=self.delta, instance_offset=offset, chunk=chunk, keep_scratch=True,
+                      input_buffer=self._label_buffer(circuit, batch))
         random_bits: dict[str, np.ndarray] = {}
         pos, it = 0, iter(bits)
-        for g in g_groups:
+        for g in g_groups:  # active labels: the seed's AES-CTR stream, group after group, wire-major
             if g.name in rnames:
                 b = random_bits[g.name] = urandom_bits(batch, g.width)
             else:
                 b = next(it)
-            gar.set_active_labels(g.name, active[pos : pos + g.width], b)
-            pos += g.width
+            n = g.width * batch
+            if isinstance(wire_slice(g), slice):  # expanded straight into the label storage
+                view = gar.input_view(g.name)
+                ctr_blocks(seed, n, start=pos, out=view.reshape(n, 2))
+            else:
+                view = ctr_blocks(seed, n, start=pos).reshape(g.width, batch, 2)
+            gar.set_active_labels(g.name, view, b)
+            pos += n
         _check_peer_header(self.channel, mine, circuit)
         # the evaluator's groups: ordinary ones by derandomized COTs, random ones by random COTs (q, no message)
         e_groups = circuit.groups_of(EVALUATOR)
@@ -591,12 +622,20 @@ class GarblerSession(_Session):
         n_rnd = sum(g.width for g in randoms) * batch
         if n_ord + n_rnd:
             self._size_cot_batch(n_ord + n_rnd)
-            for groups, zero in ((ordinary, self.cot.send_labels(n_ord) if n_ord else None),
-                                 (randoms, self.cot.send_random(n_rnd) if n_rnd else None)):
+            if n_ord:
+                zero = self.cot.send_labels(n_ord)
                 pos = 0
-                for g in groups:
+                for g in ordinary:
                     gar.set_zero_labels(g.name, zero[pos : pos + g.width * batch].reshape(g.width, batch, 2))
                     pos += g.width * batch
+            for g in randoms:  # q of random COTs, written straight into the label storage when it can be
+                n = g.width * batch
+                if isinstance(wire_slice(g), slice):
+                    view = gar.input_view(g.name)
+                    self.cot.send_random(n, out=view.reshape(n, 2))
+                else:
+                    view = self.cot.send_random(n).reshape(g.width, batch, 2)
+                gar.set_zero_labels(g.name, view)
         # then one byte stream: the tables and the decoding bits
         n_tab = 32 * circuit.n_and * batch
         n_out = sum(g.width for g in circuit.outputs)
@@ -618,9 +657,12 @@ class GarblerSession(_Session):
             if n_dec:
                 buf[n_tab:] = np.packbits(gar.decode_bits.reshape(-1), bitorder="little")
             self._send_stream(mv, sent, total)
-        else:
+        else:  # segment by segment through one reused scratch buffer
+            need = gar.max_segment_words()
+            if self._scratch is None or self._scratch.shape[0] < need:
+                self._scratch = np.empty(need, np.uint64)
             out = _FrameWriter(self.channel)
-            for seg in gar.iter_tables():
+            for seg in gar.iter_tables(scratch=self._scratch):
                 out.write(seg)
             if n_dec:
                 out.write(np.packbits(gar.decode_bits.reshape(-1), bitorder="little"))
@@ -686,10 +728,9 @@ class EvaluatorSession(_Session):
         mine = _exec_header(circuit, batch, chunk, offset, output, rnd)
         self.channel.send(mine)
         self.channel.flush()
-        ev = Evaluator(circuit, batch, instance_offset=offset, chunk=chunk)  # while the header travels
+        ev = Evaluator(circuit, batch, instance_offset=offset, chunk=chunk, keep_scratch=True)  # while the header travels
         seed = _check_peer_header(self.channel, mine, circuit)
-        n_in = circuit.n_inputs
-        active = np.empty((n_in, batch, 2), np.uint64)
+        active = self._label_buffer(circuit, batch)
         random_bits: dict[str, np.ndarray] = {}
         n_ord = sum(g.width for g in ordinary) * batch
         n_rnd = sum(g.width for g in randoms) * batch
@@ -702,23 +743,22 @@ class EvaluatorSession(_Session):
                 for g in ordinary:
                     active[g.wires] = lab[pos : pos + g.width * batch].reshape(g.width, batch, 2)
                     pos += g.width * batch
-            if n_rnd:  # random inputs: the choice bits of random COTs, nothing sent
-                r, t = self.cot.recv_random(n_rnd)
-                pos = 0
-                for g in randoms:
-                    k = g.width * batch
-                    active[g.wires] = t[pos : pos + k].reshape(g.width, batch, 2)
-                    random_bits[g.name] = np.ascontiguousarray(r[pos : pos + k].reshape(g.width, batch).T)
-                    pos += k
-        # the garbler's active labels: its seed, expanded
-        gwires = [g.wires for g in circuit.groups_of(GARBLER)]
-        n_g = sum(w.shape[0] for w in gwires)
-        if n_g:
-            glab = ctr_blocks(seed, n_g * batch).reshape(n_g, batch, 2)
-            pos = 0
-            for w in gwires:
-                active[w] = glab[pos : pos + w.shape[0]]
-                pos += w.shape[0]
+            for g in randoms:  # random inputs: the choice bits of random COTs, nothing sent
+                k, w = g.width * batch, wire_slice(g)
+                if isinstance(w, slice):
+                    r, _ = self.cot.recv_random(k, out=active[w].reshape(k, 2))
+                else:
+                    r, t = self.cot.recv_random(k)
+                    active[w] = t.reshape(g.width, batch, 2)
+                random_bits[g.name] = np.ascontiguousarray(r.reshape(g.width, batch).T)
+        pos = 0
+        for g in circuit.groups_of(GARBLER):  # the garbler's active labels: its seed, expanded
+            k, w = g.width * batch, wire_slice(g)
+            if isinstance(w, slice):
+                ctr_blocks(seed, k, start=pos, out=active[w].reshape(k, 2))
+            else:
+                active[w] = ctr_blocks(seed, k, start=pos).reshape(g.width, batch, 2)
+            pos += k
         n_out = sum(g.width for g in circuit.outputs)
         n_dec = -(-n_out * batch // 8) if output in ("both", "evaluator") else 0
         n_tab = 32 * circuit.n_and * batch

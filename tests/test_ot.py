@@ -341,6 +341,60 @@ def test_cot_batches_across_call_boundaries():
     assert len(np.unique(all_q, axis=0)) == total
 
 
+def test_cots_into_caller_arrays_are_the_same_stream():
+    """out= writes the COTs into caller storage: from the pool, across batches and into a partial batch,
+    interleaved with plain calls; the correlation holds, nothing outside out is touched, no COT repeats."""
+    sizes = [100, 2500, 50, 1024, 7]  # batch 1024: pool, several batches + a partial one, pool, ...
+
+    def fs(s):
+        qs = []
+        for i, k in enumerate(sizes):
+            if i % 2 == 0:
+                buf = np.full((k + 2, 2), 7, np.uint64)
+                q = s.send_random(k, out=buf[1 : k + 1])
+                assert np.shares_memory(q, buf)
+                assert (buf[0] == 7).all() and (buf[-1] == 7).all()
+                qs.append(buf[1 : k + 1].copy())
+            else:
+                qs.append(s.send_random(k).copy())
+        return qs, s.index
+
+    def fr(rc):
+        rts = []
+        for i, k in enumerate(sizes):
+            if i % 2 == 0:
+                buf = np.full((k + 2, 2), 7, np.uint64)
+                r, t = rc.recv_random(k, out=buf[1 : k + 1])
+                assert np.shares_memory(t, buf) and (buf[0] == 7).all() and (buf[-1] == 7).all()
+                rts.append((r.copy(), buf[1 : k + 1].copy()))
+            else:
+                r, t = rc.recv_random(k)
+                rts.append((r.copy(), t.copy()))
+        return rts, rc.index
+
+    delta, (qs, si), (rts, ri), _ = cot_pair(fs, fr, batch_s=1024, batch_r=1024)
+    assert si == ri == sum(sizes)
+    for q, (r, t) in zip(qs, rts):
+        assert np.array_equal(t, q ^ (r[:, None].astype(np.uint64) * delta))
+    all_q = np.concatenate(qs)
+    assert len(np.unique(all_q, axis=0)) == all_q.shape[0]
+
+
+def test_cot_out_must_fit():
+    def fs(s):
+        with pytest.raises(ValueError, match="out must hold"):
+            s.send_random(10, out=np.empty((9, 2), np.uint64))
+        with pytest.raises(ValueError, match="out must hold"):
+            s.send_random(10, out=np.empty((10, 2), np.uint64)[:, ::-1])
+        return s.send_random(3)
+
+    def fr(rc):
+        return rc.recv_random(3)
+
+    delta, q, (r, t), _ = cot_pair(fs, fr, batch_s=1024, batch_r=1024)
+    assert np.array_equal(t, q ^ (r[:, None].astype(np.uint64) * delta))
+
+
 def test_labels_derandomization_one_message():
     n = 1000
     x = np.frombuffer(os.urandom(n), dtype=np.uint8) & 1
