@@ -176,7 +176,7 @@ def test_decode_point_rejects_invalid_points():
 def test_kdf_matches_hashlib_and_binds_session_and_index():
     a, b, p = os.urandom(64), os.urandom(64), os.urandom(64)
     ref = hashlib.sha256(
-        b"pairwise/co-ot/v1\x00" + struct.pack("!H", 3) + b"sid" + struct.pack("!Q", 7) + a + b + p
+        b"pairwise/co-ot/v2\x00" + struct.pack("!H", 3) + b"sid" + struct.pack("!Q", 7) + a + b + p
     ).digest()[:16]
     assert derive_key(b"sid", 7, a, b, p) == ref
     assert derive_key(b"sie", 7, a, b, p) != ref
@@ -196,6 +196,45 @@ def test_base_random_ot(n):
     assert np.array_equal(k, np.where(c[:, None], k1, k0))
     assert not np.any(np.all(k == np.where(c[:, None], k0, k1), axis=1))  # never the other key
     assert len(set(block_ints(k0)) | set(block_ints(k1))) == 2 * n  # all keys distinct
+
+
+def test_base_ot_keys_match_pycryptodome_reference(monkeypatch):
+    """The keys (OpenSSL multiplications) recomputed from the recorded scalars with pycryptodome's arithmetic."""
+    import threading
+
+    import pairwise.mpc.baseot as B
+
+    drawn: dict[str, list[int]] = {}
+    real = B._scalar
+
+    def recording():
+        k = real()
+        drawn.setdefault(threading.current_thread().name, []).append(k)
+        return k
+
+    monkeypatch.setattr(B, "_scalar", recording)
+    n = 6
+    choices = np.array([0, 1, 1, 0, 1, 0], dtype=np.uint8)
+    (k0, k1), k = ok(*run_pair(
+        lambda ch: BaseOTSender(ch, "ref").send_random(n),
+        lambda ch: BaseOTReceiver(ch, "ref").recv_random(choices),
+    ))
+    (a,), bs = sorted(drawn.values(), key=len)  # the sender draws one scalar, the receiver n
+    big_a = B._G * a
+    a_enc = encode_point(big_a)
+
+    def x_of(point) -> bytes:
+        return int(point.xy[0]).to_bytes(32, "big")
+
+    for j, (b, c) in enumerate(zip(bs, choices)):
+        big_b = B._G * b + big_a if c else B._G * b
+        b_enc = encode_point(big_b)
+        want0 = derive_key(b"ref", j, a_enc, b_enc, x_of(big_b * a))
+        want1 = derive_key(b"ref", j, a_enc, b_enc, x_of((big_b + (-big_a)) * a))
+        assert k0[j].astype("<u8").tobytes() == want0 and k1[j].astype("<u8").tobytes() == want1
+        mine = derive_key(b"ref", j, a_enc, b_enc, x_of(big_a * b))
+        assert mine == (want1 if c else want0)
+    assert np.array_equal(k, np.where(choices[:, None].astype(bool), k1, k0))
 
 
 def test_base_chosen_ot_and_index_advance():
