@@ -220,12 +220,21 @@ class TccrHasher:
         self._yb = BlockBuffer(n)
         self.x = self._xb.blocks
         self.y = self._yb.blocks
+        self._views: dict[int, tuple[memoryview, ...]] = {}  # m -> the OpenSSL in/out views of both buffers
 
     def __call__(self, m: int, tweak, xv: np.ndarray, yv: np.ndarray, aes: FixedKeyAES | None = None) -> None:
-        aes = aes or default_aes()
-        self._xb.permute_prefix(m, aes)  # x = pi(x)
+        views = self._views.get(m)
+        if views is None:
+            if not 0 <= m <= self.x.shape[0]:
+                raise ValueError(f"{m} blocks do not fit a hasher of {self.x.shape[0]}")
+            xmv, ymv = self._xb._mv, self._yb._mv
+            views = self._views[m] = (xmv[: 16 * m], xmv[: 16 * m + 15], ymv[: 16 * m], ymv[: 16 * m + 15])
+        enc = (aes or default_aes())._enc
+        if m:
+            enc.update_into(views[0], views[1])  # x = pi(x)
         np.bitwise_xor(xv, tweak, out=yv)  # y = pi(x) ^ i
-        self._yb.permute_prefix(m, aes)  # y = pi(pi(x) ^ i)
+        if m:
+            enc.update_into(views[2], views[3])  # y = pi(pi(x) ^ i)
         np.bitwise_xor(yv, xv, out=yv)  # y = pi(pi(x) ^ i) ^ pi(x)
 
 

@@ -367,12 +367,23 @@ def _segment_sizes(plan: _Plan, batch: int, chunk: int) -> list[int]:
     return [32 * lv.k * (b1 - b0) for b0, b1 in _chunks(batch, chunk) for lv in plan.levels if lv.k]
 
 
+_SLICES: dict[int, tuple[np.ndarray, slice | np.ndarray]] = {}  # id(wires) -> (wires, answer), IR arrays only
+
+
 def wire_slice(g) -> slice | np.ndarray:
     """An input group's wires as a slice when they are consecutive (views instead of fancy-index copies), else the wire array."""
     w = g.wires
+    hit = _SLICES.get(id(w))
+    if hit is not None and hit[0] is w:
+        return hit[1]
+    res: slice | np.ndarray = w
     if w.shape[0] and w[-1] - w[0] + 1 == w.shape[0] and (w.shape[0] == 1 or bool((np.diff(w) == 1).all())):
-        return slice(int(w[0]), int(w[-1]) + 1)
-    return w
+        res = slice(int(w[0]), int(w[-1]) + 1)
+    if not w.flags.writeable:  # the IR's frozen arrays: the answer cannot change (the entry keeps w alive)
+        if len(_SLICES) >= 4096:
+            _SLICES.clear()
+        _SLICES[id(w)] = (w, res)
+    return res
 
 
 def _same_memory(a: np.ndarray, b: np.ndarray) -> bool:
