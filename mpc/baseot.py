@@ -12,7 +12,7 @@ Protocol (Chou and Orlandi, "The Simplest Protocol for Oblivious Transfer",
 LATINCRYPT 2015, Fig. 1, batched; group of prime order q, generator G)::
 
     S: a <- [1, q),  A = aG                     --- (index0, n, A) --->
-    R: b_j <- [1, q),  B_j = b_j G + c_j A      <--- B_1 .. B_n ---
+    R: b_j <- [1, q),  B_j = b_j G + c_j A      <--- B_1 .. B_n (frames of 32) ---
        k_j  = KDF(sid, index0 + j, A, B_j, x(b_j A))
     S: k0_j = KDF(sid, index0 + j, A, B_j, x(a B_j))
        k1_j = KDF(sid, index0 + j, A, B_j, x(a (B_j - A)))
@@ -24,8 +24,11 @@ LATINCRYPT 2015, Fig. 1, batched; group of prime order q, generator G)::
 
     Speed: the scalar multiplications are OpenSSL's (``cryptography``: fixed-base
     key generation for b_j G, ECDH for the x-coordinates), ~3x faster than
-    pycryptodome's; point additions and validation use pycryptodome.  (v1 hashed
-    the whole shared point and ran every multiplication in pycryptodome.)
+    pycryptodome's; point additions are two-line affine formulas.  The receiver
+    sends its points in frames of ``POINTS_PER_FRAME`` as they are ready, so
+    the sender's multiplications start early.  (v1 hashed the whole shared
+    point, sent the points in one frame and ran every multiplication in
+    pycryptodome.)
 
     The session id and the global OT index are inside every key derivation
     (so keys of different sessions / transfers are independent even if points
@@ -79,6 +82,9 @@ _DOMAIN = b"pairwise/co-ot/v2\x00"
 _CURVE = ec.SECP256R1()
 _ECDH = ec.ECDH()
 _HEADER = struct.Struct("!QI")  # first OT index, number of OTs
+#: The receiver sends its points in frames of this many, so the sender starts on the first ones
+#: while the receiver computes the rest.
+POINTS_PER_FRAME = 32
 
 
 def encode_point(point: EccPoint) -> bytes:
@@ -196,14 +202,18 @@ class BaseOTSender:
         a_enc = encode_point(big_a)
         self.channel.send(_HEADER.pack(start, n) + a_enc)
         self.channel.flush()
-        raw = self.channel.recv(max_size=POINT_BYTES * n)
-        if len(raw) != POINT_BYTES * n:
-            raise ProtocolError(f"base OT: expected {n} points ({POINT_BYTES * n} bytes), got {len(raw)} bytes")
         k0, k1 = [], []
         sid = self.session_id
         a_x, a_y = (int(v) for v in big_a.xy)
+        raw, pos = b"", 0
         for j in range(n):
-            b_enc = bytes(raw[POINT_BYTES * j: POINT_BYTES * (j + 1)])
+            if j % POINTS_PER_FRAME == 0:  # the next frame of the receiver's points
+                k = min(POINTS_PER_FRAME, n - j)
+                raw, pos = self.channel.recv(max_size=POINT_BYTES * k), 0
+                if len(raw) != POINT_BYTES * k:
+                    raise ProtocolError(f"base OT: expected {k} points ({POINT_BYTES * k} bytes), got {len(raw)} bytes")
+            b_enc = bytes(raw[pos: pos + POINT_BYTES])
+            pos += POINT_BYTES
             what = f"base OT {start + j}: receiver's point B"
             pub_b = _openssl_point(b_enc, what)
             bx, by = int.from_bytes(b_enc[:_COORD], "big"), int.from_bytes(b_enc[_COORD:], "big")
@@ -249,18 +259,20 @@ class BaseOTReceiver:
         big_a = decode_point(a_enc, "base OT: sender's point A")
         pub_a = _public_key(big_a)
         sid = self.session_id
-        keys_b = [_private_key(_scalar()) for _ in range(n)]
         a_x, a_y = (int(v) for v in big_a.xy)
-        b_encs = []
-        for j, key_b in enumerate(keys_b):
+        keys_b, b_encs = [], []
+        for j in range(n):
+            key_b = _private_key(_scalar())
+            keys_b.append(key_b)
             nums = key_b.public_key().public_numbers()  # b_j G
             if c[j]:
                 b_encs.append(_add(nums.x, nums.y, a_x, a_y, f"base OT {start + j}"))
             else:
                 b_encs.append(nums.x.to_bytes(_COORD, "big") + nums.y.to_bytes(_COORD, "big"))
-        # send first, then derive: the sender's a*B_j and our b_j*A run at the same time
-        self.channel.send(b"".join(b_encs))
-        self.channel.flush()
+            if (j + 1) % POINTS_PER_FRAME == 0 or j + 1 == n:  # a frame as soon as it is ready: the sender starts
+                self.channel.send(b"".join(b_encs[j - j % POINTS_PER_FRAME : j + 1]))
+                self.channel.flush()
+        # then derive: the sender's a*B_j and our b_j*A run at the same time
         keys = [derive_key(sid, start + j, a_enc, b_encs[j], key_b.exchange(_ECDH, pub_a)) for j, key_b in enumerate(keys_b)]
         self.index = start + n
         return _keys_to_blocks(keys)

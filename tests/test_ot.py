@@ -184,7 +184,7 @@ def test_kdf_matches_hashlib_and_binds_session_and_index():
     assert derive_key(b"sid", 7, b, a, p) != ref
 
 
-@pytest.mark.parametrize("n", [1, 5, 128])
+@pytest.mark.parametrize("n", [1, 5, 33, 128])  # 33: a full frame of points and one more
 def test_base_random_ot(n):
     choices = np.frombuffer(os.urandom(n), dtype=np.uint8) & 1
     (k0, k1), k = ok(*run_pair(
@@ -611,5 +611,8 @@ def test_setup_is_idempotent_and_base_traffic():
     _, (extra, s_recv), r_recv, _ = cot_pair(fs, fr)
     assert extra == 0
     # base OTs with reversed roles: the COT sender (base-OT receiver) got (index, n, A) = 12 + 64
-    # bytes; the COT receiver (base-OT sender) got 128 points of 64 bytes; +4 per frame prefix
-    assert s_recv == 12 + 64 + 4 and r_recv == 128 * 64 + 4
+    # bytes; the COT receiver (base-OT sender) got 128 points of 64 bytes in frames of
+    # POINTS_PER_FRAME; +4 per frame prefix
+    from pairwise.mpc.baseot import POINTS_PER_FRAME
+
+    assert s_recv == 12 + 64 + 4 and r_recv == 128 * 64 + 4 * -(-128 // POINTS_PER_FRAME)
