@@ -147,12 +147,15 @@ __all__ = [
 if sys.byteorder != "little":  # pragma: no cover - the block layout is little-endian
     raise ImportError("pairwise.mpc.garble needs a little-endian machine (block layout of mpc.aes)")
 
-#: Gate-instances processed per numpy step (keeps the AES buffer ~1 MiB, in cache).
-STEP_GATES = 1 << 14
+#: Gate-instances processed per numpy step: the hash buffers (2 x 4 blocks per gate-instance for the
+#: garbler), the tweak tile and the gathered labels stay within the 2 MiB L2 cache (2^13; it was 2^14
+#: with the one-AES hash, whose working set was half as large).
+STEP_GATES = 1 << 13
 #: Labels of one instance chunk may use at most this many bytes (by default).
 CHUNK_LABEL_BYTES = 96 << 20
-#: Largest default instance chunk.
-MAX_CHUNK = 16384
+#: Largest default instance chunk (2^13 since the TMMO hash: circuits with one AND per level garble
+#: a whole level per step, and a 2^14-instance step no longer fits the cache).
+MAX_CHUNK = 8192
 
 _MAGIC = b"PWGC"
 #: 3: tables hashed with TMMO (mpc.aes.tccr_hash).  Version 2 files (the sigma-based hash) and
@@ -604,7 +607,7 @@ class _Work:
                 # strided part of that tile
                 tw = _flat(self.tw, (2, step, bc, 2))[:, :k]
                 common = (
-                    rows, x.reshape(rows.shape + (bc,)), x[:, 0], x[0], x, tw, tw[..., 0], np.ascontiguousarray(lv.tlo[:, g0:g1]),
+                    rows, x.reshape(rows.shape + (bc,)), x[:, 0], x[:, 1], x[0], tw, tw[..., 0], np.ascontiguousarray(lv.tlo[:, g0:g1]),
                     c, c[0], c[1], m, m[0], m[1], t,
                     np.ascontiguousarray(lv.and_out[:, g0:g1]), g0, g1, g0 == 0 and g1 == lv.k,
                 )
@@ -613,7 +616,7 @@ class _Work:
                     v = _flat(self.v, (2, 2, k, bc, 2))  # their hashes
                     d = _flat(self.d, (2, 2, k, bc))  # H(X0) ^ H(X1), planar
                     ands.append(common + (
-                        4 * k * bc, u, v, u[0], u[1], u[0].transpose(0, 3, 1, 2), _flat(self.rt_buf, (k, bc, 2)),
+                        4 * k * bc, u, v, u[0], u[1], u[0, ..., 0], u[0, ..., 1], _flat(self.rt_buf, (k, bc, 2)),
                         v[0, ..., 0], v[1, ..., 0], v[0, ..., 1], v[1, ..., 1],
                         v[0, 0, ..., 0], v[0, 1, ..., 0], v[0, 0, ..., 1], v[0, 1, ..., 1],
                         d, d[:, 0], d[:, 1], d[0], d[1],
@@ -622,7 +625,7 @@ class _Work:
                     u = _flat(self.u, (2, k, bc, 2))  # hash inputs [A, B], interleaved
                     v = _flat(self.v, (2, k, bc, 2))
                     ands.append(common + (
-                        2 * k * bc, u, v, u.transpose(0, 3, 1, 2), v[0, ..., 0], v[1, ..., 0], v[0, ..., 1], v[1, ..., 1],
+                        2 * k * bc, u, v, u[..., 0], u[..., 1], v[0, ..., 0], v[1, ..., 0], v[0, ..., 1], v[1, ..., 1],
                     ))
             lins = []
             for g0 in range(0, lv.n_lin, step):
@@ -651,12 +654,14 @@ def _garble_ands(src: np.ndarray, steps: tuple, w: _Work, tab: np.ndarray, aes: 
     call over 4 k b blocks.
     """
     r, hasher = w.r, w.hasher
-    for (rows, xt, xlo, xa, x, tw, twlo, tlo, c, clo, chi, m, ma, mb, t, out, g0, g1, whole,
-         nblk, u, v, u0, u1, u0t, rt, v0lo, v1lo, v0hi, v1hi, valo, vblo, vahi, vbhi,
+    for (rows, xt, xlo, xhi, xa, tw, twlo, tlo, c, clo, chi, m, ma, mb, t, out, g0, g1, whole,
+         nblk, u, v, u0, u1, u0lo, u0hi, rt, v0lo, v1lo, v0hi, v1hi, valo, vblo, vahi, vbhi,
          d, dlo, dhi, da, db) in steps:
         src.take(rows, axis=0, out=xt, mode="clip")
-        # hash inputs u[z, s, g, n] = X0 for z = 0, X0 ^ R for z = 1 (s in {A, B}), interleaved
-        _copy(u0t, x)
+        # hash inputs u[z, s, g, n] = X0 for z = 0, X0 ^ R for z = 1 (s in {A, B}), interleaved (one
+        # strided copy per word: numpy walks a transposed destination in a cache-hostile order)
+        _copy(u0lo, xlo)
+        _copy(u0hi, xhi)
         _xor(u0, rt, u1)
         _copy(twlo, tlo)  # tweak (2*g + s, instance); the instance ids are in place (start_chunk)
         hasher(nblk, tw, u, v, aes)  # v = H(u, tweak), the tweak shared by X0 and X1
@@ -684,10 +689,11 @@ def _garble_ands(src: np.ndarray, steps: tuple, w: _Work, tab: np.ndarray, aes: 
 def _eval_ands(src: np.ndarray, steps: tuple, w: _Work, tab: np.ndarray, aes: FixedKeyAES) -> None:
     """Evaluate every AND of a level with tables ``tab`` (2, 2, k, b); write active labels."""
     hasher = w.hasher
-    for (rows, xt, xlo, xa, x, tw, twlo, tlo, c, clo, chi, m, ma, mb, t, out, g0, g1, whole,
-         nblk, u, v, ut, valo, vblo, vahi, vbhi) in steps:
+    for (rows, xt, xlo, xhi, xa, tw, twlo, tlo, c, clo, chi, m, ma, mb, t, out, g0, g1, whole,
+         nblk, u, v, ulo, uhi, valo, vblo, vahi, vbhi) in steps:
         src.take(rows, axis=0, out=xt, mode="clip")
-        _copy(ut, x)
+        _copy(ulo, xlo)
+        _copy(uhi, xhi)
         _copy(twlo, tlo)
         hasher(nblk, tw, u, v, aes)
         # C = H(A) ^ H(B) ^ sa*T_G ^ sb*(T_E ^ A)
