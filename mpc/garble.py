@@ -419,7 +419,7 @@ def _flat(buf: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
 
 #: Scratch buffers (with their programs) are kept with the plan for the next garbling or
 #: evaluation while all those kept for one circuit total at most this many bytes.
-POOL_BYTES = 4 << 20
+POOL_BYTES = 16 << 20  # (4 MiB before the two-buffer hash doubled the scratch of mid-size batches)
 
 
 class _Work:
