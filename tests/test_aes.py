@@ -302,3 +302,21 @@ def test_block_buffer_permute_prefix_matches_cryptography():
         buf.permute_prefix(51)
     with pytest.raises(ValueError, match="non-negative"):
         BlockBuffer(-1)
+
+
+@pytest.mark.parametrize("n, start", [(0, 0), (1, 0), (5, 3), (70_000, 1), (65_537, 65_535)])
+def test_ctr_blocks_is_the_aes_ctr_keystream(n, start):
+    """ctr_blocks = cryptography's AES-128-CTR keystream (counter from 0, big-endian) from block ``start``."""
+    from pairwise.mpc.aes import ctr_blocks
+
+    key = os.urandom(16)
+    ref = Cipher(algorithms.AES(key), modes.CTR(bytes(16))).encryptor().update(bytes(16 * (start + n)))[16 * start:]
+    assert ctr_blocks(key, n, start=start).tobytes() == ref
+    buf = np.full((n + 2, 2), 9, np.uint64)  # into a view with neighbours that must stay untouched
+    out = ctr_blocks(key, n, start=start, out=buf[1 : n + 1])
+    assert (n == 0 or np.shares_memory(out, buf)) and buf[1 : n + 1].tobytes() == ref
+    assert (buf[0] == 9).all() and (buf[-1] == 9).all()
+    with pytest.raises(ValueError, match="16 bytes"):
+        ctr_blocks(key[:15], 1)
+    with pytest.raises(ValueError, match="out must be"):
+        ctr_blocks(key, 2, out=np.empty((3, 2), np.uint64))
