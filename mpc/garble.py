@@ -988,17 +988,21 @@ class Garbler:
         correlated OT once the evaluator's OT message has arrived, while the
         rest of the Garbler was set up earlier.
         """
-        if self._used:
-            raise GarbleError("zero labels cannot change after garbling")
-        try:
-            g = self.circuit.input_group(group)
-        except KeyError as exc:
-            raise GarbleError(str(exc.args[0])) from None
+        g = self._settable_group(group)
         w = wire_slice(g)
         lab = _as_blocks(labels, (g.width, self.batch, 2), f"input_zero[{group!r}]")
         if not _same_memory(lab, self._zero[w]):  # (filled in place through input_view: nothing to copy)
             self._zero[w] = lab
         self._open.discard(g.name)
+
+    def _settable_group(self, group: str):
+        """The input group ``group``, if its labels may still be set (before garbling)."""
+        if self._used:
+            raise GarbleError("zero labels cannot change after garbling")
+        try:
+            return self.circuit.input_group(group)
+        except KeyError as exc:
+            raise GarbleError(str(exc.args[0])) from None
 
     def input_view(self, group: str) -> np.ndarray:
         """The writable (width, batch, 2) storage of the zero labels of ``group`` (consecutive wires).
@@ -1008,12 +1012,7 @@ class Garbler:
         :meth:`set_zero_labels` or :meth:`set_active_labels`, which then copy
         nothing.
         """
-        if self._used:
-            raise GarbleError("zero labels cannot change after garbling")
-        try:
-            g = self.circuit.input_group(group)
-        except KeyError as exc:
-            raise GarbleError(str(exc.args[0])) from None
+        g = self._settable_group(group)
         w = wire_slice(g)
         if not isinstance(w, slice):
             raise GarbleError(f"input group {group!r} has no consecutive wires: set its labels with set_zero_labels")
@@ -1041,12 +1040,7 @@ class Garbler:
         holds the label of ``bits`` and, Delta being secret, learns nothing
         about them.
         """
-        if self._used:
-            raise GarbleError("zero labels cannot change after garbling")
-        try:
-            g = self.circuit.input_group(group)
-        except KeyError as exc:
-            raise GarbleError(str(exc.args[0])) from None
+        g = self._settable_group(group)
         a = _as_blocks(active, (g.width, self.batch, 2), f"active labels of {group!r}")
         b = np.asarray(bits, dtype=bool)
         if b.shape != (self.batch, g.width):
