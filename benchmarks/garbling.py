@@ -161,7 +161,7 @@ def cases(quick: bool) -> list[tuple[str, Circuit, int, int]]:
 
 
 class _TimedNumpy:
-    """Wraps the ufuncs mpc.garble calls (``_xor``, ``_and``, ``_mul``, ``_neg``) so cProfile sees them as functions."""
+    """Wraps the ufuncs mpc.garble calls (``_xor``, ``_and``, ``_mul``, ``_neg``, ``_copy``) so cProfile sees them as functions."""
 
     def __init__(self) -> None:
         import pairwise.mpc.garble as G
@@ -181,6 +181,7 @@ class _TimedNumpy:
             "_and": _copy_fn(wrap(np.bitwise_and), "bitwise_and"),
             "_mul": _copy_fn(wrap(np.multiply), "multiply"),
             "_neg": _copy_fn(wrap(np.negative), "negative"),
+            "_copy": _copy_fn(wrap(np.copyto), "copyto"),
         }
         self._saved = {}
 
@@ -209,6 +210,8 @@ _STAGES = [
     ("gathers (ndarray.take)", lambda f, n: "'take' of 'numpy.ndarray'" in n),
     ("XOR ufunc calls", lambda f, n: n == "ufunc"),
     ("AND / multiply / negate ufunc calls", lambda f, n: n in ("bitwise_and", "multiply", "negative")),
+    ("copies (np.copyto)", lambda f, n: n == "copyto"),
+    ("hash XORs (TccrHasher, 2 per hash)", lambda f, n: f.endswith("aes.py") and n == "__call__"),
 ]
 
 

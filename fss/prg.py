@@ -3,10 +3,9 @@
 What it does
     Every node of a DPF/DCF evaluation tree holds a 127-bit seed s.  Expanding
     s gives the material of its two children, from blocks
-    B_j = H(s, j) = pi(sigma(s) xor j) xor sigma(s), the tweakable
-    correlation-robust hash of Guo-Katz-Wang-Yu (S&P 2020) computed by
-    :func:`pairwise.mpc.aes.mmo_prg` / :func:`pairwise.mpc.aes.tccr_hash` (pi = AES-128 under a
-    fixed public key):
+    B_j = G(s)_j = pi(sigma(s) xor j) xor sigma(s), the fixed-key PRG
+    :func:`pairwise.mpc.aes.mmo_prg` (pi = AES-128 under a fixed public key,
+    sigma the orthomorphism of Guo-Katz-Wang-Yu S&P 2020):
 
     ============  ==============================================================
     s^L, t^L      B_0 with its lowest bit cleared, and that lowest bit
@@ -33,12 +32,20 @@ What it does
     built on ``cryptography``'s AES).
 
 Security model
-    pi is modelled as a random permutation (ideal cipher with a public key).
-    Then H(s, j) for distinct (s, j) with secret, uniformly random s is
-    pseudorandom (a TCCR hash of GKWY 2020 applied to secret random inputs
-    is a PRG), which is the assumption the DPF/DCF security proofs need.
-    Seeds lose one bit to the control bit (127-bit seeds, as in Google's
-    distributed_point_functions).  Root seeds come from ``os.urandom``.
+    The DPF/DCF security proofs (BGI 2016, BCG+ 2021) need exactly
+    one thing of G: that it is a PRG, i.e. G(s) looks uniform when the seed
+    s is uniform and unknown to the key holder (the seeds of the other
+    party's tree).  G meets it with pi modelled as a random permutation (a
+    public-key ideal cipher): the points sigma(s) xor j (j < 3) are distinct
+    and uniform because sigma is a bijection, so unless the adversary queries
+    pi at one of them (probability at most 3q / 2^127 for q queries; seeds
+    have 127 bits) or two seeds' points collide, the outputs are values of a
+    random permutation at fresh points (mpc.aes gives the argument).  No
+    correlation robustness is needed (seeds are never correlated with a
+    secret offset), so this is not the TCCR hash of the garbling engine, and
+    must not be replaced by it or used as it.  Seeds lose one bit to the
+    control bit (127-bit seeds, as in Google's distributed_point_functions).
+    Root seeds come from ``os.urandom``.
 """
 
 from __future__ import annotations

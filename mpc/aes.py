@@ -1,4 +1,4 @@
-"""Fixed-key AES-128 over numpy arrays of 128-bit blocks, and the hashes built on it.
+"""Fixed-key AES-128 over numpy arrays of 128-bit blocks, and the hash and PRG built on it.
 
 What it does
     Blocks are numpy ``uint64`` arrays whose last axis has length 2: ``[..., 0]``
@@ -9,28 +9,53 @@ What it does
     through ``cryptography``), which is what keeps the garbling engine and the
     FSS evaluator fast in Python: the cost is per call, not per block.
 
-Hashes
-    ``sigma`` is the linear orthomorphism of Guo, Katz, Wang and Yu,
-    "Efficient and Secure Multiparty Computation from Fixed-Key Block Ciphers"
-    (IEEE S&P 2020), sigma(x_L || x_R) = (x_L xor x_R) || x_L.
+The correlation-robust hash: ``tccr_hash`` (every correlation-robust use)
+    ``tccr_hash(x, i)`` = pi(pi(x) xor i) xor pi(x) is TMMO, the tweakable
+    circular correlation-robust (TCCR) hash of Guo, Katz, Wang and Yu,
+    "Efficient and Secure Multiparty Computation from Fixed-Key Block
+    Ciphers" (IEEE S&P 2020; eprint 2019/074, Sec. 7.4), who prove it TCCR
+    when pi is a random permutation.  TCCR is what half-gates with free-XOR
+    needs (the secret offset Delta appears both inside the hashed labels and
+    in the tables: Zahur-Rosulek-Evans 2015, with GKWY's analysis of the
+    tweaks), and what the chosen-message OT on Delta-correlated OTs needs
+    (pads H(q, i) and H(q xor Delta, i)).  It is the one hash for those
+    uses: :mod:`pairwise.mpc.halfgates` and the OT extension call
+    :func:`tccr_hash`; the vectorized engine :mod:`pairwise.mpc.garble`
+    calls the same computation through :class:`TccrHasher` over its
+    reusable buffers (tests compare both with a Python reference built on
+    ``cryptography``'s AES).
 
-    ``tccr_hash(x, tweak)`` = pi(sigma(x) xor tweak) xor sigma(x) is their
-    tweakable circular correlation-robust (TCCR) hash, the one half-gates needs
-    (Zahur-Rosulek-Evans 2015 require circular correlation robustness for
-    free-XOR: Delta appears both in the hashed value and in the output).
+    The construction used before, pi(sigma(x) xor i) xor sigma(x) with the
+    linear orthomorphism sigma, is circular correlation robust without
+    tweaks (GKWY's MMO^sigma) but not tweakable-CCR: two queries with
+    sigma(x xor x') = i xor i' meet inside pi for every Delta.  It is gone
+    from every correlation-robust use.
 
-    ``mmo_prg(seeds, n)`` expands each seed to ``n`` blocks as
-    tccr_hash(seed, i) for i = 0..n-1: the fixed-key PRG used by the DPF/DCF
-    keys and (historically) the OT extension; IKNP now expands its seeds with AES-CTR keyed by each seed (mpc.iknp).
+The PRG: ``mmo_prg`` (FSS trees, ECDF share expansion)
+    ``mmo_prg(s, n)`` outputs the blocks G(s)_j = pi(sigma(s) xor j) xor
+    sigma(s), j < n.  Its users need a *PRG*: on a seed s that is uniform and
+    unknown to the adversary, the outputs must look uniform.  In the
+    random-permutation model this holds: sigma is a bijection, so the n
+    points sigma(s) xor j are distinct and each is uniform; unless the
+    adversary queries pi at one of them (probability <= n q / 2^127 for q
+    queries, seeds having at least 127 bits of entropy) or two seeds'
+    points collide (probability <= (n m)^2 / 2^127 over m seeds), the
+    outputs are values of a random permutation at fresh points, i.e.
+    uniform up to the same bounds (and the birthday bound of a permutation).  It is *not* a correlation-robust hash and must never be applied
+    to correlated inputs such as labels.  sigma plays no role in this
+    argument; it stays so that FSS keys and ECDF shares made by earlier
+    versions expand to the same values.  ``sigma`` is the orthomorphism
+    sigma(x_L || x_R) = (x_L xor x_R) || x_L of GKWY 2020.
 
 Security model / assumption
     pi is AES-128 under a fixed, public key (``FIXED_KEY``), modelled as a
     random permutation (ideal-cipher model), as in GKWY 2020 and EMP-toolkit.
-    The hash is secure only if every (input, tweak) pair used under one Delta
-    is distinct: callers must give each hash call a unique tweak (the garbler
-    uses (instance, gate, half-gate); the PRG uses the block index, and every
-    seed is fresh randomness).  Nothing here is secret; keys, labels and seeds
-    come from the caller, drawn with :func:`random_blocks` (``os.urandom``).
+    The TCCR hash is secure only if every (input, tweak) pair used under one
+    Delta is distinct: callers must give each hash call a unique tweak (the
+    garbler uses (instance, gate, half-gate); chosen OT sets the top tweak
+    bit and uses the OT index).  Nothing here is secret; keys, labels and
+    seeds come from the caller, drawn with :func:`random_blocks`
+    (``os.urandom``).
 """
 
 from __future__ import annotations
@@ -47,7 +72,9 @@ __all__ = [
     "default_aes",
     "sigma",
     "tccr_hash",
+    "TccrHasher",
     "mmo_prg",
+    "ctr_blocks",
     "random_blocks",
     "empty_blocks",
     "blocks_from_bytes",
@@ -159,25 +186,65 @@ def sigma(x: np.ndarray) -> np.ndarray:
 
 
 def tccr_hash(x: np.ndarray, tweak: np.ndarray, aes: FixedKeyAES | None = None) -> np.ndarray:
-    """H(x, i) = pi(sigma(x) xor i) xor sigma(x), elementwise over block arrays.
+    """H(x, i) = pi(pi(x) xor i) xor pi(x) (TMMO, GKWY 2020 Sec. 7.4), elementwise over block arrays.
 
-    ``tweak`` is a block array broadcastable to ``x`` (uint64 pairs); every
-    (x, tweak) pair under one secret offset must use a distinct tweak.
+    The tweakable circular correlation-robust hash of this project (module
+    docstring): TCCR when pi is a random permutation.  ``tweak`` is a block
+    array broadcastable to ``x`` (uint64 pairs); every (x, tweak) pair under
+    one secret offset must use a distinct tweak.
     """
-    aes = aes or default_aes()
-    s = sigma(x)
-    t = empty_blocks(np.broadcast_shapes(s.shape, np.shape(tweak))[:-1])
-    np.bitwise_xor(s, tweak, out=t)
-    aes.permute(t, out=t)
-    t ^= s
-    return t
+    x = np.asarray(x, dtype=np.uint64)
+    shape = np.broadcast_shapes(x.shape, np.shape(tweak))
+    m = int(np.prod(shape[:-1], dtype=np.int64))
+    h = TccrHasher(m)
+    xv, yv = h.x.reshape(shape), h.y.reshape(shape)
+    xv[...] = x
+    h(m, tweak, xv, yv, aes)
+    return yv.copy()
+
+
+class TccrHasher:
+    """Two reusable block buffers that compute :func:`tccr_hash` in place: the engine's hot path.
+
+    Fill ``x[:m]`` with the inputs, then ``hasher(m, tweak, xv, yv)`` with
+    ``xv`` / ``yv`` views of ``x[:m]`` / ``y[:m]`` shaped so that ``tweak``
+    broadcasts to them (e.g. one tweak for both labels of a wire).  After the
+    call ``x[:m]`` holds pi(x) and ``y[:m]`` holds H(x, tweak) =
+    pi(pi(x) xor tweak) xor pi(x): two OpenSSL calls and two numpy calls, with
+    the views made once by the caller (the garbling engine precomputes them
+    per level step).
+    """
+
+    def __init__(self, n: int) -> None:
+        self._xb = BlockBuffer(n)
+        self._yb = BlockBuffer(n)
+        self.x = self._xb.blocks
+        self.y = self._yb.blocks
+        self._views: dict[int, tuple[memoryview, ...]] = {}  # m -> the OpenSSL in/out views of both buffers
+
+    def __call__(self, m: int, tweak, xv: np.ndarray, yv: np.ndarray, aes: FixedKeyAES | None = None) -> None:
+        views = self._views.get(m)
+        if views is None:
+            if not 0 <= m <= self.x.shape[0]:
+                raise ValueError(f"{m} blocks do not fit a hasher of {self.x.shape[0]}")
+            xmv, ymv = self._xb._mv, self._yb._mv
+            views = self._views[m] = (xmv[: 16 * m], xmv[: 16 * m + 15], ymv[: 16 * m], ymv[: 16 * m + 15])
+        enc = (aes or default_aes())._enc
+        if m:
+            enc.update_into(views[0], views[1])  # x = pi(x)
+        np.bitwise_xor(xv, tweak, out=yv)  # y = pi(x) ^ i
+        if m:
+            enc.update_into(views[2], views[3])  # y = pi(pi(x) ^ i)
+        np.bitwise_xor(yv, xv, out=yv)  # y = pi(pi(x) ^ i) ^ pi(x)
 
 
 def mmo_prg(seeds: np.ndarray, n: int, aes: FixedKeyAES | None = None) -> np.ndarray:
-    """Expand each seed block to ``n`` blocks: out[..., j, :] = tccr_hash(seed, j).
+    """PRG: expand each seed block to ``n`` blocks, out[..., j, :] = pi(sigma(s) xor j) xor sigma(s).
 
-    ``seeds`` has shape (..., 2); the result has shape (..., n, 2).  One AES
-    call covers all seeds and all n outputs.
+    A PRG for seeds that are uniform and secret (random-permutation model;
+    module docstring), not a correlation-robust hash.  ``seeds`` has shape
+    (..., 2); the result has shape (..., n, 2).  One AES call covers all
+    seeds and all n outputs.
     """
     aes = aes or default_aes()
     seeds = np.asarray(seeds, dtype=np.uint64)
@@ -189,6 +256,49 @@ def mmo_prg(seeds: np.ndarray, n: int, aes: FixedKeyAES | None = None) -> np.nda
     aes.permute(t, out=t)
     t ^= s
     return t
+
+
+#: Blocks of keystream per OpenSSL call in :func:`ctr_blocks` (a 1 MiB zero buffer, in cache).
+_CTR_STEP = 1 << 16
+_CTR_ZEROS = bytes(16 * _CTR_STEP)
+
+
+def ctr_blocks(key: bytes, n: int, *, start: int = 0, out: np.ndarray | None = None) -> np.ndarray:
+    """Blocks ``start`` .. ``start + n - 1`` of the AES-128-CTR keystream under ``key`` (counter from 0), shape (n, 2).
+
+    A PRG from a 16-byte seed, assuming AES is a PRF (the key is the seed;
+    no fixed-key assumption).  Used by the two-party runtime to expand the
+    garbler's per-execution label seed (:mod:`pairwise.mpc.twopc`); IKNP's row
+    PRG is the same construction.  ``out``: a C-contiguous (n, 2) uint64
+    array to fill (e.g. a view of the garbler's label storage), else a
+    fresh one.  One OpenSSL call per 2^16 blocks.
+    """
+    if len(key) != 16:
+        raise ValueError(f"AES-128 key must be 16 bytes, got {len(key)}")
+    if n < 0 or start < 0:
+        raise ValueError(f"block count and start must be non-negative, got {n}, {start}")
+    if out is None:
+        raw = np.empty(16 * n + 16, dtype=np.uint8)
+        out = raw[: 16 * n].view(np.uint64).reshape(n, 2)
+    elif out.shape != (n, 2) or out.dtype != np.uint64 or not out.flags.c_contiguous:
+        raise ValueError(f"out must be a C-contiguous ({n}, 2) uint64 array")
+    if n == 0:
+        return out
+    enc = Cipher(algorithms.AES(bytes(key)), modes.CTR(start.to_bytes(16, "big"))).encryptor()
+    dst = _slack_view(out)
+    if dst is not None:  # OpenSSL writes straight into out (it needs 15 bytes of slack)
+        step = _CTR_STEP
+        for b0 in range(0, n, step):
+            m = min(step, n - b0)
+            enc.update_into(memoryview(_CTR_ZEROS)[: 16 * m], dst[16 * b0 : 16 * (b0 + m) + 15])
+        return out
+    flat = out.reshape(-1).view(np.uint8)
+    last = (n - 1) // _CTR_STEP * _CTR_STEP  # all but the last step straight into out, the last via a copy
+    mv = memoryview(flat)
+    for b0 in range(0, last, _CTR_STEP):
+        enc.update_into(memoryview(_CTR_ZEROS), mv[16 * b0 : 16 * (b0 + _CTR_STEP) + 15])
+    flat[16 * last :] = np.frombuffer(enc.update(memoryview(_CTR_ZEROS)[: 16 * (n - last)]), dtype=np.uint8)
+    return out
 
 
 def random_blocks(*shape: int) -> np.ndarray:

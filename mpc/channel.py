@@ -379,6 +379,16 @@ class Channel:
         return exc
 
     # ------------------------------------------------------------ lifecycle
+    def recycle(self, frame) -> None:
+        """Hint that the caller is done with a frame it received: the channel may reuse its memory.
+
+        Only a frame returned by :meth:`recv_frame` may be passed, and nothing
+        may read or write it afterwards.  The default does nothing;
+        :class:`MemoryChannel` hands the buffer back to the sending side, so
+        streams of same-size frames (garbled tables) stop touching fresh
+        memory.
+        """
+
     def flush(self) -> None:
         """Push buffered frames to the transport (no-op for unbuffered channels)."""
         self._check_usable()
@@ -433,23 +443,33 @@ def _frombuffer(frame: bytes | bytearray, dtype, shape: tuple[int, ...]) -> np.n
 # ---------------------------------------------------------------------------
 
 
-class _Pipe:
-    """One direction of a MemoryChannel pair: a frame queue and the writer's closed flag."""
+#: Bytes of recycled frame buffers a MemoryChannel direction keeps for reuse.
+RECYCLE_BYTES = 64 << 20
 
-    __slots__ = ("cond", "frames", "writer_closed", "reader_closed")
+
+class _Pipe:
+    """One direction of a MemoryChannel pair: a frame queue, the writer's closed flag, recycled buffers."""
+
+    __slots__ = ("cond", "frames", "writer_closed", "reader_closed", "free", "free_bytes")
 
     def __init__(self) -> None:
         self.cond = threading.Condition()
         self.frames: deque[bytearray] = deque()
         self.writer_closed = False
         self.reader_closed = False
+        self.free: dict[int, list[bytearray]] = {}  # frame buffers handed back by the reader, by size
+        self.free_bytes = 0
 
 
 class MemoryChannel(Channel):
     """One end of an in-process channel; create both ends with :meth:`pair`.
 
-    Frames are copied on send (the sender may reuse its buffers).  Each end
-    may be driven by a different thread; a receive waits at most ``timeout``.
+    Frames are copied on send (the sender may reuse its buffers), into a
+    buffer the receiver handed back with :meth:`recycle` when one of the
+    same size is free (up to ``RECYCLE_BYTES`` per direction), else into a
+    new one: a stream of same-size frames then reuses the same memory.
+    Each end may be driven by a different thread; a receive waits at most
+    ``timeout``.
     """
 
     def __init__(self, outbox: _Pipe, inbox: _Pipe, *, timeout: float = DEFAULT_TIMEOUT,
@@ -469,12 +489,32 @@ class MemoryChannel(Channel):
         )
 
     def _send_frame(self, view: memoryview) -> None:
-        frame = bytearray(view)
-        with self._out.cond:
-            if self._out.reader_closed:
+        out = self._out
+        n = view.nbytes
+        frame = None
+        if out.free:
+            with out.cond:
+                spare = out.free.get(n)
+                if spare:
+                    frame = spare.pop()
+                    out.free_bytes -= n
+        if frame is None:
+            frame = bytearray(view)
+        else:
+            frame[:] = view
+        with out.cond:
+            if out.reader_closed:
                 raise PeerClosed(f"{self.name}: the peer closed its end of the in-memory channel")
-            self._out.frames.append(frame)
-            self._out.cond.notify()
+            out.frames.append(frame)
+            out.cond.notify()
+
+    def recycle(self, frame) -> None:
+        inbox = self._in
+        if isinstance(frame, bytearray) and len(frame):
+            with inbox.cond:
+                if inbox.free_bytes + len(frame) <= RECYCLE_BYTES and not inbox.reader_closed:
+                    inbox.free.setdefault(len(frame), []).append(frame)
+                    inbox.free_bytes += len(frame)
 
     def _recv_frame(self, timeout: float, limit: int) -> bytearray:
         inbox = self._in
@@ -495,6 +535,8 @@ class MemoryChannel(Channel):
         with self._in.cond:
             self._in.reader_closed = True
             self._in.frames.clear()
+            self._in.free.clear()
+            self._in.free_bytes = 0
 
 
 # ---------------------------------------------------------------------------

@@ -55,13 +55,17 @@ Security model
     receives the decoding bits learns the outputs.
 
 Hash and assumption
-    H(x, i) = pi(sigma(x) ^ i) ^ sigma(x), the tweakable circular
-    correlation-robust hash of Guo, Katz, Wang and Yu (S&P 2020) over the
-    fixed-key AES pi of :mod:`pairwise.mpc.aes`, assumed to be an ideal permutation
-    (GKWY 2020, Sec. 7: half-gates with this hash is secure in the
-    random-permutation model).  The proof needs every tweak to be used with
-    one label pair {x, x ^ Delta} only (the garbler hashes both labels of
-    an AND input under the gate's tweak, the evaluator the active one).
+    H(x, i) = pi(pi(x) ^ i) ^ pi(x): TMMO, the tweakable circular
+    correlation-robust (TCCR) hash of Guo, Katz, Wang and Yu (S&P 2020,
+    eprint 2019/074 Sec. 7.4) over the fixed-key AES pi of
+    :mod:`pairwise.mpc.aes`, which they prove TCCR when pi is a random
+    permutation; half-gates is secure with a TCCR hash (GKWY 2020, Sec. 7;
+    ZRE 2015).  The engine computes it with :class:`pairwise.mpc.aes.TccrHasher`,
+    the in-place form of :func:`pairwise.mpc.aes.tccr_hash` (two AES calls per
+    level step: 8 AES blocks per AND gate for the garbler, 4 for the
+    evaluator).  The proof needs every tweak to be used with one label pair
+    {x, x ^ Delta} only (the garbler hashes both labels of an AND input under
+    the gate's tweak, the evaluator the active one).
 
 Tweak uniqueness
     The tweak of half ``h`` (0: garbler half T_G, 1: evaluator half T_E) of
@@ -97,7 +101,7 @@ Byte layout of the tables
     (:meth:`Garbler.iter_into` writes them into a caller's buffer);
     :meth:`Evaluator.evaluate` accepts them re-split arbitrarily.  The order
     of the AND gates is the schedule's (``and_index``), so both parties must
-    run the same :mod:`pairwise.circuits.ir` schedule: the header's version (2) and
+    run the same :mod:`pairwise.circuits.ir` schedule and hash: the header's version (3) and
     the two-party runtime's version say which.
     :class:`GarbledCircuit` adds a fixed ``HEADER_SIZE``-byte header.
 
@@ -109,6 +113,7 @@ Follows
 
 from __future__ import annotations
 
+import os
 import struct
 import sys
 import weakref
@@ -119,7 +124,7 @@ import numpy as np
 
 from pairwise.circuits.ir import Circuit, CircuitError
 
-from .aes import BlockBuffer, FixedKeyAES, default_aes, random_blocks
+from .aes import FixedKeyAES, TccrHasher, default_aes, random_blocks
 from .halfgates import TWEAK_INSTANCE_LIMIT
 
 __all__ = [
@@ -135,22 +140,28 @@ __all__ = [
     "split_outputs",
     "garble_and_evaluate",
     "table_bytes",
+    "urandom_bits",
+    "wire_slice",
 ]
 
 if sys.byteorder != "little":  # pragma: no cover - the block layout is little-endian
     raise ImportError("pairwise.mpc.garble needs a little-endian machine (block layout of mpc.aes)")
 
-#: Gate-instances processed per numpy step (keeps the AES buffer ~1 MiB, in cache).
-STEP_GATES = 1 << 14
+#: Gate-instances processed per numpy step: the hash buffers (2 x 4 blocks per gate-instance for the
+#: garbler), the tweak tile and the gathered labels stay within the 2 MiB L2 cache (2^13; it was 2^14
+#: with the one-AES hash, whose working set was half as large).
+STEP_GATES = 1 << 13
 #: Labels of one instance chunk may use at most this many bytes (by default).
 CHUNK_LABEL_BYTES = 96 << 20
-#: Largest default instance chunk.
-MAX_CHUNK = 16384
+#: Largest default instance chunk (2^13 since the TMMO hash: circuits with one AND per level garble
+#: a whole level per step, and a 2^14-instance step no longer fits the cache).
+MAX_CHUNK = 8192
 
 _MAGIC = b"PWGC"
-#: 2: tables in the order of the overlapping level schedule of circuits.ir (version 1 files, laid
-#: out by the older per-AND-stage schedule, would decode to garbage and are refused).
-_VERSION = 2
+#: 3: tables hashed with TMMO (mpc.aes.tccr_hash).  Version 2 files (the sigma-based hash) and
+#: version 1 files (laid out by the older per-AND-stage schedule) would decode to garbage and are
+#: refused.
+_VERSION = 3
 _HEADER = struct.Struct("<4sHH32sQQQQ")
 HEADER_SIZE = _HEADER.size  # 72 bytes
 
@@ -359,6 +370,31 @@ def _segment_sizes(plan: _Plan, batch: int, chunk: int) -> list[int]:
     return [32 * lv.k * (b1 - b0) for b0, b1 in _chunks(batch, chunk) for lv in plan.levels if lv.k]
 
 
+_SLICES: dict[int, tuple[np.ndarray, slice | np.ndarray]] = {}  # id(wires) -> (wires, answer), IR arrays only
+
+
+def wire_slice(g) -> slice | np.ndarray:
+    """An input group's wires as a slice when they are consecutive (views instead of fancy-index copies), else the wire array."""
+    w = g.wires
+    hit = _SLICES.get(id(w))
+    if hit is not None and hit[0] is w:
+        return hit[1]
+    res: slice | np.ndarray = w
+    if w.shape[0] and w[-1] - w[0] + 1 == w.shape[0] and (w.shape[0] == 1 or bool((np.diff(w) == 1).all())):
+        res = slice(int(w[0]), int(w[-1]) + 1)
+    if not w.flags.writeable:  # the IR's frozen arrays: the answer cannot change (the entry keeps w alive)
+        if len(_SLICES) >= 4096:
+            _SLICES.clear()
+        _SLICES[id(w)] = (w, res)
+    return res
+
+
+def _same_memory(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether two arrays are the very same view (same start, shape and strides)."""
+    return (a.__array_interface__["data"][0] == b.__array_interface__["data"][0]
+            and a.shape == b.shape and a.strides == b.strides)
+
+
 def _as_blocks(a, shape: tuple[int, ...], what: str) -> np.ndarray:
     arr = np.asarray(a)
     if arr.dtype != np.uint64:
@@ -383,7 +419,7 @@ def _flat(buf: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
 
 #: Scratch buffers (with their programs) are kept with the plan for the next garbling or
 #: evaluation while all those kept for one circuit total at most this many bytes.
-POOL_BYTES = 4 << 20
+POOL_BYTES = 16 << 20  # (4 MiB before the two-buffer hash doubled the scratch of mid-size batches)
 
 
 class _Work:
@@ -409,17 +445,19 @@ class _Work:
         self.step_gates = STEP_GATES  # buffers and programs are sized for this step
         n = min(plan.max_width * max_bc, max(STEP_GATES, max_bc))  # >= step * b for every chunk
         self.x = np.empty(4 * n, _U64)  # (2 [A,B], 2 [lo,hi], k, b)
-        self.xs = np.empty(2 * n, _U64)  # (2 [A,B], k, b)
+        self.xs = np.empty(2 * n, _U64)  # XOR levels: (2 [lo,hi], n, b)
         self.d = np.empty(4 * n, _U64)
         self.m = np.empty(2 * n, _U64)
         self.t = np.empty(2 * n, _U64)
         self.c = np.empty(2 * n, _U64)
-        self.aes_buf = BlockBuffer(4 * n)  # interleaved AES input/output
-        self.u = self.aes_buf.blocks.reshape(-1)
-        self.sr_buf = np.empty(2 * n, _U64)
+        self.hasher = TccrHasher(4 * n)  # interleaved hash inputs x (then pi(x)) and outputs y
+        self.u = self.hasher.x.reshape(-1)
+        self.v = self.hasher.y.reshape(-1)
+        self.tw = np.empty(4 * n, _U64)  # tweak blocks of a step, (2 [A,B], k, b, 2)
+        self.rt_buf = np.empty(2 * n, _U64)  # Delta interleaved, tiled over a step's gates (k, b, 2)
         self.lab_buf = np.empty(2 * plan.n_slots * max_bc, _U64)
-        self.const_buf = np.empty(5 * max_bc, _U64)  # Delta (2, b), sigma(Delta) (2, b), instance ids (b)
-        self.nbytes = 8 * (17 * n + 2 * n + self.lab_buf.shape[0] + self.const_buf.shape[0]) + 64 * n
+        self.const_buf = np.empty(3 * max_bc, _U64)  # Delta planar (2, b), instance ids (b)
+        self.nbytes = 8 * (21 * n + 16 * n + self.lab_buf.shape[0] + self.const_buf.shape[0])
         self._programs: dict[int, tuple] = {}
 
     @classmethod
@@ -430,14 +468,15 @@ class _Work:
         except IndexError:
             return cls(max_bc, plan, role)
 
-    def release(self) -> None:
-        """Keep these buffers for the next run of the circuit (at most two per batch size and role, POOL_BYTES)."""
+    def release(self, keep: bool = False) -> None:
+        """Keep these buffers for the next run of the circuit: at most two per batch size and role while
+        all kept ones total POOL_BYTES, or (``keep``: a session that will run the circuit again) one more
+        of any size, so repeated large executions do not touch fresh memory (page faults)."""
         pool = self.plan.pool
         kept = sum(w.nbytes for spare in list(pool.values()) for w in list(spare))
-        if kept + self.nbytes <= POOL_BYTES:
-            spare = pool.setdefault((self.max_bc, self.role, self.step_gates), [])
-            if len(spare) < 2:
-                spare.append(self)
+        spare = pool.setdefault((self.max_bc, self.role, self.step_gates), [])
+        if (kept + self.nbytes <= POOL_BYTES and len(spare) < 2) or (keep and not spare):
+            spare.append(self)
 
     def start_chunk(self, bc: int, delta_planar: np.ndarray | None, first_instance: int):
         """Prepare a chunk of ``bc`` instances.
@@ -450,18 +489,16 @@ class _Work:
         step = max(1, min(self.plan.max_width, self.step_gates // bc))
         c = self.const_buf
         self.r = _flat(c, (2, 1, bc))
-        self.sr = c[2 * bc : 4 * bc].reshape(2, 1, bc)
-        self.inst = c[4 * bc : 5 * bc]
+        self.inst = c[2 * bc : 3 * bc]
         self.inst[:] = np.arange(first_instance, first_instance + bc, dtype=_U64)
+        if bc > 1:  # the tweaks' high words: the instance ids, for every gate of a step (set once per chunk)
+            _flat(self.tw, (2, step, bc, 2))[..., 1] = self.inst
         if delta_planar is not None and bc > 1:  # (one instance: _start_chunk1 tiles Delta per step size)
             r = self.r[:, 0]
             r[...] = delta_planar  # (2, b)
-            s = self.sr[:, 0]  # sigma(R) planar: lo = R_hi, hi = R_lo ^ R_hi
-            s[0] = r[1]
-            np.bitwise_xor(r[0], r[1], out=s[1])
-            tile = _flat(self.sr_buf, (step, bc, 2))  # sigma(R) interleaved, tiled over gates
-            tile[:, :, 0] = s[0]
-            tile[:, :, 1] = s[1]
+            tile = _flat(self.rt_buf, (step, bc, 2))  # Delta interleaved, tiled over gates
+            tile[:, :, 0] = r[0]
+            tile[:, :, 1] = r[1]
         lab = _flat(self.lab_buf, (2, self.plan.n_slots, bc))
         src = lab.reshape(-1) if bc == 1 else lab.reshape(2 * self.plan.n_slots, bc)
         prog = self._programs.get(bc)
@@ -476,15 +513,13 @@ class _Work:
         garbler = self.role == "garbler"
         plan = self.plan
         n = min(plan.max_width, step)
-        # w (6, 2, k): [lo A|B], [A lo|hi], [hi A|B], [lo^hi A|B], then the lo words again as (2 [A, B], 2, k)
-        w_buf = np.empty(12 * n, _U64)
-        p_buf = np.empty(8 * n, _U64)  # hashes, planar (2 [zero, one], 2 [A, B], 2 [lo, hi], k)
-        d_buf = np.empty(4 * n, _U64)
+        w_buf = np.empty(6 * n, _U64)  # (3, 2, k): A0 planar [lo, hi], then the lo words of A, A, B, B
+        p_buf = np.empty(4 * n, _U64)  # H(X0) ^ H(X1), planar (2 [A, B], 2 [lo, hi], k)
         t_buf = np.empty(2 * n, _U64)
         c_buf = np.empty(2 * n, _U64)
         n_steps = sum(-(-lv.k // step) for lv in plan.levels)
         self.tw1 = np.empty(4 * plan.n_and + 4 * n_steps, _U64)  # tweak blocks per step (2, k, 2)
-        self.tiles1: dict[int, tuple] = {}  # k -> (sigma(R) interleaved (2, k, 2), planar (2, 2, k), R (2, k))
+        self.tiles1: dict[int, tuple] = {}  # k -> (Delta interleaved (k, 2), Delta planar (2, k))
         self.tiles1_delta = None
         prog = []
         tw_pos = 0
@@ -495,37 +530,36 @@ class _Work:
                 k = g1 - g0
                 r = lv.and_rows[:, :, g0:g1]  # (2 [A, B], 2 [lo, hi], k)
                 lo = r[:, 0]
-                # rows of w; w[3] gathers anything (it is overwritten with lo ^ hi)
-                rows = np.ascontiguousarray(np.stack([lo, r[0], r[:, 1], lo, lo[[0, 0]], lo[[1, 1]]]))
-                w = _flat(w_buf, (6, 2, k))
-                sig = w[2:4]  # sigma(X) planar (2 [lo, hi], 2 [A, B], k)
+                rows_u = np.ascontiguousarray(r.transpose(0, 2, 1))  # the labels interleaved, (2 [A, B], k, 2)
+                rows_w = np.ascontiguousarray(np.stack([r[0], lo[[0, 0]], lo[[1, 1]]]))
+                w = _flat(w_buf, (3, 2, k))
                 tw = self.tw1[tw_pos : tw_pos + 4 * k].reshape(2, k, 2)
                 tw_pos += 4 * k
                 g = np.arange(lv.and_base + g0, lv.and_base + g1, dtype=_U64) * _U64(2)
                 tw[0, :, 0] = g
                 tw[1, :, 0] = g + _ONE
-                bits = w[4:6]  # (2 [A, B], 2, k): permute bits, repeated for both words
+                bits = w[1:3]  # (2 [A, B], 2, k): permute bits, repeated for both words
                 c = _flat(c_buf, (2, k))
                 t = _flat(t_buf, (2, k))
                 common = (
-                    rows, w, w[0], w[2], w[3], w[1], sig.transpose(1, 2, 0), tw, bits, bits[0], bits[1], c, t,
+                    rows_u, rows_w, w, w[0], tw, bits, bits[0], bits[1], c, t,
                     np.ascontiguousarray(lv.and_out[:, g0:g1]), g0, g1, g0 == 0 and g1 == lv.k,
                 )
                 if garbler:
-                    u = _flat(self.u, (2, 2, k, 2))
-                    p = _flat(p_buf, (2, 2, 2, k))
-                    d = _flat(d_buf, (2, 2, k))
+                    u = _flat(self.u, (2, 2, k, 2))  # [zero, one] x [A, B] labels, interleaved
+                    v = _flat(self.v, (2, 2, k, 2))
+                    d = _flat(p_buf, (2, 2, k))
                     if k not in self.tiles1:
-                        self.tiles1[k] = (np.empty((2, k, 2), _U64), np.empty((2, 2, k), _U64), np.empty((2, k), _U64))
-                    srt, srp, rt = self.tiles1[k]
+                        self.tiles1[k] = (np.empty((k, 2), _U64), np.empty((2, k), _U64))
+                    rt, rp = self.tiles1[k]
                     ands.append(common + (
-                        4 * k, u[0], u[1], u.transpose(0, 1, 3, 2), sig.transpose(1, 0, 2)[None], p, p[0], p[1],
-                        p[0, 0], p[0, 1], d, d[0], d[1], srt, srp, rt,
+                        4 * k, u, u[0], u[1], v, v[0].transpose(0, 2, 1), v[1].transpose(0, 2, 1),
+                        v[0, 0].T, v[0, 1].T, d, d[0], d[1], rt, rp,
                     ))
                 else:
                     u = _flat(self.u, (2, k, 2))
-                    p = _flat(p_buf, (2, 2, k))
-                    ands.append(common + (2 * k, u, u.transpose(0, 2, 1), sig.transpose(1, 0, 2), p, p[0], p[1]))
+                    v = _flat(self.v, (2, k, 2))
+                    ands.append(common + (2 * k, u, v, v[0].T, v[1].T))
             lins = []
             for g0 in range(0, lv.n_lin, step):
                 g1 = min(lv.n_lin, g0 + step)
@@ -535,7 +569,7 @@ class _Work:
                 lins.append((rows, y, y[0], y[1], z, np.ascontiguousarray(lv.lin_out[:, g0:g1])))
             prog.append((lv, tuple(ands), tuple(lins)))
         self.tw1 = self.tw1[:tw_pos]
-        self.nbytes += 8 * (28 * n + tw_pos + 5 * sum(self.tiles1))
+        self.nbytes += 8 * (14 * n + tw_pos + 4 * sum(self.tiles1))
         return tuple(prog)
 
     def _start_chunk1(self, delta_planar: np.ndarray | None, first_instance: int) -> None:
@@ -547,11 +581,9 @@ class _Work:
         if key == self.tiles1_delta:
             return
         r = delta_planar[:, 0]
-        s = np.array([r[1], r[0] ^ r[1]], dtype=_U64)  # sigma(R): lo = R_hi, hi = R_lo ^ R_hi
-        for srt, srp, rt in self.tiles1.values():
-            srt[...] = s
-            srp[...] = s[None, :, None]
-            rt[...] = r[:, None]
+        for rt, rp in self.tiles1.values():
+            rt[...] = r
+            rp[...] = r[:, None]
         self.tiles1_delta = key
 
     def _program(self, bc: int, step: int) -> tuple:
@@ -567,27 +599,33 @@ class _Work:
                 k = g1 - g0
                 rows = np.ascontiguousarray(lv.and_rows[:, :, g0:g1])
                 x = _flat(self.x, (2, 2, k, bc))  # gathered labels [A, B] x [lo, hi], planar
-                xs = _flat(self.xs, (2, k, bc))  # lo ^ hi: the high word of sigma(label)
                 c = _flat(self.c, (2, k, bc))
                 m = _flat(self.m, (2, k, bc))  # all-ones masks of the permute bits
                 t = _flat(self.t, (2, k, bc))
+                # tweaks [A, B] x gates x instances, interleaved; the high words (instance ids) are set
+                # per chunk (start_chunk), for a step of `step` gates, so a shorter step reads a
+                # strided part of that tile
+                tw = _flat(self.tw, (2, step, bc, 2))[:, :k]
                 common = (
-                    rows, x.reshape(rows.shape + (bc,)), x[:, 0], x[:, 1], x[0], x[0, 1], x[1, 1],
-                    xs, xs[0], xs[1], np.ascontiguousarray(lv.tlo[:, g0:g1]), c, c[0], c[1], m, m[0], m[1], t,
+                    rows, x.reshape(rows.shape + (bc,)), x[:, 0], x[:, 1], x[0], tw, tw[..., 0], np.ascontiguousarray(lv.tlo[:, g0:g1]),
+                    c, c[0], c[1], m, m[0], m[1], t,
                     np.ascontiguousarray(lv.and_out[:, g0:g1]), g0, g1, g0 == 0 and g1 == lv.k,
                 )
                 if garbler:
-                    u = _flat(self.u, (2, 2, k, bc, 2))  # AES input [zero, one] x [A, B], interleaved
+                    u = _flat(self.u, (2, 2, k, bc, 2))  # hash inputs [zero, one] x [A, B], interleaved
+                    v = _flat(self.v, (2, 2, k, bc, 2))  # their hashes
                     d = _flat(self.d, (2, 2, k, bc))  # H(X0) ^ H(X1), planar
                     ands.append(common + (
-                        4 * k * bc, u[0], u[1], u[0, ..., 0], u[0, ..., 1], u[1, ..., 0], u[1, ..., 1],
-                        u[0, 0, ..., 0], u[0, 1, ..., 0], u[0, 0, ..., 1], u[0, 1, ..., 1],
-                        _flat(self.sr_buf, (k, bc, 2)), d, d[:, 0], d[:, 1], d[0], d[1],
+                        4 * k * bc, u, v, u[0], u[1], u[0, ..., 0], u[0, ..., 1], _flat(self.rt_buf, (k, bc, 2)),
+                        v[0, ..., 0], v[1, ..., 0], v[0, ..., 1], v[1, ..., 1],
+                        v[0, 0, ..., 0], v[0, 1, ..., 0], v[0, 0, ..., 1], v[0, 1, ..., 1],
+                        d, d[:, 0], d[:, 1], d[0], d[1],
                     ))
                 else:
-                    u = _flat(self.u, (2, k, bc, 2))  # AES input [A, B], interleaved
+                    u = _flat(self.u, (2, k, bc, 2))  # hash inputs [A, B], interleaved
+                    v = _flat(self.v, (2, k, bc, 2))
                     ands.append(common + (
-                        2 * k * bc, u[..., 0], u[..., 1], u[0, ..., 0], u[1, ..., 0], u[0, ..., 1], u[1, ..., 1],
+                        2 * k * bc, u, v, u[..., 0], u[..., 1], v[0, ..., 0], v[1, ..., 0], v[0, ..., 1], v[1, ..., 1],
                     ))
             lins = []
             for g0 in range(0, lv.n_lin, step):
@@ -605,24 +643,30 @@ _xor = np.bitwise_xor
 _and = np.bitwise_and
 _neg = np.negative
 _mul = np.multiply
+_copy = np.copyto
 
 
 def _garble_ands(src: np.ndarray, steps: tuple, w: _Work, tab: np.ndarray, aes: FixedKeyAES) -> None:
-    """Garble every AND of a level into ``tab`` (2, 2, k, b); write output zero labels."""
-    r, sr, inst, permute = w.r, w.sr, w.inst, w.aes_buf.permute_prefix
-    for (rows, xt, xlo, xhi, xa, xahi, xbhi, xs, xsa, xsb, tlo, c, clo, chi, m, ma, mb, t, out, g0, g1, whole,
-         nblk, u0, u1, u0lo, u0hi, u1lo, u1hi, ualo, ublo, uahi, ubhi, srt, d, dlo, dhi, da, db) in steps:
+    """Garble every AND of a level into ``tab`` (2, 2, k, b); write output zero labels.
+
+    H(X, i) = pi(pi(X) ^ i) ^ pi(X) (TMMO, :func:`pairwise.mpc.aes.tccr_hash`) for
+    X in {A0, A1, B0, B1} of every gate and instance: one :class:`TccrHasher`
+    call over 4 k b blocks.
+    """
+    r, hasher = w.r, w.hasher
+    for (rows, xt, xlo, xhi, xa, tw, twlo, tlo, c, clo, chi, m, ma, mb, t, out, g0, g1, whole,
+         nblk, u, v, u0, u1, u0lo, u0hi, rt, v0lo, v1lo, v0hi, v1hi, valo, vblo, vahi, vbhi,
+         d, dlo, dhi, da, db) in steps:
         src.take(rows, axis=0, out=xt, mode="clip")
-        _xor(xlo, xhi, xs)
-        # AES input: u[z, s, g, n] = sigma(label) ^ tweak for z in {zero, one}, s in {A, B}.
-        _xor(xhi, tlo, u0lo)
-        _xor(xs, inst, u0hi)
-        _xor(u0, srt, u1)  # sigma(X1) = sigma(X0) ^ sigma(R)
-        permute(nblk, aes)
-        # d[s] = pi(u0) ^ pi(u1) ^ sigma(R) = H(X0) ^ H(X1), planar.
-        _xor(u0lo, u1lo, dlo)
-        _xor(u0hi, u1hi, dhi)
-        _xor(d, sr, d)
+        # hash inputs u[z, s, g, n] = X0 for z = 0, X0 ^ R for z = 1 (s in {A, B}), interleaved (one
+        # strided copy per word: numpy walks a transposed destination in a cache-hostile order)
+        _copy(u0lo, xlo)
+        _copy(u0hi, xhi)
+        _xor(u0, rt, u1)
+        _copy(twlo, tlo)  # tweak (2*g + s, instance); the instance ids are in place (start_chunk)
+        hasher(nblk, tw, u, v, aes)  # v = H(u, tweak), the tweak shared by X0 and X1
+        _xor(v0lo, v1lo, dlo)  # d[s] = H(X0) ^ H(X1), planar
+        _xor(v0hi, v1hi, dhi)
         _and(xlo, _ONE0, m)
         _neg(m, m)
         if whole:
@@ -632,13 +676,9 @@ def _garble_ands(src: np.ndarray, steps: tuple, w: _Work, tab: np.ndarray, aes: 
         _and(mb, r, t)  # pb * R
         _xor(da, t, tg)  # T_G = H(A0) ^ H(A1) ^ pb*R
         _xor(db, xa, te)  # T_E = H(B0) ^ H(B1) ^ A0
-        # C0 = H(A0) ^ pa*T_G ^ H(B0) ^ pb*(H(B0) ^ H(B1)), H(X0) = pi(u0) ^ sigma(X0).
-        _xor(ualo, ublo, clo)
-        _xor(uahi, ubhi, chi)
-        _xor(clo, xahi, clo)
-        _xor(clo, xbhi, clo)
-        _xor(chi, xsa, chi)
-        _xor(chi, xsb, chi)
+        # C0 = H(A0) ^ pa*T_G ^ H(B0) ^ pb*(H(B0) ^ H(B1))
+        _xor(valo, vblo, clo)
+        _xor(vahi, vbhi, chi)
         _and(ma, tg, t)
         _xor(c, t, c)
         _and(mb, db, t)
@@ -648,21 +688,17 @@ def _garble_ands(src: np.ndarray, steps: tuple, w: _Work, tab: np.ndarray, aes: 
 
 def _eval_ands(src: np.ndarray, steps: tuple, w: _Work, tab: np.ndarray, aes: FixedKeyAES) -> None:
     """Evaluate every AND of a level with tables ``tab`` (2, 2, k, b); write active labels."""
-    inst, permute = w.inst, w.aes_buf.permute_prefix
-    for (rows, xt, xlo, xhi, xa, xahi, xbhi, xs, xsa, xsb, tlo, c, clo, chi, m, ma, mb, t, out, g0, g1, whole,
-         nblk, ulo, uhi, ualo, ublo, uahi, ubhi) in steps:
+    hasher = w.hasher
+    for (rows, xt, xlo, xhi, xa, tw, twlo, tlo, c, clo, chi, m, ma, mb, t, out, g0, g1, whole,
+         nblk, u, v, ulo, uhi, valo, vblo, vahi, vbhi) in steps:
         src.take(rows, axis=0, out=xt, mode="clip")
-        _xor(xlo, xhi, xs)
-        _xor(xhi, tlo, ulo)
-        _xor(xs, inst, uhi)
-        permute(nblk, aes)
-        # C = H(A) ^ H(B) ^ sa*T_G ^ sb*(T_E ^ A), H(X) = pi(u) ^ sigma(X).
-        _xor(ualo, ublo, clo)
-        _xor(uahi, ubhi, chi)
-        _xor(clo, xahi, clo)
-        _xor(clo, xbhi, clo)
-        _xor(chi, xsa, chi)
-        _xor(chi, xsb, chi)
+        _copy(ulo, xlo)
+        _copy(uhi, xhi)
+        _copy(twlo, tlo)
+        hasher(nblk, tw, u, v, aes)
+        # C = H(A) ^ H(B) ^ sa*T_G ^ sb*(T_E ^ A)
+        _xor(valo, vblo, clo)
+        _xor(vahi, vbhi, chi)
         _and(xlo, _ONE0, m)
         _neg(m, m)
         if whole:
@@ -677,38 +713,34 @@ def _eval_ands(src: np.ndarray, steps: tuple, w: _Work, tab: np.ndarray, aes: Fi
         src[out] = c
 
 
-def _garble_ands1(src: np.ndarray, steps: tuple, tab: np.ndarray, aes_buf: BlockBuffer, aes: FixedKeyAES) -> None:
+def _garble_ands1(src: np.ndarray, steps: tuple, tab: np.ndarray, hasher: TccrHasher, aes: FixedKeyAES) -> None:
     """:func:`_garble_ands` for one instance (tables ``tab`` (2, 2, k)), in fewer numpy calls.
 
     At one instance a level costs its number of numpy calls, and calls on
     same-shape contiguous operands (numpy's fast path) cost about half as
-    much as strided or broadcast ones.  So one gather fills
-    w = [lo words of A, B], [A0 planar], [hi words of A, B], [-], [lo words
-    of A, A, B, B]; then w[3] = lo ^ hi makes w[2:4] sigma(X) planar; the
-    hashes H(X0) = pi(u0) ^ sigma(X0) land in planar p with one call; the
-    permute bits multiply (0 or 1) instead of masking; Delta-dependent
-    constants are tiled to the step's size.  Same algebra, same tables.
+    much as strided or broadcast ones.  So one gather puts the zero labels
+    straight into the hash buffer, interleaved, and a second one fills
+    w = [A0 planar], [lo words of A, A, B, B]; the tweak blocks are
+    precomputed per step; the hash differences land planar with one call;
+    the permute bits multiply (0 or 1) instead of masking; Delta is tiled to
+    the step's size.  Same algebra, same tables.
     """
-    permute = aes_buf.permute_prefix
-    for (rows, w, lo, hi, xs, xa, sig_t, tw, bits, ba, bb, c, t, out, g0, g1, whole,
-         nblk, u0, u1, u_t, sig_b, p, p0, p1, pa, pb, d, da, db, srt, srp, rt) in steps:
-        src.take(rows, axis=0, out=w, mode="clip")
-        _xor(lo, hi, xs)
-        _xor(sig_t, tw, u0)  # sigma(X0) ^ tweak, interleaved
-        _xor(u0, srt, u1)  # sigma(X1) = sigma(X0) ^ sigma(R)
-        permute(nblk, aes)
-        _xor(u_t, sig_b, p)  # p[0] = H(X0); p[1] = pi(u1) ^ sigma(X0) = H(X1) ^ sigma(R)
-        _xor(p0, p1, d)
-        _xor(d, srp, d)  # H(X0) ^ H(X1)
+    for (rows_u, rows_w, w, xa, tw, bits, ba, bb, c, t, out, g0, g1, whole,
+         nblk, u, u0, u1, v, v0t, v1t, vat, vbt, d, da, db, rt, rp) in steps:
+        src.take(rows_u, axis=0, out=u0, mode="clip")
+        src.take(rows_w, axis=0, out=w, mode="clip")
+        _xor(u0, rt, u1)  # X1 = X0 ^ R
+        hasher(nblk, tw, u, v, aes)
+        _xor(v0t, v1t, d)  # H(X0) ^ H(X1), planar
         _and(bits, _ONE0, bits)
         if whole:
             tg, te = tab[0], tab[1]
         else:
             tg, te = tab[0, :, g0:g1], tab[1, :, g0:g1]
-        _mul(bb, rt, t)
+        _mul(bb, rp, t)
         _xor(da, t, tg)  # T_G = H(A0) ^ H(A1) ^ pb*R
         _xor(db, xa, te)  # T_E = H(B0) ^ H(B1) ^ A0
-        _xor(pa, pb, c)  # H(A0) ^ H(B0)
+        _xor(vat, vbt, c)  # H(A0) ^ H(B0)
         _mul(ba, tg, t)
         _xor(c, t, c)  # ^ pa*T_G
         _mul(bb, db, t)
@@ -716,17 +748,14 @@ def _garble_ands1(src: np.ndarray, steps: tuple, tab: np.ndarray, aes_buf: Block
         src[out] = c
 
 
-def _eval_ands1(src: np.ndarray, steps: tuple, tab: np.ndarray, aes_buf: BlockBuffer, aes: FixedKeyAES) -> None:
+def _eval_ands1(src: np.ndarray, steps: tuple, tab: np.ndarray, hasher: TccrHasher, aes: FixedKeyAES) -> None:
     """:func:`_eval_ands` for one instance (tables ``tab`` (2, 2, k)); see :func:`_garble_ands1`."""
-    permute = aes_buf.permute_prefix
-    for (rows, w, lo, hi, xs, xa, sig_t, tw, bits, ba, bb, c, t, out, g0, g1, whole,
-         nblk, u, u_t, sig_p, p, pa, pb) in steps:
-        src.take(rows, axis=0, out=w, mode="clip")
-        _xor(lo, hi, xs)
-        _xor(sig_t, tw, u)
-        permute(nblk, aes)
-        _xor(u_t, sig_p, p)  # H(X) = pi(u) ^ sigma(X), planar
-        _xor(pa, pb, c)  # H(A) ^ H(B)
+    for (rows_u, rows_w, w, xa, tw, bits, ba, bb, c, t, out, g0, g1, whole,
+         nblk, u, v, vat, vbt) in steps:
+        src.take(rows_u, axis=0, out=u, mode="clip")
+        src.take(rows_w, axis=0, out=w, mode="clip")
+        hasher(nblk, tw, u, v, aes)
+        _xor(vat, vbt, c)  # H(A) ^ H(B), planar
         _and(bits, _ONE0, bits)
         if whole:
             tg, te = tab[0], tab[1]
@@ -742,9 +771,15 @@ def _eval_ands1(src: np.ndarray, steps: tuple, tab: np.ndarray, aes_buf: BlockBu
 
 # ---------------------------------------------------------------------------- byte source
 class _Reader:
-    """Reads exact-size uint64 segments from bytes or from an iterable of byte chunks."""
+    """Reads exact-size uint64 segments from bytes or from an iterable of byte chunks.
+
+    A segment is a view of the chunk it lies in, or, when it spans chunks, of
+    a scratch buffer that the next such segment reuses: each result is valid
+    until the next :meth:`read` (the engine uses one level's tables at a time).
+    """
 
     def __init__(self, source) -> None:
+        self._scratch = np.empty(0, _U64)
         if isinstance(source, (bytes, bytearray, memoryview, np.ndarray)):
             self._it: Iterator | None = None
             self._set(memoryview(source).cast("B") if not isinstance(source, np.ndarray) else memoryview(
@@ -774,7 +809,9 @@ class _Reader:
             if self._words is not None and not (pos | n) & 7:
                 return self._words[pos >> 3 : (pos + n) >> 3].reshape(shape)
             return np.frombuffer(self._cur[pos : pos + n], dtype="<u8").copy().reshape(shape)
-        buf = bytearray(n)
+        if self._scratch.shape[0] * 8 < n:
+            self._scratch = np.empty(-(-n // 8), _U64)
+        buf = memoryview(self._scratch.view(np.uint8))[:n]
         got = 0
         while True:
             take = min(avail, n - got)
@@ -782,7 +819,7 @@ class _Reader:
             got += take
             self._pos += take
             if got == n:
-                return np.frombuffer(buf, dtype="<u8").reshape(shape)
+                return self._scratch[: n >> 3].reshape(shape)
             nxt = next(self._it, None) if self._it is not None else None
             if nxt is None:
                 raise GarbleError(f"garbled tables ended early: a segment needs {n} bytes, only {got} arrived")
@@ -865,8 +902,9 @@ class Garbler:
             Delta), or (batch, 2); every Delta must have lowest bit 1.
         input_zero: zero labels chosen by the caller, as a mapping from
             input-group name to a (width, batch, 2) block array, or one
-            (n_inputs, batch, 2) array; unspecified groups get fresh CSPRNG
-            labels.
+            (n_inputs, batch, 2) array; groups that are neither given here
+            nor set later (:meth:`set_zero_labels`, :meth:`set_active_labels`)
+            get fresh CSPRNG labels when they are first needed.
         instance_offset: instance id of the first instance (tweak high word);
             see the module docstring for why it must grow across garblings
             that share a Delta.
@@ -874,6 +912,14 @@ class Garbler:
             evaluator must use the same value.
         record_wires: keep every wire's zero label in ``wire_zero``
             (n_wires, batch, 2), for tests; costs n_wires*batch*16 bytes.
+        keep_scratch: keep the scratch buffers for the next garbling of
+            this circuit and chunk size even when they are large (sessions
+            that repeat executions; small ones are always kept).
+        input_buffer: an (n_inputs, batch, 2) uint64 array to hold the zero
+            labels of the input wires (its contents are ignored), e.g. one a
+            session reuses for every execution, so that large batches do not
+            touch fresh memory; fill groups in place through
+            :meth:`input_view`.
 
     After :meth:`iter_tables` is exhausted (or :meth:`garble` returns),
     ``output_zero`` (n_out, batch, 2) and ``decode_bits`` (n_out, batch) hold
@@ -892,6 +938,8 @@ class Garbler:
         chunk: int | None = None,
         aes: FixedKeyAES | None = None,
         record_wires: bool = False,
+        keep_scratch: bool = False,
+        input_buffer: np.ndarray | None = None,
     ) -> None:
         self.circuit = circuit
         self.batch = _check_batch(batch)
@@ -900,6 +948,7 @@ class Garbler:
         self._aes = aes  # None: the running thread's default_aes(), resolved per run
         self._plan = _plan(circuit, "wires" if record_wires else "compact")
         self.record_wires = record_wires
+        self._keep = keep_scratch
         if delta is None:
             self.delta = fresh_delta(self.batch)
         else:
@@ -913,14 +962,19 @@ class Garbler:
         self._used = False
         n_in = circuit.n_inputs
         if isinstance(input_zero, np.ndarray):
-            self.input_zero = np.array(_as_blocks(input_zero, (n_in, self.batch, 2), "input_zero"))
+            self._zero = np.array(_as_blocks(input_zero, (n_in, self.batch, 2), "input_zero"))
+            self._open: set[str] = set()
         else:
-            given = dict(input_zero or {})
-            self.input_zero = np.empty((n_in, self.batch, 2), _U64)
-            for g in circuit.inputs:  # fresh CSPRNG labels for the groups the caller leaves open
-                if g.name not in given:
-                    self.input_zero[g.wires] = random_blocks(g.width, self.batch)
-            for name, arr in given.items():
+            # groups the caller leaves open get fresh CSPRNG labels when first needed (_fill_open), so
+            # labels that are set later (from OT, from a seed) cost no random bytes
+            if input_buffer is None:
+                self._zero = np.empty((n_in, self.batch, 2), _U64)
+            else:
+                self._zero = _as_blocks(input_buffer, (n_in, self.batch, 2), "input_buffer")
+                if not self._zero.flags.c_contiguous or not self._zero.flags.writeable:
+                    raise GarbleError("input_buffer must be a writable C-contiguous array")
+            self._open = {g.name for g in circuit.inputs}
+            for name, arr in dict(input_zero or {}).items():
                 self.set_zero_labels(name, arr)
         self.output_zero: np.ndarray | None = None
         self.decode_bits: np.ndarray | None = None
@@ -934,17 +988,88 @@ class Garbler:
         correlated OT once the evaluator's OT message has arrived, while the
         rest of the Garbler was set up earlier.
         """
+        g = self._settable_group(group)
+        w = wire_slice(g)
+        lab = _as_blocks(labels, (g.width, self.batch, 2), f"input_zero[{group!r}]")
+        if not _same_memory(lab, self._zero[w]):  # (filled in place through input_view: nothing to copy)
+            self._zero[w] = lab
+        self._open.discard(g.name)
+
+    def _settable_group(self, group: str):
+        """The input group ``group``, if its labels may still be set (before garbling)."""
         if self._used:
             raise GarbleError("zero labels cannot change after garbling")
         try:
-            g = self.circuit.input_group(group)
+            return self.circuit.input_group(group)
         except KeyError as exc:
             raise GarbleError(str(exc.args[0])) from None
-        self.input_zero[g.wires] = _as_blocks(labels, (g.width, self.batch, 2), f"input_zero[{group!r}]")
+
+    def input_view(self, group: str) -> np.ndarray:
+        """The writable (width, batch, 2) storage of the zero labels of ``group`` (consecutive wires).
+
+        Fill it in place (e.g. ``COTSender.send_random(n, out=view.reshape(-1, 2))``
+        or :func:`pairwise.mpc.aes.ctr_blocks` with ``out``), then pass it to
+        :meth:`set_zero_labels` or :meth:`set_active_labels`, which then copy
+        nothing.
+        """
+        g = self._settable_group(group)
+        w = wire_slice(g)
+        if not isinstance(w, slice):
+            raise GarbleError(f"input group {group!r} has no consecutive wires: set its labels with set_zero_labels")
+        return self._zero[w]
+
+    @property
+    def input_zero(self) -> np.ndarray:
+        """Zero labels (n_inputs, batch, 2) of all input wires."""
+        self._fill_open()
+        return self._zero
+
+    def _fill_open(self) -> None:
+        for g in self.circuit.inputs:
+            if g.name in self._open:
+                self._zero[wire_slice(g)] = random_blocks(g.width, self.batch)
+        self._open.clear()
+
+    def set_active_labels(self, group: str, active, bits) -> None:
+        """Fix the labels of input group ``group`` by its *active* labels: zero = active ^ bits*Delta.
+
+        ``active`` (width, batch, 2) is known to the evaluator (e.g. expanded
+        from a seed the garbler sent it: emp-sh2pc's input scheme, see
+        :mod:`pairwise.mpc.twopc`); ``bits`` (batch, width) bool are the
+        group's input bits, which only the garbler knows.  The evaluator then
+        holds the label of ``bits`` and, Delta being secret, learns nothing
+        about them.
+        """
+        g = self._settable_group(group)
+        a = _as_blocks(active, (g.width, self.batch, 2), f"active labels of {group!r}")
+        b = np.asarray(bits, dtype=bool)
+        if b.shape != (self.batch, g.width):
+            raise GarbleError(f"bits for {group!r} must have shape ({self.batch}, {g.width}), got {b.shape}")
+        w = wire_slice(g)
+        if isinstance(w, slice):  # in place, word plane by word plane, through a bounded temporary
+            z = self._zero[w]
+            if not _same_memory(a, z):
+                np.copyto(z, a)
+            bits_wm = np.ascontiguousarray(b.T).view(np.uint8)  # (width, batch), 0/1
+            rows = max(1, (1 << 18) // self.batch)
+            tmp = np.empty((min(rows, g.width), self.batch), _U64)
+            for r0 in range(0, g.width, rows):
+                r1 = min(g.width, r0 + rows)
+                t = tmp[: r1 - r0]
+                for k in (0, 1):
+                    np.multiply(bits_wm[r0:r1], self.delta[:, k], out=t)  # bit * Delta word
+                    np.bitwise_xor(z[r0:r1, :, k], t, out=z[r0:r1, :, k])
+        else:
+            mask = np.negative(b.T.astype(_U64))[..., None]  # (width, batch, 1) all-ones where bit = 1
+            self._zero[w] = a ^ (mask & self.delta[None])
+        self._open.discard(g.name)
 
     def zero_labels(self, group: str) -> np.ndarray:
         """Zero labels (width, batch, 2) of an input group."""
-        return self.input_zero[self.circuit.input_group(group).wires]
+        g = self.circuit.input_group(group)
+        if g.name in self._open:
+            self._fill_open()
+        return self._zero[wire_slice(g)]
 
     def encode(self, group: str, bits) -> np.ndarray:
         """Active labels (width, batch, 2) of ``group`` for ``bits`` (batch, width) bool."""
@@ -953,7 +1078,7 @@ class Garbler:
         if b.shape != (self.batch, g.width):
             raise GarbleError(f"bits for {group!r} must have shape ({self.batch}, {g.width}), got {b.shape}")
         mask = np.negative(b.T.astype(_U64))[..., None]  # (width, batch, 1) all-ones where bit = 1
-        return self.input_zero[g.wires] ^ (mask & self.delta[None])
+        return self.zero_labels(group) ^ (mask & self.delta[None])
 
     def encode_all(self, inputs: Sequence) -> np.ndarray:
         """Active labels (n_inputs, batch, 2) for one (batch, width) bool array per input group."""
@@ -971,13 +1096,25 @@ class Garbler:
         """Byte sizes of the segments :meth:`iter_tables` yields, in order."""
         return _segment_sizes(self._plan, self.batch, self.chunk)
 
-    def iter_tables(self) -> Iterator[memoryview]:
+    def iter_tables(self, scratch: np.ndarray | None = None) -> Iterator[memoryview]:
         """Garble, yielding one table segment (bytes-like) per instance chunk and AND level.
 
-        Each yielded buffer is fresh (the garbler never writes it again).
+        Each yielded buffer is fresh (the garbler never writes it again), or,
+        with ``scratch`` (a flat uint64 array of at least
+        :meth:`max_segment_words` words, e.g. one a sender reuses), a view of
+        ``scratch`` that the next segment overwrites: use (send) each segment
+        before asking for the next one.
         """
-        for tab in self._run(None):
+        if scratch is not None:
+            scratch = np.asarray(scratch)
+            if scratch.dtype != _U64 or scratch.ndim != 1 or scratch.shape[0] < self.max_segment_words():
+                raise GarbleError(f"scratch must be a flat uint64 array of at least {self.max_segment_words()} words")
+        for tab in self._run(None, scratch):
             yield memoryview(tab).cast("B")
+
+    def max_segment_words(self) -> int:
+        """uint64 words of the largest table segment (for the ``scratch`` of :meth:`iter_tables`)."""
+        return max(self.segment_sizes(), default=0) // 8
 
     def iter_into(self, out) -> Iterator[int]:
         """Garble into ``out`` segment by segment; after each segment yield the bytes of ``out`` written so far.
@@ -1003,8 +1140,12 @@ class Garbler:
             raise GarbleError(f"out must be a writable buffer of exactly {size} bytes, got {mv.nbytes}")
         return np.frombuffer(mv, dtype=_U64) if size else np.empty(0, _U64)
 
-    def _run(self, dest: np.ndarray | None) -> Iterator[np.ndarray]:
-        """Garble; yield each segment as a (2, 2, k, b) array, (2, 2, k) for one-instance chunks (a view of ``dest`` if given)."""
+    def _run(self, dest: np.ndarray | None, scratch: np.ndarray | None = None) -> Iterator[np.ndarray]:
+        """Garble; yield each segment as a (2, 2, k, b) array, (2, 2, k) for one-instance chunks.
+
+        Segments are views of ``dest`` (all tables, in order) if given, else
+        views of the start of ``scratch`` (reused) if given, else fresh arrays.
+        """
         if self._used:
             raise GarbleError("this Garbler has already garbled; make a new one (fresh labels) per garbling")
         self._used = True
@@ -1016,17 +1157,20 @@ class Garbler:
             self.wire_zero = np.empty((self.circuit.n_wires, self.batch, 2), _U64)
         pos = 0
         aes = self._aes or default_aes()
+        zero = self.input_zero  # (fills the groups still open with fresh labels)
         w = _Work.acquire(self.chunk, plan, "garbler")
         for b0, b1 in _chunks(self.batch, self.chunk):
             bc = b1 - b0
             rp = _planar(self.delta[b0:b1])  # (2, b)
             lab, src, prog = w.start_chunk(bc, rp, self.instance_offset + b0)
-            lab[:, :n_in] = np.moveaxis(self.input_zero[:, b0:b1], -1, 0)  # input wires own slots 0..n_in-1
+            lab[:, :n_in] = np.moveaxis(zero[:, b0:b1], -1, 0)  # input wires own slots 0..n_in-1
             lab[:, plan.one_slot] = rp  # zero label of the constant one: Delta
             for lv, ands, lins in prog:
                 if ands:
                     size = 4 * lv.k * bc
-                    if dest is None:
+                    if dest is None and scratch is not None:
+                        tab = scratch[:size].reshape((2, 2, lv.k, bc) if bc > 1 else (2, 2, lv.k))
+                    elif dest is None:
                         tab = np.empty((2, 2, lv.k, bc) if bc > 1 else (2, 2, lv.k), _U64)
                     else:
                         tab = dest[pos : pos + size].reshape((2, 2, lv.k, bc) if bc > 1 else (2, 2, lv.k))
@@ -1034,7 +1178,7 @@ class Garbler:
                     if bc > 1:
                         _garble_ands(src, ands, w, tab, aes)
                     else:
-                        _garble_ands1(src, ands, tab, w.aes_buf, aes)
+                        _garble_ands1(src, ands, tab, w.hasher, aes)
                     yield tab
                 for rows, y, y0, y1, z, orow in lins:  # XOR and INV (= XOR with the one slot)
                     src.take(rows, axis=0, out=y, mode="clip")
@@ -1043,7 +1187,7 @@ class Garbler:
             self.output_zero[:, b0:b1] = np.moveaxis(lab[:, plan.out_slots], 0, -1)
             if self.record_wires:
                 self.wire_zero[:, b0:b1] = np.moveaxis(lab[:, : self.circuit.n_wires], 0, -1)
-        w.release()
+        w.release(self._keep)
         self.decode_bits = (self.output_zero[..., 0] & _ONE).astype(bool)
 
     def garble(self, sink: Callable[[memoryview], object] | None = None, *, out=None) -> GarbledCircuit | None:
@@ -1078,7 +1222,7 @@ class Evaluator:
 
     ``instance_offset`` and ``chunk`` must equal the garbler's.  With
     ``record_wires`` the active label of every wire is kept in ``wire_labels``
-    (n_wires, batch, 2), for tests.
+    (n_wires, batch, 2), for tests.  ``keep_scratch``: as for :class:`Garbler`.
     """
 
     def __init__(
@@ -1090,6 +1234,7 @@ class Evaluator:
         chunk: int | None = None,
         aes: FixedKeyAES | None = None,
         record_wires: bool = False,
+        keep_scratch: bool = False,
     ) -> None:
         self.circuit = circuit
         self.batch = _check_batch(batch)
@@ -1098,6 +1243,7 @@ class Evaluator:
         self._aes = aes  # None: the running thread's default_aes(), resolved per run
         self._plan = _plan(circuit, "wires" if record_wires else "compact")
         self.record_wires = record_wires
+        self._keep = keep_scratch
         self.wire_labels: np.ndarray | None = None
 
     def segment_sizes(self) -> list[int]:
@@ -1148,7 +1294,7 @@ class Evaluator:
                     if bc > 1:
                         _eval_ands(src, ands, w, reader.read(32 * lv.k * bc, (2, 2, lv.k, bc)), aes)
                     else:
-                        _eval_ands1(src, ands, reader.read(32 * lv.k, (2, 2, lv.k)), w.aes_buf, aes)
+                        _eval_ands1(src, ands, reader.read(32 * lv.k, (2, 2, lv.k)), w.hasher, aes)
                 for rows, y, y0, y1, z, orow in lins:  # XOR and INV (= XOR with the one slot)
                     src.take(rows, axis=0, out=y, mode="clip")
                     _xor(y0, y1, z)
@@ -1156,7 +1302,7 @@ class Evaluator:
             out[:, b0:b1] = np.moveaxis(lab[:, plan.out_slots], 0, -1)
             if self.record_wires:
                 self.wire_labels[:, b0:b1] = np.moveaxis(lab[:, : self.circuit.n_wires], 0, -1)
-        w.release()
+        w.release(self._keep)
         reader.finish()
         return out
 
@@ -1181,16 +1327,45 @@ def split_outputs(circuit: Circuit, bits: np.ndarray) -> list[np.ndarray]:
     return res
 
 
+def urandom_bits(batch: int, width: int) -> np.ndarray:
+    """(batch, width) uniform bits from ``os.urandom`` (a party's random input group).
+
+    The result is the transpose of a C-contiguous (width, batch) array, the
+    wire-major layout in which the garbler applies them to its labels.
+    """
+    raw = np.frombuffer(os.urandom(-(-batch * width // 8)), dtype=np.uint8)
+    return np.unpackbits(raw, count=batch * width, bitorder="little").view(np.bool_).reshape(width, batch).T
+
+
 def garble_and_evaluate(
-    circuit: Circuit, inputs: Sequence, *, chunk: int | None = None, instance_offset: int = 0
+    circuit: Circuit, inputs: Sequence, *, chunk: int | None = None, instance_offset: int = 0, random=(),
+    batch: int | None = None,
 ) -> list[np.ndarray]:
     """Garble, evaluate and decode in one process (for checks and the CLI).
 
     ``inputs``: one (batch, width) bool array per input group, as for
-    :meth:`Circuit.evaluate_bits`; returns one (batch, width) bool array per
+    :meth:`Circuit.evaluate_bits`, leaving out the groups named in
+    ``random``, whose bits are drawn here from ``os.urandom`` (as the
+    two-party runtime's random inputs; ``batch`` gives the batch when no
+    group is left to feed).  Returns one (batch, width) bool array per
     output group.  Both roles run here, so this is a correctness tool, not a
     secure computation.
     """
+    names = {random} if isinstance(random, str) else set(random)
+    if names:
+        unknown = names - {g.name for g in circuit.inputs}
+        if unknown:
+            raise GarbleError(f"random input group(s) {sorted(unknown)} are not inputs of {circuit.name!r}")
+        fed = [g for g in circuit.inputs if g.name not in names]
+        given = list(inputs)
+        if len(given) != len(fed):
+            raise GarbleError(f"{len(fed)} input group(s) to feed besides the random ones, got {len(given)} inputs")
+        if given:
+            batch = np.asarray(given[0]).shape[0]
+        elif batch is None or batch < 1:
+            raise GarbleError("no input group to feed: give batch=")
+        it = iter(given)
+        inputs = [urandom_bits(batch, g.width) if g.name in names else next(it) for g in circuit.inputs]
     try:
         bits = circuit._check_bit_inputs(inputs)
     except CircuitError as exc:

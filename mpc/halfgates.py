@@ -25,9 +25,10 @@ What it does
     H(A, j) ^ lsb(A)*T_G ^ H(B, j') ^ lsb(B)*(T_E ^ A) = C0 ^ (a AND b)*R.
 
 Hash and tweaks
-    H(x, i) = pi(sigma(x) ^ i) ^ sigma(x) is the tweakable circular
+    H(x, i) = pi(pi(x) ^ i) ^ pi(x) is TMMO, the tweakable circular
     correlation-robust hash of Guo, Katz, Wang and Yu (IEEE S&P 2020,
-    Sec. 7.3) with pi the fixed-key AES of :mod:`pairwise.mpc.aes`.  The tweak of
+    eprint 2019/074 Sec. 7.4), with pi the fixed-key AES of
+    :mod:`pairwise.mpc.aes` (:func:`pairwise.mpc.aes.tccr_hash`).  The tweak of
     half h (0 = garbler half, 1 = evaluator half) of the AND gate with dense
     index g in instance n is the block ``(lo, hi) = (2*g + h, n)``
     (:func:`tweak_blocks`).  Distinct (g, h, n) give distinct tweaks as long
@@ -37,8 +38,9 @@ Hash and tweaks
 
 Security model
     Semi-honest.  Security of the scheme needs each tweak to be used with
-    one label pair (x, x ^ Delta) only, under the assumption that fixed-key
-    AES is an ideal permutation (GKWY 2020, Thm. 7.3 with ZRE 2015 Thm. 1).
+    one label pair (x, x ^ Delta) only, and H to be TCCR, which TMMO is when
+    fixed-key AES is a random permutation (GKWY 2020 Sec. 7; ZRE 2015 Thm. 1
+    for half-gates given such a hash).
 """
 
 from __future__ import annotations

@@ -15,7 +15,8 @@ What it does
       label of its input bit ``x`` and nothing else (emp-sh2pc's scheme);
     * chosen-message OT (:meth:`COTSender.send_chosen` /
       :meth:`COTReceiver.recv_chosen`) of block messages, padded with the
-      correlation-robust hash ``tccr_hash`` of :mod:`pairwise.mpc.aes`.
+      tweakable circular correlation-robust hash ``tccr_hash`` (TMMO) of
+      :mod:`pairwise.mpc.aes`.
 
 Protocol (Ishai, Kilian, Nissim, Petrank, "Extending Oblivious Transfers
 Efficiently", CRYPTO 2003, Sec. 3.1 / Fig. 1, with the roles of the base OT
@@ -36,7 +37,7 @@ CCS 2013, Sec. 5.4, and emp-ot's ``IKNP``)::
     stream per seed, continued across batches (emp-ot and libOTe also expand
     IKNP seeds with AES keyed by the seed).  Keyed AES needs only the PRF
     assumption and costs one OpenSSL call per row: measured ~8x faster than
-    expanding with the fixed-key ``mmo_prg`` (benchmarks/results/ot.md).
+    expanding with the fixed-key PRG ``mmo_prg`` (benchmarks/results/ot.md).
 
     Chosen OT on COT number i with choice b (receiver sends d = r_i xor b):
         y_j = m_j xor H(q_i xor (j xor d) Delta, tweak_i),  j = 0, 1
@@ -54,9 +55,11 @@ Security model
     free-XOR garbling).  The receiver's bits r are hidden from the sender by
     the PRG output G(k0_j), assuming AES is a PRF.  COT outputs ``q`` / ``t`` are raw correlated
     values, which is what free-XOR labels need; to get independent messages
-    they must be hashed (as send_chosen does), which requires ``tccr_hash``
-    to be correlation robust (GKWY 2020 prove TCCR for their construction in
-    the ideal-permutation model).  The session id (and the OT index) enter
+    they must be hashed (as send_chosen does): the pads H(q, i) and
+    H(q xor Delta, i) must look independent to a receiver that knows one of
+    them, which is what a tweakable circular correlation-robust hash gives;
+    ``tccr_hash`` is TMMO, TCCR when fixed-key AES is a random permutation
+    (GKWY 2020, Sec. 7.4).  The session id (and the OT index) enter
     every base-OT key derivation and the chosen-OT tweaks; both sides must
     call in the same order with the same ``batch_size`` -- a mismatch is
     detected from the batch header and raises
@@ -187,13 +190,19 @@ class RowPRG:
         self._enc = [Cipher(algorithms.AES(seeds[j].tobytes()), modes.CTR(bytes(16))).encryptor()
                      for j in range(seeds.shape[0])]
         self._zeros = b""
+        self._buf = np.empty((0, 0), dtype=np.uint8)
 
     def next(self, nbytes: int) -> np.ndarray:
-        """The next ``nbytes`` of every stream, as a (rows, nbytes) uint8 array (a writable strided view)."""
+        """The next ``nbytes`` of every stream, as a (rows, nbytes) uint8 array (a writable strided view).
+
+        The array is a buffer this PRG reuses: it is valid until the next call.
+        """
         if len(self._zeros) != nbytes:
             self._zeros = bytes(nbytes)
         # update_into needs 15 bytes of slack after the output
-        buf = np.empty((len(self._enc), nbytes + 16), dtype=np.uint8)
+        if self._buf.shape != (len(self._enc), nbytes + 16):
+            self._buf = np.empty((len(self._enc), nbytes + 16), dtype=np.uint8)
+        buf = self._buf
         for j, enc in enumerate(self._enc):
             enc.update_into(self._zeros, buf[j])
         return buf[:, :nbytes]
@@ -318,10 +327,18 @@ class _IKNPParty:
         self.batches += 1
         return out
 
-    def _take(self, n: int) -> tuple[np.ndarray, ...]:
-        """Hand out the next ``n`` COTs (pool first, then new batches; same batch schedule on both sides)."""
+    def _take(self, n: int, out: tuple[np.ndarray, ...] | None = None) -> tuple[np.ndarray, ...]:
+        """Hand out the next ``n`` COTs (pool first, then new batches; same batch schedule on both sides).
+
+        ``out``: arrays shaped like :meth:`_alloc` (n) to write them into (e.g. a view of the
+        garbler's label storage), else views of a pooled batch or fresh arrays.
+        """
         self._require_setup()
-        if n <= self._available:
+        if out is not None:
+            for dst, ref in zip(out, self._alloc(0)):
+                if dst.shape != (n,) + ref.shape[1:] or dst.dtype != ref.dtype or not dst.flags.c_contiguous:
+                    raise ValueError(f"out must hold {n} COTs like {ref.dtype} {('n',) + ref.shape[1:]}, C-contiguous")
+        elif n <= self._available:
             parts: list[tuple[np.ndarray, ...]] = []
             need = n
             while need:
@@ -340,22 +357,25 @@ class _IKNPParty:
             if len(parts) == 1:
                 return parts[0]  # views of a batch whose other COTs are never handed out again
             return tuple(np.concatenate(cols) for cols in zip(*parts))
-        # Large request: write new batches straight into the result (no second copy).
-        result = self._alloc(n)
+        # Into out, or a large request: pool first, then new batches straight into the result.
+        result = self._alloc(n) if out is None else out
         pos = 0
-        while self._pool:
-            head = self._pool.popleft()
-            k = head[0].shape[0] - self._offset
+        while pos < n and self._pool:
+            head = self._pool[0]
+            k = min(n - pos, head[0].shape[0] - self._offset)
             for dst, src in zip(result, head):
-                dst[pos: pos + k] = src[self._offset:]
+                dst[pos: pos + k] = src[self._offset: self._offset + k]
             pos += k
-            self._offset = 0
+            self._offset += k
+            self._available -= k
+            if self._offset == head[0].shape[0]:
+                self._pool.popleft()
+                self._offset = 0
         m = self.batch_size
         while n - pos >= m:
             self._new_batch(tuple(a[pos: pos + m] for a in result))
             pos += m
-        self._available = 0
-        if pos < n:
+        if pos < n:  # the pool is empty here: a new batch, partly handed out, the rest pooled
             batch = self._new_batch()
             k = n - pos
             for dst, src in zip(result, batch):
@@ -422,14 +442,19 @@ class COTSender(_IKNPParty):
         q = self._prg.next(nbytes)
         u &= self._row_mask  # s_j * u_j
         q ^= u
+        del u
+        self.channel.recycle(frame)  # (a MemoryChannel reuses it for the receiver's next batch)
         transpose_bit_matrix(q, out=q_out.view(np.uint8))
 
     def _alloc(self, n: int) -> tuple[np.ndarray]:
         return (np.empty((n, 2), dtype=np.uint64),)
 
-    def send_random(self, n: int) -> np.ndarray:
-        """The next ``n`` random COTs: blocks ``q`` (n, 2); the receiver holds ``t = q xor r*Delta``."""
-        return self._take(_check_count(n))[0]
+    def send_random(self, n: int, out: np.ndarray | None = None) -> np.ndarray:
+        """The next ``n`` random COTs: blocks ``q`` (n, 2); the receiver holds ``t = q xor r*Delta``.
+
+        ``out``: a C-contiguous (n, 2) uint64 array to write ``q`` into.
+        """
+        return self._take(_check_count(n), None if out is None else (out,))[0]
 
     def send_labels(self, n: int) -> np.ndarray:
         """Yao input-label transfer: receive ``d`` (n bits), return zero labels ``q xor d*Delta`` (n, 2).
@@ -488,6 +513,7 @@ class COTReceiver(_IKNPParty):
         super().__init__(channel, session_id, batch_size)
         self._prg0: RowPRG | None = None
         self._prg1: RowPRG | None = None
+        self._frame = np.empty(0, dtype=np.uint8)
 
     def setup(self) -> None:
         """Run the 128 base OTs as base-OT sender with random seed pairs (idempotent)."""
@@ -504,7 +530,9 @@ class COTReceiver(_IKNPParty):
         nbytes = m // 8
         r = np.frombuffer(os.urandom(nbytes), dtype=np.uint8)
         t = self._prg0.next(nbytes)
-        frame = np.empty(_BATCH_HEADER.size + KAPPA * nbytes, dtype=np.uint8)
+        if self._frame.shape[0] != _BATCH_HEADER.size + KAPPA * nbytes:  # reused: send copies or writes it out
+            self._frame = np.empty(_BATCH_HEADER.size + KAPPA * nbytes, dtype=np.uint8)
+        frame = self._frame
         frame[: _BATCH_HEADER.size] = np.frombuffer(_BATCH_HEADER.pack(self.batches, m), dtype=np.uint8)
         u = frame[_BATCH_HEADER.size:].reshape(KAPPA, nbytes)
         np.bitwise_xor(self._prg1.next(nbytes), t, out=u)
@@ -516,10 +544,14 @@ class COTReceiver(_IKNPParty):
     def _alloc(self, n: int) -> tuple[np.ndarray, np.ndarray]:
         return np.empty(n, dtype=np.bool_), np.empty((n, 2), dtype=np.uint64)
 
-    def recv_random(self, n: int) -> tuple[np.ndarray, np.ndarray]:
-        """The next ``n`` random COTs: bits ``r`` (n,) bool and blocks ``t`` (n, 2) = q xor r*Delta."""
+    def recv_random(self, n: int, out: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """The next ``n`` random COTs: bits ``r`` (n,) bool and blocks ``t`` (n, 2) = q xor r*Delta.
+
+        ``out``: a C-contiguous (n, 2) uint64 array to write ``t`` into.
+        """
         self._require_setup()
-        r, t = self._take(_check_count(n))
+        n = _check_count(n)
+        r, t = self._take(n, None if out is None else (np.empty(n, np.bool_), out))
         self.channel.flush()
         return r, t
 

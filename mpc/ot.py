@@ -13,7 +13,7 @@ What it does
       :class:`COTReceiver` (evaluator); random COTs precomputed in batches,
       derandomised Yao label transfer (``send_labels`` / ``recv_labels``:
       one message of n bits), chosen-message OT (``send_chosen`` /
-      ``recv_chosen``) with the TCCR hash of :mod:`pairwise.mpc.aes`, and the
+      ``recv_chosen``) with the TCCR hash (TMMO) of :mod:`pairwise.mpc.aes`, and the
       vectorised bit-matrix transpose :func:`transpose_bit_matrix`.
 
 How the Yao runtime uses it (both parties, same session id and batch size)::
@@ -27,8 +27,9 @@ How the Yao runtime uses it (both parties, same session id and batch size)::
 
 Security model
     Semi-honest parties; CDH on P-256 and SHA-256 (random oracle) for the base
-    OTs; the fixed-key AES PRG and the correlation-robust TCCR hash (ideal
-    permutation, Guo-Katz-Wang-Yu 2020) for the extension (IKNP 2003; the
+    OTs; AES as a PRF for the seed expansion and the tweakable circular
+    correlation-robust hash TMMO (fixed-key AES as a random permutation,
+    Guo-Katz-Wang-Yu 2020) for chosen OT on the extension (IKNP 2003; the
     correlated variant of ALSZ 2013 / emp-ot).  Details in each module.
 """
 

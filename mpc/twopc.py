@@ -10,13 +10,17 @@ What it does
        base OTs inside IKNP (:mod:`pairwise.mpc.iknp`); the garbler's base-OT choice bits
        are its session Delta, so every extended OT is correlated with Delta;
     2. per execution: both parties send an execution header (circuit content
-       hash, AND count, batch, chunk, instance offset, output mode) and then
-       compare; a difference raises :class:`ExecutionMismatch` ("circuit
-       mismatch ...") on *both* sides before any label moves.  (Each side
-       sets up its garbler/evaluator while the headers travel.);
-    3. the evaluator's input labels through derandomized correlated OTs
-       (it sends d = r xor x; the garbler's zero labels are q xor d*Delta);
-    4. the garbler's active input labels (one frame);
+       hash, AND count, batch, chunk, instance offset, output mode, a digest
+       of the names of the random input groups; the garbler's header also
+       carries a fresh 16-byte *label seed*) and then compare; a difference
+       raises :class:`ExecutionMismatch` ("circuit mismatch ...") on *both*
+       sides before any label or OT message moves.  (Each side sets up its
+       garbler/evaluator while the headers travel.);
+    3. the evaluator's input labels through correlated OTs: for its ordinary
+       inputs derandomized ones (it sends d = r xor x; the garbler's zero
+       labels are q xor d*Delta), for its random inputs none at all (below);
+    4. the garbler's input labels cost no message: both sides expand the
+       label seed into the garbler's *active* labels (:func:`pairwise.mpc.aes.ctr_blocks`);
     5. one byte stream: the garbled tables, then (if the evaluator learns the
        output) the output decoding bits, cut into frames that grow from
        ``FIRST_FRAME`` to ``FRAME_TARGET`` bytes and shrink again towards the
@@ -39,12 +43,68 @@ What it does
     deriving the size from the same state (see :meth:`_Session._size_cot_batch`);
     an explicit ``ot_batch`` is used as is.
 
+Input labels and random inputs
+    The garbler's inputs (emp-sh2pc's scheme).  Per execution the garbler
+    draws a seed S (``os.urandom``, 16 bytes) and sends it in its header.
+    Both parties expand S with AES-128-CTR into one block A_w per garbler
+    input wire and instance: A_w is the *active* label, the one the
+    evaluator holds.  The garbler sets the zero label Z_w = A_w xor b_w*Delta
+    for its bit b_w.  So the garbler's inputs cost 16 bytes per execution
+    instead of 16 bytes per bit.
+
+    Random inputs (``random=`` of :meth:`GarblerSession.run` /
+    :meth:`EvaluatorSession.run`: names of input groups whose bits are uniform
+    and private to their owner, e.g. the ``rx``/``ry`` shares of the noise
+    gadgets of :mod:`pairwise.circuits.noise`).  Both parties name the same
+    groups (the header carries a digest of the names).  Their bits are drawn
+    inside the runtime, never passed in, and returned to their owner only,
+    in :attr:`ExecutionResult.random_bits`:
+
+    * a garbler random group is a garbler input like any other, whose bits r
+      the garbler draws from ``os.urandom``: zero label A xor r*Delta, no
+      message beyond the seed;
+    * an evaluator random group takes its bits from the *choice bits* r of
+      random correlated OTs: the evaluator holds t = q xor r*Delta and the
+      garbler uses q as the zero label.  No correction bits are sent: the
+      bits cost nothing on the wire beyond the IKNP extension itself
+      (16 bytes of extension traffic per bit, in batches).
+
+Security argument (semi-honest)
+    The evaluator's view of the garbler's inputs and random bits.  The
+    evaluator sees S, hence A, the tables and the decoding bits.  A is a
+    function of S alone, and S is uniform and independent of Delta and of
+    the garbler's bits, so A is independent of them too (like the uniformly
+    random active labels of textbook Yao).  The zero labels
+    Z = A xor b*Delta, and so the tables, depend on b only together with
+    Delta, which stays secret.  The half-gates privacy proof
+    (Zahur-Rosulek-Evans 2015 with the TCCR hash of GKWY 2020,
+    :mod:`pairwise.mpc.aes`) simulates the tables and decoding bits from the
+    active labels and the outputs, for *any* active labels independent of
+    Delta: its TCCR oracle answers H(x xor Delta, i) at adversarially chosen
+    x.  So a simulator that draws S itself and then runs that simulator
+    produces the evaluator's view from the outputs alone; in particular the
+    view has the same distribution for any two values r, r' of the garbler's
+    random bits that give the same outputs.  S is fresh per execution (the
+    textbook setting: fresh labels per garbling).  The order matters: the
+    seed fixes the *active* labels.  Seeding the zero labels instead and
+    sending the active ones would leak every bit through the
+    point-and-permute bits (lsb(A) xor lsb(Z) = b).
+
+    The garbler's view of the evaluator's random bits.  The garbler receives
+    the IKNP extension messages (which hide the COT choice bits by the
+    security of IKNP: AES as a PRF, secure base OTs), the correction bits
+    d = r' xor x of the evaluator's *ordinary* inputs (each r' uniform and
+    used once) and, if it learns the output, the permute bits of the output
+    labels.  No message is computed from the random bits: they *are* COT
+    choice bits, fixed before the garbler learns anything.
+
 Security model
     Semi-honest (honest-but-curious) parties, as in the papers (ustats, Sec. 5
-    and App. C.2).  Labels, Delta and OT secrets come from ``os.urandom``.
-    What each party learns: the outputs it is given, the circuit, the batch
-    size; not the other's inputs.  The channel is assumed authentic and
-    private (run it over TLS or a trusted network); a malicious peer can make
+    and App. C.2).  Labels, Delta, label seeds, random bits and OT secrets
+    come from ``os.urandom``.  What each party learns: the outputs it is
+    given, the circuit, the batch size, its own random bits; not the other's
+    inputs or random bits.  The channel is assumed authentic and private
+    (run it over TLS or a trusted network); a malicious peer can make
     outputs wrong, and that is not detected.
 
 Failure policy
@@ -53,8 +113,9 @@ Failure policy
     reported on both sides; a peer that disconnects raises
     :class:`pairwise.mpc.errors.PeerClosed` / :class:`pairwise.mpc.errors.ChannelError`; a
     stream of tables longer or shorter than the headers announce raises
-    :class:`pairwise.mpc.errors.ProtocolError` (RUNTIME_VERSION 2: peers of version 1,
-    which sent one frame per AND level, are refused at the handshake).
+    :class:`pairwise.mpc.errors.ProtocolError`.  RUNTIME_VERSION 4 (seed-derived
+    garbler labels, random inputs; 3 brought the TMMO hash): peers of earlier
+    versions are refused at the handshake.
 
 Follows
     Yao 1986; Lindell-Pinkas 2009 (semi-honest Yao); emp-sh2pc's input
@@ -64,6 +125,7 @@ Follows
 from __future__ import annotations
 
 import hashlib
+import os
 import struct
 import time
 from dataclasses import dataclass, field
@@ -71,12 +133,12 @@ from typing import Mapping
 
 import numpy as np
 
-from pairwise.circuits.ir import Circuit, CircuitError, EVALUATOR, GARBLER, Party, bits_to_ints, ints_to_bits
+from pairwise.circuits.ir import Circuit, CircuitError, EVALUATOR, GARBLER, InputGroup, Party, bits_to_ints, ints_to_bits
 
-from .aes import random_blocks
+from .aes import ctr_blocks, random_blocks
 from .channel import Channel, handshake
 from .errors import HandshakeError, ProtocolError
-from .garble import Evaluator, Garbler, decode, default_chunk, split_outputs
+from .garble import Evaluator, Garbler, decode, default_chunk, split_outputs, urandom_bits, wire_slice
 from .iknp import DEFAULT_BATCH, COTReceiver, COTSender
 
 __all__ = [
@@ -108,8 +170,11 @@ FIRST_FRAME = 1 << 13
 #: batch is at least twice the previous one, up to :data:`pairwise.mpc.iknp.DEFAULT_BATCH`.
 FIRST_COT_BATCH = 1024
 OUTPUT_MODES = ("both", "evaluator", "garbler")
-RUNTIME_VERSION = b"pairwise-yao/2"
-_EXEC = struct.Struct("<4s32sQQQQB")
+RUNTIME_VERSION = b"pairwise-yao/4"
+#: magic, circuit hash, AND gates, batch, chunk, instance offset, output mode, digest of the random
+#: groups' names, the garbler's label seed (zero from the evaluator)
+_EXEC = struct.Struct("<4s32sQQQQB8s16s")
+_NO_SEED = bytes(16)
 _EXEC_MAGIC = b"EXEC"
 
 
@@ -136,6 +201,8 @@ class ExecutionResult:
     messages_received: int
     seconds: float
     extra: dict = field(default_factory=dict)
+    #: this party's own random input groups (``random=`` of run): name -> (batch, width) bool bits
+    random_bits: dict[str, np.ndarray] = field(default_factory=dict)
 
     def as_dict(self) -> dict:
         def conv(v):
@@ -157,18 +224,30 @@ class ExecutionResult:
         }
 
 
-def prepare_inputs(circuit: Circuit, party: Party | str, values) -> tuple[list[np.ndarray], int, bool]:
+def prepare_inputs(circuit: Circuit, party: Party | str, values, *, skip=()) -> tuple[list[np.ndarray], int, bool]:
     """Convert a party's inputs to bit arrays, with range checks, before any secret moves.
 
     ``values``: a mapping group name -> int or sequence of ints, or a sequence
     with one entry per group of that party (in circuit order), or, if the party
     owns exactly one group, a bare int / sequence of ints.  Bool arrays of
-    shape (batch, width) are taken as bits.  Returns (bits per group, batch,
-    scalar) where ``scalar`` says every value was a single int.
+    shape (batch, width) are taken as bits.  Groups named in ``skip`` (random
+    groups, drawn by the runtime) are not inputs.  Returns (bits per group,
+    batch, scalar) where ``scalar`` says every value was a single int; batch
+    is 0 when the party has no group to feed.
     """
     party = Party(party)
-    groups = circuit.groups_of(party)
+    skip = set(skip)
+    groups = tuple(g for g in circuit.groups_of(party) if g.name not in skip)
+    if not groups:
+        if values is not None and not (isinstance(values, (Mapping, list, tuple)) and len(values) == 0):
+            given = sorted(values) if isinstance(values, Mapping) else values
+            raise CircuitError(f"{party.value} feeds no input group here (its groups: "
+                               f"{[g.name for g in circuit.groups_of(party)]}, random: {sorted(skip)}), got {given!r}")
+        return [], 0, False
     if isinstance(values, Mapping):
+        passed_random = sorted(set(values) & skip)
+        if passed_random:
+            raise CircuitError(f"{passed_random} are random input groups: the runtime draws their bits; do not pass them")
         unknown = set(values) - {g.name for g in groups}
         if unknown:
             raise CircuitError(f"{party.value} has no input group(s) {sorted(unknown)}; its groups: {[g.name for g in groups]}")
@@ -206,11 +285,35 @@ def prepare_inputs(circuit: Circuit, party: Party | str, values) -> tuple[list[n
     return bits, batch, scalar
 
 
-def _exec_header(circuit: Circuit, batch: int, chunk: int, offset: int, output: str) -> bytes:
-    return _EXEC.pack(_EXEC_MAGIC, bytes.fromhex(circuit.content_hash), circuit.n_and, batch, chunk, offset, OUTPUT_MODES.index(output))
+def _random_groups(circuit: Circuit, random) -> tuple[InputGroup, ...]:
+    """The input groups named in ``random`` (a name or an iterable of names), in circuit order."""
+    names = [random] if isinstance(random, str) else list(random or ())
+    known = {g.name for g in circuit.inputs}
+    bad = [n for n in names if n not in known]
+    if bad:
+        raise CircuitError(f"random input group(s) {bad} are not inputs of {circuit.name!r}; its groups: {sorted(known)}")
+    if len(set(names)) != len(names):
+        raise CircuitError(f"random input groups named twice: {names}")
+    return tuple(g for g in circuit.inputs if g.name in set(names))
 
 
-def _compare_exec(mine: bytes, theirs: bytes, circuit: Circuit) -> None:
+def _random_digest(groups: tuple[InputGroup, ...]) -> bytes:
+    return hashlib.sha256(b"random-groups\0" + b"\0".join(g.name.encode() for g in groups)).digest()[:8]
+
+
+def _fresh_label_seed() -> bytes:
+    """The garbler's per-execution label seed: 16 bytes from ``os.urandom`` (tests may fix it)."""
+    return os.urandom(16)
+
+
+def _exec_header(circuit: Circuit, batch: int, chunk: int, offset: int, output: str,
+                 random: tuple[InputGroup, ...] = (), seed: bytes = _NO_SEED) -> bytes:
+    return _EXEC.pack(_EXEC_MAGIC, bytes.fromhex(circuit.content_hash), circuit.n_and, batch, chunk, offset,
+                      OUTPUT_MODES.index(output), _random_digest(random), seed)
+
+
+def _compare_exec(mine: bytes, theirs: bytes, circuit: Circuit) -> bytes:
+    """Raise unless the peer's header matches ours (all fields but the seed); return the peer's seed."""
     if len(theirs) != _EXEC.size or not theirs.startswith(_EXEC_MAGIC):
         raise ProtocolError(f"expected an execution header ({_EXEC.size} bytes), got {len(theirs)} bytes")
     m = _EXEC.unpack(mine)
@@ -221,22 +324,39 @@ def _compare_exec(mine: bytes, theirs: bytes, circuit: Circuit) -> None:
             f"the peer's circuit has hash {t[1].hex()[:16]} ({t[2]} AND); both parties must use the same circuit, width and signedness"
         )
     names = ("batch", "chunk", "instance offset", "output mode")
-    for name, a, b in zip(names, m[3:], t[3:]):
+    for name, a, b in zip(names, m[3:7], t[3:7]):
         if a != b:
             if name == "output mode":
                 a, b = OUTPUT_MODES[a] if a < 3 else a, OUTPUT_MODES[b] if b < 3 else b
             raise ExecutionMismatch(f"execution parameter mismatch: {name} is {a} here and {b} at the peer")
+    if m[7] != t[7]:
+        raise ExecutionMismatch("execution parameter mismatch: the two parties name different random input groups "
+                                "(run(..., random=...) must list the same groups on both sides)")
+    return t[8]
 
 
-def _exchange_headers(channel: Channel, mine: bytes, circuit: Circuit) -> None:
+def _exchange_headers(channel: Channel, mine: bytes, circuit: Circuit) -> bytes:
     channel.send(mine)
     channel.flush()
-    _check_peer_header(channel, mine, circuit)
+    return _check_peer_header(channel, mine, circuit)
 
 
-def _check_peer_header(channel: Channel, mine: bytes, circuit: Circuit) -> None:
+def _check_peer_header(channel: Channel, mine: bytes, circuit: Circuit) -> bytes:
     theirs = channel.recv(max_size=_EXEC.size)
-    _compare_exec(mine, bytes(theirs), circuit)
+    return _compare_exec(mine, bytes(theirs), circuit)
+
+
+def _resolve_batch(from_inputs: int, fed: bool, batch, party: str) -> int:
+    """The execution's batch: from the party's inputs, or ``batch=`` when it feeds none (they must agree)."""
+    if batch is not None:
+        if isinstance(batch, bool) or not isinstance(batch, (int, np.integer)) or batch < 1:
+            raise CircuitError(f"batch must be a positive integer, got {batch!r}")
+        if fed and from_inputs != batch:
+            raise CircuitError(f"batch={batch} but the {party}'s inputs have batch {from_inputs}")
+        return int(batch)
+    if not fed:
+        raise CircuitError(f"the {party} feeds no input group here, so batch= must give the batch size")
+    return from_inputs
 
 
 def _outputs_from_bits(circuit: Circuit, bits: np.ndarray, scalar: bool) -> tuple[list, list[np.ndarray]]:
@@ -251,43 +371,43 @@ def _outputs_from_bits(circuit: Circuit, bits: np.ndarray, scalar: bool) -> tupl
 class _FrameWriter:
     """The garbler's per-execution byte stream, cut into frames of FRAME_TARGET..STREAM_FRAME bytes.
 
-    Pieces smaller than a frame are collected and sent as one frame (one
-    copy); large pieces go out as they are, in frames of at most
-    STREAM_FRAME bytes.  A piece must not change after :meth:`write` (the
-    engine's table segments are fresh buffers).
+    Pieces smaller than a frame are copied into a pending frame that goes out
+    once it holds FRAME_TARGET bytes; large pieces go out as they are, in
+    frames of at most STREAM_FRAME bytes.  A piece may change as soon as
+    :meth:`write` returns (the engine reuses one scratch buffer for all
+    segments).
     """
 
     def __init__(self, channel: Channel) -> None:
         self.channel = channel
         self.limit = STREAM_FRAME
         self.target = min(FRAME_TARGET, self.limit)
-        self.parts: list[memoryview] = []
+        self.pending = bytearray(self.target)
         self.size = 0
 
     def write(self, data) -> None:
         mv = memoryview(data).cast("B")
-        if self.size + len(mv) < self.target:
-            if len(mv):
-                self.parts.append(mv)
-                self.size += len(mv)
-            return
-        if self.parts:  # complete the pending frame with the head of this piece
-            head = self.target - self.size
-            self.parts.append(mv[:head])
-            self.channel.send(b"".join(self.parts))
-            self.parts, self.size = [], 0
-            mv = mv[head:]
+        if self.size:  # complete the pending frame first
+            k = min(len(mv), self.target - self.size)
+            self.pending[self.size : self.size + k] = mv[:k]
+            self.size += k
+            mv = mv[k:]
+            if self.size < self.target:
+                return
+            self.channel.send(self.pending)
+            self.size = 0
         while len(mv) >= self.target:
             n = min(len(mv), self.limit)
             self.channel.send(mv[:n])
             mv = mv[n:]
         if len(mv):
-            self.parts, self.size = [mv], len(mv)
+            self.pending[: len(mv)] = mv
+            self.size = len(mv)
 
     def close(self) -> None:
-        if self.parts:
-            self.channel.send(b"".join(self.parts))
-            self.parts, self.size = [], 0
+        if self.size:
+            self.channel.send(memoryview(self.pending)[: self.size])
+            self.size = 0
 
 
 class _FrameReader:
@@ -296,17 +416,28 @@ class _FrameReader:
     def __init__(self, channel: Channel, total: int) -> None:
         self.channel = channel
         self.left = total  # bytes not yet received
+        self.frame: bytearray | None = None
         self.cur = memoryview(b"")
         self.pos = 0
 
     def _next_frame(self) -> None:
         if self.left <= 0:
             raise ProtocolError("the garbler's execution stream is longer than announced")
+        self._recycle()
         frame = self.channel.recv_frame(max_size=min(STREAM_FRAME, self.left))
         if not frame:
             raise ProtocolError("empty frame in the garbler's execution stream")
         self.left -= len(frame)
+        self.frame = frame
         self.cur, self.pos = memoryview(frame), 0
+
+    def _recycle(self) -> None:
+        """Hand the consumed frame back to the channel (the evaluator reads one level's tables at a time,
+        so nothing reads a frame once the next one is needed)."""
+        if self.frame is not None:
+            self.cur = memoryview(b"")
+            self.channel.recycle(self.frame)
+            self.frame = None
 
     def read(self, n: int) -> memoryview:
         """The next ``n`` bytes (a view of the frame when they lie in one frame, else a copy)."""
@@ -340,6 +471,7 @@ class _FrameReader:
     def finish(self) -> None:
         if self.left or self.pos != len(self.cur):
             raise ProtocolError("the garbler's execution stream has trailing bytes")
+        self._recycle()
 
 
 def _unpack_bits(data: memoryview, n: int) -> np.ndarray:
@@ -360,6 +492,19 @@ class _Session:
         self.executions = 0
         self._next_instance = 0
         self.setup_seconds = 0.0
+        self._labels: np.ndarray | None = None  # reused storage of the input labels (see _label_buffer)
+
+    def _label_buffer(self, circuit: Circuit, batch: int) -> np.ndarray:
+        """(n_inputs, batch, 2) storage for one execution's input labels, reused across executions.
+
+        Large batches would otherwise write hundreds of MB of fresh memory per
+        execution (page faults); the session keeps the largest buffer it has
+        needed until it is closed.
+        """
+        n = 2 * circuit.n_inputs * batch
+        if self._labels is None or self._labels.shape[0] < n:
+            self._labels = np.empty(n, np.uint64)
+        return self._labels[:n].reshape(circuit.n_inputs, batch, 2)
 
     def _size_cot_batch(self, need: int) -> None:
         """Before taking ``need`` COTs: size the next IKNP batch (sessions made with ``ot_batch=None``).
@@ -411,6 +556,7 @@ class GarblerSession(_Session):
         self.delta[0] |= np.uint64(1)
         self.cot = COTSender(channel, self.delta, hs.run_id, batch_size=FIRST_COT_BATCH if ot_batch is None else ot_batch)
         self._stream: np.ndarray | None = None  # reused buffer of the per-execution stream
+        self._scratch: np.ndarray | None = None  # reused buffer of the table segments of larger streams
         self.cot.setup()
         self.setup_seconds = time.perf_counter() - t0
 
@@ -422,37 +568,74 @@ class GarblerSession(_Session):
             start += n
         return end
 
-    def run(self, circuit: Circuit, inputs, *, output: str = "both", chunk: int | None = None) -> ExecutionResult:
-        """Run one execution (batch = the inputs' batch size) with the garbler's ``inputs``."""
+    def run(self, circuit: Circuit, inputs, *, output: str = "both", chunk: int | None = None, random=(),
+            batch: int | None = None) -> ExecutionResult:
+        """Run one execution with the garbler's ``inputs``.
+
+        ``random``: names of the input groups (of either party) whose bits are
+        random and private to their owner; the evaluator must name the same
+        groups.  The garbler's random bits come from ``os.urandom`` and are
+        returned in ``random_bits``; ``inputs`` holds only the other groups.
+        The batch is that of the inputs, or ``batch`` when the garbler feeds
+        no input group.
+        """
         if output not in OUTPUT_MODES:
             raise ValueError(f"output must be one of {OUTPUT_MODES}, got {output!r}")
-        bits, batch, scalar = prepare_inputs(circuit, GARBLER, inputs)
-        if not circuit.groups_of(GARBLER):
-            batch = None
+        rnd = _random_groups(circuit, random)
+        rnames = {g.name for g in rnd}
+        bits, batch_in, scalar = prepare_inputs(circuit, GARBLER, inputs, skip=rnames)
+        g_groups = circuit.groups_of(GARBLER)
+        fed = len(g_groups) > len([g for g in g_groups if g.name in rnames])
+        batch = _resolve_batch(batch_in, fed, batch, "garbler")
         t0 = time.perf_counter()
         c0 = self._counters()
-        # the batch size comes from the garbler's inputs; a garbler without inputs learns it from the header
-        if batch is None:
-            raise CircuitError("the garbler must own at least one input group (it fixes the batch size)")
         chunk = default_chunk(circuit, batch) if chunk is None else chunk
         offset = self._next_instance
-        mine = _exec_header(circuit, batch, chunk, offset, output)
+        seed = _fresh_label_seed()  # fixes the active labels of the garbler's input wires (module docstring)
+        mine = _exec_header(circuit, batch, chunk, offset, output, rnd, seed)
         self.channel.send(mine)
         self.channel.flush()
-        # set up the garbling while the header travels: fresh labels for the garbler's inputs, its active labels
-        gar = Garbler(circuit, batch, delta=self.delta, instance_offset=offset, chunk=chunk)
-        active = np.concatenate([gar.encode(g.name, b) for g, b in zip(circuit.groups_of(GARBLER), bits)])
+        # set up the garbling while the header travels: the garbler's zero labels from the seed and its bits
+        gar = Garbler(circuit, batch, delta=self.delta, instance_offset=offset, chunk=chunk, keep_scratch=True,
+                      input_buffer=self._label_buffer(circuit, batch))
+        random_bits: dict[str, np.ndarray] = {}
+        pos, it = 0, iter(bits)
+        for g in g_groups:  # active labels: the seed's AES-CTR stream, group after group, wire-major
+            if g.name in rnames:
+                b = random_bits[g.name] = urandom_bits(batch, g.width)
+            else:
+                b = next(it)
+            n = g.width * batch
+            if isinstance(wire_slice(g), slice):  # expanded straight into the label storage
+                view = gar.input_view(g.name)
+                ctr_blocks(seed, n, start=pos, out=view.reshape(n, 2))
+            else:
+                view = ctr_blocks(seed, n, start=pos).reshape(g.width, batch, 2)
+            gar.set_active_labels(g.name, view, b)
+            pos += n
         _check_peer_header(self.channel, mine, circuit)
-        ev_groups = circuit.groups_of(EVALUATOR)
-        n_ev = sum(g.width for g in ev_groups)
-        if n_ev:
-            self._size_cot_batch(n_ev * batch)
-            zero = self.cot.send_labels(n_ev * batch).reshape(n_ev, batch, 2)
-            pos = 0
-            for g in ev_groups:
-                gar.set_zero_labels(g.name, zero[pos : pos + g.width])
-                pos += g.width
-        self.channel.send_blocks(active)
+        # the evaluator's groups: ordinary ones by derandomized COTs, random ones by random COTs (q, no message)
+        e_groups = circuit.groups_of(EVALUATOR)
+        ordinary = [g for g in e_groups if g.name not in rnames]
+        randoms = [g for g in e_groups if g.name in rnames]
+        n_ord = sum(g.width for g in ordinary) * batch
+        n_rnd = sum(g.width for g in randoms) * batch
+        if n_ord + n_rnd:
+            self._size_cot_batch(n_ord + n_rnd)
+            if n_ord:
+                zero = self.cot.send_labels(n_ord)
+                pos = 0
+                for g in ordinary:
+                    gar.set_zero_labels(g.name, zero[pos : pos + g.width * batch].reshape(g.width, batch, 2))
+                    pos += g.width * batch
+            for g in randoms:  # q of random COTs, written straight into the label storage when it can be
+                n = g.width * batch
+                if isinstance(wire_slice(g), slice):
+                    view = gar.input_view(g.name)
+                    self.cot.send_random(n, out=view.reshape(n, 2))
+                else:
+                    view = self.cot.send_random(n).reshape(g.width, batch, 2)
+                gar.set_zero_labels(g.name, view)
         # then one byte stream: the tables and the decoding bits
         n_tab = 32 * circuit.n_and * batch
         n_out = sum(g.width for g in circuit.outputs)
@@ -474,9 +657,12 @@ class GarblerSession(_Session):
             if n_dec:
                 buf[n_tab:] = np.packbits(gar.decode_bits.reshape(-1), bitorder="little")
             self._send_stream(mv, sent, total)
-        else:
+        else:  # segment by segment through one reused scratch buffer
+            need = gar.max_segment_words()
+            if self._scratch is None or self._scratch.shape[0] < need:
+                self._scratch = np.empty(need, np.uint64)
             out = _FrameWriter(self.channel)
-            for seg in gar.iter_tables():
+            for seg in gar.iter_tables(scratch=self._scratch):
                 out.write(seg)
             if n_dec:
                 out.write(np.packbits(gar.decode_bits.reshape(-1), bitorder="little"))
@@ -491,7 +677,7 @@ class GarblerSession(_Session):
         self.executions += 1
         c1 = self._counters()
         return ExecutionResult(outs, per_group, circuit.n_and * batch, batch, c1[0] - c0[0], c1[1] - c0[1],
-                               c1[2] - c0[2], c1[3] - c0[3], time.perf_counter() - t0)
+                               c1[2] - c0[2], c1[3] - c0[3], time.perf_counter() - t0, random_bits=random_bits)
 
 
 class EvaluatorSession(_Session):
@@ -509,44 +695,73 @@ class EvaluatorSession(_Session):
         self.cot.setup()
         self.setup_seconds = time.perf_counter() - t0
 
-    def run(self, circuit: Circuit, inputs, *, output: str = "both", chunk: int | None = None) -> ExecutionResult:
-        """Run one execution with the evaluator's ``inputs`` (same batch as the garbler's)."""
+    def run(self, circuit: Circuit, inputs, *, output: str = "both", chunk: int | None = None, random=(),
+            batch: int | None = None) -> ExecutionResult:
+        """Run one execution with the evaluator's ``inputs`` (same batch as the garbler's).
+
+        ``random`` names the same groups as the garbler's call; the
+        evaluator's random bits are the choice bits of random correlated OTs
+        and are returned in ``random_bits``.  ``batch`` gives the batch when
+        the evaluator feeds no input group (an int ``inputs`` is accepted
+        for that too, as before).
+        """
         if output not in OUTPUT_MODES:
             raise ValueError(f"output must be one of {OUTPUT_MODES}, got {output!r}")
-        ev_groups = circuit.groups_of(EVALUATOR)
-        if ev_groups:
-            bits, batch, scalar = prepare_inputs(circuit, EVALUATOR, inputs)
-        else:
-            bits, batch, scalar = [], int(inputs) if isinstance(inputs, int) else 1, True
+        rnd = _random_groups(circuit, random)
+        rnames = {g.name for g in rnd}
+        e_groups = circuit.groups_of(EVALUATOR)
+        ordinary = [g for g in e_groups if g.name not in rnames]
+        randoms = [g for g in e_groups if g.name in rnames]
+        if not ordinary and batch is None:  # the older spellings: the batch size as the inputs, or batch 1
+            if isinstance(inputs, (int, np.integer)) and not isinstance(inputs, bool):
+                inputs, batch = None, int(inputs)
+            elif not e_groups:
+                inputs, batch = None, 1
+        bits, batch_in, scalar = prepare_inputs(circuit, EVALUATOR, inputs, skip=rnames)
+        batch = _resolve_batch(batch_in, bool(ordinary), batch, "evaluator")
+        if not e_groups:
+            scalar = True
         t0 = time.perf_counter()
         c0 = self._counters()
         chunk = default_chunk(circuit, batch) if chunk is None else chunk
         offset = self._next_instance
-        mine = _exec_header(circuit, batch, chunk, offset, output)
+        mine = _exec_header(circuit, batch, chunk, offset, output, rnd)
         self.channel.send(mine)
         self.channel.flush()
-        ev = Evaluator(circuit, batch, instance_offset=offset, chunk=chunk)  # while the header travels
-        _check_peer_header(self.channel, mine, circuit)
-        n_in = circuit.n_inputs
-        active = np.empty((n_in, batch, 2), np.uint64)
-        if ev_groups:
-            x = np.concatenate([b.T for b in bits])  # (n_ev, batch): wire-major, as the garbler reshapes
-            self._size_cot_batch(x.size)
-            lab = self.cot.recv_labels(x.reshape(-1)).reshape(x.shape[0], batch, 2)
-            pos = 0
-            for g in ev_groups:
-                active[g.wires] = lab[pos : pos + g.width]
-                pos += g.width
-        gwires = [g.wires for g in circuit.groups_of(GARBLER)]
-        n_g = sum(w.shape[0] for w in gwires)
+        ev = Evaluator(circuit, batch, instance_offset=offset, chunk=chunk, keep_scratch=True)  # while the header travels
+        seed = _check_peer_header(self.channel, mine, circuit)
+        active = self._label_buffer(circuit, batch)
+        random_bits: dict[str, np.ndarray] = {}
+        n_ord = sum(g.width for g in ordinary) * batch
+        n_rnd = sum(g.width for g in randoms) * batch
+        if n_ord + n_rnd:
+            self._size_cot_batch(n_ord + n_rnd)
+            if n_ord:  # ordinary inputs: derandomized COTs (sends d = r xor x)
+                x = np.concatenate([b.T for b in bits])  # (n, batch): wire-major, as the garbler reshapes
+                lab = self.cot.recv_labels(x.reshape(-1))
+                pos = 0
+                for g in ordinary:
+                    active[g.wires] = lab[pos : pos + g.width * batch].reshape(g.width, batch, 2)
+                    pos += g.width * batch
+            for g in randoms:  # random inputs: the choice bits of random COTs, nothing sent
+                k, w = g.width * batch, wire_slice(g)
+                if isinstance(w, slice):
+                    r, _ = self.cot.recv_random(k, out=active[w].reshape(k, 2))
+                else:
+                    r, t = self.cot.recv_random(k)
+                    active[w] = t.reshape(g.width, batch, 2)
+                random_bits[g.name] = np.ascontiguousarray(r.reshape(g.width, batch).T)
+        pos = 0
+        for g in circuit.groups_of(GARBLER):  # the garbler's active labels: its seed, expanded
+            k, w = g.width * batch, wire_slice(g)
+            if isinstance(w, slice):
+                ctr_blocks(seed, k, start=pos, out=active[w].reshape(k, 2))
+            else:
+                active[w] = ctr_blocks(seed, k, start=pos).reshape(g.width, batch, 2)
+            pos += k
         n_out = sum(g.width for g in circuit.outputs)
         n_dec = -(-n_out * batch // 8) if output in ("both", "evaluator") else 0
         n_tab = 32 * circuit.n_and * batch
-        glab = self.channel.recv_blocks((n_g * batch,)).reshape(n_g, batch, 2) if n_g else None
-        pos = 0
-        for w in gwires:
-            active[w] = glab[pos : pos + w.shape[0]]
-            pos += w.shape[0]
         stream = _FrameReader(self.channel, n_tab + n_dec)
         out_labels = ev.evaluate(active, stream.pieces(n_tab))
         dec = _unpack_bits(stream.read(n_dec), n_out * batch).reshape(n_out, batch) if n_dec else None
@@ -561,7 +776,7 @@ class EvaluatorSession(_Session):
         self.executions += 1
         c1 = self._counters()
         return ExecutionResult(outs, per_group, circuit.n_and * batch, batch, c1[0] - c0[0], c1[1] - c0[1],
-                               c1[2] - c0[2], c1[3] - c0[3], time.perf_counter() - t0)
+                               c1[2] - c0[2], c1[3] - c0[3], time.perf_counter() - t0, random_bits=random_bits)
 
 
 def circuit_digest(circuit: Circuit, params: bytes = b"") -> bytes:

@@ -156,14 +156,60 @@ def test_sigma_is_linear_orthomorphism():
         assert rank == 128
 
 
+def tmmo_int(x: int, i: int) -> int:
+    """Reference TMMO of GKWY 2020 on 128-bit ints: pi(pi(x) ^ i) ^ pi(x), pi = cryptography AES-ECB."""
+    p = aes_int(x)
+    return aes_int(p ^ i) ^ p
+
+
+def sigma_inv_int(v: int) -> int:
+    """Inverse of sigma_int: (a || b) = sigma(L || R) gives L = b, R = a ^ b."""
+    a, b = v >> 64, v & MASK64
+    return (b << 64) | (a ^ b)
+
+
 def test_tccr_hash_matches_reference():
     x = random_blocks(40)
     t = random_blocks(40)
     h = tccr_hash(x, t)
     for i in range(40):
-        s = sigma_int(block_int(x[i]))
-        want = aes_int(s ^ block_int(t[i])) ^ s
-        assert block_int(h[i]) == want
+        assert block_int(h[i]) == tmmo_int(block_int(x[i]), block_int(t[i]))
+
+
+def test_tccr_hash_known_answers():
+    # Pinned values (computed with tmmo_int, i.e. cryptography's AES-ECB under FIXED_KEY): a change
+    # of the construction, the fixed key or the block byte order changes them.
+    cases = [
+        (0, 0),
+        (0x000102030405060708090A0B0C0D0E0F, 1),
+        (0xFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFF, (1 << 127) | 5),
+    ]
+    x = np.stack([int_block(v) for v, _ in cases])
+    t = np.stack([int_block(i) for _, i in cases])
+    got = [f"{block_int(b):032x}" for b in tccr_hash(x, t)]
+    assert got == [f"{tmmo_int(v, i):032x}" for v, i in cases]
+    assert got == KNOWN_TMMO
+
+
+#: tccr_hash of the three cases of test_tccr_hash_known_answers (128-bit ints, hex).
+KNOWN_TMMO = [
+    "edcaa23702b94ba94883f59315bab4b0",
+    "75674c03afd79b34499eff91806dd264",
+    "e314aeec4991b02f316d022f14fc9d6e",
+]
+
+
+def test_tccr_hash_has_no_sigma_shortcut():
+    # The construction this replaced, pi(sigma(x) ^ i) ^ sigma(x), has a two-query relation for every
+    # Delta: with sigma(x ^ x') = i ^ i' both queries enter pi at the same point, so
+    # H(x, i) ^ H(x', i') = sigma(x) ^ sigma(x') = i ^ i'.  TMMO has no such relation.
+    for _ in range(20):
+        x, i, j = (block_int(b) for b in random_blocks(3))
+        x2 = x ^ sigma_inv_int(i ^ j)
+        old = lambda v, tw: aes_int(sigma_int(v) ^ tw) ^ sigma_int(v)  # noqa: E731
+        assert old(x, i) ^ old(x2, j) == i ^ j  # the relation holds for the old hash ...
+        h = tccr_hash(np.stack([int_block(x), int_block(x2)]), np.stack([int_block(i), int_block(j)]))
+        assert block_int(h[0]) ^ block_int(h[1]) != i ^ j  # ... and not for TMMO (fails w.p. 2^-128)
 
 
 def test_tccr_hash_broadcasts_tweak_and_depends_on_it():
@@ -175,15 +221,31 @@ def test_tccr_hash_broadcasts_tweak_and_depends_on_it():
     assert np.array_equal(h[2, 3], tccr_hash(x[2, 3], tw[3]))
     h2 = tccr_hash(x, tw ^ np.array([0, 1], dtype=np.uint64))
     assert not (h == h2).all(axis=-1).any()
+    assert tccr_hash(np.zeros((0, 2), np.uint64), tw[0]).shape == (0, 2)
 
 
-def test_mmo_prg_is_tccr_of_index():
+def test_tccr_hasher_views_match_tccr_hash():
+    from pairwise.mpc.aes import TccrHasher
+
+    x = random_blocks(2, 3, 5)  # e.g. [zero, one] labels x 3 gates x 5 instances
+    tw = random_blocks(3, 5)  # one tweak per gate and instance, shared by both labels
+    hs = TccrHasher(40)  # larger than needed: only the prefix is used
+    m = x.size // 2
+    xv, yv = hs.x[:m].reshape(x.shape), hs.y[:m].reshape(x.shape)
+    xv[...] = x
+    hs(m, tw, xv, yv)
+    assert np.array_equal(yv, tccr_hash(x, tw))
+
+
+def test_mmo_prg_matches_reference():
     seeds = random_blocks(3, 2)
     out = mmo_prg(seeds, 5)
     assert out.shape == (3, 2, 5, 2)
-    for j in range(5):
-        idx = np.array([j, 0], dtype=np.uint64)
-        assert np.array_equal(out[:, :, j], tccr_hash(seeds, idx))
+    for a in range(3):
+        for b in range(2):
+            s = sigma_int(block_int(seeds[a, b]))
+            for j in range(5):
+                assert block_int(out[a, b, j]) == aes_int(s ^ j) ^ s
     assert mmo_prg(seeds, 0).shape == (3, 2, 0, 2)
 
 
@@ -240,3 +302,21 @@ def test_block_buffer_permute_prefix_matches_cryptography():
         buf.permute_prefix(51)
     with pytest.raises(ValueError, match="non-negative"):
         BlockBuffer(-1)
+
+
+@pytest.mark.parametrize("n, start", [(0, 0), (1, 0), (5, 3), (70_000, 1), (65_537, 65_535)])
+def test_ctr_blocks_is_the_aes_ctr_keystream(n, start):
+    """ctr_blocks = cryptography's AES-128-CTR keystream (counter from 0, big-endian) from block ``start``."""
+    from pairwise.mpc.aes import ctr_blocks
+
+    key = os.urandom(16)
+    ref = Cipher(algorithms.AES(key), modes.CTR(bytes(16))).encryptor().update(bytes(16 * (start + n)))[16 * start:]
+    assert ctr_blocks(key, n, start=start).tobytes() == ref
+    buf = np.full((n + 2, 2), 9, np.uint64)  # into a view with neighbours that must stay untouched
+    out = ctr_blocks(key, n, start=start, out=buf[1 : n + 1])
+    assert (n == 0 or np.shares_memory(out, buf)) and buf[1 : n + 1].tobytes() == ref
+    assert (buf[0] == 9).all() and (buf[-1] == 9).all()
+    with pytest.raises(ValueError, match="16 bytes"):
+        ctr_blocks(key[:15], 1)
+    with pytest.raises(ValueError, match="out must be"):
+        ctr_blocks(key, 2, out=np.empty((3, 2), np.uint64))

@@ -13,6 +13,7 @@ import threading
 import numpy as np
 import pytest
 
+import pairwise.mpc.channel as channel_mod
 from pairwise.mpc.channel import (
     DEFAULT_MAX_FRAME,
     HEADER_BYTES,
@@ -547,3 +548,32 @@ def test_channel_is_abstract():
     ch = Channel()
     with pytest.raises(NotImplementedError):
         ch.send(b"x")
+
+
+def test_memory_recycled_frames_are_reused_by_same_size_sends(monkeypatch):
+    """recycle() hands a received frame back: the next send of that size reuses its memory, other sizes do not."""
+    a, b = MemoryChannel.pair(timeout=2)
+    a.send(b"x" * 1000)
+    f = b.recv_frame()
+    b.recycle(f)
+    a.send(b"y" * 1000)
+    g = b.recv_frame()
+    assert g is f and g == b"y" * 1000 and b.bytes_received == 2 * (1000 + HEADER_BYTES)
+    b.recycle(g)
+    a.send(b"z" * 999)
+    h = b.recv_frame()
+    assert h is not f and h == b"z" * 999
+    # at most RECYCLE_BYTES are kept per direction
+    monkeypatch.setattr(channel_mod, "RECYCLE_BYTES", 1500)
+    b.recycle(h)  # 999 bytes kept (the 1000-byte one is still pooled: 1999 > 1500, so this one is dropped)
+    a.send(b"w" * 999)
+    assert b.recv_frame() is not h
+    a.close()
+    b.recycle(bytearray(10))  # after the peer closed: harmless
+    b.close()
+    b.recycle(bytearray(10))  # after closing: ignored
+
+
+def test_recycle_is_a_no_op_elsewhere():
+    n = NullChannel()
+    n.recycle(bytearray(5))

@@ -608,6 +608,75 @@ def test_garble_into_caller_buffer():
         Garbler(c, batch).garble(sink=lambda s: None, out=buf)
 
 
+def test_labels_set_later_cost_no_random_bytes_and_open_groups_get_fresh_ones(monkeypatch):
+    """Groups set after construction (from OT, from a seed) draw no CSPRNG labels; open ones draw them when needed."""
+    import pairwise.mpc.garble as G
+
+    c = aes128()
+    batch = 3
+    delta = fresh_delta(1)[0]
+    calls = []
+    real = G.random_blocks
+    monkeypatch.setattr(G, "random_blocks", lambda *shape: calls.append(shape) or real(*shape))
+    g = Garbler(c, batch, delta=delta)
+    assert calls == []
+    ev_zero = real(128, batch)
+    g.set_zero_labels("in1", ev_zero)
+    assert calls == []
+    z0 = g.zero_labels("in0")  # still open: fresh labels now
+    assert calls == [(128, batch)] and np.array_equal(g.zero_labels("in0"), z0)
+    assert np.array_equal(g.zero_labels("in1"), ev_zero)
+    g.garble()
+    assert calls == [(128, batch)]
+
+
+@pytest.mark.parametrize("shared_delta", [True, False])
+def test_input_buffer_view_and_active_labels_in_place(shared_delta):
+    """Labels written in place through input_view, zero = active ^ bits * Delta, decode correctly."""
+    c = aes128()
+    batch = 5
+    rng = np.random.default_rng(8)
+    bits = random_bits(rng, c, batch)
+    delta = fresh_delta(1)[0] if shared_delta else fresh_delta(batch)
+    buf = np.full((c.n_inputs, batch, 2), 3, np.uint64)
+    g = Garbler(c, batch, delta=delta, input_buffer=buf)
+    view = g.input_view("in0")
+    assert np.shares_memory(view, buf) and view.shape == (128, batch, 2)
+    active0 = random_blocks(128, batch)
+    view[...] = active0
+    g.set_active_labels("in0", view, bits[0])  # in place
+    d = np.broadcast_to(delta, (batch, 2))
+    assert np.array_equal(g.zero_labels("in0"), active0 ^ np.where(bits[0].T[..., None], d, np.uint64(0)))
+    ev_zero = random_blocks(128, batch)
+    g.set_zero_labels("in1", ev_zero)  # a copy into the buffer
+    assert np.shares_memory(g.zero_labels("in1"), buf) and np.array_equal(g.zero_labels("in1"), ev_zero)
+    ev_active = ev_zero ^ np.where(bits[1].T[..., None], d, np.uint64(0))
+    gc = g.garble()
+    out = Evaluator(c, batch).evaluate(np.concatenate([active0, ev_active]), gc)
+    assert np.array_equal(split_outputs(c, decode(out, g.decode_bits))[0], c.evaluate_bits(bits)[0])
+    with pytest.raises(GarbleError, match="after garbling"):
+        g.input_view("in0")
+    with pytest.raises(GarbleError, match="input_buffer"):
+        Garbler(c, batch, input_buffer=np.empty((c.n_inputs, batch + 1, 2), np.uint64))
+
+
+def test_tables_through_a_reused_scratch_are_the_same_bytes():
+    c = kernel("variance", 8, False)
+    batch = 40
+    delta = fresh_delta(1)[0]
+    zero = random_blocks(c.n_inputs, batch)
+    fresh = b"".join(bytes(s) for s in Garbler(c, batch, delta=delta, input_zero=zero, chunk=16).iter_tables())
+    g = Garbler(c, batch, delta=delta, input_zero=zero, chunk=16)
+    scratch = np.empty(g.max_segment_words(), np.uint64)
+    pieces = []
+    for seg in g.iter_tables(scratch=scratch):
+        assert np.shares_memory(np.frombuffer(seg, np.uint8), scratch)
+        pieces.append(bytes(seg))
+    assert b"".join(pieces) == fresh
+    with pytest.raises(GarbleError, match="scratch"):
+        next(Garbler(c, batch).iter_tables(scratch=np.empty(1, np.uint64)))
+
+
 def test_caller_delta_is_copied():
     c = random_circuit(2)
     d = fresh_delta(4)

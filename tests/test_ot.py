@@ -176,7 +176,7 @@ def test_decode_point_rejects_invalid_points():
 def test_kdf_matches_hashlib_and_binds_session_and_index():
     a, b, p = os.urandom(64), os.urandom(64), os.urandom(64)
     ref = hashlib.sha256(
-        b"pairwise/co-ot/v1\x00" + struct.pack("!H", 3) + b"sid" + struct.pack("!Q", 7) + a + b + p
+        b"pairwise/co-ot/v2\x00" + struct.pack("!H", 3) + b"sid" + struct.pack("!Q", 7) + a + b + p
     ).digest()[:16]
     assert derive_key(b"sid", 7, a, b, p) == ref
     assert derive_key(b"sie", 7, a, b, p) != ref
@@ -184,7 +184,7 @@ def test_kdf_matches_hashlib_and_binds_session_and_index():
     assert derive_key(b"sid", 7, b, a, p) != ref
 
 
-@pytest.mark.parametrize("n", [1, 5, 128])
+@pytest.mark.parametrize("n", [1, 5, 33, 128])  # 33: a full frame of points and one more
 def test_base_random_ot(n):
     choices = np.frombuffer(os.urandom(n), dtype=np.uint8) & 1
     (k0, k1), k = ok(*run_pair(
@@ -196,6 +196,45 @@ def test_base_random_ot(n):
     assert np.array_equal(k, np.where(c[:, None], k1, k0))
     assert not np.any(np.all(k == np.where(c[:, None], k0, k1), axis=1))  # never the other key
     assert len(set(block_ints(k0)) | set(block_ints(k1))) == 2 * n  # all keys distinct
+
+
+def test_base_ot_keys_match_pycryptodome_reference(monkeypatch):
+    """The keys (OpenSSL multiplications) recomputed from the recorded scalars with pycryptodome's arithmetic."""
+    import threading
+
+    import pairwise.mpc.baseot as B
+
+    drawn: dict[str, list[int]] = {}
+    real = B._scalar
+
+    def recording():
+        k = real()
+        drawn.setdefault(threading.current_thread().name, []).append(k)
+        return k
+
+    monkeypatch.setattr(B, "_scalar", recording)
+    n = 6
+    choices = np.array([0, 1, 1, 0, 1, 0], dtype=np.uint8)
+    (k0, k1), k = ok(*run_pair(
+        lambda ch: BaseOTSender(ch, "ref").send_random(n),
+        lambda ch: BaseOTReceiver(ch, "ref").recv_random(choices),
+    ))
+    (a,), bs = sorted(drawn.values(), key=len)  # the sender draws one scalar, the receiver n
+    big_a = B._G * a
+    a_enc = encode_point(big_a)
+
+    def x_of(point) -> bytes:
+        return int(point.xy[0]).to_bytes(32, "big")
+
+    for j, (b, c) in enumerate(zip(bs, choices)):
+        big_b = B._G * b + big_a if c else B._G * b
+        b_enc = encode_point(big_b)
+        want0 = derive_key(b"ref", j, a_enc, b_enc, x_of(big_b * a))
+        want1 = derive_key(b"ref", j, a_enc, b_enc, x_of((big_b + (-big_a)) * a))
+        assert k0[j].astype("<u8").tobytes() == want0 and k1[j].astype("<u8").tobytes() == want1
+        mine = derive_key(b"ref", j, a_enc, b_enc, x_of(big_a * b))
+        assert mine == (want1 if c else want0)
+    assert np.array_equal(k, np.where(choices[:, None].astype(bool), k1, k0))
 
 
 def test_base_chosen_ot_and_index_advance():
@@ -339,6 +378,60 @@ def test_cot_batches_across_call_boundaries():
     # successive calls hand out fresh COTs (no reuse across the batch boundary)
     all_q = np.concatenate(qs)
     assert len(np.unique(all_q, axis=0)) == total
+
+
+def test_cots_into_caller_arrays_are_the_same_stream():
+    """out= writes the COTs into caller storage: from the pool, across batches and into a partial batch,
+    interleaved with plain calls; the correlation holds, nothing outside out is touched, no COT repeats."""
+    sizes = [100, 2500, 50, 1024, 7]  # batch 1024: pool, several batches + a partial one, pool, ...
+
+    def fs(s):
+        qs = []
+        for i, k in enumerate(sizes):
+            if i % 2 == 0:
+                buf = np.full((k + 2, 2), 7, np.uint64)
+                q = s.send_random(k, out=buf[1 : k + 1])
+                assert np.shares_memory(q, buf)
+                assert (buf[0] == 7).all() and (buf[-1] == 7).all()
+                qs.append(buf[1 : k + 1].copy())
+            else:
+                qs.append(s.send_random(k).copy())
+        return qs, s.index
+
+    def fr(rc):
+        rts = []
+        for i, k in enumerate(sizes):
+            if i % 2 == 0:
+                buf = np.full((k + 2, 2), 7, np.uint64)
+                r, t = rc.recv_random(k, out=buf[1 : k + 1])
+                assert np.shares_memory(t, buf) and (buf[0] == 7).all() and (buf[-1] == 7).all()
+                rts.append((r.copy(), buf[1 : k + 1].copy()))
+            else:
+                r, t = rc.recv_random(k)
+                rts.append((r.copy(), t.copy()))
+        return rts, rc.index
+
+    delta, (qs, si), (rts, ri), _ = cot_pair(fs, fr, batch_s=1024, batch_r=1024)
+    assert si == ri == sum(sizes)
+    for q, (r, t) in zip(qs, rts):
+        assert np.array_equal(t, q ^ (r[:, None].astype(np.uint64) * delta))
+    all_q = np.concatenate(qs)
+    assert len(np.unique(all_q, axis=0)) == all_q.shape[0]
+
+
+def test_cot_out_must_fit():
+    def fs(s):
+        with pytest.raises(ValueError, match="out must hold"):
+            s.send_random(10, out=np.empty((9, 2), np.uint64))
+        with pytest.raises(ValueError, match="out must hold"):
+            s.send_random(10, out=np.empty((10, 2), np.uint64)[:, ::-1])
+        return s.send_random(3)
+
+    def fr(rc):
+        return rc.recv_random(3)
+
+    delta, q, (r, t), _ = cot_pair(fs, fr, batch_s=1024, batch_r=1024)
+    assert np.array_equal(t, q ^ (r[:, None].astype(np.uint64) * delta))
 
 
 def test_labels_derandomization_one_message():
@@ -518,5 +611,8 @@ def test_setup_is_idempotent_and_base_traffic():
     _, (extra, s_recv), r_recv, _ = cot_pair(fs, fr)
     assert extra == 0
     # base OTs with reversed roles: the COT sender (base-OT receiver) got (index, n, A) = 12 + 64
-    # bytes; the COT receiver (base-OT sender) got 128 points of 64 bytes; +4 per frame prefix
-    assert s_recv == 12 + 64 + 4 and r_recv == 128 * 64 + 4
+    # bytes; the COT receiver (base-OT sender) got 128 points of 64 bytes in frames of
+    # POINTS_PER_FRAME; +4 per frame prefix
+    from pairwise.mpc.baseot import POINTS_PER_FRAME
+
+    assert s_recv == 12 + 64 + 4 and r_recv == 128 * 64 + 4 * -(-128 // POINTS_PER_FRAME)

@@ -8,8 +8,9 @@ transport is in memory).  References, all independent of the garbling engine:
   Python-int formulas of ``circuits.kernels.kernel_reference``;
 * the AES-128 Bristol circuit against ``cryptography``'s AES;
 * byte counts against the wire format written in mpc/twopc.py's docstring
-  (32 bytes per AND gate, 16 per garbler input bit, packed bits, 4-byte frame
-  prefixes, IKNP batches of 16 + 16*m bytes).
+  (32 bytes per AND gate, the garbler's input labels as a 16-byte seed in its
+  execution header, packed bits, 4-byte frame prefixes, IKNP batches of
+  16 + 16*m bytes).
 
 Real two-process runs (CLI, killed peers, garbage on the socket) are in
 test_twopc_processes.py.
@@ -39,7 +40,7 @@ from pairwise.mpc.errors import HandshakeError
 from pairwise.mpc.twopc import EvaluatorSession, ExecutionMismatch, GarblerSession, circuit_digest
 
 WAIT = 30.0  # bound on any wait for the worker thread (the code under test answers in far less)
-EXEC_HEADER = struct.Struct("<4s32sQQQQB")  # the execution header of mpc/twopc.py (69 bytes)
+EXEC_HEADER = struct.Struct("<4s32sQQQQB8s16s")  # the execution header of mpc/twopc.py (93 bytes)
 
 
 # --------------------------------------------------------------------------- two parties in one process
@@ -184,11 +185,13 @@ def aes128() -> Circuit:
 
 
 def garbler_payload(circuit: Circuit, batch: int, output: str) -> int:
-    """Bytes the garbler must send in one execution, without the 4-byte frame prefixes."""
-    n_g = sum(g.width for g in circuit.groups_of(GARBLER))
+    """Bytes the garbler must send in one execution, without the 4-byte frame prefixes.
+
+    Its input labels travel as the 16-byte seed inside the execution header: nothing per input bit.
+    """
     n_out = sum(g.width for g in circuit.outputs)
     decode_bits = -(-n_out * batch // 8) if output in ("both", "evaluator") else 0
-    return EXEC_HEADER.size + 16 * n_g * batch + 32 * circuit.n_and * batch + decode_bits
+    return EXEC_HEADER.size + 32 * circuit.n_and * batch + decode_bits
 
 
 def evaluator_bytes(circuit: Circuit, batch: int, output: str, new_ot_batches: int, ot_batch: int) -> int:
@@ -304,7 +307,7 @@ def test_output_modes_and_exact_wire_bytes(pair, output):
         assert [int(v) for v in re_.outputs[0]] == want
     else:
         assert re_.outputs is None and re_.output_bits is None
-    # the garbler sends the header, its labels, the tables and (if the evaluator learns) the decoding bits -- nothing else
+    # the garbler sends the header (with its label seed), the tables and (if the evaluator learns) the decoding bits -- nothing else
     assert rg.bytes_sent - HEADER_BYTES * rg.messages_sent == garbler_payload(c, batch, output)
     assert re_.bytes_sent == evaluator_bytes(c, batch, output, new_batches, ev_cot.batch_size)
     assert rg.bytes_sent == re_.bytes_received and rg.bytes_received == re_.bytes_sent
@@ -312,15 +315,17 @@ def test_output_modes_and_exact_wire_bytes(pair, output):
 
 
 def test_aes128_garbler_bytes_within_3_percent_of_32_per_and():
-    """Issue target: garbler bytes within 3% of 32 B/AND + input labels + OT (a byte count, not a timing)."""
+    """Issue target: garbler bytes within 3% of 32 B/AND + input labels + OT (a byte count, not a timing).
+
+    The garbler's input labels now cost one 16-byte seed per execution, so the bound is 32 B/AND alone.
+    """
     c = aes128()
     p = Pair(ot_batch=1024)
     try:
         setup_sent = p.garbler_channel.bytes_sent  # handshake + the garbler's part of the 128 base OTs
-        n_g = sum(g.width for g in c.groups_of(GARBLER))
         for batch in (1, 10):
             rg, _ = p.run(c, [1] * batch, [2] * batch)
-            ideal = 32 * c.n_and * batch + 16 * n_g * batch
+            ideal = 32 * c.n_and * batch
             assert ideal <= rg.bytes_sent <= 1.03 * ideal, (batch, rg.bytes_sent, ideal)
         # the first execution with the session setup (base OTs) counted in: still within 3%
         p2 = Pair(ot_batch=1024)
@@ -328,7 +333,7 @@ def test_aes128_garbler_bytes_within_3_percent_of_32_per_and():
             r1, _ = p2.run(c, 5, 6)
             first = p2.garbler_channel.bytes_sent
             assert first == r1.bytes_sent + setup_sent
-            assert first <= 1.03 * (32 * c.n_and + 16 * n_g + setup_sent)
+            assert first <= 1.03 * (32 * c.n_and + setup_sent)
         finally:
             p2.close()
     finally:
@@ -651,7 +656,8 @@ def run_with_cut(circuit: Circuit, g_in, e_in, *, cut: str, after: int):
 
 @pytest.mark.parametrize("after", [0, 1, 2, 5])
 def test_garbler_gone_mid_execution_raises_peer_closed_on_evaluator(after):
-    """0: before its header; 1: after the header; 2: after its input labels; 5: in the middle of the tables (an AES execution is ~10 frames)."""
+    """0: before its header; 1: after the header (its input labels are the header's seed); 2: after the first
+    table frame; 5: in the middle of the tables (an AES execution is ~10 frames)."""
     c = aes128()
     g_exc, e_exc = run_with_cut(c, 1, 2, cut="garbler", after=after)
     assert isinstance(g_exc, PeerClosed) and "test: this party is gone" in str(g_exc)

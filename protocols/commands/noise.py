@@ -101,8 +101,7 @@ def draw(params, count: int, garbled: bool) -> np.ndarray:
     parts = []
     for start in range(0, count, GARBLE_CHUNK):
         b = min(GARBLE_CHUNK, count - start)
-        rx, ry = nc.random_inputs(b)
-        parts.append(decode_output(nc, garble_and_evaluate(nc.circuit, [rx, ry])[0]))
+        parts.append(decode_output(nc, garble_and_evaluate(nc.circuit, [], random=("rx", "ry"), batch=b)[0]))
     return np.concatenate(parts).astype(np.int64) if parts else np.zeros(0, np.int64)
 
 

@@ -99,7 +99,6 @@ from pairwise.circuits.noise import (
     discrete_laplace_guarantee,
     discrete_laplace_value,
     exp_bounds,
-    random_input_bits,
 )
 
 from .shares import reduce_mod, uniform_words
@@ -229,9 +228,11 @@ def words_to_bits(values: np.ndarray, l: int) -> np.ndarray:
 def gc_noisy_sum(session, nsc: NoisySumCircuit, values: np.ndarray):
     """Run the noisy-sum circuit on this server's l-bit ``values`` (one SIMD execution).
 
-    ``session`` is a :class:`pairwise.mpc.twopc.GarblerSession` (feeds x, rx) or
-    :class:`pairwise.mpc.twopc.EvaluatorSession` (feeds y, ry); the random bits come
-    from os.urandom here.  Both learn ``out``.  Returns (out uint64 array,
+    ``session`` is a :class:`pairwise.mpc.twopc.GarblerSession` (feeds x) or
+    :class:`pairwise.mpc.twopc.EvaluatorSession` (feeds y); rx and ry are random
+    input groups of the runtime (``random=``): each server's noise bits are
+    drawn by its own side (os.urandom / random COT choice bits) and cost no
+    label bytes.  Both learn ``out``.  Returns (out uint64 array,
     ExecutionResult).
     """
     from pairwise.mpc.twopc import GarblerSession
@@ -241,11 +242,10 @@ def gc_noisy_sum(session, nsc: NoisySumCircuit, values: np.ndarray):
     if B == 0:
         return np.zeros(0, dtype=np.uint64), None
     bits = words_to_bits(vals, nsc.l)
-    rnd = random_input_bits(nsc.random_width, B)
     if isinstance(session, GarblerSession):
-        res = session.run(nsc.circuit, {"x": bits, "rx": rnd}, output="both")
+        res = session.run(nsc.circuit, {"x": bits}, output="both", random=("rx", "ry"))
     else:
-        res = session.run(nsc.circuit, {"y": bits, "ry": rnd}, output="both")
+        res = session.run(nsc.circuit, {"y": bits}, output="both", random=("rx", "ry"))
     out = reduce_mod(np.asarray(res.outputs[0], dtype=np.uint64), nsc.l)
     return out, res
 

@@ -316,11 +316,10 @@ def per_pair_epsilon(epsilon: float, design: str, P: int, n: int, delta_slack: f
 
 def _run_simulate(nc, gx, ey, batch: int, progress) -> tuple[np.ndarray, int, int]:
     """All pairs as SIMD executions of one Yao session over an in-memory channel (two threads)."""
-    from pairwise.circuits.noise import random_input_bits
     from pairwise.mpc.channel import MemoryChannel
     from pairwise.mpc.twopc import EvaluatorSession, GarblerSession
 
-    circuit, rw, m = nc.circuit, nc.random_width, len(gx)
+    circuit, m = nc.circuit, len(gx)
     a, b = MemoryChannel.pair(timeout=600)
     outputs: list[np.ndarray] = []
     err: list[BaseException] = []
@@ -331,8 +330,7 @@ def _run_simulate(nc, gx, ey, batch: int, progress) -> tuple[np.ndarray, int, in
             s = EvaluatorSession(b, session_id=b"pairwise-ustat")
             for s0 in starts:
                 s1 = min(m, s0 + batch)
-                ry = random_input_bits(rw, s1 - s0)
-                res = s.run(circuit, {"y": list(map(int, ey[s0:s1])), "ry": ry}, output="evaluator")
+                res = s.run(circuit, {"y": list(map(int, ey[s0:s1]))}, output="evaluator", random=("rx", "ry"))
                 outputs.append(np.asarray(res.outputs[0], dtype=np.int64))
         except BaseException as exc:  # surfaced in the caller
             err.append(exc)
@@ -344,8 +342,7 @@ def _run_simulate(nc, gx, ey, batch: int, progress) -> tuple[np.ndarray, int, in
         g = GarblerSession(a, session_id=b"pairwise-ustat")
         for s0 in starts:
             s1 = min(m, s0 + batch)
-            rx = random_input_bits(rw, s1 - s0)
-            g.run(circuit, {"x": list(map(int, gx[s0:s1])), "rx": rx}, output="evaluator")
+            g.run(circuit, {"x": list(map(int, gx[s0:s1]))}, output="evaluator", random=("rx", "ry"))
             if progress:
                 progress(s1, m)
     except BaseException:

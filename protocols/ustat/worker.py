@@ -12,8 +12,10 @@ What it does
     loopback (the garbler listens on ``port``, the evaluator connects to it):
     the session's pairs are one SIMD execution of the kernel + noise circuit.
     ``inputs`` are the hosted users' values for the session's pairs, in pair
-    order (packed pairs for kendall).  Each party draws its own noise bits from
-    ``os.urandom`` here, so no other process knows them.  The evaluator side
+    order (packed pairs for kendall).  Each party's noise bits are drawn by its
+    own side of the runtime (the ``rx``/``ry`` random input groups: os.urandom
+    for the garbler, random COT choice bits for the evaluator), so no other
+    process knows them.  The evaluator side
     learns the noisy kernel values (output mode ``evaluator``) and forwards
     them: the worker prints one JSON line ``{"worker": k, "sessions": {"s:role":
     {"outputs": [...], "bytes_sent": .., "bytes_received": ..}}}`` (keyed by
@@ -58,7 +60,6 @@ def _build(params: dict):
 
 
 def run_session(nc, sess: dict, timeout: float, results: dict, errors: list, tls=None) -> None:
-    from pairwise.circuits.noise import random_input_bits
     from pairwise.mpc.channel import TCPChannel, TCPListener
     from pairwise.mpc.twopc import EvaluatorSession, GarblerSession, circuit_digest
 
@@ -68,13 +69,12 @@ def run_session(nc, sess: dict, timeout: float, results: dict, errors: list, tls
     peer = sess.get("peer") if tls is not None else None
     session_args = {"session_id": f"ustat-{sid}", "extra": circuit_digest(circuit)}
     try:
-        r = random_input_bits(nc.random_width, len(values))
         if sess["role"] == "garbler":
             with TCPListener("127.0.0.1", sess["port"], tls=tls) as lst:
                 ch, s = lst.accept_first(timeout, lambda c: GarblerSession(c, **session_args), peer_names=peer,
                                          on_reject=lambda msg: print(f"worker: {msg}", file=sys.stderr, flush=True))
             try:
-                s.run(circuit, {"x": values, "rx": r}, output="evaluator")
+                s.run(circuit, {"x": values}, output="evaluator", random=("rx", "ry"))
                 st = ch.stats()
             finally:
                 ch.close()
@@ -84,7 +84,7 @@ def run_session(nc, sess: dict, timeout: float, results: dict, errors: list, tls
                                     peer_names=peer)
             try:
                 s = EvaluatorSession(ch, **session_args)
-                res = s.run(circuit, {"y": values, "ry": r}, output="evaluator")
+                res = s.run(circuit, {"y": values}, output="evaluator", random=("rx", "ry"))
                 st = ch.stats()
             finally:
                 ch.close()
