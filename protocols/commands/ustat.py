@@ -2,15 +2,29 @@
 
 ``pairwise ustat --statistic (gini|kendall|auc) --epsilon E [--pairs-per-user P]
 [--mode simulate|network] [--design subsample|all] [--workers W] [--bits W [--signed]]
-[--data FILE.csv --columns A[,B] [--label COLUMN]] [--json]``
+[--data FILE.csv --columns A[,B] [--label COLUMN]] [--noise auto|krr|discrete_laplace|signed_geometric]
+[--pair-delta D] [--json]``
 
 Without ``--data`` it runs on real data shipped in ``protocols/data``
 (SOURCES.md): gini on the diabetes disease-progression target (442 patients),
 kendall on Fair's survey ratings rate_marriage vs religious (6366 people), auc
 on the breast-cancer mean radius as a score for the malignant label (569).
 JSON keys: ``statistic``, ``estimate``, ``exact``, ``epsilon``, ``delta``, ``n``,
-``pairs``, ``and_gates``, ``bytes``, ``seconds`` (and more: ``theorem5_mse``, the
-Algorithm 1 baseline ``rr_estimate`` on the same data and budget, ...).
+``pairs``, ``and_gates``, ``bytes``, ``seconds`` (and more: the Algorithm 1
+baseline ``rr_estimate`` on the same data and budget, ...).  Noise and cost keys:
+``noise`` (the in-circuit mechanism that ran: ``krr``, ``signed_geometric`` or
+``discrete_laplace``), ``bytes_per_pair``, ``and_gates_per_pair`` (kernel + noise),
+``noise_and_gates_per_pair``, ``random_bits_per_pair`` (each party's random input
+bits per pair), ``noise_variance_per_pair`` (the largest per-pair variance of the
+debiased release over the kernel's values, natural units; public),
+``epsilon_per_pair``, ``noise_epsilon_per_pair`` (the gadget's exact epsilon,
+<= epsilon_per_pair), ``noise_delta_per_pair`` and ``noise_delta_method``,
+``pair_delta`` (the delta the gadget was built for).  Predicted error (computed
+from the data: evaluation diagnostics, not private): ``sample_mse`` is the MSE of
+``estimate`` around the printed ``exact`` (this data set fixed); ``theorem5_mse``
+is Theorem 5's MSE around the *population* value, for data drawn from the
+empirical distribution (the two-sample analogue for auc); the two differ by about
+the sampling variance of ``exact`` itself.
 
 Security model: see :mod:`pairwise.protocols.ustat.driver` (semi-honest 2PC, CDP).
 """
@@ -44,6 +58,11 @@ def register(root, groups) -> None:
     p.add_argument("--columns", help="column(s): A for gini/auc scores, A,B for kendall")
     p.add_argument("--label", help="0/1 label column (auc)")
     p.add_argument("--batch", type=int, default=4096, help="pairs per SIMD execution (default 4096)")
+    p.add_argument("--noise", choices=["auto", "krr", "discrete_laplace", "signed_geometric"], default="auto",
+                   help="in-circuit noise: auto (default: k-ary randomized response for kendall and auc, whose kernels "
+                        "take 3 values, the cheapest additive noise for gini), krr, discrete_laplace or signed_geometric")
+    p.add_argument("--pair-delta", type=float, default=2.0**-40,
+                   help="delta of one pair's release (default 2^-40); it fixes the noise gadget's precision")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_ustat)
 
@@ -105,7 +124,8 @@ def cmd_ustat(args) -> int:
             check_integer_range(c, args.bits, args.signed, name)
     res = run_ustat(stat, cols[0], cols[1] if stat == "kendall" else None, lab, epsilon=args.epsilon,
                     pairs_per_user=args.pairs_per_user, mode=args.mode, design=args.design,
-                    workers=args.workers, bits=args.bits, batch=args.batch, progress=progress)
+                    workers=args.workers, bits=args.bits, batch=args.batch, progress=progress,
+                    noise=args.noise, pair_delta=args.pair_delta)
     if progress:
         print(file=sys.stderr)
     d = res.as_dict()
@@ -118,14 +138,19 @@ def cmd_ustat(args) -> int:
     print(f"{stat} on {source}, columns {', '.join(d['columns'])}")
     print(f"  DP estimate      {res.estimate:.6g}")
     print(f"  exact            {res.exact:.6g}")
+    if d["sample_mse"] is not None:
+        print(f"  predicted RMSE   {d['sample_mse'] ** 0.5:.4g} around the exact value above (this data set; not private)")
     if res.theorem5_mse is not None:
-        print(f"  Theorem 5 RMSE   {res.theorem5_mse ** 0.5:.4g}")
+        print(f"  Theorem 5 RMSE   {res.theorem5_mse ** 0.5:.4g} around the population value "
+              f"({'two-sample analogue; ' if stat == 'auc' else ''}not private)")
     print(f"  RR baseline      {d['rr_estimate']:.6g}  (Algorithm 1: quantization + k-ary RR, same epsilon)")
     print(f"  privacy          ({res.epsilon:g}, {res.delta:.3g})-DP per user, {res.pairs_per_user} pair(s) per user, "
           f"eps {d['epsilon_per_pair']:.4g} per pair ({d['design']}, {res.mode})")
+    print(f"  noise            {d['noise']} in the circuit, variance <= {d['noise_variance_per_pair']:.4g} per pair "
+          f"(eps {d['noise_epsilon_per_pair']:.4g}, delta {d['noise_delta_per_pair']:.3g} per pair)")
     print(f"  users / pairs    {res.n} / {res.pairs} 2PC executions of the kernel + noise circuit "
-          f"({d['and_gates_per_pair']} AND each, SIMD batches: {res.executions})")
+          f"({d['and_gates_per_pair']} AND each, {d['noise_and_gates_per_pair']} of them noise; SIMD batches: {res.executions})")
     print(f"  AND gates        {res.and_gates}")
-    print(f"  bytes            {res.bytes}")
+    print(f"  bytes            {res.bytes} ({d['bytes_per_pair']:.0f} per pair)")
     print(f"  seconds          {res.seconds:.2f}")
     return 0

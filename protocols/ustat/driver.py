@@ -60,17 +60,28 @@ from pairwise.circuits.kernels import pack_pair
 
 from .stats import (
     csprng_generator,
+    expected_noise_variance,
+    fixed_sample_mse,
+    kernel_sums,
     sample_pairs,
     sample_two_sample_pairs,
     theorem5_mse,
+    two_sample_mse,
+    two_sample_zetas,
     u_statistic,
     all_pairs,
-    zetas,
+    zetas_from_sums,
 )
 
-__all__ = ["UStatResult", "run_ustat", "prepare_data", "STATISTICS"]
+__all__ = ["UStatResult", "run_ustat", "prepare_data", "STATISTICS", "NOISE_MECHANISMS", "DEFAULT_PAIR_DELTA"]
 
 STATISTICS = ("gini", "kendall", "auc")
+#: ``noise`` choices of :func:`run_ustat` (see :func:`pairwise.circuits.noise.choose_kernel_noise`).
+NOISE_MECHANISMS = ("auto", "krr", "discrete_laplace", "signed_geometric")
+#: Default delta of one pair's release (each user's delta is P times this, or n - 1 times for ``all``).
+DEFAULT_PAIR_DELTA = 2.0**-40
+#: Largest number of kernel evaluations (n^2, or n_pos n_neg) for which the error predictions are computed.
+PREDICTION_MAX_WORK = 4 * 10**8
 
 
 class UStatError(ValueError):
@@ -386,6 +397,32 @@ def _run_network(nc, params: dict, pairs: np.ndarray, owner_g: np.ndarray, owner
     return out, total_bytes, len(groups)
 
 
+def _predicted_mse(statistic: str, pd: PreparedData, nc, design: str, P: int) -> tuple[float | None, float]:
+    """(MSE against the population value, MSE against this sample's exact value), in output units.
+
+    Both are functions of the private data: evaluation diagnostics, not private.  The population
+    MSE is Theorem 5 with the noise term E Var(f^ | f) of the mechanism actually used (for k-RR a
+    quadratic in f, :func:`pairwise.circuits.noise.krr_estimator`), or its two-sample analogue for
+    the AUC (:func:`pairwise.protocols.ustat.stats.two_sample_mse`); None for the ``all`` design.
+    The sample MSE is :func:`pairwise.protocols.ustat.stats.fixed_sample_mse`.
+    """
+    scale = 2.0 if statistic == "auc" else 1.0  # kernel_sums' AUC is [x > y] + [x = y]/2; the circuit's is twice that
+    sums = kernel_sums(statistic, pd.x, pd.y)
+    sums = type(sums)(sums.n_rows, sums.n_cols, sums.total * scale, sums.total_sq * scale**2,
+                      sums.rows * scale, sums.cols * scale, sums.diag)
+    coeffs = nc.variance_coefficients
+    sample = fixed_sample_mse(sums, design, P, coeffs)
+    if design != "subsample":
+        return None, sample
+    if statistic == "auc":
+        z = two_sample_zetas(sums)
+        noise = expected_noise_variance(coeffs, z.mean, z.zeta11 + z.mean**2)
+        return two_sample_mse(pd.x.size, pd.y.size, P, z.zeta10, z.zeta01, z.zeta11, noise), sample
+    z = zetas_from_sums(sums)
+    noise = expected_noise_variance(coeffs, z.mean, z.zeta2 + z.mean**2)
+    return theorem5_mse(pd.x.size, P, z.zeta1, z.zeta2, noise), sample
+
+
 def run_ustat(
     statistic: str,
     x,
@@ -401,7 +438,9 @@ def run_ustat(
     batch: int = 4096,
     workers: int = 4,
     timeout: float = 120.0,
-    lam: int = 40,
+    noise: str = "auto",
+    pair_delta: float = DEFAULT_PAIR_DELTA,
+    lam: int | None = None,
     progress=None,
     rng: np.random.Generator | None = None,
     compute_theorem5: bool = True,
@@ -415,8 +454,14 @@ def run_ustat(
     (``workers`` processes hosting the users, real TCP between them).
     ``rng`` drives only the public pair sampling (default: seeded from the OS
     CSPRNG); noise bits always come from ``os.urandom``.
+    ``noise``: the in-circuit mechanism (:data:`NOISE_MECHANISMS`; ``auto``
+    takes k-ary randomized response for kendall and auc, whose kernels take
+    3 values, and the cheaper additive construction for gini); the result's
+    ``noise`` key says which one ran.  ``pair_delta``: the delta of one
+    pair's release (default 2^-40), which fixes the gadget's precision.
+    ``lam`` (deprecated): the earlier rule pair_delta = 2^-lam / #pairs.
     """
-    from pairwise.circuits.noise import noisy_kernel
+    from pairwise.circuits.noise import NoiseParameterError, noisy_kernel
 
     if not (isinstance(epsilon, (int, float)) and math.isfinite(epsilon) and epsilon > 0):
         raise UStatError(f"epsilon must be a positive finite number, got {epsilon!r}")
@@ -430,6 +475,18 @@ def run_ustat(
         raise UStatError("the all-pairs design is implemented for one-sample statistics (gini, kendall)")
     if mode == "network" and not 1 <= int(workers) <= 64:
         raise UStatError(f"workers must be in 1..64, got {workers!r}")
+    if noise not in NOISE_MECHANISMS:
+        raise UStatError(f"noise must be one of {NOISE_MECHANISMS}, got {noise!r}")
+    if noise == "krr" and statistic == "gini":
+        raise UStatError("k-ary randomized response needs a kernel with few values (kendall, auc); gini takes a continuum")
+    if lam is not None:
+        import warnings
+
+        warnings.warn("run_ustat(lam=...) is deprecated: pass pair_delta (the delta of one pair's release)", DeprecationWarning, stacklevel=2)
+        if isinstance(lam, bool) or not isinstance(lam, int) or not 1 <= lam <= 256:
+            raise UStatError(f"lam must be an integer in 1..256, got {lam!r}")
+    elif not (isinstance(pair_delta, (int, float, Fraction)) and 0 < pair_delta < 1):
+        raise UStatError(f"pair_delta must lie in (0, 1), got {pair_delta!r}")
     P = int(pairs_per_user)
     t_start = time.perf_counter()
     pd = prepare_data(statistic, x, y, labels, bits)
@@ -445,13 +502,18 @@ def run_ustat(
         n = int(pd.x.size)
     m = pairs.shape[0]
     eps_pair, releases = per_pair_epsilon(epsilon, design, P, n, delta_slack)
-    nc = noisy_kernel(statistic, pd.bits, False, epsilon=eps_pair, sensitivity=pd.range_, lam=lam, n_samples=m)
+    d_pair = Fraction(1, (1 << lam) * m) if lam is not None else Fraction(pair_delta)
+    try:
+        nc = noisy_kernel(statistic, pd.bits, False, epsilon=eps_pair, sensitivity=pd.range_, mechanism=noise, delta=d_pair)
+    except NoiseParameterError as exc:
+        raise UStatError(f"no {noise} noise for this statistic and budget: {exc}") from None
     gx, ey = _pair_inputs(pd, pairs)
     if mode == "simulate":
         out, total_bytes, executions = _run_simulate(nc, gx, ey, batch, progress)
     else:
         params = {"statistic": statistic, "bits": pd.bits, "epsilon_num": eps_pair.numerator,
-                  "epsilon_den": eps_pair.denominator, "sensitivity": pd.range_, "lam": lam, "n_samples": m}
+                  "epsilon_den": eps_pair.denominator, "sensitivity": pd.range_, "mechanism": nc.mechanism,
+                  "delta_num": d_pair.numerator, "delta_den": d_pair.denominator}
         w = int(workers)
         if statistic == "auc":  # positives and negatives are distinct users: host both kinds on every worker
             owner_g, owner_e = pairs[:, 0] % w, (pairs[:, 1] + pd.x.size) % w
@@ -463,15 +525,16 @@ def run_ustat(
     guarantee = nc.guarantee
     delta_pair = float(guarantee.delta) if guarantee is not None else 0.0
     conv = {"gini": pd.scale, "kendall": 1.0, "auc": 0.5}[statistic]
-    alpha = float(nc.params.alpha)
-    noise_var = 2.0 * alpha / (1.0 - alpha) ** 2 * unit**2
-    mse = None
-    if compute_theorem5 and statistic != "auc" and design == "subsample" and n <= 20000:
-        # Theorem 5 in circuit units (zeta of the integer kernel, Var of the
-        # discrete Laplace 2 alpha / (1 - alpha)^2), then converted to natural units.
-        z = zetas(statistic, pd.x.astype(np.float64), None if pd.y is None else pd.y.astype(np.float64))
-        mse = conv**2 * theorem5_mse(n, P, z.zeta1, z.zeta2, noise_var)
-    estimate = float(out.mean()) * unit * conv
+    to_natural = (unit * conv) ** 2
+    # Public: the largest per-pair estimate variance over the kernel's values (no data involved).
+    noise_var = float(nc.max_estimate_variance) * to_natural
+    pop_mse = sample_mse = None
+    work = pd.x.size * (pd.y.size if statistic == "auc" else pd.x.size)
+    if compute_theorem5 and work <= PREDICTION_MAX_WORK:
+        pop_mse, sample_mse = _predicted_mse(statistic, pd, nc, design, P)
+        pop_mse = None if pop_mse is None else pop_mse * to_natural
+        sample_mse *= to_natural
+    estimate = float(nc.estimates(out).mean()) * unit * conv
     delta = releases * delta_pair + (delta_slack if design == "all" else 0.0)
     return UStatResult(
         statistic=statistic,
@@ -487,8 +550,12 @@ def run_ustat(
         seconds=time.perf_counter() - t_start,
         mode=mode,
         executions=executions,
-        theorem5_mse=mse,
+        theorem5_mse=pop_mse,
         extra={"and_gates_per_pair": nc.circuit.n_and, "bits": pd.bits, "noise_delta_per_pair": delta_pair,
                "epsilon_per_pair": float(eps_pair), "design": design,
-               "noise_variance_per_pair": noise_var * conv**2},
+               "noise_variance_per_pair": noise_var,
+               "noise": nc.mechanism, "bytes_per_pair": total_bytes / m,
+               "noise_and_gates_per_pair": nc.noise_and_gates, "random_bits_per_pair": nc.random_width,
+               "noise_epsilon_per_pair": guarantee.epsilon, "noise_delta_method": guarantee.method,
+               "pair_delta": float(d_pair), "sample_mse": sample_mse},
     )
