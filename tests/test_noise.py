@@ -49,6 +49,13 @@ from pairwise.circuits.noise import (
     simulate_random_input_bits,
     geometric_tail,
     ratio_certificate,
+    KaryRRParams,
+    choose_krr,
+    krr_estimator,
+    krr_gadget,
+    krr_guarantee,
+    sample_krr,
+    simulate_krr,
 )
 from pairwise.circuits.builder import Builder
 from pairwise.circuits.ir import GARBLER
@@ -611,3 +618,202 @@ def test_bad_parameters_raise_value_errors(call):
     with pytest.raises(NoiseParameterError):
         call()
     assert issubclass(NoiseParameterError, ValueError)
+
+
+# ---------------------------------------------------------------------- certificates against the exact delta
+def _random_digits(rng, eps, s, k, construction):
+    """Hand-made digits near the ideal (each rounded at a random precision, sometimes down): the
+    certificates must agree with the exact delta whether or not they hold."""
+    nums, accs = [], []
+    for i in range(k):
+        a = int(rng.integers(3, 24))
+        p = math.exp(-(2**i) * float(eps) / s)
+        p = p / (1 + p)
+        m = min(max(1, int(round(p * 2**a)) + int(rng.integers(-1, 2))), 2 ** (a - 1))
+        nums.append(m)
+        accs.append(a)
+    return DiscreteLaplaceParams(Fraction(eps), s, k, max(accs), tuple(nums), accs=tuple(accs), construction=construction)
+
+
+@pytest.mark.parametrize("construction", ["difference", "signed"])
+def test_certified_delta_equals_or_bounds_the_exact_delta(construction):
+    """Signed: when the ratio certificate holds, the certified delta *is* the exact hockey-stick value;
+    difference: it bounds it.  Whether or not it holds, delta_bound dominates the exact value."""
+    rng = np.random.default_rng(17)
+    certified = 0
+    for trial in range(120):
+        eps = [Fraction(1, 4), Fraction(1, 2), 1, 2][trial % 4]
+        s = [1, 2, 3, 5][(trial // 4) % 4]
+        k = int(rng.integers(max(1, s.bit_length()), 7))
+        p = _random_digits(rng, eps, s, k, construction)
+        exact = delta_exact(p)
+        bound, _ = delta_bound(p)
+        # both use rational bounds of e^(+-eps) (within 1e-100 relative): equal up to that when the bound is tight
+        assert exact <= bound * (1 + Fraction(1, 10**90))
+        if ratio_certificate(p).ok:
+            certified += 1
+            tail = geometric_tail(p)
+            if construction == "signed":
+                assert exact == bound == tail / 2
+            else:
+                assert exact <= bound == tail
+    for eps, s in [(1, 2), (Fraction(1, 2), 3), (1, 1)]:  # the designed gadgets are certified by construction
+        p = choose_discrete_laplace(eps, s, construction=construction, variance_tolerance=1)
+        assert ratio_certificate(p).ok
+        assert delta_exact(p) == geometric_tail(p) / 2 if construction == "signed" else delta_exact(p) <= geometric_tail(p)
+    assert certified >= 10
+
+
+def test_certificate_catches_a_digit_that_is_too_likely():
+    """A designed gadget with one low digit pushed far from its ideal loses its certificate, and its exact
+    delta indeed jumps (the certificate is not vacuous)."""
+    p = choose_discrete_laplace(1, 2)
+    nums = list(p.numerators)
+    accs = list(p.accs)
+    # digit 1 becomes a fair coin: far more likely than alpha^2/(1+alpha^2) = 0.27 (digit 0 would not do:
+    # with S = 2 the shift that has no slack never flips it)
+    nums[1], accs[1] = 1, 1
+    bad = DiscreteLaplaceParams(p.epsilon, p.sensitivity, p.bits, max(accs), tuple(nums), accs=tuple(accs))
+    assert not ratio_certificate(bad).ok
+    assert delta_exact(bad) > 1e-3 and discrete_laplace_guarantee(bad).method == "exact"
+
+
+def test_signed_construction_pmf_by_enumeration():
+    p = discrete_laplace_params(1, 2, 3, 4, construction="signed")
+    nc = discrete_laplace_gadget(p)
+    counts = enumerate_outputs(nc)
+    total = 2**nc.random_width
+    ref = product_pmf(p)
+    for z, q in nc.noise_pmf().items():
+        x = z if z >= 0 else -z - 1
+        assert Fraction(counts.get(z, 0), total) == q == ref[x] / 2
+    assert nc.circuit.n_and == p.and_gates == p.geometric_and_gates  # the sign costs nothing
+    mean, var = pmf_moments(nc.noise_pmf())
+    assert mean == -Fraction(1, 2) == p.noise_mean and var == p.noise_variance
+
+
+# ---------------------------------------------------------------------- k-ary randomized response
+def krr_ideal(eps: float, k: int):
+    """(phi*, worst-case estimator variance) of the ideal k-RR on the values 0..k-1, written out here."""
+    phi = (k - 1) / (math.exp(eps) + k - 1)
+    lam = 1 - k * phi / (k - 1)
+    worst = 0.0
+    for f in range(k):
+        ys = {y: (1 - phi if y == f else phi / (k - 1)) for y in range(k)}
+        mean = sum(y * q for y, q in ys.items())
+        var = sum((y - mean) ** 2 * q for y, q in ys.items())
+        worst = max(worst, var / lam**2)
+    return phi, worst
+
+
+@pytest.mark.parametrize("k", [2, 3])
+@pytest.mark.parametrize("eps", [0.1, 0.5, 1, 2, 4, 10])
+def test_krr_rounding_is_private_and_within_the_variance_tolerance(eps, k):
+    p = choose_krr(eps, k)
+    phi_star, worst_star = krr_ideal(eps, k)
+    with localcontext() as ctx:
+        ctx.prec = 80
+        ideal = Decimal(k - 1) / (Decimal(eps).exp() + k - 1)
+        phi = Decimal(p.numerator) / Decimal(2**p.acc)
+        assert phi >= ideal  # at least the ideal flip probability: eps-DP
+        eff = ((1 - phi) * (k - 1) / phi).ln()
+    g = krr_guarantee(p)
+    assert g.delta == 0 and g.method == "pure" and float(eff) <= g.epsilon <= eps
+    est = krr_estimator(p, tuple(range(k)))
+    assert float(est.max_variance) <= worst_star * (1 + 2.0**-10) + 1e-300
+    assert p.and_gates == p.acc - 1 - ((p.numerator & -p.numerator).bit_length() - 1) + (4 if k == 3 else 0)
+
+
+@pytest.mark.parametrize("values", [(0, 1, 2), (0, 1, -1), (0, 1)])
+def test_krr_estimator_is_exactly_unbiased_with_the_stated_variance(values):
+    p = choose_krr(1, len(values))
+    est = krr_estimator(p, values)
+    k = len(values)
+    for i, f in enumerate(values):
+        dist = {values[j]: (p.keep_probability if j == i else p.flip_probability / (k - 1)) for j in range(k)}
+        e = {y: est.slope * y + est.intercept for y in dist}
+        mean = sum(e[y] * q for y, q in dist.items())
+        var = sum((e[y] - mean) ** 2 * q for y, q in dist.items())
+        assert mean == f and var == est.variance(f)
+
+
+def test_krr_gadget_exact_by_enumeration():
+    p = KaryRRParams(Fraction(1), 3, 6, 29)  # phi = 29/64 >= 2/(e+2) = 0.4239
+    nc = krr_gadget(p)
+    assert nc.circuit.n_and == p.and_gates == 5 + 4
+    for code in range(3):
+        xb = np.array([[bool(code & 1), bool(code & 2)]])
+        counts = enumerate_outputs(nc, extra_inputs=[xb])
+        total = 2**nc.random_width
+        for out in range(3):
+            want = p.keep_probability if out == code else p.other_probability
+            assert Fraction(counts.get(out, 0), total) == want
+        assert 3 not in counts
+
+
+def test_krr_rejects_non_private_or_useless_flips():
+    p = choose_krr(1, 3)
+    with pytest.raises(NoiseParameterError, match="not eps-DP"):
+        KaryRRParams(p.epsilon, 3, p.acc, p.numerator - 1)
+    with pytest.raises(NoiseParameterError, match="no information"):
+        KaryRRParams(Fraction(1), 3, 2, 3)  # phi = 3/4 >= 2/3
+    with pytest.raises(NoiseParameterError):
+        KaryRRParams(Fraction(1), 4, 6, 40)
+    with pytest.raises(NoiseParameterError, match="few values|2 or 3"):
+        noisy_kernel("gini", 8, epsilon=1, mechanism="krr")
+
+
+def test_auto_takes_krr_for_three_valued_kernels_and_signed_for_gini():
+    for name in ("kendall", "auc"):
+        nc = noisy_kernel(name, 8, epsilon=1)
+        assert nc.mechanism == "krr" and nc.circuit.n_and <= 150
+        assert float(nc.max_estimate_variance) < float(ideal_dl_variance(1, 2))
+    nc = noisy_kernel("gini", 16, epsilon=1, sensitivity=321)
+    assert nc.mechanism == "signed_geometric"
+    nc = noisy_kernel("collision", 8, epsilon=1)
+    assert nc.mechanism == "krr" and nc.params.k == 2
+
+
+def test_samplers_match_the_exact_pmf_for_signed_and_krr():
+    p = choose_discrete_laplace(1, 40, construction="signed")
+    pmf = discrete_laplace_gadget(p).noise_pmf()
+    assert chi_square_pvalue(simulate_discrete_laplace(p, N_CHI, np.random.default_rng(8)), pmf) > ALPHA_SEEDED
+    assert chi_square_pvalue(sample_discrete_laplace(p, N_CHI), pmf) > ALPHA_CSPRNG
+    q = choose_krr(1, 3)
+    codes = np.random.default_rng(9).integers(0, 3, N_CHI)
+    shift = (simulate_krr(q, codes, np.random.default_rng(10)) - codes) % 3
+    assert chi_square_pvalue(shift, krr_gadget(q).noise_pmf()) > ALPHA_SEEDED
+    shift = (sample_krr(q, codes) - codes) % 3
+    assert chi_square_pvalue(shift, krr_gadget(q).noise_pmf()) > ALPHA_CSPRNG
+
+
+# ---------------------------------------------------------------------- ownership: neither party alone sets the noise
+def _noise_of(nc, rx, ry, xb=None):
+    inputs = ([] if xb is None else [xb]) + [rx, ry]
+    out = decode_output(nc, nc.circuit.evaluate_bits(inputs)[0])
+    return out
+
+
+@pytest.mark.parametrize("which", ["dl", "signed", "krr"])
+def test_either_partys_bits_alone_leave_the_full_noise_distribution(which):
+    """Fix one party's random bits (any constant), draw the other's uniformly: the output is still the full
+    noise distribution (chi-square, alpha = 1e-3); and changing either party's bits changes the noise."""
+    if which == "krr":
+        nc = krr_gadget(choose_krr(1, 3))
+        xb = np.zeros((N_CHI, 2), bool)  # value index 0: the output is the shift d
+    else:
+        nc = discrete_laplace_gadget(choose_discrete_laplace(1, 40 if which == "signed" else 2,
+                                                             construction="signed" if which == "signed" else "difference"))
+        xb = None
+    rng = np.random.default_rng(12)
+    const = rng.integers(0, 2, size=(1, nc.random_width)).astype(bool).repeat(N_CHI, axis=0)
+    uniform = simulate_random_input_bits(nc.random_width, N_CHI, rng)
+    pmf = nc.noise_pmf()
+    for rx, ry in ((const, uniform), (uniform, const)):
+        assert chi_square_pvalue(_noise_of(nc, rx, ry, xb), pmf) > ALPHA_SEEDED
+    # changing only one party's bits changes the noise (for a fixed other share)
+    a, b = simulate_random_input_bits(nc.random_width, 2000, rng), simulate_random_input_bits(nc.random_width, 2000, rng)
+    c = simulate_random_input_bits(nc.random_width, 2000, rng)
+    x2 = None if xb is None else xb[:2000]
+    base = _noise_of(nc, a, b, x2)
+    assert (base != _noise_of(nc, c, b, x2)).mean() > 0.2 and (base != _noise_of(nc, a, c, x2)).mean() > 0.2
