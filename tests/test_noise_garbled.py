@@ -172,7 +172,7 @@ def test_garbled_kendall_krr_is_unbiased_and_has_the_right_noise_power():
 
     Unbiased: z-test of mean(f^ - f), two-sided, alpha = 1e-3.  Noise power: T = S^2 / V0 with V0 the closed
     form's mean variance; under H0 T ~ N(1, sd^2), sd^2 = (E(m4) - V0^2)/(N V0^2) from the exact 4th moments,
-    and |T - 1| > z_(1 - alpha/2) sd + 2^-9 (the gadget's rounding may move the variance by up to 2^-10)
+    and |T - 1| > z_(1 - alpha/2) sd + 2^-9 (the gadget's rounding may move the variance by up to 2^-12)
     rejects, two-sided, alpha = 1e-3.  Power (normal approximation, computed here): >= 0.99 against a
     variance 2x too large or too small, so a 2x error of the noise scale (4x in variance) either way, no
     noise, or the wrong epsilon are caught.
