@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import threading
 import time
-from fractions import Fraction
 
 import numpy as np
 

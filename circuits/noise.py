@@ -675,11 +675,6 @@ def discrete_laplace_params(epsilon: object, sensitivity: int, bits: int, acc: i
 
 
 # ---------------------------------------------------------------------- exact certificates
-def _digit_odds(params: DiscreteLaplaceParams) -> list[Fraction]:
-    """r_i = p_i / (1 - p_i): P(x with digit i set) / P(x with digit i clear), exactly."""
-    return [Fraction(m, (1 << a) - m) for m, a in zip(params.numerators, params.accs)]
-
-
 def geometric_tail(params: DiscreteLaplaceParams, shift: int | None = None) -> Fraction:
     """P[X + shift >= 2^K] = P[X >= 2^K - shift] exactly (shift defaults to S), by the carry recursion.
 

@@ -7,19 +7,37 @@ What it does
     1. the aggregator samples P independent permutations of the users, giving
        P n / 2 pairs (Sec. 5, step 1; :func:`pairwise.protocols.ustat.stats.sample_pairs`;
        for the AUC, P matchings of positives with negatives);
-    2. every pair computes its kernel value plus discrete-Laplace noise in a
-       garbled circuit (:func:`pairwise.circuits.noise.noisy_kernel`): user i garbles,
+    2. every pair computes its kernel value and randomizes it in a garbled
+       circuit (:func:`pairwise.circuits.noise.noisy_kernel`): user i garbles,
        user j evaluates, and each feeds its own CSPRNG random bits, so neither
        learns the other's value or the noise (step 2); the evaluator forwards
        the noisy value to the aggregator;
-    3. the aggregator averages (step 3): U_hat = 2/(P n) sum f~(x_i, x_j).
+    3. the aggregator averages (step 3): U_hat = 2/(P n) sum f~(x_i, x_j),
+       f~ the unbiased reading of each release (:meth:`NoisyCircuit.estimates`).
+
+    Noise (``noise``, default ``auto``, reported as the result's ``noise``):
+    k-ary randomized response for kendall and auc, whose kernels take three
+    values (pure DP, lower variance than the discrete Laplace at every
+    epsilon; its analogue of Theorem 5 is derived in
+    :mod:`pairwise.circuits.noise`), the signed geometric (a discrete Laplace
+    centred at -1/2) for gini, or the discrete Laplace on request.
+
+    Predicted error (not private: computed from the data, for evaluation):
+    ``sample_mse`` is the MSE around the U-statistic of the data the circuit
+    saw (the pair sampling and the noise are the randomness;
+    :func:`pairwise.protocols.ustat.stats.fixed_sample_mse`);
+    ``theorem5_mse`` is Theorem 5's MSE around the *population* value for
+    data drawn from the empirical distribution (its two-sample analogue for
+    the AUC, :func:`pairwise.protocols.ustat.stats.two_sample_mse`).
 
     Noise scale (Theorem 5): with the kernel mapped to [0, 1] by its public
     range R (gini: the public data range hi - lo; kendall: 2; AUC: 2 in the
     circuit's 2[x > y] + [x = y] units), each release uses epsilon / P with
-    sensitivity R, i.e. Lap(P / eps) in [0, 1] units; each user is in at most
-    P pairs, so the protocol is (eps, P delta_pair)-DP for each user, where
-    delta_pair is the exact finite-precision delta the noise gadget reports.
+    sensitivity R, i.e. Lap(P / eps) in [0, 1] units (k-RR: eps / P against
+    any change of the kernel value); each user is in at most P pairs, so the
+    protocol is (eps, P delta_pair)-DP for each user, where delta_pair is the
+    exact finite-precision delta the noise gadget reports (0 for k-RR; the
+    gadget is built for ``pair_delta``, default 2^-40).
 
 Modes (both run the same GarblerSession / EvaluatorSession code)
     ``simulate``: the pairs are grouped into SIMD batches and every batch is a
