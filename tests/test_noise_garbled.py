@@ -184,6 +184,7 @@ def test_garbled_kendall_krr_is_unbiased_and_has_the_right_noise_power():
     rx, ry = nc.simulate_random_inputs(N, rng)
     codes = bits_to_ints(_run(nc, [xb, yb, rx, ry])).astype(np.int64)
     assert set(np.unique(codes).tolist()) <= {0, 1, 2}
+    assert chi_square_pvalue((codes - f) % 3, nc.noise_pmf()) > ALPHA_SEEDED  # the shift d on Z_3 (code = f mod 3)
     y = np.array([0, 1, -1])[codes]  # code 2 is the value -1
     _, slope, moments = _krr_closed_form(EPS_KRR)
     err = slope * y - f
