@@ -77,13 +77,16 @@ def gadget_rows():
 def _main_job():
     """(statistic, prepared data, pairs at P = 1) of `pairwise ustat` on its default data."""
     from pairwise.protocols.commands.ustat import DEFAULTS
-    from pairwise.protocols.datasets import load_dataset
+    from pairwise.protocols.datasets import column_domain, load_dataset
     from pairwise.protocols.ustat.driver import prepare_data
 
     for stat in ("kendall", "auc", "gini"):
         name, cols, label = DEFAULTS[stat]
         d = load_dataset(name)
-        pd = prepare_data(stat, d[cols[0]], d[cols[1]] if stat == "kendall" else None, d[label] if label else None)
+        doms = [column_domain(name, c) for c in cols]  # the declared public domains, as `pairwise ustat` uses them
+        pd = prepare_data(stat, d[cols[0]], d[cols[1]] if stat == "kendall" else None, d[label] if label else None,
+                          lower=[x.lower for x in doms], upper=[x.upper for x in doms],
+                          decimals=[x.scale_decimals for x in doms])
         pairs = min(pd.x.size, pd.y.size) if stat == "auc" else pd.x.size // 2
         yield stat, pd, pairs
 

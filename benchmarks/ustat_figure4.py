@@ -45,7 +45,7 @@ from pathlib import Path
 import numpy as np
 
 from pairwise.circuits.noise import noisy_kernel, simulate_discrete_laplace, simulate_krr
-from pairwise.protocols.datasets import load_dataset
+from pairwise.protocols.datasets import column_domain, load_dataset
 from pairwise.protocols.ldp.ustat import simulate_ldp_ustatistic
 from pairwise.protocols.ustat.driver import per_pair_epsilon, prepare_data, run_ustat
 from pairwise.protocols.ustat.stats import (
@@ -62,6 +62,18 @@ from pairwise.protocols.ustat.stats import (
 
 EPS = [0.25, 0.5, 1.0, 2.0, 4.0, 8.0]
 ROOT = Path(__file__).resolve().parent
+
+
+# Public domains of the columns (declared in protocols/data/domains.json), never the data's min/max.
+_COLUMNS = {"kendall": ("fair", ["rate_marriage", "religious"]), "gini": ("diabetes", ["progression"]),
+            "auc": ("breast_cancer", ["mean_radius"])}
+
+
+def bounds(stat) -> dict:
+    name, cols = _COLUMNS[stat]
+    doms = [column_domain(name, c) for c in cols]
+    return {"lower": [d.lower for d in doms], "upper": [d.upper for d in doms],
+            "decimals": [d.scale_decimals for d in doms]}
 
 
 def kernel_values(stat, pd, pairs):
@@ -99,7 +111,7 @@ def mechanism_noise_term(nc, mean, second_moment) -> float:
 
 
 def curves(stat, x, y, levels, trials, rng, labels=None):
-    pd = prepare_data(stat, x, y, labels)
+    pd = prepare_data(stat, x, y, labels, **bounds(stat))
     if stat == "auc":
         exact = u_statistic("auc", pd.x.astype(float), pd.y.astype(float))
         conv = 0.5
@@ -115,8 +127,10 @@ def curves(stat, x, y, levels, trials, rng, labels=None):
     for eps in EPS:
         row = {"eps": eps}
         # RR, Algorithm 1
-        k = None if levels is not None else 16  # 16 bins on the data range (public demo bound)
-        errs = [simulate_ldp_ustatistic(data2, stat, k, eps, rng, levels=levels, labels=labels) - exact
+        k = None if levels is not None else 16  # 16 bins on the public domain
+        b = bounds(stat)
+        errs = [simulate_ldp_ustatistic(data2, stat, k, eps, rng, levels=levels, labels=labels,
+                                        bounds=(b["lower"], b["upper"])) - exact
                 for _ in range(trials)]
         row["rr"] = float(np.mean(np.square(errs)))
         # all pairs, advanced composition over the k_all releases of the busiest user
@@ -143,7 +157,7 @@ def curves(stat, x, y, levels, trials, rng, labels=None):
 def theorem5_check(stat, x, y, trials, rng, labels=None):
     """Empirical MSE against the population value (bootstrap) vs the predicted one, for the discrete
     Laplace and for the new default noise; AUC: the two-sample analogue."""
-    pd = prepare_data(stat, x, y, labels)
+    pd = prepare_data(stat, x, y, labels, **bounds(stat))
     sums = kernel_sums(stat, pd.x, pd.y)
     scale = 2.0 if stat == "auc" else 1.0  # circuit units (AUC: 2[x > y] + [x = y])
     sums = type(sums)(sums.n_rows, sums.n_cols, sums.total * scale, sums.total_sq * scale**2,
@@ -189,8 +203,8 @@ def garbled_check(stat, x, y, runs, trials_sim_row, labels=None):
     errs = []
     t0 = time.perf_counter()
     for _ in range(runs):
-        r = run_ustat(stat, x, y, labels, epsilon=1.0, pairs_per_user=1)
-        errs.append(r.estimate - r.exact)
+        r = run_ustat(stat, x, y, labels, epsilon=1.0, pairs_per_user=1, **bounds(stat))
+        errs.append(r.estimate - r.extra["exact_quantized"])  # what the estimate is unbiased for
     return {"runs": runs, "mse": float(np.mean(np.square(errs))), "simulated_mse": trials_sim_row["new_P1"],
             "predicted_mse": r.extra["sample_mse"], "noise": r.extra["noise"], "and_per_pair": r.extra["and_gates_per_pair"],
             "bytes_per_pair": r.extra["bytes_per_pair"], "seconds_per_run": (time.perf_counter() - t0) / runs}
@@ -235,7 +249,7 @@ def main() -> None:
     diab = load_dataset("diabetes")
     bc = load_dataset("breast_cancer")
     cases = [
-        ("Kendall's tau, Fair ratings (rate_marriage vs religious, n=6366)", "kendall",
+        ("Kendall's tau-a, Fair ratings (rate_marriage vs religious, n=6366)", "kendall",
          fair["rate_marriage"], fair["religious"], [[1, 2, 3, 4, 5], [1, 2, 3, 4]]),
         ("Gini mean difference, diabetes progression (n=442)", "gini", diab["progression"], None, None),
         ("AUC, breast cancer mean radius vs malignant (212 + 357)", "auc", bc["mean_radius"], None, None),

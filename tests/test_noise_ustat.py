@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from pairwise.protocols.datasets import load_dataset
+from pairwise.protocols.datasets import column_domain, load_dataset
 from pairwise.protocols.ustat.driver import UStatError, prepare_data, run_ustat
 from pairwise.protocols.ustat.stats import (
     fixed_sample_mse,
@@ -28,6 +28,17 @@ from pairwise.protocols.ustat.stats import (
 )
 
 ALPHA = 1e-4
+
+
+def _bounds(dataset: str, *columns: str) -> dict:
+    """The public domains the shipped dataset declares (lower / upper / decimals per column)."""
+    doms = [column_domain(dataset, c) for c in columns]
+    return {"lower": [d.lower for d in doms], "upper": [d.upper for d in doms], "decimals": [d.scale_decimals for d in doms]}
+
+
+KENDALL_BOUNDS = lambda: _bounds("fair", "rate_marriage", "religious")  # noqa: E731
+AUC_BOUNDS = lambda: _bounds("breast_cancer", "mean_radius")  # noqa: E731
+GINI_BOUNDS = lambda: _bounds("diabetes", "progression")  # noqa: E731
 
 
 def _krr_variance(eps: float, values: tuple[int, ...], f: np.ndarray) -> np.ndarray:
@@ -50,10 +61,10 @@ def _krr_variance(eps: float, values: tuple[int, ...], f: np.ndarray) -> np.ndar
 def test_three_valued_kernels_use_krr_under_150_and_gates(statistic, bits):
     fair, bc = load_dataset("fair"), load_dataset("breast_cancer")
     if statistic == "kendall":
-        x, y, lab = fair["rate_marriage"][:300], fair["religious"][:300], None
+        x, y, lab, b = fair["rate_marriage"][:300], fair["religious"][:300], None, KENDALL_BOUNDS()
     else:
-        x, y, lab = bc["mean_radius"][:300], None, bc["malignant"][:300]
-    res = run_ustat(statistic, x, y, lab, epsilon=1.0, bits=bits, rng=np.random.default_rng(1))
+        x, y, lab, b = bc["mean_radius"][:300], None, bc["malignant"][:300], AUC_BOUNDS()
+    res = run_ustat(statistic, x, y, lab, epsilon=1.0, bits=bits, rng=np.random.default_rng(1), **b)
     d = res.as_dict()
     assert d["noise"] == "krr" and d["and_gates_per_pair"] <= 150 and d["noise_and_gates_per_pair"] <= 20
     assert d["delta"] == 0.0 and d["noise_delta_method"] == "pure" and d["noise_epsilon_per_pair"] <= 1.0
@@ -67,19 +78,20 @@ def test_three_valued_kernels_use_krr_under_150_and_gates(statistic, bits):
 
 def test_mechanism_can_be_chosen_and_is_validated():
     x = load_dataset("diabetes")["progression"][:60]
-    res = run_ustat("gini", x, epsilon=1.0, noise="discrete_laplace", rng=np.random.default_rng(2))
+    b = GINI_BOUNDS()
+    res = run_ustat("gini", x, epsilon=1.0, noise="discrete_laplace", rng=np.random.default_rng(2), **b)
     assert res.extra["noise"] == "discrete_laplace" and res.extra["noise_delta_method"] in ("exact", "certified")
-    res = run_ustat("gini", x, epsilon=1.0, rng=np.random.default_rng(2))
+    res = run_ustat("gini", x, epsilon=1.0, rng=np.random.default_rng(2), **b)
     assert res.extra["noise"] == "signed_geometric" and 0 < res.delta <= 2.0**-40
     with pytest.raises(UStatError, match="noise must be one of"):
-        run_ustat("gini", x, epsilon=1.0, noise="gaussian")
+        run_ustat("gini", x, epsilon=1.0, noise="gaussian", **b)
     with pytest.raises(UStatError, match="few values"):
-        run_ustat("gini", x, epsilon=1.0, noise="krr")
+        run_ustat("gini", x, epsilon=1.0, noise="krr", **b)
     with pytest.raises(UStatError, match="pair_delta"):
-        run_ustat("gini", x, epsilon=1.0, pair_delta=0.0)
+        run_ustat("gini", x, epsilon=1.0, pair_delta=0.0, **b)
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
-        res = run_ustat("gini", x, epsilon=1.0, lam=40, rng=np.random.default_rng(2))
+        res = run_ustat("gini", x, epsilon=1.0, lam=40, rng=np.random.default_rng(2), **b)
     assert any(issubclass(i.category, DeprecationWarning) for i in w)
     assert res.extra["pair_delta"] == pytest.approx(2.0**-40 / res.pairs)
 
@@ -92,11 +104,11 @@ def test_krr_protocol_estimate_is_unbiased(statistic):
     fair, bc = load_dataset("fair"), load_dataset("breast_cancer")
     seed, eps = 7, 1.0
     if statistic == "kendall":
-        x, y, lab = fair["rate_marriage"][:3000], fair["religious"][:3000], None
+        x, y, lab, b = fair["rate_marriage"][:3000], fair["religious"][:3000], None, KENDALL_BOUNDS()
     else:
-        x, y, lab = bc["mean_radius"], None, bc["malignant"]
-    res = run_ustat(statistic, x, y, lab, epsilon=eps, pairs_per_user=2, rng=np.random.default_rng(seed))
-    pd = prepare_data(statistic, x, y, lab)
+        x, y, lab, b = bc["mean_radius"], None, bc["malignant"], AUC_BOUNDS()
+    res = run_ustat(statistic, x, y, lab, epsilon=eps, pairs_per_user=2, rng=np.random.default_rng(seed), **b)
+    pd = prepare_data(statistic, x, y, lab, **b)
     rng = np.random.default_rng(seed)
     if statistic == "kendall":
         pairs = sample_pairs(pd.x.size, 2, rng)
