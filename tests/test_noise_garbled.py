@@ -108,7 +108,7 @@ def test_garbled_binary_kernel_rr():
 
 # ---------------------------------------------------------------------- the designed gadgets and k-RR
 def test_garbled_designed_discrete_laplace():
-    nc = discrete_laplace_gadget(choose_discrete_laplace(2, 1, target_delta=1e-4))
+    nc = discrete_laplace_gadget(choose_discrete_laplace(2, 1, target_delta=1e-3, variance_tolerance=Fraction(1, 256)))
     assert len(set(nc.params.accs)) > 1  # per-digit precision
     rx, ry = nc.simulate_random_inputs(N, np.random.default_rng(107))
     out = decode_output(nc, _run(nc, [rx, ry]))
@@ -116,7 +116,8 @@ def test_garbled_designed_discrete_laplace():
 
 
 def test_garbled_signed_geometric():
-    nc = discrete_laplace_gadget(choose_discrete_laplace(Fraction(1, 2), 12, construction="signed", target_delta=1e-4))
+    nc = discrete_laplace_gadget(choose_discrete_laplace(Fraction(1, 2), 12, construction="signed", target_delta=1e-3,
+                                                         variance_tolerance=Fraction(1, 256)))
     assert nc.mechanism == "signed_geometric" and nc.guarantee.method == "exact"
     rx, ry = nc.simulate_random_inputs(N, np.random.default_rng(108))
     out = decode_output(nc, _run(nc, [rx, ry]))
