@@ -1397,7 +1397,9 @@ class KRREstimator:
 
         c2 = (1 - lam) / lam,   c1 = -2 mu / lam,   c0 = (phi Q / (k - 1) - mu^2) / lam^2,
 
-    Q = sum(v^2) (derivation: E[y^2 | f] = lam f^2 + phi Q / (k - 1)).
+    Q = sum(v^2) (derivation: E[y^2 | f] = lam f^2 + phi Q / (k - 1)).  The additive
+    mechanisms use the same record with no ``values``, slope 1, intercept -E Z and
+    the constant variance Var Z.
     """
 
     values: tuple[int, ...]
@@ -1412,6 +1414,8 @@ class KRREstimator:
 
     @property
     def max_variance(self) -> Fraction:
+        if not self.values:
+            return self.variance_coefficients[0]  # additive noise: constant variance
         return max(self.variance(v) for v in self.values)
 
 
@@ -1620,9 +1624,9 @@ class NoisyCircuit:
         if self.mechanism == "krr":
             return krr_estimator(self.params, self.codes)
         if self.mechanism in ("discrete_laplace", "signed_geometric"):
+            # additive noise: out = h + Z, so out - E Z is unbiased with the constant variance Var Z
             var = self.params.noise_variance
-            return KRREstimator(tuple(range(self.value_range[0], self.value_range[1] + 1)) if self.codes is None else self.codes,
-                                Fraction(1), -self.params.noise_mean, (var, Fraction(0), Fraction(0)))
+            return KRREstimator((), Fraction(1), -self.params.noise_mean, (var, Fraction(0), Fraction(0)))
         raise NoiseParameterError(f"the {self.mechanism} gadget is a building block without an estimator")
 
     @property
