@@ -13,7 +13,11 @@ U-statistic of the fixed data set, MSE over T seeded trials):
   its error is the noise alone, computed exactly as Var(noise) / #pairs;
 - 2PC subsampling, P = 1 and P = 5 (Sec. 5): P permutations, kernel + discrete Laplace
   at eps / P per pair, drawn from the exact distribution of the garbled noise gadget
-  (circuits.noise.simulate_discrete_laplace with the gadget's own parameters).
+  (circuits.noise.simulate_discrete_laplace with the gadget's own parameters);
+- 2PC subsampling with the new default noise (``auto``), P = 1 and P = 5: 3-ary randomized
+  response for Kendall and AUC (circuits.noise.simulate_krr, debiased), the signed geometric
+  for Gini, each drawn from its gadget's exact distribution and read with the same
+  estimator as the protocol (NoisyCircuit.estimates).
 
 As in the paper, the 2PC primitive is simulated for the curves (the paper: "the 2PC
 primitive to compute f~ is simulated"); the same gadget distribution is what the garbled
@@ -24,7 +28,11 @@ to check the simulated MSE.
 
 A second table checks Theorem 5: datasets of size n are drawn from the empirical
 distribution (bootstrap), so zeta_1, zeta_2 and U_f are exact for that population, and
-the empirical MSE of the subsampled, noised estimate is compared with Theorem 5.
+the empirical MSE of the subsampled, noised estimate is compared with Theorem 5, for the
+discrete Laplace and for the new default noise (k-RR: Theorem 5 with the noise term
+E v(f) = c0 + c1 U + c2 (zeta_2 + U^2), circuits.noise docstring); the AUC rows check the
+two-sample analogue (protocols.ustat.stats.two_sample_mse), positives and negatives being
+bootstrapped separately.
 """
 
 from __future__ import annotations
@@ -36,11 +44,21 @@ from pathlib import Path
 
 import numpy as np
 
-from pairwise.circuits.noise import noisy_kernel, simulate_discrete_laplace
+from pairwise.circuits.noise import noisy_kernel, simulate_discrete_laplace, simulate_krr
 from pairwise.protocols.datasets import column_domain, load_dataset
 from pairwise.protocols.ldp.ustat import simulate_ldp_ustatistic
 from pairwise.protocols.ustat.driver import per_pair_epsilon, prepare_data, run_ustat
-from pairwise.protocols.ustat.stats import sample_pairs, sample_two_sample_pairs, theorem5_mse, u_statistic, zetas
+from pairwise.protocols.ustat.stats import (
+    expected_noise_variance,
+    kernel_sums,
+    sample_pairs,
+    sample_two_sample_pairs,
+    theorem5_mse,
+    two_sample_mse,
+    two_sample_zetas,
+    u_statistic,
+    zetas,
+)
 
 EPS = [0.25, 0.5, 1.0, 2.0, 4.0, 8.0]
 ROOT = Path(__file__).resolve().parent
@@ -67,13 +85,29 @@ def kernel_values(stat, pd, pairs):
     return np.abs(pd.x[i] - pd.x[j]).astype(np.float64)
 
 
-def gadget(stat, pd, eps_pair, m):
-    return noisy_kernel(stat, pd.bits, False, epsilon=eps_pair, sensitivity=pd.range_, n_samples=m)
+def gadget(stat, pd, eps_pair, mechanism="discrete_laplace"):
+    return noisy_kernel(stat, pd.bits, False, epsilon=eps_pair, sensitivity=pd.range_, mechanism=mechanism)
 
 
 def noise_variance(params) -> float:
     a = float(params.alpha)
     return 2 * a / (1 - a) ** 2
+
+
+def noisy_estimates(nc, h, rng):
+    """Per-pair unbiased estimates (circuit units) of kernel values h, drawn from the gadget's exact
+    distribution and read as the protocol reads them (NoisyCircuit.estimates)."""
+    h = np.asarray(h, dtype=np.int64)
+    if nc.mechanism == "krr":
+        codes = np.mod(h, len(nc.codes))  # a value's code is its index mod k (kendall's -1 is code 2)
+        assert np.array_equal(np.asarray(nc.codes)[codes], h)
+        return nc.estimates(simulate_krr(nc.params, codes, rng))
+    return nc.estimates(h + simulate_discrete_laplace(nc.params, h.size, rng))
+
+
+def mechanism_noise_term(nc, mean, second_moment) -> float:
+    """E Var(f^ | f) of the mechanism for a kernel with the given E f and E f^2 (circuit units)."""
+    return expected_noise_variance(nc.variance_coefficients, mean, second_moment)
 
 
 def curves(stat, x, y, levels, trials, rng, labels=None):
@@ -103,44 +137,63 @@ def curves(stat, x, y, levels, trials, rng, labels=None):
         eps0, _ = per_pair_epsilon(eps, "all", 1, k_all + 1, 1e-8)
         a = np.exp(-float(eps0) / pd.range_)
         row["all_pairs"] = float(2 * a / (1 - a) ** 2 / m_all) * conv**2
-        # subsampling P = 1, 5 with the gadget's exact noise
+        # subsampling P = 1, 5 with the gadgets' exact noise: discrete Laplace, and the new default
         for P in (1, 5):
-            if stat == "auc":
-                m = P * min(n_pos, n_neg)
-            else:
-                m = P * (n // 2)
-            nc = gadget(stat, pd, Fraction(eps).limit_denominator(10**6) / P, m)
-            e = np.empty(trials)
-            for t in range(trials):
-                if stat == "auc":
-                    pairs = sample_two_sample_pairs(n_pos, n_neg, P, rng)
-                else:
-                    pairs = sample_pairs(n, P, rng)
-                noisy = kernel_values(stat, pd, pairs) + simulate_discrete_laplace(nc.params, m, rng)
-                e[t] = noisy.mean() * conv - exact
-            row[f"sub_P{P}"] = float(np.mean(e**2))
+            for key, mech in ((f"sub_P{P}", "discrete_laplace"), (f"new_P{P}", "auto")):
+                nc = gadget(stat, pd, Fraction(eps).limit_denominator(10**6) / P, mech)
+                row[f"{key}_noise"] = nc.mechanism
+                e = np.empty(trials)
+                for t in range(trials):
+                    if stat == "auc":
+                        pairs = sample_two_sample_pairs(n_pos, n_neg, P, rng)
+                    else:
+                        pairs = sample_pairs(n, P, rng)
+                    e[t] = noisy_estimates(nc, kernel_values(stat, pd, pairs), rng).mean() * conv - exact
+                row[key] = float(np.mean(e**2))
         rows.append(row)
     return rows
 
 
-def theorem5_check(stat, x, y, trials, rng):
-    pd = prepare_data(stat, x, y, **bounds(stat))
-    pop_n = pd.x.size
-    z = zetas(stat, pd.x.astype(float), None if pd.y is None else pd.y.astype(float))
+def theorem5_check(stat, x, y, trials, rng, labels=None):
+    """Empirical MSE against the population value (bootstrap) vs the predicted one, for the discrete
+    Laplace and for the new default noise; AUC: the two-sample analogue."""
+    pd = prepare_data(stat, x, y, labels, **bounds(stat))
+    sums = kernel_sums(stat, pd.x, pd.y)
+    scale = 2.0 if stat == "auc" else 1.0  # circuit units (AUC: 2[x > y] + [x = y])
+    sums = type(sums)(sums.n_rows, sums.n_cols, sums.total * scale, sums.total_sq * scale**2,
+                      sums.rows * scale, sums.cols * scale, sums.diag)
     out = []
-    for n, P, eps in [(400, 1, 1.0), (400, 5, 1.0), (2000, 1, 4.0), (2000, 5, 4.0)]:
-        m = P * (n // 2)
-        nc = gadget(stat, pd, Fraction(eps) / P, m)
-        e = np.empty(trials)
-        for t in range(trials):
-            idx = rng.integers(0, pop_n, size=n)
-            sub = type(pd)(pd.statistic, pd.x[idx], None if pd.y is None else pd.y[idx], pd.bits, pd.scale, pd.range_)
-            pairs = sample_pairs(n, P, rng)
-            e[t] = (kernel_values(stat, sub, pairs) + simulate_discrete_laplace(nc.params, m, rng)).mean() - z.mean
-        emp = float(np.mean(e**2))
-        th = theorem5_mse(n, P, z.zeta1, z.zeta2, noise_variance(nc.params))
-        se = emp * np.sqrt(2 / trials)
-        out.append({"n": n, "P": P, "eps": eps, "empirical": emp, "theorem5": th, "ratio": emp / th, "rel_se": se / emp})
+    if stat == "auc":
+        z2 = two_sample_zetas(sums)
+        mean, second = z2.mean, z2.zeta11 + z2.mean**2
+        settings = [((200, 300), 1, 1.0), ((200, 300), 5, 1.0), ((1000, 1500), 1, 4.0), ((1000, 1500), 5, 4.0)]
+    else:
+        z = zetas(stat, pd.x.astype(float), None if pd.y is None else pd.y.astype(float))
+        mean, second = z.mean, z.zeta2 + z.mean**2
+        settings = [(400, 1, 1.0), (400, 5, 1.0), (2000, 1, 4.0), (2000, 5, 4.0)]
+    for n, P, eps in settings:
+        for mech in ("discrete_laplace", "auto"):
+            nc = gadget(stat, pd, Fraction(eps) / P, mech)
+            noise = mechanism_noise_term(nc, mean, second)
+            e = np.empty(trials)
+            for t in range(trials):
+                if stat == "auc":
+                    ia, ib = rng.integers(0, pd.x.size, n[0]), rng.integers(0, pd.y.size, n[1])
+                    pairs = sample_two_sample_pairs(n[0], n[1], P, rng)
+                    sub = type(pd)(pd.statistic, pd.x[ia], pd.y[ib], pd.bits, pd.scale, pd.range_)
+                else:
+                    idx = rng.integers(0, pd.x.size, size=n)
+                    sub = type(pd)(pd.statistic, pd.x[idx], None if pd.y is None else pd.y[idx], pd.bits, pd.scale, pd.range_)
+                    pairs = sample_pairs(n, P, rng)
+                e[t] = noisy_estimates(nc, kernel_values(stat, sub, pairs), rng).mean() - mean
+            emp = float(np.mean(e**2))
+            if stat == "auc":
+                th = two_sample_mse(n[0], n[1], P, z2.zeta10, z2.zeta01, z2.zeta11, noise)
+            else:
+                th = theorem5_mse(n, P, z.zeta1, z.zeta2, noise)
+            se = emp * np.sqrt(2 / trials)
+            out.append({"n": n if stat != "auc" else f"{n[0]}+{n[1]}", "P": P, "eps": eps, "noise": nc.mechanism,
+                        "empirical": emp, "theorem5": th, "ratio": emp / th, "rel_se": se / emp})
     return out
 
 
@@ -151,9 +204,10 @@ def garbled_check(stat, x, y, runs, trials_sim_row, labels=None):
     t0 = time.perf_counter()
     for _ in range(runs):
         r = run_ustat(stat, x, y, labels, epsilon=1.0, pairs_per_user=1, **bounds(stat))
-        errs.append(r.estimate - r.exact)
-    return {"runs": runs, "mse": float(np.mean(np.square(errs))), "simulated_mse": trials_sim_row["sub_P1"],
-            "seconds_per_run": (time.perf_counter() - t0) / runs}
+        errs.append(r.estimate - r.extra["exact_quantized"])  # what the estimate is unbiased for
+    return {"runs": runs, "mse": float(np.mean(np.square(errs))), "simulated_mse": trials_sim_row["new_P1"],
+            "predicted_mse": r.extra["sample_mse"], "noise": r.extra["noise"], "and_per_pair": r.extra["and_gates_per_pair"],
+            "bytes_per_pair": r.extra["bytes_per_pair"], "seconds_per_run": (time.perf_counter() - t0) / runs}
 
 
 def plot(name, rows, path):
@@ -166,14 +220,18 @@ def plot(name, rows, path):
         return False
     fig, ax = plt.subplots(figsize=(5.5, 4))
     eps = [r["eps"] for r in rows]
-    for key, label in [("rr", "RR (Algorithm 1)"), ("all_pairs", "2PC all pairs, $\\delta'$=1e-8"),
-                       ("sub_P1", "2PC subsampling, P=1"), ("sub_P5", "2PC subsampling, P=5")]:
-        ax.plot(eps, [np.sqrt(r[key]) for r in rows], marker="o", label=label)
+    new = rows[0]["new_P1_noise"].replace("_", " ")
+    for key, label, style in [("rr", "RR (Algorithm 1)", "-"), ("all_pairs", "2PC all pairs, $\\delta'$=1e-8", "-"),
+                              ("sub_P1", "2PC subsampling, P=1 (discrete Laplace)", "-"),
+                              ("sub_P5", "2PC subsampling, P=5 (discrete Laplace)", "-"),
+                              ("new_P1", f"2PC subsampling, P=1 ({new})", "--"),
+                              ("new_P5", f"2PC subsampling, P=5 ({new})", "--")]:
+        ax.plot(eps, [np.sqrt(r[key]) for r in rows], marker="o", linestyle=style, label=label)
     ax.set_yscale("log")
     ax.set_xlabel("epsilon")
     ax.set_ylabel("standard error (RMSE)")
     ax.set_title(name, fontsize=8)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -203,33 +261,42 @@ def main() -> None:
     for title, stat, x, y, levels in cases:
         t0 = time.perf_counter()
         rows = curves(stat, x, y, levels, args.trials, rng, labels_of.get(stat))
-        lines += [f"## {title}", "", "| eps | RR (Alg. 1) | 2PC all pairs | 2PC subsampling P=1 | 2PC subsampling P=5 |", "|---|---|---|---|---|"]
+        new = rows[0]["new_P1_noise"]
+        lines += [f"## {title}", "",
+                  f"| eps | RR (Alg. 1) | 2PC all pairs | subsampling P=1, DL | subsampling P=5, DL | subsampling P=1, {new} | subsampling P=5, {new} |",
+                  "|---|---|---|---|---|---|---|"]
         for r in rows:
-            lines.append(f"| {r['eps']} | {r['rr']:.3g} | {r['all_pairs']:.3g} | {r['sub_P1']:.3g} | {r['sub_P5']:.3g} |")
+            lines.append(f"| {r['eps']} | {r['rr']:.3g} | {r['all_pairs']:.3g} | {r['sub_P1']:.3g} | {r['sub_P5']:.3g} "
+                         f"| {r['new_P1']:.3g} | {r['new_P5']:.3g} |")
         png = ROOT / "plots" / f"ustat_figure4_{stat}.png"
         png.parent.mkdir(exist_ok=True)
         if plot(title, rows, png):
             lines += ["", f"Plot: `benchmarks/plots/{png.name}`"]
-        best = [min(("rr", "all_pairs", "sub_P1", "sub_P5"), key=lambda k: r[k]) for r in rows]
+        best = [min(("rr", "all_pairs", "sub_P1", "sub_P5", "new_P1", "new_P5"), key=lambda k: r[k]) for r in rows]
         per_eps = ", ".join(f"{r['eps']}: {b}" for r, b in zip(rows, best))
         lines += ["", f"Best method per eps: {per_eps}."]
         hp = [r for r in rows if r["eps"] <= 2]
         ratio = [min(r["rr"], r["all_pairs"]) / r["sub_P1"] for r in hp]
-        lines += [f"High privacy (eps <= 2): the best baseline's MSE is {min(ratio):.1f}x to {max(ratio):.1f}x that of subsampling with P=1."]
+        lines += [f"High privacy (eps <= 2): the best baseline's MSE is {min(ratio):.1f}x to {max(ratio):.1f}x that of subsampling with P=1 (DL)."]
+        gain = [r["sub_P1"] / r["new_P1"] for r in rows]
+        lines += [f"{new} against the discrete Laplace at P=1: MSE ratio DL/{new} from {min(gain):.2f} to {max(gain):.2f} over eps."]
         g = garbled_check(stat, x, y, args.garbled_runs, rows[2], labels_of.get(stat))
         if g:
-            lines += ["", f"Real garbled runs (run_ustat, eps=1, P=1): {g['runs']} runs, MSE {g['mse']:.3g} vs simulated {g['simulated_mse']:.3g} "
+            lines += ["", f"Real garbled runs (run_ustat, eps=1, P=1, noise {g['noise']}, {g['and_per_pair']} AND and "
+                      f"{g['bytes_per_pair']:.0f} bytes per pair): {g['runs']} runs, MSE {g['mse']:.3g} vs simulated "
+                      f"{g['simulated_mse']:.3g} and predicted {g['predicted_mse']:.3g} (sample_mse) "
                       f"({g['seconds_per_run']:.1f} s per run)."]
         lines += ["", f"({time.perf_counter() - t0:.0f} s)", ""]
         print("\n".join(lines[-20:]), flush=True)
     # Theorem 5
     lines += ["## Theorem 5 against the empirical MSE (bootstrap from the data, exact gadget noise)", "",
-              "| statistic | n | P | eps | empirical MSE | Theorem 5 | ratio | rel. s.e. |", "|---|---|---|---|---|---|---|---|"]
+              "Circuit units (AUC: 2[x > y] + [x = y]).  Predicted: Theorem 5 with the noise term of the mechanism "
+              "(discrete Laplace: its exact variance; k-RR: E v(f), quadratic in f); AUC: the two-sample analogue.", "",
+              "| statistic | n | P | eps | noise | empirical MSE | predicted | ratio | rel. s.e. |", "|---|---|---|---|---|---|---|---|---|"]
     for title, stat, x, y, _ in cases:
-        if stat == "auc":  # Theorem 5 is stated for one-sample U-statistics
-            continue
-        for r in theorem5_check(stat, x, y, max(400, args.trials * 2), rng):
-            lines.append(f"| {stat} | {r['n']} | {r['P']} | {r['eps']} | {r['empirical']:.4g} | {r['theorem5']:.4g} | {r['ratio']:.3f} | {r['rel_se']:.3f} |")
+        for r in theorem5_check(stat, x, y, max(400, args.trials * 2), rng, labels_of.get(stat)):
+            lines.append(f"| {stat} | {r['n']} | {r['P']} | {r['eps']} | {r['noise']} | {r['empirical']:.4g} | {r['theorem5']:.4g} "
+                         f"| {r['ratio']:.3f} | {r['rel_se']:.3f} |")
     text = "\n".join(lines) + "\n"
     Path(args.out).write_text(text)
     print(text)

@@ -38,7 +38,7 @@ def test_sample_text_and_params(capsys):
     out = capsys.readouterr().out
     assert "delta" in out and "AND gates" in out and "#" in out
     rc, d = _run_json(capsys, ["noise", "params", "--epsilon", "10", "--sensitivity", "65535", "--json"])
-    assert rc == 0 and d["method"] == "bound" and d["delta"] <= 2.0**-40
+    assert rc == 0 and d["method"] == "certified" and d["delta"] <= 2.0**-40
 
 
 @pytest.mark.parametrize(

@@ -2,7 +2,8 @@
 
 ``pairwise ustat --statistic (gini|kendall|auc) --epsilon E [--pairs-per-user P]
 [--mode simulate|network] [--design subsample|all] [--workers W] [--tls DIR] [--bits W]
-[--data FILE.csv --columns A[,B] [--label COLUMN] --lower L[,L2] --upper U[,U2] [--decimals D[,D2]]] [--json]``
+[--data FILE.csv --columns A[,B] [--label COLUMN] --lower L[,L2] --upper U[,U2] [--decimals D[,D2]]]
+[--noise auto|krr|discrete_laplace|signed_geometric] [--pair-delta D] [--json]``
 
 Without ``--data`` it runs on real data shipped in ``protocols/data``
 (SOURCES.md) with their declared public domains (``domains.json``): gini on
@@ -13,6 +14,12 @@ label (569). A CSV needs ``--lower/--upper`` (one value per column). Every
 value is clamped into the public domain and rounded to its fixed-point grid
 by its owner; the sensitivity, the circuit width and the scale come from the
 bounds alone.
+
+``--noise`` picks the in-circuit mechanism (default ``auto``: k-ary randomized
+response for kendall and auc, whose kernels take 3 values; the signed
+geometric, a discrete Laplace centred at -1/2, for gini); ``--pair-delta`` is
+the delta of one pair's release (default 2^-40), which fixes the gadget's
+precision.
 
 JSON keys (public interface):
 
@@ -25,12 +32,23 @@ JSON keys (public interface):
   ``pairs``, ``pairs_per_user``, ``and_gates``, ``bytes``, ``mode``,
   ``executions``, ``design``, ``bits``, ``domain``, ``epsilon_per_pair``,
   ``noise_delta_per_pair``, ``noise_variance_per_pair``,
-  ``and_gates_per_pair``, ``data``, ``columns``.
+  ``and_gates_per_pair``, ``data``, ``columns``; and, for the noise:
+  ``noise`` (the mechanism that ran: ``krr``, ``signed_geometric`` or
+  ``discrete_laplace``), ``bytes_per_pair``, ``noise_and_gates_per_pair``,
+  ``random_bits_per_pair`` (each party's random input bits per pair),
+  ``noise_epsilon_per_pair`` (the gadget's exact epsilon, <= epsilon_per_pair),
+  ``noise_delta_method``, ``pair_delta`` (the delta the gadget was built for).
+  ``noise_variance_per_pair`` is the largest per-pair variance of the debiased
+  release over the kernel's values (natural units), a function of public
+  parameters only.
 * Not private (computed without noise, for evaluation only; never publish
   them with a release): ``exact`` (the raw data's statistic), ``exact_quantized``
   (on the clamped fixed-point data, what ``estimate`` is unbiased for),
-  ``theorem5_mse`` (uses the data's zetas), ``clamped`` (how many values
-  were clamped), ``seconds`` (wall time).
+  ``sample_mse`` (the predicted MSE of ``estimate`` around ``exact_quantized``,
+  this data set fixed), ``theorem5_mse`` (Theorem 5's MSE around the
+  *population* value for data drawn from the empirical distribution; the
+  two-sample analogue for auc), ``clamped`` (how many values were clamped),
+  ``seconds`` (wall time).
 
 In network mode the workers talk mutual TLS 1.3: with ``--tls DIR`` worker K
 uses ``DIR/worker-K.pem`` (any role), otherwise a throwaway CA is made for the run.
@@ -55,7 +73,7 @@ DEFAULTS = {
 DP_KEYS = ("estimate", "estimate_clamped", "rr_estimate", "rr_estimate_clamped")
 #: JSON keys computed without noise (or wall time): not private, for evaluation only. Every other key is a
 #: function of public inputs and is identical on neighbouring datasets (tests/test_privacy_audit.py).
-NOT_PRIVATE_KEYS = ("exact", "exact_quantized", "theorem5_mse", "clamped", "seconds")
+NOT_PRIVATE_KEYS = ("exact", "exact_quantized", "sample_mse", "theorem5_mse", "clamped", "seconds")
 
 #: Bins per coordinate of the Algorithm 1 baseline (or its grid's points, if there are at most this many).
 RR_BINS = 16
@@ -84,6 +102,11 @@ def register(root, groups) -> None:
     p.add_argument("--label", help="0/1 label column (auc; labels are public)")
     add_bound_args(p, "A, or A,B for kendall", decimals=True)
     p.add_argument("--batch", type=int, default=4096, help="pairs per SIMD execution (default 4096)")
+    p.add_argument("--noise", choices=["auto", "krr", "discrete_laplace", "signed_geometric"], default="auto",
+                   help="in-circuit noise: auto (default: k-ary randomized response for kendall and auc, whose kernels "
+                        "take 3 values, the cheapest additive noise for gini), krr, discrete_laplace or signed_geometric")
+    p.add_argument("--pair-delta", type=float, default=2.0**-40,
+                   help="delta of one pair's release (default 2^-40); it fixes the noise gadget's precision")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_ustat)
 
@@ -163,7 +186,7 @@ def cmd_ustat(args) -> int:
     res = run_ustat(stat, cols[0], cols[1] if stat == "kendall" else None, lab, epsilon=args.epsilon,
                     pairs_per_user=args.pairs_per_user, mode=args.mode, design=args.design,
                     workers=args.workers, bits=args.bits, batch=args.batch, progress=progress, tls_dir=args.tls,
-                    **bounds)
+                    noise=args.noise, pair_delta=args.pair_delta, **bounds)
     if progress:
         print(file=sys.stderr)
     d = res.as_dict()
@@ -184,17 +207,23 @@ def cmd_ustat(args) -> int:
           f"{d['estimate_clamped']:.6g}")
     print(f"  exact            {res.exact:.6g} {NOT_PRIVATE}; on the clamped grid {d['exact_quantized']:.6g} "
           f"{NOT_PRIVATE}")
+    if d["sample_mse"] is not None:
+        print(f"  predicted RMSE   {d['sample_mse'] ** 0.5:.4g} around the clamped-grid value {NOT_PRIVATE}")
     if res.theorem5_mse is not None:
-        print(f"  Theorem 5 RMSE   {res.theorem5_mse ** 0.5:.4g} {NOT_PRIVATE}: uses the data's zetas")
+        print(f"  Theorem 5 RMSE   {res.theorem5_mse ** 0.5:.4g} around the population value "
+              f"({'two-sample analogue; ' if stat == 'auc' else ''}{NOT_PRIVATE}: uses the data's zetas)")
     print(f"  RR baseline      {d['rr_estimate']:.6g} (raw); clamped {d['rr_estimate_clamped']:.6g}  "
           f"(Algorithm 1: quantization + k-ary RR, {rr.cells} cells: a second epsilon-LDP release)")
     print(f"  privacy          ({res.epsilon:g}, {res.delta:.3g})-DP per user for the 2PC estimate, "
           f"{res.pairs_per_user} pair(s) per user, eps {d['epsilon_per_pair']:.4g} per pair ({d['design']}, "
           f"{res.mode}); with the RR baseline printed too, ({2 * res.epsilon:g}, {res.delta:.3g})")
+    print(f"  noise            {d['noise']} in the circuit, variance <= {d['noise_variance_per_pair']:.4g} per pair "
+          f"(eps {d['noise_epsilon_per_pair']:.4g}, delta {d['noise_delta_per_pair']:.3g} per pair)")
     print(f"  users / pairs    {res.n} / {res.pairs} 2PC executions of the kernel + noise circuit "
-          f"({d['and_gates_per_pair']} AND each, {d['bits']}-bit words, SIMD batches: {res.executions})")
+          f"({d['and_gates_per_pair']} AND each, {d['noise_and_gates_per_pair']} of them noise, {d['bits']}-bit words, "
+          f"SIMD batches: {res.executions})")
     print(f"  AND gates        {res.and_gates}")
-    print(f"  bytes            {res.bytes}")
+    print(f"  bytes            {res.bytes} ({d['bytes_per_pair']:.0f} per pair)")
     print(f"  clamped          {clamped_note(d['clamped'], domains)}")
     print(f"  seconds          {res.seconds:.2f} {NOT_PRIVATE}")
     return 0

@@ -7,12 +7,29 @@ What it does
     1. the aggregator samples P independent permutations of the users, giving
        P n / 2 pairs (Sec. 5, step 1; :func:`pairwise.protocols.ustat.stats.sample_pairs`;
        for the AUC, P matchings of positives with negatives);
-    2. every pair computes its kernel value plus discrete-Laplace noise in a
-       garbled circuit (:func:`pairwise.circuits.noise.noisy_kernel`): user i garbles,
+    2. every pair computes its kernel value and randomizes it in a garbled
+       circuit (:func:`pairwise.circuits.noise.noisy_kernel`): user i garbles,
        user j evaluates, and each feeds its own CSPRNG random bits, so neither
        learns the other's value or the noise (step 2); the evaluator forwards
        the noisy value to the aggregator;
-    3. the aggregator averages (step 3): U_hat = 2/(P n) sum f~(x_i, x_j).
+    3. the aggregator averages (step 3): U_hat = 2/(P n) sum f~(x_i, x_j),
+       f~ the unbiased reading of each release (:meth:`NoisyCircuit.estimates`).
+
+    Noise (``noise``, default ``auto``, reported as the result's ``noise``):
+    k-ary randomized response for kendall and auc, whose kernels take three
+    values (pure DP, lower variance than the discrete Laplace at every
+    epsilon; its analogue of Theorem 5 is derived in
+    :mod:`pairwise.circuits.noise`), the signed geometric (a discrete Laplace
+    centred at -1/2) for gini, or the discrete Laplace on request.
+
+    Predicted error (not private: computed from the data, for evaluation):
+    ``sample_mse`` is the MSE around the U-statistic of the data the circuit
+    saw (``exact_quantized``: the clamped fixed-point data; the pair sampling
+    and the noise are the randomness;
+    :func:`pairwise.protocols.ustat.stats.fixed_sample_mse`);
+    ``theorem5_mse`` is Theorem 5's MSE around the *population* value for
+    data drawn from the empirical distribution (its two-sample analogue for
+    the AUC, :func:`pairwise.protocols.ustat.stats.two_sample_mse`).
 
     Public parameters: the caller states the public domain [lower, upper]
     of each private column and its fixed-point decimals D (:func:`prepare_data`);
@@ -24,9 +41,11 @@ What it does
     Noise scale (Theorem 5): with the kernel mapped to [0, 1] by its public
     range R (gini: the public span (upper - lower) 10^D in grid units;
     kendall: 2; AUC: 2 in the circuit's 2[x > y] + [x = y] units), each release uses epsilon / P with
-    sensitivity R, i.e. Lap(P / eps) in [0, 1] units; each user is in at most
-    P pairs, so the protocol is (eps, P delta_pair)-DP for each user, where
-    delta_pair is the exact finite-precision delta the noise gadget reports.
+    sensitivity R, i.e. Lap(P / eps) in [0, 1] units (k-RR: eps / P against
+    any change of the kernel value); each user is in at most P pairs, so the
+    protocol is (eps, P delta_pair)-DP for each user, where delta_pair is the
+    exact finite-precision delta the noise gadget reports (0 for k-RR; the
+    gadget is built for ``pair_delta``, default 2^-40).
 
 Modes (both run the same GarblerSession / EvaluatorSession code)
     ``simulate``: the pairs are grouped into SIMD batches and every batch is a
@@ -70,17 +89,28 @@ from pairwise.circuits.kernels import pack_pair
 
 from .stats import (
     csprng_generator,
+    expected_noise_variance,
+    fixed_sample_mse,
+    kernel_sums,
     sample_pairs,
     sample_two_sample_pairs,
     theorem5_mse,
+    two_sample_mse,
+    two_sample_zetas,
     u_statistic,
     all_pairs,
-    zetas,
+    zetas_from_sums,
 )
 
-__all__ = ["UStatResult", "run_ustat", "prepare_data", "STATISTICS"]
+__all__ = ["UStatResult", "run_ustat", "prepare_data", "STATISTICS", "NOISE_MECHANISMS", "DEFAULT_PAIR_DELTA"]
 
 STATISTICS = ("gini", "kendall", "auc")
+#: ``noise`` choices of :func:`run_ustat` (see :func:`pairwise.circuits.noise.choose_kernel_noise`).
+NOISE_MECHANISMS = ("auto", "krr", "discrete_laplace", "signed_geometric")
+#: Default delta of one pair's release (each user's delta is P times this, or n - 1 times for ``all``).
+DEFAULT_PAIR_DELTA = 2.0**-40
+#: Largest number of kernel evaluations (n^2, or n_pos n_neg) for which the error predictions are computed.
+PREDICTION_MAX_WORK = 4 * 10**8
 
 
 class UStatError(ValueError):
@@ -489,6 +519,32 @@ def _run_network(nc, params: dict, pairs: np.ndarray, owner_g: np.ndarray, owner
     return out, total_bytes, len(groups)
 
 
+def _predicted_mse(statistic: str, pd: PreparedData, nc, design: str, P: int) -> tuple[float | None, float]:
+    """(MSE against the population value, MSE against this sample's exact value), in output units.
+
+    Both are functions of the private data: evaluation diagnostics, not private.  The population
+    MSE is Theorem 5 with the noise term E Var(f^ | f) of the mechanism actually used (for k-RR a
+    quadratic in f, :func:`pairwise.circuits.noise.krr_estimator`), or its two-sample analogue for
+    the AUC (:func:`pairwise.protocols.ustat.stats.two_sample_mse`); None for the ``all`` design.
+    The sample MSE is :func:`pairwise.protocols.ustat.stats.fixed_sample_mse`.
+    """
+    scale = 2.0 if statistic == "auc" else 1.0  # kernel_sums' AUC is [x > y] + [x = y]/2; the circuit's is twice that
+    sums = kernel_sums(statistic, pd.x, pd.y)
+    sums = type(sums)(sums.n_rows, sums.n_cols, sums.total * scale, sums.total_sq * scale**2,
+                      sums.rows * scale, sums.cols * scale, sums.diag)
+    coeffs = nc.variance_coefficients
+    sample = fixed_sample_mse(sums, design, P, coeffs)
+    if design != "subsample":
+        return None, sample
+    if statistic == "auc":
+        z = two_sample_zetas(sums)
+        noise = expected_noise_variance(coeffs, z.mean, z.zeta11 + z.mean**2)
+        return two_sample_mse(pd.x.size, pd.y.size, P, z.zeta10, z.zeta01, z.zeta11, noise), sample
+    z = zetas_from_sums(sums)
+    noise = expected_noise_variance(coeffs, z.mean, z.zeta2 + z.mean**2)
+    return theorem5_mse(pd.x.size, P, z.zeta1, z.zeta2, noise), sample
+
+
 def run_ustat(
     statistic: str,
     x,
@@ -509,7 +565,9 @@ def run_ustat(
     timeout: float = 120.0,
     tls_dir: str | None = None,
     tls: bool = True,
-    lam: int = 40,
+    noise: str = "auto",
+    pair_delta: float = DEFAULT_PAIR_DELTA,
+    lam: int | None = None,
     progress=None,
     rng: np.random.Generator | None = None,
     compute_theorem5: bool = True,
@@ -531,14 +589,21 @@ def run_ustat(
     ``rng`` drives only the public pair sampling (default: seeded from the OS
     CSPRNG); noise bits always come from ``os.urandom``. Every parameter is
     validated before any noise is drawn.
+    ``noise``: the in-circuit mechanism (:data:`NOISE_MECHANISMS`; ``auto``
+    takes k-ary randomized response for kendall and auc, whose kernels take
+    3 values, and the cheaper additive construction for gini); the result's
+    ``noise`` key says which one ran.  ``pair_delta``: the delta of one
+    pair's release (default 2^-40), which fixes the gadget's precision.
+    ``lam`` (deprecated): the earlier rule pair_delta = 2^-lam / #pairs.
 
     Result: ``estimate`` is the raw (unbiased) estimate, ``extra["estimate_clamped"]``
     the same clamped to the natural range (:func:`natural_range`). Not
     private (evaluation only): ``exact`` (raw data), ``extra["exact_quantized"]``
     (clamped fixed-point data, what the estimate is unbiased for),
-    ``theorem5_mse`` (uses the data's zetas), ``extra["clamped"]``, ``seconds``.
+    ``theorem5_mse`` (uses the data's zetas), ``extra["sample_mse"]`` (the
+    predicted MSE around ``exact_quantized``), ``extra["clamped"]``, ``seconds``.
     """
-    from pairwise.circuits.noise import noisy_kernel
+    from pairwise.circuits.noise import NoiseParameterError, noisy_kernel
 
     if not (isinstance(epsilon, (int, float)) and not isinstance(epsilon, bool) and math.isfinite(epsilon)
             and epsilon > 0):
@@ -559,6 +624,18 @@ def run_ustat(
         raise UStatError(f"timeout must be a positive number of seconds, got {timeout!r}")
     if design == "all" and not (isinstance(delta_slack, (int, float)) and 0 < delta_slack < 1):
         raise UStatError(f"delta_slack must lie in (0, 1), got {delta_slack!r}")
+    if noise not in NOISE_MECHANISMS:
+        raise UStatError(f"noise must be one of {NOISE_MECHANISMS}, got {noise!r}")
+    if noise == "krr" and statistic == "gini":
+        raise UStatError("k-ary randomized response needs a kernel with few values (kendall, auc); gini takes a continuum")
+    if lam is not None:
+        import warnings
+
+        warnings.warn("run_ustat(lam=...) is deprecated: pass pair_delta (the delta of one pair's release)", DeprecationWarning, stacklevel=2)
+        if isinstance(lam, bool) or not isinstance(lam, int) or not 1 <= lam <= 256:
+            raise UStatError(f"lam must be an integer in 1..256, got {lam!r}")
+    elif not (isinstance(pair_delta, (int, float, Fraction)) and 0 < pair_delta < 1):
+        raise UStatError(f"pair_delta must lie in (0, 1), got {pair_delta!r}")
     P = int(pairs_per_user)
     t_start = time.perf_counter()
     pd = prepare_data(statistic, x, y, labels, bits, lower=lower, upper=upper, decimals=decimals)
@@ -581,13 +658,18 @@ def run_ustat(
         n = int(pd.x.size)
     m = pairs.shape[0]
     eps_pair, releases = per_pair_epsilon(epsilon, design, P, n, delta_slack)
-    nc = noisy_kernel(statistic, pd.bits, False, epsilon=eps_pair, sensitivity=pd.range_, lam=lam, n_samples=m)
+    d_pair = Fraction(1, (1 << lam) * m) if lam is not None else Fraction(pair_delta)
+    try:
+        nc = noisy_kernel(statistic, pd.bits, False, epsilon=eps_pair, sensitivity=pd.range_, mechanism=noise, delta=d_pair)
+    except NoiseParameterError as exc:
+        raise UStatError(f"no {noise} noise for this statistic and budget: {exc}") from None
     gx, ey = _pair_inputs(pd, pairs)
     if mode == "simulate":
         out, total_bytes, executions = _run_simulate(nc, gx, ey, batch, progress)
     else:
         params = {"statistic": statistic, "bits": pd.bits, "epsilon_num": eps_pair.numerator,
-                  "epsilon_den": eps_pair.denominator, "sensitivity": pd.range_, "lam": lam, "n_samples": m}
+                  "epsilon_den": eps_pair.denominator, "sensitivity": pd.range_, "mechanism": nc.mechanism,
+                  "delta_num": d_pair.numerator, "delta_den": d_pair.denominator}
         w = int(workers)
         if statistic == "auc":  # positives and negatives are distinct users: host both kinds on every worker
             owner_g, owner_e = pairs[:, 0] % w, (pairs[:, 1] + pd.x.size) % w
@@ -601,15 +683,16 @@ def run_ustat(
     guarantee = nc.guarantee
     delta_pair = float(guarantee.delta) if guarantee is not None else 0.0
     conv = {"gini": pd.scale, "kendall": 1.0, "auc": 0.5}[statistic]
-    alpha = float(nc.params.alpha)
-    noise_var = 2.0 * alpha / (1.0 - alpha) ** 2 * unit**2
-    mse = None
-    if compute_theorem5 and statistic != "auc" and design == "subsample" and n <= 20000:
-        # Theorem 5 in circuit units (zeta of the integer kernel, Var of the
-        # discrete Laplace 2 alpha / (1 - alpha)^2), then converted to natural units.
-        z = zetas(statistic, pd.x.astype(np.float64), None if pd.y is None else pd.y.astype(np.float64))
-        mse = conv**2 * theorem5_mse(n, P, z.zeta1, z.zeta2, noise_var)
-    estimate = float(out.mean()) * unit * conv
+    to_natural = (unit * conv) ** 2
+    # Public: the largest per-pair estimate variance over the kernel's values (no data involved).
+    noise_var = float(nc.max_estimate_variance) * to_natural
+    pop_mse = sample_mse = None
+    work = pd.x.size * (pd.y.size if statistic == "auc" else pd.x.size)
+    if compute_theorem5 and work <= PREDICTION_MAX_WORK:
+        pop_mse, sample_mse = _predicted_mse(statistic, pd, nc, design, P)
+        pop_mse = None if pop_mse is None else pop_mse * to_natural
+        sample_mse *= to_natural
+    estimate = float(nc.estimates(out).mean()) * unit * conv
     lo_nat, hi_nat = natural_range(pd)
     delta = releases * delta_pair + (delta_slack if design == "all" else 0.0)
     return UStatResult(
@@ -626,11 +709,15 @@ def run_ustat(
         seconds=time.perf_counter() - t_start,
         mode=mode,
         executions=executions,
-        theorem5_mse=mse,
+        theorem5_mse=pop_mse,
         extra={"estimate_clamped": min(max(float(estimate), lo_nat), hi_nat), "natural_range": [lo_nat, hi_nat],
                "exact_quantized": float(exact_q), "clamped": int(pd.clamped),
                "domain": [d.as_dict() for d in pd.domains],
                "and_gates_per_pair": nc.circuit.n_and, "bits": pd.bits, "noise_delta_per_pair": delta_pair,
                "epsilon_per_pair": float(eps_pair), "design": design,
-               "noise_variance_per_pair": noise_var * conv**2},
+               "noise_variance_per_pair": noise_var,
+               "noise": nc.mechanism, "bytes_per_pair": total_bytes / m,
+               "noise_and_gates_per_pair": nc.noise_and_gates, "random_bits_per_pair": nc.random_width,
+               "noise_epsilon_per_pair": guarantee.epsilon, "noise_delta_method": guarantee.method,
+               "pair_delta": float(d_pair), "sample_mse": sample_mse},
     )

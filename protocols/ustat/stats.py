@@ -57,6 +57,14 @@ __all__ = [
     "theorem5_mse",
     "incomplete_variance",
     "Zetas",
+    "KernelSums",
+    "TwoSampleZetas",
+    "kernel_sums",
+    "zetas_from_sums",
+    "two_sample_zetas",
+    "expected_noise_variance",
+    "two_sample_mse",
+    "fixed_sample_mse",
 ]
 
 
@@ -207,3 +215,165 @@ def theorem5_mse(n: int, P: int, zeta1: float, zeta2: float, noise_variance: flo
     (2 P^2 / eps^2 for Lap(P / eps)).
     """
     return incomplete_variance(n, P, zeta1, zeta2) + 2.0 * noise_variance / (P * n)
+
+
+# ----------------------------------------------------------------------------- error predictions
+# Every function below is a deterministic function of the data: the predictions it returns are
+# evaluation diagnostics (not private) and are documented as such wherever they are published.
+@dataclass(frozen=True)
+class KernelSums:
+    """Sums of a kernel matrix h[i, j] (rows x columns), computed in row blocks (bounded memory).
+
+    ``total`` = sum h, ``total_sq`` = sum h^2, ``rows`` / ``cols`` = row / column
+    sums, ``diag`` = the values h[i, i] (one-sample kernels; None for two-sample).
+    """
+
+    n_rows: int
+    n_cols: int
+    total: float
+    total_sq: float
+    rows: np.ndarray
+    cols: np.ndarray
+    diag: np.ndarray | None = None
+
+
+def kernel_sums(name: str, x: np.ndarray, y: np.ndarray | None = None, block: int = 512) -> KernelSums:
+    """:class:`KernelSums` of :func:`kernel_matrix` (same arguments), ``block`` rows at a time."""
+    x = np.asarray(x, dtype=np.float64)
+    y = None if y is None else np.asarray(y, dtype=np.float64)
+    two = name == "auc"
+    n_rows = x.size
+    n_cols = y.size if two else x.size
+    rows = np.zeros(n_rows)
+    cols = np.zeros(n_cols)
+    diag = None if two else np.zeros(n_rows)
+    tot = tot_sq = 0.0
+    for s0 in range(0, n_rows, block):
+        s1 = min(n_rows, s0 + block)
+        if name == "gini":
+            k = np.abs(x[s0:s1, None] - x[None, :])
+        elif name == "kendall":
+            k = np.sign(x[s0:s1, None] - x[None, :]) * np.sign(y[s0:s1, None] - y[None, :])
+        elif name == "auc":
+            k = (x[s0:s1, None] > y[None, :]) + 0.5 * (x[s0:s1, None] == y[None, :])
+        else:
+            raise ValueError(f"unknown statistic {name!r}")
+        rows[s0:s1] = k.sum(axis=1)
+        cols += k.sum(axis=0)
+        tot += float(rows[s0:s1].sum())
+        tot_sq += float(np.square(k).sum())
+        if diag is not None:
+            diag[s0:s1] = k[np.arange(s1 - s0), np.arange(s0, s1)]
+    return KernelSums(n_rows, n_cols, tot, tot_sq, rows, cols, diag)
+
+
+@dataclass(frozen=True)
+class TwoSampleZetas:
+    """zeta_10 = Var E[h | X], zeta_01 = Var E[h | Y], zeta_11 = Var h(X, Y), and U = E h, for X ~ the
+    positives and Y ~ the negatives (their empirical distributions)."""
+
+    zeta10: float
+    zeta01: float
+    zeta11: float
+    mean: float
+
+
+def zetas_from_sums(s: KernelSums) -> Zetas:
+    """zeta_1, zeta_2 and U of the empirical distribution (X1, X2 iid, i = j allowed), as :func:`zetas`."""
+    n = s.n_rows
+    mean = s.total / (n * n)
+    zeta2 = s.total_sq / (n * n) - mean * mean
+    zeta1 = float(np.mean(np.square(s.rows / n))) - mean * mean
+    return Zetas(max(zeta1, 0.0), max(zeta2, 0.0), mean)
+
+
+def two_sample_zetas(s: KernelSums) -> TwoSampleZetas:
+    n1, n0 = s.n_rows, s.n_cols
+    mean = s.total / (n1 * n0)
+    return TwoSampleZetas(
+        max(0.0, float(np.mean(np.square(s.rows / n0))) - mean * mean),
+        max(0.0, float(np.mean(np.square(s.cols / n1))) - mean * mean),
+        max(0.0, s.total_sq / (n1 * n0) - mean * mean),
+        mean,
+    )
+
+
+def expected_noise_variance(coeffs, mean: float, second_moment: float) -> float:
+    """E[c0 + c1 f + c2 f^2] = c0 + c1 E f + c2 E f^2 for a per-pair estimate variance that is quadratic in f."""
+    c0, c1, c2 = (float(c) for c in coeffs)
+    return c0 + c1 * mean + c2 * second_moment
+
+
+def two_sample_mse(n_pos: int, n_neg: int, P: int, zeta10: float, zeta01: float, zeta11: float, noise_variance: float) -> float:
+    """MSE against the population AUC of the two-sample design (:func:`sample_two_sample_pairs`).
+
+    With m = min(n1, n0) pairs per round, P independent rounds and
+    U^ = 1/(P m) sum of the P m noisy kernel values:
+
+        MSE = zeta_11 / (P m)
+              + (P - 1)/P [ zeta_11/(n1 n0) + (1 - 1/n0) zeta_10 / n1 + (1 - 1/n1) zeta_01 / n0 ]
+              + E Var(noise) / (P m).
+
+    Derivation (the two-sample analogue of App. C.1): Cov(h(X_a, Y_b),
+    h(X_a', Y_b')) is zeta_11, zeta_10, zeta_01 or 0 as (a, b) shares both, the
+    positive only, the negative only, or neither.  Within a round the pairs
+    share nothing.  For two distinct rounds, each pair is uniform over the
+    n1 n0 positive-negative pairs and a positive sits in a round with
+    probability m / n1 with a uniform partner, so the expected numbers of
+    (pair of round r, pair of round r') sharing both, only the positive, only
+    the negative are m^2 / (n1 n0), (m^2 / n1)(1 - 1/n0), (m^2 / n0)(1 - 1/n1);
+    there are P(P - 1) ordered pairs of rounds and P m diagonal terms.  The
+    noise terms are independent with mean 0 given the data.
+    """
+    m = min(n_pos, n_neg)
+    cross = zeta11 / (n_pos * n_neg) + (1 - 1 / n_neg) * zeta10 / n_pos + (1 - 1 / n_pos) * zeta01 / n_neg
+    return zeta11 / (P * m) + (P - 1) / P * cross + noise_variance / (P * m)
+
+
+def fixed_sample_mse(s: KernelSums, design: str, P: int, noise_coeffs) -> float:
+    """E[(U^ - U_n)^2] for this data set: U_n is the exact U-statistic (the printed ``exact``); the
+    randomness is the pair sampling and the noise.  ``noise_coeffs`` (c0, c1, c2): per-pair estimate
+    variance c0 + c1 h + c2 h^2 given the kernel value h.
+
+    One-sample permutation design: a round is a uniform perfect matching of the users (n odd: of the
+    users and a dummy whose kernel values are 0, whose partner sits out).  On n' vertices an edge is in
+    the matching with probability p = 1/(n' - 1) and two disjoint edges with probability
+    1/((n' - 1)(n' - 3)); edges sharing a vertex never both.  So the round sum S has
+    Var S = T2 (p - p^2) + D (1/((n'-1)(n'-3)) - p^2) - A p^2 with T1 = sum_{i<j} h, T2 = sum_{i<j} h^2,
+    A = sum_i r_i^2 - 2 T2 (ordered pairs of edges sharing a vertex, r_i = sum_{j != i} h_ij) and
+    D = T1^2 - T2 - A (ordered disjoint pairs); U^ averages P independent rounds of floor(n/2) pairs.
+
+    Two-sample design: a round is a uniform injection of the smaller class into the larger, i.e. a
+    uniform permutation of the larger class against the smaller one padded with zero rows, whose sum
+    has Hoeffding's (1951) variance sum_ij d_ij^2 / (N - 1), d the doubly centred padded matrix.
+
+    ``all`` design: every pair once, so only the noise remains.  In every design each sampled pair is
+    uniform over all pairs, so the noise adds mean(c0 + c1 h + c2 h^2) / (number of pairs).
+    """
+    c0, c1, c2 = (float(c) for c in noise_coeffs)
+    if s.diag is None:
+        n1, n0 = s.n_rows, s.n_cols
+        m, big = min(n1, n0), max(n1, n0)
+        mean, mean_sq = s.total / (n1 * n0), s.total_sq / (n1 * n0)
+        small_sums, big_sums = (s.rows, s.cols) if n1 <= n0 else (s.cols, s.rows)
+        # the padded big x big matrix has the same total, square sum and big-side sums; its other
+        # sums are the small side's plus zeros
+        dsq = s.total_sq - (float(np.square(small_sums).sum()) + float(np.square(big_sums).sum())) / big + s.total**2 / big**2
+        var_round = max(0.0, dsq) / (big - 1) if big > 1 else 0.0
+        return var_round / (P * m * m) + (c0 + c1 * mean + c2 * mean_sq) / (P * m)
+    n = s.n_rows
+    n_pairs = n * (n - 1) / 2
+    r = s.rows - s.diag
+    t1 = float(r.sum()) / 2
+    t2 = (s.total_sq - float(np.square(s.diag).sum())) / 2
+    noise = c0 + c1 * t1 / n_pairs + c2 * t2 / n_pairs
+    if design == "all":
+        return noise / n_pairs
+    nv = n + (n % 2)
+    p = 1.0 / (nv - 1)
+    p2 = 1.0 / ((nv - 1) * (nv - 3)) if nv >= 4 else 0.0
+    shared = float(np.square(r).sum()) - 2 * t2
+    disjoint = t1 * t1 - t2 - shared
+    var_round = max(0.0, t2 * (p - p * p) + disjoint * (p2 - p * p) - shared * p * p)
+    m = n // 2
+    return var_round / (P * m * m) + noise / (P * m)

@@ -4,7 +4,7 @@ What it does
     Run as ``python -m pairwise.protocols.ustat.worker [--tls DIR --name NAME]``;
     reads one JSON job on stdin:
 
-    ``{"worker": k, "params": {...noisy_kernel arguments...},
+    ``{"worker": k, "params": {...noisy_kernel arguments: statistic, bits, epsilon, sensitivity, mechanism, delta...},
       "sessions": [{"id": s, "role": "garbler"|"evaluator", "port": p,
                     "peer": "worker-j", "inputs": [v, ...]}, ...], "timeout": t}``
 
@@ -54,8 +54,8 @@ def _build(params: dict):
         False,
         epsilon=Fraction(params["epsilon_num"], params["epsilon_den"]),
         sensitivity=params["sensitivity"],
-        lam=params["lam"],
-        n_samples=params["n_samples"],
+        mechanism=params["mechanism"],
+        delta=Fraction(params["delta_num"], params["delta_den"]),
     )
 
 
