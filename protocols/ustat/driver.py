@@ -94,6 +94,9 @@ class UStatResult:
     executions: int
     theorem5_mse: float | None = None
     extra: dict = field(default_factory=dict)
+    #: the noisy per-pair values the aggregator received (int64, circuit units, pair order):
+    #: exactly what the protocol reveals to the aggregator; not part of ``as_dict``
+    outputs: np.ndarray | None = field(default=None, repr=False)
 
     def as_dict(self) -> dict:
         d = {
@@ -491,4 +494,5 @@ def run_ustat(
         extra={"and_gates_per_pair": nc.circuit.n_and, "bits": pd.bits, "noise_delta_per_pair": delta_pair,
                "epsilon_per_pair": float(eps_pair), "design": design,
                "noise_variance_per_pair": noise_var * conv**2},
+        outputs=out,
     )
