@@ -57,7 +57,9 @@ Alpha and multiplicity
 
 from __future__ import annotations
 
+import json
 import math
+import os
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
@@ -70,6 +72,19 @@ ALPHA = 1e-5
 POWER = 0.99
 #: Smallest expected count per chi-square bin.
 MIN_EXPECTED = 5.0
+
+
+def _record(powers: dict[str, float] | None, alpha: float, pvalue: float | None = None) -> None:
+    """Append the powers (or a p-value) of the running test to $NOISE_POWER_LOG (JSON lines).
+
+    Used to tabulate the powers and to check, over repeated runs, that the
+    p-values of correct code are uniform (the closed forms match the code).
+    """
+    path = os.environ.get("NOISE_POWER_LOG")
+    if path:
+        test = os.environ.get("PYTEST_CURRENT_TEST", "?").rsplit(" ", 1)[0]
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(json.dumps({"test": test, "alpha": alpha, "power": powers, "p": pvalue}) + "\n")
 
 
 # --------------------------------------------------------------------------- laws
@@ -341,12 +356,14 @@ class GofTest:
     def require_power(self, alternatives: dict[str, Sequence[Law]]) -> dict[str, float]:
         """Assert power >= POWER against every named alternative; return the powers."""
         out = {k: self.power(v) for k, v in alternatives.items()}
+        _record(out, self.alpha)
         weak = {k: v for k, v in out.items() if v < POWER}
         assert not weak, f"too few samples: power {weak} < {POWER} at alpha {self.alpha}"
         return out
 
     def check(self, samples: Sequence[np.ndarray], what: str = "noise") -> float:
         p = self.pvalue(samples)
+        _record(None, self.alpha, p)
         assert p > self.alpha, (
             f"{what}: the samples do not follow the closed-form law(s) "
             f"{[g.law.name for g in self.groups]} (chi-square p = {p:.3g} <= alpha {self.alpha}, df {self.df})")
@@ -435,12 +452,14 @@ class QuadraticFormTest:
 
     def require_power(self, alternatives: dict[str, Law | Sequence[Law]]) -> dict[str, float]:
         out = {k: self.power(v) for k, v in alternatives.items()}
+        _record(out, self.alpha)
         weak = {k: v for k, v in out.items() if v < POWER}
         assert not weak, f"too few noise variables: power {weak} < {POWER} at alpha {self.alpha}"
         return out
 
     def check(self, e: np.ndarray, what: str = "noise") -> float:
         p = self.pvalue(e)
+        _record(None, self.alpha, p)
         t = self.statistic(e)
         mean, var = self.moments(self.null)
         name = self.null.name if isinstance(self.null, Law) else f"{len(self.null)} closed-form node laws"
@@ -485,6 +504,7 @@ class NormalVarianceTest:
     def require_power(self, alternatives: dict[str, float | tuple[float, float]]) -> dict[str, float]:
         """Alternatives: a variance, or (variance, mean)."""
         out = {k: self.power(*(v if isinstance(v, tuple) else (v,))) for k, v in alternatives.items()}
+        _record(out, self.alpha)
         weak = {k: v for k, v in out.items() if v < POWER}
         assert not weak, f"too few repetitions: power {weak} < {POWER} at alpha {self.alpha}"
         return out
@@ -494,6 +514,7 @@ class NormalVarianceTest:
         assert x.size == self.reps
         t = float(np.sum((x - self.mean0) ** 2)) / self.var0
         p = float(min(1.0, 2 * min(stats.chi2.cdf(t / self.c, self.nu), stats.chi2.sf(t / self.c, self.nu))))
+        _record(None, self.alpha, p)
         assert p > self.alpha, (
             f"{what}: empirical variance {t * self.var0 / self.reps:.4g} (about the known mean {self.mean0:.4g}) "
             f"vs closed form {self.var0:.4g} (chi-square p = {p:.3g} <= alpha {self.alpha})")

@@ -26,7 +26,7 @@ distribution (:class:`noise_power.GofTest`), alpha = 1e-5 per test; before the
 protocol runs, each test asserts power >= 0.99 against the same mechanism with
 the noise scale x2 and x1/2 (a = exp(-eps_pair / (2R)) and exp(-2 eps_pair / R)).
 Computed powers (noncentral chi-square): >= 0.9999 for every case below (the
-smallest, kendall/all, is 0.99998).  The estimate is checked to be the
+smallest, kendall and auc with P = 2 against scale x1/2, is 0.99995).  The estimate is checked to be the
 average of those outputs in natural units, so the noise that was tested is the
 noise that was published.
 
