@@ -103,11 +103,11 @@ def test_demo_json_noise_and_plot(tmp_path):
     no further from the exact ECDF than the noisy one.
     """
     from noise_power import QuadraticFormTest, discrete_laplace, path_matrix, scale_alternatives
-    from pairwise.protocols.commands.ecdf import DEMO_BITS, DEMO_RANGE
     from pairwise.protocols.datasets import load_dataset
 
-    law = lambda f=1.0: discrete_laplace(11.0 * f)  # noqa: E731 - node scale (L + 1)/eps
-    test = QuadraticFormTest(path_matrix(DEMO_BITS), law())
+    L = 10  # the demo's domain bits
+    law = lambda f=1.0: discrete_laplace((L + 1) * f)  # noqa: E731 - node scale (L + 1)/eps at eps = 1
+    test = QuadraticFormTest(path_matrix(L), law())
     test.require_power(scale_alternatives(law))
     png = tmp_path / "ecdf.png"
     code, out, err = run("ecdf", "demo", "--json", "--plot", str(png))
@@ -116,9 +116,11 @@ def test_demo_json_noise_and_plot(tmp_path):
     for key in ("thresholds", "exact", "dp", "smoothed", "epsilon", "bytes"):
         assert key in d
     assert len(d["thresholds"]) == len(d["exact"]) == len(d["dp"]) == len(d["smoothed"]) == 1024
-    assert d["epsilon"] == 1.0 and d["n"] == 569 and d["servers"] == 2
-    x = quantize(load_dataset("breast_cancer")["mean_radius"], *DEMO_RANGE, DEMO_BITS)
-    ex = np.cumsum(np.bincount(x.astype(int), minlength=1 << DEMO_BITS)) / x.size
+    assert d["epsilon"] == 1.0 and d["n"] == 569 and d["servers"] == 2 and d["domain_bits"] == L
+    name, column = d["dataset"].split(":")  # the shipped column, on its public range, clamped by each client
+    lo, hi = d["range"]
+    x = quantize(np.clip(load_dataset(name)[column], lo, hi), lo, hi, L)
+    ex = np.cumsum(np.bincount(x.astype(int), minlength=1 << L)) / x.size
     np.testing.assert_allclose(d["exact"], ex, rtol=0, atol=1e-12)
     dp, sm = np.asarray(d["dp"]), np.asarray(d["smoothed"])
     test.check((dp - ex) * d["n"], "demo ECDF noise")

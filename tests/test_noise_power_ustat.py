@@ -14,8 +14,9 @@ from public parameters only:
 
     Z ~ discrete Laplace, P[Z = z] ~ a^|z|, a = exp(-eps_pair / R),
 
-R the public kernel range in circuit units (gini: max(1, data span); kendall,
-auc: 2) and eps_pair = eps / P (subsample) or the largest eps0 with
+R the public kernel range in circuit units (gini: the public domain's grid
+span where run_ustat takes ``lower``/``upper``, else max(1, data span);
+kendall, auc: 2) and eps_pair = eps / P (subsample) or the largest eps0 with
 min(k eps0, sqrt(2 k ln(1/delta')) eps0 + k eps0 (e^eps0 - 1)) <= eps, k = n - 1
 (all; Dwork-Rothblum-Vadhan, solved here with scipy's brentq).  Nothing the
 code reports about its own noise (``noise_variance_per_pair``,
@@ -38,6 +39,7 @@ there, and its faults to ``tests/mutation/faults.py``.
 
 from __future__ import annotations
 
+import inspect
 import math
 
 import numpy as np
@@ -51,16 +53,28 @@ EPS = 1.0
 DELTA_SLACK = 1e-8
 
 
+#: run_ustat takes the public domain of the private columns (lower=, upper=, decimals=) where it supports it;
+#: the kernel range R is then the public grid span (gini) and 2 (kendall, auc), else the data span (gini)
+PUBLIC_BOUNDS = "lower" in inspect.signature(run_ustat).parameters
+
+
 def _data(statistic: str, n: int):
-    """(x, y, labels, h, R): data with the same kernel value h (circuit units) on every pair, public range R."""
+    """(x, y, labels, h, R, bounds): data with the same kernel value h (circuit units) on every pair.
+
+    R is the public kernel range in circuit units and ``bounds`` the public
+    domain arguments (empty where run_ustat has none).
+    """
     if statistic == "gini":
-        return np.full(n, 7.0), None, None, 0, 1  # span 0: public range max(1, 0) = 1
+        if PUBLIC_BOUNDS:
+            return np.full(n, 7.0), None, None, 0, 10, {"lower": 0.0, "upper": 10.0, "decimals": 0}
+        return np.full(n, 7.0), None, None, 0, 1, {}  # span 0: public range max(1, 0) = 1
     if statistic == "kendall":
-        v = np.arange(n, dtype=float)
-        return v, v.copy(), None, 1, 2  # every pair concordant
+        v = np.arange(n, dtype=float)  # every pair concordant
+        b = {"lower": [0.0, 0.0], "upper": [float(n), float(n)], "decimals": [0, 0]} if PUBLIC_BOUNDS else {}
+        return v, v.copy(), None, 1, 2, b
     labels = np.repeat([1, 0], n // 2)
     scores = np.where(labels == 1, 50.0, 10.0) + np.arange(n) % 3  # every positive above every negative
-    return scores, None, labels, 2, 2
+    return scores, None, labels, 2, 2, ({"lower": 0.0, "upper": 60.0, "decimals": 0} if PUBLIC_BOUNDS else {})
 
 
 def reference_pair_epsilon(epsilon: float, design: str, P: int, n: int, delta_slack: float) -> float:
@@ -82,6 +96,9 @@ def _dl_law(eps_pair: float, R: int, h: int, factor: float = 1.0):
 
 #: closed-form per-pair output law by mechanism name: (eps_pair, R, h, scale factor) -> Law
 NOISE_LAWS = {"discrete_laplace": _dl_law}
+#: where run_ustat lets the caller choose the in-circuit mechanism, these tests ask for discrete Laplace on
+#: every statistic; other mechanisms add their closed form above and their own cases
+FORCE = {"noise": "discrete_laplace"} if "noise" in inspect.signature(run_ustat).parameters else {}
 
 #: natural units per circuit unit of the estimate
 CONVERSION = {"gini": 1.0, "kendall": 1.0, "auc": 0.5}
@@ -106,7 +123,7 @@ def _pairs(statistic: str, design: str, n: int, P: int | None) -> int:
 @pytest.mark.parametrize("statistic,design,n,P", CASES, ids=[f"{c[0]}-{c[1]}" for c in CASES])
 def test_ustat_pair_noise_is_the_theorem5_discrete_laplace(mode, statistic, design, n, P):
     """Per-pair noise of run_ustat = DL(exp(-eps_pair / R)) (module docstring): alpha 1e-5, power >= 0.99."""
-    x, y, labels, h, R = _data(statistic, n)
+    x, y, labels, h, R, bounds = _data(statistic, n)
     eps_pair = reference_pair_epsilon(EPS, design, P or 1, n, DELTA_SLACK)
     m = _pairs(statistic, design, n, P)
     law = NOISE_LAWS["discrete_laplace"]
@@ -114,7 +131,7 @@ def test_ustat_pair_noise_is_the_theorem5_discrete_laplace(mode, statistic, desi
     test.require_power({k: [v] for k, v in scale_alternatives(lambda f: law(eps_pair, R, h, f)).items()})
 
     res = run_ustat(statistic, x, y, labels, epsilon=EPS, pairs_per_user=P or 1, mode=mode, design=design,
-                    delta_slack=DELTA_SLACK, workers=2, compute_theorem5=False)
+                    delta_slack=DELTA_SLACK, workers=2, compute_theorem5=False, **FORCE, **bounds)
     mech = res.as_dict().get("noise", "discrete_laplace")
     if mech not in NOISE_LAWS:
         pytest.fail(f"run_ustat used noise mechanism {mech!r}: add its closed form to NOISE_LAWS")

@@ -133,7 +133,8 @@ def run_fault(fault: table.Fault) -> Outcome:
         return res
     if not any(ln.startswith("APPLIED") for ln in lines):
         res.status = "ERROR"
-        res.notes.append("the fault was never installed (is tests/mutation/inject on PYTHONPATH?)")
+        res.notes.append(f"the fault was never installed: no test imported {fault.target.partition(':')[0]} "
+                         "(or tests/mutation/inject is not on PYTHONPATH)")
         return res
     if errors:
         res.status = "ERROR"
