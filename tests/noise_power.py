@@ -17,7 +17,7 @@ What it does
     4. draws the samples through the public entry point and asserts
        p-value > alpha.
 
-    Two test statistics are provided.
+    Three test statistics are provided.
 
     * :class:`GofTest`: Pearson's chi-square goodness of fit of one or more
       groups of i.i.d. samples against their closed-form laws (the "full
@@ -28,30 +28,36 @@ What it does
       chi-square with noncentrality lambda = sum_g n_g sum_b (p1 - p0)^2 / p0
       (Cohen 1988, Sec. 7; the standard large-sample power of Pearson's test).
     * :class:`QuadraticFormTest`: for noise that the protocol only releases
-      through a known linear map, e = W eta with eta i.i.d. (tree paths, the
-      least-squares consistent tree), the Mahalanobis statistic
-      T = e^T (W W^T)^+ e / var0 = eta^T H eta / var0, H the projection onto
-      the row space of W (rank r).  Its exact first two moments under a noise
-      law with variance v and excess kurtosis k are
-          E T = r v / var0,   Var T = (v / var0)^2 (2 r + k sum_i H_ii^2),
-      and T is referred to the scaled chi-square c chi2(nu) with the same two
+      through a known linear map, e = W eta with eta independent (tree paths,
+      the least-squares consistent tree), the Mahalanobis statistic
+      T = (e - W mu0)^T (W D0 W^T)^+ (e - W mu0), mu0 and D0 the null means and
+      variances (one law for all variables, or one per variable, e.g. snapped
+      and clamped node values).  Its exact mean and variance under any laws of
+      eta follow from their first four moments (formula in the class), and T
+      is referred to the scaled chi-square c chi2(nu) with the same two
       moments (Satterthwaite 1946; Box 1954), for the null and for each
       alternative, which gives both the two-sided p-value and the power.
-
-    :class:`NormalVarianceTest` is the textbook two-sided chi-square test of a
-    variance with known mean, sum (x - mu)^2 / var0 ~ chi2(R), for R
-    repetitions of an approximately normal estimate; its power against a
-    variance var1 is P[chi2(R) < lo var0/var1] + P[chi2(R) > hi var0/var1].
+      (Checked by simulation: the tree statistics' p-values are uniform.)
+    * :class:`NormalVarianceTest`: the two-sided chi-square test of a variance
+      about a known mean, sum (x - mu)^2 / var0, for R repetitions of an
+      approximately normal estimate, scaled for an excess-kurtosis allowance;
+      power against (var1, mean1) from the (noncentral) chi-square.
 
 Laws
-    :class:`Law` holds a CDF, a lattice (1 for integers, 0 for continuous laws),
-    its mean, variance and excess kurtosis (computed numerically from the CDF on
-    its lattice, or given).  Constructors: :func:`discrete_laplace`,
+    :class:`Law` holds a CDF, a lattice (1 for integers, 0 for continuous laws
+    and laws given by atoms), and its moments (given, or summed over its
+    lattice or atoms).  Constructors: :func:`discrete_laplace`,
     :func:`laplace`, :func:`categorical`, :func:`binomial`, :func:`bernoulli`,
-    and :meth:`Law.shift` / :meth:`Law.scaled` for h + Z and Z / 2^16.
+    :func:`from_atoms`, :func:`snapped_laplace` (Mironov's snapping mechanism
+    at one input) and :meth:`Law.shift` for h + Z.
+
+Logging
+    With NOISE_POWER_LOG set, every power computation and p-value is appended
+    to that file (JSON lines): the power table of the report and the
+    uniformity check of the p-values over repeated runs come from it.
 
 Alpha and multiplicity
-    The default alpha is 1e-5 per test; with the ~60 noise-power tests of the
+    The default alpha is 1e-5 per test; with the ~85 noise-power tests of the
     suite the chance of any false alarm in one CI run is below 1e-3.
 """
 
@@ -114,14 +120,6 @@ class Law:
         m = None if self.moments is None else (self.moments[0] + h, self.moments[1], self.moments[2])
         return Law(f"{h:+g} + {self.name}", lambda x, f=self.cdf: f(np.asarray(x, float) - h), self.lattice,
                    self.lo + h, self.hi + h, self.offset + h, m)
-
-    def scaled(self, s: float) -> "Law":
-        """The law of s X (s > 0)."""
-        if self.atoms is not None:
-            return from_atoms(self.atoms[0] * s, self.atoms[1], f"{s:g} * {self.name}")
-        m = None if self.moments is None else (self.moments[0] * s, self.moments[1] * s * s, self.moments[2])
-        return Law(f"{s:g} * {self.name}", lambda x, f=self.cdf: f(np.asarray(x, float) / s), self.lattice * s,
-                   self.lo * s, self.hi * s, self.offset * s, m)
 
     # -- moments
     def stats(self) -> tuple[float, float, float]:
