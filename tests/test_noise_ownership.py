@@ -39,7 +39,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from noise_power import ALPHA, GofTest, bernoulli, categorical, discrete_laplace, from_atoms
+from noise_power import GofTest, bernoulli, categorical, discrete_laplace, from_atoms
 from pairwise.circuits.ir import bits_to_ints, ints_to_bits
 from pairwise.circuits.noise import (
     decode_output,

@@ -34,7 +34,6 @@ import numpy as np
 import pytest
 
 from noise_power import (
-    ALPHA,
     GofTest,
     QuadraticFormTest,
     bernoulli,
@@ -61,6 +60,15 @@ EPS = 1.0
 def _alts(make):
     """Alternatives for a one-group test: {name: [law]}."""
     return {k: [v] for k, v in scale_alternatives(make).items()}
+
+
+def _reports(mech, path: str, values: np.ndarray, scalar=int) -> np.ndarray:
+    """Reports of a local randomizer through one of its three public paths."""
+    if path == "randomize_array":
+        return np.asarray(mech.randomize_array(values))
+    if path == "randomize":
+        return np.array([mech.randomize(scalar(v)) for v in values])
+    return np.asarray(mech.simulate(values, np.random.default_rng()))
 
 
 # --------------------------------------------------------------------------- GeometricMechanism
@@ -101,15 +109,7 @@ def test_randomized_response_flip_rate(path):
     """RandomizedResponse(eps=1): flip probability 1/(1+e); alpha 1e-5, power >= 0.99 (eps/2: 0.99992, 2 eps: 1.0)."""
     test = GofTest([(law, RR_N) for law in _rr_laws(EPS)])
     test.require_power({k: _rr_laws(EPS / f) for k, f in (("scale x2", 2.0), ("scale x1/2", 0.5))})
-    rr = RandomizedResponse(EPS)
-    bits = np.repeat([0, 1], RR_N)
-    if path == "randomize_array":
-        out = rr.randomize_array(bits)
-    elif path == "randomize":
-        out = np.array([rr.randomize(int(b)) for b in bits])
-    else:
-        out = rr.simulate(bits, np.random.default_rng())
-    out = np.asarray(out)
+    out = _reports(RandomizedResponse(EPS), path, np.repeat([0, 1], RR_N))
     test.check([out[:RR_N], out[RR_N:]], f"RandomizedResponse.{path}")
 
 
@@ -131,15 +131,8 @@ def test_kary_randomized_response_report_law(path):
     """KaryRandomizedResponse(k=5, eps=1): report law of Eq. 9 per true value; alpha 1e-5, power >= 0.99 (0.99987)."""
     test = GofTest([(law, KRR_N) for law in _krr_laws(EPS)])
     test.require_power({k: _krr_laws(EPS / f) for k, f in (("scale x2", 2.0), ("scale x1/2", 0.5))})
-    mech = KaryRandomizedResponse(K_RR, EPS)
     values = np.repeat(np.arange(K_RR), KRR_N)
-    if path == "randomize_array":
-        out = mech.randomize_array(values)
-    elif path == "randomize":
-        out = np.array([mech.randomize(int(v)) for v in values])
-    else:
-        out = mech.simulate(values, np.random.default_rng())
-    out = np.asarray(out)
+    out = _reports(KaryRandomizedResponse(K_RR, EPS), path, values)
     test.check([out[values == v] for v in range(K_RR)], f"KaryRandomizedResponse.{path}")
 
 
@@ -161,15 +154,7 @@ def test_one_bit_flip_rate_is_eq7(path):
     """OneBitFlip(eps=1, [-2, 8]): P[z=1] of Eq. 7 at six records; alpha 1e-5, power >= 0.99."""
     test = GofTest([(law, OBF_N) for law in obf_laws(EPS)])
     test.require_power({k: obf_laws(EPS / f) for k, f in (("scale x2", 2.0), ("scale x1/2", 0.5))})
-    mech = OneBitFlip(EPS, OBF_LO, OBF_HI)
-    y = np.repeat(OBF_Y, OBF_N)
-    if path == "randomize_array":
-        out = mech.randomize_array(y)
-    elif path == "randomize":
-        out = np.array([mech.randomize(float(v)) for v in y])
-    else:
-        out = mech.simulate(y, np.random.default_rng())
-    out = np.asarray(out).reshape(OBF_Y.size, OBF_N)
+    out = _reports(OneBitFlip(EPS, OBF_LO, OBF_HI), path, np.repeat(OBF_Y, OBF_N), float).reshape(OBF_Y.size, OBF_N)
     test.check(list(out), f"OneBitFlip.{path}")
 
 

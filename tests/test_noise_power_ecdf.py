@@ -37,7 +37,6 @@ import pytest
 from scipy import stats
 
 from noise_power import (
-    ALPHA,
     GofTest,
     QuadraticFormTest,
     discrete_laplace,

@@ -37,7 +37,7 @@ import numpy as np
 import pytest
 from scipy.optimize import brentq
 
-from noise_power import ALPHA, GofTest, NormalVarianceTest, bernoulli, binomial, categorical
+from noise_power import GofTest, NormalVarianceTest, bernoulli, binomial, categorical
 from pairwise.protocols.ldp.auc import PrivateHierarchicalHistogram
 from pairwise.protocols.ldp.qmle import (
     simulate_submit_private_x,

@@ -71,7 +71,11 @@ def _mul(value, factor):
 
 
 def epsilon_times(factor: float, pos: int, name: str = "epsilon") -> Callable:
-    """Multiply the argument ``name`` (or positional ``pos``, counting self) by ``factor``."""
+    """Multiply the argument ``name`` (or positional ``pos``, counting self) by ``factor``.
+
+    Works on functions, methods and classes (patched in one module's namespace,
+    a class is replaced by a constructor with the scaled argument).
+    """
 
     def wrap(orig):
         @functools.wraps(orig)
@@ -138,25 +142,6 @@ def constant(fn: Callable) -> Callable:
             return fn(*args, **kwargs)
 
         return fault
-
-    return wrap
-
-
-def factory_epsilon_times(factor: float, pos: int) -> Callable:
-    """For a class bound in one module: construct it with epsilon (positional ``pos``) times ``factor``."""
-
-    def wrap(cls):
-        def make(*args, **kwargs):
-            called()
-            if "epsilon" in kwargs:
-                kwargs["epsilon"] = _mul(kwargs["epsilon"], factor)
-            elif len(args) > pos:
-                args = args[:pos] + (_mul(args[pos], factor),) + args[pos + 1:]
-            else:
-                broken(f"{cls.__name__}(...): no epsilon at position {pos}")
-            return cls(*args, **kwargs)
-
-        return make
 
     return wrap
 
@@ -404,16 +389,16 @@ FAULTS: list[Fault] = [
           "pairwise.protocols.ldp.auc:HadamardFrequencyOracle.__init__", epsilon_times(0.5, 2),
           (_k(T_LDP, "hierarchical"),), ("users-basic", "budget-basic", "budget-advanced")),
     Fault("qmle-eps-x2", "QMLE one-bit submissions at eps x2", "pairwise.protocols.ldp.qmle:OneBitFlip",
-          factory_epsilon_times(2, 0), (_k(T_LDP, "qmle"),), ("public_x_bits_follow_eq7", "private_x_bits"),
+          epsilon_times(2, 0), (_k(T_LDP, "qmle"),), ("public_x_bits_follow_eq7", "private_x_bits"),
           scope="module"),
     Fault("qmle-eps-x1/2", "QMLE one-bit submissions at eps / 2", "pairwise.protocols.ldp.qmle:OneBitFlip",
-          factory_epsilon_times(0.5, 0), (_k(T_LDP, "qmle"),), ("public_x_bits_follow_eq7", "private_x_bits"),
+          epsilon_times(0.5, 0), (_k(T_LDP, "qmle"),), ("public_x_bits_follow_eq7", "private_x_bits"),
           scope="module"),
     Fault("shuffle-eps-x2", "shuffled histogram P^flip at eps x2 (noise scale x1/2)",
-          "pairwise.protocols.ldp.shuffle:BinarySumProtocol", factory_epsilon_times(2, 0), (_k(T_LDP, "shuffled"),),
+          "pairwise.protocols.ldp.shuffle:BinarySumProtocol", epsilon_times(2, 0), (_k(T_LDP, "shuffled"),),
           ("[shuffled_histogram]", "[simulate_shuffled_histogram]", "[simulate_label_counts]"), scope="module"),
     Fault("shuffle-eps-x1/2", "shuffled histogram P^flip at eps / 2 (noise scale x2)",
-          "pairwise.protocols.ldp.shuffle:BinarySumProtocol", factory_epsilon_times(0.5, 0), (_k(T_LDP, "shuffled"),),
+          "pairwise.protocols.ldp.shuffle:BinarySumProtocol", epsilon_times(0.5, 0), (_k(T_LDP, "shuffled"),),
           ("[shuffled_histogram]", "[simulate_shuffled_histogram]", "[simulate_label_counts]"), scope="module"),
     Fault("shuffle-no-noise", "shuffled histogram: every user sends the noise message (no randomness)",
           "pairwise.protocols.ldp.shuffle:BinarySumProtocol.noise_bits",
