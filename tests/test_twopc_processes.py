@@ -31,9 +31,6 @@ from pairwise.mpc.channel import ChannelTimeout, TCPListener
 
 CLI = [sys.executable, "-m", "pairwise"]
 BOUND = 30.0  # upper bound on any wait for a child; correct runs finish in a few seconds
-# many children start at once in the bad-input tests: on a loaded 2-core machine their start-up alone can
-# take tens of seconds, so a hang is only declared after this long
-HANG_BOUND = 120.0
 PARTY_TIMEOUT = "5"  # --timeout given to the parties: no wait for the peer longer than this
 
 PREAMBLE = textwrap.dedent(
@@ -375,7 +372,10 @@ def test_garbage_server_evaluator_clear_error(raw, message):
         try:
             conn = lst.accept(BOUND)
             conn._sock.sendall(raw)  # raw bytes, not a frame: the point of this test
-            conn._sock.shutdown(socket.SHUT_WR)
+            try:
+                conn._sock.shutdown(socket.SHUT_WR)
+            except OSError:  # the evaluator already rejected the bytes and closed (a loaded machine's timing)
+                pass
             rc, out, err = finish(e, timeout=20)
             conn.close()
         finally:
@@ -491,7 +491,7 @@ def bad_input_runs(cases: dict, with_evaluator=()) -> dict:
             )
         try:
             for name, (g, e, trap) in procs.items():
-                gres, eres = finish(g, HANG_BOUND), (finish(e, HANG_BOUND) if e is not None else None)
+                gres, eres = finish(g, 90), (finish(e, 90) if e is not None else None)  # 14 processes at once
                 try:
                     trap.accept(0.1).close()
                     reached = 1
