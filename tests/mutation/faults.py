@@ -147,20 +147,20 @@ def constant(fn: Callable) -> Callable:
 
 
 # --------------------------------------------------------------------------- specific faults
-def _zero_bits(width, batch, *a, **k):
-    import numpy as np
+def _input_constant_zero(*groups: str) -> Callable:
+    """Builder.input that registers the groups but wires constant 0 in their place (those bits ignored).
 
-    return np.zeros((int(batch), int(width)), dtype=bool)
-
-
-def _input_constant_zero(group: str) -> Callable:
-    """Builder.input that registers the group but wires constant 0 in its place (that party's bits ignored)."""
+    One of rx / ry: the noise comes from one party's bits only.  Both: rx XOR
+    ry is constant, every coin of the gadget is 1 and the noise is 0 (the
+    issue's "garbler bits all ones, evaluator bits zero"), however the engine
+    delivers the random bits.
+    """
 
     def wrap(orig):
         @functools.wraps(orig)
         def fault(self, name, width, party, signed=False, *args, **kwargs):
             value = orig(self, name, width, party, signed, *args, **kwargs)
-            if name != group:
+            if name not in groups:
                 return value
             called()
             from pairwise.circuits.builder import FALSE, Int
@@ -248,12 +248,13 @@ def _k(path: str, expr: str) -> str:
 
 FAULTS: list[Fault] = [
     # ---- 2PC U-statistics: in-circuit discrete Laplace (issue 17 table rows 1-3)
-    Fault("ustat-zero-noise-simulate", "ustat simulate with zero noise: both parties' random bits constant",
-          "pairwise.circuits.noise:random_input_bits", constant(_zero_bits), (_k(T_USTAT, "simulate"),),
+    Fault("ustat-zero-noise-simulate", "ustat simulate with zero noise: rx XOR ry constant in the circuit",
+          "pairwise.circuits.builder:Builder.input", _input_constant_zero("rx", "ry"), (_k(T_USTAT, "simulate"),),
           ("gini-subsample-simulate", "kendall-subsample-simulate", "auc-subsample-simulate", "gini-all-simulate",
            "kendall-all-simulate")),
-    Fault("ustat-zero-noise-network", "ustat network mode with zero noise (workers' random bits constant)",
-          "pairwise.circuits.noise:random_input_bits", constant(_zero_bits), (_k(T_USTAT, "network and subsample"),),
+    Fault("ustat-zero-noise-network", "ustat network mode with zero noise (rx XOR ry constant in the workers' circuits)",
+          "pairwise.circuits.builder:Builder.input", _input_constant_zero("rx", "ry"),
+          (_k(T_USTAT, "network and subsample"),),
           ("gini-subsample-network", "kendall-subsample-network", "auc-subsample-network")),
     Fault("ustat-scale-x1/2", "ustat noise at half scale (per-pair epsilon x2)",
           "pairwise.circuits.noise:noisy_kernel", epsilon_times(2, 99), (_k(T_USTAT, "simulate"),),
@@ -287,7 +288,7 @@ FAULTS: list[Fault] = [
     Fault("ecdf-gc-scale-x2", "ECDF garbled noise at eps / 2",
           "pairwise.protocols.ecdf.noise:noisy_sum_circuit", epsilon_times(0.5, 1), (_k(T_ECDF, "gc"),), ECDF_GC),
     Fault("ecdf-gc-zero-noise", "ECDF garbled noise from constant random bits (zero noise)",
-          "pairwise.circuits.noise:random_input_bits", constant(_zero_bits), (_k(T_ECDF, "gc"),), ECDF_GC),
+          "pairwise.circuits.builder:Builder.input", _input_constant_zero("rx", "ry"), (_k(T_ECDF, "gc"),), ECDF_GC),
     Fault("ecdf-masked-shares-unmasked", "ECDF masked noise shares without masks (each server sees the noise)",
           "pairwise.protocols.ecdf.noise:uniform_words", constant(_uniform_words_zero), (_k(T_OWN, "masked"),),
           ("masked_noise_shares",), scope="module"),
@@ -409,8 +410,8 @@ FAULTS: list[Fault] = [
           epsilon_times(0.5, 0), (T_CLI,), ("garbled", "exact")),
     Fault("cli-scale-x1/2", "noise sample: gadget chosen for eps x2", "pairwise.circuits.noise:choose_discrete_laplace",
           epsilon_times(2, 0), (T_CLI,), ("garbled", "exact")),
-    Fault("cli-garbled-zero-noise", "noise sample --garbled with constant random bits",
-          "pairwise.circuits.noise:random_input_bits", constant(_zero_bits), (T_CLI,), ("garbled",)),
+    Fault("cli-garbled-zero-noise", "noise sample --garbled with constant random bits (zero noise)",
+          "pairwise.circuits.builder:Builder.input", _input_constant_zero("rx", "ry"), (T_CLI,), ("garbled",)),
 ]
 
 BY_NAME = {f.name: f for f in FAULTS}
