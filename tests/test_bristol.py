@@ -424,10 +424,16 @@ def test_missing_file_is_an_os_error(tmp_path):
         read_bristol_fashion(tmp_path / "nope.txt")
 
 
-def test_random_bytes_never_hang_or_crash_oddly():
-    """Garbage raises BristolFormatError (or parses), never another exception."""
+def test_token_mutations_and_random_bytes_raise_only_format_errors():
+    """Garbage raises BristolFormatError or parses into a circuit that round-trips; no other exception.
+
+    300 single-token mutations of a good file and 300 random byte strings
+    (seeded).  Not vacuous: most inputs must be rejected, and every accepted
+    one must format back to a file that parses to the same circuit.
+    """
     rng = np.random.default_rng(99)
     lines = GOOD.splitlines()
+    texts = []
     for _ in range(300):
         mutated = list(lines)
         k = int(rng.integers(0, len(mutated)))
@@ -436,11 +442,20 @@ def test_random_bytes_never_hang_or_crash_oddly():
             t = int(rng.integers(0, len(toks)))
             toks[t] = rng.choice(["0", "1", "2", "7", "-1", "99", "XOR", "AND", "INV", "EQW", "", "3.5"])
             mutated[k] = " ".join(toks)
-        text = "\n".join(mutated) + "\n"
+        texts.append("\n".join(mutated) + "\n")
+    texts += [bytes(rng.integers(0, 256, int(rng.integers(1, 80)), dtype=np.uint8)).decode("latin-1")
+              for _ in range(300)]
+    rejected = accepted = 0
+    for text in texts:
         try:
-            parse_bristol_fashion(text)
+            c = parse_bristol_fashion(text)
         except BristolFormatError:
-            pass
+            rejected += 1
+            continue
+        accepted += 1
+        again = parse_bristol_fashion(format_bristol_fashion(c))
+        assert again.content_hash == c.content_hash
+    assert rejected > 300 and rejected + accepted == len(texts)
 
 
 def test_read_with_os_pathlike_and_str(bristol_dir):

@@ -100,7 +100,22 @@ def test_run_text_output_and_errors(servers, csv_file, tmp_path):
 
 
 @pytest.mark.slow
-def test_demo_json_and_plot(tmp_path):
+def test_demo_json_noise_and_plot(tmp_path):
+    """The demo's JSON: exact ECDF of the shipped column, Theorem 3.1 noise at eps = 1, smoothing, a real PNG.
+
+    ``exact`` is checked against the quantized column; (dp - exact) n must be
+    the path sums of i.i.d. DL(exp(-1/11)) node noise (L = 10; Mahalanobis
+    quadratic form, alpha 1e-5, power >= 0.99 against scale x2 and x1/2); the
+    smoothed curve is the projection onto monotone curves in [0, 1], so it is
+    no further from the exact ECDF than the noisy one.
+    """
+    from noise_power import QuadraticFormTest, discrete_laplace, path_matrix, scale_alternatives
+    from pairwise.protocols.datasets import load_dataset
+
+    L = 10  # the demo's domain bits
+    law = lambda f=1.0: discrete_laplace((L + 1) * f)  # noqa: E731 - node scale (L + 1)/eps at eps = 1
+    test = QuadraticFormTest(path_matrix(L), law())
+    test.require_power(scale_alternatives(law))
     png = tmp_path / "ecdf.png"
     code, out, err = run("ecdf", "demo", "--json", "--plot", str(png))
     assert code == 0, err
@@ -108,10 +123,16 @@ def test_demo_json_and_plot(tmp_path):
     for key in ("thresholds", "exact", "dp", "smoothed", "epsilon", "bytes"):
         assert key in d
     assert len(d["thresholds"]) == len(d["exact"]) == len(d["dp"]) == len(d["smoothed"]) == 1024
-    assert d["epsilon"] == 1.0 and d["n"] == 569 and d["servers"] == 2
-    ex = np.asarray(d["exact"])
-    assert np.all(np.diff(ex) >= 0) and ex[-1] == 1.0
-    assert np.all(np.diff(d["smoothed"]) >= 0)
+    assert d["epsilon"] == 1.0 and d["n"] == 569 and d["servers"] == 2 and d["domain_bits"] == L
+    name, column = d["dataset"].split(":")  # the shipped column, on its public range, clamped by each client
+    lo, hi = d["range"]
+    x = quantize(np.clip(load_dataset(name)[column], lo, hi), lo, hi, L)
+    ex = np.cumsum(np.bincount(x.astype(int), minlength=1 << L)) / x.size
+    np.testing.assert_allclose(d["exact"], ex, rtol=0, atol=1e-12)
+    dp, sm = np.asarray(d["dp"]), np.asarray(d["smoothed"])
+    test.check((dp - ex) * d["n"], "demo ECDF noise")
+    assert np.all(np.diff(sm) >= 0) and sm.min() >= 0 and sm.max() <= 1
+    assert np.linalg.norm(sm - ex) <= np.linalg.norm(dp - ex) * (1 + 1e-9)
     assert 0.9 < d["auc_exact"] < 0.97  # mean radius separates malignant from benign well
     assert png.stat().st_size > 10_000 and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 

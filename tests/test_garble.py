@@ -32,13 +32,11 @@ from pairwise.mpc.garble import (
 )
 from pairwise.mpc.halfgates import eval_and, garble_and, lsb, tweak_blocks
 
-BRISTOL = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "circuits", "bristol_fashion")
-BRISTOL_FILES = sorted(f for f in os.listdir(BRISTOL) if f.endswith(".txt")) if os.path.isdir(BRISTOL) else []
-OLD_FILES = (
-    sorted(f for f in os.listdir(os.path.join(BRISTOL, "bristol_format")) if f.endswith(".txt"))
-    if os.path.isdir(os.path.join(BRISTOL, "bristol_format"))
-    else []
-)
+from conftest import BRISTOL_DIR, bristol_names
+
+BRISTOL = str(BRISTOL_DIR)
+BRISTOL_FILES = bristol_names()  # tests using these request the bristol_dir fixture: skip locally, fail in CI
+OLD_FILES = bristol_names("bristol_format")
 
 
 @functools.lru_cache(maxsize=None)
@@ -197,20 +195,19 @@ def test_random_circuits(seed, batch):
 
 @pytest.mark.parametrize("name", BRISTOL_FILES)
 @pytest.mark.parametrize("batch", [1, 7, 1000])
-def test_bristol_fashion_files(name, batch):
+def test_bristol_fashion_files(bristol_dir, name, batch):
     if name.startswith("sha256") and batch == 1000:
         pytest.skip("covered by test_bristol_sha256_batch_1000 (slow)")
     check_garbled_equals_plaintext(bristol(name), batch, seed=batch)
 
 
 @pytest.mark.slow
-@pytest.mark.skipif("sha256.txt" not in BRISTOL_FILES, reason="../shared/circuits/bristol_fashion not available")
-def test_bristol_sha256_batch_1000():
+def test_bristol_sha256_batch_1000(bristol_dir):
     check_garbled_equals_plaintext(bristol("sha256.txt"), 1000, seed=3)
 
 
 @pytest.mark.parametrize("name", OLD_FILES)
-def test_old_bristol_format_files(name):
+def test_old_bristol_format_files(bristol_dir, name):
     c = read_bristol_old(os.path.join(BRISTOL, "bristol_format", name))
     check_garbled_equals_plaintext(c, 7, seed=5)
 
@@ -459,10 +456,8 @@ def test_streaming_segments_any_split():
         Evaluator(c, batch, chunk=4).evaluate(active, blob + b"\0" * 16)
 
 
-def test_garbler_streams_into_evaluator_directly():
+def test_garbler_streams_into_evaluator_directly(bristol_dir):
     """A generator pipeline: neither side holds all tables."""
-    if "aes_256.txt" not in BRISTOL_FILES:
-        pytest.skip("../shared/circuits/bristol_fashion not available")
     c = bristol("aes_256.txt")
     batch = 20
     rng = np.random.default_rng(8)

@@ -29,10 +29,11 @@ from pairwise.protocols.datasets import load_dataset
 
 
 def test_oracle_exact_expectation_and_variance_per_user():
-    """Lemma 5 per user: over uniform j and the RR coin, E = [u = v], Var = c^2 - [u = v]."""
+    """Lemma 5 per user: over uniform j and the RR coin, E = [u = v], Var = c^2 - [u = v] (exact sums)."""
     eps = 0.8
     o = HadamardFrequencyOracle(3, eps)
     keep = math.exp(eps) / (1 + math.exp(eps))
+    c = (math.exp(eps) + 1) / math.expm1(eps)
     for v, u in itertools.product(range(8), repeat=2):
         js = np.arange(8, dtype=np.uint64)
         h = o.hadamard_bits(np.full(8, v), js).astype(float)
@@ -40,9 +41,11 @@ def test_oracle_exact_expectation_and_variance_per_user():
         par_u = o.hadamard_bits(np.full(8, u), js).astype(float)
         sign_keep = (1 - 2 * h) * (1 - 2 * par_u)
         mean = o.c * np.mean(keep * sign_keep - (1 - keep) * sign_keep)
+        second = np.mean(keep * (o.c * sign_keep) ** 2 + (1 - keep) * (o.c * sign_keep) ** 2)
         assert mean == pytest.approx(1.0 if u == v else 0.0, abs=1e-12)
-        # second moment is c^2 for every user
-    assert o.mse_bound(10) == pytest.approx(10 * c_epsilon(eps) ** 2)
+        assert second - mean**2 == pytest.approx(c**2 - (1.0 if u == v else 0.0), rel=1e-12)
+    assert o.c == pytest.approx(c, rel=1e-15)
+    assert o.mse_bound(10) == pytest.approx(10 * c**2)
 
 
 def test_hadamard_bits_are_inner_products_mod_2():

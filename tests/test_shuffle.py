@@ -156,22 +156,38 @@ def test_histogram_end_to_end_csprng_and_zero_bins():
 
 
 def test_count_level_simulation_matches_materialized_messages():
-    """Both simulations give label counts count_j + Bin(n, p'): z-tests, alpha 1e-6."""
+    """Both simulations give label counts count_j + Bin(n, p') for every label j.
+
+    n = 10 N_MIN_HIST so that every label's c* clears the threshold 1 - p' and
+    the analyzer's output reveals the label count: messages_j = n (c*_j + p').
+    Per simulation and label, over 60 runs: a z-test of the mean (known
+    n p') and a chi-square test of the variance (known n p' (1 - p')), each at
+    alpha 1e-6 (the binomial is normal to 1e-3 here); and the total number of
+    messages equals the sum of the label counts.
+    """
     rng = np.random.default_rng(2)
-    n, d = N_MIN_HIST, 3
-    v = np.repeat([0, 1, 2], [n - 1000, 600, 400])
+    n, d = 10 * N_MIN_HIST, 3
+    v = np.repeat([0, 1, 2], [n - 2 * (n // 3), n // 3, n // 3])
+    count = np.bincount(v, minlength=d)
     h = HistogramProtocol(EPS, DELTA, n, d)
-    exp_mean = np.bincount(v, minlength=d) / n + h.inner.p
-    sd = math.sqrt(h.inner.p * h.inner.q / n)
-    reps = 150
+    p = h.inner.p
+    assert 2 * n * h.inner.q < count.min()  # every label clears the threshold with room to spare
+    reps = 60
+    lo, hi = scipy.stats.chi2.ppf(0.5e-6, reps), scipy.stats.chi2.isf(0.5e-6, reps)
     for sim in (simulate_shuffled_histogram, simulate_label_counts):
-        # Total messages / n = 1 + sum_j Bin(n, p')/n: mean 1 + d p', variance d p' q' / n.
-        raw = []
+        noise, totals = [], []
         for _ in range(reps):
             r = sim(v, d, EPS, DELTA, rng)
-            raw.append(r.messages / n)
-        tot_mean = exp_mean.sum()
-        assert abs(np.mean(raw) - tot_mean) < 4.9 * math.sqrt(d) * sd / math.sqrt(reps)
+            msgs = n * (np.asarray(r.estimate) + p)
+            assert np.allclose(msgs, np.rint(msgs), atol=1e-3)
+            noise.append(np.rint(msgs) - count)
+            totals.append(r.messages)
+        noise = np.array(noise)  # (reps, d): Bin(n, p') per entry
+        assert np.array_equal(np.array(totals), (noise + count).sum(axis=1))
+        z = (noise - n * p) / math.sqrt(n * p * (1 - p))
+        assert np.all(np.abs(z.mean(axis=0)) * math.sqrt(reps) < scipy.stats.norm.isf(0.5e-6)), sim.__name__
+        chi = (z**2).sum(axis=0)
+        assert np.all((chi > lo) & (chi < hi)), (sim.__name__, chi)
 
 
 def test_krr_histogram_unbiased():

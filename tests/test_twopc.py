@@ -569,6 +569,7 @@ def test_bad_garbler_input_raises_before_any_byte(pair, circuit_args, value, mes
 
 
 def test_bad_evaluator_input_raises_before_any_byte():
+    """The evaluator rejects a bad input before sending or reading a byte, and the session stays usable."""
     c = build_kernel("collision", 16, True)
     a, b = MemoryChannel.pair(timeout=10)
     result = {}
@@ -583,12 +584,21 @@ def test_bad_evaluator_input_raises_before_any_byte():
     t.start()
     ev = EvaluatorSession(b)
     t.join(WAIT)
-    sent = b.bytes_sent
+    g = result["g"]
+    assert isinstance(g, GarblerSession), g
+    before = (b.bytes_sent, b.bytes_received, a.bytes_sent, a.bytes_received)
     with pytest.raises(CircuitError, match="out of range"):
         ev.run(c, 1 << 15)
     with pytest.raises(CircuitError, match="same batch|out of range"):
         ev.run(c, [0, 1 << 20])
-    assert b.bytes_sent == sent
+    assert (b.bytes_sent, b.bytes_received, a.bytes_sent, a.bytes_received) == before
+    # nothing moved in either direction, so a good execution still runs in step
+    t = threading.Thread(target=lambda: result.update(out=g.run(c, [5, -7, 3])), daemon=True)
+    t.start()
+    res = ev.run(c, [5, 8, -3])
+    t.join(WAIT)
+    assert not t.is_alive()
+    assert list(res.outputs[0]) == [1, 0, 0]
     a.close()
     b.close()
 

@@ -134,6 +134,9 @@ class UStatResult:
     executions: int
     theorem5_mse: float | None = None
     extra: dict = field(default_factory=dict)
+    #: the noisy per-pair values the aggregator received (int64, circuit units, pair order):
+    #: exactly what the protocol reveals to the aggregator; not part of ``as_dict``
+    outputs: np.ndarray | None = field(default=None, repr=False)
 
     def as_dict(self) -> dict:
         d = {
@@ -720,4 +723,5 @@ def run_ustat(
                "noise_and_gates_per_pair": nc.noise_and_gates, "random_bits_per_pair": nc.random_width,
                "noise_epsilon_per_pair": guarantee.epsilon, "noise_delta_method": guarantee.method,
                "pair_delta": float(d_pair), "sample_mse": sample_mse},
+        outputs=out,
     )
