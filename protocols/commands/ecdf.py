@@ -38,6 +38,8 @@ import json
 import os
 import sys
 
+from .options import add_epsilon, add_json, add_timeouts, positive_int, seconds
+
 DEMO_RANGE = (5.0, 30.0)
 DEMO_BITS = 10
 
@@ -53,7 +55,8 @@ def register(root, groups) -> None:
     s.add_argument("--budget", default="10", help="privacy budget (total epsilon) per dataset (default 10)")
     s.add_argument("--dataset-budget", action="append", default=[], metavar="NAME=E",
                    help="budget of one dataset (repeatable)")
-    s.add_argument("--timeout", type=float, default=120.0, help="seconds any wait may take (default 120)")
+    s.add_argument("--timeout", type=seconds, default=120.0, metavar="S",
+                   help="seconds any wait on a client, querier or the other servers may take (default 120)")
     s.set_defaults(func=cmd_serve)
 
     r = sub.add_parser("run", help="upload a CSV column as clients and release its DP ECDF")
@@ -70,35 +73,37 @@ def register(root, groups) -> None:
     r.set_defaults(func=cmd_run)
 
     st = sub.add_parser("status", help="each server's clients and budget")
-    st.add_argument("--servers", required=True)
-    st.add_argument("--dataset")
-    st.add_argument("--timeout", type=float, default=30.0)
-    st.add_argument("--json", action="store_true")
+    st.add_argument("--servers", required=True, metavar="HOST:PORT,...",
+                    help="HOST:PORT,HOST:PORT[,...] of the servers, in server-id order")
+    st.add_argument("--dataset", metavar="ID", help="only this dataset (default: every dataset on the servers)")
+    add_timeouts(st, timeout=30.0, connect_timeout=5.0, timeout_what="a server")
+    add_json(st, "print one JSON list, one object per server")
     st.set_defaults(func=cmd_status)
 
     for parent in (sub, groups["demo"]):
         d = parent.add_parser("demo" if parent is sub else "ecdf",
                               help="ECDF and ROC of breast_cancer mean_radius with servers on loopback")
-        d.add_argument("--epsilon", type=float, default=1.0, help="epsilon of the ECDF (and of the ROC) (default 1)")
+        add_epsilon(d, default=1.0, what="epsilon of the ECDF release (the ROC spends the same again)")
         d.add_argument("--plot", help="write a PNG of true vs DP vs smoothed ECDF and the ROC (matplotlib)")
-        d.add_argument("--servers-count", type=int, default=2, help="number of server processes (default 2)")
-        d.add_argument("--mechanism", choices=["paper", "hierarchical"], default="paper")
-        d.add_argument("--json", action="store_true")
+        d.add_argument("--servers-count", type=positive_int, default=2, metavar="M",
+                       help="number of server processes, 2 or more (default 2)")
+        d.add_argument("--mechanism", choices=["paper", "hierarchical"], default="paper",
+                       help="paper: Theorem 3.1 (default); hierarchical: noisy nodes + consistency")
+        add_json(d)
         d.set_defaults(func=cmd_demo)
 
 
 def _query_args(p) -> None:
     p.add_argument("--servers", required=True, help="HOST:PORT,HOST:PORT[,...] in server-id order")
-    p.add_argument("--epsilon", type=float, required=True, help="epsilon of the ECDF release")
+    add_epsilon(p, what="epsilon of the ECDF release (--roc spends the same again)")
     p.add_argument("--grid-bits", type=int, help="threshold grid 2^G (default: the domain)")
     p.add_argument("--mechanism", choices=["paper", "hierarchical"], default="paper",
                    help="paper: Theorem 3.1 (default); hierarchical: noisy nodes + consistency")
     p.add_argument("--quantiles", help="comma-separated quantile levels, e.g. 0.25,0.5,0.75 (Algorithm 1)")
     p.add_argument("--tolerate", type=int, default=0,
                    help="m > 2: keep epsilon-DP against the querier colluding with this many servers")
-    p.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for a server (default 600)")
-    p.add_argument("--connect-timeout", type=float, default=5.0, help="seconds to reach a server (default 5)")
-    p.add_argument("--json", action="store_true")
+    add_timeouts(p, timeout=600.0, connect_timeout=5.0, timeout_what="a server")
+    add_json(p)
 
 
 def _budgets(items) -> dict:
@@ -283,7 +288,7 @@ def cmd_status(args) -> int:
 
     from ..ecdf.client import ECDFQuerier
 
-    q = ECDFQuerier(args.servers, timeout=args.timeout)
+    q = ECDFQuerier(args.servers, timeout=args.timeout, connect_timeout=args.connect_timeout)
     st = q.status(args.dataset)
     if args.json:
         print(json.dumps(st))
@@ -336,8 +341,6 @@ def cmd_demo(args) -> int:
     from ..ecdf.client import ECDFQuerier, ServerProcesses, upload
     from ..ecdf.shares import quantize
 
-    if not args.epsilon > 0:
-        raise ValueError("--epsilon must be positive")
     d = load_dataset("breast_cancer")
     lo, hi = DEMO_RANGE
     x = quantize(d["mean_radius"], lo, hi, DEMO_BITS)

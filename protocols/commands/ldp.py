@@ -39,6 +39,7 @@ import json
 import numpy as np
 
 from ..datasets import DataError, dataset_path, load_csv
+from .options import epsilon as epsilon_type
 
 DEFAULT_EPSILON = 2.0
 
@@ -65,7 +66,7 @@ def register(root, groups) -> None:
     a.add_argument("--bits", type=int, default=4, help="alpha: scores are discretized to 2^alpha bins (default 4)")
     a.add_argument("--lower", type=float, help="public lower bound of the scores (default: data minimum)")
     a.add_argument("--upper", type=float, help="public upper bound of the scores (default: data maximum)")
-    a.add_argument("--epsilon", type=float, default=DEFAULT_EPSILON, help=f"privacy budget (default {DEFAULT_EPSILON})")
+    a.add_argument("--epsilon", type=epsilon_type, metavar="E", default=DEFAULT_EPSILON, help=f"privacy budget (default {DEFAULT_EPSILON})")
     a.add_argument("--splitting", choices=["users", "budget"], default="users",
                    help="split users across levels (default) or each user's budget")
     a.add_argument("--composition", choices=["basic", "advanced"], default="basic",
@@ -86,7 +87,7 @@ def register(root, groups) -> None:
     q.add_argument("--sigma", type=float, default=None, help="ALD scale (default (upper-lower)/10)")
     q.add_argument("--lower", type=float, help="truncation lower bound of the response (default: data minimum)")
     q.add_argument("--upper", type=float, help="truncation upper bound of the response (default: data maximum)")
-    q.add_argument("--epsilon", type=float, default=DEFAULT_EPSILON, help=f"privacy budget per user (default {DEFAULT_EPSILON})")
+    q.add_argument("--epsilon", type=epsilon_type, metavar="E", default=DEFAULT_EPSILON, help=f"privacy budget per user (default {DEFAULT_EPSILON})")
     q.add_argument("--private-x", action="store_true",
                    help="covariates are private too (Sec. 3.2): one bit each, budget split equally")
     q.set_defaults(func=cmd_qmle)
@@ -96,13 +97,14 @@ def register(root, groups) -> None:
     h.add_argument("--column", default="rate_marriage", help="integer-valued column (default rate_marriage)")
     h.add_argument("--lower", type=int, help="smallest domain value (default: data minimum)")
     h.add_argument("--upper", type=int, help="largest domain value (default: data maximum)")
-    h.add_argument("--epsilon", type=float, default=1.0, help="privacy budget, <= 1 (default 1)")
+    h.add_argument("--epsilon", type=epsilon_type, metavar="E", default=1.0, help="privacy budget, <= 1 (default 1)")
     h.add_argument("--delta", type=float, default=1e-5, help="delta (default 1e-5)")
     h.add_argument("--beta", type=float, default=0.05, help="failure probability of the reported error bound")
     h.set_defaults(func=cmd_shuffle_histogram)
 
     u = sub.add_parser("ustat", help="Algorithm 1: quantization + k-ary randomized response")
-    u.add_argument("--kernel", choices=["gini", "kendall", "auc"], default="gini")
+    u.add_argument("--kernel", choices=["gini", "kendall", "auc"], default="gini",
+                   help="U-statistic kernel: gini (default), kendall or auc")
     u.add_argument("--dataset", default=None, help="shipped dataset (default: breast_cancer, or fair for kendall)")
     u.add_argument("--csv", metavar="PATH", help="read a CSV file with a header row instead")
     u.add_argument("--columns", nargs="+", default=None,
@@ -111,9 +113,10 @@ def register(root, groups) -> None:
     u.add_argument("--k", type=int, default=8, help="bins per coordinate (default 8)")
     u.add_argument("--discrete", action="store_true",
                    help="no quantization: the domain is the set of observed values (default for kendall)")
-    u.add_argument("--quantized-kernel", choices=["midpoint", "average"], default="midpoint")
-    u.add_argument("--epsilon", type=float, default=DEFAULT_EPSILON, help=f"privacy budget (default {DEFAULT_EPSILON})")
-    u.add_argument("--json", action="store_true")
+    u.add_argument("--quantized-kernel", choices=["midpoint", "average"], default="midpoint",
+                   help="kernel on a pair of bins: midpoint of its range (Eq. 14, default) or its mean (Eq. 15)")
+    u.add_argument("--epsilon", type=epsilon_type, metavar="E", default=DEFAULT_EPSILON, help=f"privacy budget (default {DEFAULT_EPSILON})")
+    u.add_argument("--json", action="store_true", help="print one JSON object")
     u.set_defaults(func=cmd_ustat)
 
 

@@ -2,12 +2,16 @@
 
 ``pairwise ustat --statistic (gini|kendall|auc) --epsilon E [--pairs-per-user P]
 [--mode simulate|network] [--design subsample|all] [--workers W] [--bits W [--signed]]
-[--data FILE.csv --columns A[,B] [--label COLUMN]] [--json]``
+[--data FILE.csv | --builtin NAME] [--columns A[,B]] [--label COLUMN] [--batch B]
+[--timeout S] [--connect-timeout S] [--progress|--no-progress] [--json]``
 
 Without ``--data`` it runs on real data shipped in ``protocols/data``
 (SOURCES.md): gini on the diabetes disease-progression target (442 patients),
 kendall on Fair's survey ratings rate_marriage vs religious (6366 people), auc
-on the breast-cancer mean radius as a score for the malignant label (569).
+on the breast-cancer mean radius as a score for the malignant label (569);
+``--builtin NAME --columns ...`` picks other shipped columns.  A progress bar
+over the 2PC pairs goes to stderr (``--progress``/``--no-progress``; default:
+when stderr is a terminal).
 JSON keys: ``statistic``, ``estimate``, ``exact``, ``epsilon``, ``delta``, ``n``,
 ``pairs``, ``and_gates``, ``bytes``, ``seconds`` (and more: ``theorem5_mse``, the
 Algorithm 1 baseline ``rr_estimate`` on the same data and budget, ...).
@@ -18,7 +22,19 @@ Security model: see :mod:`pairwise.protocols.ustat.driver` (semi-honest 2PC, CDP
 from __future__ import annotations
 
 import json
-import sys
+
+from ..datasets import dataset_path
+from .options import (
+    add_builtin,
+    add_columns,
+    add_data,
+    add_epsilon,
+    add_json,
+    add_progress,
+    add_timeouts,
+    positive_int,
+    progress_bar,
+)
 
 DEFAULTS = {
     "gini": ("diabetes", ["progression"], None),
@@ -28,23 +44,35 @@ DEFAULTS = {
 
 
 def register(root, groups) -> None:
-    p = root.add_parser("ustat", help="DP U-statistic (gini, kendall, auc) with the 2PC subsampling protocol")
-    p.add_argument("--statistic", required=True, choices=sorted(DEFAULTS))
-    p.add_argument("--epsilon", type=float, required=True, help="privacy budget per user (epsilon > 0)")
-    p.add_argument("--pairs-per-user", type=int, default=1, help="P: pairs each user takes part in (default 1)")
+    p = root.add_parser("ustat", help="DP U-statistic (gini, kendall, auc) with the 2PC subsampling protocol",
+                        description="Estimate a U-statistic of n users' private values with differential "
+                                    "privacy: sampled pairs of users run the kernel plus discrete-Laplace noise "
+                                    "in a garbled circuit (ustats paper, Sec. 5).")
+    p.add_argument("--statistic", required=True, choices=sorted(DEFAULTS),
+                   help="gini (Gini mean difference), kendall (Kendall's tau-a) or auc (area under the ROC)")
+    add_epsilon(p, what="privacy budget per user")
+    p.add_argument("--pairs-per-user", type=positive_int, default=1, metavar="P",
+                   help="pairs each user takes part in, 1..n-1 (default 1)")
     p.add_argument("--mode", choices=["simulate", "network"], default="simulate",
                    help="simulate: all pairs as real 2PC executions over an in-memory channel in this process; "
                         "network: users hosted by --workers processes, real 2PC over loopback TCP")
     p.add_argument("--design", choices=["subsample", "all"], default="subsample",
                    help="subsample (the paper's protocol) or all pairs with advanced composition (baseline)")
-    p.add_argument("--workers", type=int, default=4, help="worker processes in network mode (default 4)")
-    p.add_argument("--bits", type=int, help="circuit width; with --data the values must be integers that fit it")
+    p.add_argument("--workers", type=positive_int, default=4, metavar="W",
+                   help="worker processes in network mode, 1..64 (default 4)")
+    p.add_argument("--bits", type=int, metavar="W",
+                   help="circuit width (8..64); with --data the values must be integers that fit it")
     p.add_argument("--signed", action="store_true", help="with --bits: values are signed (two's complement)")
-    p.add_argument("--data", help="CSV file with a header row")
-    p.add_argument("--columns", help="column(s): A for gini/auc scores, A,B for kendall")
-    p.add_argument("--label", help="0/1 label column (auc)")
-    p.add_argument("--batch", type=int, default=4096, help="pairs per SIMD execution (default 4096)")
-    p.add_argument("--json", action="store_true")
+    add_builtin(p, default=None, what="shipped dataset to read --columns from (default: "
+                + "; ".join(f"{k}: {v[0]}" for k, v in sorted(DEFAULTS.items())) + ")")
+    add_data(p, what="CSV file with a header row (instead of the shipped data)")
+    add_columns(p, what="column(s): A for gini and auc scores, A,B for kendall")
+    p.add_argument("--label", metavar="COLUMN", help="0/1 label column (auc)")
+    p.add_argument("--batch", type=positive_int, default=4096, metavar="B",
+                   help="pairs per SIMD execution (default 4096)")
+    add_timeouts(p, timeout=120.0, connect_timeout=120.0, timeout_what="a worker (network mode)")
+    add_progress(p)
+    add_json(p)
     p.set_defaults(func=cmd_ustat)
 
 
@@ -52,7 +80,11 @@ def _load(args):
     from ..datasets import load_csv, load_dataset
 
     stat = args.statistic
-    if args.data is None:
+    if args.data is not None and args.builtin is not None:
+        raise ValueError("give either --data FILE.csv or --builtin NAME, not both")
+    if args.data is None and not args.columns:
+        if args.builtin not in (None, DEFAULTS[stat][0]):
+            raise ValueError(f"--builtin {args.builtin} needs --columns for {stat}")
         name, cols, label = DEFAULTS[stat]
         d = load_dataset(name)
         source = f"{name} (shipped)"
@@ -61,14 +93,23 @@ def _load(args):
         return cols_data, lab, source, cols, label
     if not args.columns:
         raise ValueError("--data needs --columns")
-    cols = [c.strip() for c in args.columns.split(",") if c.strip()]
+    cols = list(args.columns)
     want = 2 if stat == "kendall" else 1
     if len(cols) != want:
         raise ValueError(f"{stat} needs {want} column(s) in --columns, got {cols}")
-    if stat == "auc" and not args.label:
-        raise ValueError("auc needs --label COLUMN (0/1)")
-    d = load_csv(args.data, cols, label=args.label if stat == "auc" else None)
-    return [d[c] for c in cols], (d[args.label] if stat == "auc" else None), args.data, cols, args.label
+    label = args.label
+    if stat == "auc" and not label:
+        if args.data is None and (args.builtin or DEFAULTS[stat][0]) == DEFAULTS[stat][0]:
+            label = DEFAULTS[stat][2]
+        else:
+            raise ValueError("auc needs --label COLUMN (0/1)")
+    if args.data is None:
+        name = args.builtin or DEFAULTS[stat][0]
+        path, source = dataset_path(name), f"{name} (shipped)"
+    else:
+        path = source = args.data
+    d = load_csv(path, cols, label=label if stat == "auc" else None)
+    return [d[c] for c in cols], (d[label] if stat == "auc" else None), source, cols, label
 
 
 def _rr_baseline(stat: str, cols, lab, epsilon: float) -> float:
@@ -88,26 +129,22 @@ def _rr_baseline(stat: str, cols, lab, epsilon: float) -> float:
 
 
 def cmd_ustat(args) -> int:
-    from ..ustat.driver import run_ustat
+    from ..ustat.driver import check_magnitude, run_ustat
 
     cols, lab, source, names, label = _load(args)
     stat = args.statistic
-    progress = None
-    if not args.json and sys.stderr.isatty():
-        def progress(done, total):
-            w = 30
-            k = int(w * done / total)
-            print(f"\r  [{'#' * k}{'.' * (w - k)}] {done}/{total} pairs", end="", file=sys.stderr, flush=True)
+    for c, name in zip(cols, names):
+        check_magnitude(c, name)
     if args.bits is not None:
         from ..datasets import check_integer_range
 
         for c, name in zip(cols, names):
             check_integer_range(c, args.bits, args.signed, name)
-    res = run_ustat(stat, cols[0], cols[1] if stat == "kendall" else None, lab, epsilon=args.epsilon,
-                    pairs_per_user=args.pairs_per_user, mode=args.mode, design=args.design,
-                    workers=args.workers, bits=args.bits, batch=args.batch, progress=progress)
-    if progress:
-        print(file=sys.stderr)
+    with progress_bar(args, f"{stat}: 2PC pairs", unit="pair") as progress:
+        res = run_ustat(stat, cols[0], cols[1] if stat == "kendall" else None, lab, epsilon=args.epsilon,
+                        pairs_per_user=args.pairs_per_user, mode=args.mode, design=args.design,
+                        workers=args.workers, bits=args.bits, batch=args.batch, timeout=args.timeout,
+                        connect_timeout=args.connect_timeout, progress=progress)
     d = res.as_dict()
     d["rr_estimate"] = _rr_baseline(stat, cols, lab, args.epsilon)
     d["data"] = source

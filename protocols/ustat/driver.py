@@ -68,7 +68,7 @@ from .stats import (
     zetas,
 )
 
-__all__ = ["UStatResult", "run_ustat", "prepare_data", "STATISTICS"]
+__all__ = ["UStatResult", "UStatError", "run_ustat", "prepare_data", "check_magnitude", "STATISTICS"]
 
 STATISTICS = ("gini", "kendall", "auc")
 
@@ -128,16 +128,37 @@ class PreparedData:
     range_: int  # public range R of the kernel in circuit units
 
 
+#: Data values (after fixed-point scaling) must stay below this magnitude: shifted by the minimum,
+#: the span then fits a signed 64-bit word and the widest (64-bit) circuit.
+_MAX_ABS = 2.0**62
+
+
+def check_magnitude(values, name: str) -> np.ndarray:
+    """``values`` as float64 if all are finite and below 2^62 in magnitude, else :class:`UStatError`
+    naming the column and the 1-based row (a value like 1e26 cannot become a circuit word)."""
+    v = np.asarray(values, dtype=np.float64)
+    bad = np.flatnonzero(~np.isfinite(v) | (np.abs(v) >= _MAX_ABS))
+    if bad.size:
+        r = int(bad[0])
+        why = "is not finite" if not np.isfinite(v[r]) else "is too large for the 2PC circuit"
+        raise UStatError(f"column {name!r}, data row {r + 1}: value {v[r]:g} {why} (values must be finite with "
+                         f"|value| < 2^62, about 4.6e18, so that the shifted data fits a 64-bit word)")
+    return v
+
+
 def _fixed_point(values: np.ndarray, name: str, max_decimals: int = 6) -> tuple[np.ndarray, int]:
     """Smallest power of ten making every value an integer (up to 10^max_decimals, then rounding)."""
-    v = np.asarray(values, dtype=np.float64)
-    if not np.isfinite(v).all():
-        raise UStatError(f"column {name}: non-finite values")
+    v = check_magnitude(values, name)
     for d in range(max_decimals + 1):
         s = v * 10**d
+        if np.abs(s).max() >= _MAX_ABS:
+            break  # more decimals would overflow the 64-bit word: round at the last scale that fits
         if np.allclose(s, np.round(s), atol=1e-9, rtol=0):
             return np.round(s).astype(np.int64), d
-    return np.round(v * 10**max_decimals).astype(np.int64), max_decimals
+    else:
+        d = max_decimals + 1
+    d -= 1
+    return np.round(v * 10**d).astype(np.int64), d
 
 
 def _width(span: int) -> int:
@@ -199,6 +220,19 @@ def _prepare(statistic: str, x, y=None, labels=None) -> PreparedData:
     return PreparedData("auc", pos, neg, _width(int(si.max())), 1.0, 2)
 
 
+def _check_pairs_per_user(pd: PreparedData, P: int, design: str) -> None:
+    """Refuse a P that cannot be met before any pair is sampled (it would only burn time and memory)."""
+    if design != "subsample":
+        return
+    if pd.statistic == "auc":
+        n_pos, n_neg = int(pd.x.size), int(pd.y.size)
+        limit, who = max(n_pos, n_neg), f"the larger class ({n_pos} positive, {n_neg} negative examples)"
+    else:
+        limit, who = int(pd.x.size) - 1, f"n - 1 = {int(pd.x.size) - 1} (every other user, n = {int(pd.x.size)})"
+    if P > limit:
+        raise UStatError(f"pairs per user P = {P} is more than {who}; use --pairs-per-user <= {limit}")
+
+
 def _pair_inputs(pd: PreparedData, pairs: np.ndarray) -> tuple[list[int] | np.ndarray, list[int] | np.ndarray]:
     if pd.statistic == "kendall":
         gx = [pack_pair(int(pd.x[i]), int(pd.y[i]), pd.bits) for i in pairs[:, 0]]
@@ -217,6 +251,11 @@ def _exact(pd: PreparedData) -> float:
     return u_statistic("auc", pd.x, pd.y)
 
 
+#: Largest per-pair epsilon: the discrete Laplace gadget's limit (circuits.noise); at 64 the
+#: noise is nonzero with probability below 1e-27 per unit of sensitivity anyway.
+MAX_PAIR_EPSILON = Fraction(64)
+
+
 def per_pair_epsilon(epsilon: float, design: str, P: int, n: int, delta_slack: float) -> tuple[Fraction, int]:
     """Budget of one pair's release and the number of releases per user.
 
@@ -224,12 +263,15 @@ def per_pair_epsilon(epsilon: float, design: str, P: int, n: int, delta_slack: f
     (Theorem 5).  ``all``: each user is in n - 1 pairs; the largest eps0 whose
     advanced composition (Dwork-Rothblum-Vadhan, via
     :func:`pairwise.dp.accounting.advanced_composition`, rounded up) over k = n - 1
-    releases stays within eps, found by bisection.
+    releases stays within eps, found by bisection.  Either is capped at
+    :data:`MAX_PAIR_EPSILON`, the noise gadget's largest epsilon (a smaller
+    per-pair budget only adds noise, so the guarantee still holds).
     """
     from pairwise.dp.accounting import advanced_composition
 
     if design == "subsample":
-        return Fraction(epsilon).limit_denominator(10**9) / P, P
+        eps = Fraction(repr(float(epsilon))) / P  # the decimal the user typed, exactly
+        return min(eps, MAX_PAIR_EPSILON), P
     k = n - 1
     lo, hi = 0.0, float(epsilon)
     for _ in range(80):
@@ -240,7 +282,7 @@ def per_pair_epsilon(epsilon: float, design: str, P: int, n: int, delta_slack: f
             hi = mid
     if lo <= 0:
         raise UStatError(f"no per-pair budget satisfies eps={epsilon} over {k} pairs")
-    return Fraction(lo).limit_denominator(10**12), k
+    return min(Fraction(lo).limit_denominator(10**12), MAX_PAIR_EPSILON), k
 
 
 def _run_simulate(nc, gx, ey, batch: int, progress) -> tuple[np.ndarray, int, int]:
@@ -308,7 +350,8 @@ def _free_ports(k: int) -> list[int]:
 
 
 def _run_network(nc, params: dict, pairs: np.ndarray, owner_g: np.ndarray, owner_e: np.ndarray,
-                 gx, ey, workers: int, timeout: float, progress) -> tuple[np.ndarray, int, int]:
+                 gx, ey, workers: int, timeout: float, progress,
+                 connect_timeout: float | None = None) -> tuple[np.ndarray, int, int]:
     """Users hosted by ``workers`` processes; each (garbler worker, evaluator worker) group of pairs
     is one real Yao session over loopback TCP between those processes (or two threads of one worker).
     """
@@ -321,7 +364,8 @@ def _run_network(nc, params: dict, pairs: np.ndarray, owner_g: np.ndarray, owner
     for key in set(zip(owner_g.tolist(), owner_e.tolist())):
         groups[key] = np.flatnonzero((owner_g == key[0]) & (owner_e == key[1]))
     ports = _free_ports(len(groups))
-    jobs = {w: {"worker": w, "params": params, "sessions": [], "timeout": timeout} for w in range(workers)}
+    jobs = {w: {"worker": w, "params": params, "sessions": [], "timeout": timeout,
+                "connect_timeout": timeout if connect_timeout is None else connect_timeout} for w in range(workers)}
     order = {}
     for sid, ((wg, we), idx) in enumerate(sorted(groups.items())):
         order[sid] = idx
@@ -401,6 +445,7 @@ def run_ustat(
     batch: int = 4096,
     workers: int = 4,
     timeout: float = 120.0,
+    connect_timeout: float | None = None,
     lam: int = 40,
     progress=None,
     rng: np.random.Generator | None = None,
@@ -413,6 +458,9 @@ def run_ustat(
     composition with ``delta_slack``; one-sample statistics only).
     ``mode``: ``simulate`` (one process, in-memory channel) or ``network``
     (``workers`` processes hosting the users, real TCP between them).
+    ``timeout`` bounds every wait of a network-mode worker on its peer, ``connect_timeout``
+    (default: ``timeout``) how long a worker keeps trying to reach its peer.
+    ``progress(done, total)``, if given, is called as pairs complete (a progress bar's hook).
     ``rng`` drives only the public pair sampling (default: seeded from the OS
     CSPRNG); noise bits always come from ``os.urandom``.
     """
@@ -430,9 +478,12 @@ def run_ustat(
         raise UStatError("the all-pairs design is implemented for one-sample statistics (gini, kendall)")
     if mode == "network" and not 1 <= int(workers) <= 64:
         raise UStatError(f"workers must be in 1..64, got {workers!r}")
+    if not (isinstance(batch, (int, np.integer)) and not isinstance(batch, bool) and batch >= 1):
+        raise UStatError(f"batch must be a positive integer, got {batch!r}")
     P = int(pairs_per_user)
     t_start = time.perf_counter()
     pd = prepare_data(statistic, x, y, labels, bits)
+    _check_pairs_per_user(pd, P, design)
     rng = rng or csprng_generator()
     if statistic == "auc":
         pairs = sample_two_sample_pairs(pd.x.size, pd.y.size, P, rng)
@@ -444,6 +495,8 @@ def run_ustat(
         pairs = sample_pairs(pd.x.size, P, rng)
         n = int(pd.x.size)
     m = pairs.shape[0]
+    if progress:
+        progress(0, m)
     eps_pair, releases = per_pair_epsilon(epsilon, design, P, n, delta_slack)
     nc = noisy_kernel(statistic, pd.bits, False, epsilon=eps_pair, sensitivity=pd.range_, lam=lam, n_samples=m)
     gx, ey = _pair_inputs(pd, pairs)
@@ -457,7 +510,8 @@ def run_ustat(
             owner_g, owner_e = pairs[:, 0] % w, (pairs[:, 1] + pd.x.size) % w
         else:
             owner_g, owner_e = pairs[:, 0] % w, pairs[:, 1] % w
-        out, total_bytes, executions = _run_network(nc, params, pairs, owner_g, owner_e, gx, ey, w, timeout, progress)
+        out, total_bytes, executions = _run_network(nc, params, pairs, owner_g, owner_e, gx, ey, w, timeout, progress,
+                                                    connect_timeout)
     unit = float(nc.unit)
     exact = _exact(pd)
     guarantee = nc.guarantee

@@ -5,7 +5,10 @@ What it does
 
     ``{"worker": k, "params": {...noisy_kernel arguments...},
       "sessions": [{"id": s, "role": "garbler"|"evaluator", "port": p,
-                    "inputs": [v, ...]}, ...], "timeout": t}``
+                    "inputs": [v, ...]}, ...], "timeout": t, "connect_timeout": c}``
+
+    (``connect_timeout``, default ``timeout``: how long an evaluator keeps
+    trying to reach its garbler.)
 
     For each session it runs one party of a real Yao session over TCP on
     loopback (the garbler listens on ``port``, the evaluator connects to it):
@@ -47,7 +50,8 @@ def _build(params: dict):
     )
 
 
-def run_session(nc, sess: dict, timeout: float, results: dict, errors: list) -> None:
+def run_session(nc, sess: dict, timeout: float, results: dict, errors: list,
+                connect_timeout: float | None = None) -> None:
     from pairwise.circuits.noise import random_input_bits
     from pairwise.mpc.channel import TCPChannel
     from pairwise.mpc.twopc import EvaluatorSession, GarblerSession, circuit_digest
@@ -67,7 +71,8 @@ def run_session(nc, sess: dict, timeout: float, results: dict, errors: list) -> 
                 ch.close()
             results[f"{sid}:garbler"] = {"bytes_sent": st["bytes_sent"], "bytes_received": st["bytes_received"]}
         else:
-            ch = TCPChannel.connect("127.0.0.1", sess["port"], deadline=timeout, timeout=timeout)
+            ch = TCPChannel.connect("127.0.0.1", sess["port"], timeout=timeout,
+                                    deadline=timeout if connect_timeout is None else connect_timeout)
             try:
                 s = EvaluatorSession(ch, session_id=f"ustat-{sid}", extra=circuit_digest(circuit))
                 res = s.run(circuit, {"y": values, "ry": r}, output="evaluator")
@@ -87,10 +92,11 @@ def main() -> int:
     job = json.loads(sys.stdin.read())
     nc = _build(job["params"])
     timeout = float(job.get("timeout", 60))
+    connect_timeout = float(job.get("connect_timeout", timeout))
     results: dict = {}
     errors: list = []
     threads = [
-        threading.Thread(target=run_session, args=(nc, s, timeout, results, errors), daemon=True)
+        threading.Thread(target=run_session, args=(nc, s, timeout, results, errors, connect_timeout), daemon=True)
         for s in job["sessions"]
     ]
     for t in threads:

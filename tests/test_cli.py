@@ -1,0 +1,235 @@
+"""The ``pairwise`` command line as a whole: version, help text, usage errors, progress, aliases,
+and a clear error before any work for every bad input of issue 14's table.
+
+Each error case runs the real CLI as a subprocess (``python -m pairwise``) and
+checks the exit status (2), the message on stderr, and that stdout holds
+nothing but the ``--json`` error object.  Waits are bounded generously (a
+bound turns a hang into a failure; nothing is timed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+
+import pytest
+
+from pairwise.circuits.kernels import kernel_reference
+from pairwise.protocols.cli import build_parser, main, package_version
+from pairwise.protocols.commands.options import _Deprecated
+
+CLI = [sys.executable, "-m", "pairwise"]
+BOUND = 300.0  # seconds; a correct run of any command here takes a few seconds on an idle machine
+
+
+def run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(CLI + list(args), capture_output=True, text=True, timeout=BOUND)
+
+
+def _walk(parser, path):
+    for a in parser._actions:
+        if isinstance(a, argparse._SubParsersAction):
+            for name, sub in a.choices.items():
+                yield from _walk(sub, path + [name])
+        elif not isinstance(a, (argparse._HelpAction, _Deprecated)):
+            yield " ".join(path), a
+
+
+# --------------------------------------------------------------------------- version, help
+
+
+def test_version_comes_from_package_metadata():
+    from importlib.metadata import version
+
+    r = run("--version")
+    assert r.returncode == 0
+    assert r.stdout.strip() == f"pairwise {version('pairwise-mpc')}" == f"pairwise {package_version()}"
+
+
+def test_every_option_of_every_command_has_help_text():
+    missing = [(cmd, a.option_strings or a.dest) for cmd, a in _walk(build_parser(), ["pairwise"])
+               if not a.help or a.help == argparse.SUPPRESS]
+    assert not missing, missing
+    commands = {cmd for cmd, _ in _walk(build_parser(), ["pairwise"])}
+    assert {"pairwise 2pc garbler", "pairwise 2pc evaluator", "pairwise ecdf status", "pairwise demo 2pc",
+            "pairwise ustat", "pairwise noise sample", "pairwise circuit table"} <= commands
+
+
+def test_every_command_offers_json():
+    # leaves of the command tree (parsers with a func and no subcommands) other than ``ecdf serve``,
+    # whose stdout is always JSON lines
+    leaves = {}
+    for cmd, a in _walk(build_parser(), ["pairwise"]):
+        leaves.setdefault(cmd, set()).update(a.option_strings)
+    without = [c for c, opts in leaves.items() if "--json" not in opts and c not in ("pairwise", "pairwise ecdf serve")]
+    assert not without, without
+
+
+def test_usage_error_under_json_is_a_json_object_on_stdout(capsys):
+    assert main(["noise", "params", "--epsilon", "0", "--json"]) == 2
+    out = capsys.readouterr()
+    d = json.loads(out.out)
+    assert d["type"] == "UsageError" and "epsilon must lie in" in d["error"]
+    assert "usage:" in out.err
+
+
+# --------------------------------------------------------------------------- one epsilon validator
+
+
+@pytest.mark.parametrize("value, message", [
+    ("1e-300", "epsilon must lie in [2^-40, 500]"),
+    ("501", "epsilon must lie in [2^-40, 500]"),
+    ("inf", "epsilon must be a finite number"),
+    ("nan", "epsilon must be a finite number"),
+    ("abc", "epsilon must be a number"),
+])
+def test_epsilon_has_the_same_limits_in_every_command(capsys, value, message):
+    commands = [
+        ["ustat", "--statistic", "gini"],
+        ["noise", "params"],
+        ["noise", "sample", "--count", "1"],
+        ["ecdf", "demo"],
+        ["demo", "ecdf"],
+        ["ecdf", "run", "--servers", "127.0.0.1:1,127.0.0.1:2", "--data", "x.csv", "--columns", "a"],
+        ["ldp", "auc"],
+        ["ldp", "qmle"],
+        ["ldp", "shuffle-histogram"],
+        ["ldp", "ustat"],
+    ]
+    for argv in commands:
+        assert main(argv + ["--epsilon", value]) == 2, argv
+        err = capsys.readouterr().err
+        assert f"argument --epsilon: {message}" in err, (argv, err)
+
+
+def test_epsilon_limits_are_inclusive_and_gadgets_cap_at_their_own_limit(capsys):
+    for value, used in (("500", 64.0), (repr(2.0**-40), 2.0**-40)):
+        assert main(["noise", "params", "--epsilon", value, "--json"]) == 0
+        d = json.loads(capsys.readouterr().out)
+        assert d["epsilon_requested"] == float(value) and used <= d["epsilon"] <= float(value)
+    assert main(["noise", "params", "--epsilon", "100"]) == 0
+    assert "requested 100; the gadget's largest epsilon is 64" in capsys.readouterr().out
+
+
+# --------------------------------------------------------------------------- issue 14's error table
+
+
+def assert_clean_failure(r: subprocess.CompletedProcess, *messages: str) -> None:
+    assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
+    for m in messages:
+        assert m in r.stderr, (m, r.stderr)
+    assert "Traceback" not in r.stderr
+
+
+def test_csv_value_too_large_for_the_circuit(tmp_path):
+    f = tmp_path / "big.csv"
+    f.write_text("a,b\n1,2\n1e26,3\n4,5\n")
+    for stat, cols in (("gini", "a"), ("kendall", "a,b")):
+        r = run("ustat", "--statistic", stat, "--epsilon", "1", "--data", str(f), "--columns", cols, "--json")
+        assert_clean_failure(r, "column 'a', data row 2: value 1e+26 is too large for the 2PC circuit", "2^62")
+        assert json.loads(r.stdout)["type"] == "UStatError"
+
+
+def test_batch_must_be_positive():
+    for value in ("0", "-5"):
+        r = run("ustat", "--statistic", "gini", "--epsilon", "1", "--batch", value)
+        assert_clean_failure(r, f"argument --batch: must be a positive integer (1 or more), got {value}")
+        assert r.stdout == ""
+
+
+def test_pairs_per_user_beyond_n_minus_1_is_refused_up_front():
+    r = run("ustat", "--statistic", "gini", "--epsilon", "1", "--pairs-per-user", "100000", "--json")
+    assert_clean_failure(r, "pairs per user P = 100000 is more than n - 1 = 441", "--pairs-per-user <= 441")
+    assert json.loads(r.stdout)["type"] == "UStatError"
+    r = run("ustat", "--statistic", "auc", "--epsilon", "1", "--pairs-per-user", "358")
+    assert_clean_failure(r, "more than the larger class (212 positive, 357 negative examples)")
+
+
+def test_tiny_epsilon_is_refused_with_the_limits_not_a_fraction():
+    r = run("ustat", "--statistic", "gini", "--epsilon", "1e-300")
+    assert_clean_failure(r, "argument --epsilon: epsilon must lie in [2^-40, 500] (about [9.1e-13, 500]), got 1e-300")
+    assert "Fraction" not in r.stderr
+
+
+def test_ecdf_demo_infinite_epsilon_is_a_usage_error_not_a_server_failure():
+    r = run("ecdf", "demo", "--epsilon", "inf", "--json")
+    assert_clean_failure(r, "argument --epsilon: epsilon must be a finite number, got inf")
+    assert "startup" not in r.stderr and "ServerUnavailable" not in r.stderr
+    assert json.loads(r.stdout)["type"] == "UsageError"
+
+
+@pytest.mark.slow  # three processes
+def test_demo_2pc_small_width_runs_on_its_own_default_inputs():
+    for circuit in ("gini", "kendall"):
+        r = run("demo", "2pc", "--circuit", circuit, "--bits", "8", "--signed", "--json")
+        assert r.returncode == 0, r.stderr
+        d = json.loads(r.stdout)
+        gi, ei = d["inputs"]["garbler"], d["inputs"]["evaluator"]
+        if circuit == "kendall":
+            want = kernel_reference("kendall", tuple(map(int, gi.split(","))), tuple(map(int, ei.split(","))))
+        else:
+            want = kernel_reference("gini", [int(gi)], [int(ei)])[0]
+        assert d["garbler"]["outputs"] == d["evaluator"]["outputs"] == [int(want)]
+        assert d["computed"].startswith({"gini": "|x - y|", "kendall": "sign(x1 - x2)"}[circuit])
+
+
+OLD_BRISTOL_AND = "1 3\n1 1 1\n\n2 1 0 1 2 AND\n"  # old format: n1 = n2 = 1 input bit, 1 output bit
+
+
+def test_old_bristol_file_is_refused_with_a_hint_and_converts(tmp_path):
+    old = tmp_path / "and_old.txt"
+    old.write_text(OLD_BRISTOL_AND)
+    r = run("circuit", "stats", str(old))
+    assert_clean_failure(r, "this is the old Bristol format (line 2 'n1 n2 nout' = '1 1 1')", "--old-bristol")
+    new = tmp_path / "and.txt"
+    r = run("circuit", "export", str(old), "--old-bristol", "--format", "bristol", "-o", str(new), "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout) == {"output": str(new), "format": "bristol", "circuit": "and_old"}
+    for a in (0, 1):
+        for b in (0, 1):
+            r = run("circuit", "eval", str(new), "--input", str(a), "--input", str(b), "--json")
+            assert r.returncode == 0, r.stderr
+            assert json.loads(r.stdout)["outputs"] == [str(a & b)]
+
+
+def test_old_bristol_files_of_emp_toolkit_are_recognised(bristol_dir):
+    from pairwise.circuits.bristol import BristolFormatError
+    from pairwise.circuits.catalog import read_circuit_file
+
+    for f in sorted((bristol_dir / "bristol_format").glob("*.txt")):
+        with pytest.raises(BristolFormatError, match="old Bristol format"):
+            read_circuit_file(f)
+
+
+# --------------------------------------------------------------------------- progress and deprecated aliases
+
+
+def test_progress_goes_to_stderr_and_stdout_stays_json():
+    r = run("noise", "sample", "--epsilon", "1", "--count", "3000", "--garbled", "--progress", "--json")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)  # nothing but the object
+    assert sum(d["counts"]) == 3000
+    assert "3000/3000" in r.stderr and "garbled samples" in r.stderr
+    r = run("noise", "sample", "--epsilon", "1", "--count", "3000", "--garbled", "--json")
+    assert r.returncode == 0 and r.stderr == ""  # stderr is not a terminal: no bar by default
+
+
+def test_ustat_progress_callback_counts_every_pair():
+    import numpy as np
+
+    from pairwise.protocols.ustat.driver import run_ustat
+
+    calls = []
+    res = run_ustat("gini", np.arange(40.0), epsilon=1, batch=7, progress=lambda d, t: calls.append((d, t)))
+    assert calls[0] == (0, res.pairs) and calls[-1] == (res.pairs, res.pairs)
+    assert [d for d, _ in calls] == sorted(d for d, _ in calls) and len(calls) == 1 + -(-res.pairs // 7)
+
+
+def test_deprecated_connect_deadline_still_works_with_a_warning(capsys):
+    parser = build_parser()
+    args = parser.parse_args(["2pc", "evaluator", "--connect", "h:1", "--circuit", "gini", "--input", "1",
+                              "--connect-deadline", "3"])
+    assert args.connect_timeout == 3.0
+    assert "--connect-deadline is deprecated" in capsys.readouterr().err
