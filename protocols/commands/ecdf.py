@@ -310,25 +310,28 @@ def _plot(out: dict, path: str) -> None:
         import matplotlib.pyplot as plt
     except ImportError:
         raise RuntimeError("--plot needs matplotlib (pip install 'pairwise-mpc[plot]')") from None
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.5))
+    fig, axes = plt.subplots(1, 2, figsize=(12, 5))
     ax = axes[0]
-    ax.step(out["thresholds"], out["exact"], where="post", label="exact", color="black")
-    ax.plot(out["thresholds"], out["dp"], label=f"DP (eps={out['epsilon']:g})", alpha=0.6)
-    ax.plot(out["thresholds"], out["smoothed"], label="DP smoothed (Eq. 3, p=2)")
-    ax.set_xlabel("mean radius")
-    ax.set_ylabel("ECDF")
+    ax.step(out["thresholds"], out["exact"], where="post", label="exact (not private)", color="black")
+    ax.plot(out["thresholds"], out["dp"], label=f"DP release (epsilon = {out['epsilon']:g})", alpha=0.6)
+    ax.plot(out["thresholds"], out["smoothed"], label="DP release, smoothed (Eq. 3, p = 2)")
+    ax.set_xlabel("mean radius of the cell nuclei (dataset units)")
+    ax.set_ylabel("ECDF: fraction of patients with\nmean radius <= x")
     ax.legend()
-    ax.set_title(f"breast_cancer mean_radius, n={out['n']}, {out['servers']} servers")
+    ax.set_title(f"ECDF, n = {out['n']} patients, {out['servers']} servers, {len(out['thresholds'])} thresholds",
+                 fontsize=10)
     if "roc" in out:
         ax = axes[1]
         ax.plot(out["roc"]["fpr_exact"], out["roc"]["tpr_exact"], color="black",
-                label=f"exact (AUC {out['auc_exact']:.3f})")
-        ax.plot(out["roc"]["fpr"], out["roc"]["tpr"], label=f"DP smoothed (AUC {out['auc']:.3f})")
-        ax.plot([0, 1], [0, 1], ":", color="grey")
-        ax.set_xlabel("false positive rate")
-        ax.set_ylabel("true positive rate")
-        ax.set_title(f"ROC of mean_radius for malignant (eps={out['roc']['epsilon']:g})")
+                label=f"exact, not private (AUC {out['auc_exact']:.3f})")
+        ax.plot(out["roc"]["fpr"], out["roc"]["tpr"], label=f"DP, smoothed (AUC {out['auc']:.3f})")
+        ax.plot([0, 1], [0, 1], ":", color="grey", label="chance (AUC 0.5)")
+        ax.set_xlabel("false positive rate (benign flagged, fraction)")
+        ax.set_ylabel("true positive rate (malignant flagged, fraction)")
+        ax.set_title(f"ROC of mean radius as a score for malignancy (epsilon = {out['roc']['epsilon']:g})",
+                     fontsize=10)
         ax.legend()
+    fig.suptitle("Differentially private ECDF and ROC from the multi-server service (breast_cancer data)")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
