@@ -26,6 +26,10 @@ def peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+#: The ratings' public domains (survey scales 1-5 and 1-4; protocols/data/domains.json).
+RATINGS = {"lower": [1, 1], "upper": [5, 4], "decimals": [0, 0]}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, nargs="*", default=[100_000, 1_000_000])
@@ -41,7 +45,7 @@ def main() -> None:
         x, y = fair["rate_marriage"][idx], fair["religious"][idx]
         t0 = time.perf_counter()
         r = run_ustat("kendall", x, y, epsilon=args.epsilon, pairs_per_user=1, mode="simulate", batch=8192,
-                      compute_theorem5=False)
+                      compute_theorem5=False, **RATINGS)
         dt = time.perf_counter() - t0
         rows.append(("simulate", n, r, dt))
         print(f"simulate n={n}: {dt:.1f} s, pairs {r.pairs}, AND {r.and_gates}, bytes {r.bytes}, "
@@ -51,7 +55,7 @@ def main() -> None:
         idx = rng.integers(0, fair["rate_marriage"].size, size=n)
         t0 = time.perf_counter()
         r = run_ustat("kendall", fair["rate_marriage"][idx], fair["religious"][idx], epsilon=args.epsilon,
-                      pairs_per_user=1, mode="network", workers=args.workers)
+                      pairs_per_user=1, mode="network", workers=args.workers, **RATINGS)
         dt = time.perf_counter() - t0
         rows.append(("network", n, r, dt))
         print(f"network n={n} ({args.workers} worker processes, {r.executions} TCP sessions): {dt:.1f} s, "

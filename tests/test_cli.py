@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import subprocess
 import sys
 
@@ -123,13 +124,36 @@ def assert_clean_failure(r: subprocess.CompletedProcess, *messages: str) -> None
     assert "Traceback" not in r.stderr
 
 
-def test_csv_value_too_large_for_the_circuit(tmp_path):
+def test_csv_value_of_1e26(tmp_path):
+    """A huge value is clamped by its owner into the public domain (and counted, not private); a domain too
+    wide for a 64-bit circuit word is refused before anything runs, as is a CSV without a domain."""
     f = tmp_path / "big.csv"
     f.write_text("a,b\n1,2\n1e26,3\n4,5\n")
-    for stat, cols in (("gini", "a"), ("kendall", "a,b")):
-        r = run("ustat", "--statistic", stat, "--epsilon", "1", "--data", str(f), "--columns", cols, "--json")
-        assert_clean_failure(r, "column 'a', data row 2: value 1e+26 is too large for the 2PC circuit", "2^62")
-        assert json.loads(r.stdout)["type"] == "UStatError"
+    for stat, cols, lower, upper in (("gini", "a", "0", "10"), ("kendall", "a,b", "0,0", "10,10")):
+        r = run("ustat", "--statistic", stat, "--epsilon", "1", "--data", str(f), "--columns", cols,
+                "--lower", lower, "--upper", upper, "--json")
+        assert r.returncode == 0, r.stderr
+        assert json.loads(r.stdout)["clamped"] == 1
+    r = run("ustat", "--statistic", "gini", "--epsilon", "1", "--data", str(f), "--columns", "a",
+            "--lower", "0", "--upper", "1e26", "--json")
+    assert_clean_failure(r, "the domain [0, 1e+26] at 0 decimals has 1e+26 grid steps, more than 2^62",
+                         "narrow the domain")
+    assert json.loads(r.stdout)["type"] == "PrivacyParameterError"
+    r = run("ustat", "--statistic", "gini", "--epsilon", "1", "--data", str(f), "--columns", "a")
+    assert_clean_failure(r, "--data needs the public domain of its private column(s) a: give --lower L --upper U")
+
+
+@pytest.mark.slow  # a 2PC run over a domain of 10^18 grid steps
+def test_widest_domain_runs_to_the_end(tmp_path):
+    """At 10^18 grid steps alpha = exp(-eps/S) rounds to 1 in floating point: the noise variance must not
+    divide by zero after the run (it did)."""
+    f = tmp_path / "big.csv"
+    f.write_text("a\n1\n1e26\n4\n")
+    r = run("ustat", "--statistic", "gini", "--epsilon", "1", "--data", str(f), "--columns", "a",
+            "--lower", "0", "--upper", "1e18", "--decimals", "0", "--json")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["clamped"] == 1 and d["bits"] == 64 and math.isfinite(d["noise_variance_per_pair"])
 
 
 def test_batch_must_be_positive():
@@ -141,10 +165,10 @@ def test_batch_must_be_positive():
 
 def test_pairs_per_user_beyond_n_minus_1_is_refused_up_front():
     r = run("ustat", "--statistic", "gini", "--epsilon", "1", "--pairs-per-user", "100000", "--json")
-    assert_clean_failure(r, "pairs per user P = 100000 is more than n - 1 = 441", "--pairs-per-user <= 441")
+    assert_clean_failure(r, "pairs per user P = 100000 exceeds n - 1 = 441, the number of other users")
     assert json.loads(r.stdout)["type"] == "UStatError"
-    r = run("ustat", "--statistic", "auc", "--epsilon", "1", "--pairs-per-user", "358")
-    assert_clean_failure(r, "more than the larger class (212 positive, 357 negative examples)")
+    r = run("ustat", "--statistic", "auc", "--epsilon", "1", "--pairs-per-user", "213")
+    assert_clean_failure(r, "P = 213 exceeds the 212 distinct partners the smaller class offers")
 
 
 def test_tiny_epsilon_is_refused_with_the_limits_not_a_fraction():
@@ -222,7 +246,8 @@ def test_ustat_progress_callback_counts_every_pair():
     from pairwise.protocols.ustat.driver import run_ustat
 
     calls = []
-    res = run_ustat("gini", np.arange(40.0), epsilon=1, batch=7, progress=lambda d, t: calls.append((d, t)))
+    res = run_ustat("gini", np.arange(40.0), epsilon=1, batch=7, lower=0, upper=40,
+                    progress=lambda d, t: calls.append((d, t)))
     assert calls[0] == (0, res.pairs) and calls[-1] == (res.pairs, res.pairs)
     assert [d for d, _ in calls] == sorted(d for d, _ in calls) and len(calls) == 1 + -(-res.pairs // 7)
 

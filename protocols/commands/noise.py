@@ -11,9 +11,11 @@ Commands
         counts the samples; ``--progress``/``--no-progress``, default: when
         stderr is a terminal); otherwise the exact numpy sampler draws from
         the same distribution.  JSON keys: ``values``,
-        ``counts``, ``epsilon``, ``delta``, ``and_gates_per_sample`` (plus
-        ``epsilon_requested``, ``method``, ``delta_bound``, ``tv_to_ideal``, ``bits``, ``acc``,
-        ``random_bits_per_party``, ``garbled``).
+        ``counts`` (the samples: the only random keys), ``epsilon``,
+        ``delta``, ``and_gates_per_sample`` (plus ``epsilon_requested``, ``method``,
+        ``delta_bound``, ``tv_to_ideal``, ``bits``, ``acc``,
+        ``random_bits_per_party``, ``garbled``), all functions of the public
+        flags.  Every flag is checked before any sample is drawn.
     ``pairwise noise params --epsilon E --sensitivity S [--json]``
         The chosen parameters, AND gates and guarantee, without sampling.
 
@@ -38,6 +40,10 @@ from pairwise.circuits.noise import (
 )
 
 from .options import add_epsilon, add_json, add_progress, positive_int, progress_bar
+
+#: JSON keys holding the random samples; every other key is a function of the public flags.
+DP_KEYS = ("values", "counts")
+NOT_PRIVATE_KEYS: tuple = ()
 
 GARBLE_CHUNK = 1 << 13  # samples per garbled SIMD call: same rate as 2^15 (A/B, load 3.9), finer progress
 MAX_COUNT = 10**8

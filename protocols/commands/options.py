@@ -51,6 +51,7 @@ from contextlib import contextmanager
 
 __all__ = [
     "warn",
+    "deprecated",
     "epsilon",
     "positive_int",
     "seconds",
@@ -70,6 +71,11 @@ __all__ = [
 def warn(message: str) -> None:
     """One warning line on stderr (never stdout: ``--json`` output stays parseable)."""
     print(f"pairwise: warning: {message}", file=sys.stderr, flush=True)
+
+
+def deprecated(old: str, new: str) -> None:
+    """The one deprecation warning: ``old`` still works for one release; use ``new``."""
+    warn(f"{old} is deprecated and will be removed in the next release; use {new}")
 
 
 # --------------------------------------------------------------------------- argument types
@@ -131,7 +137,7 @@ class _Deprecated(argparse.Action):
         super().__init__(option_strings, dest, **kw)
 
     def __call__(self, parser, namespace, values, option_string=None):
-        warn(f"{option_string} is deprecated and will be removed in the next release; use {self.new}")
+        deprecated(option_string, self.new)
         if self.how == "store_true":
             values = True
         elif self.how == "columns":
@@ -178,15 +184,18 @@ def add_data(p, *, required: bool = False, what: str = "CSV file with a header r
         add_alias(p, o, "--data", "data", metavar="FILE.csv")
 
 
-def add_columns(p, *, what: str, default=None, old: tuple[str, ...] = (), spaces: bool = False) -> None:
+def add_columns(p, *, what: str, default=None, old: tuple[str, ...] = (), spaces: bool = False,
+                flag: str = "--columns") -> None:
     """``--columns A[,B]`` (list of names in ``args.columns``); ``old`` single-column spellings.
 
     ``spaces``: also accept the old space-separated ``--columns A B`` (with a warning).
+    ``flag``: another name for a list of columns with a role (``ldp qmle --covariates A,B``).
     """
-    p.add_argument("--columns", nargs="+" if spaces else None, action=_Columns, default=default,
+    dest = flag.lstrip("-").replace("-", "_")
+    p.add_argument(flag, nargs="+" if spaces else None, action=_Columns, default=default,
                    metavar="A[,B]", help=what)
     for o in old:
-        add_alias(p, o, "--columns", "columns", how="columns", metavar="COLUMN")
+        add_alias(p, o, flag, dest, how="columns", metavar="COLUMN")
 
 
 def add_builtin(p, *, default: str | None, what: str | None = None, old: tuple[str, ...] = ()) -> None:

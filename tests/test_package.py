@@ -1,0 +1,72 @@
+"""The installed package: one top-level namespace, the small API at ``pairwise``, ``python -m pairwise``.
+
+The wheel itself (only ``pairwise`` at top level, installed next to PyPI's
+``circuits``) is checked by ``.ci/wheel_check`` in CI.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from importlib.metadata import version
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import pairwise
+
+
+def test_version_comes_from_the_package_metadata():
+    assert pairwise.__version__ == version("pairwise-mpc")
+
+
+@pytest.mark.parametrize("name", [n for n in pairwise.__all__ if n != "__version__"])
+def test_every_api_name_resolves(name):
+    assert getattr(pairwise, name) is not None
+    assert name in dir(pairwise)
+
+
+def test_unknown_attribute_is_an_attribute_error():
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        pairwise.nope  # noqa: B018
+
+
+def test_api_objects_are_the_subpackages_objects():
+    from pairwise.circuits.catalog import resolve_circuit
+    from pairwise.fss import dcf_gen_batch
+    from pairwise.mpc.twopc import GarblerSession
+
+    assert pairwise.load_circuit is resolve_circuit
+    assert pairwise.GarblerSession is GarblerSession
+    assert pairwise.dcf_gen_batch is dcf_gen_batch
+
+
+def test_garble_and_evaluate_through_the_api_matches_plaintext():
+    c = pairwise.load_circuit("gini", 8)
+    rng = np.random.default_rng(1)
+    xs, ys = rng.integers(0, 256, 50), rng.integers(0, 256, 50)
+    bits = [((xs[:, None] >> np.arange(8)) & 1).astype(bool), ((ys[:, None] >> np.arange(8)) & 1).astype(bool)]
+    (out,) = pairwise.garble_and_evaluate(c, bits)
+    got = (out.astype(np.int64) << np.arange(out.shape[1])).sum(1)
+    assert got.tolist() == [abs(int(a) - int(b)) for a, b in zip(xs, ys)]
+
+
+def test_fss_batch_through_the_api_reconstructs_the_count():
+    alphas = np.array([3, 9, 200, 17], dtype=np.uint64)
+    k0, k1 = pairwise.dcf_gen_batch(alphas, 1, n=8, l=16, comparison="ge")
+    t = 17  # #{alpha <= 17} = 3
+    count = pairwise.reconstruct(k0.eval_sum(t), k1.eval_sum(t), 16)
+    assert int(count) == 3
+
+
+def test_python_dash_m_pairwise_is_the_cli():
+    out = subprocess.run([sys.executable, "-m", "pairwise", "circuit", "stats", "gini", "--bits", "8", "--json"],
+                         capture_output=True, text=True, timeout=120, cwd=Path(__file__).parent)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["and"] == 15  # |x - y| on 8 bits: 2w - 1 AND gates
+
+
+def test_py_typed_marker_ships_with_the_package():
+    assert (Path(pairwise.__file__).parent / "py.typed").is_file()
