@@ -258,3 +258,44 @@ def test_deprecated_connect_deadline_still_works_with_a_warning(capsys):
                               "--connect-deadline", "3"])
     assert args.connect_timeout == 3.0
     assert "--connect-deadline is deprecated" in capsys.readouterr().err
+
+
+def test_old_spellings_keep_working_with_a_warning(capsys):
+    """Each deprecated spelling parses to the new option's value and warns on stderr (one release)."""
+    parser = build_parser()
+    cases = [
+        (["ldp", "auc", "--csv", "f.csv", "--score", "s"], {"data": "f.csv", "columns": ["s"]}, ("--csv", "--score")),
+        (["ldp", "auc", "--dataset", "fair"], {"builtin": "fair"}, ("--dataset",)),
+        (["ldp", "shuffle-histogram", "--column", "c"], {"columns": ["c"]}, ("--column",)),
+        (["ldp", "ustat", "--columns", "a", "b"], {"columns": ["a", "b"]}, ("--columns a b",)),
+        (["ldp", "qmle", "--covariates", "a", "b"], {"covariates": ["a", "b"]}, ("--covariates a b",)),
+        (["ecdf", "run", "--servers", "h:1,h:2", "--epsilon", "1", "--data", "f.csv", "--column", "c"],
+         {"columns": ["c"]}, ("--column",)),
+    ]
+    for argv, want, old in cases:
+        args = parser.parse_args(argv)
+        for k, v in want.items():
+            assert getattr(args, k) == v, (argv, k)
+        err = capsys.readouterr().err
+        for o in old:
+            assert f"{o} is deprecated" in err, (argv, err)
+    args = parser.parse_args(["ldp", "ustat", "--columns", "a,b"])  # the new spelling: no warning
+    assert args.columns == ["a", "b"] and capsys.readouterr().err == ""
+
+
+def test_ldp_without_epsilon_uses_the_old_default_with_a_warning(capsys):
+    assert main(["ldp", "ustat", "--kernel", "kendall", "--json"]) == 0
+    out = capsys.readouterr()
+    assert json.loads(out.out)["epsilon"] == 2.0
+    assert "ldp ustat without --epsilon is deprecated" in out.err
+
+
+def test_ecdf_status_has_one_shape_with_and_without_dataset():
+    from pairwise.protocols.commands.ecdf import status_rows
+
+    info = {"dataset": "d", "clients": 3}
+    one = status_rows([{"ok": True, "server_id": 0, "info": info}])
+    every = status_rows([{"ok": True, "server_id": 0, "datasets": [info, dict(info, dataset="e")]}])
+    assert one[0]["datasets"] == [info] and one[0]["info"] == info
+    assert [d["dataset"] for d in every[0]["datasets"]] == ["d", "e"]
+    assert set(one[0]) - {"info"} == set(every[0])

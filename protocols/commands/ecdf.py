@@ -17,8 +17,11 @@ Commands
         ``--column`` of ``--columns``.
         Every parameter (epsilon, quantile levels, grid, scheme, ...) is
         checked before anything is uploaded or any budget is charged.
-    ``pairwise ecdf status --servers ... [--dataset ID] [--json]``
-        Each server's clients and budget for a dataset.
+    ``pairwise ecdf status --servers ... [--dataset ID] [--timeout S] [--connect-timeout S] [--json]``
+        Each server's clients and budget for a dataset (or all).  JSON: a
+        list, one object per server with ``server_id`` and ``datasets`` (a
+        list of infos), the same shape with and without ``--dataset`` (which
+        also keeps its older ``info`` key).
     ``pairwise ecdf demo [--epsilon E] [--plot out.png] [--servers-count M] [--json]``
         (also ``pairwise demo ecdf``) Starts M (default 2) server processes on
         loopback, uploads the shipped breast_cancer data (mean_radius,
@@ -120,6 +123,7 @@ def register(root, groups) -> None:
                        help="number of server processes, 2..16 (default 2)")
         d.add_argument("--mechanism", choices=["paper", "hierarchical"], default="paper",
                        help="paper: Theorem 3.1 (default); hierarchical: noisy nodes + consistency")
+        add_timeouts(d, timeout=600.0, connect_timeout=60.0, timeout_what="a server")
         add_json(d)
         d.set_defaults(func=cmd_demo)
 
@@ -366,20 +370,30 @@ def cmd_run(args) -> int:
     return 0
 
 
+def status_rows(replies: list[dict]) -> list[dict]:
+    """``ecdf status --json``: one shape with or without ``--dataset``.
+
+    One object per server with ``server_id`` and ``datasets`` (a list of
+    dataset infos: only the named one with ``--dataset``); with ``--dataset``
+    the servers' ``info`` key (that one dataset) is kept as well, for
+    scripts written before the shapes were unified.
+    """
+    return [dict(r, datasets=[r["info"]] if "info" in r else list(r.get("datasets", []))) for r in replies]
+
+
 def cmd_status(args) -> int:
     from fractions import Fraction
 
     from ..ecdf.client import ECDFQuerier
 
     q = ECDFQuerier(args.servers, timeout=args.timeout, connect_timeout=args.connect_timeout)
-    st = q.status(args.dataset)
+    st = status_rows(q.status(args.dataset))
     if args.json:
         print(json.dumps(st))
         return 0
     for r in st:
-        infos = [r["info"]] if "info" in r else r.get("datasets", [])
-        print(f"server {r['server_id']}: {len(infos)} dataset(s)")
-        for i in infos:
+        print(f"server {r['server_id']}: {len(r['datasets'])} dataset(s)")
+        for i in r["datasets"]:
             print(f"  {i['dataset']}: {i['clients']} clients, {i['scheme']} m={i['m']}, series {sorted(i['series'])}, "
                   f"spent {float(Fraction(i['spent'])):g} of {float(Fraction(i['budget'])):g}")
     return 0
@@ -443,9 +457,10 @@ def cmd_demo(args) -> int:
     y = np.asarray(d[label]).astype(int)
     budget = max(10.0, 4 * float(parse_epsilon(args.epsilon)))
     dataset = f"{name}:{column}"
-    with ServerProcesses(args.servers_count, budget=budget) as sp:
-        rep = upload(sp.addresses, dataset, x, labels=y, domain_bits=DEMO_BITS)
-        q = ECDFQuerier(sp.addresses, timeout=600)
+    with ServerProcesses(args.servers_count, budget=budget, startup_timeout=args.connect_timeout) as sp:
+        rep = upload(sp.addresses, dataset, x, labels=y, domain_bits=DEMO_BITS, timeout=args.timeout,
+                     connect_timeout=args.connect_timeout)
+        q = ECDFQuerier(sp.addresses, timeout=args.timeout, connect_timeout=args.connect_timeout)
         out = _release_and_report(q, dataset, x, lo, hi, DEMO_BITS, args, labels=y, upload_bytes=rep.bytes, qs=qs)
     out["dataset"] = dataset
     out["clamped"] = clamped
