@@ -45,13 +45,10 @@ COMMAND_MODULES = (
 
 
 def package_version() -> str:
-    """The installed distribution's version (``pairwise-mpc``), from its metadata."""
-    from importlib.metadata import PackageNotFoundError, version
+    """The installed distribution's version (``pairwise-mpc``), from its metadata (:data:`pairwise.__version__`)."""
+    from pairwise import __version__
 
-    try:
-        return version("pairwise-mpc")
-    except PackageNotFoundError:  # running from a source tree that was never installed
-        return "0+unknown"
+    return __version__
 
 
 class _Parser(argparse.ArgumentParser):
