@@ -22,6 +22,11 @@ before the command starts, with the same exit status and, under ``--json``,
 ``{"error": ..., "type": "UsageError"}`` on stdout.
 
 ``pairwise --version`` prints the installed package version (package metadata).
+
+Signals: SIGINT and SIGTERM unwind the command (exit status 130 and 143),
+so every command stops the processes it started
+(:mod:`pairwise.protocols.processes`); a command started by another
+``pairwise`` process also exits when that parent dies.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ COMMAND_MODULES = (
     "pairwise.protocols.commands.ecdf",
     "pairwise.protocols.commands.fss",
     "pairwise.protocols.commands.ldp",
+    "pairwise.protocols.commands.certs",
 )
 
 
@@ -92,6 +98,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from .processes import Terminated, bind_to_parent, exit_on_sigterm
+
+    bind_to_parent()  # a child of `demo 2pc` & co. dies with its parent
+    exit_on_sigterm()  # SIGTERM unwinds like Ctrl-C: children are stopped in `finally`
     parser = build_parser()
     _Parser.json_errors = "--json" in (sys.argv[1:] if argv is None else argv)
     try:
@@ -104,9 +114,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         return int(func(args) or 0)
-    except KeyboardInterrupt:
-        print("pairwise: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:
+        term = isinstance(exc, Terminated)
+        print(f"pairwise: {'terminated' if term else 'interrupted'}", file=sys.stderr)
+        return 143 if term else 130
     except BrokenPipeError:  # output piped into head & co.
         sys.stderr.close()
         return 0

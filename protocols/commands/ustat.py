@@ -1,7 +1,7 @@
 """``pairwise ustat``: the main job, DP U-statistics with the 2PC subsampling protocol.
 
 ``pairwise ustat --statistic (gini|kendall|auc) --epsilon E [--pairs-per-user P]
-[--mode simulate|network] [--design subsample|all] [--workers W] [--bits W]
+[--mode simulate|network] [--design subsample|all] [--workers W] [--tls DIR] [--bits W]
 [--data FILE.csv --columns A[,B] [--label COLUMN] --lower L[,L2] --upper U[,U2] [--decimals D[,D2]]]
 [--builtin NAME --columns A[,B]] [--batch B] [--timeout S] [--connect-timeout S] [--progress|--no-progress]
 [--json]``
@@ -36,6 +36,9 @@ JSON keys (public interface):
   (on the clamped fixed-point data, what ``estimate`` is unbiased for),
   ``theorem5_mse`` (uses the data's zetas), ``clamped`` (how many values
   were clamped), ``seconds`` (wall time).
+
+In network mode the workers talk mutual TLS 1.3: with ``--tls DIR`` worker K
+uses ``DIR/worker-K.pem`` (any role), otherwise a throwaway CA is made for the run.
 
 Security model: see :mod:`pairwise.protocols.ustat.driver` (semi-honest 2PC, CDP).
 """
@@ -91,6 +94,9 @@ def register(root, groups) -> None:
                    help="subsample (the paper's protocol) or all pairs with advanced composition (baseline)")
     p.add_argument("--workers", type=positive_int, default=4, metavar="W",
                    help="worker processes in network mode, 1..64 (default 4)")
+    p.add_argument("--tls", metavar="DIR",
+                   help="network mode: mutual TLS with the certificates worker-0 .. worker-(W-1) in DIR "
+                        "(pairwise certs create); default: a throwaway CA made for the run")
     p.add_argument("--bits", type=int, metavar="W",
                    help="circuit width (default: the smallest of 8/16/32/64 holding the public "
                         "grid span (upper - lower) 10^decimals)")
@@ -189,7 +195,7 @@ def cmd_ustat(args) -> int:
         res = run_ustat(stat, cols[0], cols[1] if stat == "kendall" else None, lab, epsilon=args.epsilon,
                         pairs_per_user=args.pairs_per_user, mode=args.mode, design=args.design,
                         workers=args.workers, bits=args.bits, batch=args.batch, timeout=args.timeout,
-                        connect_timeout=args.connect_timeout, progress=progress, **bounds)
+                        connect_timeout=args.connect_timeout, progress=progress, tls_dir=args.tls, **bounds)
     d = res.as_dict()
     lo_nat, hi_nat = d["natural_range"]
     d["rr_estimate"] = float(_rr_baseline(rr, cols, lab, domains))
