@@ -13,7 +13,8 @@ What it does
     ``--builtin NAME``     a dataset shipped in ``protocols/data`` (``SOURCES.md``)
     ``--dataset ID``       a dataset held by the ECDF servers (server side only)
     ``--epsilon E``        privacy budget; one validator, limits [2^-40, 500]
-                           (:func:`pairwise.dp.accounting.check_epsilon`)
+                           (:func:`pairwise.dp.accounting.check_epsilon`);
+                           required, except in demos (default 1)
     ``--json``             one JSON object (or list) on stdout, one shape per command
     ``--timeout S``        seconds any wait for a peer may take
     ``--connect-timeout``  seconds to keep trying to reach a peer
@@ -33,9 +34,17 @@ What it does
 Progress
     :func:`progress_bar` wraps ``tqdm`` (a maintained progress-bar library:
     rate, ETA, terminal-width handling) and yields the ``progress(done,
-    total)`` callback the library APIs take (``run_ustat``, the ECDF
-    querier, garbled noise sampling).  Bars go to stderr only, so stdout
-    stays clean, ``--json`` included.
+    total)`` callback the library APIs take (``run_ustat``,
+    ``commands.noise.draw`` for garbled sampling; a long-running API takes
+    ``progress=None`` and calls it with counts of finished work units).  Bars
+    go to stderr only, so stdout stays clean, ``--json`` included.
+
+Using it in a command module
+    ``add_epsilon(p)`` (``default=1.0`` only for demos), ``add_data(p)``,
+    ``add_columns(p, what=...)``, ``add_builtin(p, default=...)``,
+    ``add_timeouts(p, timeout=..., connect_timeout=...)``, ``add_progress(p)``,
+    ``add_json(p)``; old spellings with ``old=("--csv",)`` or
+    :func:`add_alias`; ``with progress_bar(args, "what", unit="pair") as cb:``.
 
 Security model
     None of its own: parsing and display only.  Progress shows counts of
@@ -131,16 +140,12 @@ class _Deprecated(argparse.Action):
 
     def __init__(self, option_strings, dest, new: str, how: str = "store", **kw):
         self.new = new
-        self.how = how
-        if how == "store_true":
-            kw["nargs"] = 0
+        self.how = how  # "store", or "columns": a single old column name becomes the new list
         super().__init__(option_strings, dest, **kw)
 
     def __call__(self, parser, namespace, values, option_string=None):
         deprecated(option_string, self.new)
-        if self.how == "store_true":
-            values = True
-        elif self.how == "columns":
+        if self.how == "columns":
             values = split_columns(values)
         setattr(namespace, self.dest, values)
 
