@@ -1,6 +1,7 @@
 """Reproduce the ustats paper's Figure 4: error vs epsilon of the private U-statistic protocols.
 
 Run: .venv/bin/python benchmarks/ustat_figure4.py [--trials T] [--garbled-runs G] [--out benchmarks/results/ustat.md]
+     .venv/bin/python benchmarks/ustat_figure4.py --replot   # redraw the plots from the stored tables
 
 Compared, on real data shipped in protocols/data (error = estimate minus the exact
 U-statistic of the fixed data set, MSE over T seeded trials):
@@ -210,7 +211,22 @@ def garbled_check(stat, x, y, runs, trials_sim_row, labels=None):
             "bytes_per_pair": r.extra["bytes_per_pair"], "seconds_per_run": (time.perf_counter() - t0) / runs}
 
 
-def plot(name, rows, path):
+#: Per statistic: what the error is measured in (y axis) and a short name for the title.
+UNITS = {
+    "kendall": ("Kendall's tau", "tau: no unit, in [-1, 1]", 2.0),
+    "gini": ("Gini mean difference", "points of the progression score", None),
+    "auc": ("AUC", "AUC: no unit, in [0, 1]", 1.0),
+}
+
+CURVES = [
+    ("rr", "s", "local model: quantize + k-ary randomized response (Algorithm 1)"),
+    ("all_pairs", "v", "2PC, every pair of users, advanced composition ($\\delta'$ = 1e-8)"),
+    ("sub_P1", "o", "2PC, subsampled pairs, each user in P = 1 pair, discrete Laplace (Sec. 5)"),
+    ("sub_P5", "D", "2PC, subsampled pairs, each user in P = 5 pairs, discrete Laplace (Sec. 5)"),
+]
+
+
+def plot(name, rows, path, stat):
     try:
         import matplotlib
 
@@ -218,24 +234,58 @@ def plot(name, rows, path):
         import matplotlib.pyplot as plt
     except ImportError:
         return False
-    fig, ax = plt.subplots(figsize=(5.5, 4))
+    what, unit, width = UNITS[stat]
+    fig, ax = plt.subplots(figsize=(7, 4.8))
     eps = [r["eps"] for r in rows]
     new = rows[0]["new_P1_noise"].replace("_", " ")
-    for key, label, style in [("rr", "RR (Algorithm 1)", "-"), ("all_pairs", "2PC all pairs, $\\delta'$=1e-8", "-"),
-                              ("sub_P1", "2PC subsampling, P=1 (discrete Laplace)", "-"),
-                              ("sub_P5", "2PC subsampling, P=5 (discrete Laplace)", "-"),
-                              ("new_P1", f"2PC subsampling, P=1 ({new})", "--"),
-                              ("new_P5", f"2PC subsampling, P=5 ({new})", "--")]:
-        ax.plot(eps, [np.sqrt(r[key]) for r in rows], marker="o", linestyle=style, label=label)
+    for key, marker, label in CURVES:
+        ax.plot(eps, [np.sqrt(r[key]) for r in rows], marker=marker, label=label)
+    for key, marker, P in (("new_P1", "o", 1), ("new_P5", "D", 5)):
+        ax.plot(eps, [np.sqrt(r[key]) for r in rows], marker=marker, linestyle="--", mfc="none",
+                label=f"2PC, subsampled pairs, P = {P}, this project's default noise ({new})")
+    if width is not None:
+        ax.axhline(width, color="grey", linestyle=":",
+                   label=f"largest error once an estimate is clipped to the range ({width:g})")
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(eps, [f"{e:g}" for e in eps])
+    ax.minorticks_off()
     ax.set_yscale("log")
-    ax.set_xlabel("epsilon")
-    ax.set_ylabel("standard error (RMSE)")
-    ax.set_title(name, fontsize=8)
-    ax.legend(fontsize=7)
+    ax.set_xlabel("privacy budget epsilon per user (log scale)")
+    ax.set_ylabel(f"root mean squared error, log scale\n(unclipped estimate; {unit})")
+    ax.set_title(f"Private {what}: error vs epsilon (the ustats paper's Figure 4)\n{name}", fontsize=10)
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return True
+
+
+def read_tables(path: Path) -> list[tuple[str, str, list[dict]]]:
+    """(title, statistic, rows) of each Figure 4 table in a results file this script wrote."""
+    out, title, rows = [], None, None
+    keys = [k for k, _, _ in CURVES] + ["new_P1", "new_P5"]
+    new = None
+    for line in path.read_text().splitlines():
+        if line.startswith("## ") and not line.startswith("## Theorem 5"):
+            title, rows = line[3:].strip(), []
+        elif rows is not None and line.startswith("| eps"):
+            new = line.rsplit("|", 2)[-2].split(",")[-1].strip()  # "subsampling P=5, krr" -> krr
+            out.append((title, {"Kendal": "kendall", "Gini m": "gini", "AUC, b": "auc"}[title[:6]], rows))
+        elif rows is not None and line.startswith("| ") and not line.startswith("| eps"):
+            cells = [c.strip() for c in line.strip("|").split("|")]
+            rows.append({"eps": float(cells[0]), "new_P1_noise": new, **{k: float(v) for k, v in zip(keys, cells[1:7])}})
+        elif line.startswith("## Theorem 5"):
+            rows = None
+    return out
+
+
+def replot(results: Path) -> None:
+    """Redraw the three plots from the tables of ``results`` (no new trials)."""
+    for title, stat, rows in read_tables(results):
+        png = ROOT / "plots" / f"ustat_figure4_{stat}.png"
+        plot(title, rows, png, stat)
+        print(f"wrote {png} ({len(rows)} epsilons)")
 
 
 def main() -> None:
@@ -243,7 +293,11 @@ def main() -> None:
     ap.add_argument("--trials", type=int, default=200)
     ap.add_argument("--garbled-runs", type=int, default=10)
     ap.add_argument("--out", default=str(ROOT / "results" / "ustat.md"))
+    ap.add_argument("--replot", action="store_true", help="only redraw the plots from the tables in --out")
     args = ap.parse_args()
+    if args.replot:
+        replot(Path(args.out))
+        return
     rng = np.random.default_rng(20261121)
     fair = load_dataset("fair")
     diab = load_dataset("diabetes")
@@ -270,7 +324,7 @@ def main() -> None:
                          f"| {r['new_P1']:.3g} | {r['new_P5']:.3g} |")
         png = ROOT / "plots" / f"ustat_figure4_{stat}.png"
         png.parent.mkdir(exist_ok=True)
-        if plot(title, rows, png):
+        if plot(title, rows, png, stat):
             lines += ["", f"Plot: `benchmarks/plots/{png.name}`"]
         best = [min(("rr", "all_pairs", "sub_P1", "sub_P5", "new_P1", "new_P5"), key=lambda k: r[k]) for r in rows]
         per_eps = ", ".join(f"{r['eps']}: {b}" for r, b in zip(rows, best))

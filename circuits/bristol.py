@@ -265,10 +265,40 @@ def _header(lines: list[str], src: str, old: bool):
     return ngates, nwires, b[1:], c[1:], l3 + 1
 
 
+def _old_format_header(lines: list[str]) -> str | None:
+    """Line 2 if the header reads as the old Bristol format (``n1 n2 nout`` fitting the wire count)."""
+    hdr = [ln for ln in lines if ln.strip()][:3]
+    if len(hdr) < 3:
+        return None
+    try:
+        ngates, nwires = map(int, hdr[0].split())
+        n1, n2, nout = map(int, hdr[1].split())
+    except ValueError:
+        return None
+    third = hdr[2].split()
+    fashion_line3 = third and all(t.isdigit() for t in third) and int(third[0]) == len(third) - 1
+    if min(n1, n2) >= 0 and nout > 0 and n1 + n2 + nout <= nwires and ngates >= 0 and not fashion_line3:
+        return hdr[1].strip()
+    return None
+
+
 def parse_bristol_fashion(text: str, parties=None, name: str = "bristol", source: str = "<string>") -> Circuit:
-    """Parse Bristol Fashion text into a :class:`Circuit` (see module docstring)."""
+    """Parse Bristol Fashion text into a :class:`Circuit` (see module docstring).
+
+    A file in the old Bristol format is refused with a message that says so
+    and how to convert it.
+    """
     lines = text.splitlines()
-    ngates, nwires, gin, gout, first = _header(lines, source, old=False)
+    try:
+        ngates, nwires, gin, gout, first = _header(lines, source, old=False)
+    except BristolFormatError as exc:
+        line2 = _old_format_header(lines)
+        if line2 is None:
+            raise
+        raise BristolFormatError(
+            f"this is the old Bristol format (line 2 'n1 n2 nout' = {line2!r}), not Bristol Fashion; "
+            f"read it with pairwise.circuits.bristol.read_bristol_old, or convert it with "
+            f"'pairwise circuit export {source} --old-bristol --format bristol -o NEW.txt'", exc.line, source) from None
     n_in = sum(gin)
     if n_in > nwires:
         raise BristolFormatError(f"{n_in} input wires do not fit in {nwires} wires", 2, source)

@@ -26,6 +26,15 @@ Security model
 Validation
     epsilon must be a finite real number > 0; delta a real number in [0, 1);
     anything else raises :class:`pairwise.dp.errors.PrivacyParameterError`.
+    :func:`check_epsilon` adds the limits every ``pairwise`` command applies
+    to a user-supplied epsilon, [:data:`EPSILON_MIN`, :data:`EPSILON_MAX`] =
+    [2^-40, 500], so an epsilon accepted by one command is accepted by all
+    of them.  Below 2^-40 exact noise parameters lose their meaning; above
+    500, e^epsilon nears the end of the double range (it overflows at 709.8)
+    that randomized-response mechanisms compute with.  A mechanism whose own
+    largest useful epsilon is smaller (a noise gadget: 64 per release; an
+    ECDF tree node: 32) uses that one, which is epsilon-DP all the more, and
+    reports the epsilon it used.
 """
 
 from __future__ import annotations
@@ -42,6 +51,9 @@ from .errors import PrivacyParameterError
 __all__ = [
     "PrivacyGuarantee",
     "validate_epsilon",
+    "check_epsilon",
+    "EPSILON_MIN",
+    "EPSILON_MAX",
     "validate_delta",
     "basic_composition",
     "advanced_composition",
@@ -69,6 +81,36 @@ def validate_epsilon(eps: object) -> float:
     value = _as_real(eps, "epsilon")
     if not math.isfinite(value) or value <= 0.0:
         raise PrivacyParameterError(f"epsilon must be finite and > 0, got {eps!r}")
+    return value
+
+
+#: Smallest epsilon a command accepts (2^-40, about 9.1e-13): below it, exact noise
+#: parameters lose their meaning (the noise gadgets refuse it too).
+EPSILON_MIN = 2.0**-40
+#: Largest epsilon a command accepts: a typo guard that keeps e^epsilon a finite double
+#: (mechanisms cap their own per-release epsilon lower where the noise is already nil).
+EPSILON_MAX = 500.0
+
+
+def check_epsilon(eps: object, name: str = "epsilon") -> float:
+    """``eps`` as a float if it lies in [EPSILON_MIN, EPSILON_MAX], else raise.
+
+    The one validator of user-supplied epsilons (command line and drivers):
+
+    >>> check_epsilon(1)
+    1.0
+    """
+    if isinstance(eps, str):
+        try:
+            eps = float(eps)
+        except ValueError:
+            raise PrivacyParameterError(f"{name} must be a number, got {eps!r}") from None
+    value = _as_real(eps, name)
+    if not math.isfinite(value):
+        raise PrivacyParameterError(f"{name} must be a finite number, got {eps!r}")
+    if not EPSILON_MIN <= value <= EPSILON_MAX:
+        raise PrivacyParameterError(
+            f"{name} must lie in [2^-40, {EPSILON_MAX:g}] (about [9.1e-13, {EPSILON_MAX:g}]), got {eps!r}")
     return value
 
 

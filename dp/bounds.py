@@ -152,7 +152,8 @@ def grid_span(lower: float, upper: float, decimals: int) -> int:
             f"the domain [{lo:g}, {hi:g}] has no grid step at {d} decimals: raise the decimals")
     if span >= MAX_SPAN:
         raise PrivacyParameterError(
-            f"the domain [{lo:g}, {hi:g}] at {d} decimals has {span} grid steps, more than 2^62: lower the decimals")
+            f"the domain [{lo:g}, {hi:g}] at {d} decimals has {span:.3g} grid steps, more than 2^62 (a 64-bit "
+            f"word): " + ("lower the decimals or narrow the domain" if d > 0 else "narrow the domain"))
     return int(span)
 
 

@@ -7,11 +7,21 @@ to their subparser collections, so ``pairwise bench garble`` and
 ``pairwise bench fss`` live in different modules.  A command sets
 ``func(args) -> int`` on its parser.
 
+The shared option vocabulary (``--data``, ``--columns``, ``--builtin``,
+``--epsilon``, ``--json``, ``--timeout``, ``--connect-timeout``,
+``--progress``) and its deprecated aliases live in
+:mod:`pairwise.protocols.commands.options`.
+
 Errors that a user can act on (``ValueError`` from parameter validation and
 its project subclasses such as ``CircuitError`` and ``DataError``, ``OSError``
 from sockets and files, including every ``ChannelError``)
 are printed as one line on stderr with exit status 2; with ``--json`` they are
-also printed as ``{"error": ...}`` on stdout.
+also printed as ``{"error": ..., "type": ...}`` on stdout.  Bad command-line
+values (an epsilon out of range, ``--batch 0``) are refused by argparse
+before the command starts, with the same exit status and, under ``--json``,
+``{"error": ..., "type": "UsageError"}`` on stdout.
+
+``pairwise --version`` prints the installed package version (package metadata).
 
 Signals: SIGINT and SIGTERM unwind the command (exit status 130 and 143),
 so every command stops the processes it started
@@ -40,11 +50,33 @@ COMMAND_MODULES = (
 )
 
 
+def package_version() -> str:
+    """The installed distribution's version (``pairwise-mpc``), from its metadata (:data:`pairwise.__version__`)."""
+    from pairwise import __version__
+
+    return __version__
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with one change: under ``--json`` a usage error is also a JSON object on stdout."""
+
+    json_errors = False
+
+    def error(self, message: str):
+        self.print_usage(sys.stderr)
+        print(f"{self.prog}: error: {message}", file=sys.stderr)
+        if _Parser.json_errors:
+            print(json.dumps({"error": message, "type": "UsageError"}))
+        sys.exit(2)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="pairwise",
         description="Secure two-party and multi-server computation of private statistics.",
     )
+    parser.add_argument("--version", action="version", version=f"pairwise {package_version()}",
+                        help="print the installed version and exit")
     root = parser.add_subparsers(dest="command", metavar="COMMAND")
     groups: dict[str, argparse._SubParsersAction] = {}
     for name, help_text in (
@@ -71,7 +103,11 @@ def main(argv: list[str] | None = None) -> int:
     bind_to_parent()  # a child of `demo 2pc` & co. dies with its parent
     exit_on_sigterm()  # SIGTERM unwinds like Ctrl-C: children are stopped in `finally`
     parser = build_parser()
-    args = parser.parse_args(argv)
+    _Parser.json_errors = "--json" in (sys.argv[1:] if argv is None else argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, --version (0) or a usage error (2): a status, as for any other error
+        return exc.code if isinstance(exc.code, int) else 2
     func = getattr(args, "func", None)
     if func is None:
         parser.print_help()

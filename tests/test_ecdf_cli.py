@@ -45,7 +45,7 @@ def csv_file(tmp_path):
 def test_run_json_matches_exact_at_huge_epsilon(servers, csv_file):
     path, v, y = csv_file
     code, out, err = run("ecdf", "run", "--servers", servers.servers, "--data", str(path), "--column", "score",
-                         "--epsilon", "10000", "--domain-bits", "6", "--range", "0,30", "--label", "label",
+                         "--epsilon", "500", "--domain-bits", "6", "--range", "0,30", "--label", "label",
                          "--roc", "--quantiles", "0.5,0.9", "--json")
     assert code == 0, err
     assert "--range LO,HI is deprecated" in err
@@ -56,7 +56,7 @@ def test_run_json_matches_exact_at_huge_epsilon(servers, csv_file):
     exact = np.array([(x <= t).sum() for t in range(64)]) / 150
     assert np.allclose(d["exact"], exact) and np.allclose(d["dp"], exact) and np.allclose(d["smoothed"], exact)
     assert np.allclose(d["thresholds"], 30.0 * np.arange(1, 65) / 64)
-    assert d["epsilon"] == 10000 and d["bytes"] == sum(d["bytes_detail"].values()) > 0
+    assert d["epsilon"] == 500 and d["bytes"] == sum(d["bytes_detail"].values()) > 0
     assert d["quantiles"] == d["quantiles_exact"]
     assert d["auc"] == pytest.approx(d["auc_exact"], abs=1e-12)
     assert d["upload"]["accepted"] == [150, 150]
@@ -65,7 +65,7 @@ def test_run_json_matches_exact_at_huge_epsilon(servers, csv_file):
 def test_run_pointwise_and_status(servers, csv_file):
     path, v, _ = csv_file
     code, out, err = run("ecdf", "run", "--servers", servers.servers, "--data", str(path), "--column", "score",
-                         "--epsilon", "10000", "--domain-bits", "5", "--lower", "0", "--upper", "30",
+                         "--epsilon", "500", "--domain-bits", "5", "--lower", "0", "--upper", "30",
                          "--scheme", "pointwise",
                          "--dataset", "pw-cli", "--json")
     assert code == 0, err
@@ -74,7 +74,7 @@ def test_run_pointwise_and_status(servers, csv_file):
     code, out, err = run("ecdf", "status", "--servers", servers.servers, "--dataset", "pw-cli", "--json")
     assert code == 0, err
     st = json.loads(out)
-    assert [s["info"]["clients"] for s in st] == [150, 150] and st[0]["info"]["spent"] == "10000"
+    assert [s["info"]["clients"] for s in st] == [150, 150] and st[0]["info"]["spent"] == "500"
 
 
 def test_run_text_output_and_errors(servers, csv_file, tmp_path):

@@ -24,9 +24,9 @@ Security model: parses public parameters only; nothing here reads the data.
 
 from __future__ import annotations
 
-import sys
-
 from pairwise.dp.bounds import PublicDomain, validate_decimals
+
+from .options import deprecated  # noqa: F401 - the one deprecation warning, re-exported for the commands
 
 #: Text-output label of every value computed without noise.
 NOT_PRIVATE = "(not private)"
@@ -92,11 +92,6 @@ def resolve_domains(args, columns: list[str], dataset: str | None, *, integer: b
         return doms
     return [PublicDomain(lo, hi, None if decs is None else decs[j], f"column {c!r} (--lower/--upper)")
             for j, (c, lo, hi) in enumerate(zip(columns, lower, upper))]
-
-
-def deprecated(old: str, new: str) -> None:
-    """Warn on stderr that flag ``old`` is a deprecated spelling of ``new``."""
-    print(f"pairwise: warning: {old} is deprecated; use {new}", file=sys.stderr)
 
 
 def clamped_note(count: int, domains: list[PublicDomain]) -> str:

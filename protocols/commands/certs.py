@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import json
 
+from .options import add_json, positive_int
+
 
 def register(root, groups) -> None:
     p = root.add_parser("certs", help="make a CA and role certificates for mutual TLS")
@@ -30,13 +32,15 @@ def register(root, groups) -> None:
     c = sub.add_parser("create", help="create DIR/NAME.pem and DIR/NAME.key (and the CA if DIR has none)")
     c.add_argument("--dir", required=True, help="certificate directory (created with mode 0700 if absent)")
     c.add_argument("--name", required=True, help="the party's name (certificate CN), e.g. server-0, alice")
-    c.add_argument("--role", required=True, choices=["server", "querier", "client"])
-    c.add_argument("--days", type=int, default=365, help="validity in days (default 365)")
-    c.add_argument("--json", action="store_true")
+    c.add_argument("--role", required=True, choices=["server", "querier", "client"],
+                   help="server: an ECDF server; querier: uploads, releases, status; client: uploads only, "
+                        "ustat workers and 2PC parties")
+    c.add_argument("--days", type=positive_int, default=365, help="validity in days (default 365)")
+    add_json(c)
     c.set_defaults(func=cmd_create)
     ls = sub.add_parser("list", help="the certificates in DIR with their roles")
-    ls.add_argument("--dir", required=True)
-    ls.add_argument("--json", action="store_true")
+    ls.add_argument("--dir", required=True, help="certificate directory")
+    add_json(ls, "print one JSON list, one object per certificate")
     ls.set_defaults(func=cmd_list)
 
 

@@ -10,7 +10,9 @@ Commands
         garbles and evaluates in one process (same output format).
     ``pairwise circuit table [--bits W ...] [--json]``
         AND/XOR/INV/depth/bytes of every kernel.
-    ``pairwise circuit export (KERNEL|aes128|FILE) --format bristol|dot|graphml -o PATH``
+    ``pairwise circuit export (KERNEL|aes128|FILE) --format bristol|dot|graphml -o PATH [--old-bristol] [--json]``
+        ``--old-bristol`` reads FILE in the old Bristol format, so
+        ``--format bristol`` converts it to Bristol Fashion.
 
 Security model: plaintext tools over public circuits; ``--garbled`` runs the
 real garbler and evaluator in one process (a demonstration, not a protocol).
@@ -24,6 +26,8 @@ import sys
 from pairwise.circuits.catalog import resolve_circuit
 from pairwise.circuits.ir import CircuitError, bits_to_ints, ints_to_bits
 from pairwise.circuits.kernels import KERNELS, build_kernel
+
+from .options import add_json
 
 
 def _add_spec_args(p) -> None:
@@ -39,25 +43,30 @@ def register(root, groups) -> None:
 
     s = sub.add_parser("stats", help="gate counts, depth and garbled size")
     _add_spec_args(s)
-    s.add_argument("--json", action="store_true")
+    add_json(s)
     s.set_defaults(func=cmd_stats)
 
     e = sub.add_parser("eval", help="evaluate a circuit on hex inputs (plaintext or garbled)")
     _add_spec_args(e)
     e.add_argument("--input", action="append", default=[], metavar="HEX", help="one per input group, big-endian hex")
     e.add_argument("--garbled", action="store_true", help="garble and evaluate (half-gates) instead of plaintext")
-    e.add_argument("--json", action="store_true")
+    add_json(e)
     e.set_defaults(func=cmd_eval)
 
     t = sub.add_parser("table", help="the kernel circuit table")
-    t.add_argument("--bits", type=int, nargs="+", default=[8, 16, 32, 64])
-    t.add_argument("--json", action="store_true")
+    t.add_argument("--bits", type=int, nargs="+", default=[8, 16, 32, 64], metavar="W",
+                   help="kernel widths to tabulate (default 8 16 32 64)")
+    add_json(t, "print the rows as one JSON list of objects")
     t.set_defaults(func=cmd_table)
 
     x = sub.add_parser("export", help="write a circuit as Bristol Fashion, DOT or GraphML")
     _add_spec_args(x)
-    x.add_argument("--format", choices=["bristol", "dot", "graphml"], default="bristol")
-    x.add_argument("-o", "--output", required=True)
+    x.add_argument("--format", choices=["bristol", "dot", "graphml"], default="bristol",
+                   help="Bristol Fashion (default), Graphviz DOT or GraphML")
+    x.add_argument("--old-bristol", action="store_true",
+                   help="read CIRCUIT in the old Bristol format (line 2 'n1 n2 nout'), e.g. to convert it")
+    x.add_argument("-o", "--output", required=True, metavar="PATH", help="file to write")
+    add_json(x, 'print {"output": PATH, "format": ...} instead of a sentence')
     x.set_defaults(func=cmd_export)
 
 
@@ -142,7 +151,12 @@ def cmd_table(args) -> int:
 
 
 def cmd_export(args) -> int:
-    c = resolve_circuit(args.circuit, args.bits, args.signed)
+    if args.old_bristol:
+        from pairwise.circuits.bristol import read_bristol_old
+
+        c = read_bristol_old(args.circuit)
+    else:
+        c = resolve_circuit(args.circuit, args.bits, args.signed)
     if args.format == "bristol":
         from pairwise.circuits.bristol import write_bristol_fashion
 
@@ -152,5 +166,8 @@ def cmd_export(args) -> int:
             fh.write(c.to_dot())
     else:
         c.write_graphml(args.output)
-    print(f"wrote {args.output}")
+    if args.json:
+        print(json.dumps({"output": args.output, "format": args.format, "circuit": c.name}))
+    else:
+        print(f"wrote {args.output}")
     return 0

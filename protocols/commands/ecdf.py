@@ -12,7 +12,7 @@ Commands
         request is authorized by the peer's certificate role
         (:mod:`pairwise.protocols.ecdf.auth`); ``--peer-name J=NAME`` is the
         certificate name server J must present for the server-to-server noise.
-    ``pairwise ecdf run --servers HOST:PORT,HOST:PORT[,...] --data FILE.csv --column NAME --epsilon E
+    ``pairwise ecdf run --servers HOST:PORT,HOST:PORT[,...] --data FILE.csv --columns NAME --epsilon E
     --lower LO --upper HI [--label COL] [--roc] [--quantiles Q,...] [--domain-bits N] [--grid-bits G]
     [--mechanism paper|hierarchical] [--scheme auto|dcf|mshare|pointwise] [--dataset ID] [--json]``
         Be the clients (one per CSV row, id = row number) and the querier:
@@ -20,7 +20,8 @@ Commands
         quantizes it to 2^N equal bins; upload the keys, release the noisy
         ECDF of the column over the grid and print exact vs DP vs smoothed.
         ``--roc`` (with ``--label``) also releases the ROC curve with another
-        epsilon.  ``--range LO,HI`` is a deprecated alias of ``--lower/--upper``.
+        epsilon.  ``--range LO,HI`` is a deprecated alias of ``--lower/--upper``,
+        ``--column`` of ``--columns``.
         Every parameter (epsilon, quantile levels, grid, scheme, ...) is
         checked before anything is uploaded or any budget is charged.
         A dataset id that the servers already hold is refused (datasets are
@@ -30,9 +31,12 @@ Commands
     [--mechanism paper|hierarchical] [--json]``
         Be the querier only: release over a dataset already on the servers
         (thresholds in the public domain stored with the dataset).
-    ``pairwise ecdf status --servers ... [--dataset ID] [--json]``
-        Each server's clients and budget for a dataset (the servers' ledgers
-        are reconciled first, so ``spent`` agrees).
+    ``pairwise ecdf status --servers ... [--dataset ID] [--timeout S] [--connect-timeout S] [--json]``
+        Each server's clients and budget for a dataset (or all; the servers'
+        ledgers are reconciled first, so ``spent`` agrees).  JSON: a list, one
+        object per server with ``server_id`` and ``datasets`` (a list of
+        infos), the same shape with and without ``--dataset`` (which also
+        keeps its older ``info`` key).
     ``run``, ``query`` and ``status`` take ``--tls DIR --name NAME`` (a
     ``client`` certificate may upload; releases and status need ``querier``).
     ``pairwise ecdf demo [--epsilon E] [--plot out.png] [--servers-count M] [--json]``
@@ -77,6 +81,7 @@ import sys
 
 from .bounds import NOT_PRIVATE, add_bound_args, clamped_note, deprecated, resolve_domains
 from .transport import add_transport_args, tls_from_args
+from .options import add_columns, add_data, add_epsilon, add_json, add_timeouts, positive_int, seconds
 
 #: JSON keys (dotted for nested ones) that hold DP outputs or their post-processing.
 DP_KEYS = ("dp", "smoothed", "quantiles", "roc.fpr", "roc.tpr", "auc")
@@ -103,14 +108,15 @@ def register(root, groups) -> None:
     s.add_argument("--budget", default="10", help="privacy budget (total epsilon) per dataset (default 10)")
     s.add_argument("--dataset-budget", action="append", default=[], metavar="NAME=E",
                    help="budget of one dataset (repeatable)")
-    s.add_argument("--timeout", type=float, default=120.0,
-                   help="seconds any single wait may take, and an idle connection may stay (default 120)")
+    s.add_argument("--timeout", type=seconds, default=120.0, metavar="S",
+                   help="seconds any single wait on a client, querier or the other servers may take, and an idle "
+                        "connection may stay (default 120)")
     s.add_argument("--state", metavar="DIR",
                    help="keep datasets, keys and the privacy ledger in DIR/ecdf-server-I.db (SQLite) so a restart "
                         "resumes them; without it the state is in memory and lost on exit")
-    s.add_argument("--request-timeout", type=float,
+    s.add_argument("--request-timeout", type=seconds, metavar="S",
                    help="seconds one request (an upload, a release) may take in total (default max(1800, 10 x --timeout))")
-    s.add_argument("--max-connections", type=int, default=64,
+    s.add_argument("--max-connections", type=positive_int, default=64, metavar="N",
                    help="connections served at once; more are answered 'busy' (default 64)")
     s.add_argument("--peer", action="append", default=[], metavar="J=HOST:PORT",
                    help="address of server J for the server-to-server noise (server 0 connects to server 1); "
@@ -125,12 +131,12 @@ def register(root, groups) -> None:
 
     r = sub.add_parser("run", help="upload a CSV column as clients and release its DP ECDF")
     _query_args(r)
-    r.add_argument("--data", required=True, help="CSV file with a header row")
-    r.add_argument("--column", required=True, help="numeric column")
+    add_data(r, what="CSV file with a header row (required)")
+    add_columns(r, what="numeric column (required)", old=("--column",))
     r.add_argument("--label", help="0/1 label column (ROC series)")
     r.add_argument("--roc", action="store_true", help="also release the ROC curve (needs --label, another epsilon)")
     r.add_argument("--dataset", help="dataset id on the servers (default FILE:COLUMN)")
-    add_bound_args(r, "--column")
+    add_bound_args(r, "the column")
     r.add_argument("--range", help="deprecated alias of --lower LO --upper HI")
     r.add_argument("--domain-bits", type=int, default=10, help="quantization bits n (default 10)")
     r.add_argument("--scheme", choices=["auto", "dcf", "mshare", "pointwise"], default="auto",
@@ -147,36 +153,39 @@ def register(root, groups) -> None:
     qp.set_defaults(func=cmd_query)
 
     st = sub.add_parser("status", help="each server's clients and budget")
-    st.add_argument("--servers", required=True)
-    st.add_argument("--dataset")
-    st.add_argument("--timeout", type=float, default=30.0)
-    st.add_argument("--json", action="store_true")
+    st.add_argument("--servers", required=True, metavar="HOST:PORT,...",
+                    help="HOST:PORT,HOST:PORT[,...] of the servers, in server-id order")
+    st.add_argument("--dataset", metavar="ID", help="only this dataset (default: every dataset on the servers)")
+    add_timeouts(st, timeout=30.0, connect_timeout=5.0, timeout_what="a server")
+    add_json(st, "print one JSON list, one object per server")
     add_transport_args(st)
     st.set_defaults(func=cmd_status)
 
     for parent in (sub, groups["demo"]):
         d = parent.add_parser("demo" if parent is sub else "ecdf",
                               help="ECDF and ROC of breast_cancer mean_radius with servers on loopback")
-        d.add_argument("--epsilon", type=float, default=1.0, help="epsilon of the ECDF (and of the ROC) (default 1)")
+        add_epsilon(d, default=1.0, what="epsilon of the ECDF release (the ROC spends the same again)")
         d.add_argument("--plot", help="write a PNG of true vs DP vs smoothed ECDF and the ROC (matplotlib)")
-        d.add_argument("--servers-count", type=int, default=2, help="number of server processes (default 2)")
-        d.add_argument("--mechanism", choices=["paper", "hierarchical"], default="paper")
-        d.add_argument("--json", action="store_true")
+        d.add_argument("--servers-count", type=positive_int, default=2, metavar="M",
+                       help="number of server processes, 2..16 (default 2)")
+        d.add_argument("--mechanism", choices=["paper", "hierarchical"], default="paper",
+                       help="paper: Theorem 3.1 (default); hierarchical: noisy nodes + consistency")
+        add_timeouts(d, timeout=600.0, connect_timeout=60.0, timeout_what="a server")
+        add_json(d)
         d.set_defaults(func=cmd_demo)
 
 
 def _query_args(p) -> None:
     p.add_argument("--servers", required=True, help="HOST:PORT,HOST:PORT[,...] in server-id order")
-    p.add_argument("--epsilon", type=float, required=True, help="epsilon of the ECDF release")
+    add_epsilon(p, what="epsilon of the ECDF release (--roc spends the same again)")
     p.add_argument("--grid-bits", type=int, help="threshold grid 2^G (default: the domain)")
     p.add_argument("--mechanism", choices=["paper", "hierarchical"], default="paper",
                    help="paper: Theorem 3.1 (default); hierarchical: noisy nodes + consistency")
     p.add_argument("--quantiles", help="comma-separated quantile levels, e.g. 0.25,0.5,0.75 (Algorithm 1)")
     p.add_argument("--tolerate", type=int, default=0,
                    help="m > 2: keep epsilon-DP against the querier colluding with this many servers")
-    p.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for a server (default 600)")
-    p.add_argument("--connect-timeout", type=float, default=5.0, help="seconds to reach a server (default 5)")
-    p.add_argument("--json", action="store_true")
+    add_timeouts(p, timeout=600.0, connect_timeout=5.0, timeout_what="a server")
+    add_json(p)
     add_transport_args(p)
 
 
@@ -422,6 +431,15 @@ def _refuse_existing(q, dataset: str, servers_text: str) -> None:
             "under a new --dataset id (or add new clients to it with --append --id-column COL)")
 
 
+def _run_column(args) -> str:
+    """The one column of ``ecdf run`` (``--columns NAME``, or the deprecated ``--column NAME``)."""
+    if args.data is None:
+        raise ValueError("ecdf run needs --data FILE.csv")
+    if not args.columns or len(args.columns) != 1:
+        raise ValueError(f"ecdf run needs one column: --columns NAME, got {args.columns or 'none'}")
+    return args.columns[0]
+
+
 def cmd_run(args) -> int:
     import numpy as np
 
@@ -433,6 +451,7 @@ def cmd_run(args) -> int:
     from ..ecdf.wire import parse_servers
 
     servers = parse_servers(args.servers)
+    args.column = _run_column(args)
     if args.roc and not args.label:
         raise ValueError("--roc needs --label COLUMN (0/1)")
     if args.roc and args.scheme == "pointwise":
@@ -515,18 +534,28 @@ def cmd_query(args) -> int:
     return 0
 
 
+def status_rows(replies: list[dict]) -> list[dict]:
+    """``ecdf status --json``: one shape with or without ``--dataset``.
+
+    One object per server with ``server_id`` and ``datasets`` (a list of
+    dataset infos: only the named one with ``--dataset``); with ``--dataset``
+    the servers' ``info`` key (that one dataset) is kept as well, for
+    scripts written before the shapes were unified.
+    """
+    return [dict(r, datasets=[r["info"]] if "info" in r else list(r.get("datasets", []))) for r in replies]
+
+
 def cmd_status(args) -> int:
     from fractions import Fraction
 
     q = _querier(args, args.servers)
-    st = q.status(args.dataset)
+    st = status_rows(q.status(args.dataset))
     if args.json:
         print(json.dumps(st))
         return 0
     for r in st:
-        infos = [r["info"]] if "info" in r else r.get("datasets", [])
-        print(f"server {r['server_id']}: {len(infos)} dataset(s)")
-        for i in infos:
+        print(f"server {r['server_id']}: {len(r['datasets'])} dataset(s)")
+        for i in r["datasets"]:
             print(f"  {i['dataset']}: {i['clients']} clients, {i['scheme']} m={i['m']}, series {sorted(i['series'])}, "
                   f"spent {float(Fraction(i['spent'])):g} of {float(Fraction(i['budget'])):g}")
     return 0
@@ -540,25 +569,28 @@ def _plot(out: dict, path: str) -> None:
         import matplotlib.pyplot as plt
     except ImportError:
         raise RuntimeError("--plot needs matplotlib (pip install 'pairwise-mpc[plot]')") from None
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.5))
+    fig, axes = plt.subplots(1, 2, figsize=(12, 5))
     ax = axes[0]
-    ax.step(out["thresholds"], out["exact"], where="post", label="exact", color="black")
-    ax.plot(out["thresholds"], out["dp"], label=f"DP (eps={out['epsilon']:g})", alpha=0.6)
-    ax.plot(out["thresholds"], out["smoothed"], label="DP smoothed (Eq. 3, p=2)")
-    ax.set_xlabel("mean radius")
-    ax.set_ylabel("ECDF")
+    ax.step(out["thresholds"], out["exact"], where="post", label="exact (not private)", color="black")
+    ax.plot(out["thresholds"], out["dp"], label=f"DP release (epsilon = {out['epsilon']:g})", alpha=0.6)
+    ax.plot(out["thresholds"], out["smoothed"], label="DP release, smoothed (Eq. 3, p = 2)")
+    ax.set_xlabel("mean radius of the cell nuclei (dataset units)")
+    ax.set_ylabel("ECDF: fraction of patients with\nmean radius <= x")
     ax.legend()
-    ax.set_title(f"breast_cancer mean_radius, n={out['n']}, {out['servers']} servers")
+    ax.set_title(f"ECDF, n = {out['n']} patients, {out['servers']} servers, {len(out['thresholds'])} thresholds",
+                 fontsize=10)
     if "roc" in out:
         ax = axes[1]
         ax.plot(out["roc"]["fpr_exact"], out["roc"]["tpr_exact"], color="black",
-                label=f"exact (AUC {out['auc_exact']:.3f})")
-        ax.plot(out["roc"]["fpr"], out["roc"]["tpr"], label=f"DP smoothed (AUC {out['auc']:.3f})")
-        ax.plot([0, 1], [0, 1], ":", color="grey")
-        ax.set_xlabel("false positive rate")
-        ax.set_ylabel("true positive rate")
-        ax.set_title(f"ROC of mean_radius for malignant (eps={out['roc']['epsilon']:g})")
+                label=f"exact, not private (AUC {out['auc_exact']:.3f})")
+        ax.plot(out["roc"]["fpr"], out["roc"]["tpr"], label=f"DP, smoothed (AUC {out['auc']:.3f})")
+        ax.plot([0, 1], [0, 1], ":", color="grey", label="chance (AUC 0.5)")
+        ax.set_xlabel("false positive rate (benign flagged, fraction)")
+        ax.set_ylabel("true positive rate (malignant flagged, fraction)")
+        ax.set_title(f"ROC of mean radius as a score for malignancy (epsilon = {out['roc']['epsilon']:g})",
+                     fontsize=10)
         ax.legend()
+    fig.suptitle("Differentially private ECDF and ROC from the multi-server service (breast_cancer data)")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
@@ -599,9 +631,10 @@ def cmd_demo(args) -> int:
     budget = max(10.0, 4 * float(parse_epsilon(args.epsilon)))
     dataset = f"{name}:{column}"
     _interrupt_on_sigterm()  # SIGTERM unwinds like Ctrl-C: the server processes are stopped on the way out
-    with ServerProcesses(args.servers_count, budget=budget, tls=True) as sp:  # a throwaway CA, mutual TLS
-        rep = upload(sp.addresses, dataset, x, labels=y, domain_bits=DEMO_BITS, tls=sp.client_tls)
-        q = ECDFQuerier(sp.addresses, timeout=600, tls=sp.querier_tls)
+    with ServerProcesses(args.servers_count, budget=budget, tls=True, startup_timeout=args.connect_timeout) as sp:  # a throwaway CA, mutual TLS
+        rep = upload(sp.addresses, dataset, x, labels=y, domain_bits=DEMO_BITS, tls=sp.client_tls,
+                     timeout=args.timeout, connect_timeout=args.connect_timeout)
+        q = ECDFQuerier(sp.addresses, timeout=args.timeout, connect_timeout=args.connect_timeout, tls=sp.querier_tls)
         out = _release_and_report(q, dataset, x, lo, hi, DEMO_BITS, args, labels=y, upload_bytes=rep.bytes, qs=qs)
     out["dataset"] = dataset
     out["clamped"] = clamped

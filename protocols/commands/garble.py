@@ -35,6 +35,8 @@ from pairwise.circuits.catalog import resolve_circuit
 from pairwise.circuits.ir import Circuit
 from pairwise.circuits.kernels import KERNELS
 
+from .options import positive_int
+
 #: Refuse in-memory benchmarks whose tables would exceed this many bytes.
 MAX_TABLE_BYTES = 3 << 30
 
@@ -102,9 +104,9 @@ def register(root, groups) -> None:
     p.add_argument("--circuit", default="aes128", help=f"aes128, a kernel ({', '.join(KERNELS)}) or a Bristol Fashion file")
     p.add_argument("--bits", type=int, default=32, help="kernel width in bits, default 32")
     p.add_argument("--signed", action="store_true", help="signed kernel inputs")
-    p.add_argument("--batch", type=int, required=True, help="instances garbled at once (SIMD batch)")
-    p.add_argument("--repeat", type=int, default=3, help="runs; the best is reported (default 3)")
-    p.add_argument("--chunk", type=int, default=None, help="instances per chunk (default: automatic)")
+    p.add_argument("--batch", type=positive_int, required=True, metavar="B", help="instances garbled at once (SIMD batch)")
+    p.add_argument("--repeat", type=positive_int, default=3, help="runs; the best is reported (default 3)")
+    p.add_argument("--chunk", type=positive_int, default=None, help="instances per chunk (default: automatic)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_bench_garble)
 

@@ -1,20 +1,21 @@
 """``pairwise ldp``: local-model and shuffle-model protocols on shipped or CSV data.
 
 Commands
-    ``pairwise ldp auc [--dataset NAME | --csv PATH] [--score COL] [--label COL]
-    [--bits ALPHA] [--epsilon E] [--splitting users|budget] [--json]``
+    ``pairwise ldp auc --epsilon E [--builtin NAME | --data FILE.csv] [--columns SCORE] [--label COL]
+    [--bits ALPHA] [--splitting users|budget] [--json]``
         Locally private AUC from hierarchical histograms (ustats paper,
         Sec. 4 and App. B). Default data: breast_cancer, score
         ``mean_radius``, label ``malignant``.
-    ``pairwise ldp qmle [--dataset NAME | --csv PATH] [--response COL]
-    [--covariates COL ...] [--tau T] [--epsilon E] [--private-x] [--json]``
+    ``pairwise ldp qmle --epsilon E [--builtin NAME | --data FILE.csv] [--response COL]
+    [--covariates A[,B...]] [--tau T] [--private-x] [--json]``
         One-bit LDP quasi-MLE of tau-quantile regression (onebit-ldp-qmle
         paper). Default data: engel, ``foodexp`` on ``income``.
-    ``pairwise ldp shuffle-histogram [--dataset NAME | --csv PATH]
-    [--column COL] [--epsilon E] [--delta D] [--json]``
+    ``pairwise ldp shuffle-histogram --epsilon E [--builtin NAME | --data FILE.csv]
+    [--columns COL] [--delta D] [--json]``
         The shuffled-model histogram of Balcer and Cheu (Figure 2). Default
         data: fair, ``rate_marriage``.
-    ``pairwise ldp ustat [--kernel gini|kendall|auc] [--k K] [--epsilon E] [--json]``
+    ``pairwise ldp ustat --epsilon E [--kernel gini|kendall|auc] [--builtin NAME | --data FILE.csv]
+    [--columns A[,B]] [--k K] [--json]``
         Algorithm 1 of the ustats paper (quantization + k-ary RR). Default
         data: breast_cancer ``mean_radius`` (gini, auc), fair
         (``rate_marriage``, ``religious``) for kendall (discrete ratings, no
@@ -24,9 +25,17 @@ Bounds: ``--lower L --upper U`` give the public domain of every private
 column (one value per column, comma-separated: ``ustat --kernel kendall``
 takes ``--lower 1,1 --upper 5,4``; ``qmle --private-x`` takes the response
 then each covariate). Shipped datasets default to the domains declared in
-``protocols/data/domains.json`` (SOURCES.md); ``--csv`` needs the flags.
+``protocols/data/domains.json`` (SOURCES.md); ``--data`` needs the flags.
 Every user clamps its value into the public domain before randomizing;
 nothing about the mechanism comes from the data.
+
+Options follow the shared vocabulary (:mod:`pairwise.protocols.commands.options`):
+``--builtin NAME`` for shipped data, ``--data FILE.csv`` for a CSV, ``--columns``
+for the private column(s) (qmle names its by role: ``--response``,
+``--covariates A,B``), ``--epsilon`` required.  The old spellings ``--dataset``,
+``--csv``, ``--score``, ``--column``, space-separated ``--columns A B`` /
+``--covariates A B`` and a missing ``--epsilon`` (the old default) still
+work for one release, with a warning on stderr.
 
 JSON keys (a public interface):
 
@@ -61,6 +70,8 @@ import numpy as np
 
 from ..datasets import DataError, dataset_path, load_csv
 from .bounds import NOT_PRIVATE, add_bound_args, clamped_note, resolve_domains
+from .options import add_builtin, add_columns, add_data, add_json, warn
+from .options import epsilon as epsilon_type
 
 DEFAULT_EPSILON = 2.0
 
@@ -76,25 +87,46 @@ DP_KEYS = {
 NOT_PRIVATE_KEYS = ("exact", "exact_quantized", "max_error", "clamped")
 
 
-def _add_data_args(p, dataset: str) -> None:
-    p.add_argument("--dataset", default=dataset, help=f"shipped dataset name (default {dataset})")
-    p.add_argument("--csv", metavar="PATH", help="read a CSV file with a header row instead")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
+def _add_data_args(p, dataset: str | None) -> None:
+    add_builtin(p, default=dataset, old=("--dataset",))
+    add_data(p, what="read this CSV file (header row; needs --lower/--upper) instead of the shipped data",
+             old=("--csv",))
+    add_json(p)
+
+
+def _add_epsilon(p, old_default: float, what: str = "privacy budget per user") -> None:
+    p.add_argument("--epsilon", type=epsilon_type, default=None, metavar="E",
+                   help=f"{what}, in [2^-40, 500] (required; without it the old default {old_default:g} is "
+                        f"used, with a deprecation warning)")
+    p.set_defaults(epsilon_old_default=old_default)
+
+
+def _epsilon(args) -> float:
+    """``--epsilon``, or (deprecated, one release) the command's old default with a warning."""
+    if args.epsilon is None:
+        warn(f"ldp {args.ldp_command} without --epsilon is deprecated: using the old default "
+             f"{args.epsilon_old_default:g}; --epsilon will be required in the next release")
+        args.epsilon = args.epsilon_old_default
+    return args.epsilon
 
 
 def _source(args):
-    return args.csv if args.csv else dataset_path(args.dataset)
+    return args.data if args.data else dataset_path(args.builtin)
+
+
+def _where(args) -> str:
+    return args.data or args.builtin
+
+
+def _one_column(args) -> str:
+    if len(args.columns) != 1:
+        raise ValueError(f"ldp {args.ldp_command} reads one column, got --columns {','.join(args.columns)}")
+    return args.columns[0]
 
 
 def _domains(args, columns: list[str], *, integer: bool = False):
-    """Public domains of ``columns``: the flags, else the shipped dataset's declaration (not with --csv)."""
-    return resolve_domains(args, columns, None if args.csv else args.dataset, integer=integer, data_flag="--csv")
-
-
-def _check_epsilon(eps: float) -> None:
-    from pairwise.dp.accounting import validate_epsilon
-
-    validate_epsilon(eps)
+    """Public domains of ``columns``: the flags, else the shipped dataset's declaration (not with --data)."""
+    return resolve_domains(args, columns, None if args.data else args.builtin, integer=integer, data_flag="--data")
 
 
 def register(root, groups) -> None:
@@ -104,11 +136,11 @@ def register(root, groups) -> None:
 
     a = sub.add_parser("auc", help="locally private AUC via hierarchical histograms (one bit per user)")
     _add_data_args(a, "breast_cancer")
-    a.add_argument("--score", default="mean_radius", help="score column (default mean_radius)")
+    add_columns(a, what="score column (default mean_radius)", default=["mean_radius"], old=("--score",))
     a.add_argument("--label", default="malignant", help="0/1 label column, public (default malignant)")
     a.add_argument("--bits", type=int, default=4, help="alpha: scores are discretized to 2^alpha bins (default 4)")
-    add_bound_args(a, "--score")
-    a.add_argument("--epsilon", type=float, default=DEFAULT_EPSILON, help=f"privacy budget (default {DEFAULT_EPSILON})")
+    add_bound_args(a, "the score column")
+    _add_epsilon(a, DEFAULT_EPSILON)
     a.add_argument("--splitting", choices=["users", "budget"], default="users",
                    help="split users across levels (default) or each user's budget")
     a.add_argument("--composition", choices=["basic", "advanced"], default="basic",
@@ -124,39 +156,44 @@ def register(root, groups) -> None:
     q = sub.add_parser("qmle", help="one-bit LDP quasi-MLE of quantile regression")
     _add_data_args(q, "engel")
     q.add_argument("--response", default="foodexp", help="private response column (default foodexp)")
-    q.add_argument("--covariates", nargs="+", default=["income"], help="covariate columns (default income)")
+    add_columns(q, what="covariate columns A[,B...] (default income)", default=["income"], spaces=True,
+                flag="--covariates")
     q.add_argument("--tau", type=float, default=0.5, help="quantile level (default 0.5)")
     q.add_argument("--sigma", type=float, default=None, help="ALD scale (default (upper-lower)/10)")
     add_bound_args(q, "--response, then each of --covariates with --private-x; Eq. (6) truncation")
-    q.add_argument("--epsilon", type=float, default=DEFAULT_EPSILON, help=f"privacy budget per user (default {DEFAULT_EPSILON})")
+    _add_epsilon(q, DEFAULT_EPSILON)
     q.add_argument("--private-x", action="store_true",
                    help="covariates are private too (Sec. 3.2): one bit each, budget split equally")
     q.set_defaults(func=cmd_qmle)
 
     h = sub.add_parser("shuffle-histogram", help="shuffled-model histogram (Balcer-Cheu, Figure 2)")
     _add_data_args(h, "fair")
-    h.add_argument("--column", default="rate_marriage", help="integer-valued column (default rate_marriage)")
-    add_bound_args(h, "--column: the integer domain lower..upper", integer=True)
-    h.add_argument("--epsilon", type=float, default=1.0, help="privacy budget, <= 1 (default 1)")
+    add_columns(h, what="integer-valued column (default rate_marriage)", default=["rate_marriage"],
+                old=("--column",))
+    add_bound_args(h, "the column: the integer domain lower..upper", integer=True)
+    _add_epsilon(h, 1.0, "privacy budget, at most 1 for this protocol")
     h.add_argument("--delta", type=float, default=1e-5, help="delta (default 1e-5)")
     h.add_argument("--beta", type=float, default=0.05, help="failure probability of the reported error bound")
     h.set_defaults(func=cmd_shuffle_histogram)
 
     u = sub.add_parser("ustat", help="Algorithm 1: quantization + k-ary randomized response")
-    u.add_argument("--kernel", choices=["gini", "kendall", "auc"], default="gini")
-    u.add_argument("--dataset", default=None, help="shipped dataset (default: breast_cancer, or fair for kendall)")
-    u.add_argument("--csv", metavar="PATH", help="read a CSV file with a header row instead")
-    u.add_argument("--columns", nargs="+", default=None,
-                   help="data column(s): one for gini/auc, two for kendall")
+    u.add_argument("--kernel", choices=["gini", "kendall", "auc"], default="gini",
+                   help="U-statistic kernel: gini (default), kendall or auc")
+    add_builtin(u, default=None, what="shipped dataset (default: breast_cancer, or fair for kendall)",
+                old=("--dataset",))
+    add_data(u, what="read this CSV file (header row; needs --lower/--upper) instead of the shipped data",
+             old=("--csv",))
+    add_columns(u, what="data column(s): A for gini/auc, A,B for kendall", spaces=True)
     u.add_argument("--label", default="malignant", help="0/1 label column for auc (default malignant)")
     u.add_argument("--k", type=int, default=8, help="bins per coordinate (default 8)")
     u.add_argument("--discrete", action="store_true",
                    help="no quantization: the domain is the public grid lower + k 10^-decimals (default for "
                         "kendall when that grid has at most 8192 cells)")
     add_bound_args(u, "one for gini/auc, two for kendall", decimals=True)
-    u.add_argument("--quantized-kernel", choices=["midpoint", "average"], default="midpoint")
-    u.add_argument("--epsilon", type=float, default=DEFAULT_EPSILON, help=f"privacy budget (default {DEFAULT_EPSILON})")
-    u.add_argument("--json", action="store_true")
+    u.add_argument("--quantized-kernel", choices=["midpoint", "average"], default="midpoint",
+                   help="kernel on a pair of bins: midpoint of its range (Eq. 14, default) or its mean (Eq. 15)")
+    _add_epsilon(u, DEFAULT_EPSILON)
+    add_json(u)
     u.set_defaults(func=cmd_ustat)
 
 
@@ -179,7 +216,8 @@ def cmd_auc(args) -> int:
 
     if not 1 <= args.bits <= 24:
         raise ValueError(f"--bits must lie in 1..24, got {args.bits}")
-    _check_epsilon(args.epsilon)
+    _epsilon(args)
+    args.score = _one_column(args)
     dom = _domains(args, [args.score])[0]
     lo, hi = dom.lower, dom.upper
     cols = load_csv(_source(args), [args.score], label=args.label)
@@ -222,7 +260,7 @@ def cmd_auc(args) -> int:
     lines = [
         f"locally private AUC (hierarchical histograms, {args.splitting} split), eps={args.epsilon}"
         + (f", delta={args.delta}" if args.delta else ""),
-        f"data      {args.csv or args.dataset}: score {args.score}, label {args.label} (public) "
+        f"data      {_where(args)}: score {args.score}, label {args.label} (public) "
         f"(n={s.size}: {res.n_pos} positive, {res.n_neg} negative)",
         f"domain    2^{args.bits} bins on the public domain [{lo:g}, {hi:g}]",
         f"estimate  {res.estimate:.4f} (raw, unbiased); clamped to [0, 1]: {payload['estimate_clamped']:.4f}",
@@ -248,6 +286,7 @@ def cmd_qmle(args) -> int:
         submit_public_x,
     )
 
+    _epsilon(args)
     if args.response in args.covariates:
         raise DataError(f"the response {args.response!r} cannot also be a covariate")
     private_cols = [args.response] + (list(args.covariates) if args.private_x else [])
@@ -292,7 +331,7 @@ def cmd_qmle(args) -> int:
     lines = [
         f"one-bit LDP QMLE, {args.tau}-quantile regression of {args.response} on "
         f"{', '.join(args.covariates)} ({'private' if args.private_x else 'public'} covariates), eps={args.epsilon}",
-        f"data      {args.csv or args.dataset} (n={y.size}), response truncated to the public [{lo:g}, {hi:g}]"
+        f"data      {_where(args)} (n={y.size}), response truncated to the public [{lo:g}, {hi:g}]"
         + (f", covariates to {', '.join(f'[{a:g}, {b:g}]' for a, b in xb)}" if xb else "") + f", sigma={res.sigma:g}",
         f"{'coefficient':<14}{'estimate':>14}{'std.err':>14}{'exact (QR)*':>14}   (* not private)",
     ]
@@ -312,6 +351,8 @@ def cmd_shuffle_histogram(args) -> int:
 
     from ..ldp.shuffle import HistogramProtocol, shuffled_histogram
 
+    _epsilon(args)
+    args.column = _one_column(args)
     dom = _domains(args, [args.column], integer=True)[0]
     if dom.lower != int(dom.lower) or dom.upper != int(dom.upper):
         raise ValueError(f"the histogram domain needs integer bounds, got [{dom.lower:g}, {dom.upper:g}]")
@@ -347,7 +388,7 @@ def cmd_shuffle_histogram(args) -> int:
     }
     lines = [
         f"shuffled-model histogram (Balcer-Cheu P^hist), eps={args.epsilon}, delta={args.delta}",
-        f"data      {args.csv or args.dataset}: column {args.column}, n={res.n}, d={d} values of the public "
+        f"data      {_where(args)}: column {args.column}, n={res.n}, d={d} values of the public "
         f"domain [{lo}, {hi}], {res.messages} messages shuffled",
         f"{'value':>8}{'estimate':>12}{'clamped':>10}{'exact*':>10}   (* not private)",
     ]
@@ -367,13 +408,14 @@ def cmd_ustat(args) -> int:
 
     from ..ldp.ustat import QuantizedUStatistic, Quantizer, exact_ustatistic
 
+    _epsilon(args)
     kernel = args.kernel
-    dataset = args.dataset or ("fair" if kernel == "kendall" else "breast_cancer")
+    dataset = args.builtin or ("fair" if kernel == "kendall" else "breast_cancer")
     columns = args.columns or (["rate_marriage", "religious"] if kernel == "kendall" else ["mean_radius"])
     need = 2 if kernel == "kendall" else 1
     if len(columns) != need:
         raise ValueError(f"kernel {kernel} needs {need} column(s), got {len(columns)}")
-    args.dataset = dataset
+    args.builtin = dataset
     doms = _domains(args, columns)
     sizes = [d.span + 1 for d in doms]
     small = np.prod(sizes, dtype=float) <= 8192
@@ -387,7 +429,7 @@ def cmd_ustat(args) -> int:
     else:
         quant = Quantizer.uniform([d.lower for d in doms], [d.upper for d in doms], args.k)
     proto = QuantizedUStatistic(kernel, quant, args.epsilon, args.quantized_kernel)  # validated before any noise
-    source = args.csv if args.csv else dataset_path(dataset)
+    source = args.data if args.data else dataset_path(dataset)
     label = args.label if kernel == "auc" else None
     cols = load_csv(source, columns, label=label)
     clamped_cols = [clamp(cols[c], d.lower, d.upper) for c, d in zip(columns, doms)]
@@ -434,7 +476,7 @@ def cmd_ustat(args) -> int:
     lines = [
         f"Algorithm 1 (quantization + k-ary RR), {what} ({kernel}), eps={args.epsilon}, "
         f"{proto.cells} cells (beta={proto.beta:.4f})",
-        f"data      {args.csv or dataset}: {', '.join(columns)} (n={n}), public domain {grid}"
+        f"data      {args.data or dataset}: {', '.join(columns)} (n={n}), public domain {grid}"
         + (" (discrete grid)" if discrete else f", {args.k} bins per coordinate"),
         f"estimate  {est:.5g} (raw, unbiased); clamped to [{natural[0]:g}, {natural[1]:g}]: "
         f"{payload['estimate_clamped']:.5g}",

@@ -3,17 +3,22 @@
 ``pairwise ustat --statistic (gini|kendall|auc) --epsilon E [--pairs-per-user P]
 [--mode simulate|network] [--design subsample|all] [--workers W] [--tls DIR] [--bits W]
 [--data FILE.csv --columns A[,B] [--label COLUMN] --lower L[,L2] --upper U[,U2] [--decimals D[,D2]]]
-[--noise auto|krr|discrete_laplace|signed_geometric] [--pair-delta D] [--json]``
+[--noise auto|krr|discrete_laplace|signed_geometric] [--pair-delta D]
+[--builtin NAME --columns A[,B]] [--batch B] [--timeout S] [--connect-timeout S] [--progress|--no-progress]
+[--json]``
 
 Without ``--data`` it runs on real data shipped in ``protocols/data``
 (SOURCES.md) with their declared public domains (``domains.json``): gini on
 the diabetes disease-progression target (442 patients, [0, 400]), kendall on
 Fair's survey ratings rate_marriage (1-5) vs religious (1-4) (6366 people),
 auc on the breast-cancer mean radius ([5, 30]) as a score for the malignant
-label (569). A CSV needs ``--lower/--upper`` (one value per column). Every
+label (569); ``--builtin NAME --columns ...`` picks other shipped columns.
+A CSV needs ``--lower/--upper`` (one value per column). Every
 value is clamped into the public domain and rounded to its fixed-point grid
 by its owner; the sensitivity, the circuit width and the scale come from the
-bounds alone.
+bounds alone.  A progress bar over the 2PC pairs goes to stderr
+(``--progress``/``--no-progress``; default: when stderr is a terminal), so
+stdout holds only the report or the JSON object.
 
 ``--noise`` picks the in-circuit mechanism (default ``auto``: k-ary randomized
 response for kendall and auc, whose kernels take 3 values; the signed
@@ -59,9 +64,20 @@ Security model: see :mod:`pairwise.protocols.ustat.driver` (semi-honest 2PC, CDP
 from __future__ import annotations
 
 import json
-import sys
 
+from ..datasets import dataset_path
 from .bounds import NOT_PRIVATE, add_bound_args, clamped_note, deprecated, resolve_domains
+from .options import (
+    add_builtin,
+    add_columns,
+    add_data,
+    add_epsilon,
+    add_json,
+    add_progress,
+    add_timeouts,
+    positive_int,
+    progress_bar,
+)
 
 DEFAULTS = {
     "gini": ("diabetes", ["progression"], None),
@@ -80,34 +96,46 @@ RR_BINS = 16
 
 
 def register(root, groups) -> None:
-    p = root.add_parser("ustat", help="DP U-statistic (gini, kendall, auc) with the 2PC subsampling protocol")
-    p.add_argument("--statistic", required=True, choices=sorted(DEFAULTS))
-    p.add_argument("--epsilon", type=float, required=True, help="privacy budget per user (epsilon > 0)")
-    p.add_argument("--pairs-per-user", type=int, default=1, help="P: pairs each user takes part in (default 1)")
+    p = root.add_parser("ustat", help="DP U-statistic (gini, kendall, auc) with the 2PC subsampling protocol",
+                        description="Estimate a U-statistic of n users' private values with differential "
+                                    "privacy: sampled pairs of users run the kernel plus discrete-Laplace noise "
+                                    "in a garbled circuit (ustats paper, Sec. 5).")
+    p.add_argument("--statistic", required=True, choices=sorted(DEFAULTS),
+                   help="gini (Gini mean difference), kendall (Kendall's tau-a) or auc (area under the ROC)")
+    add_epsilon(p, what="privacy budget per user")
+    p.add_argument("--pairs-per-user", type=positive_int, default=1, metavar="P",
+                   help="pairs each user takes part in, 1..n-1 (default 1)")
     p.add_argument("--mode", choices=["simulate", "network"], default="simulate",
                    help="simulate: all pairs as real 2PC executions over an in-memory channel in this process; "
                         "network: users hosted by --workers processes, real 2PC over loopback TCP")
     p.add_argument("--design", choices=["subsample", "all"], default="subsample",
                    help="subsample (the paper's protocol) or all pairs with advanced composition (baseline)")
-    p.add_argument("--workers", type=int, default=4, help="worker processes in network mode (default 4)")
+    p.add_argument("--workers", type=positive_int, default=4, metavar="W",
+                   help="worker processes in network mode, 1..64 (default 4)")
     p.add_argument("--tls", metavar="DIR",
                    help="network mode: mutual TLS with the certificates worker-0 .. worker-(W-1) in DIR "
                         "(pairwise certs create); default: a throwaway CA made for the run")
-    p.add_argument("--bits", type=int, help="circuit width (default: the smallest of 8/16/32/64 holding the public "
-                                            "grid span (upper - lower) 10^decimals)")
+    p.add_argument("--bits", type=int, metavar="W",
+                   help="circuit width (default: the smallest of 8/16/32/64 holding the public "
+                        "grid span (upper - lower) 10^decimals)")
     p.add_argument("--signed", action="store_true",
                    help="deprecated, no effect: values are shifted by the public lower bound, the word is unsigned")
-    p.add_argument("--data", help="CSV file with a header row (needs --lower/--upper)")
-    p.add_argument("--columns", help="column(s): A for gini/auc scores, A,B for kendall")
-    p.add_argument("--label", help="0/1 label column (auc; labels are public)")
+    add_builtin(p, default=None, what="shipped dataset to read --columns from (default: "
+                + "; ".join(f"{k}: {v[0]}" for k, v in sorted(DEFAULTS.items())) + ")")
+    add_data(p, what="CSV file with a header row (needs --lower/--upper)")
+    add_columns(p, what="column(s): A for gini and auc scores, A,B for kendall")
+    p.add_argument("--label", metavar="COLUMN", help="0/1 label column (auc; labels are public)")
     add_bound_args(p, "A, or A,B for kendall", decimals=True)
-    p.add_argument("--batch", type=int, default=4096, help="pairs per SIMD execution (default 4096)")
+    p.add_argument("--batch", type=positive_int, default=4096, metavar="B",
+                   help="pairs per SIMD execution (default 4096)")
     p.add_argument("--noise", choices=["auto", "krr", "discrete_laplace", "signed_geometric"], default="auto",
                    help="in-circuit noise: auto (default: k-ary randomized response for kendall and auc, whose kernels "
                         "take 3 values, the cheapest additive noise for gini), krr, discrete_laplace or signed_geometric")
     p.add_argument("--pair-delta", type=float, default=2.0**-40,
                    help="delta of one pair's release (default 2^-40); it fixes the noise gadget's precision")
-    p.add_argument("--json", action="store_true")
+    add_timeouts(p, timeout=120.0, connect_timeout=120.0, timeout_what="a worker (network mode)")
+    add_progress(p)
+    add_json(p)
     p.set_defaults(func=cmd_ustat)
 
 
@@ -115,7 +143,11 @@ def _load(args):
     from ..datasets import load_csv, load_dataset
 
     stat = args.statistic
-    if args.data is None:
+    if args.data is not None and args.builtin is not None:
+        raise ValueError("give either --data FILE.csv or --builtin NAME, not both")
+    if args.data is None and not args.columns:
+        if args.builtin not in (None, DEFAULTS[stat][0]):
+            raise ValueError(f"--builtin {args.builtin} needs --columns for {stat}")
         name, cols, label = DEFAULTS[stat]
         domains = resolve_domains(args, cols, name)
         d = load_dataset(name)
@@ -125,15 +157,20 @@ def _load(args):
         return cols_data, lab, source, cols, label, domains
     if not args.columns:
         raise ValueError("--data needs --columns")
-    cols = [c.strip() for c in args.columns.split(",") if c.strip()]
+    cols = list(args.columns)
     want = 2 if stat == "kendall" else 1
     if len(cols) != want:
         raise ValueError(f"{stat} needs {want} column(s) in --columns, got {cols}")
-    if stat == "auc" and not args.label:
-        raise ValueError("auc needs --label COLUMN (0/1)")
-    domains = resolve_domains(args, cols, None)
-    d = load_csv(args.data, cols, label=args.label if stat == "auc" else None)
-    return [d[c] for c in cols], (d[args.label] if stat == "auc" else None), args.data, cols, args.label, domains
+    label = args.label
+    builtin = None if args.data is not None else (args.builtin or DEFAULTS[stat][0])
+    if stat == "auc" and not label:
+        if builtin != DEFAULTS[stat][0]:
+            raise ValueError("auc needs --label COLUMN (0/1)")
+        label = DEFAULTS[stat][2]
+    domains = resolve_domains(args, cols, builtin)
+    path, source = (args.data, args.data) if builtin is None else (dataset_path(builtin), f"{builtin} (shipped)")
+    d = load_csv(path, cols, label=label if stat == "auc" else None)
+    return [d[c] for c in cols], (d[label] if stat == "auc" else None), source, cols, label, domains
 
 
 def _rr_protocol(stat: str, domains, epsilon: float):
@@ -175,20 +212,14 @@ def cmd_ustat(args) -> int:
     cols, lab, source, names, label, domains = _load(args)
     stat = args.statistic
     rr = _rr_protocol(stat, domains, args.epsilon)  # validated before any noise is drawn
-    progress = None
-    if not args.json and sys.stderr.isatty():
-        def progress(done, total):
-            w = 30
-            k = int(w * done / total)
-            print(f"\r  [{'#' * k}{'.' * (w - k)}] {done}/{total} pairs", end="", file=sys.stderr, flush=True)
     bounds = dict(lower=[d.lower for d in domains], upper=[d.upper for d in domains],
                   decimals=[d.scale_decimals for d in domains])
-    res = run_ustat(stat, cols[0], cols[1] if stat == "kendall" else None, lab, epsilon=args.epsilon,
-                    pairs_per_user=args.pairs_per_user, mode=args.mode, design=args.design,
-                    workers=args.workers, bits=args.bits, batch=args.batch, progress=progress, tls_dir=args.tls,
-                    noise=args.noise, pair_delta=args.pair_delta, **bounds)
-    if progress:
-        print(file=sys.stderr)
+    with progress_bar(args, f"{stat}: 2PC pairs", unit="pair") as progress:
+        res = run_ustat(stat, cols[0], cols[1] if stat == "kendall" else None, lab, epsilon=args.epsilon,
+                        pairs_per_user=args.pairs_per_user, mode=args.mode, design=args.design,
+                        workers=args.workers, bits=args.bits, batch=args.batch, timeout=args.timeout,
+                        connect_timeout=args.connect_timeout, progress=progress, tls_dir=args.tls,
+                        noise=args.noise, pair_delta=args.pair_delta, **bounds)
     d = res.as_dict()
     lo_nat, hi_nat = d["natural_range"]
     d["rr_estimate"] = float(_rr_baseline(rr, cols, lab, domains))

@@ -84,7 +84,6 @@ from fractions import Fraction
 
 import numpy as np
 
-from pairwise.circuits.ir import ints_to_bits
 from pairwise.circuits.kernels import pack_pair
 
 from .stats import (
@@ -102,7 +101,7 @@ from .stats import (
     zetas_from_sums,
 )
 
-__all__ = ["UStatResult", "run_ustat", "prepare_data", "STATISTICS", "NOISE_MECHANISMS", "DEFAULT_PAIR_DELTA"]
+__all__ = ["UStatResult", "UStatError", "run_ustat", "prepare_data", "STATISTICS", "NOISE_MECHANISMS", "DEFAULT_PAIR_DELTA"]
 
 STATISTICS = ("gini", "kendall", "auc")
 #: ``noise`` choices of :func:`run_ustat` (see :func:`pairwise.circuits.noise.choose_kernel_noise`).
@@ -321,6 +320,11 @@ def _exact(pd: PreparedData) -> float:
     return u_statistic("auc", pd.x, pd.y)
 
 
+#: Largest per-pair epsilon: the discrete Laplace gadget's limit (circuits.noise); at 64 the
+#: noise is nonzero with probability below 1e-27 per unit of sensitivity anyway.
+MAX_PAIR_EPSILON = Fraction(64)
+
+
 def per_pair_epsilon(epsilon: float, design: str, P: int, n: int, delta_slack: float) -> tuple[Fraction, int]:
     """Budget of one pair's release and the number of releases per user.
 
@@ -328,12 +332,15 @@ def per_pair_epsilon(epsilon: float, design: str, P: int, n: int, delta_slack: f
     (Theorem 5).  ``all``: each user is in n - 1 pairs; the largest eps0 whose
     advanced composition (Dwork-Rothblum-Vadhan, via
     :func:`pairwise.dp.accounting.advanced_composition`, rounded up) over k = n - 1
-    releases stays within eps, found by bisection.
+    releases stays within eps, found by bisection.  Either is capped at
+    :data:`MAX_PAIR_EPSILON`, the noise gadget's largest epsilon (a smaller
+    per-pair budget only adds noise, so the guarantee still holds).
     """
     from pairwise.dp.accounting import advanced_composition
 
     if design == "subsample":
-        return Fraction(epsilon).limit_denominator(10**9) / P, P
+        eps = Fraction(repr(float(epsilon))) / P  # the decimal the user typed, exactly
+        return min(eps, MAX_PAIR_EPSILON), P
     k = n - 1
     lo, hi = 0.0, float(epsilon)
     for _ in range(80):
@@ -344,7 +351,7 @@ def per_pair_epsilon(epsilon: float, design: str, P: int, n: int, delta_slack: f
             hi = mid
     if lo <= 0:
         raise UStatError(f"no per-pair budget satisfies eps={epsilon} over {k} pairs")
-    return Fraction(lo).limit_denominator(10**12), k
+    return min(Fraction(lo).limit_denominator(10**12), MAX_PAIR_EPSILON), k
 
 
 def _run_simulate(nc, gx, ey, batch: int, progress) -> tuple[np.ndarray, int, int]:
@@ -414,7 +421,7 @@ def _worker_name(w: int) -> str:
 
 def _run_network(nc, params: dict, pairs: np.ndarray, owner_g: np.ndarray, owner_e: np.ndarray,
                  gx, ey, workers: int, timeout: float, progress, tls_dir: str | None = None,
-                 tls: bool = True) -> tuple[np.ndarray, int, int]:
+                 tls: bool = True, connect_timeout: float | None = None) -> tuple[np.ndarray, int, int]:
     """Users hosted by ``workers`` processes; each (garbler worker, evaluator worker) group of pairs
     is one real Yao session over loopback TCP between those processes (or two threads of one worker).
 
@@ -438,7 +445,8 @@ def _run_network(nc, params: dict, pairs: np.ndarray, owner_g: np.ndarray, owner
     for key in set(zip(owner_g.tolist(), owner_e.tolist())):
         groups[key] = np.flatnonzero((owner_g == key[0]) & (owner_e == key[1]))
     ports = _free_ports(len(groups))
-    jobs = {w: {"worker": w, "params": params, "sessions": [], "timeout": timeout} for w in range(workers)}
+    jobs = {w: {"worker": w, "params": params, "sessions": [], "timeout": timeout,
+                "connect_timeout": timeout if connect_timeout is None else connect_timeout} for w in range(workers)}
     order = {}
     for sid, ((wg, we), idx) in enumerate(sorted(groups.items())):
         order[sid] = idx
@@ -566,6 +574,7 @@ def run_ustat(
     batch: int = 4096,
     workers: int = 4,
     timeout: float = 120.0,
+    connect_timeout: float | None = None,
     tls_dir: str | None = None,
     tls: bool = True,
     noise: str = "auto",
@@ -589,6 +598,9 @@ def run_ustat(
     (``workers`` processes hosting the users, real TCP between them, in
     mutual TLS with the certificates ``worker-K`` of ``tls_dir`` or of a
     throwaway CA; ``tls=False`` for plaintext on loopback).
+    ``timeout`` bounds every wait of a network-mode worker on its peer, ``connect_timeout``
+    (default: ``timeout``) how long a worker keeps trying to reach its peer.
+    ``progress(done, total)``, if given, is called as pairs complete (a progress bar's hook).
     ``rng`` drives only the public pair sampling (default: seeded from the OS
     CSPRNG); noise bits always come from ``os.urandom``. Every parameter is
     validated before any noise is drawn.
@@ -660,6 +672,8 @@ def run_ustat(
         pairs = sample_pairs(pd.x.size, P, rng)
         n = int(pd.x.size)
     m = pairs.shape[0]
+    if progress:
+        progress(0, m)
     eps_pair, releases = per_pair_epsilon(epsilon, design, P, n, delta_slack)
     d_pair = Fraction(1, (1 << lam) * m) if lam is not None else Fraction(pair_delta)
     try:
@@ -679,7 +693,7 @@ def run_ustat(
         else:
             owner_g, owner_e = pairs[:, 0] % w, pairs[:, 1] % w
         out, total_bytes, executions = _run_network(nc, params, pairs, owner_g, owner_e, gx, ey, w, timeout, progress,
-                                                    tls_dir=tls_dir, tls=tls)
+                                                    tls_dir=tls_dir, tls=tls, connect_timeout=connect_timeout)
     unit = float(nc.unit)
     exact = _exact_raw(statistic, x, y, labels)
     exact_q = _exact(pd)

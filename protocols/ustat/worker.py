@@ -6,7 +6,10 @@ What it does
 
     ``{"worker": k, "params": {...noisy_kernel arguments: statistic, bits, epsilon, sensitivity, mechanism, delta...},
       "sessions": [{"id": s, "role": "garbler"|"evaluator", "port": p,
-                    "peer": "worker-j", "inputs": [v, ...]}, ...], "timeout": t}``
+                    "peer": "worker-j", "inputs": [v, ...]}, ...], "timeout": t, "connect_timeout": c}``
+
+    (``connect_timeout``, default ``timeout``: how long an evaluator keeps
+    trying to reach its garbler.)
 
     For each session it runs one party of a real Yao session over TCP on
     loopback (the garbler listens on ``port``, the evaluator connects to it):
@@ -59,7 +62,8 @@ def _build(params: dict):
     )
 
 
-def run_session(nc, sess: dict, timeout: float, results: dict, errors: list, tls=None) -> None:
+def run_session(nc, sess: dict, timeout: float, results: dict, errors: list, tls=None,
+                connect_timeout: float | None = None) -> None:
     from pairwise.mpc.channel import TCPChannel, TCPListener
     from pairwise.mpc.twopc import EvaluatorSession, GarblerSession, circuit_digest
 
@@ -80,8 +84,8 @@ def run_session(nc, sess: dict, timeout: float, results: dict, errors: list, tls
                 ch.close()
             results[f"{sid}:garbler"] = {"bytes_sent": st["bytes_sent"], "bytes_received": st["bytes_received"]}
         else:
-            ch = TCPChannel.connect("127.0.0.1", sess["port"], deadline=timeout, timeout=timeout, tls=tls,
-                                    peer_names=peer)
+            ch = TCPChannel.connect("127.0.0.1", sess["port"], timeout=timeout, tls=tls, peer_names=peer,
+                                    deadline=timeout if connect_timeout is None else connect_timeout)
             try:
                 s = EvaluatorSession(ch, **session_args)
                 res = s.run(circuit, {"y": values}, output="evaluator", random=("rx", "ry"))
@@ -114,10 +118,12 @@ def main(argv: list[str] | None = None) -> int:
         job = json.loads(sys.stdin.read())
         nc = _build(job["params"])
         timeout = float(job.get("timeout", 60))
+        connect_timeout = float(job.get("connect_timeout", timeout))
         results: dict = {}
         errors: list = []
         threads = [
-            threading.Thread(target=run_session, args=(nc, s, timeout, results, errors, tls), daemon=True)
+            threading.Thread(target=run_session, args=(nc, s, timeout, results, errors, tls, connect_timeout),
+                             daemon=True)
             for s in job["sessions"]
         ]
         for t in threads:
