@@ -28,8 +28,8 @@ Validation
     anything else raises :class:`pairwise.dp.errors.PrivacyParameterError`.
     :func:`check_epsilon` adds the limits every ``pairwise`` command applies
     to a user-supplied epsilon, [:data:`EPSILON_MIN`, :data:`EPSILON_MAX`] =
-    [2^-40, 500], so an epsilon accepted by one command is accepted by all
-    of them.  Below 2^-40 exact noise parameters lose their meaning; above
+    [2^-32, 500], so an epsilon accepted by one command is accepted by all
+    of them.  Below 2^-32 the noise gadgets have no exact parameters; above
     500, e^epsilon nears the end of the double range (it overflows at 709.8)
     that randomized-response mechanisms compute with.  A mechanism whose own
     largest useful epsilon is smaller (a noise gadget: 64 per release; an
@@ -84,9 +84,9 @@ def validate_epsilon(eps: object) -> float:
     return value
 
 
-#: Smallest epsilon a command accepts (2^-40, about 9.1e-13): below it, exact noise
-#: parameters lose their meaning (the noise gadgets refuse it too).
-EPSILON_MIN = 2.0**-40
+#: Smallest epsilon a command accepts (2^-32, about 2.3e-10): below it the in-circuit
+#: noise gadgets find no parameters within their precision, and no useful release exists.
+EPSILON_MIN = 2.0**-32
 #: Largest epsilon a command accepts: a typo guard that keeps e^epsilon a finite double
 #: (mechanisms cap their own per-release epsilon lower where the noise is already nil).
 EPSILON_MAX = 500.0
@@ -110,7 +110,7 @@ def check_epsilon(eps: object, name: str = "epsilon") -> float:
         raise PrivacyParameterError(f"{name} must be a finite number, got {eps!r}")
     if not EPSILON_MIN <= value <= EPSILON_MAX:
         raise PrivacyParameterError(
-            f"{name} must lie in [2^-40, {EPSILON_MAX:g}] (about [9.1e-13, {EPSILON_MAX:g}]), got {eps!r}")
+            f"{name} must lie in [2^-32, {EPSILON_MAX:g}] (about [2.3e-10, {EPSILON_MAX:g}]), got {eps!r}")
     return value
 
 

@@ -80,8 +80,8 @@ def test_usage_error_under_json_is_a_json_object_on_stdout(capsys):
 
 
 @pytest.mark.parametrize("value, message", [
-    ("1e-300", "epsilon must lie in [2^-40, 500]"),
-    ("501", "epsilon must lie in [2^-40, 500]"),
+    ("1e-300", "epsilon must lie in [2^-32, 500]"),
+    ("501", "epsilon must lie in [2^-32, 500]"),
     ("inf", "epsilon must be a finite number"),
     ("nan", "epsilon must be a finite number"),
     ("abc", "epsilon must be a number"),
@@ -106,7 +106,7 @@ def test_epsilon_has_the_same_limits_in_every_command(capsys, value, message):
 
 
 def test_epsilon_limits_are_inclusive_and_gadgets_cap_at_their_own_limit(capsys):
-    for value, used in (("500", 64.0), (repr(2.0**-40), 2.0**-40)):
+    for value, used in (("500", 64.0), (repr(2.0**-32), 2.0**-32)):
         assert main(["noise", "params", "--epsilon", value, "--json"]) == 0
         d = json.loads(capsys.readouterr().out)
         assert d["epsilon_requested"] == float(value) and used <= d["epsilon"] <= float(value)
@@ -173,7 +173,7 @@ def test_pairs_per_user_beyond_n_minus_1_is_refused_up_front():
 
 def test_tiny_epsilon_is_refused_with_the_limits_not_a_fraction():
     r = run("ustat", "--statistic", "gini", "--epsilon", "1e-300")
-    assert_clean_failure(r, "argument --epsilon: epsilon must lie in [2^-40, 500] (about [9.1e-13, 500]), got 1e-300")
+    assert_clean_failure(r, "argument --epsilon: epsilon must lie in [2^-32, 500] (about [2.3e-10, 500]), got 1e-300")
     assert "Fraction" not in r.stderr
 
 

@@ -44,7 +44,7 @@ def csv_file(tmp_path):
 
 def test_run_json_matches_exact_at_huge_epsilon(servers, csv_file):
     path, v, y = csv_file
-    code, out, err = run("ecdf", "run", "--servers", servers.servers, "--data", str(path), "--column", "score",
+    code, out, err = run("ecdf", "run", "--servers", servers.servers, "--data", str(path), "--columns", "score",
                          "--epsilon", "500", "--domain-bits", "6", "--range", "0,30", "--label", "label",
                          "--roc", "--quantiles", "0.5,0.9", "--json")
     assert code == 0, err
@@ -64,7 +64,7 @@ def test_run_json_matches_exact_at_huge_epsilon(servers, csv_file):
 
 def test_run_pointwise_and_status(servers, csv_file):
     path, v, _ = csv_file
-    code, out, err = run("ecdf", "run", "--servers", servers.servers, "--data", str(path), "--column", "score",
+    code, out, err = run("ecdf", "run", "--servers", servers.servers, "--data", str(path), "--columns", "score",
                          "--epsilon", "500", "--domain-bits", "5", "--lower", "0", "--upper", "30",
                          "--scheme", "pointwise",
                          "--dataset", "pw-cli", "--json")
@@ -79,20 +79,20 @@ def test_run_pointwise_and_status(servers, csv_file):
 
 def test_run_text_output_and_errors(servers, csv_file, tmp_path):
     path, _, _ = csv_file
-    code, out, err = run("ecdf", "run", "--servers", servers.servers, "--data", str(path), "--column", "score",
+    code, out, err = run("ecdf", "run", "--servers", servers.servers, "--data", str(path), "--columns", "score",
                          "--epsilon", "1", "--domain-bits", "6", "--dataset", "text-run", "--lower", "0",
                          "--upper", "30")
     assert code == 0, err
     assert "DP ECDF of score" in out and "Theorem 3.1 RMSE" in out and "(not private)" in out
-    code, out, err = run("ecdf", "run", "--servers", servers.servers, "--data", str(path), "--column", "score",
+    code, out, err = run("ecdf", "run", "--servers", servers.servers, "--data", str(path), "--columns", "score",
                          "--epsilon", "1", "--dataset", "no-bounds")
     assert code == 2 and "--lower" in err and "--upper" in err
     dead = f"{servers.servers.split(',')[0]},127.0.0.1:9"
-    code, out, err = run("ecdf", "run", "--servers", dead, "--data", str(path), "--column", "score",
+    code, out, err = run("ecdf", "run", "--servers", dead, "--data", str(path), "--columns", "score",
                          "--epsilon", "1", "--connect-timeout", "1", "--dataset", "never", "--lower", "0",
                          "--upper", "30")
     assert code == 2 and "server 1 (127.0.0.1:9)" in err
-    code, out, err = run("ecdf", "run", "--servers", servers.servers, "--data", str(path), "--column", "nope",
+    code, out, err = run("ecdf", "run", "--servers", servers.servers, "--data", str(path), "--columns", "nope",
                          "--epsilon", "1", "--lower", "0", "--upper", "1")
     assert code == 2 and "nope" in err
     code, out, err = run("ecdf", "serve", "--server-id", "0", "--listen", "localhost")
@@ -139,7 +139,7 @@ def test_demo_json_noise_and_plot(tmp_path):
 
 def test_rerun_with_a_changed_csv_is_refused_and_query_releases_the_stored_data(servers, csv_file, tmp_path):
     path, v, _ = csv_file
-    common = ["--servers", servers.servers, "--column", "score", "--epsilon", "10000", "--domain-bits", "6",
+    common = ["--servers", servers.servers, "--columns", "score", "--epsilon", "500", "--domain-bits", "6",
               "--dataset", "sealed", "--quantiles", "0.5", "--lower", "0", "--upper", "300", "--json"]
     code, out, err = run("ecdf", "run", "--data", str(path), *common)
     assert code == 0, err
@@ -151,8 +151,8 @@ def test_rerun_with_a_changed_csv_is_refused_and_query_releases_the_stored_data(
     assert code == 2 and "already exists" in err and "ecdf query" in err
     assert set(json.loads(out)) == {"error", "type"}  # no value was released
     code, out, err = run("ecdf", "status", "--servers", servers.servers, "--dataset", "sealed", "--json")
-    assert [s["info"]["spent"] for s in json.loads(out)] == ["10000", "10000"]  # the refusal charged nothing
-    code, out, err = run("ecdf", "query", "--servers", servers.servers, "--dataset", "sealed", "--epsilon", "10000",
+    assert [s["info"]["spent"] for s in json.loads(out)] == ["500", "500"]  # the refusal charged nothing
+    code, out, err = run("ecdf", "query", "--servers", servers.servers, "--dataset", "sealed", "--epsilon", "500",
                          "--quantiles", "0.5", "--json")
     assert code == 0, err
     q = json.loads(out)

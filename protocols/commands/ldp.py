@@ -96,7 +96,7 @@ def _add_data_args(p, dataset: str | None) -> None:
 
 def _add_epsilon(p, old_default: float, what: str = "privacy budget per user") -> None:
     p.add_argument("--epsilon", type=epsilon_type, default=None, metavar="E",
-                   help=f"{what}, in [2^-40, 500] (required; without it the old default {old_default:g} is "
+                   help=f"{what}, in [2^-32, 500] (required; without it the old default {old_default:g} is "
                         f"used, with a deprecation warning)")
     p.set_defaults(epsilon_old_default=old_default)
 

@@ -12,7 +12,7 @@ What it does
     ``--label COLUMN``     a 0/1 label column
     ``--builtin NAME``     a dataset shipped in ``protocols/data`` (``SOURCES.md``)
     ``--dataset ID``       a dataset held by the ECDF servers (server side only)
-    ``--epsilon E``        privacy budget; one validator, limits [2^-40, 500]
+    ``--epsilon E``        privacy budget; one validator, limits [2^-32, 500]
                            (:func:`pairwise.dp.accounting.check_epsilon`);
                            required, except in demos (default 1)
     ``--json``             one JSON object (or list) on stdout, one shape per command
@@ -171,10 +171,10 @@ class _Columns(argparse.Action):
 
 
 def add_epsilon(p, *, default: float | None = None, what: str = "privacy budget of the release") -> None:
-    """``--epsilon E``: required unless ``default`` is given (demos); limits [2^-40, 500]."""
+    """``--epsilon E``: required unless ``default`` is given (demos); limits [2^-32, 500]."""
     tail = f"default {default:g}" if default is not None else "required"
     p.add_argument("--epsilon", type=epsilon, default=default, required=default is None, metavar="E",
-                   help=f"{what}, in [2^-40, 500] ({tail})")
+                   help=f"{what}, in [2^-32, 500] ({tail})")
 
 
 def add_json(p, what: str = "print one JSON object on stdout instead of text") -> None:
