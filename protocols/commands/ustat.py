@@ -1,7 +1,7 @@
 """``pairwise ustat``: the main job, DP U-statistics with the 2PC subsampling protocol.
 
 ``pairwise ustat --statistic (gini|kendall|auc) --epsilon E [--pairs-per-user P]
-[--mode simulate|network] [--design subsample|all] [--workers W] [--bits W [--signed]]
+[--mode simulate|network] [--cluster local[:N]|tcp://HOST:PORT] [--design subsample|all] [--workers W] [--bits W [--signed]]
 [--data FILE.csv --columns A[,B] [--label COLUMN]] [--json]``
 
 Without ``--data`` it runs on real data shipped in ``protocols/data``
@@ -28,6 +28,8 @@ DEFAULTS = {
 
 
 def register(root, groups) -> None:
+    from ..cluster import add_cluster_argument
+
     p = root.add_parser("ustat", help="DP U-statistic (gini, kendall, auc) with the 2PC subsampling protocol")
     p.add_argument("--statistic", required=True, choices=sorted(DEFAULTS))
     p.add_argument("--epsilon", type=float, required=True, help="privacy budget per user (epsilon > 0)")
@@ -35,6 +37,7 @@ def register(root, groups) -> None:
     p.add_argument("--mode", choices=["simulate", "network"], default="simulate",
                    help="simulate: all pairs as real 2PC executions over an in-memory channel in this process; "
                         "network: users hosted by --workers processes, real 2PC over loopback TCP")
+    add_cluster_argument(p, "simulate mode's SIMD batches (one Dask task each)")
     p.add_argument("--design", choices=["subsample", "all"], default="subsample",
                    help="subsample (the paper's protocol) or all pairs with advanced composition (baseline)")
     p.add_argument("--workers", type=int, default=4, help="worker processes in network mode (default 4)")
@@ -105,7 +108,8 @@ def cmd_ustat(args) -> int:
             check_integer_range(c, args.bits, args.signed, name)
     res = run_ustat(stat, cols[0], cols[1] if stat == "kendall" else None, lab, epsilon=args.epsilon,
                     pairs_per_user=args.pairs_per_user, mode=args.mode, design=args.design,
-                    workers=args.workers, bits=args.bits, batch=args.batch, progress=progress)
+                    workers=args.workers, bits=args.bits, batch=args.batch, progress=progress,
+                    cluster=args.cluster)
     if progress:
         print(file=sys.stderr)
     d = res.as_dict()
@@ -125,6 +129,8 @@ def cmd_ustat(args) -> int:
           f"eps {d['epsilon_per_pair']:.4g} per pair ({d['design']}, {res.mode})")
     print(f"  users / pairs    {res.n} / {res.pairs} 2PC executions of the kernel + noise circuit "
           f"({d['and_gates_per_pair']} AND each, SIMD batches: {res.executions})")
+    if d.get("cluster"):
+        print(f"  cluster          {d['cluster']}: {d['cluster_tasks']} Dask tasks on {d['cluster_workers']} worker(s)")
     print(f"  AND gates        {res.and_gates}")
     print(f"  bytes            {res.bytes}")
     print(f"  seconds          {res.seconds:.2f}")

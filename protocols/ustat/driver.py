@@ -27,6 +27,10 @@ Modes (both run the same GarblerSession / EvaluatorSession code)
     :class:`pairwise.mpc.twopc.EvaluatorSession` (real garbling, real IKNP OT, bytes
     counted on the wire) over an in-memory channel between two threads of this
     process.
+    With ``cluster=`` (:mod:`pairwise.protocols.ustat.cluster`), every batch is
+    one Dask task that runs this same in-memory execution on a worker
+    (``local[:N]`` worker processes on this machine, or a scheduler address);
+    tasks return only the batch's noisy sum and count.
     ``network``: the users are hosted by worker processes
     (:mod:`pairwise.protocols.ustat.worker`, user u on worker u mod W); the pairs whose
     garbler is on worker a and evaluator on worker b form one Yao session over
@@ -243,6 +247,11 @@ def per_pair_epsilon(epsilon: float, design: str, P: int, n: int, delta_slack: f
     return Fraction(lo).limit_denominator(10**12), k
 
 
+def _aggregate(out: np.ndarray) -> tuple[int, int]:
+    """What a batch of noisy kernel values reports to the aggregator: their exact integer sum and count."""
+    return int(np.asarray(out, dtype=np.int64).astype(object).sum()), int(np.size(out))
+
+
 def _run_simulate(nc, gx, ey, batch: int, progress) -> tuple[np.ndarray, int, int]:
     """All pairs as SIMD executions of one Yao session over an in-memory channel (two threads)."""
     from pairwise.circuits.noise import random_input_bits
@@ -401,6 +410,7 @@ def run_ustat(
     batch: int = 4096,
     workers: int = 4,
     timeout: float = 120.0,
+    cluster=None,
     lam: int = 40,
     progress=None,
     rng: np.random.Generator | None = None,
@@ -413,6 +423,10 @@ def run_ustat(
     composition with ``delta_slack``; one-sample statistics only).
     ``mode``: ``simulate`` (one process, in-memory channel) or ``network``
     (``workers`` processes hosting the users, real TCP between them).
+    ``cluster``: run simulate mode's batches as Dask tasks
+    (:mod:`pairwise.protocols.ustat.cluster`): a spec ``"local"`` (one worker
+    process per core), ``"local:N"``, ``"tcp://HOST:PORT"``, or a connected
+    ``distributed.Client``; ``timeout`` bounds every wait on the cluster.
     ``rng`` drives only the public pair sampling (default: seeded from the OS
     CSPRNG); noise bits always come from ``os.urandom``.
     """
@@ -428,6 +442,15 @@ def run_ustat(
         raise UStatError(f"design must be 'subsample' or 'all', got {design!r}")
     if design == "all" and statistic == "auc":
         raise UStatError("the all-pairs design is implemented for one-sample statistics (gini, kendall)")
+    if cluster is not None and mode != "simulate":
+        raise UStatError("cluster= runs simulate mode's batches; network mode hosts users on its own worker processes")
+    if cluster is not None and isinstance(cluster, str):
+        from ..cluster import ClusterError, parse_cluster
+
+        try:
+            parse_cluster(cluster)
+        except ClusterError as exc:
+            raise UStatError(str(exc)) from exc
     if mode == "network" and not 1 <= int(workers) <= 64:
         raise UStatError(f"workers must be in 1..64, got {workers!r}")
     P = int(pairs_per_user)
@@ -447,7 +470,14 @@ def run_ustat(
     eps_pair, releases = per_pair_epsilon(epsilon, design, P, n, delta_slack)
     nc = noisy_kernel(statistic, pd.bits, False, epsilon=eps_pair, sensitivity=pd.range_, lam=lam, n_samples=m)
     gx, ey = _pair_inputs(pd, pairs)
-    if mode == "simulate":
+    cluster_info = {}
+    if mode == "simulate" and cluster is not None:
+        from .cluster import run_simulate_cluster
+
+        cr = run_simulate_cluster(cluster, nc, gx, ey, batch, progress, timeout)
+        total, count, total_bytes, executions = cr["sum"], cr["count"], cr["bytes"], cr["executions"]
+        cluster_info = {"cluster": cr["cluster"], "cluster_workers": cr["workers"], "cluster_tasks": cr["tasks"]}
+    elif mode == "simulate":
         out, total_bytes, executions = _run_simulate(nc, gx, ey, batch, progress)
     else:
         params = {"statistic": statistic, "bits": pd.bits, "epsilon_num": eps_pair.numerator,
@@ -458,6 +488,8 @@ def run_ustat(
         else:
             owner_g, owner_e = pairs[:, 0] % w, pairs[:, 1] % w
         out, total_bytes, executions = _run_network(nc, params, pairs, owner_g, owner_e, gx, ey, w, timeout, progress)
+    if cluster is None:
+        total, count = _aggregate(out)
     unit = float(nc.unit)
     exact = _exact(pd)
     guarantee = nc.guarantee
@@ -471,7 +503,7 @@ def run_ustat(
         # discrete Laplace 2 alpha / (1 - alpha)^2), then converted to natural units.
         z = zetas(statistic, pd.x.astype(np.float64), None if pd.y is None else pd.y.astype(np.float64))
         mse = conv**2 * theorem5_mse(n, P, z.zeta1, z.zeta2, noise_var)
-    estimate = float(out.mean()) * unit * conv
+    estimate = total / count * unit * conv
     delta = releases * delta_pair + (delta_slack if design == "all" else 0.0)
     return UStatResult(
         statistic=statistic,
@@ -490,5 +522,5 @@ def run_ustat(
         theorem5_mse=mse,
         extra={"and_gates_per_pair": nc.circuit.n_and, "bits": pd.bits, "noise_delta_per_pair": delta_pair,
                "epsilon_per_pair": float(eps_pair), "design": design,
-               "noise_variance_per_pair": noise_var * conv**2},
+               "noise_variance_per_pair": noise_var * conv**2, "cluster": None, **cluster_info},
     )
