@@ -12,7 +12,8 @@ What it does
     coins) are drawn inside the task from the worker's OS CSPRNG; nothing
     random is shipped from the driver.  A task returns only aggregates
     (:func:`pairwise.protocols.ustat.driver._aggregate`: the exact integer sum
-    of its noisy kernel values and their count, plus bytes and executions),
+    of its noisy kernel values and their count, plus bytes, executions and
+    the task's wall time),
     never a per-pair value, and the driver adds them up.
 
     At most ``2 x`` (worker threads) tasks are in flight
@@ -39,6 +40,7 @@ Security model
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from ..cluster import cluster_threads, open_cluster, run_bounded
@@ -49,24 +51,30 @@ __all__ = ["run_simulate_cluster"]
 
 def _batch_task(nc, gx, ey) -> dict:
     """One Dask task: one real Yao execution of the noisy kernel over a batch; aggregates only."""
+    t0 = time.perf_counter()
     out, nbytes, executions = _run_simulate(nc, gx, ey, max(1, len(gx)), None)
     total, count = _aggregate(out)
-    return {"sum": total, "count": count, "bytes": int(nbytes), "executions": int(executions)}
+    return {"sum": total, "count": count, "bytes": int(nbytes), "executions": int(executions),
+            "seconds": time.perf_counter() - t0}
 
 
 def run_simulate_cluster(cluster: Any, nc, gx, ey, batch: int, progress, timeout: float) -> dict:
     """Run every batch of pairs ``(gx, ey)`` as a Dask task on ``cluster`` (spec string or ``Client``).
 
-    Returns ``{"sum", "count", "bytes", "executions", "tasks", "cluster", "workers"}``.
+    Returns ``{"sum", "count", "bytes", "executions", "seconds", "tasks", "cluster", "workers",
+    "threads"}`` (``seconds``: the tasks' own wall time, summed).
     """
     m = len(gx)
     with open_cluster(cluster, timeout=timeout) as client:
         threads = cluster_threads(client)
-        batch = max(1, min(batch, -(-m // threads)))  # every worker thread gets work even when m is small
+        # Tasks of equal size, their number a multiple of the worker threads (none above ``batch``
+        # pairs): every thread gets work even when m is small, and no short last task idles the rest.
+        tasks = -(-max(1, -(-m // batch)) // threads) * threads
+        batch = max(1, -(-m // tasks))
         info = client.scheduler_info()
         # The circuit is public and the same for every batch: one copy per worker, not one per task.
         nc_future = client.scatter(nc, broadcast=True, hash=False, timeout=timeout)
-        acc = {"sum": 0, "count": 0, "bytes": 0, "executions": 0}
+        acc = {"sum": 0, "count": 0, "bytes": 0, "executions": 0, "seconds": 0.0}
 
         def on_result(_i: int, r: dict) -> None:
             for k in acc:

@@ -476,7 +476,8 @@ def run_ustat(
 
         cr = run_simulate_cluster(cluster, nc, gx, ey, batch, progress, timeout)
         total, count, total_bytes, executions = cr["sum"], cr["count"], cr["bytes"], cr["executions"]
-        cluster_info = {"cluster": cr["cluster"], "cluster_workers": cr["workers"], "cluster_tasks": cr["tasks"]}
+        cluster_info = {"cluster": cr["cluster"], "cluster_workers": cr["workers"], "cluster_tasks": cr["tasks"],
+                        "cluster_task_seconds": cr["seconds"]}
     elif mode == "simulate":
         out, total_bytes, executions = _run_simulate(nc, gx, ey, batch, progress)
     else:
