@@ -148,6 +148,12 @@ def open_cluster(cluster: Any, *, timeout: float = 60.0, connect_timeout: float 
             with contextlib.suppress(Exception):
                 lc.close(timeout=timeout)
         return
+    if spec.address.startswith("tls://"):
+        sec = distributed.Security()  # from Dask's config: distributed.comm.tls.*
+        if not (sec.tls_ca_file and sec.tls_client_cert):
+            raise ClusterError(f"{spec.address} needs Dask's TLS settings: set DASK_DISTRIBUTED__COMM__TLS__CA_FILE, "
+                               "DASK_DISTRIBUTED__COMM__TLS__CLIENT__CERT and DASK_DISTRIBUTED__COMM__TLS__CLIENT__KEY "
+                               "(or distributed.comm.tls.* in a Dask config file)")
     try:
         client = distributed.Client(spec.address, timeout=connect_timeout)
     except (OSError, TimeoutError) as exc:

@@ -38,6 +38,9 @@ def test_cluster_specs():
     for bad in ("local:0", "local:-1", "local:two", "remote", "tcp://host", "http://h:1", "tcp://h:99999", ""):
         with pytest.raises(ClusterError):
             parse_cluster(bad)
+    with pytest.raises(ClusterError, match="TLS settings"):  # no certificates in Dask's config
+        with open_cluster("tls://127.0.0.1:9", timeout=5):
+            pass
     x = np.arange(10.0)
     with pytest.raises(UStatError, match="cluster spec"):
         run_ustat("gini", x, epsilon=1, cluster="lokal")
