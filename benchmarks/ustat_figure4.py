@@ -37,13 +37,25 @@ from pathlib import Path
 import numpy as np
 
 from pairwise.circuits.noise import noisy_kernel, simulate_discrete_laplace
-from pairwise.protocols.datasets import load_dataset
+from pairwise.protocols.datasets import column_domain, load_dataset
 from pairwise.protocols.ldp.ustat import simulate_ldp_ustatistic
 from pairwise.protocols.ustat.driver import per_pair_epsilon, prepare_data, run_ustat
 from pairwise.protocols.ustat.stats import sample_pairs, sample_two_sample_pairs, theorem5_mse, u_statistic, zetas
 
 EPS = [0.25, 0.5, 1.0, 2.0, 4.0, 8.0]
 ROOT = Path(__file__).resolve().parent
+
+
+# Public domains of the columns (declared in protocols/data/domains.json), never the data's min/max.
+_COLUMNS = {"kendall": ("fair", ["rate_marriage", "religious"]), "gini": ("diabetes", ["progression"]),
+            "auc": ("breast_cancer", ["mean_radius"])}
+
+
+def bounds(stat) -> dict:
+    name, cols = _COLUMNS[stat]
+    doms = [column_domain(name, c) for c in cols]
+    return {"lower": [d.lower for d in doms], "upper": [d.upper for d in doms],
+            "decimals": [d.scale_decimals for d in doms]}
 
 
 def kernel_values(stat, pd, pairs):
@@ -65,7 +77,7 @@ def noise_variance(params) -> float:
 
 
 def curves(stat, x, y, levels, trials, rng, labels=None):
-    pd = prepare_data(stat, x, y, labels)
+    pd = prepare_data(stat, x, y, labels, **bounds(stat))
     if stat == "auc":
         exact = u_statistic("auc", pd.x.astype(float), pd.y.astype(float))
         conv = 0.5
@@ -81,8 +93,10 @@ def curves(stat, x, y, levels, trials, rng, labels=None):
     for eps in EPS:
         row = {"eps": eps}
         # RR, Algorithm 1
-        k = None if levels is not None else 16  # 16 bins on the data range (public demo bound)
-        errs = [simulate_ldp_ustatistic(data2, stat, k, eps, rng, levels=levels, labels=labels) - exact
+        k = None if levels is not None else 16  # 16 bins on the public domain
+        b = bounds(stat)
+        errs = [simulate_ldp_ustatistic(data2, stat, k, eps, rng, levels=levels, labels=labels,
+                                        bounds=(b["lower"], b["upper"])) - exact
                 for _ in range(trials)]
         row["rr"] = float(np.mean(np.square(errs)))
         # all pairs, advanced composition over the k_all releases of the busiest user
@@ -110,7 +124,7 @@ def curves(stat, x, y, levels, trials, rng, labels=None):
 
 
 def theorem5_check(stat, x, y, trials, rng):
-    pd = prepare_data(stat, x, y)
+    pd = prepare_data(stat, x, y, **bounds(stat))
     pop_n = pd.x.size
     z = zetas(stat, pd.x.astype(float), None if pd.y is None else pd.y.astype(float))
     out = []
@@ -136,7 +150,7 @@ def garbled_check(stat, x, y, runs, trials_sim_row, labels=None):
     errs = []
     t0 = time.perf_counter()
     for _ in range(runs):
-        r = run_ustat(stat, x, y, labels, epsilon=1.0, pairs_per_user=1)
+        r = run_ustat(stat, x, y, labels, epsilon=1.0, pairs_per_user=1, **bounds(stat))
         errs.append(r.estimate - r.exact)
     return {"runs": runs, "mse": float(np.mean(np.square(errs))), "simulated_mse": trials_sim_row["sub_P1"],
             "seconds_per_run": (time.perf_counter() - t0) / runs}
@@ -177,7 +191,7 @@ def main() -> None:
     diab = load_dataset("diabetes")
     bc = load_dataset("breast_cancer")
     cases = [
-        ("Kendall's tau, Fair ratings (rate_marriage vs religious, n=6366)", "kendall",
+        ("Kendall's tau-a, Fair ratings (rate_marriage vs religious, n=6366)", "kendall",
          fair["rate_marriage"], fair["religious"], [[1, 2, 3, 4, 5], [1, 2, 3, 4]]),
         ("Gini mean difference, diabetes progression (n=442)", "gini", diab["progression"], None, None),
         ("AUC, breast cancer mean radius vs malignant (212 + 357)", "auc", bc["mean_radius"], None, None),

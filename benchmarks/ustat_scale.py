@@ -47,6 +47,10 @@ def peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+#: The ratings' public domains (survey scales 1-5 and 1-4; protocols/data/domains.json).
+RATINGS = {"lower": [1, 1], "upper": [5, 4], "decimals": [0, 0]}
+
+
 def load_avg() -> str:
     return "/".join(f"{v:.2f}" for v in os.getloadavg())
 
@@ -73,7 +77,7 @@ def driver_prep_seconds(n: int, rng) -> float:
     """The driver's own work at n users without garbling: data prep, pair sampling, input packing."""
     x, y = users(n, rng)
     t0 = time.perf_counter()
-    pd = prepare_data("kendall", x, y)
+    pd = prepare_data("kendall", x, y, **RATINGS)
     pairs = sample_pairs(pd.x.size, 1, rng)
     _pair_inputs(pd, pairs)
     return time.perf_counter() - t0
@@ -111,7 +115,7 @@ def main() -> None:
                     t0 = time.perf_counter()
                     r = run_ustat("kendall", x, y, epsilon=args.epsilon, pairs_per_user=1, mode="simulate",
                                   batch=args.batch, compute_theorem5=False, timeout=args.timeout,
-                                  cluster=clients.get(cfg))
+                                  cluster=clients.get(cfg), **RATINGS)
                     dt = time.perf_counter() - t0
                     rows.append((cfg or "in-process", n, rnd, r, dt, load_avg()))
                     print(f"{cfg or 'in-process'} n={n} round {rnd}: {dt:.1f} s, pairs {r.pairs}, "
@@ -123,7 +127,8 @@ def main() -> None:
         n = args.network_users
         x, y = users(n, rng)
         t0 = time.perf_counter()
-        r = run_ustat("kendall", x, y, epsilon=args.epsilon, pairs_per_user=1, mode="network", workers=args.workers)
+        r = run_ustat("kendall", x, y, epsilon=args.epsilon, pairs_per_user=1, mode="network", workers=args.workers,
+                      **RATINGS)
         dt = time.perf_counter() - t0
         rows.append((f"network, {args.workers} worker processes", n, 0, r, dt, load_avg()))
         print(f"network n={n} ({args.workers} worker processes, {r.executions} TCP sessions): {dt:.1f} s, "

@@ -4,6 +4,8 @@ Modules (in dependency order)
     :mod:`pairwise.dp.errors`       PrivacyParameterError, EmptyDataError, InvalidDataError
     :mod:`pairwise.dp.accounting`   PrivacyGuarantee, validation, basic and advanced composition
                            with outward rounding
+    :mod:`pairwise.dp.bounds`       public domains: validation, owner-side clamping, the public
+                           fixed-point grid, clamping estimates to their natural range
     :mod:`pairwise.dp.samplers`     exact samplers on the OS CSPRNG (CKS20 Bernoulli, Bernoulli(exp),
                            geometric, discrete Laplace and Gaussian), vectorized exact arrays
                            from os.urandom, seeded ``simulate_*`` versions, and Mironov's

@@ -45,6 +45,7 @@ Security model
 
 from __future__ import annotations
 
+import math
 import numbers
 from dataclasses import dataclass
 from fractions import Fraction
@@ -288,6 +289,7 @@ def private_roc(
         run = hierarchical_mechanism
     else:
         raise PrivacyParameterError(f"mechanism must be 'paper' or 'hierarchical', got {mechanism!r}")
+    _check_smoothing(smoothing)
     pos = validate_counts(pos_counts)
     neg = validate_counts(neg_counts)
     if pos.size != neg.size:
@@ -301,6 +303,12 @@ def private_roc(
     fpr, tpr = roc_curve(cp, cn, n_pos=rel_p.n, n_neg=rel_n.n)
     guarantee = basic_composition([rel_p.guarantee, rel_n.guarantee])
     return RocRelease(fpr, tpr, auc(fpr, tpr), rel_p, rel_n, guarantee)
+
+
+def _check_smoothing(smoothing: object) -> None:
+    """Smoothing is post-processing, but a bad value must be refused before any noise is drawn."""
+    if smoothing not in (None, 1, 2) or isinstance(smoothing, bool):
+        raise PrivacyParameterError(f"smoothing must be None, 1 or 2 (Eq. 3's p), got {smoothing!r}")
 
 
 # --------------------------------------------------------------------------
@@ -436,6 +444,9 @@ def hosmer_lemeshow_dp(
     """
     eps = validate_epsilon(epsilon)
     _check_q_l(Q, L)
+    _check_smoothing(smoothing)
+    if not (isinstance(min_expected, (int, float)) and math.isfinite(min_expected) and min_expected > 0):
+        raise PrivacyParameterError(f"min_expected must be a positive number, got {min_expected!r}")
     p, y = _probabilities_labels(probabilities, labels)
     n = p.size
     size = 1 << L

@@ -23,11 +23,18 @@ API:
 - :func:`load_csv` returns the requested columns (and an optional 0/1
   label column) of any CSV file with a header row.
 - :func:`check_integer_range` checks the values against a circuit width.
+- :func:`column_domain` gives the public domain a shipped dataset declares
+  for a column (``protocols/data/domains.json``, documented in SOURCES.md):
+  the instrument's scale, the variable's definition or a declared round
+  bound, never the observed minimum and maximum. Commands use it as the
+  default bounds for shipped data; a user CSV has no declared domain, so its
+  bounds must be given (``--lower/--upper``).
 """
 
 from __future__ import annotations
 
 import csv
+import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,10 +52,14 @@ __all__ = [
     "load_dataset",
     "load_csv",
     "check_integer_range",
+    "column_domain",
+    "dataset_domains",
 ]
 
 #: Folder of the shipped CSV files (package data of :mod:`pairwise.protocols.data`).
 DATA_DIR = Path(__file__).resolve().parent / "data"
+#: Machine-readable public domains of the shipped datasets' columns.
+DOMAINS_FILE = DATA_DIR / "domains.json"
 
 
 class DataError(ValueError):
@@ -104,7 +115,7 @@ _DATASETS: dict[str, DatasetInfo] = {
             "fair.csv",
             6366,
             "Fair (1978) affairs survey (via statsmodels): ratings rate_marriage 1-5, "
-            "religious 1-4, age, yrs_married, ...; default for Kendall's tau and histograms",
+            "religious 1-4, age, yrs_married, ...; default for Kendall's tau-a and histograms",
         ),
     )
 }
@@ -128,6 +139,38 @@ def dataset_info(name: str) -> DatasetInfo:
 def dataset_path(name: str) -> Path:
     """Path of a shipped dataset's CSV file."""
     return DATA_DIR / dataset_info(name).filename
+
+
+def dataset_domains(name: str):
+    """``{column: PublicDomain}`` declared for a shipped dataset (columns without one are absent)."""
+    from pairwise.dp.bounds import PublicDomain
+
+    dataset_info(name)
+    with open(DOMAINS_FILE, encoding="utf-8") as fh:
+        table = json.load(fh)["datasets"].get(name, {})
+    return {col: PublicDomain(float(d["lower"]), float(d["upper"]), int(d["decimals"]),
+                              f"{name}:{col} ({d['basis']}: {d['source']})")
+            for col, d in table.items()}
+
+
+def column_domain(name: str, column: str, flags: str = "--lower/--upper"):
+    """The public domain declared for ``column`` of the shipped dataset ``name``.
+
+    Raises :class:`DataError` naming ``flags`` when the dataset declares no
+    domain for that column: its bounds must then be given explicitly.
+    """
+    doms = dataset_domains(name)
+    if column not in doms:
+        path = dataset_path(name)
+        with open(path, encoding="utf-8-sig") as fh:
+            header = [h.strip() for h in fh.readline().split(",")]
+        if column not in header:
+            raise DataError(f"{path}: no column {column!r}; columns are: {', '.join(header)}", column=column)
+        raise DataError(
+            f"the shipped dataset {name!r} declares no public domain for column {column!r} "
+            f"(declared: {', '.join(sorted(doms)) or 'none'}); give its bounds with {flags}",
+            column=column)
+    return doms[column]
 
 
 def load_dataset(name: str) -> dict[str, np.ndarray]:

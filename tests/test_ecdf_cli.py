@@ -48,6 +48,7 @@ def test_run_json_matches_exact_at_huge_epsilon(servers, csv_file):
                          "--epsilon", "10000", "--domain-bits", "6", "--range", "0,30", "--label", "label",
                          "--roc", "--quantiles", "0.5,0.9", "--json")
     assert code == 0, err
+    assert "--range LO,HI is deprecated" in err
     d = json.loads(out)
     for key in ("thresholds", "exact", "dp", "smoothed", "epsilon", "bytes"):
         assert key in d
@@ -64,7 +65,8 @@ def test_run_json_matches_exact_at_huge_epsilon(servers, csv_file):
 def test_run_pointwise_and_status(servers, csv_file):
     path, v, _ = csv_file
     code, out, err = run("ecdf", "run", "--servers", servers.servers, "--data", str(path), "--column", "score",
-                         "--epsilon", "10000", "--domain-bits", "5", "--range", "0,30", "--scheme", "pointwise",
+                         "--epsilon", "10000", "--domain-bits", "5", "--lower", "0", "--upper", "30",
+                         "--scheme", "pointwise",
                          "--dataset", "pw-cli", "--json")
     assert code == 0, err
     d = json.loads(out)
@@ -78,15 +80,20 @@ def test_run_pointwise_and_status(servers, csv_file):
 def test_run_text_output_and_errors(servers, csv_file, tmp_path):
     path, _, _ = csv_file
     code, out, err = run("ecdf", "run", "--servers", servers.servers, "--data", str(path), "--column", "score",
-                         "--epsilon", "1", "--domain-bits", "6", "--dataset", "text-run")
+                         "--epsilon", "1", "--domain-bits", "6", "--dataset", "text-run", "--lower", "0",
+                         "--upper", "30")
     assert code == 0, err
-    assert "DP ECDF of score" in out and "Theorem 3.1 RMSE" in out
+    assert "DP ECDF of score" in out and "Theorem 3.1 RMSE" in out and "(not private)" in out
+    code, out, err = run("ecdf", "run", "--servers", servers.servers, "--data", str(path), "--column", "score",
+                         "--epsilon", "1", "--dataset", "no-bounds")
+    assert code == 2 and "--lower" in err and "--upper" in err
     dead = f"{servers.servers.split(',')[0]},127.0.0.1:9"
     code, out, err = run("ecdf", "run", "--servers", dead, "--data", str(path), "--column", "score",
-                         "--epsilon", "1", "--connect-timeout", "1", "--dataset", "never")
+                         "--epsilon", "1", "--connect-timeout", "1", "--dataset", "never", "--lower", "0",
+                         "--upper", "30")
     assert code == 2 and "server 1 (127.0.0.1:9)" in err
     code, out, err = run("ecdf", "run", "--servers", servers.servers, "--data", str(path), "--column", "nope",
-                         "--epsilon", "1")
+                         "--epsilon", "1", "--lower", "0", "--upper", "1")
     assert code == 2 and "nope" in err
     code, out, err = run("ecdf", "serve", "--server-id", "0", "--listen", "localhost")
     assert code == 2 and "HOST:PORT" in err

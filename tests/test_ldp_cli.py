@@ -29,7 +29,9 @@ def test_auc_default_data(capsys):
     assert r["exact"] == pytest.approx(0.9375165160403784)  # scikit-learn roc_auc_score
     assert (r["n"], r["n_pos"], r["n_neg"]) == (569, 212, 357)
     assert r["epsilon"] == 2.0 and r["delta"] == 0.0
-    assert math.isfinite(r["estimate"]) and r["bounds_from_data"] is True
+    assert math.isfinite(r["estimate"]) and r["bounds_from_data"] is False
+    assert r["bounds"] == [5.0, 30.0] and r["clamped"] == 0  # the declared domain (protocols/data/domains.json)
+    assert 0.0 <= r["estimate_clamped"] <= 1.0
 
 
 def test_auc_budget_advanced(capsys):
@@ -76,14 +78,16 @@ def test_csv_input(tmp_path, capsys):
     lab = (v > 0).astype(int)
     p = tmp_path / "data.csv"
     p.write_text("v,score,lab\n" + "\n".join(f"{a},{float(b)!r},{c}" for a, b, c in zip(v, score, lab)) + "\n")
-    r = run_json(capsys, "shuffle-histogram", "--csv", str(p), "--column", "v")
+    r = run_json(capsys, "shuffle-histogram", "--csv", str(p), "--column", "v", "--lower", "0", "--upper", "2")
     np.testing.assert_allclose(r["exact"], np.bincount(v) / n)
     assert r["n"] == n
-    r = run_json(capsys, "auc", "--csv", str(p), "--score", "score", "--label", "lab", "--bits", "5")
+    r = run_json(capsys, "auc", "--csv", str(p), "--score", "score", "--label", "lab", "--bits", "5",
+                 "--lower", "-5", "--upper", "7")
     assert r["n"] == n and r["n_pos"] == int(lab.sum())
     p2 = tmp_path / "small.csv"
     p2.write_text("\n".join(p.read_text().splitlines()[:501]) + "\n")
-    r = run_json(capsys, "qmle", "--csv", str(p2), "--response", "score", "--covariates", "v")
+    r = run_json(capsys, "qmle", "--csv", str(p2), "--response", "score", "--covariates", "v",
+                 "--lower", "-5", "--upper", "7")
     assert r["n"] == 500
 
 
@@ -95,14 +99,14 @@ def test_errors_are_reported(tmp_path, capsys):
     assert code == 2 and "no column 'nope'" in capsys.readouterr().err
     bad = tmp_path / "bad.csv"
     bad.write_text("s,y\n1,0\n2,x\n")
-    code = main(["ldp", "auc", "--csv", str(bad), "--score", "s", "--label", "y"])
+    code = main(["ldp", "auc", "--csv", str(bad), "--score", "s", "--label", "y", "--lower", "0", "--upper", "9"])
     assert code == 2 and "data row 2), column 'y': non-numeric value 'x'" in capsys.readouterr().err
     small = tmp_path / "small.csv"
     small.write_text("v\n" + "\n".join(["1"] * 50) + "\n")
-    code = main(["ldp", "shuffle-histogram", "--csv", str(small), "--column", "v"])
+    code = main(["ldp", "shuffle-histogram", "--csv", str(small), "--column", "v", "--lower", "0", "--upper", "3"])
     assert code == 2 and "users" in capsys.readouterr().err
     code = main(["ldp", "shuffle-histogram", "--upper", "3"])
-    assert code == 2 and "outside the domain [1, 3]" in capsys.readouterr().err
+    assert code == 2 and "give both --lower and --upper" in capsys.readouterr().err
     code = main(["ldp", "qmle", "--covariates", "foodexp"])
     assert code == 2 and "cannot also be a covariate" in capsys.readouterr().err
     code = main(["ldp", "auc", "--epsilon", "-1"])

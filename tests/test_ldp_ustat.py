@@ -16,7 +16,6 @@ from pairwise.protocols.datasets import load_dataset
 from pairwise.protocols.ldp.ustat import (
     QuantizedUStatistic,
     Quantizer,
-    data_bounds,
     exact_auc,
     exact_ustatistic,
     ldp_ustatistic,
@@ -41,8 +40,8 @@ def test_uniform_quantizer_simple_rounding_and_clipping():
 def test_discrete_quantizer_and_errors():
     q = Quantizer.discrete([[1, 2, 3], [10, 20]])
     np.testing.assert_array_equal(q.encode(np.array([[1, 10], [3, 20], [2, 20]])), [0, 5, 3])
-    with pytest.raises(ValueError, match="not in the declared domain"):
-        q.encode(np.array([[4, 10]]))
+    # owners map a value to the nearest declared level: outside the domain means clamped, never an error
+    np.testing.assert_array_equal(q.encode(np.array([[4, 10], [-7, 99], [1.4, 15], [2.6, 14.9]])), [4, 1, 0, 4])
     with pytest.raises(ValueError, match="lower < upper"):
         Quantizer.uniform(1.0, 1.0, 3)
     with pytest.raises(ValueError, match="k must be an integer >= 1"):
@@ -201,12 +200,12 @@ def test_auc_on_breast_cancer_converges_with_epsilon():
     bc = load_dataset("breast_cancer")
     x, y = bc["mean_radius"], bc["malignant"].astype(int)
     rng = np.random.default_rng(5)
-    lo, hi = data_bounds(x)
+    lo, hi = 5.0, 30.0  # the declared public domain of mean_radius (protocols/data/domains.json)
     proto = QuantizedUStatistic("auc", Quantizer.uniform(lo, hi, 16), 8.0)
     target = proto.exact_quantized_two_sample(proto.encode(x[y == 1]), proto.encode(x[y == 0]))
-    est = [simulate_ldp_ustatistic(x, "auc", 16, 8.0, rng, labels=y) for _ in range(100)]
+    est = [simulate_ldp_ustatistic(x, "auc", 16, 8.0, rng, labels=y, bounds=(lo, hi)) for _ in range(100)]
     assert abs(np.mean(est) - target) < 4.42 * np.std(est) / 10
-    assert abs(target - exact_ustatistic(x, "auc", y)) < 0.01  # quantization error with 16 bins
+    assert abs(target - exact_ustatistic(x, "auc", y)) < 0.02  # quantization error with 16 bins of [5, 30]
 
 
 # --------------------------------------------------------------------------- validation
@@ -214,28 +213,31 @@ def test_auc_on_breast_cancer_converges_with_epsilon():
 
 def test_parameter_validation():
     x = np.arange(10.0)
+    B = (0.0, 10.0)
+    with pytest.raises(ValueError, match="public quantization bounds"):
+        ldp_ustatistic(x, "gini", 4, 1.0)  # never a default from the data
     with pytest.raises(ValueError, match="unknown kernel"):
-        ldp_ustatistic(x, "nope", 4, 1.0)
+        ldp_ustatistic(x, "nope", 4, 1.0, bounds=B)
     with pytest.raises(ValueError, match="needs 2-d data"):
-        ldp_ustatistic(x, "kendall", 4, 1.0)
+        ldp_ustatistic(x, "kendall", 4, 1.0, bounds=B)
     with pytest.raises(ValueError, match="needs public labels"):
-        ldp_ustatistic(x, "auc", 4, 1.0)
+        ldp_ustatistic(x, "auc", 4, 1.0, bounds=B)
     with pytest.raises(ValueError, match="labels are only used by the AUC"):
-        ldp_ustatistic(x, "gini", 4, 1.0, labels=np.zeros(10))
+        ldp_ustatistic(x, "gini", 4, 1.0, bounds=B, labels=np.zeros(10))
     with pytest.raises(ValueError, match="labels must be 0 or 1"):
-        ldp_ustatistic(x, "auc", 4, 1.0, labels=np.full(10, 2))
+        ldp_ustatistic(x, "auc", 4, 1.0, bounds=B, labels=np.full(10, 2))
     with pytest.raises(ValueError, match="at least one positive and one negative"):
-        ldp_ustatistic(x, "auc", 4, 1.0, labels=np.zeros(10))
+        ldp_ustatistic(x, "auc", 4, 1.0, bounds=B, labels=np.zeros(10))
     with pytest.raises(ValueError, match="give the number of bins"):
         ldp_ustatistic(x, "gini", None, 1.0)
     with pytest.raises(ValueError, match="quantized_kernel"):
-        ldp_ustatistic(x, "gini", 4, 1.0, quantized_kernel="max")
+        ldp_ustatistic(x, "gini", 4, 1.0, bounds=B, quantized_kernel="max")
     with pytest.raises(PrivacyParameterError, match="epsilon"):
-        ldp_ustatistic(x, "gini", 4, -1.0)
+        ldp_ustatistic(x, "gini", 4, -1.0, bounds=B)
     with pytest.raises(PrivacyParameterError):
-        ldp_ustatistic(x, "gini", 1, 1.0)  # k-RR needs at least 2 cells
+        ldp_ustatistic(x, "gini", 1, 1.0, bounds=B)  # k-RR needs at least 2 cells
     with pytest.raises(TypeError, match="Generator"):
-        simulate_ldp_ustatistic(x, "gini", 4, 1.0, 42)
+        simulate_ldp_ustatistic(x, "gini", 4, 1.0, 42, bounds=B)
     proto = QuantizedUStatistic("gini", Quantizer.uniform(0, 1, 4), 1.0)
     with pytest.raises(ValueError, match=r"cells in \[0, 4\)"):
         proto.estimate(np.array([0, 4]))

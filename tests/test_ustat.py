@@ -120,10 +120,15 @@ def _noiseless_reference(statistic, pd, pairs):
 
 
 DATA = {
-    # kernel range 2 (values mod 3), so that alpha = exp(-60/2) makes the noise vanish
+    # kernel range 2 (values mod 3 on the public domain [0, 2]), so that alpha = exp(-60/2) makes the noise vanish
     "gini": lambda: (load_dataset("diabetes")["progression"][:120] % 3, None, None),
     "kendall": lambda: (load_dataset("fair")["rate_marriage"][:120], load_dataset("fair")["religious"][:120], None),
     "auc": lambda: (load_dataset("breast_cancer")["mean_radius"][:150], None, load_dataset("breast_cancer")["malignant"][:150]),
+}
+BOUNDS = {  # public domains (protocols/data/domains.json for the shipped columns)
+    "gini": dict(lower=0, upper=2, decimals=0),
+    "kendall": dict(lower=[1, 1], upper=[5, 4], decimals=[0, 0]),
+    "auc": dict(lower=5, upper=30, decimals=3),
 }
 
 
@@ -136,8 +141,8 @@ def test_garbled_protocol_computes_the_sampled_kernels(statistic, mode):
     x, y, lab = DATA[statistic]()
     seed = 11
     res = run_ustat(statistic, x, y, lab, epsilon=120.0, pairs_per_user=2, mode=mode, workers=2,
-                    rng=np.random.default_rng(seed), batch=64)
-    pd = prepare_data(statistic, x, y, lab)
+                    rng=np.random.default_rng(seed), batch=64, **BOUNDS[statistic])
+    pd = prepare_data(statistic, x, y, lab, **BOUNDS[statistic])
     rng = np.random.default_rng(seed)
     if statistic == "auc":
         pairs = sample_two_sample_pairs(pd.x.size, pd.y.size, 2, rng)
@@ -146,8 +151,11 @@ def test_garbled_protocol_computes_the_sampled_kernels(statistic, mode):
     assert res.pairs == pairs.shape[0]
     assert res.estimate == pytest.approx(_noiseless_reference(statistic, pd, pairs), abs=1e-12)
     assert res.bytes > 32 * res.and_gates  # tables alone are 32 bytes per AND gate
-    assert res.exact == pytest.approx(u_statistic(statistic, pd.x * pd.scale, pd.y) if statistic != "kendall"
-                                      else u_statistic("kendall", pd.x, pd.y))
+    exact_q = (u_statistic(statistic, pd.x * pd.scale, pd.y) if statistic != "kendall"
+               else u_statistic("kendall", pd.x, pd.y))
+    assert res.extra["exact_quantized"] == pytest.approx(exact_q)
+    assert res.exact == pytest.approx(exact_q)  # no value is clamped and the grids hold the data exactly
+    assert res.extra["clamped"] == 0
 
 
 def test_noise_is_centred_with_the_stated_variance():
@@ -155,8 +163,8 @@ def test_noise_is_centred_with_the_stated_variance():
     against the exact per-pair variance (two-sided, alpha = 1e-4)."""
     x = load_dataset("diabetes")["progression"][:200]
     seed = 5
-    res = run_ustat("gini", x, epsilon=2.0, rng=np.random.default_rng(seed))
-    pd = prepare_data("gini", x)
+    res = run_ustat("gini", x, epsilon=2.0, rng=np.random.default_rng(seed), lower=0, upper=400, decimals=0)
+    pd = prepare_data("gini", x, lower=0, upper=400, decimals=0)
     pairs = sample_pairs(pd.x.size, 1, np.random.default_rng(seed))
     diff = res.estimate - _noiseless_reference("gini", pd, pairs)
     sd = np.sqrt(res.extra["noise_variance_per_pair"] / res.pairs)
@@ -166,18 +174,19 @@ def test_noise_is_centred_with_the_stated_variance():
 
 def test_parameter_errors():
     x = np.arange(10.0)
+    B = dict(lower=0, upper=10)
     with pytest.raises(UStatError, match="epsilon"):
-        run_ustat("gini", x, epsilon=0)
+        run_ustat("gini", x, epsilon=0, **B)
     with pytest.raises(UStatError, match="pairs per user"):
-        run_ustat("gini", x, epsilon=1, pairs_per_user=0)
+        run_ustat("gini", x, epsilon=1, pairs_per_user=0, **B)
     with pytest.raises(UStatError, match="mode"):
-        run_ustat("gini", x, epsilon=1, mode="carrier-pigeon")
+        run_ustat("gini", x, epsilon=1, mode="carrier-pigeon", **B)
     with pytest.raises(UStatError, match="kendall needs two columns"):
-        run_ustat("kendall", x, epsilon=1)
+        run_ustat("kendall", x, epsilon=1, lower=[0, 0], upper=[10, 10])
     with pytest.raises(UStatError, match="0/1"):
-        run_ustat("auc", x, labels=np.arange(10), epsilon=1)
+        run_ustat("auc", x, labels=np.arange(10), epsilon=1, **B)
     with pytest.raises(UStatError, match="bits"):
-        run_ustat("gini", np.array([0, 1000.0]), epsilon=1, bits=8)
+        run_ustat("gini", np.array([0, 1000.0]), epsilon=1, bits=8, lower=0, upper=1000, decimals=0)
 
 
 # ----------------------------------------------------------------------------- CLI
@@ -198,12 +207,17 @@ def test_cli_errors_name_row_and_column(tmp_path):
     bad = tmp_path / "bad.csv"
     bad.write_text("a,b\n1,2\n3,x\n")
     r = _cli("ustat", "--statistic", "kendall", "--epsilon", "1", "--data", str(bad), "--columns", "a,b")
+    assert r.returncode == 2 and "--lower" in r.stderr and "--upper" in r.stderr and "a, b" in r.stderr
+    r = _cli("ustat", "--statistic", "kendall", "--epsilon", "1", "--data", str(bad), "--columns", "a,b",
+             "--lower", "0,0", "--upper", "5,5")
     assert r.returncode == 2 and "row 2" in r.stderr and "'b'" in r.stderr
     rng = tmp_path / "rng.csv"
     rng.write_text("a\n1\n300\n")
-    r = _cli("ustat", "--statistic", "gini", "--epsilon", "1", "--data", str(rng), "--columns", "a", "--bits", "8")
-    assert r.returncode == 2 and "row 2" in r.stderr and "'a'" in r.stderr
-    r = _cli("ustat", "--statistic", "gini", "--epsilon", "1", "--data", str(rng), "--columns", "nope")
+    r = _cli("ustat", "--statistic", "gini", "--epsilon", "1", "--data", str(rng), "--columns", "a", "--bits", "8",
+             "--lower", "0", "--upper", "300", "--decimals", "0")
+    assert r.returncode == 2 and "needs 9 bits" in r.stderr  # from the public span, not from the values
+    r = _cli("ustat", "--statistic", "gini", "--epsilon", "1", "--data", str(rng), "--columns", "nope",
+             "--lower", "0", "--upper", "1")
     assert r.returncode == 2 and "nope" in r.stderr
 
 

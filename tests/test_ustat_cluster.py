@@ -22,7 +22,7 @@ from pairwise.protocols.datasets import load_dataset
 from pairwise.protocols.ustat import UStatError, prepare_data, run_ustat
 from pairwise.protocols.ustat.stats import sample_pairs, sample_two_sample_pairs
 
-from test_ustat import DATA, _noiseless_reference
+from test_ustat import BOUNDS, DATA, _noiseless_reference
 
 
 @pytest.fixture(scope="module")
@@ -43,9 +43,9 @@ def test_cluster_specs():
             pass
     x = np.arange(10.0)
     with pytest.raises(UStatError, match="cluster spec"):
-        run_ustat("gini", x, epsilon=1, cluster="lokal")
+        run_ustat("gini", x, epsilon=1, cluster="lokal", lower=0, upper=10)
     with pytest.raises(UStatError, match="simulate"):
-        run_ustat("gini", x, epsilon=1, mode="network", cluster="local:2")
+        run_ustat("gini", x, epsilon=1, mode="network", cluster="local:2", lower=0, upper=10)
 
 
 @pytest.mark.parametrize("statistic", ["gini", "kendall", "auc"])
@@ -55,12 +55,12 @@ def test_cluster_run_equals_the_in_process_run_without_noise(client, statistic):
     over the same sampled pairs; the exact value is the same."""
     x, y, lab = DATA[statistic]()
     seed = 23
-    kw = dict(epsilon=120.0, pairs_per_user=2, batch=16)
+    kw = dict(epsilon=120.0, pairs_per_user=2, batch=16, **BOUNDS[statistic])
     done = []
     res_c = run_ustat(statistic, x, y, lab, rng=np.random.default_rng(seed), cluster=client,
                       progress=lambda d, m: done.append((d, m)), **kw)
     res_i = run_ustat(statistic, x, y, lab, rng=np.random.default_rng(seed), **kw)
-    pd = prepare_data(statistic, x, y, lab)
+    pd = prepare_data(statistic, x, y, lab, **BOUNDS[statistic])
     rng = np.random.default_rng(seed)
     pairs = (sample_two_sample_pairs(pd.x.size, pd.y.size, 2, rng) if statistic == "auc"
              else sample_pairs(pd.x.size, 2, rng))
@@ -84,11 +84,12 @@ def test_cluster_estimates_have_the_in_process_distribution(client):
     values with the stated per-pair variance s2: sum over runs of err^2 / (s2 / m) is chi2(R)
     (normal approximation of a mean of m = 100 iid symmetric values), tested two-sided at
     alpha = 1e-3 for each path.  The empirical MSEs around the exact value are compared by a
-    paired t-test at alpha = 1e-3 (the shared pairs cancel the sampling part).
+    paired t-test at alpha = 1e-3 (the shared pairs cancel the sampling part); the exact value is the same.
     """
     x = load_dataset("diabetes")["progression"][:200]
     R, alpha = 20, 1e-3
-    pd = prepare_data("gini", x)
+    bounds = dict(lower=0, upper=400, decimals=0)
+    pd = prepare_data("gini", x, **bounds)
     errs = {"cluster": [], "local": []}
     sq = {"cluster": [], "local": []}
     s2 = m = exact = None
@@ -97,11 +98,11 @@ def test_cluster_estimates_have_the_in_process_distribution(client):
         ref = _noiseless_reference("gini", pd, pairs)
         for path, cl in (("cluster", client), ("local", None)):
             r = run_ustat("gini", x, epsilon=2.0, rng=np.random.default_rng(s), batch=64, cluster=cl,
-                          compute_theorem5=False)
+                          compute_theorem5=False, **bounds)
             assert exact is None or r.exact == exact
             exact, s2, m = r.exact, r.extra["noise_variance_per_pair"], r.pairs
             errs[path].append(r.estimate - ref)
-            sq[path].append((r.estimate - r.exact) ** 2)
+            sq[path].append((r.estimate - r.extra["exact_quantized"]) ** 2)
     lo, hi = stats.chi2.ppf(alpha / 2, R), stats.chi2.ppf(1 - alpha / 2, R)
     for path in errs:
         q = float(np.sum(np.square(errs[path])) / (s2 / m))
@@ -128,7 +129,8 @@ def test_a_worker_killed_mid_run_is_an_error_not_a_hang():
                     return
 
         with pytest.raises(ClusterError, match="died"):
-            run_ustat("kendall", x, y, epsilon=1.0, batch=32, cluster=c, progress=progress, timeout=120)
+            run_ustat("kendall", x, y, epsilon=1.0, batch=32, cluster=c, progress=progress, timeout=120,
+                      lower=[1, 1], upper=[5, 4])
         assert killed
 
 

@@ -6,28 +6,46 @@ Commands
         Run server I until killed.  Prints ``{"event": "listening", ...}`` on
         stdout once it accepts connections (port 0 picks a free port).
     ``pairwise ecdf run --servers HOST:PORT,HOST:PORT[,...] --data FILE.csv --column NAME --epsilon E
-    [--label COL] [--roc] [--quantiles Q,...] [--domain-bits N] [--grid-bits G] [--range LO,HI]
+    --lower LO --upper HI [--label COL] [--roc] [--quantiles Q,...] [--domain-bits N] [--grid-bits G]
     [--mechanism paper|hierarchical] [--scheme auto|dcf|mshare|pointwise] [--dataset ID] [--json]``
         Be the clients (one per CSV row, id = row number) and the querier:
-        upload the keys, release the noisy ECDF of the column over the grid
-        and print exact vs DP vs smoothed.  ``--roc`` (with ``--label``)
-        also releases the ROC curve with another epsilon.
+        each client clamps its value into the public domain [LO, HI] and
+        quantizes it to 2^N equal bins; upload the keys, release the noisy
+        ECDF of the column over the grid and print exact vs DP vs smoothed.
+        ``--roc`` (with ``--label``) also releases the ROC curve with another
+        epsilon.  ``--range LO,HI`` is a deprecated alias of ``--lower/--upper``.
+        Every parameter (epsilon, quantile levels, grid, scheme, ...) is
+        checked before anything is uploaded or any budget is charged.
     ``pairwise ecdf status --servers ... [--dataset ID] [--json]``
         Each server's clients and budget for a dataset.
     ``pairwise ecdf demo [--epsilon E] [--plot out.png] [--servers-count M] [--json]``
         (also ``pairwise demo ecdf``) Starts M (default 2) server processes on
         loopback, uploads the shipped breast_cancer data (mean_radius,
-        quantized to 2^10 bins of the public range [5, 30]; label
+        quantized to 2^10 bins of its declared public domain [5, 30]; label
         malignant), releases the ECDF with epsilon and the ROC curve of
         mean_radius as a score for malignancy with another epsilon, prints
         exact vs DP vs smoothed, optionally plots them (matplotlib).
 
-JSON keys of ``run`` and ``demo`` (public interface): ``thresholds`` (real
-threshold values, the grid's upper bin edges), ``exact``, ``dp``,
-``smoothed`` (ECDF values in [0, 1] at those thresholds), ``epsilon`` (of the
-ECDF release), ``bytes`` (all bytes on the wire: uploads, querier and
-server-to-server), plus ``delta``, ``n``, ``servers``, ``bytes_detail``,
-``quantiles``, ``roc``/``auc``/``auc_exact`` when computed.
+JSON keys of ``run`` and ``demo`` (public interface):
+
+* DP outputs: ``dp`` (the raw noisy ECDF at the thresholds, unbiased, may
+  leave [0, 1] and decrease), ``smoothed`` (Eq. (3) smoothing: the same
+  release made non-decreasing and in [0, 1], i.e. clamped to the natural
+  range), ``quantiles`` (Algorithm 1 on ``smoothed``), ``roc`` (``fpr``,
+  ``tpr``, ``epsilon``, ``delta``) and ``auc`` (in [0, 1] by construction).
+* Public parameters and costs: ``thresholds`` (real threshold values, the
+  grid's upper bin edges, from the public domain), ``epsilon`` (of the ECDF
+  release), ``epsilon_total``, ``delta``, ``n`` (clients, public),
+  ``servers``, ``mechanism``, ``noise``, ``scheme``, ``grid_bits``,
+  ``domain_bits``, ``range`` (the public domain [lower, upper]),
+  ``theorem31_rmse``, ``bytes`` (all bytes on the wire: uploads, querier
+  and server-to-server) and ``bytes_detail``, ``dataset``, ``upload``.
+  The querier's byte count includes the servers' JSON timing reports, so
+  ``bytes`` varies by a few bytes from run to run (never with the data).
+* Not private (computed without noise, for evaluation only): ``exact``,
+  ``max_abs_error``, ``max_abs_error_smoothed``, ``quantiles_exact``,
+  ``roc.fpr_exact``, ``roc.tpr_exact``, ``auc_exact``, ``clamped`` (values
+  clamped into the public domain by their owners).
 
 Security model: see :mod:`pairwise.protocols.ecdf.server`.
 """
@@ -38,7 +56,19 @@ import json
 import os
 import sys
 
-DEMO_RANGE = (5.0, 30.0)
+from .bounds import NOT_PRIVATE, add_bound_args, clamped_note, deprecated, resolve_domains
+
+#: JSON keys (dotted for nested ones) that hold DP outputs or their post-processing.
+DP_KEYS = ("dp", "smoothed", "quantiles", "roc.fpr", "roc.tpr", "auc")
+#: JSON keys computed without noise: not private, for evaluation only. Every other key is a function of
+#: public inputs and is identical on neighbouring datasets (tests/test_privacy_audit.py), except:
+NOT_PRIVATE_KEYS = ("exact", "max_abs_error", "max_abs_error_smoothed", "quantiles_exact", "roc.fpr_exact",
+                    "roc.tpr_exact", "auc_exact", "clamped")
+#: byte counts that include the servers' JSON timing reports, so they vary by a few bytes from run to run.
+MEASURED_KEYS = ("bytes", "bytes_detail.querier")
+
+#: The demo's data: a shipped dataset, its column (public domain declared in protocols/data/domains.json), its label.
+DEMO_DATA = ("breast_cancer", "mean_radius", "malignant")
 DEMO_BITS = 10
 
 
@@ -63,7 +93,8 @@ def register(root, groups) -> None:
     r.add_argument("--label", help="0/1 label column (ROC series)")
     r.add_argument("--roc", action="store_true", help="also release the ROC curve (needs --label, another epsilon)")
     r.add_argument("--dataset", help="dataset id on the servers (default FILE:COLUMN)")
-    r.add_argument("--range", help="public range LO,HI of the column (default: the column's min,max)")
+    add_bound_args(r, "--column")
+    r.add_argument("--range", help="deprecated alias of --lower LO --upper HI")
     r.add_argument("--domain-bits", type=int, default=10, help="quantization bits n (default 10)")
     r.add_argument("--scheme", choices=["auto", "dcf", "mshare", "pointwise"], default="auto",
                    help="auto: dcf keys for 2 servers, mshare for more; pointwise: the Sec. 4.1 baseline")
@@ -128,20 +159,44 @@ def cmd_serve(args) -> int:
 
 
 def _quantile_levels(text):
+    from pairwise.dp.bounds import validate_quantile_levels
+
     if not text:
         return []
     try:
         qs = [float(x) for x in text.split(",") if x.strip()]
     except ValueError:
         raise ValueError(f"--quantiles must be comma-separated numbers, got {text!r}") from None
-    if any(not 0 < q <= 1 for q in qs):
-        raise ValueError("quantile levels must lie in (0, 1]")
+    return validate_quantile_levels(qs)
+
+
+def _validate_release_args(args, m: int, n_bits: int, roc: bool) -> list[float]:
+    """Check every release parameter before any upload, budget charge or noise; returns the quantile levels."""
+    from ..ecdf.shares import MAX_GRID_BITS
+    from ..ecdf.wire import parse_epsilon
+
+    parse_epsilon(args.epsilon, "--epsilon")
+    if roc:
+        parse_epsilon(args.epsilon / 2, "--epsilon / 2 (each class of the ROC)")
+    qs = _quantile_levels(getattr(args, "quantiles", None))
+    if not isinstance(n_bits, int) or not 1 <= n_bits <= 32:
+        raise ValueError(f"--domain-bits must be an integer in [1, 32], got {n_bits!r}")
+    g = args.grid_bits
+    if g is not None and not 1 <= g <= min(n_bits, MAX_GRID_BITS):
+        raise ValueError(f"--grid-bits must be in [1, {min(n_bits, MAX_GRID_BITS)}] (at most the domain bits), got {g}")
+    if g is None and n_bits > MAX_GRID_BITS:
+        raise ValueError(f"a {n_bits}-bit domain needs --grid-bits G <= {MAX_GRID_BITS} (thresholds per release)")
+    if not isinstance(args.tolerate, int) or not 0 <= args.tolerate < m or (m == 2 and args.tolerate):
+        raise ValueError(f"--tolerate must be in [0, m) (0 for two servers), got {args.tolerate}")
     return qs
 
 
 def _release_and_report(querier, dataset, values, lo, hi, n_bits, args, labels=None, upload_bytes=0,
-                        pointwise=False):
-    """Release the ECDF (and ROC), compare with the exact values; returns the JSON dict."""
+                        pointwise=False, qs=()):
+    """Release the ECDF (and ROC), compare with the exact values; returns the JSON dict.
+
+    ``qs``: quantile levels, validated by the caller before anything was uploaded.
+    """
     import numpy as np
 
     from pairwise.dp.ecdf import auc, inverse_ecdf
@@ -166,7 +221,6 @@ def _release_and_report(querier, dataset, values, lo, hi, n_bits, args, labels=N
            "max_abs_error_smoothed": float(np.abs(rel.smoothed - exact_counts / n).max()),
            "theorem31_rmse": None if rel.mse_per_threshold is None else float(np.sqrt(rel.mse_per_threshold) / n)}
     detail = {"upload": upload_bytes, "querier": rel.bytes.get("querier", 0), "servers": rel.bytes.get("servers", 0)}
-    qs = _quantile_levels(getattr(args, "quantiles", None))
     if qs:
         qi = np.atleast_1d(rel.quantiles(qs))
         pos = np.searchsorted(rel.thresholds, qi)
@@ -214,42 +268,62 @@ def _print_report(out: dict, title: str) -> None:
           f"({out['epsilon']:g}, {out['delta']:.2g})-DP")
     th, ex, dp_, sm = (np.asarray(out[k]) for k in ("thresholds", "exact", "dp", "smoothed"))
     rows = np.unique(np.linspace(0, th.size - 1, min(th.size, 11)).round().astype(int))
-    print(f"  {'threshold':>12} {'exact':>8} {'DP':>8} {'smoothed':>9}")
+    print(f"  {'threshold':>12} {'exact*':>8} {'DP':>8} {'smoothed':>9}   (* not private)")
     for i in rows:
         print(f"  {th[i]:12.4g} {ex[i]:8.4f} {dp_[i]:8.4f} {sm[i]:9.4f}")
-    print(f"  max |DP - exact| = {out['max_abs_error']:.4f}, smoothed {out['max_abs_error_smoothed']:.4f}"
-          + (f" (Theorem 3.1 RMSE {out['theorem31_rmse']:.4f})" if out.get("theorem31_rmse") else ""))
+    print(f"  max |DP - exact| = {out['max_abs_error']:.4f}, smoothed {out['max_abs_error_smoothed']:.4f} "
+          f"{NOT_PRIVATE}" + (f"; Theorem 3.1 RMSE {out['theorem31_rmse']:.4f}" if out.get("theorem31_rmse") else ""))
+    print("  DP: raw noisy ECDF (unbiased, may leave [0, 1]); smoothed: Eq. (3), non-decreasing in [0, 1]")
     if "quantiles" in out:
         for q, v in out["quantiles"].items():
-            print(f"  quantile {q}: DP {v:.4g}, exact {out['quantiles_exact'][q]:.4g}")
+            print(f"  quantile {q}: DP {v:.4g}, exact {out['quantiles_exact'][q]:.4g} {NOT_PRIVATE}")
     if "auc" in out:
-        print(f"  ROC: AUC DP {out['auc']:.4f}, exact {out['auc_exact']:.4f} (epsilon {out['roc']['epsilon']:g}; "
-              f"total spent {out['epsilon_total']:g})")
+        print(f"  ROC: AUC DP {out['auc']:.4f}, exact {out['auc_exact']:.4f} {NOT_PRIVATE} (epsilon "
+              f"{out['roc']['epsilon']:g}; total spent {out['epsilon_total']:g})")
+    if "clamped" in out:
+        from pairwise.dp.bounds import PublicDomain
+
+        print(f"  clamped: {clamped_note(out['clamped'], [PublicDomain(*out['range'])])}")
     d = out["bytes_detail"]
     print(f"  bytes: {out['bytes']} (uploads {d['upload']}, querier {d['querier']}, between servers {d['servers']})")
+
+
+def _run_domain(args):
+    """The public domain of ``--column``: --lower/--upper, or the deprecated --range LO,HI."""
+    if args.range is not None:
+        deprecated("--range LO,HI", "--lower LO --upper HI")
+        if args.lower is not None or args.upper is not None:
+            raise ValueError("give either --lower/--upper or the deprecated --range, not both")
+        parts = args.range.split(",")
+        if len(parts) != 2:
+            raise ValueError(f"--range must be LO,HI, got {args.range!r}")
+        args.lower, args.upper = parts[0], parts[1]
+    return resolve_domains(args, [args.column], None)[0]
 
 
 def cmd_run(args) -> int:
     import numpy as np
 
+    from pairwise.dp.bounds import clamp
+
     from ..datasets import load_csv
-    from ..ecdf.client import ECDFQuerier, upload, upload_pointwise
+    from ..ecdf.client import ECDFQuerier, scheme_for, upload, upload_pointwise
     from ..ecdf.shares import quantize
     from ..ecdf.wire import parse_servers
 
     servers = parse_servers(args.servers)
     if args.roc and not args.label:
         raise ValueError("--roc needs --label COLUMN (0/1)")
+    if args.roc and args.scheme == "pointwise":
+        raise ValueError("--roc is not offered with the pointwise baseline")
+    dom = _run_domain(args)
+    qs = _validate_release_args(args, len(servers), args.domain_bits, args.roc)
+    if args.scheme != "pointwise":
+        scheme_for(args.scheme, len(servers), args.domain_bits)
     d = load_csv(args.data, [args.column], label=args.label)
-    col = np.asarray(d[args.column], dtype=float)
+    col, clamped = clamp(d[args.column], dom.lower, dom.upper)  # each client clamps its own value
     labels = np.asarray(d[args.label]).astype(int) if args.label else None
-    if args.range:
-        try:
-            lo, hi = (float(v) for v in args.range.split(","))
-        except ValueError:
-            raise ValueError(f"--range must be LO,HI, got {args.range!r}") from None
-    else:
-        lo, hi = float(col.min()), float(col.max())
+    lo, hi = dom.lower, dom.upper
     x = quantize(col, lo, hi, args.domain_bits)
     dataset = args.dataset or f"{os.path.basename(args.data)}:{args.column}"
     if args.scheme == "pointwise":
@@ -257,21 +331,20 @@ def cmd_run(args) -> int:
         rep = upload_pointwise(servers, dataset, x, grid_bits=g, domain_bits=args.domain_bits,
                                timeout=args.timeout, connect_timeout=args.connect_timeout)
         labels_for_roc = None
-        if args.roc:
-            raise ValueError("--roc is not offered with the pointwise baseline")
     else:
         rep = upload(servers, dataset, x, labels=labels, domain_bits=args.domain_bits, scheme=args.scheme,
                      timeout=args.timeout, connect_timeout=args.connect_timeout)
         labels_for_roc = labels if args.roc else None
     q = ECDFQuerier(servers, timeout=args.timeout, connect_timeout=args.connect_timeout)
     out = _release_and_report(q, dataset, x, lo, hi, args.domain_bits, args, labels=labels_for_roc,
-                              upload_bytes=rep.bytes, pointwise=args.scheme == "pointwise")
+                              upload_bytes=rep.bytes, pointwise=args.scheme == "pointwise", qs=qs)
     out["dataset"] = dataset
+    out["clamped"] = clamped
     out["upload"] = {"accepted": rep.accepted, "rejected_count": rep.rejected_count}
     if args.json:
         print(json.dumps(out))
         return 0
-    _print_report(out, f"DP ECDF of {args.column} in {args.data} (dataset {dataset!r}, range [{lo:g}, {hi:g}])")
+    _print_report(out, f"DP ECDF of {args.column} in {args.data} (dataset {dataset!r}, public domain [{lo:g}, {hi:g}])")
     if any(rep.rejected_count):
         print(f"  note: rejected clients per server {rep.rejected_count} "
               f"(first reasons: {[r[0]['reason'] for r in rep.rejected if r]})")
@@ -332,32 +405,40 @@ def _plot(out: dict, path: str) -> None:
 def cmd_demo(args) -> int:
     import numpy as np
 
-    from ..datasets import load_dataset
+    from pairwise.dp.bounds import clamp
+
+    from ..datasets import column_domain, load_dataset
     from ..ecdf.client import ECDFQuerier, ServerProcesses, upload
     from ..ecdf.shares import quantize
+    from ..ecdf.wire import parse_epsilon
 
-    if not args.epsilon > 0:
-        raise ValueError("--epsilon must be positive")
-    d = load_dataset("breast_cancer")
-    lo, hi = DEMO_RANGE
-    x = quantize(d["mean_radius"], lo, hi, DEMO_BITS)
-    y = np.asarray(d["malignant"]).astype(int)
-    budget = max(10.0, 4 * args.epsilon)
+    name, column, label = DEMO_DATA
+    dom = column_domain(name, column)
+    args.grid_bits, args.tolerate, args.quantiles = None, 0, "0.25,0.5,0.75"
+    qs = _validate_release_args(args, args.servers_count, DEMO_BITS, roc=True)
+    if not 2 <= args.servers_count <= 16:
+        raise ValueError(f"--servers-count must be in [2, 16], got {args.servers_count}")
+    d = load_dataset(name)
+    lo, hi = dom.lower, dom.upper
+    col, clamped = clamp(d[column], lo, hi)  # each client clamps its own value
+    x = quantize(col, lo, hi, DEMO_BITS)
+    y = np.asarray(d[label]).astype(int)
+    budget = max(10.0, 4 * float(parse_epsilon(args.epsilon)))
+    dataset = f"{name}:{column}"
     with ServerProcesses(args.servers_count, budget=budget) as sp:
-        rep = upload(sp.addresses, "breast_cancer:mean_radius", x, labels=y, domain_bits=DEMO_BITS)
+        rep = upload(sp.addresses, dataset, x, labels=y, domain_bits=DEMO_BITS)
         q = ECDFQuerier(sp.addresses, timeout=600)
-        args.grid_bits, args.tolerate, args.quantiles = None, 0, "0.25,0.5,0.75"
-        out = _release_and_report(q, "breast_cancer:mean_radius", x, lo, hi, DEMO_BITS, args, labels=y,
-                                  upload_bytes=rep.bytes)
-    out["dataset"] = "breast_cancer:mean_radius"
+        out = _release_and_report(q, dataset, x, lo, hi, DEMO_BITS, args, labels=y, upload_bytes=rep.bytes, qs=qs)
+    out["dataset"] = dataset
+    out["clamped"] = clamped
     if args.plot:
         _plot(out, args.plot)
         out["plot"] = args.plot
     if args.json:
         print(json.dumps(out))
         return 0
-    _print_report(out, f"DP ECDF demo: breast_cancer mean_radius (569 patients) on {DEMO_BITS}-bit bins of "
-                       f"[{lo:g}, {hi:g}], label malignant")
+    _print_report(out, f"DP ECDF demo: {name} {column} ({x.size} patients) on {DEMO_BITS}-bit bins of "
+                       f"its public domain [{lo:g}, {hi:g}], label {label}")
     if args.plot:
         print(f"  plot written to {args.plot}")
     return 0

@@ -20,16 +20,37 @@ Commands
         (``rate_marriage``, ``religious``) for kendall (discrete ratings, no
         quantization).
 
-JSON keys (a public interface): ``estimate``, ``exact`` (the non-private
-value on the same data), ``epsilon``, ``delta``, ``n``, plus ``max_error``
-for histograms. Other keys give details.
+Bounds: ``--lower L --upper U`` give the public domain of every private
+column (one value per column, comma-separated: ``ustat --kernel kendall``
+takes ``--lower 1,1 --upper 5,4``; ``qmle --private-x`` takes the response
+then each covariate). Shipped datasets default to the domains declared in
+``protocols/data/domains.json`` (SOURCES.md); ``--csv`` needs the flags.
+Every user clamps its value into the public domain before randomizing;
+nothing about the mechanism comes from the data.
+
+JSON keys (a public interface):
+
+* DP outputs: ``estimate`` (raw and unbiased; it can leave the statistic's
+  natural range) and ``estimate_clamped`` (the same clamped to that range:
+  AUC in [0, 1], tau-a in [-1, 1], Gini in [0, upper - lower], frequencies
+  in [0, 1]; QMLE coefficients have no natural range and no clamped key);
+  details derived from the noisy reports only (``std_errors``,
+  ``covariance``, ``loglik``, ``converged``, ``recursed_per_level``,
+  ``discarded_per_level``, ``messages``: the number of shuffled messages,
+  n plus the users' noise bits).
+* Public parameters: ``epsilon``, ``delta``, ``n``, ``bounds``
+  (``covariate_bounds``), ``bits``, ``domain``, ``cells``, ``beta``, ``a``,
+  ``tau``, ``level_epsilon``, ``values``, ``d``, ``zero_threshold``,
+  ``error_bound``, ... and the column names.
+* Not private (computed without noise, for evaluation only): ``exact``
+  (the non-private value on the same raw data), ``exact_quantized`` (on the
+  clamped, quantized data: what ``estimate`` is unbiased for),
+  ``max_error``, ``clamped`` (values clamped into the public domain).
+  ``bounds_from_data`` is always false (kept for compatibility).
 
 Security model: each command runs the whole protocol in one process, users
-and server alike. Randomness comes from the OS CSPRNG. When
-quantization or truncation bounds are not given, they are taken from the
-data. That is only acceptable for public demo data: in a deployment the
-bounds are public parameters fixed in advance. The output says so
-(``bounds_from_data``).
+and server alike. Randomness comes from the OS CSPRNG. Every parameter is
+checked before any user randomizes anything.
 """
 
 from __future__ import annotations
@@ -39,8 +60,20 @@ import json
 import numpy as np
 
 from ..datasets import DataError, dataset_path, load_csv
+from .bounds import NOT_PRIVATE, add_bound_args, clamped_note, resolve_domains
 
 DEFAULT_EPSILON = 2.0
+
+#: JSON keys that hold DP outputs or post-processing of the noisy reports alone, per command.
+DP_KEYS = {
+    "auc": ("estimate", "estimate_clamped", "recursed_per_level", "discarded_per_level"),
+    "qmle": ("estimate", "std_errors", "covariance", "loglik", "converged"),
+    "shuffle-histogram": ("estimate", "estimate_clamped", "messages"),
+    "ustat": ("estimate", "estimate_clamped"),
+}
+#: JSON keys computed without noise: not private, for evaluation only. Every other key is a function of public
+#: inputs and is identical on neighbouring datasets (tests/test_privacy_audit.py).
+NOT_PRIVATE_KEYS = ("exact", "exact_quantized", "max_error", "clamped")
 
 
 def _add_data_args(p, dataset: str) -> None:
@@ -53,6 +86,17 @@ def _source(args):
     return args.csv if args.csv else dataset_path(args.dataset)
 
 
+def _domains(args, columns: list[str], *, integer: bool = False):
+    """Public domains of ``columns``: the flags, else the shipped dataset's declaration (not with --csv)."""
+    return resolve_domains(args, columns, None if args.csv else args.dataset, integer=integer, data_flag="--csv")
+
+
+def _check_epsilon(eps: float) -> None:
+    from pairwise.dp.accounting import validate_epsilon
+
+    validate_epsilon(eps)
+
+
 def register(root, groups) -> None:
     p = root.add_parser("ldp", help="local-model and shuffle-model protocols (AUC, QMLE, histograms, Alg. 1)")
     sub = p.add_subparsers(dest="ldp_command", metavar="WHAT")
@@ -63,8 +107,7 @@ def register(root, groups) -> None:
     a.add_argument("--score", default="mean_radius", help="score column (default mean_radius)")
     a.add_argument("--label", default="malignant", help="0/1 label column, public (default malignant)")
     a.add_argument("--bits", type=int, default=4, help="alpha: scores are discretized to 2^alpha bins (default 4)")
-    a.add_argument("--lower", type=float, help="public lower bound of the scores (default: data minimum)")
-    a.add_argument("--upper", type=float, help="public upper bound of the scores (default: data maximum)")
+    add_bound_args(a, "--score")
     a.add_argument("--epsilon", type=float, default=DEFAULT_EPSILON, help=f"privacy budget (default {DEFAULT_EPSILON})")
     a.add_argument("--splitting", choices=["users", "budget"], default="users",
                    help="split users across levels (default) or each user's budget")
@@ -84,8 +127,7 @@ def register(root, groups) -> None:
     q.add_argument("--covariates", nargs="+", default=["income"], help="covariate columns (default income)")
     q.add_argument("--tau", type=float, default=0.5, help="quantile level (default 0.5)")
     q.add_argument("--sigma", type=float, default=None, help="ALD scale (default (upper-lower)/10)")
-    q.add_argument("--lower", type=float, help="truncation lower bound of the response (default: data minimum)")
-    q.add_argument("--upper", type=float, help="truncation upper bound of the response (default: data maximum)")
+    add_bound_args(q, "--response, then each of --covariates with --private-x; Eq. (6) truncation")
     q.add_argument("--epsilon", type=float, default=DEFAULT_EPSILON, help=f"privacy budget per user (default {DEFAULT_EPSILON})")
     q.add_argument("--private-x", action="store_true",
                    help="covariates are private too (Sec. 3.2): one bit each, budget split equally")
@@ -94,8 +136,7 @@ def register(root, groups) -> None:
     h = sub.add_parser("shuffle-histogram", help="shuffled-model histogram (Balcer-Cheu, Figure 2)")
     _add_data_args(h, "fair")
     h.add_argument("--column", default="rate_marriage", help="integer-valued column (default rate_marriage)")
-    h.add_argument("--lower", type=int, help="smallest domain value (default: data minimum)")
-    h.add_argument("--upper", type=int, help="largest domain value (default: data maximum)")
+    add_bound_args(h, "--column: the integer domain lower..upper", integer=True)
     h.add_argument("--epsilon", type=float, default=1.0, help="privacy budget, <= 1 (default 1)")
     h.add_argument("--delta", type=float, default=1e-5, help="delta (default 1e-5)")
     h.add_argument("--beta", type=float, default=0.05, help="failure probability of the reported error bound")
@@ -110,7 +151,9 @@ def register(root, groups) -> None:
     u.add_argument("--label", default="malignant", help="0/1 label column for auc (default malignant)")
     u.add_argument("--k", type=int, default=8, help="bins per coordinate (default 8)")
     u.add_argument("--discrete", action="store_true",
-                   help="no quantization: the domain is the set of observed values (default for kendall)")
+                   help="no quantization: the domain is the public grid lower + k 10^-decimals (default for "
+                        "kendall when that grid has at most 8192 cells)")
+    add_bound_args(u, "one for gini/auc, two for kendall", decimals=True)
     u.add_argument("--quantized-kernel", choices=["midpoint", "average"], default="midpoint")
     u.add_argument("--epsilon", type=float, default=DEFAULT_EPSILON, help=f"privacy budget (default {DEFAULT_EPSILON})")
     u.add_argument("--json", action="store_true")
@@ -125,39 +168,36 @@ def _emit(args, payload: dict, lines: list[str]) -> int:
     return 0
 
 
-def _bounds(values: np.ndarray, lower, upper) -> tuple[float, float, bool]:
-    from_data = lower is None or upper is None
-    lo = float(values.min()) if lower is None else float(lower)
-    hi = float(values.max()) if upper is None else float(upper)
-    if hi <= lo:
-        if from_data and lower is None and upper is None:
-            hi = lo + 1.0
-        else:
-            raise DataError(f"bounds must satisfy lower < upper, got [{lo}, {hi}]")
-    return lo, hi, from_data
-
-
 # --------------------------------------------------------------------------- auc
 
 
 def cmd_auc(args) -> int:
-    from ..ldp.auc import ldp_auc, quantize_scores
+    from pairwise.dp.bounds import clamp, clamp_estimate
+
+    from ..ldp.auc import PrivateHierarchicalHistogram, ldp_auc, quantize_scores
     from ..ldp.ustat import exact_auc
 
     if not 1 <= args.bits <= 24:
         raise ValueError(f"--bits must lie in 1..24, got {args.bits}")
+    _check_epsilon(args.epsilon)
+    dom = _domains(args, [args.score])[0]
+    lo, hi = dom.lower, dom.upper
     cols = load_csv(_source(args), [args.score], label=args.label)
     s, y = cols[args.score], cols[args.label]
-    lo, hi, from_data = _bounds(s, args.lower, args.upper)
-    q = quantize_scores(s, args.bits, lo, hi)  # floor on 2^bits bins, clipped (the maximum goes to the last bin)
-    pos, neg = q[y == 1], q[y == 0]
-    if pos.size == 0 or neg.size == 0:
+    if not ((y == 1).any() and (y == 0).any()):
         raise DataError(f"label column {args.label!r} must contain both 0 and 1")
+    for cls in (y == 1, y == 0):  # validates epsilon, delta, splitting, composition before any randomness
+        PrivateHierarchicalHistogram(args.bits, args.epsilon, int(cls.sum()), args.splitting, args.composition,
+                                     args.delta)
+    sc, clamped = clamp(s, lo, hi)  # each user clamps its score into the public domain
+    q = quantize_scores(sc, args.bits, lo, hi)  # floor on 2^bits bins of [lo, hi]
+    pos, neg = q[y == 1], q[y == 0]
     res = ldp_auc(pos, neg, args.bits, args.epsilon, splitting=args.splitting, a=args.a,
                   discarded=args.discarded, ties=args.ties, composition=args.composition, delta=args.delta)
     exact = exact_auc(s[y == 1], s[y == 0])
     payload = {
         "estimate": res.estimate,
+        "estimate_clamped": clamp_estimate(res.estimate, 0.0, 1.0),
         "exact": exact,
         "exact_quantized": res.exact,
         "epsilon": args.epsilon,
@@ -174,18 +214,20 @@ def cmd_auc(args) -> int:
         "recursed_per_level": res.recursed,
         "discarded_per_level": res.discarded,
         "bounds": [lo, hi],
-        "bounds_from_data": from_data,
+        "bounds_from_data": False,
+        "clamped": clamped,
         "score": args.score,
         "label": args.label,
     }
     lines = [
         f"locally private AUC (hierarchical histograms, {args.splitting} split), eps={args.epsilon}"
         + (f", delta={args.delta}" if args.delta else ""),
-        f"data      {args.csv or args.dataset}: score {args.score}, label {args.label} "
+        f"data      {args.csv or args.dataset}: score {args.score}, label {args.label} (public) "
         f"(n={s.size}: {res.n_pos} positive, {res.n_neg} negative)",
-        f"domain    2^{args.bits} bins on [{lo:g}, {hi:g}]" + (" (bounds from the data: demo only)" if from_data else ""),
-        f"estimate  {res.estimate:.4f}",
-        f"exact     {exact:.4f}  (quantized scores: {res.exact:.4f})",
+        f"domain    2^{args.bits} bins on the public domain [{lo:g}, {hi:g}]",
+        f"estimate  {res.estimate:.4f} (raw, unbiased); clamped to [0, 1]: {payload['estimate_clamped']:.4f}",
+        f"exact     {exact:.4f}  (quantized scores: {res.exact:.4f}) {NOT_PRIVATE}",
+        f"clamped   {clamped_note(clamped, [dom])}",
         f"recursed nodes per level {res.recursed}, a={res.a:.3f}",
     ]
     return _emit(args, payload, lines)
@@ -195,7 +237,10 @@ def cmd_auc(args) -> int:
 
 
 def cmd_qmle(args) -> int:
+    from pairwise.dp.bounds import clamp
+
     from ..ldp.qmle import (
+        BitModel,
         fit_qmle_private,
         fit_qmle_public,
         quantile_regression,
@@ -205,21 +250,25 @@ def cmd_qmle(args) -> int:
 
     if args.response in args.covariates:
         raise DataError(f"the response {args.response!r} cannot also be a covariate")
+    private_cols = [args.response] + (list(args.covariates) if args.private_x else [])
+    doms = _domains(args, private_cols)
+    lo, hi = doms[0].lower, doms[0].upper
+    sigma = args.sigma if args.sigma is not None else (hi - lo) / 10.0
+    BitModel(lo, hi, args.epsilon, args.tau, sigma)  # validates epsilon, tau, sigma before any bit is flipped
     cols = load_csv(_source(args), [args.response] + list(args.covariates))
     y = cols[args.response]
     x = np.column_stack([cols[c] for c in args.covariates])
-    lo, hi, from_data = _bounds(y, args.lower, args.upper)
     exact = quantile_regression(y, x, args.tau)
+    clamped = clamp(y, lo, hi)[1]  # each user truncates (Eq. 6) inside submit_*; counted here for the note
     if args.private_x:
-        xb = [(float(x[:, j].min()), float(x[:, j].max()) if x[:, j].max() > x[:, j].min() else float(x[:, j].min()) + 1.0)
-              for j in range(x.shape[1])]
+        xb = [(d.lower, d.upper) for d in doms[1:]]
+        clamped += sum(clamp(x[:, j], *xb[j])[1] for j in range(x.shape[1]))
         z, w = submit_private_x(y, x, (lo, hi), xb, args.epsilon)
-        res = fit_qmle_private(z, w, (lo, hi), xb, args.epsilon, args.tau, args.sigma)
-        from_data = True
+        res = fit_qmle_private(z, w, (lo, hi), xb, args.epsilon, args.tau, sigma)
     else:
         xb = None
         z = submit_public_x(y, lo, hi, args.epsilon)
-        res = fit_qmle_public(z, x, lo, hi, args.epsilon, args.tau, args.sigma)
+        res = fit_qmle_public(z, x, lo, hi, args.epsilon, args.tau, sigma)
     names = ["intercept"] + list(args.covariates)
     payload = {
         "estimate": res.theta.tolist(),
@@ -235,19 +284,21 @@ def cmd_qmle(args) -> int:
         "bounds": [lo, hi],
         "covariate_bounds": xb,
         "private_x": bool(args.private_x),
-        "bounds_from_data": from_data,
+        "bounds_from_data": False,
+        "clamped": clamped,
         "converged": res.converged,
         "loglik": res.loglik,
     }
     lines = [
         f"one-bit LDP QMLE, {args.tau}-quantile regression of {args.response} on "
         f"{', '.join(args.covariates)} ({'private' if args.private_x else 'public'} covariates), eps={args.epsilon}",
-        f"data      {args.csv or args.dataset} (n={y.size}), response truncated to [{lo:g}, {hi:g}]"
-        + (" (bounds from the data: demo only)" if from_data else "") + f", sigma={res.sigma:g}",
-        f"{'coefficient':<14}{'estimate':>14}{'std.err':>14}{'exact (QR)':>14}",
+        f"data      {args.csv or args.dataset} (n={y.size}), response truncated to the public [{lo:g}, {hi:g}]"
+        + (f", covariates to {', '.join(f'[{a:g}, {b:g}]' for a, b in xb)}" if xb else "") + f", sigma={res.sigma:g}",
+        f"{'coefficient':<14}{'estimate':>14}{'std.err':>14}{'exact (QR)*':>14}   (* not private)",
     ]
     for nm, t, se, ex in zip(names, res.theta, res.std_errors, exact):
         lines.append(f"{nm:<14}{t:>14.5g}{se:>14.5g}{ex:>14.5g}")
+    lines.append(f"clamped   {clamped_note(clamped, doms)}")
     if not res.converged:
         lines.append("warning: the optimizer did not report convergence")
     return _emit(args, payload, lines)
@@ -257,29 +308,28 @@ def cmd_qmle(args) -> int:
 
 
 def cmd_shuffle_histogram(args) -> int:
-    from ..datasets import check_integer_range
+    from pairwise.dp.bounds import PublicDomain, to_fixed_point
+
     from ..ldp.shuffle import HistogramProtocol, shuffled_histogram
 
-    cols = load_csv(_source(args), [args.column])
-    v = cols[args.column]
-    ints = check_integer_range(v, 63, True, args.column)
-    lo = int(ints.min()) if args.lower is None else args.lower
-    hi = int(ints.max()) if args.upper is None else args.upper
-    if hi < lo:
-        raise DataError(f"domain bounds must satisfy lower <= upper, got [{lo}, {hi}]")
-    bad = np.flatnonzero((ints < lo) | (ints > hi))
-    if bad.size:
-        r = int(bad[0])
-        raise DataError(f"row {r + 1}, column {args.column!r}: value {int(ints[r])} is outside the domain [{lo}, {hi}]",
-                        row=r + 1, column=args.column)
+    dom = _domains(args, [args.column], integer=True)[0]
+    if dom.lower != int(dom.lower) or dom.upper != int(dom.upper):
+        raise ValueError(f"the histogram domain needs integer bounds, got [{dom.lower:g}, {dom.upper:g}]")
+    lo, hi = int(dom.lower), int(dom.upper)
     d = hi - lo + 1
     if d > 1 << 20:
         raise ValueError(f"domain of {d} values is too large for this demo (at most 2^20)")
-    res = shuffled_histogram(ints - lo, d, args.epsilon, args.delta)
-    proto = HistogramProtocol(args.epsilon, args.delta, res.n, d)
+    cols = load_csv(_source(args), [args.column])
+    v = cols[args.column]
+    proto = HistogramProtocol(args.epsilon, args.delta, int(v.size), d)  # validated before any randomness
     bound = proto.simultaneous_error_bound(args.beta)
+    # each user rounds its value to the nearest integer and clamps it into lo..hi
+    ints, clamped = to_fixed_point(v, PublicDomain(lo, hi, 0))
+    res = shuffled_histogram(ints, d, args.epsilon, args.delta)
+    est = np.asarray(res.estimate, dtype=float)
     payload = {
-        "estimate": res.estimate.tolist(),
+        "estimate": est.tolist(),
+        "estimate_clamped": np.clip(est, 0.0, 1.0).tolist(),
         "exact": res.exact.tolist(),
         "epsilon": args.epsilon,
         "delta": args.delta,
@@ -291,18 +341,21 @@ def cmd_shuffle_histogram(args) -> int:
         "zero_threshold": proto.inner.q,
         "error_bound": bound,
         "beta": args.beta,
-        "bounds_from_data": args.lower is None or args.upper is None,
+        "bounds": [lo, hi],
+        "bounds_from_data": False,
+        "clamped": clamped,
     }
     lines = [
         f"shuffled-model histogram (Balcer-Cheu P^hist), eps={args.epsilon}, delta={args.delta}",
-        f"data      {args.csv or args.dataset}: column {args.column}, n={res.n}, d={d} values [{lo}, {hi}], "
-        f"{res.messages} messages shuffled",
-        f"{'value':>8}{'estimate':>12}{'exact':>12}",
+        f"data      {args.csv or args.dataset}: column {args.column}, n={res.n}, d={d} values of the public "
+        f"domain [{lo}, {hi}], {res.messages} messages shuffled",
+        f"{'value':>8}{'estimate':>12}{'clamped':>10}{'exact*':>10}   (* not private)",
     ]
-    for val, e, t in zip(range(lo, hi + 1), res.estimate, res.exact):
-        lines.append(f"{val:>8}{e:>12.4f}{t:>12.4f}")
-    lines.append(f"max error {res.max_error:.4f} (bound {bound:.4f} with probability {1 - args.beta:g}; "
+    for val, e, t in zip(range(lo, hi + 1), est, res.exact):
+        lines.append(f"{val:>8}{e:>12.4f}{min(max(e, 0.0), 1.0):>10.4f}{t:>10.4f}")
+    lines.append(f"max error {res.max_error:.4f} {NOT_PRIVATE} (bound {bound:.4f} with probability {1 - args.beta:g}; "
                  f"frequencies below {proto.inner.q:.4f} are reported as 0)")
+    lines.append(f"clamped   {clamped_note(clamped, [dom])}")
     return _emit(args, payload, lines)
 
 
@@ -310,12 +363,9 @@ def cmd_shuffle_histogram(args) -> int:
 
 
 def cmd_ustat(args) -> int:
-    from ..ldp.ustat import (
-        QuantizedUStatistic,
-        Quantizer,
-        data_bounds,
-        exact_ustatistic,
-    )
+    from pairwise.dp.bounds import clamp, clamp_estimate
+
+    from ..ldp.ustat import QuantizedUStatistic, Quantizer, exact_ustatistic
 
     kernel = args.kernel
     dataset = args.dataset or ("fair" if kernel == "kendall" else "breast_cancer")
@@ -323,37 +373,47 @@ def cmd_ustat(args) -> int:
     need = 2 if kernel == "kendall" else 1
     if len(columns) != need:
         raise ValueError(f"kernel {kernel} needs {need} column(s), got {len(columns)}")
+    args.dataset = dataset
+    doms = _domains(args, columns)
+    sizes = [d.span + 1 for d in doms]
+    small = np.prod(sizes, dtype=float) <= 8192
+    # kendall defaults to the discrete grid (ratings) when it is small enough, else to --k bins
+    discrete = args.discrete or (kernel == "kendall" and small)
+    if discrete:
+        if not small:
+            raise ValueError(f"the discrete grid has {' x '.join(map(str, sizes))} cells (more than 8192): "
+                             "lower --decimals, or quantize with --k instead of --discrete")
+        quant = Quantizer.discrete([(d.lower + np.arange(d.span + 1) * d.step).tolist() for d in doms])
+    else:
+        quant = Quantizer.uniform([d.lower for d in doms], [d.upper for d in doms], args.k)
+    proto = QuantizedUStatistic(kernel, quant, args.epsilon, args.quantized_kernel)  # validated before any noise
     source = args.csv if args.csv else dataset_path(dataset)
     label = args.label if kernel == "auc" else None
     cols = load_csv(source, columns, label=label)
-    data = cols[columns[0]] if need == 1 else np.column_stack([cols[c] for c in columns])
-    discrete = args.discrete or kernel == "kendall"
-    if discrete:
-        levels = [np.unique(cols[c]).tolist() for c in columns]
-        quant = Quantizer.discrete(levels)
-        bounds = None
-    else:
-        lo, hi = data_bounds(data)
-        quant = Quantizer.uniform(lo, hi, args.k)
-        bounds = [lo.tolist(), hi.tolist()]
-    proto = QuantizedUStatistic(kernel, quant, args.epsilon, args.quantized_kernel)
+    clamped_cols = [clamp(cols[c], d.lower, d.upper) for c, d in zip(columns, doms)]
+    clamped = sum(m for _, m in clamped_cols)
+    raw = cols[columns[0]] if need == 1 else np.column_stack([cols[c] for c in columns])
+    data = clamped_cols[0][0] if need == 1 else np.column_stack([c for c, _ in clamped_cols])
     if kernel == "auc":
         y = cols[label]
-        pos, neg = data[y == 1], data[y == 0]
-        if pos.size == 0 or neg.size == 0:
+        if not ((y == 1).any() and (y == 0).any()):
             raise DataError(f"label column {label!r} must contain both 0 and 1")
-        cp, cn = proto.encode(pos), proto.encode(neg)
+        cp, cn = proto.encode(data[y == 1]), proto.encode(data[y == 0])
         est = proto.estimate_two_sample(proto.randomize(cp), proto.randomize(cn))
         exact_q = proto.exact_quantized_two_sample(cp, cn)
-        exact = exact_ustatistic(data, "auc", y)
+        exact = exact_ustatistic(raw, "auc", y)
+        natural = (0.0, 1.0)
     else:
         cells = proto.encode(data)
         est = proto.estimate(proto.randomize(cells))
         exact_q = proto.exact_quantized(cells)
-        exact = exact_ustatistic(data, kernel)
-    n = int(data.shape[0])
+        exact = exact_ustatistic(raw, kernel)
+        natural = (-1.0, 1.0) if kernel == "kendall" else (0.0, doms[0].upper - doms[0].lower)
+    n = int(raw.shape[0])
     payload = {
         "estimate": est,
+        "estimate_clamped": clamp_estimate(est, *natural),
+        "natural_range": list(natural),
         "exact": exact,
         "exact_quantized": exact_q,
         "epsilon": args.epsilon,
@@ -364,15 +424,21 @@ def cmd_ustat(args) -> int:
         "beta": proto.beta,
         "quantized_kernel": None if discrete else args.quantized_kernel,
         "columns": columns,
-        "bounds": bounds,
-        "bounds_from_data": True,
+        "bounds": [[d.lower for d in doms], [d.upper for d in doms]],
+        "decimals": [d.scale_decimals for d in doms] if discrete else None,
+        "bounds_from_data": False,
+        "clamped": clamped,
     }
+    what = "Kendall's tau-a" if kernel == "kendall" else ("Gini mean difference" if kernel == "gini" else "AUC")
+    grid = "; ".join(f"[{d.lower:g}, {d.upper:g}]" for d in doms)
     lines = [
-        f"Algorithm 1 (quantization + k-ary RR), kernel {kernel}, eps={args.epsilon}, "
+        f"Algorithm 1 (quantization + k-ary RR), {what} ({kernel}), eps={args.epsilon}, "
         f"{proto.cells} cells (beta={proto.beta:.4f})",
-        f"data      {args.csv or dataset}: {', '.join(columns)} (n={n})"
-        + ("" if discrete else f", {args.k} bins per coordinate on the data range (demo only)"),
-        f"estimate  {est:.5g}",
-        f"exact     {exact:.5g}  (quantized: {exact_q:.5g})",
+        f"data      {args.csv or dataset}: {', '.join(columns)} (n={n}), public domain {grid}"
+        + (" (discrete grid)" if discrete else f", {args.k} bins per coordinate"),
+        f"estimate  {est:.5g} (raw, unbiased); clamped to [{natural[0]:g}, {natural[1]:g}]: "
+        f"{payload['estimate_clamped']:.5g}",
+        f"exact     {exact:.5g}  (quantized: {exact_q:.5g}) {NOT_PRIVATE}",
+        f"clamped   {clamped_note(clamped, doms)}",
     ]
     return _emit(args, payload, lines)

@@ -9,9 +9,11 @@ Commands
         garbled and evaluated (half-gates, SIMD batches) on random-bit shares
         of both parties drawn from the OS CSPRNG; otherwise the exact numpy
         sampler draws from the same distribution.  JSON keys: ``values``,
-        ``counts``, ``epsilon``, ``delta``, ``and_gates_per_sample`` (plus
-        ``method``, ``delta_bound``, ``tv_to_ideal``, ``bits``, ``acc``,
-        ``random_bits_per_party``, ``garbled``).
+        ``counts`` (the samples: the only random keys), ``epsilon``,
+        ``delta``, ``and_gates_per_sample`` (plus ``method``,
+        ``delta_bound``, ``tv_to_ideal``, ``bits``, ``acc``,
+        ``random_bits_per_party``, ``garbled``), all functions of the public
+        flags.  Every flag is checked before any sample is drawn.
     ``pairwise noise params --epsilon E --sensitivity S [--json]``
         The chosen parameters, AND gates and guarantee, without sampling.
 
@@ -34,6 +36,10 @@ from pairwise.circuits.noise import (
     discrete_laplace_guarantee,
     sample_discrete_laplace,
 )
+
+#: JSON keys holding the random samples; every other key is a function of the public flags.
+DP_KEYS = ("values", "counts")
+NOT_PRIVATE_KEYS: tuple = ()
 
 GARBLE_CHUNK = 1 << 15
 MAX_COUNT = 10**8

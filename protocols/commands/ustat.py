@@ -1,16 +1,36 @@
 """``pairwise ustat``: the main job, DP U-statistics with the 2PC subsampling protocol.
 
 ``pairwise ustat --statistic (gini|kendall|auc) --epsilon E [--pairs-per-user P]
-[--mode simulate|network] [--cluster local[:N]|tcp://HOST:PORT] [--design subsample|all] [--workers W] [--bits W [--signed]]
-[--data FILE.csv --columns A[,B] [--label COLUMN]] [--json]``
+[--mode simulate|network] [--cluster local[:N]|tcp://HOST:PORT] [--design subsample|all] [--workers W] [--bits W]
+[--data FILE.csv --columns A[,B] [--label COLUMN] --lower L[,L2] --upper U[,U2] [--decimals D[,D2]]] [--json]``
 
 Without ``--data`` it runs on real data shipped in ``protocols/data``
-(SOURCES.md): gini on the diabetes disease-progression target (442 patients),
-kendall on Fair's survey ratings rate_marriage vs religious (6366 people), auc
-on the breast-cancer mean radius as a score for the malignant label (569).
-JSON keys: ``statistic``, ``estimate``, ``exact``, ``epsilon``, ``delta``, ``n``,
-``pairs``, ``and_gates``, ``bytes``, ``seconds`` (and more: ``theorem5_mse``, the
-Algorithm 1 baseline ``rr_estimate`` on the same data and budget, ...).
+(SOURCES.md) with their declared public domains (``domains.json``): gini on
+the diabetes disease-progression target (442 patients, [0, 400]), kendall on
+Fair's survey ratings rate_marriage (1-5) vs religious (1-4) (6366 people),
+auc on the breast-cancer mean radius ([5, 30]) as a score for the malignant
+label (569). A CSV needs ``--lower/--upper`` (one value per column). Every
+value is clamped into the public domain and rounded to its fixed-point grid
+by its owner; the sensitivity, the circuit width and the scale come from the
+bounds alone.
+
+JSON keys (public interface):
+
+* DP outputs: ``estimate`` (raw, unbiased), ``estimate_clamped`` (the same
+  clamped to ``natural_range``: gini [0, upper - lower], Kendall's tau-a
+  [-1, 1], AUC [0, 1]), ``rr_estimate`` / ``rr_estimate_clamped`` (the
+  Algorithm 1 baseline: a second, separate epsilon-LDP release on the same
+  data, so printing both costs 2 epsilon).
+* Public parameters and costs: ``statistic``, ``epsilon``, ``delta``, ``n``,
+  ``pairs``, ``pairs_per_user``, ``and_gates``, ``bytes``, ``mode``,
+  ``executions``, ``design``, ``bits``, ``domain``, ``epsilon_per_pair``,
+  ``noise_delta_per_pair``, ``noise_variance_per_pair``,
+  ``and_gates_per_pair``, ``data``, ``columns``.
+* Not private (computed without noise, for evaluation only; never publish
+  them with a release): ``exact`` (the raw data's statistic), ``exact_quantized``
+  (on the clamped fixed-point data, what ``estimate`` is unbiased for),
+  ``theorem5_mse`` (uses the data's zetas), ``clamped`` (how many values
+  were clamped), ``seconds`` (wall time).
 
 Security model: see :mod:`pairwise.protocols.ustat.driver` (semi-honest 2PC, CDP).
 """
@@ -20,11 +40,22 @@ from __future__ import annotations
 import json
 import sys
 
+from .bounds import NOT_PRIVATE, add_bound_args, clamped_note, deprecated, resolve_domains
+
 DEFAULTS = {
     "gini": ("diabetes", ["progression"], None),
     "kendall": ("fair", ["rate_marriage", "religious"], None),
     "auc": ("breast_cancer", ["mean_radius"], "malignant"),
 }
+
+#: JSON keys that hold DP outputs (noisy values); see the module docstring.
+DP_KEYS = ("estimate", "estimate_clamped", "rr_estimate", "rr_estimate_clamped")
+#: JSON keys computed without noise (or wall time): not private, for evaluation only. Every other key is a
+#: function of public inputs and is identical on neighbouring datasets (tests/test_privacy_audit.py).
+NOT_PRIVATE_KEYS = ("exact", "exact_quantized", "theorem5_mse", "clamped", "seconds", "cluster_task_seconds")
+
+#: Bins per coordinate of the Algorithm 1 baseline (or its grid's points, if there are at most this many).
+RR_BINS = 16
 
 
 def register(root, groups) -> None:
@@ -41,11 +72,14 @@ def register(root, groups) -> None:
     p.add_argument("--design", choices=["subsample", "all"], default="subsample",
                    help="subsample (the paper's protocol) or all pairs with advanced composition (baseline)")
     p.add_argument("--workers", type=int, default=4, help="worker processes in network mode (default 4)")
-    p.add_argument("--bits", type=int, help="circuit width; with --data the values must be integers that fit it")
-    p.add_argument("--signed", action="store_true", help="with --bits: values are signed (two's complement)")
-    p.add_argument("--data", help="CSV file with a header row")
+    p.add_argument("--bits", type=int, help="circuit width (default: the smallest of 8/16/32/64 holding the public "
+                                            "grid span (upper - lower) 10^decimals)")
+    p.add_argument("--signed", action="store_true",
+                   help="deprecated, no effect: values are shifted by the public lower bound, the word is unsigned")
+    p.add_argument("--data", help="CSV file with a header row (needs --lower/--upper)")
     p.add_argument("--columns", help="column(s): A for gini/auc scores, A,B for kendall")
-    p.add_argument("--label", help="0/1 label column (auc)")
+    p.add_argument("--label", help="0/1 label column (auc; labels are public)")
+    add_bound_args(p, "A, or A,B for kendall", decimals=True)
     p.add_argument("--batch", type=int, default=4096, help="pairs per SIMD execution (default 4096)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_ustat)
@@ -57,11 +91,12 @@ def _load(args):
     stat = args.statistic
     if args.data is None:
         name, cols, label = DEFAULTS[stat]
+        domains = resolve_domains(args, cols, name)
         d = load_dataset(name)
         source = f"{name} (shipped)"
         cols_data = [d[c] for c in cols]
         lab = d[label] if label else None
-        return cols_data, lab, source, cols, label
+        return cols_data, lab, source, cols, label, domains
     if not args.columns:
         raise ValueError("--data needs --columns")
     cols = [c.strip() for c in args.columns.split(",") if c.strip()]
@@ -70,68 +105,96 @@ def _load(args):
         raise ValueError(f"{stat} needs {want} column(s) in --columns, got {cols}")
     if stat == "auc" and not args.label:
         raise ValueError("auc needs --label COLUMN (0/1)")
+    domains = resolve_domains(args, cols, None)
     d = load_csv(args.data, cols, label=args.label if stat == "auc" else None)
-    return [d[c] for c in cols], (d[args.label] if stat == "auc" else None), args.data, cols, args.label
+    return [d[c] for c in cols], (d[args.label] if stat == "auc" else None), args.data, cols, args.label, domains
 
 
-def _rr_baseline(stat: str, cols, lab, epsilon: float) -> float:
-    """Algorithm 1 (Sec. 3) on the same data and budget, with the OS CSPRNG: the data's own
-    levels when it has at most 16 distinct values per column, else 16 bins on the data range."""
+def _rr_protocol(stat: str, domains, epsilon: float):
+    """Algorithm 1 (Sec. 3) with bins from the public domains: the grid's points when a column's grid has
+    at most RR_BINS points, else RR_BINS equal bins on [lower, upper]. Built (and validated) before any noise."""
     import numpy as np
 
-    from ..ldp.ustat import ldp_ustatistic
+    from ..ldp.ustat import QuantizedUStatistic, Quantizer
 
-    if stat == "kendall":
-        data = np.stack([cols[0], cols[1]], 1)
-        levels = [np.unique(c).tolist() for c in cols[:2]]
-        if max(len(lv) for lv in levels) <= 16:
-            return float(ldp_ustatistic(data, stat, None, epsilon, levels=levels))
-        return float(ldp_ustatistic(data, stat, 16, epsilon))
-    return float(ldp_ustatistic(np.asarray(cols[0]), stat, 16, epsilon, labels=lab))
+    if all(d.span + 1 <= RR_BINS for d in domains):
+        q = Quantizer.discrete([(d.lower + np.arange(d.span + 1) * d.step).tolist() for d in domains])
+    else:
+        q = Quantizer.uniform([d.lower for d in domains], [d.upper for d in domains], RR_BINS)
+    return QuantizedUStatistic(stat, q, epsilon)
+
+
+def _rr_baseline(proto, cols, lab, domains) -> float:
+    """Each user clamps into the public domain, quantizes and answers k-RR (OS CSPRNG); unbiased estimate."""
+    import numpy as np
+
+    from pairwise.dp.bounds import clamp
+
+    data = [clamp(c, d.lower, d.upper)[0] for c, d in zip(cols, domains)]
+    if proto.two_sample:
+        x, y = data[0], np.asarray(lab)
+        return proto.estimate_two_sample(proto.randomize(proto.encode(x[y == 1])),
+                                         proto.randomize(proto.encode(x[y == 0])))
+    pts = data[0] if len(data) == 1 else np.stack(data, 1)
+    return proto.estimate(proto.randomize(proto.encode(pts)))
 
 
 def cmd_ustat(args) -> int:
+    from pairwise.dp.bounds import clamp_estimate
+
     from ..ustat.driver import run_ustat
 
-    cols, lab, source, names, label = _load(args)
+    if args.signed:
+        deprecated("--signed", "--lower/--upper (values are shifted by the public lower bound)")
+    cols, lab, source, names, label, domains = _load(args)
     stat = args.statistic
+    rr = _rr_protocol(stat, domains, args.epsilon)  # validated before any noise is drawn
     progress = None
     if not args.json and sys.stderr.isatty():
         def progress(done, total):
             w = 30
             k = int(w * done / total)
             print(f"\r  [{'#' * k}{'.' * (w - k)}] {done}/{total} pairs", end="", file=sys.stderr, flush=True)
-    if args.bits is not None:
-        from ..datasets import check_integer_range
-
-        for c, name in zip(cols, names):
-            check_integer_range(c, args.bits, args.signed, name)
+    bounds = dict(lower=[d.lower for d in domains], upper=[d.upper for d in domains],
+                  decimals=[d.scale_decimals for d in domains])
     res = run_ustat(stat, cols[0], cols[1] if stat == "kendall" else None, lab, epsilon=args.epsilon,
                     pairs_per_user=args.pairs_per_user, mode=args.mode, design=args.design,
                     workers=args.workers, bits=args.bits, batch=args.batch, progress=progress,
-                    cluster=args.cluster)
+                    cluster=args.cluster, **bounds)
     if progress:
         print(file=sys.stderr)
     d = res.as_dict()
-    d["rr_estimate"] = _rr_baseline(stat, cols, lab, args.epsilon)
+    lo_nat, hi_nat = d["natural_range"]
+    d["rr_estimate"] = float(_rr_baseline(rr, cols, lab, domains))
+    d["rr_estimate_clamped"] = clamp_estimate(d["rr_estimate"], lo_nat, hi_nat)
     d["data"] = source
     d["columns"] = names + ([label] if label else [])
     if args.json:
         print(json.dumps(d))
         return 0
-    print(f"{stat} on {source}, columns {', '.join(d['columns'])}")
-    print(f"  DP estimate      {res.estimate:.6g}")
-    print(f"  exact            {res.exact:.6g}")
+    name = "Kendall's tau-a" if stat == "kendall" else ("Gini mean difference" if stat == "gini" else "AUC")
+    dom = ", ".join(f"{c} in [{x['lower']:g}, {x['upper']:g}] ({x['decimals']} decimals)"
+                    for c, x in zip(names, d["domain"]))
+    print(f"{name} ({stat}) on {source}, columns {', '.join(d['columns'])}")
+    print(f"  public domain    {dom}")
+    print(f"  DP estimate      {res.estimate:.6g} (raw, unbiased); clamped to [{lo_nat:g}, {hi_nat:g}]: "
+          f"{d['estimate_clamped']:.6g}")
+    print(f"  exact            {res.exact:.6g} {NOT_PRIVATE}; on the clamped grid {d['exact_quantized']:.6g} "
+          f"{NOT_PRIVATE}")
     if res.theorem5_mse is not None:
-        print(f"  Theorem 5 RMSE   {res.theorem5_mse ** 0.5:.4g}")
-    print(f"  RR baseline      {d['rr_estimate']:.6g}  (Algorithm 1: quantization + k-ary RR, same epsilon)")
-    print(f"  privacy          ({res.epsilon:g}, {res.delta:.3g})-DP per user, {res.pairs_per_user} pair(s) per user, "
-          f"eps {d['epsilon_per_pair']:.4g} per pair ({d['design']}, {res.mode})")
+        print(f"  Theorem 5 RMSE   {res.theorem5_mse ** 0.5:.4g} {NOT_PRIVATE}: uses the data's zetas")
+    print(f"  RR baseline      {d['rr_estimate']:.6g} (raw); clamped {d['rr_estimate_clamped']:.6g}  "
+          f"(Algorithm 1: quantization + k-ary RR, {rr.cells} cells: a second epsilon-LDP release)")
+    print(f"  privacy          ({res.epsilon:g}, {res.delta:.3g})-DP per user for the 2PC estimate, "
+          f"{res.pairs_per_user} pair(s) per user, eps {d['epsilon_per_pair']:.4g} per pair ({d['design']}, "
+          f"{res.mode}); with the RR baseline printed too, ({2 * res.epsilon:g}, {res.delta:.3g})")
     print(f"  users / pairs    {res.n} / {res.pairs} 2PC executions of the kernel + noise circuit "
-          f"({d['and_gates_per_pair']} AND each, SIMD batches: {res.executions})")
+          f"({d['and_gates_per_pair']} AND each, {d['bits']}-bit words, SIMD batches: {res.executions})")
     if d.get("cluster"):
         print(f"  cluster          {d['cluster']}: {d['cluster_tasks']} Dask tasks on {d['cluster_workers']} worker(s)")
     print(f"  AND gates        {res.and_gates}")
     print(f"  bytes            {res.bytes}")
-    print(f"  seconds          {res.seconds:.2f}")
+    print(f"  clamped          {clamped_note(d['clamped'], domains)}")
+    print(f"  seconds          {res.seconds:.2f} {NOT_PRIVATE}")
     return 0
+

@@ -56,6 +56,7 @@ from pairwise.dp.ecdf import auc as trapezoid_auc
 from pairwise.dp.ecdf import consistent_prefix_sums, hosmer_lemeshow_statistic, inverse_ecdf, smooth_ecdf
 
 from .shares import (
+    MAX_GRID_BITS,
     MSHARE_MAX_BITS,
     ShareParameterError,
     dcf_client_keys,
@@ -66,6 +67,7 @@ from .shares import (
     to_signed,
 )
 from .wire import (
+    BudgetExceeded,
     ROLE_CLIENT,
     ROLE_QUERIER,
     ECDFError,
@@ -94,6 +96,7 @@ __all__ = [
     "send_keys",
     "upload",
     "upload_pointwise",
+    "scheme_for",
     "roc_points",
     "DEFAULT_PROB_BITS",
 ]
@@ -210,6 +213,11 @@ def make_series(labels=None, probabilities=None, prob_bits: int = DEFAULT_PROB_B
         out["e1"] = (w, scale)
         out["e0"] = (np.uint64(scale) - w, scale)
     return out
+
+
+def scheme_for(scheme: str, m: int, domain_bits: int) -> str:
+    """The key scheme for ``m`` servers (``auto``: dcf for 2, mshare for more); raises if it cannot serve them."""
+    return _scheme(scheme, m, domain_bits)
 
 
 def _scheme(scheme: str, m: int, domain_bits: int) -> str:
@@ -426,6 +434,9 @@ class ECDFRelease:
 
     def quantiles(self, qs) -> np.ndarray:
         """Algorithm 1 on the smoothed ECDF: the first released threshold (grid index) where F >= q."""
+        from pairwise.dp.bounds import validate_quantile_levels
+
+        validate_quantile_levels(np.atleast_1d(np.asarray(qs, dtype=float)).tolist())
         return np.asarray(inverse_ecdf(self.smoothed, qs, thresholds=self.thresholds))
 
     def as_dict(self) -> dict:
@@ -518,6 +529,33 @@ class ECDFQuerier:
             raise ValueError("timeouts must be positive")
         self.timeout = float(timeout)
         self.connect_timeout = float(connect_timeout)
+
+    # ------------------------------------------------------------------ validation (before any connection)
+    def _check(self, *, series=None, thresholds=None, grid_bits=None, mechanism="paper", smoothing=2,
+               tolerate=0) -> None:
+        """Querier-side checks of a release's public parameters: a bad request never reaches a server,
+        so nothing is reserved or charged (the servers check again before they charge).  Raises
+        :class:`QueryRefused`, as a server would."""
+        if mechanism not in ("paper", "hierarchical"):
+            raise QueryRefused(f"mechanism must be 'paper' or 'hierarchical', got {mechanism!r}")
+        if smoothing not in (None, 1, 2):
+            raise QueryRefused(f"smoothing must be None, 1 or 2 (Eq. 3's p), got {smoothing!r}")
+        if isinstance(tolerate, bool) or not isinstance(tolerate, int) or not 0 <= tolerate < self.m \
+                or (self.m == 2 and tolerate):
+            raise QueryRefused(f"tolerate must be an integer in [0, m) (0 for two servers), got {tolerate!r}")
+        if grid_bits is not None and (isinstance(grid_bits, bool) or not isinstance(grid_bits, (int, np.integer))
+                                      or not 1 <= int(grid_bits) <= MAX_GRID_BITS):
+            raise QueryRefused(f"grid_bits must be an integer in [1, {MAX_GRID_BITS}], got {grid_bits!r}")
+        if series is not None and (not series or len(set(series)) != len(series)
+                                   or any(not isinstance(x, str) or not x for x in series)):
+            raise QueryRefused(f"series must be distinct non-empty names, got {series!r}")
+        if thresholds is not None:
+            t = np.asarray(thresholds)
+            if t.size == 0 or not np.issubdtype(t.dtype, np.integer) or (t < 0).any():
+                raise QueryRefused("thresholds must be a non-empty list of non-negative grid indices")
+            top = (1 << int(grid_bits)) - 1 if grid_bits is not None else None
+            if top is not None and (t > top).any():
+                raise QueryRefused(f"thresholds must be grid indices in [0, {top}] for grid_bits {grid_bits}")
 
     # ------------------------------------------------------------------ plumbing
     def _open(self) -> list:
@@ -638,7 +676,10 @@ class ECDFQuerier:
         from one garbled-circuit session).
         """
         eps = parse_epsilon(epsilon_each)
-        req = {"kind": "ecdf", "series": list(series), "epsilon": str(eps), "mechanism": mechanism,
+        series = list(series)
+        self._check(series=series, thresholds=thresholds, grid_bits=grid_bits, mechanism=mechanism,
+                    smoothing=smoothing, tolerate=tolerate)
+        req = {"kind": "ecdf", "series": series, "epsilon": str(eps), "mechanism": mechanism,
                "grid_bits": grid_bits, "tolerate": int(tolerate),
                "thresholds": None if thresholds is None else [int(t) for t in np.asarray(thresholds).ravel()]}
         vals, heads, meta = self.release(dataset, req)
@@ -681,8 +722,12 @@ class ECDFQuerier:
                tolerate: int = 0) -> CountsRelease:
         """Noisy counts of the groups (b_{q-1}, b_q] of grid indices (b_0 = -1, b_Q = last) per series."""
         eps_v = parse_epsilon(epsilon_per_value, "epsilon_per_value")
-        cuts = [int(c) for c in np.asarray(cuts).ravel()]
         series = list(series)
+        c = np.asarray(cuts)
+        if c.size and (not np.issubdtype(c.dtype, np.integer) or (c < 0).any() or (np.diff(c.ravel()) < 0).any()):
+            raise ECDFError("cuts must be non-decreasing non-negative grid indices")
+        self._check(series=series, grid_bits=grid_bits, tolerate=tolerate)
+        cuts = [int(x) for x in c.ravel()]
         req = {"kind": "counts", "series": series, "cuts": cuts, "epsilon_per_value": str(eps_v),
                "grid_bits": grid_bits, "tolerate": int(tolerate)}
         vals, heads, meta = self.release(dataset, req)
@@ -696,6 +741,7 @@ class ECDFQuerier:
             grid_bits: int | None = None, mechanism: str = "paper", tolerate: int = 0) -> ROCRelease:
         """Sec. 5.1: release the positives' and the negatives' ECDFs with eps/2 each, then the ROC curve."""
         eps = parse_epsilon(epsilon)
+        parse_epsilon(eps / 2, "epsilon / 2 (each class)")
         pos, neg = self.ecdf_many(dataset, eps / 2, ["pos", "neg"], grid_bits=grid_bits, mechanism=mechanism,
                                   smoothing=smoothing, tolerate=tolerate)
         fpr, tpr = roc_points(pos.smoothed_counts, neg.smoothed_counts, higher_is_positive)
@@ -715,12 +761,22 @@ class ECDFQuerier:
         eps = parse_epsilon(epsilon)
         if isinstance(Q, bool) or not isinstance(Q, int) or not 2 <= Q <= 1024:
             raise ECDFError(f"Q must be an integer in [2, 1024], got {Q!r}")
-        info = self.status(dataset)[0]["info"]
+        self._check(smoothing=smoothing, tolerate=tolerate)
+        status = self.status(dataset)
+        info = status[0]["info"]
         if "e1" not in info["series"]:
             raise ECDFError(f"dataset {dataset!r} was not uploaded with probabilities and labels")
         L = int(info["domain_bits"])
         scale = float(info["series"]["e1"])
         eps_p = eps / (L + 9)
+        if L > MAX_GRID_BITS:
+            raise ECDFError(f"Hosmer-Lemeshow needs the whole grid: domain bits {L} > {MAX_GRID_BITS}")
+        for st in status:  # two releases: refuse before the first if the second could not be afforded
+            i = st["info"]
+            left = Fraction(i["budget"]) - Fraction(i["spent"]) - Fraction(i["reserved"])
+            if left < eps:
+                raise BudgetExceeded(f"server {st['server_id']}: dataset {dataset!r} has {float(left):g} of its "
+                                     f"privacy budget left; Hosmer-Lemeshow needs {float(eps):g}")
         rel = self.ecdf(dataset, (L + 1) * eps_p, series="all", smoothing=smoothing, tolerate=tolerate)
         cuts = np.sort(np.asarray(inverse_ecdf(rel.smoothed, np.arange(1, Q) / Q), dtype=np.int64))
         cr = self.counts(dataset, cuts, eps_p, ["pos", "neg", "e1", "e0"], tolerate=tolerate)

@@ -177,6 +177,8 @@ def parse_epsilon(value: object, name: str = "epsilon") -> Fraction:
         raise ECDFError(f"{name} must be a positive number, got {value!r}") from None
     if not 0 < eps <= MAX_EPSILON:
         raise ECDFError(f"{name} must lie in (0, {MAX_EPSILON}], got {value!r}")
+    if eps.denominator > 10**30:  # e.g. "1e-999999": exact, but useless and too long to print or send
+        raise ECDFError(f"{name} must be at least 1e-30 with at most 30 decimals, got {value!r}")
     return eps
 
 

@@ -499,8 +499,19 @@ def _run_auc(
     neg = np.asarray(neg)
     if pos.ndim != 1 or neg.ndim != 1 or pos.size == 0 or neg.size == 0:
         raise ValueError("need non-empty 1-d arrays of positive and negative scores")
+    # Every parameter is checked here, before any user randomizes anything.
+    if discarded not in ("half", "zero"):
+        raise ValueError(f"discarded must be 'half' (Eq. 10) or 'zero' (Corollary 5), got {discarded!r}")
+    if ties not in ("zero", "half"):
+        raise ValueError(f"ties must be 'zero' (Eq. 10) or 'half', got {ties!r}")
+    if a is not None and not (isinstance(a, (int, float)) and math.isfinite(a) and a > 1.0):
+        raise ValueError(f"the threshold parameter a must be > 1 (and finite), got {a!r}")
     hpos = PrivateHierarchicalHistogram(alpha, epsilon, pos.size, splitting, composition, delta)
     hneg = PrivateHierarchicalHistogram(alpha, epsilon, neg.size, splitting, composition, delta)
+    for name, v in (("positive", pos), ("negative", neg)):
+        if not np.issubdtype(v.dtype, np.integer) or (v < 0).any() or (v >= (1 << int(alpha))).any():
+            raise ValueError(f"{name} scores must be integers in [0, 2^alpha); quantize them first "
+                             "(quantize_scores clamps into the public bounds)")
     if a is None:
         a = default_a(pos.size, neg.size, alpha, max(hpos.C, hneg.C), discarded)
     if rng is None:

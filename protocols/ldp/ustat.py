@@ -46,8 +46,8 @@ Security model
     Local differential privacy: each user's single report is an
     epsilon-LDP function of their input (k-RR, Theorem 2). The aggregator
     is untrusted. Quantization bounds, ``k`` and the domain are public
-    parameters. Choosing them from the data, as :func:`data_bounds` does,
-    leaks through them and is only for demonstrations on public data. In
+    parameters that every entry point requires explicitly (no default from
+    the data: :func:`data_bounds` would leak through them). In
     :func:`ldp_ustatistic` the randomization uses the OS CSPRNG through
     :class:`pairwise.dp.mechanisms.KaryRandomizedResponse`.
     :func:`simulate_ldp_ustatistic` takes a seeded generator and is for
@@ -108,16 +108,12 @@ class _Axis:
 
     def encode(self, x: np.ndarray, name: str) -> np.ndarray:
         if self.levels is not None:
-            idx = np.searchsorted(self.levels, x)
-            idx_c = np.minimum(idx, self.levels.size - 1)
-            bad = self.levels[idx_c] != x
-            if bad.any():
-                i = int(np.flatnonzero(bad)[0])
-                raise ValueError(
-                    f"{name}: value {x[i]!r} at row {i + 1} is not in the declared domain "
-                    f"{self.levels.tolist()}"
-                )
-            return idx_c.astype(np.int64)
+            # Each owner maps its value to the nearest declared level (ties to the lower one), so a value
+            # outside the domain is clamped to an end level: no data-dependent error, nothing leaks.
+            hi = np.clip(np.searchsorted(self.levels, x), 0, self.levels.size - 1)
+            lo = np.clip(hi - 1, 0, self.levels.size - 1)
+            take_lo = np.abs(x - self.levels[lo]) <= np.abs(self.levels[hi] - x)
+            return np.where(take_lo, lo, hi).astype(np.int64)
         # Simple rounding to the nearest bin centre = floor on the bin grid;
         # values outside [lower, upper] are clipped to the end bins.
         t = np.floor((x - self.lower) / (self.upper - self.lower) * self.bins)
@@ -139,10 +135,11 @@ class Quantizer:
     """The quantization scheme pi of Algorithm 1: point -> cell in [0, K).
 
     Build with :meth:`uniform` (``k`` equal-width bins per coordinate on
-    public bounds, simple rounding, values outside clipped) or
-    :meth:`discrete` (a known finite domain per coordinate, e.g. ratings
-    1..5: no quantization). Multi-dimensional cells are numbered in
-    row-major order.
+    public bounds, simple rounding, values outside clamped to the end bins)
+    or :meth:`discrete` (a known finite domain per coordinate, e.g. ratings
+    1..5: no quantization; a value not in the domain goes to the nearest
+    level, so values outside are clamped). Multi-dimensional cells are
+    numbered in row-major order.
     """
 
     def __init__(self, axes: Sequence[_Axis]):
@@ -222,8 +219,9 @@ def _as_points(data: np.ndarray, dim: int) -> np.ndarray:
 def data_bounds(data: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per-coordinate [min, max] of the data, widened if degenerate.
 
-    For demonstrations on public data only: in a deployment the bounds are
-    public parameters fixed before collection (they would leak otherwise).
+    NOT a privacy parameter: bounds computed from the data leak through the
+    quantization, so no entry point uses this as a default. It remains for
+    experiments on public synthetic data, which must call it explicitly.
     """
     x = np.asarray(data, dtype=np.float64)
     if x.ndim == 1:
@@ -484,7 +482,8 @@ def _build(
         if k is None:
             raise ValueError("give the number of bins k, or the discrete domain levels")
         if bounds is None:
-            bounds = data_bounds(data)
+            raise ValueError("give the public quantization bounds=(lower, upper) (fixed in advance, never the "
+                             "data's min/max), or the discrete domain levels")
         q = Quantizer.uniform(bounds[0], bounds[1], k)
     return QuantizedUStatistic(kernel, q, epsilon, quantized_kernel)
 
@@ -523,11 +522,13 @@ def ldp_ustatistic(
 
     ``data``: shape ``(n,)`` (gini, auc, 1-d callables) or ``(n, 2)``
     (kendall). ``kernel``: a name in :data:`KERNELS` or a callable
-    ``f(x, y)``. ``k``: bins per coordinate on ``bounds = (lower, upper)``
-    (default: the data range, which is only for public demo data). Or
-    give ``levels``, the known discrete domain (e.g. ``[[1,2,3,4,5],
-    [1,2,3,4]]`` for two ratings), and ``k`` is ignored. ``labels``: 0/1
-    per point, public, for ``kernel="auc"``.
+    ``f(x, y)``. ``k``: bins per coordinate on the public
+    ``bounds = (lower, upper)`` (required; scalars or one per coordinate);
+    values outside are clamped to the end bins. Or give ``levels``, the
+    known discrete domain (e.g. ``[[1,2,3,4,5], [1,2,3,4]]`` for two
+    ratings), and ``k`` is ignored. ``labels``: 0/1 per point, public, for
+    ``kernel="auc"``. The estimate is raw (unbiased): it can leave the
+    kernel's range.
     """
     proto = _build(data, kernel, k, epsilon, bounds, levels, quantized_kernel)
     return _run(proto, data, labels, proto.randomize)

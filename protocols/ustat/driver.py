@@ -14,9 +14,16 @@ What it does
        the noisy value to the aggregator;
     3. the aggregator averages (step 3): U_hat = 2/(P n) sum f~(x_i, x_j).
 
+    Public parameters: the caller states the public domain [lower, upper]
+    of each private column and its fixed-point decimals D (:func:`prepare_data`);
+    every owner clamps its value into the domain and rounds it to the grid
+    lower + k 10^-D before anything else. The kernel's range, the circuit
+    width and the scale are functions of (lower, upper, D) only, never of
+    the data, so they are the same on neighbouring datasets.
+
     Noise scale (Theorem 5): with the kernel mapped to [0, 1] by its public
-    range R (gini: the public data range hi - lo; kendall: 2; AUC: 2 in the
-    circuit's 2[x > y] + [x = y] units), each release uses epsilon / P with
+    range R (gini: the public span (upper - lower) 10^D in grid units;
+    kendall: 2; AUC: 2 in the circuit's 2[x > y] + [x = y] units), each release uses epsilon / P with
     sensitivity R, i.e. Lap(P / eps) in [0, 1] units; each user is in at most
     P pairs, so the protocol is (eps, P delta_pair)-DP for each user, where
     delta_pair is the exact finite-precision delta the noise gadget reports.
@@ -122,85 +129,127 @@ class UStatResult:
 
 @dataclass(frozen=True)
 class PreparedData:
-    """Integer (fixed-point) data ready for the circuit, with the public range."""
+    """Integer (fixed-point) data ready for the circuit, with its public domain.
+
+    Everything but ``x``, ``y`` and ``clamped`` is a function of public
+    inputs (the bounds, the decimals, ``bits``).
+    """
 
     statistic: str
-    x: np.ndarray  # int64, shifted so the public minimum is 0
+    x: np.ndarray  # int64 grid indices k = round((clamp(v) - lower) 10^D), so the public lower bound is 0
     y: np.ndarray | None  # second column (kendall) or negatives (auc)
     bits: int
-    scale: float  # natural units per integer step
+    scale: float  # natural units per integer step (gini)
     range_: int  # public range R of the kernel in circuit units
+    domains: tuple = ()  # PublicDomain per private column (kendall: 2)
+    clamped: int = 0  # values moved into the public domain: private, a diagnostic only
 
 
-def _fixed_point(values: np.ndarray, name: str, max_decimals: int = 6) -> tuple[np.ndarray, int]:
-    """Smallest power of ten making every value an integer (up to 10^max_decimals, then rounding)."""
+def _domains(statistic: str, lower, upper, decimals) -> tuple:
+    """One :class:`pairwise.dp.bounds.PublicDomain` per private column, from public inputs."""
+    from pairwise.dp.bounds import PublicDomain
+    from pairwise.dp.errors import PrivacyParameterError
+
+    k = 2 if statistic == "kendall" else 1
+    if lower is None or upper is None:
+        raise UStatError(
+            f"{statistic} needs the public domain of its private column(s): lower= and upper= "
+            f"({'one value per column' if k == 2 else 'one value'}), fixed in advance, never the data's min/max")
+
+    def per_column(v, name):
+        vals = list(v) if isinstance(v, (list, tuple, np.ndarray)) else [v]
+        if len(vals) != k:
+            raise UStatError(f"{statistic} needs {k} {name} value(s) (one per private column), got {len(vals)}")
+        return vals
+
+    lo, hi = per_column(lower, "lower"), per_column(upper, "upper")
+    dec = [None] * k if decimals is None else per_column(decimals, "decimals")
+    names = ("x", "y") if k == 2 else ("scores" if statistic == "auc" else "x",)
+    try:
+        doms = tuple(PublicDomain(a, b, d, f"column {nm}") for a, b, d, nm in zip(lo, hi, dec, names))
+        for d in doms:
+            d.span  # noqa: B018 - validates the grid (at least 1 step, fewer than 2^62)
+    except PrivacyParameterError as exc:
+        raise UStatError(str(exc)) from None
+    return doms
+
+
+def _fixed_point(values, domain, name: str) -> tuple[np.ndarray, int]:
+    """Each owner clamps its value into the public domain and rounds it to the public grid."""
+    from pairwise.dp.bounds import to_fixed_point
+
     v = np.asarray(values, dtype=np.float64)
     if not np.isfinite(v).all():
         raise UStatError(f"column {name}: non-finite values")
-    for d in range(max_decimals + 1):
-        s = v * 10**d
-        if np.allclose(s, np.round(s), atol=1e-9, rtol=0):
-            return np.round(s).astype(np.int64), d
-    return np.round(v * 10**max_decimals).astype(np.int64), max_decimals
+    return to_fixed_point(v, domain)
 
 
 def _width(span: int) -> int:
+    """Circuit word (8/16/32/64 bits) holding the public grid span."""
     need = max(1, int(span).bit_length())
     for w in (8, 16, 32, 64):
         if need <= w:
             return w
-    raise UStatError(f"data range {span} does not fit in 64 bits")
+    raise UStatError(f"the public grid span {span} does not fit in 64 bits")
 
 
-def prepare_data(statistic: str, x, y=None, labels=None, bits: int | None = None) -> PreparedData:
-    """Map real data to unsigned fixed-point integers with a public range.
+def prepare_data(statistic: str, x, y=None, labels=None, bits: int | None = None, *,
+                 lower=None, upper=None, decimals=None) -> PreparedData:
+    """Map real data to unsigned fixed-point integers on the public grid.
 
-    gini: x values; kendall: x and y columns; auc: scores x and 0/1 labels
-    (positives garble, negatives evaluate).  ``bits`` fixes the circuit width
-    (default: the smallest of 8/16/32/64 that holds the shifted data).
+    gini: x values; kendall: x and y columns (``lower``/``upper``/``decimals``
+    one value per column); auc: scores x and 0/1 labels (public; positives
+    garble, negatives evaluate). Every value is clamped into
+    [lower, upper] and rounded to lower + k 10^-decimals by its owner
+    (``decimals`` default: :func:`pairwise.dp.bounds.default_decimals`). The
+    circuit width is the smallest of 8/16/32/64 bits holding the public span,
+    or ``bits`` if given (it must hold the span). Sensitivity, width and
+    scale are functions of the public bounds only.
     """
-    pd = _prepare(statistic, x, y, labels)
+    if statistic not in STATISTICS:
+        raise UStatError(f"unknown statistic {statistic!r}; choose from {STATISTICS}")
+    doms = _domains(statistic, lower, upper, decimals)
+    width = _width(max(d.span for d in doms))
     if bits is not None:
-        span = max(int(pd.x.max()), int(pd.y.max()) if pd.y is not None else 0)
-        if not 8 <= int(bits) <= 64 or span.bit_length() > int(bits):
-            raise UStatError(f"the data span {span} (after shifting by the minimum) needs more than {bits} bits")
-        pd = PreparedData(pd.statistic, pd.x, pd.y, int(bits), pd.scale, pd.range_)
-    return pd
+        if isinstance(bits, bool) or int(bits) != bits or not 8 <= int(bits) <= 64:
+            raise UStatError(f"bits must be an integer in 8..64, got {bits!r}")
+        need = max(d.span for d in doms).bit_length()
+        if need > int(bits):
+            raise UStatError(f"the public domain needs {need} bits ({max(d.span for d in doms)} grid steps); "
+                             f"--bits {bits} is too narrow: widen it or lower the decimals")
+        width = int(bits)
+    return _prepare(statistic, x, y, labels, doms, width)
 
 
-def _prepare(statistic: str, x, y=None, labels=None) -> PreparedData:
+def _prepare(statistic: str, x, y, labels, doms, width: int) -> PreparedData:
     if statistic not in STATISTICS:
         raise UStatError(f"unknown statistic {statistic!r}; choose from {STATISTICS}")
     x = np.asarray(x, dtype=np.float64)
     if x.ndim != 1 or x.size < 2:
         raise UStatError("need at least 2 data points")
     if statistic == "gini":
-        xi, d = _fixed_point(x, "x")
-        lo = int(xi.min())
-        xi = xi - lo
-        span = int(xi.max())
-        return PreparedData("gini", xi, None, _width(span), 10.0**-d, max(span, 1))
+        xi, moved = _fixed_point(x, doms[0], "x")
+        d = doms[0]
+        return PreparedData("gini", xi, None, width, d.step, d.span, doms, moved)
     if statistic == "kendall":
         if y is None:
             raise UStatError("kendall needs two columns")
         y = np.asarray(y, dtype=np.float64)
         if y.shape != x.shape:
             raise UStatError("kendall columns must have the same length")
-        xi, _ = _fixed_point(x, "x")
-        yi, _ = _fixed_point(y, "y")
-        xi, yi = xi - xi.min(), yi - yi.min()
-        return PreparedData("kendall", xi, yi, _width(max(int(xi.max()), int(yi.max()))), 1.0, 2)
+        xi, mx = _fixed_point(x, doms[0], "x")
+        yi, my = _fixed_point(y, doms[1], "y")
+        return PreparedData("kendall", xi, yi, width, 1.0, 2, doms, mx + my)
     if labels is None:
         raise UStatError("auc needs a 0/1 label column")
     lab = np.asarray(labels)
     if lab.shape != x.shape or not np.isin(lab, (0, 1)).all():
         raise UStatError("auc labels must be 0/1 and as long as the scores")
-    si, _ = _fixed_point(x, "score")
-    si = si - si.min()
+    si, moved = _fixed_point(x, doms[0], "score")
     pos, neg = si[lab == 1], si[lab == 0]
     if pos.size == 0 or neg.size == 0:
         raise UStatError("auc needs at least one positive and one negative example")
-    return PreparedData("auc", pos, neg, _width(int(si.max())), 1.0, 2)
+    return PreparedData("auc", pos, neg, width, 1.0, 2, doms, moved)
 
 
 def _pair_inputs(pd: PreparedData, pairs: np.ndarray) -> tuple[list[int] | np.ndarray, list[int] | np.ndarray]:
@@ -213,7 +262,26 @@ def _pair_inputs(pd: PreparedData, pairs: np.ndarray) -> tuple[list[int] | np.nd
     return pd.x[pairs[:, 0]], pd.x[pairs[:, 1]]
 
 
+def _exact_raw(statistic: str, x, y, labels) -> float:
+    """The U-statistic of the raw (unclamped, unrounded) data: not private, for evaluation only."""
+    x = np.asarray(x, dtype=np.float64)
+    if statistic == "gini":
+        return u_statistic("gini", x)
+    if statistic == "kendall":
+        return u_statistic("kendall", x, np.asarray(y, dtype=np.float64))
+    lab = np.asarray(labels)
+    return u_statistic("auc", x[lab == 1], x[lab == 0])
+
+
+def natural_range(pd: PreparedData) -> tuple[float, float]:
+    """The statistic's natural range: gini [0, upper - lower], kendall's tau-a [-1, 1], AUC [0, 1]."""
+    if pd.statistic == "gini":
+        return 0.0, pd.domains[0].upper - pd.domains[0].lower
+    return (-1.0, 1.0) if pd.statistic == "kendall" else (0.0, 1.0)
+
+
 def _exact(pd: PreparedData) -> float:
+    """The U-statistic of the clamped fixed-point data (what the estimate is unbiased for): not private."""
     if pd.statistic == "gini":
         return u_statistic("gini", pd.x.astype(np.float64)) * pd.scale
     if pd.statistic == "kendall":
@@ -402,6 +470,9 @@ def run_ustat(
     labels=None,
     *,
     epsilon: float,
+    lower=None,
+    upper=None,
+    decimals=None,
     pairs_per_user: int = 1,
     mode: str = "simulate",
     design: str = "subsample",
@@ -418,6 +489,11 @@ def run_ustat(
 ) -> UStatResult:
     """Run the 2PC U-statistic protocol and return the DP estimate with its costs.
 
+    ``lower``/``upper`` (required) and ``decimals``: the public domain of the
+    private column(s), one value per column for kendall; every owner clamps
+    its value into it and rounds it to the grid lower + k 10^-decimals
+    (:func:`prepare_data`), and the sensitivity, fixed-point scale and
+    circuit width follow from it alone.
     ``design``: ``subsample`` (the paper's protocol, P permutations) or
     ``all`` (every pair, the paper's baseline, per-pair budget from advanced
     composition with ``delta_slack``; one-sample statistics only).
@@ -428,13 +504,21 @@ def run_ustat(
     process per core), ``"local:N"``, ``"tcp://HOST:PORT"``, or a connected
     ``distributed.Client``; ``timeout`` bounds every wait on the cluster.
     ``rng`` drives only the public pair sampling (default: seeded from the OS
-    CSPRNG); noise bits always come from ``os.urandom``.
+    CSPRNG); noise bits always come from ``os.urandom``. Every parameter is
+    validated before any noise is drawn.
+
+    Result: ``estimate`` is the raw (unbiased) estimate, ``extra["estimate_clamped"]``
+    the same clamped to the natural range (:func:`natural_range`). Not
+    private (evaluation only): ``exact`` (raw data), ``extra["exact_quantized"]``
+    (clamped fixed-point data, what the estimate is unbiased for),
+    ``theorem5_mse`` (uses the data's zetas), ``extra["clamped"]``, ``seconds``.
     """
     from pairwise.circuits.noise import noisy_kernel
 
-    if not (isinstance(epsilon, (int, float)) and math.isfinite(epsilon) and epsilon > 0):
+    if not (isinstance(epsilon, (int, float)) and not isinstance(epsilon, bool) and math.isfinite(epsilon)
+            and epsilon > 0):
         raise UStatError(f"epsilon must be a positive finite number, got {epsilon!r}")
-    if int(pairs_per_user) != pairs_per_user or pairs_per_user < 1:
+    if isinstance(pairs_per_user, bool) or int(pairs_per_user) != pairs_per_user or pairs_per_user < 1:
         raise UStatError(f"pairs per user must be a positive integer, got {pairs_per_user!r}")
     if mode not in ("simulate", "network"):
         raise UStatError(f"mode must be 'simulate' or 'network', got {mode!r}")
@@ -453,9 +537,22 @@ def run_ustat(
             raise UStatError(str(exc)) from exc
     if mode == "network" and not 1 <= int(workers) <= 64:
         raise UStatError(f"workers must be in 1..64, got {workers!r}")
+    if isinstance(batch, bool) or int(batch) != batch or batch < 1:
+        raise UStatError(f"batch must be a positive integer, got {batch!r}")
+    if not (isinstance(timeout, (int, float)) and math.isfinite(timeout) and timeout > 0):
+        raise UStatError(f"timeout must be a positive number of seconds, got {timeout!r}")
+    if design == "all" and not (isinstance(delta_slack, (int, float)) and 0 < delta_slack < 1):
+        raise UStatError(f"delta_slack must lie in (0, 1), got {delta_slack!r}")
     P = int(pairs_per_user)
     t_start = time.perf_counter()
-    pd = prepare_data(statistic, x, y, labels, bits)
+    pd = prepare_data(statistic, x, y, labels, bits, lower=lower, upper=upper, decimals=decimals)
+    if statistic == "auc":
+        most = min(pd.x.size, pd.y.size)
+        if design == "subsample" and P > most:
+            raise UStatError(f"pairs per user P = {P} exceeds the {most} distinct partners the smaller class "
+                             f"offers ({pd.x.size} positives, {pd.y.size} negatives)")
+    elif design == "subsample" and P > pd.x.size - 1:
+        raise UStatError(f"pairs per user P = {P} exceeds n - 1 = {pd.x.size - 1}, the number of other users")
     rng = rng or csprng_generator()
     if statistic == "auc":
         pairs = sample_two_sample_pairs(pd.x.size, pd.y.size, P, rng)
@@ -492,7 +589,8 @@ def run_ustat(
     if cluster is None:
         total, count = _aggregate(out)
     unit = float(nc.unit)
-    exact = _exact(pd)
+    exact = _exact_raw(statistic, x, y, labels)
+    exact_q = _exact(pd)
     guarantee = nc.guarantee
     delta_pair = float(guarantee.delta) if guarantee is not None else 0.0
     conv = {"gini": pd.scale, "kendall": 1.0, "auc": 0.5}[statistic]
@@ -505,6 +603,7 @@ def run_ustat(
         z = zetas(statistic, pd.x.astype(np.float64), None if pd.y is None else pd.y.astype(np.float64))
         mse = conv**2 * theorem5_mse(n, P, z.zeta1, z.zeta2, noise_var)
     estimate = total / count * unit * conv
+    lo_nat, hi_nat = natural_range(pd)
     delta = releases * delta_pair + (delta_slack if design == "all" else 0.0)
     return UStatResult(
         statistic=statistic,
@@ -521,7 +620,10 @@ def run_ustat(
         mode=mode,
         executions=executions,
         theorem5_mse=mse,
-        extra={"and_gates_per_pair": nc.circuit.n_and, "bits": pd.bits, "noise_delta_per_pair": delta_pair,
+        extra={"estimate_clamped": min(max(float(estimate), lo_nat), hi_nat), "natural_range": [lo_nat, hi_nat],
+               "exact_quantized": float(exact_q), "clamped": int(pd.clamped),
+               "domain": [d.as_dict() for d in pd.domains],
+               "and_gates_per_pair": nc.circuit.n_and, "bits": pd.bits, "noise_delta_per_pair": delta_pair,
                "epsilon_per_pair": float(eps_pair), "design": design,
                "noise_variance_per_pair": noise_var * conv**2, "cluster": None, **cluster_info},
     )
