@@ -3,7 +3,7 @@
 Usage (by twoparty.py, not by hand)::
 
     python benchmarks/_twoparty_worker.py ROLE PORT CIRCUIT BITS SEED FIRST_REPS EXECUTIONS SIMD COTS
-        [--profile FILE] [--buffered] [--frame-target N] [--first-frame N]
+        [--profile FILE] [--buffered] [--tls DIR] [--frame-target N] [--first-frame N]
 
 ROLE is ``garbler`` (listens) or ``evaluator`` (connects).  The party runs, in
 order, over loopback TCP with the real runtime (mpc.twopc):
@@ -24,7 +24,10 @@ so the evaluator can check the last outputs against the plaintext circuit.
 Prints one JSON object on stdout.  With ``--profile FILE`` the amortized loop
 of step 2 runs under cProfile (CPU-time clock) and the stats are dumped to FILE.  With
 ``--buffered`` both channels are ``TCPChannel(buffered=True)`` (small frames
-are coalesced into one write).  ``--frame-target N`` / ``--first-frame N`` set
+are coalesced into one write).  With ``--tls DIR`` every connection is mutual
+TLS 1.3 with the certificates ``garbler`` and ``evaluator`` of DIR, each side
+pinning the other's name; the evaluator's connect time (TCP + TLS handshake +
+admission) is reported as ``first.connect_seconds`` (plaintext: TCP only).  ``--frame-target N`` / ``--first-frame N`` set
 mpc.twopc.FRAME_TARGET / FIRST_FRAME (experiments on the garbler's frame sizes).
 
 Security model: none of its own; it only drives mpc.twopc (semi-honest Yao).
@@ -68,19 +71,25 @@ def both_inputs(circuit: Circuit, seed: int, batch: int, salt: int):
 
 
 BUFFERED = False  # set by --buffered: TCPChannel(buffered=True) coalesces small frames until a flush or receive
+TLS = None  # set by --tls DIR: this party's TLSConfig
 
 
 def connect(role: str, listener: TCPListener | None, port: int) -> TCPChannel:
     if role == "garbler":
-        return listener.accept(TIMEOUT, buffered=BUFFERED)
-    return TCPChannel.connect("127.0.0.1", port, deadline=TIMEOUT, timeout=TIMEOUT, buffered=BUFFERED)
+        return listener.accept(TIMEOUT, buffered=BUFFERED, peer_names="evaluator" if TLS else None)
+    return TCPChannel.connect("127.0.0.1", port, deadline=TIMEOUT, timeout=TIMEOUT, buffered=BUFFERED, tls=TLS,
+                              peer_names="garbler" if TLS else None)
 
 
 def main(argv: list[str]) -> int:
     role, port, spec, bits, seed, first_reps, executions, simd, cots = argv[:9]
-    global BUFFERED
+    global BUFFERED, TLS
     profile = argv[argv.index("--profile") + 1] if "--profile" in argv else None
     BUFFERED = "--buffered" in argv
+    if "--tls" in argv:
+        from pairwise.mpc.tls import TLSConfig
+
+        TLS = TLSConfig(argv[argv.index("--tls") + 1], role)
     if "--frame-target" in argv:  # experiment: the garbler's frame size (mpc.twopc.FRAME_TARGET)
         twopc.FRAME_TARGET = int(argv[argv.index("--frame-target") + 1])
     if "--first-frame" in argv:  # experiment: the garbler's first frame (mpc.twopc.FIRST_FRAME)
@@ -90,9 +99,10 @@ def main(argv: list[str]) -> int:
     circuit = resolve_circuit(spec, bits, False)
     party = GARBLER if role == "garbler" else EVALUATOR
     Session = GarblerSession if role == "garbler" else EvaluatorSession
-    listener = TCPListener("127.0.0.1", port) if role == "garbler" else None
+    listener = TCPListener("127.0.0.1", port, tls=TLS) if role == "garbler" else None
     digest = circuit_digest(circuit)
-    result: dict = {"role": role, "circuit": circuit.name, "and_gates": circuit.n_and, "buffered": BUFFERED}
+    result: dict = {"role": role, "circuit": circuit.name, "and_gates": circuit.n_and, "buffered": BUFFERED,
+                    "tls": TLS is not None}
 
     def mine(batch: int, salt: int, scalar: bool = False) -> dict:
         """This party's inputs as {group: value} (scalar) or {group: [values]}."""
@@ -103,6 +113,7 @@ def main(argv: list[str]) -> int:
     for label, ot_batch in (("first", _ot_batch(circuit)), ("first_default_ot_batch", None)):
         rows = []
         for rep in range(first_reps):
+            tc = time.perf_counter()
             ch = connect(role, listener, port)
             c0 = time.process_time()
             t0 = time.perf_counter()
@@ -110,7 +121,8 @@ def main(argv: list[str]) -> int:
             t1 = time.perf_counter()
             r = s.run(circuit, mine(1, rep, scalar=True))
             t2 = time.perf_counter()
-            rows.append((t2 - t0, t1 - t0, ch.bytes_sent, ch.bytes_received, r.bytes_sent, time.process_time() - c0))
+            rows.append((t2 - t0, t1 - t0, ch.bytes_sent, ch.bytes_received, r.bytes_sent, time.process_time() - c0,
+                         t0 - tc))
             ch.close()
         result[label] = {
             "ot_batch": ot_batch,
@@ -120,6 +132,7 @@ def main(argv: list[str]) -> int:
             "bytes_sent": rows[-1][2],
             "bytes_received": rows[-1][3],
             "setup_bytes_sent": rows[-1][2] - rows[-1][4],
+            "connect_seconds": statistics.median(x[6] for x in rows),  # evaluator: TCP (+ TLS) connect
         }
 
     # 2. amortized: many executions of batch 1 in one session

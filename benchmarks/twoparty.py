@@ -13,7 +13,9 @@ For each circuit (AES-128 from Bristol Fashion, the gini and kendall kernels at
   execution of ``--simd`` instances;
 * bytes and frames each way per execution, and the garbler's bytes per AND gate;
 * the correlated-OT rate: ``COTSender.send_random`` of ``--cots`` COTs between
-  the two processes (default batches of 65536).
+  the two processes (default batches of 65536);
+* connect: the evaluator's ``TCPChannel.connect`` (TCP; with channel kind
+  ``tls`` also the TLS 1.3 handshake and the admission step, throwaway CA).
 
 Targets (issue 4): AES-128 amortized <= 5 ms per execution (EMP-toolkit:
 0.67 ms), first execution <= 300 ms, garbler bytes within 3% of 32 bytes per
@@ -25,6 +27,8 @@ Usage::
     python benchmarks/twoparty.py --quick              # fewer repetitions
     python benchmarks/twoparty.py --profile DIR        # also cProfile the amortized loop of both parties
     python benchmarks/twoparty.py --json               # one JSON object instead of the table
+    python benchmarks/twoparty.py --circuits aes128 --channels unbuffered,tls --rounds 5
+                                                       # plaintext vs mutual TLS, interleaved
 
 Timings are wall clock on a shared machine; they vary by tens of percent between runs.
 Security model: none of its own (drives mpc.twopc, semi-honest Yao).
@@ -52,15 +56,17 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def run_circuit(spec: str, bits: int, args, profile_dir: str | None, buffered: bool) -> dict:
+def run_circuit(spec: str, bits: int, args, profile_dir: str | None, buffered: bool,
+                tls_dir: str | None = None) -> dict:
     port = free_port()
     common = [spec, str(bits), str(int.from_bytes(os.urandom(4), "little")), str(args.first_reps),
               str(args.executions), str(args.simd), str(args.cots)]
     procs = {}
     for role in ("garbler", "evaluator"):
-        tag = f"{spec}{bits if spec != 'aes128' else ''}{'-buffered' if buffered else ''}"
+        tag = f"{spec}{bits if spec != 'aes128' else ''}{'-buffered' if buffered else ''}{'-tls' if tls_dir else ''}"
         extra = ["--profile", os.path.join(profile_dir, f"{tag}-{role}.prof")] if profile_dir else []
         extra += ["--buffered"] if buffered else []
+        extra += ["--tls", tls_dir] if tls_dir else []
         extra += ["--frame-target", str(args.frame_target)] if args.frame_target else []
         extra += ["--first-frame", str(args.first_frame)] if args.first_frame else []
         procs[role] = subprocess.Popen([sys.executable, WORKER, role, str(port), *common, *extra],
@@ -89,7 +95,8 @@ def summarize(res: dict, n_g_bits: int) -> dict:
     ideal = 32 * n_and + 16 * n_g_bits
     return {
         "circuit": g["circuit"],
-        "channel": "buffered" if g["buffered"] else "unbuffered",
+        "channel": ("buffered" if g["buffered"] else "unbuffered") + (" + TLS" if g.get("tls") else ""),
+        "connect_ms": 1e3 * e["first"]["connect_seconds"],
         "and_gates": n_and,
         "first_ms": 1e3 * max(first_g["seconds"], first_e["seconds"]),
         "first_cpu_ms_garbler": 1e3 * first_g["cpu_seconds"],
@@ -117,6 +124,25 @@ def summarize(res: dict, n_g_bits: int) -> dict:
     }
 
 
+def tls_overhead(rows: list[dict]) -> None:
+    """Per circuit: medians over rounds, plaintext (unbuffered) against TLS, and their ratio."""
+    import statistics
+
+    for circ in dict.fromkeys(r["circuit"] for r in rows):
+        plain = [r for r in rows if r["circuit"] == circ and r["channel"] == "unbuffered"]
+        tls = [r for r in rows if r["circuit"] == circ and r["channel"] == "unbuffered + TLS"]
+        if not plain or not tls:
+            continue
+        parts = []
+        for key, label in (("amortized_ms", "amortized ms/exec"), ("cpu_ms_garbler", "garbler CPU ms/exec"),
+                           ("cpu_ms_evaluator", "evaluator CPU ms/exec"), ("first_ms", "first ms"),
+                           ("connect_ms", "connect ms")):
+            a = statistics.median(r[key] for r in plain)
+            b = statistics.median(r[key] for r in tls)
+            parts.append(f"{label} {a:.2f} -> {b:.2f} (x{b / a:.2f})")
+        print(f"\nTLS overhead, {circ}, median of {len(plain)} plaintext / {len(tls)} TLS runs: " + "; ".join(parts))
+
+
 def profile_summary(path: str, top: int = 14) -> str:
     st = pstats.Stats(path)
     total = st.total_tt
@@ -136,8 +162,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--simd", type=int, default=100)
     ap.add_argument("--cots", type=int, default=1 << 22)
     ap.add_argument("--circuits", default=",".join(f"{c}:{b}" if b else c for c, b in CIRCUITS))
-    ap.add_argument("--channels", default="unbuffered,buffered",
-                    help="TCP channel kinds to run: unbuffered (as the CLI), buffered (TCPChannel(buffered=True))")
+    ap.add_argument("--channels", default="unbuffered,buffered,tls",
+                    help="TCP channel kinds to run: unbuffered (as the CLI), buffered (TCPChannel(buffered=True)), "
+                         "tls (unbuffered in mutual TLS 1.3, throwaway CA)")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="repeat every circuit x channel run this many times, interleaved (A/B on a noisy machine)")
     ap.add_argument("--frame-target", type=int, default=None,
                     help="override mpc.twopc.FRAME_TARGET (bytes per garbler frame) in both workers")
     ap.add_argument("--first-frame", type=int, default=None,
@@ -153,32 +182,41 @@ def main(argv: list[str] | None = None) -> int:
     from pairwise.circuits.catalog import resolve_circuit
     from pairwise.circuits.ir import GARBLER
 
+    from pairwise.mpc.tls import throwaway_credentials
+
+    kinds = args.channels.split(",")
+    for kind in kinds:
+        if kind not in ("unbuffered", "buffered", "tls"):
+            ap.error(f"unknown channel kind {kind!r}")
     rows = []
-    for item in args.circuits.split(","):
-        spec, _, b = item.partition(":")
-        bits = int(b) if b else 0
-        c = resolve_circuit(spec, bits or 32)
-        n_g = sum(g.width for g in c.groups_of(GARBLER))
-        for kind in args.channels.split(","):
-            if kind not in ("unbuffered", "buffered"):
-                ap.error(f"unknown channel kind {kind!r}")
-            rows.append(summarize(run_circuit(spec, bits or 32, args, args.profile, kind == "buffered"), n_g))
+    with throwaway_credentials([("garbler", "client"), ("evaluator", "client")]) as certs:
+        for rnd in range(args.rounds):
+            for item in args.circuits.split(","):
+                spec, _, b = item.partition(":")
+                bits = int(b) if b else 0
+                c = resolve_circuit(spec, bits or 32)
+                n_g = sum(g.width for g in c.groups_of(GARBLER))
+                for kind in kinds:
+                    res = run_circuit(spec, bits or 32, args, args.profile, kind == "buffered",
+                                      certs if kind == "tls" else None)
+                    rows.append(dict(summarize(res, n_g), round=rnd + 1))
     if args.json:
         print(json.dumps({"rows": rows, "args": vars(args)}))
         return 0
     print(f"two processes over loopback TCP; first = median of {args.first_reps} fresh sessions; "
           f"amortized over {args.executions} executions (batch 1) in one session")
-    hdr = ("| circuit | channel | AND | first ms | (setup ms) | first CPU ms G / E | first ms, default COT batch | amortized ms/exec | median ms/exec | CPU ms/exec G / E "
+    hdr = ("| round | circuit | channel | AND | connect ms | first ms | (setup ms) | first CPU ms G / E | first ms, default COT batch | amortized ms/exec | median ms/exec | CPU ms/exec G / E "
            f"| SIMD x{args.simd} ms/inst | frames/exec G->E / E->G | garbler->evaluator B/exec | evaluator->garbler B/exec | B/AND (garbler) "
            "| garbler / (32 AND + 16 in) | first: garbler / (ideal + base OT) | COT/s | ok |")
     print(hdr)
     print("|" + "---|" * (hdr.count("|") - 1))
     for r in rows:
-        print(f"| {r['circuit']} | {r['channel']} | {r['and_gates']} | {r['first_ms']:.1f} | {r['first_setup_ms']:.1f} | {r['first_cpu_ms_garbler']:.0f} / {r['first_cpu_ms_evaluator']:.0f} "
+        print(f"| {r['round']} | {r['circuit']} | {r['channel']} | {r['and_gates']} | {r['connect_ms']:.2f} | {r['first_ms']:.1f} | {r['first_setup_ms']:.1f} | {r['first_cpu_ms_garbler']:.0f} / {r['first_cpu_ms_evaluator']:.0f} "
               f"| {r['first_default_ot_ms']:.1f} | {r['amortized_ms']:.2f} | {r['median_exec_ms']:.2f} | {r['cpu_ms_garbler']:.1f} / {r['cpu_ms_evaluator']:.1f} "
               f"| {r['simd_ms_per_instance']:.3f} | {r['g_to_e_frames']:.1f} / {r['e_to_g_frames']:.2f} | {r['g_to_e_bytes']:.0f} | {r['e_to_g_bytes']:.0f} "
               f"| {r['bytes_per_and']:.2f} | {r['garbler_vs_ideal']:.4f} | {r['first_garbler_vs_ideal_plus_ot']:.4f} "
               f"| {r['cot_per_s'] / 1e6:.2f} M | {'yes' if r['check'] else 'NO'} |")
+    tls_overhead(rows)
     for aes in (r for r in rows if r["circuit"].startswith("aes")):
         print(f"\nAES-128 ({aes['channel']}) amortized {aes['amortized_ms']:.2f} ms/exec = {aes['amortized_ms'] / EMP_AES_MS:.1f}x "
               f"EMP-toolkit's {EMP_AES_MS} ms (target <= 5 ms); first execution {aes['first_ms']:.0f} ms "

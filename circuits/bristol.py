@@ -13,6 +13,8 @@ What it does
     The old Bristol format has line 2 ``n1 n2 nout`` and the same gate lines.
 
     Every parse error raises :class:`BristolFormatError` naming the line.
+    Memory is bounded by the file, not by its header: a wire count that the
+    gate lines cannot fill is refused before any per-wire table is made.
 
 Security model
     None: circuit files are public.  A circuit read from a file gets its input
@@ -66,8 +68,28 @@ def _ints(tokens: list[str], lineno: int, src: str) -> list[int]:
         raise BristolFormatError(f"expected integers, got {' '.join(tokens)!r}", lineno, src) from None
 
 
+def _check_wire_count(lines: list[str], first: int, nwires: int, n_in: int, src: str) -> None:
+    """Refuse a header whose wire count the gate lines cannot fill, before allocating per wire.
+
+    Every wire is an input or the output of a gate line, and a gate line
+    ``nin nout in.. out.. KIND`` has at most ``len(tokens) - 3`` outputs, so
+    ``nwires <= n_in + sum(len(tokens) - 3)``: the per-wire tables below are
+    then bounded by the file's own size, whatever its header claims.
+    """
+    room = n_in
+    for raw in lines[first - 1:]:
+        room += max(0, len(raw.split()) - 3)
+        if room >= nwires:
+            return
+    raise BristolFormatError(
+        f"the header announces {nwires} wires, but the {n_in} inputs and the gate lines can set at most {room}; "
+        "the wire count is wrong (or the file is truncated)", 1, src
+    )
+
+
 def _parse_gates(lines: list[str], first: int, ngates: int, nwires: int, n_in: int, src: str):
     """Parse gate lines; returns op, in0, in1, out lists after EQW/EQ/MAND lowering."""
+    _check_wire_count(lines, first, nwires, n_in, src)
     op: list[int] = []
     in0: list[int] = []
     in1: list[int] = []

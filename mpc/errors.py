@@ -18,6 +18,12 @@ What it does
     AddressInUse          the port to listen on is taken
     HandshakeError        session parameters differ (magic, version, session
                           id, role, circuit digest)
+    AuthenticationError   TLS failed: no certificate, one from another CA,
+                          an expired one, TLS on one side only
+    AccessDenied          the peer's certificate is valid but its role or
+                          name is not allowed here
+    InsecureTransport     plaintext requested on a non-loopback address
+                          without an explicit ``insecure=True``
     ProtocolError         a well-framed message with impossible content
                           (invalid curve point, batch desynchronisation)
     ====================  =====================================================
@@ -38,6 +44,9 @@ __all__ = [
     "ConnectError",
     "AddressInUse",
     "HandshakeError",
+    "AuthenticationError",
+    "AccessDenied",
+    "InsecureTransport",
     "ProtocolError",
 ]
 
@@ -72,6 +81,18 @@ class AddressInUse(ChannelError):
 
 class HandshakeError(ChannelError):
     """The two parties disagree on magic, version, session id, role or circuit digest."""
+
+
+class AuthenticationError(HandshakeError):
+    """The TLS handshake failed: a missing, untrusted or expired certificate, or TLS on one side only."""
+
+
+class AccessDenied(HandshakeError):
+    """The peer authenticated, but its certificate's role or name is not allowed for this connection."""
+
+
+class InsecureTransport(ChannelError):
+    """A plaintext connection to or from a non-loopback address was requested without ``insecure=True``."""
 
 
 class ProtocolError(ChannelError):

@@ -6,6 +6,7 @@
 - :mod:`pairwise.protocols.ldp`: the papers' local-model and shuffle-model protocols.
 - :mod:`pairwise.protocols.datasets`: the real datasets shipped in ``protocols/data`` and CSV loading.
 - :mod:`pairwise.protocols.cli` and :mod:`pairwise.protocols.commands`: the command line.
+- :mod:`pairwise.protocols.processes`: child processes that die with their parent; SIGTERM as a clean exit.
 
 Security model: per module; the 2PC protocols assume semi-honest parties.
 """

@@ -12,6 +12,11 @@ its project subclasses such as ``CircuitError`` and ``DataError``, ``OSError``
 from sockets and files, including every ``ChannelError``)
 are printed as one line on stderr with exit status 2; with ``--json`` they are
 also printed as ``{"error": ...}`` on stdout.
+
+Signals: SIGINT and SIGTERM unwind the command (exit status 130 and 143),
+so every command stops the processes it started
+(:mod:`pairwise.protocols.processes`); a command started by another
+``pairwise`` process also exits when that parent dies.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ COMMAND_MODULES = (
     "pairwise.protocols.commands.ecdf",
     "pairwise.protocols.commands.fss",
     "pairwise.protocols.commands.ldp",
+    "pairwise.protocols.commands.certs",
 )
 
 
@@ -60,6 +66,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from .processes import Terminated, bind_to_parent, exit_on_sigterm
+
+    bind_to_parent()  # a child of `demo 2pc` & co. dies with its parent
+    exit_on_sigterm()  # SIGTERM unwinds like Ctrl-C: children are stopped in `finally`
     parser = build_parser()
     args = parser.parse_args(argv)
     func = getattr(args, "func", None)
@@ -68,9 +78,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         return int(func(args) or 0)
-    except KeyboardInterrupt:
-        print("pairwise: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:
+        term = isinstance(exc, Terminated)
+        print(f"pairwise: {'terminated' if term else 'interrupted'}", file=sys.stderr)
+        return 143 if term else 130
     except BrokenPipeError:  # output piped into head & co.
         sys.stderr.close()
         return 0

@@ -17,6 +17,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -27,6 +28,7 @@ from pairwise.mpc.channel import (
     ConnectError,
     FrameError,
     HandshakeError,
+    InsecureTransport,
     PeerClosed,
     TCPChannel,
     TCPListener,
@@ -282,7 +284,15 @@ def test_connect_unresolvable_host():
 def test_connect_unreachable_address_gives_up_at_deadline():
     # 192.0.2.1 is TEST-NET-1 (RFC 5737): never routed; refused, unreachable or silent here
     with pytest.raises(ConnectError, match="could not connect to 192.0.2.1:9"):
+        TCPChannel.connect("192.0.2.1", 9, deadline=0.5, insecure=True)
+
+
+def test_plaintext_off_loopback_needs_insecure():
+    # refused before any packet is sent: the address is not loopback and there is no TLS
+    with pytest.raises(InsecureTransport, match="not a loopback address.*--insecure"):
         TCPChannel.connect("192.0.2.1", 9, deadline=0.5)
+    with pytest.raises(InsecureTransport, match="refusing plaintext listening on 0.0.0.0"):
+        TCPListener("0.0.0.0", 0)
 
 
 def test_connect_retries_until_the_peer_listens():
@@ -348,3 +358,76 @@ def test_handshake_mismatch_detected_by_both_processes():
         assert "circuit mismatch" in report["message"]
     finally:
         finish(child)
+
+
+# --------------------------------------------------------------------------- bounded memory
+
+
+def _rss_kib(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as fh:
+        for line in fh:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise AssertionError("no VmRSS")
+
+
+def _rx_queue(server_port: int, client_port: int) -> int | None:
+    """Bytes waiting in the receive queue of the server's socket for this client (/proc/net/tcp)."""
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as fh:
+                rows = fh.read().splitlines()[1:]
+        except FileNotFoundError:
+            continue
+        for row in rows:
+            f = row.split()
+            local, remote, queues = f[1], f[2], f[4]
+            if int(local.rsplit(":", 1)[1], 16) == server_port and int(remote.rsplit(":", 1)[1], 16) == client_port:
+                return int(queues.split(":")[1], 16)
+    return None
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/net/tcp"), reason="needs Linux /proc")
+def test_announced_huge_frames_do_not_allocate():
+    """Three peers announce 250 MiB frames (under the 256 MiB limit) and send 3 MiB of each: the
+    receiving process grows by about what arrived, not by what was announced (old code: +750 MiB)."""
+    server = spawn(
+        """
+        import threading
+        lst = TCPListener("127.0.0.1", 0)
+        say(port=lst.port, pid=os.getpid())
+        chans = [lst.accept(20, recv_timeout=60) for _ in range(3)]
+        def sink(ch):
+            try:
+                ch.recv()
+            except ChannelError:
+                pass
+        for ch in chans:
+            threading.Thread(target=sink, args=(ch,), daemon=True).start()
+        say(accepted=3)
+        time.sleep(60)  # the test kills us
+        """
+    )
+    socks = []
+    try:
+        info = read_line(server)
+        socks = [socket.create_connection(("127.0.0.1", info["port"]), timeout=CHILD_TIMEOUT) for _ in range(3)]
+        assert read_line(server)["accepted"] == 3
+        base = _rss_kib(info["pid"])
+        chunk = os.urandom(1 << 20)
+        for s in socks:
+            s.sendall(struct.pack("!I", 250 << 20))
+            for _ in range(3):
+                s.sendall(chunk)
+        # wait (bounded) until the server has read everything we sent: its receive queues are empty
+        deadline = time.monotonic() + CHILD_TIMEOUT
+        ports = [s.getsockname()[1] for s in socks]
+        while any(_rx_queue(info["port"], p) for p in ports):
+            assert time.monotonic() < deadline, "the server did not read the frames"
+            time.sleep(0.05)
+        grown_mib = (_rss_kib(info["pid"]) - base) / 1024
+        assert grown_mib < 50, f"receiver grew by {grown_mib:.0f} MiB for 9 MiB received"
+    finally:
+        for s in socks:
+            s.close()
+        finish(server)

@@ -372,7 +372,10 @@ def test_garbage_server_evaluator_clear_error(raw, message):
         try:
             conn = lst.accept(BOUND)
             conn._sock.sendall(raw)  # raw bytes, not a frame: the point of this test
-            conn._sock.shutdown(socket.SHUT_WR)
+            try:
+                conn._sock.shutdown(socket.SHUT_WR)
+            except OSError:  # the evaluator already rejected the bytes and closed (a loaded machine's timing)
+                pass
             rc, out, err = finish(e, timeout=20)
             conn.close()
         finally:
@@ -488,7 +491,7 @@ def bad_input_runs(cases: dict, with_evaluator=()) -> dict:
             )
         try:
             for name, (g, e, trap) in procs.items():
-                gres, eres = finish(g, 20), (finish(e, 20) if e is not None else None)
+                gres, eres = finish(g, 90), (finish(e, 90) if e is not None else None)  # 14 processes at once
                 try:
                     trap.accept(0.1).close()
                     reached = 1

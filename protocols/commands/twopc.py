@@ -1,18 +1,30 @@
 """``pairwise 2pc garbler|evaluator`` and ``pairwise demo 2pc``: semi-honest Yao between two processes.
 
 Commands
-    ``pairwise 2pc garbler --listen HOST:PORT --circuit (KERNEL|aes128|FILE) [--bits W] [--signed] --input V [--json]``
-    ``pairwise 2pc evaluator --connect HOST:PORT --circuit ... --input V [--json]``
+    ``pairwise 2pc garbler --listen HOST:PORT --circuit (KERNEL|aes128|FILE) [--bits W] [--signed] --input V
+    [--tls DIR --name NAME [--peer NAME] | --insecure] [--json]``
+    ``pairwise 2pc evaluator --connect HOST:PORT --circuit ... --input V [--tls DIR --name NAME [--peer NAME]] [--json]``
         V is the party's input: for a kernel, an integer (for ``kendall``, the
         pair ``x,y``); for a Bristol file, the hex of the party's input group
         (garbler: group 1, evaluator: group 2), big-endian as in SOURCE.md.
         Each side prints the outputs, AND gates, bytes sent and received,
         messages and seconds (JSON keys ``outputs``, ``and_gates``,
         ``bytes_sent``, ``bytes_received``, ``messages_sent``,
-        ``messages_received``, ``seconds``, ``setup_seconds``).  Kernel outputs
-        print as integers, Bristol outputs as hex.
+        ``messages_received``, ``seconds``, ``setup_seconds``, ``tls``,
+        ``peer_name``).  Kernel outputs print as integers, Bristol outputs as hex.
     ``pairwise demo 2pc [--circuit ...] [--garbler-input V] [--evaluator-input V] [--json]``
-        Starts both parties as two processes on loopback and prints both summaries.
+        Makes a throwaway CA in a temporary directory, starts both parties as
+        two processes on loopback in mutual TLS, and prints both summaries.
+
+Transport (:mod:`pairwise.protocols.commands.transport`)
+    ``--tls DIR --name NAME``: mutual TLS 1.3 with certificates from
+    ``pairwise certs create`` (any role); ``--peer NAME`` also requires the
+    other party's certificate to be NAME.  Without ``--tls`` the parties
+    speak plaintext, allowed on loopback only unless ``--insecure``.
+    The garbler keeps listening until ``--timeout`` when a connection fails
+    TLS, admission or the session handshake (a stray connection, a port
+    scanner, an evaluator with another circuit): it prints each rejection
+    on stderr and serves the first valid evaluator.
 
 Security model: semi-honest Yao (:mod:`pairwise.mpc.twopc`); inputs are range-checked
 before the socket is opened, so a bad input never moves a secret.
@@ -21,7 +33,6 @@ before the socket is opened, so a bad input never moves a secret.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -31,6 +42,7 @@ from pairwise.circuits.ir import EVALUATOR, GARBLER, Circuit, CircuitError
 from pairwise.circuits.kernels import KERNELS, pack_pair
 
 from .circuit import format_hex_output, parse_hex_input
+from .transport import add_transport_args, tls_from_args, transport_argv
 
 
 def _hostport(text: str) -> tuple[str, int]:
@@ -54,6 +66,8 @@ def _add_common(p) -> None:
     p.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for the peer on any message (default 30)")
     p.add_argument("--output", choices=["both", "evaluator", "garbler"], default="both", help="who learns the output")
     p.add_argument("--json", action="store_true")
+    add_transport_args(p)
+    p.add_argument("--peer", metavar="NAME", help="with --tls: the other party's certificate name must be NAME")
 
 
 def register(root, groups) -> None:
@@ -115,7 +129,7 @@ def _ot_batch(circuit: Circuit) -> int:
     return max(1024, -(-n // 1024) * 1024) if n <= 1 << 16 else 1 << 16
 
 
-def _report(args, circuit: Circuit, res, setup_s: float, role: str) -> None:
+def _report(args, circuit: Circuit, res, setup_s: float, role: str, ch) -> None:
     outs = None
     if res.outputs is not None:
         if _is_kernel(args.circuit):
@@ -133,6 +147,8 @@ def _report(args, circuit: Circuit, res, setup_s: float, role: str) -> None:
         "messages_received": res.messages_received,
         "seconds": round(res.seconds + setup_s, 6),
         "setup_seconds": round(setup_s, 6),
+        "tls": ch.secure,
+        "peer_name": ch.peer_identity.name if ch.peer_identity is not None else None,
     }
     if args.json:
         print(json.dumps(d))
@@ -141,34 +157,46 @@ def _report(args, circuit: Circuit, res, setup_s: float, role: str) -> None:
         print(f"  outputs         {outs if outs is not None else '(not revealed to this party)'}")
         for k in ("and_gates", "bytes_sent", "bytes_received", "messages_sent", "messages_received", "seconds", "setup_seconds"):
             print(f"  {k:<15} {d[k]}")
+        print(f"  {'peer':<15} {ch.peer_identity if ch.peer_identity is not None else '(plaintext, loopback)'} at {ch.peer}")
     sys.stdout.flush()
 
 
 def _run_party(args, party) -> int:
-    from pairwise.mpc.channel import TCPChannel
+    from pairwise.mpc.channel import TCPChannel, TCPListener
     from pairwise.mpc.twopc import EvaluatorSession, GarblerSession, circuit_digest
 
+    tls = tls_from_args(args)
+    if args.peer is not None and tls is None:
+        raise ValueError("--peer NAME needs --tls DIR --name NAME (a plaintext peer has no verified name)")
     circuit = resolve_circuit(args.circuit, args.bits, args.signed)
     inputs = parse_party_input(circuit, args.circuit, party, args.input, args.bits, args.signed)
     circuit.levels  # compute the (cached) schedule before any socket opens: off the peer's clock
+    session_args = {"ot_batch": _ot_batch(circuit), "extra": circuit_digest(circuit)}
+    t0 = time.perf_counter()
     if party == GARBLER:
         host, port = _hostport(args.listen)
-        ch = TCPChannel.listen(host, port, timeout=args.timeout)
-        session_cls = GarblerSession
+        with TCPListener(host, port, tls=tls, insecure=args.insecure) as lst:
+            # a stray connection is rejected and the garbler keeps waiting for its evaluator
+            ch, s = lst.accept_first(args.timeout, lambda c: GarblerSession(c, **session_args),
+                                     peer_names=args.peer,
+                                     on_reject=lambda msg: print(f"pairwise: {msg}", file=sys.stderr, flush=True))
+        t0 = time.perf_counter() - s.setup_seconds
     else:
         host, port = _hostport(args.connect)
-        ch = TCPChannel.connect(host, port, deadline=args.connect_deadline, timeout=args.timeout)
-        session_cls = EvaluatorSession
+        ch = TCPChannel.connect(host, port, deadline=args.connect_deadline, timeout=args.timeout, tls=tls,
+                                insecure=args.insecure, peer_names=args.peer)
+        s = None
     try:
-        t0 = time.perf_counter()
-        s = session_cls(ch, ot_batch=_ot_batch(circuit), extra=circuit_digest(circuit))
+        if s is None:
+            t0 = time.perf_counter()
+            s = EvaluatorSession(ch, **session_args)
         setup = time.perf_counter() - t0
         res = s.run(circuit, inputs, output=args.output)
         # report totals for the whole session, setup traffic included
         st = ch.stats()
         res.bytes_sent, res.bytes_received = st["bytes_sent"], st["bytes_received"]
         res.messages_sent, res.messages_received = st["messages_sent"], st["messages_received"]
-        _report(args, circuit, res, setup, party.value)
+        _report(args, circuit, res, setup, party.value, ch)
     finally:
         ch.close()
     return 0
@@ -191,6 +219,10 @@ def _free_port() -> int:
 
 
 def cmd_demo(args) -> int:
+    from pairwise.mpc.tls import throwaway_credentials
+
+    from ..processes import spawn, terminate
+
     circuit = resolve_circuit(args.circuit, args.bits, args.signed)
     if _is_kernel(args.circuit):
         gi = args.garbler_input or ("12,7" if args.circuit == "kendall" else "1234")
@@ -206,27 +238,34 @@ def cmd_demo(args) -> int:
     if args.signed:
         common.append("--signed")
     exe = [sys.executable, "-m", "pairwise", "2pc"]
-    env = dict(os.environ)
-    g = subprocess.Popen(exe + ["garbler", "--listen", f"127.0.0.1:{port}", f"--input={gi}"] + common,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    e = subprocess.Popen(exe + ["evaluator", "--connect", f"127.0.0.1:{port}", f"--input={ei}"] + common,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    try:
-        gout, gerr = g.communicate(timeout=120)
-        eout, eerr = e.communicate(timeout=120)
-    except subprocess.TimeoutExpired:
-        g.kill()
-        e.kill()
-        raise TimeoutError("demo: a party did not finish within 120 s") from None
+    pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True}
+    procs = []
+    # a throwaway CA: both parties authenticate each other and pin the other's name
+    with throwaway_credentials([("garbler", "client"), ("evaluator", "client")]) as certs:
+        try:
+            g = spawn(exe + ["garbler", "--listen", f"127.0.0.1:{port}", f"--input={gi}", "--peer", "evaluator"]
+                      + transport_argv(certs, "garbler") + common, **pipes)
+            procs.append(g)
+            e = spawn(exe + ["evaluator", "--connect", f"127.0.0.1:{port}", f"--input={ei}", "--peer", "garbler"]
+                      + transport_argv(certs, "evaluator") + common, **pipes)
+            procs.append(e)
+            try:
+                gout, gerr = g.communicate(timeout=120)
+                eout, eerr = e.communicate(timeout=120)
+            except subprocess.TimeoutExpired:
+                raise TimeoutError("demo: a party did not finish within 120 s") from None
+        finally:
+            terminate(procs)  # also on Ctrl-C / SIGTERM: no party outlives the demo
     if g.returncode or e.returncode:
         raise RuntimeError(f"demo failed: garbler rc={g.returncode}: {gerr.strip()} | evaluator rc={e.returncode}: {eerr.strip()}")
     gd, ed = json.loads(gout.strip().splitlines()[-1]), json.loads(eout.strip().splitlines()[-1])
     if args.json:
         print(json.dumps({"garbler": gd, "evaluator": ed, "inputs": {"garbler": gi, "evaluator": ei}}))
     else:
-        print(f"two processes on 127.0.0.1:{port}, circuit {gd['circuit']}")
+        print(f"two processes on 127.0.0.1:{port} in mutual TLS 1.3 (throwaway CA), circuit {gd['circuit']}")
         print(f"  garbler input {gi}, evaluator input {ei}")
         for d in (gd, ed):
             print(f"  {d['role']:<9} outputs={d['outputs']} and_gates={d['and_gates']} sent={d['bytes_sent']} "
-                  f"received={d['bytes_received']} messages={d['messages_sent']}/{d['messages_received']} seconds={d['seconds']}")
+                  f"received={d['bytes_received']} messages={d['messages_sent']}/{d['messages_received']} "
+                  f"seconds={d['seconds']} peer={d['peer_name']}")
     return 0

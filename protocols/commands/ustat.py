@@ -1,7 +1,7 @@
 """``pairwise ustat``: the main job, DP U-statistics with the 2PC subsampling protocol.
 
 ``pairwise ustat --statistic (gini|kendall|auc) --epsilon E [--pairs-per-user P]
-[--mode simulate|network] [--cluster local[:N]|tcp://HOST:PORT] [--design subsample|all] [--workers W] [--bits W]
+[--mode simulate|network] [--cluster local[:N]|tcp://HOST:PORT] [--design subsample|all] [--workers W] [--tls DIR] [--bits W]
 [--data FILE.csv --columns A[,B] [--label COLUMN] --lower L[,L2] --upper U[,U2] [--decimals D[,D2]]] [--json]``
 
 Without ``--data`` it runs on real data shipped in ``protocols/data``
@@ -31,6 +31,9 @@ JSON keys (public interface):
   (on the clamped fixed-point data, what ``estimate`` is unbiased for),
   ``theorem5_mse`` (uses the data's zetas), ``clamped`` (how many values
   were clamped), ``seconds`` (wall time).
+
+In network mode the workers talk mutual TLS 1.3: with ``--tls DIR`` worker K
+uses ``DIR/worker-K.pem`` (any role), otherwise a throwaway CA is made for the run.
 
 Security model: see :mod:`pairwise.protocols.ustat.driver` (semi-honest 2PC, CDP).
 """
@@ -72,6 +75,9 @@ def register(root, groups) -> None:
     p.add_argument("--design", choices=["subsample", "all"], default="subsample",
                    help="subsample (the paper's protocol) or all pairs with advanced composition (baseline)")
     p.add_argument("--workers", type=int, default=4, help="worker processes in network mode (default 4)")
+    p.add_argument("--tls", metavar="DIR",
+                   help="network mode: mutual TLS with the certificates worker-0 .. worker-(W-1) in DIR "
+                        "(pairwise certs create); default: a throwaway CA made for the run")
     p.add_argument("--bits", type=int, help="circuit width (default: the smallest of 8/16/32/64 holding the public "
                                             "grid span (upper - lower) 10^decimals)")
     p.add_argument("--signed", action="store_true",
@@ -159,7 +165,7 @@ def cmd_ustat(args) -> int:
                   decimals=[d.scale_decimals for d in domains])
     res = run_ustat(stat, cols[0], cols[1] if stat == "kendall" else None, lab, epsilon=args.epsilon,
                     pairs_per_user=args.pairs_per_user, mode=args.mode, design=args.design,
-                    workers=args.workers, bits=args.bits, batch=args.batch, progress=progress,
+                    workers=args.workers, bits=args.bits, batch=args.batch, progress=progress, tls_dir=args.tls,
                     cluster=args.cluster, **bounds)
     if progress:
         print(file=sys.stderr)

@@ -43,7 +43,10 @@ Modes (both run the same GarblerSession / EvaluatorSession code)
     garbler is on worker a and evaluator on worker b form one Yao session over
     loopback TCP between a and b (two threads of a when a = b), each party
     drawing its own noise bits; the evaluator side forwards the noisy values
-    to the aggregator.
+    to the aggregator.  Sessions run in mutual TLS 1.3 (certificates
+    ``worker-K`` from ``tls_dir``, or a throwaway CA made for the run), each
+    worker pinning its peer's certificate name; the workers die with the
+    driver and are stopped on SIGTERM/SIGINT.
 
 Baseline design ``all``
     All n(n-1)/2 pairs, each release at the per-pair epsilon that advanced
@@ -384,14 +387,30 @@ def _free_ports(k: int) -> list[int]:
     return ports
 
 
+def _worker_name(w: int) -> str:
+    return f"worker-{w}"
+
+
 def _run_network(nc, params: dict, pairs: np.ndarray, owner_g: np.ndarray, owner_e: np.ndarray,
-                 gx, ey, workers: int, timeout: float, progress) -> tuple[np.ndarray, int, int]:
+                 gx, ey, workers: int, timeout: float, progress, tls_dir: str | None = None,
+                 tls: bool = True) -> tuple[np.ndarray, int, int]:
     """Users hosted by ``workers`` processes; each (garbler worker, evaluator worker) group of pairs
     is one real Yao session over loopback TCP between those processes (or two threads of one worker).
+
+    Sessions run in mutual TLS with the certificates ``worker-K`` of ``tls_dir``, or of a throwaway
+    CA when ``tls_dir`` is None; each side pins the other worker's name.  ``tls=False``: plaintext
+    (loopback only).  Every worker is stopped when this function leaves, normally or not (SIGTERM
+    and Ctrl-C included), and dies with this process.
     """
+    import contextlib
     import json
     import subprocess
     import sys
+
+    from pairwise.mpc.tls import throwaway_credentials
+
+    from ..commands.transport import transport_argv
+    from ..processes import spawn, terminate
 
     m = pairs.shape[0]
     groups: dict[tuple[int, int], np.ndarray] = {}
@@ -402,8 +421,21 @@ def _run_network(nc, params: dict, pairs: np.ndarray, owner_g: np.ndarray, owner
     order = {}
     for sid, ((wg, we), idx) in enumerate(sorted(groups.items())):
         order[sid] = idx
-        jobs[wg]["sessions"].append({"id": sid, "role": "garbler", "port": ports[sid], "inputs": [int(gx[i]) for i in idx]})
-        jobs[we]["sessions"].append({"id": sid, "role": "evaluator", "port": ports[sid], "inputs": [int(ey[i]) for i in idx]})
+        jobs[wg]["sessions"].append({"id": sid, "role": "garbler", "port": ports[sid], "peer": _worker_name(we),
+                                     "inputs": [int(gx[i]) for i in idx]})
+        jobs[we]["sessions"].append({"id": sid, "role": "evaluator", "port": ports[sid], "peer": _worker_name(wg),
+                                     "inputs": [int(ey[i]) for i in idx]})
+    active = [w for w, job in jobs.items() if job["sessions"]]
+    if not tls:
+        creds = contextlib.nullcontext(None)
+    elif tls_dir is None:
+        creds = throwaway_credentials([(_worker_name(w), "client") for w in active])
+    else:
+        from pairwise.mpc.tls import TLSConfig
+
+        for w in active:  # a missing or unusable certificate fails here, before any process starts
+            TLSConfig(tls_dir, _worker_name(w))
+        creds = contextlib.nullcontext(tls_dir)
     # One thread per worker feeds its job on stdin and collects its report, all with a deadline
     # (a worker reads its whole job before it connects to any peer, so every job must go out at once).
     limit = timeout * 4 + 30
@@ -417,19 +449,26 @@ def _run_network(nc, params: dict, pairs: np.ndarray, owner_g: np.ndarray, owner
             p.kill()
             p.communicate()
             reports[w] = None
+        except (OSError, ValueError):  # the pipes were closed under us: we are shutting down
+            reports[w] = None
 
     threads = []
-    for w, job in jobs.items():
-        if not job["sessions"]:
-            continue
-        p = subprocess.Popen([sys.executable, "-m", "pairwise.protocols.ustat.worker"], stdin=subprocess.PIPE,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        procs[w] = p
-        t = threading.Thread(target=drive, args=(w, p, json.dumps(job)), daemon=True)
-        t.start()
-        threads.append(t)
-    for t in threads:
-        t.join(limit + 10)
+    with creds as cert_dir:
+        try:
+            for w in active:
+                tls_args = transport_argv(cert_dir, _worker_name(w)) if cert_dir is not None else []
+                p = spawn([sys.executable, "-m", "pairwise.protocols.ustat.worker", *tls_args],
+                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                procs[w] = p
+                t = threading.Thread(target=drive, args=(w, p, json.dumps(jobs[w])), daemon=True)
+                t.start()
+                threads.append(t)
+            for t in threads:
+                t.join(limit + 10)
+        finally:
+            terminate(procs.values())  # no-op for workers that finished; SIGTERM/SIGKILL for the rest
+            for t in threads:
+                t.join(10)
     out = np.zeros(m, dtype=np.int64)
     filled = np.zeros(m, dtype=bool)
     total_bytes = 0
@@ -437,7 +476,6 @@ def _run_network(nc, params: dict, pairs: np.ndarray, owner_g: np.ndarray, owner
     for w, p in procs.items():
         rep_io = reports.get(w)
         if rep_io is None:
-            p.kill()
             errors.append(f"worker {w}: did not finish within {limit:.0f} s")
             continue
         stdout, stderr = rep_io
@@ -482,6 +520,8 @@ def run_ustat(
     workers: int = 4,
     timeout: float = 120.0,
     cluster=None,
+    tls_dir: str | None = None,
+    tls: bool = True,
     lam: int = 40,
     progress=None,
     rng: np.random.Generator | None = None,
@@ -498,7 +538,9 @@ def run_ustat(
     ``all`` (every pair, the paper's baseline, per-pair budget from advanced
     composition with ``delta_slack``; one-sample statistics only).
     ``mode``: ``simulate`` (one process, in-memory channel) or ``network``
-    (``workers`` processes hosting the users, real TCP between them).
+    (``workers`` processes hosting the users, real TCP between them, in
+    mutual TLS with the certificates ``worker-K`` of ``tls_dir`` or of a
+    throwaway CA; ``tls=False`` for plaintext on loopback).
     ``cluster``: run simulate mode's batches as Dask tasks
     (:mod:`pairwise.protocols.ustat.cluster`): a spec ``"local"`` (one worker
     process per core), ``"local:N"``, ``"tcp://HOST:PORT"``, or a connected
@@ -585,7 +627,8 @@ def run_ustat(
             owner_g, owner_e = pairs[:, 0] % w, (pairs[:, 1] + pd.x.size) % w
         else:
             owner_g, owner_e = pairs[:, 0] % w, pairs[:, 1] % w
-        out, total_bytes, executions = _run_network(nc, params, pairs, owner_g, owner_e, gx, ey, w, timeout, progress)
+        out, total_bytes, executions = _run_network(nc, params, pairs, owner_g, owner_e, gx, ey, w, timeout, progress,
+                                                    tls_dir=tls_dir, tls=tls)
     if cluster is None:
         total, count = _aggregate(out)
     unit = float(nc.unit)

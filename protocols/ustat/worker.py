@@ -1,11 +1,12 @@
 """A worker process hosting users of the 2PC U-statistic protocol (network mode).
 
 What it does
-    Run as ``python -m pairwise.protocols.ustat.worker``; reads one JSON job on stdin:
+    Run as ``python -m pairwise.protocols.ustat.worker [--tls DIR --name NAME]``;
+    reads one JSON job on stdin:
 
     ``{"worker": k, "params": {...noisy_kernel arguments...},
       "sessions": [{"id": s, "role": "garbler"|"evaluator", "port": p,
-                    "inputs": [v, ...]}, ...], "timeout": t}``
+                    "peer": "worker-j", "inputs": [v, ...]}, ...], "timeout": t}``
 
     For each session it runs one party of a real Yao session over TCP on
     loopback (the garbler listens on ``port``, the evaluator connects to it):
@@ -18,11 +19,20 @@ What it does
     {"outputs": [...], "bytes_sent": .., "bytes_received": ..}}}`` (keyed by
     session and role: a worker hosting both users of a pair plays both roles).
 
+Transport
+    With ``--tls DIR --name NAME`` every session runs in mutual TLS 1.3
+    (:mod:`pairwise.mpc.tls`), and each side requires the other's certificate
+    to carry the session's ``peer`` name, so a process that is not the
+    expected worker can neither feed nor read a session.  A garbler rejects
+    stray connections and keeps waiting for its evaluator
+    (:meth:`pairwise.mpc.channel.TCPListener.accept_first`).  Without
+    ``--tls`` sessions are plaintext on loopback.  The worker exits when its
+    parent dies (:mod:`pairwise.protocols.processes`) and on SIGTERM/SIGINT.
+
 Security model
     Semi-honest users; a worker plays the users it hosts and learns only
     their values, the noisy outputs of the pairs where they evaluate, and
-    nothing about the other party's value or noise (Yao + IKNP).  Channels are
-    loopback TCP without encryption (demonstration deployment).
+    nothing about the other party's value or noise (Yao + IKNP).
 """
 
 from __future__ import annotations
@@ -47,29 +57,33 @@ def _build(params: dict):
     )
 
 
-def run_session(nc, sess: dict, timeout: float, results: dict, errors: list) -> None:
+def run_session(nc, sess: dict, timeout: float, results: dict, errors: list, tls=None) -> None:
     from pairwise.circuits.noise import random_input_bits
-    from pairwise.mpc.channel import TCPChannel
+    from pairwise.mpc.channel import TCPChannel, TCPListener
     from pairwise.mpc.twopc import EvaluatorSession, GarblerSession, circuit_digest
 
     sid = sess["id"]
     circuit = nc.circuit
     values = [int(v) for v in sess["inputs"]]
+    peer = sess.get("peer") if tls is not None else None
+    session_args = {"session_id": f"ustat-{sid}", "extra": circuit_digest(circuit)}
     try:
         r = random_input_bits(nc.random_width, len(values))
         if sess["role"] == "garbler":
-            ch = TCPChannel.listen("127.0.0.1", sess["port"], timeout=timeout)
+            with TCPListener("127.0.0.1", sess["port"], tls=tls) as lst:
+                ch, s = lst.accept_first(timeout, lambda c: GarblerSession(c, **session_args), peer_names=peer,
+                                         on_reject=lambda msg: print(f"worker: {msg}", file=sys.stderr, flush=True))
             try:
-                s = GarblerSession(ch, session_id=f"ustat-{sid}", extra=circuit_digest(circuit))
                 s.run(circuit, {"x": values, "rx": r}, output="evaluator")
                 st = ch.stats()
             finally:
                 ch.close()
             results[f"{sid}:garbler"] = {"bytes_sent": st["bytes_sent"], "bytes_received": st["bytes_received"]}
         else:
-            ch = TCPChannel.connect("127.0.0.1", sess["port"], deadline=timeout, timeout=timeout)
+            ch = TCPChannel.connect("127.0.0.1", sess["port"], deadline=timeout, timeout=timeout, tls=tls,
+                                    peer_names=peer)
             try:
-                s = EvaluatorSession(ch, session_id=f"ustat-{sid}", extra=circuit_digest(circuit))
+                s = EvaluatorSession(ch, **session_args)
                 res = s.run(circuit, {"y": values, "ry": r}, output="evaluator")
                 st = ch.stats()
             finally:
@@ -83,20 +97,38 @@ def run_session(nc, sess: dict, timeout: float, results: dict, errors: list) -> 
         errors.append(f"session {sid} ({sess['role']}): {type(exc).__name__}: {exc}")
 
 
-def main() -> int:
-    job = json.loads(sys.stdin.read())
-    nc = _build(job["params"])
-    timeout = float(job.get("timeout", 60))
-    results: dict = {}
-    errors: list = []
-    threads = [
-        threading.Thread(target=run_session, args=(nc, s, timeout, results, errors), daemon=True)
-        for s in job["sessions"]
-    ]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout * 4)
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    from pairwise.protocols.commands.transport import add_transport_args, tls_from_args
+    from pairwise.protocols.processes import bind_to_parent, exit_on_sigterm
+
+    bind_to_parent()
+    exit_on_sigterm()
+    ap = argparse.ArgumentParser(prog="python -m pairwise.protocols.ustat.worker",
+                                 description="one worker of `pairwise ustat --mode network` (job on stdin)")
+    add_transport_args(ap)
+    args = ap.parse_args(argv)
+    try:
+        tls = tls_from_args(args)
+        job = json.loads(sys.stdin.read())
+        nc = _build(job["params"])
+        timeout = float(job.get("timeout", 60))
+        results: dict = {}
+        errors: list = []
+        threads = [
+            threading.Thread(target=run_session, args=(nc, s, timeout, results, errors, tls), daemon=True)
+            for s in job["sessions"]
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout * 4)
+    except KeyboardInterrupt:  # SIGINT, or SIGTERM (also sent when the parent dies)
+        return 143
+    except ValueError as exc:  # bad credentials or job: reported like a session error
+        print(json.dumps({"worker": None, "sessions": {}, "errors": [f"{type(exc).__name__}: {exc}"]}))
+        return 1
     if any(t.is_alive() for t in threads):
         errors.append("a session did not finish in time")
     print(json.dumps({"worker": job["worker"], "sessions": results, "errors": errors}))

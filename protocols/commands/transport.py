@@ -1,0 +1,48 @@
+"""The transport options shared by every networked command: ``--tls DIR --name NAME [--insecure]``.
+
+``--tls DIR --name NAME`` runs the command's connections in mutual TLS 1.3
+with the credentials ``DIR/ca.pem``, ``DIR/NAME.pem``, ``DIR/NAME.key`` (made by
+``pairwise certs create``, :mod:`pairwise.protocols.commands.certs`); the
+peer's certificate must chain to the same CA.  Without ``--tls`` the command
+runs in plaintext, which :mod:`pairwise.mpc.channel` allows on loopback
+addresses only; ``--insecure`` allows it elsewhere (a network you trust).
+
+Security model: see :mod:`pairwise.mpc.tls`.
+"""
+
+from __future__ import annotations
+
+__all__ = ["add_transport_args", "tls_from_args", "transport_argv"]
+
+
+def add_transport_args(p) -> None:
+    """Add ``--tls``, ``--name`` and ``--insecure`` to parser ``p``."""
+    g = p.add_argument_group("transport security")
+    g.add_argument("--tls", metavar="DIR",
+                   help="mutual TLS 1.3 with DIR/ca.pem and DIR/NAME.pem, DIR/NAME.key (pairwise certs create)")
+    g.add_argument("--name", metavar="NAME", help="this party's certificate name in the --tls directory")
+    g.add_argument("--insecure", action="store_true",
+                   help="allow plaintext on a non-loopback address (only on a network you trust)")
+
+
+def tls_from_args(args):
+    """The :class:`pairwise.mpc.tls.TLSConfig` of ``--tls DIR --name NAME``, or None for plaintext."""
+    tls_dir, name = getattr(args, "tls", None), getattr(args, "name", None)
+    if tls_dir is None:
+        if name is not None:
+            raise ValueError("--name NAME needs --tls DIR (the directory holding NAME.pem and NAME.key)")
+        return None
+    if not name:
+        raise ValueError("--tls DIR needs --name NAME (this party's certificate in DIR)")
+    if getattr(args, "insecure", False):
+        raise ValueError("--insecure and --tls exclude each other (--insecure only allows plaintext)")
+    from pairwise.mpc.tls import TLSConfig
+
+    return TLSConfig(tls_dir, name)
+
+
+def transport_argv(tls_dir: str | None, name: str | None, insecure: bool = False) -> list[str]:
+    """The command-line arguments that reproduce these options in a child process."""
+    if tls_dir is not None:
+        return ["--tls", str(tls_dir), "--name", str(name)]
+    return ["--insecure"] if insecure else []
