@@ -1,4 +1,4 @@
-"""Key evaluation of one ECDF server on its own Dask cluster (``pairwise ecdf serve --cluster``).
+"""Key evaluation of one ECDF server on its own Dask cluster (for ``pairwise ecdf serve --cluster``).
 
 What it does
     A server's dominant cost is evaluating every client's key at the
@@ -18,10 +18,12 @@ Failures
     Every wait has the server's timeout; a worker that dies or stalls while
     it holds a shard or a task raises :class:`pairwise.protocols.cluster.ClusterError`
     and drops this dataset's shards, so the next release scatters them again
-    from the server's key store.  The server evaluates the keys before it
-    reserves or charges any budget (see the handlers), so such a failure
-    refuses the release before anything is sent to the querier, and a retry
-    starts clean.
+    from the server's key store.  A server is meant to call
+    :meth:`ClusterKeys.evaluate` while it prepares a release, before it
+    reserves or charges any budget, so that such a failure refuses the
+    release before anything is sent to the querier and a retry starts clean
+    (``pairwise ecdf serve --cluster``: wired into the request handlers once
+    the ECDF service rewrite has landed; not yet).
 
 Security model
     The workers belong to the server: they hold this server's key shares (as
