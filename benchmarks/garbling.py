@@ -15,6 +15,19 @@ Usage::
     .venv/bin/python benchmarks/garbling.py --quick    # smaller sizes
     .venv/bin/python benchmarks/garbling.py --json
     .venv/bin/python benchmarks/garbling.py --profile  # cProfile breakdown (AES B=1024, layer)
+    .venv/bin/python benchmarks/garbling.py --two-process 1024  # both cores: garbler and evaluator processes
+
+Per-machine throughput with both cores (``--two-process B``): the rows above run
+the garbler and the evaluator one after the other in one process (one core).
+``--two-process B`` runs AES-128 for B instances (and gini-32 for 10^5, as in
+(b)) as one SIMD execution between a garbler process and an evaluator process over
+loopback TCP (benchmarks/_twoparty_worker.py: real session, IKNP OT for the
+evaluator's inputs), so garbling and evaluation overlap on the two cores, and
+prints AND gates per second of wall time next to the one-process garble +
+evaluate rate.  The other way to use both cores is to run two independent
+garbler/evaluator pairs, one per core: that is what ``pairwise ustat
+--cluster local:2`` does with its Dask workers (benchmarks/ustat_scale.py
+measures it).
 
 Every run also checks the decoded outputs against plaintext evaluation.
 Timings are wall-clock best-of-N; the CPU time of the best run is printed
@@ -271,11 +284,27 @@ def profile(circuit: Circuit, batch: int) -> str:
     return "\n".join(lines)
 
 
+def measure_two_process(spec: str, bits: int, batch: int) -> dict:
+    """One SIMD execution of ``batch`` instances between a garbler and an evaluator process (both cores)."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from twoparty import run_circuit
+
+    opts = argparse.Namespace(first_reps=1, executions=1, simd=batch, cots=1024, frame_target=None, first_frame=None)
+    res = run_circuit(spec, bits, opts, None, False)
+    g, e = res["garbler"], res["evaluator"]
+    wall = max(g["simd"]["seconds"], e["simd"]["seconds"])
+    n_and = g["and_gates"] * batch
+    return {"case": f"two-process {spec}{bits or ''}", "batch": batch, "and_gates": n_and, "seconds": wall,
+            "mands": n_and / wall / 1e6, "correct": bool(e["simd"].get("check", True))}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="smaller gini batch and AND layer")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--profile", action="store_true", help="print a cProfile breakdown instead")
+    ap.add_argument("--two-process", type=int, metavar="B",
+                    help="per-machine throughput with both cores: garbler and evaluator processes, B instances")
     ap.add_argument("--streamed-child", nargs=2, metavar=("CIRCUIT", "BATCH"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.streamed_child:
@@ -285,6 +314,22 @@ def main(argv=None) -> int:
         for c, b in ((resolve_circuit("aes128"), 1024), (and_layer_circuit(1 << 20), 1), (resolve_circuit("aes128"), 1)):
             print(profile(c, b), flush=True)
         return 0
+    if args.two_process:
+        rows = []
+        for spec, bits, batch in (("aes128", 0, args.two_process), ("gini", 32, 10**5)):
+            one = measure(resolve_circuit(spec, bits) if bits else resolve_circuit(spec), batch, 3)
+            two = measure_two_process(spec, bits, batch)
+            two["one_process_garble_eval_mands"] = two["and_gates"] / (one["garble_eval_ms"] / 1e3) / 1e6
+            two["correct"] = two["correct"] and one["correct"]
+            rows.append(two)
+            if not args.json:
+                print(f"{two['case']:<22} B={batch:<7} two processes (garbler | evaluator over TCP, OT "
+                      f"included) {two['mands']:7.2f} M AND/s ({1e3 * two['seconds']:9.1f} ms)   one process "
+                      f"garble+eval {two['one_process_garble_eval_mands']:7.2f} M AND/s  ok={two['correct']}",
+                      flush=True)
+        if args.json:
+            print(json.dumps(rows, indent=1))
+        return 0 if all(r["correct"] for r in rows) else 1
     rows = []
     for label, c, batch, repeat in cases(args.quick):
         r = measure(c, batch, repeat)

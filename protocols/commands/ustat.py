@@ -1,7 +1,7 @@
 """``pairwise ustat``: the main job, DP U-statistics with the 2PC subsampling protocol.
 
 ``pairwise ustat --statistic (gini|kendall|auc) --epsilon E [--pairs-per-user P]
-[--mode simulate|network] [--design subsample|all] [--workers W] [--tls DIR] [--bits W]
+[--mode simulate|network] [--cluster local[:N]|tcp://HOST:PORT] [--design subsample|all] [--workers W] [--tls DIR] [--bits W]
 [--data FILE.csv --columns A[,B] [--label COLUMN] --lower L[,L2] --upper U[,U2] [--decimals D[,D2]]]
 [--noise auto|krr|discrete_laplace|signed_geometric] [--pair-delta D]
 [--builtin NAME --columns A[,B]] [--batch B] [--timeout S] [--connect-timeout S] [--progress|--no-progress]
@@ -89,13 +89,16 @@ DEFAULTS = {
 DP_KEYS = ("estimate", "estimate_clamped", "rr_estimate", "rr_estimate_clamped")
 #: JSON keys computed without noise (or wall time): not private, for evaluation only. Every other key is a
 #: function of public inputs and is identical on neighbouring datasets (tests/test_privacy_audit.py).
-NOT_PRIVATE_KEYS = ("exact", "exact_quantized", "sample_mse", "theorem5_mse", "clamped", "seconds")
+NOT_PRIVATE_KEYS = ("exact", "exact_quantized", "sample_mse", "theorem5_mse", "clamped", "seconds",
+                    "cluster_task_seconds")
 
 #: Bins per coordinate of the Algorithm 1 baseline (or its grid's points, if there are at most this many).
 RR_BINS = 16
 
 
 def register(root, groups) -> None:
+    from ..cluster import add_cluster_argument
+
     p = root.add_parser("ustat", help="DP U-statistic (gini, kendall, auc) with the 2PC subsampling protocol",
                         description="Estimate a U-statistic of n users' private values with differential "
                                     "privacy: sampled pairs of users run the kernel plus discrete-Laplace noise "
@@ -108,6 +111,7 @@ def register(root, groups) -> None:
     p.add_argument("--mode", choices=["simulate", "network"], default="simulate",
                    help="simulate: all pairs as real 2PC executions over an in-memory channel in this process; "
                         "network: users hosted by --workers processes, real 2PC over loopback TCP")
+    add_cluster_argument(p, "simulate mode's SIMD batches (one Dask task each)")
     p.add_argument("--design", choices=["subsample", "all"], default="subsample",
                    help="subsample (the paper's protocol) or all pairs with advanced composition (baseline)")
     p.add_argument("--workers", type=positive_int, default=4, metavar="W",
@@ -219,7 +223,7 @@ def cmd_ustat(args) -> int:
                         pairs_per_user=args.pairs_per_user, mode=args.mode, design=args.design,
                         workers=args.workers, bits=args.bits, batch=args.batch, timeout=args.timeout,
                         connect_timeout=args.connect_timeout, progress=progress, tls_dir=args.tls,
-                        noise=args.noise, pair_delta=args.pair_delta, **bounds)
+                        noise=args.noise, pair_delta=args.pair_delta, cluster=args.cluster, **bounds)
     d = res.as_dict()
     lo_nat, hi_nat = d["natural_range"]
     d["rr_estimate"] = float(_rr_baseline(rr, cols, lab, domains))
@@ -253,6 +257,8 @@ def cmd_ustat(args) -> int:
     print(f"  users / pairs    {res.n} / {res.pairs} 2PC executions of the kernel + noise circuit "
           f"({d['and_gates_per_pair']} AND each, {d['noise_and_gates_per_pair']} of them noise, {d['bits']}-bit words, "
           f"SIMD batches: {res.executions})")
+    if d.get("cluster"):
+        print(f"  cluster          {d['cluster']}: {d['cluster_tasks']} Dask tasks on {d['cluster_workers']} worker(s)")
     print(f"  AND gates        {res.and_gates}")
     print(f"  bytes            {res.bytes} ({d['bytes_per_pair']:.0f} per pair)")
     print(f"  clamped          {clamped_note(d['clamped'], domains)}")

@@ -53,6 +53,10 @@ Modes (both run the same GarblerSession / EvaluatorSession code)
     :class:`pairwise.mpc.twopc.EvaluatorSession` (real garbling, real IKNP OT, bytes
     counted on the wire) over an in-memory channel between two threads of this
     process.
+    With ``cluster=`` (:mod:`pairwise.protocols.ustat.cluster`), every batch is
+    one Dask task that runs this same in-memory execution on a worker
+    (``local[:N]`` worker processes on this machine, or a scheduler address);
+    tasks return only the batch's noisy sum and count.
     ``network``: the users are hosted by worker processes
     (:mod:`pairwise.protocols.ustat.worker`, user u on worker u mod W); the pairs whose
     garbler is on worker a and evaluator on worker b form one Yao session over
@@ -354,6 +358,13 @@ def per_pair_epsilon(epsilon: float, design: str, P: int, n: int, delta_slack: f
     return min(Fraction(lo).limit_denominator(10**12), MAX_PAIR_EPSILON), k
 
 
+def _aggregate(nc, out: np.ndarray) -> tuple[int, int]:
+    """What a batch of noisy outputs reports to the aggregator: the exact integer sum of the reported
+    values (``nc.reported_values``: the noisy value, or a k-RR code's value) and their count.  The
+    estimate is affine in that sum (``nc.debias``), so batches combine exactly."""
+    return int(nc.reported_values(out).astype(object).sum()), int(np.size(out))
+
+
 def _run_simulate(nc, gx, ey, batch: int, progress) -> tuple[np.ndarray, int, int]:
     """All pairs as SIMD executions of one Yao session over an in-memory channel (two threads)."""
     from pairwise.mpc.channel import MemoryChannel
@@ -575,6 +586,7 @@ def run_ustat(
     workers: int = 4,
     timeout: float = 120.0,
     connect_timeout: float | None = None,
+    cluster=None,
     tls_dir: str | None = None,
     tls: bool = True,
     noise: str = "auto",
@@ -601,6 +613,10 @@ def run_ustat(
     ``timeout`` bounds every wait of a network-mode worker on its peer, ``connect_timeout``
     (default: ``timeout``) how long a worker keeps trying to reach its peer.
     ``progress(done, total)``, if given, is called as pairs complete (a progress bar's hook).
+    ``cluster``: run simulate mode's batches as Dask tasks
+    (:mod:`pairwise.protocols.ustat.cluster`): a spec ``"local"`` (one worker
+    process per core), ``"local:N"``, ``"tcp://HOST:PORT"``, or a connected
+    ``distributed.Client``; ``timeout`` bounds every wait on the cluster.
     ``rng`` drives only the public pair sampling (default: seeded from the OS
     CSPRNG); noise bits always come from ``os.urandom``. Every parameter is
     validated before any noise is drawn.
@@ -631,6 +647,15 @@ def run_ustat(
         raise UStatError(f"design must be 'subsample' or 'all', got {design!r}")
     if design == "all" and statistic == "auc":
         raise UStatError("the all-pairs design is implemented for one-sample statistics (gini, kendall)")
+    if cluster is not None and mode != "simulate":
+        raise UStatError("cluster= runs simulate mode's batches; network mode hosts users on its own worker processes")
+    if cluster is not None and isinstance(cluster, str):
+        from ..cluster import ClusterError, parse_cluster
+
+        try:
+            parse_cluster(cluster)
+        except ClusterError as exc:
+            raise UStatError(str(exc)) from exc
     if mode == "network" and not 1 <= int(workers) <= 64:
         raise UStatError(f"workers must be in 1..64, got {workers!r}")
     if isinstance(batch, bool) or int(batch) != batch or batch < 1:
@@ -681,7 +706,15 @@ def run_ustat(
     except NoiseParameterError as exc:
         raise UStatError(f"no {noise} noise for this statistic and budget: {exc}") from None
     gx, ey = _pair_inputs(pd, pairs)
-    if mode == "simulate":
+    cluster_info = {}
+    if mode == "simulate" and cluster is not None:
+        from .cluster import run_simulate_cluster
+
+        cr = run_simulate_cluster(cluster, nc, gx, ey, batch, progress, timeout)
+        total, count, total_bytes, executions = cr["sum"], cr["count"], cr["bytes"], cr["executions"]
+        cluster_info = {"cluster": cr["cluster"], "cluster_workers": cr["workers"], "cluster_tasks": cr["tasks"],
+                        "cluster_task_seconds": cr["seconds"]}
+    elif mode == "simulate":
         out, total_bytes, executions = _run_simulate(nc, gx, ey, batch, progress)
     else:
         params = {"statistic": statistic, "bits": pd.bits, "epsilon_num": eps_pair.numerator,
@@ -694,6 +727,8 @@ def run_ustat(
             owner_g, owner_e = pairs[:, 0] % w, pairs[:, 1] % w
         out, total_bytes, executions = _run_network(nc, params, pairs, owner_g, owner_e, gx, ey, w, timeout, progress,
                                                     tls_dir=tls_dir, tls=tls, connect_timeout=connect_timeout)
+    if cluster is None:
+        total, count = _aggregate(nc, out)
     unit = float(nc.unit)
     exact = _exact_raw(statistic, x, y, labels)
     exact_q = _exact(pd)
@@ -709,7 +744,8 @@ def run_ustat(
         pop_mse, sample_mse = _predicted_mse(statistic, pd, nc, design, P)
         pop_mse = None if pop_mse is None else pop_mse * to_natural
         sample_mse *= to_natural
-    estimate = float(nc.estimates(out).mean()) * unit * conv
+    slope, intercept = nc.debias  # the mean of the per-pair estimates, from the exact sum of reported values
+    estimate = (float(slope) * (total / count) + float(intercept)) * unit * conv
     lo_nat, hi_nat = natural_range(pd)
     delta = releases * delta_pair + (delta_slack if design == "all" else 0.0)
     return UStatResult(
@@ -736,6 +772,6 @@ def run_ustat(
                "noise": nc.mechanism, "bytes_per_pair": total_bytes / m,
                "noise_and_gates_per_pair": nc.noise_and_gates, "random_bits_per_pair": nc.random_width,
                "noise_epsilon_per_pair": guarantee.epsilon, "noise_delta_method": guarantee.method,
-               "pair_delta": float(d_pair), "sample_mse": sample_mse},
-        outputs=out,
+               "pair_delta": float(d_pair), "sample_mse": sample_mse, "cluster": None, **cluster_info},
+        outputs=out if cluster is None else None,
     )

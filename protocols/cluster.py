@@ -1,0 +1,247 @@
+"""Scale-out on Dask distributed: the cluster setup and the bounded task loop that pairwise's drivers share.
+
+What it does
+    :func:`parse_cluster` reads a cluster spec (``local``, ``local:N``,
+    ``tcp://HOST:PORT``, ``tls://HOST:PORT``), :func:`open_cluster` turns it
+    into a connected :class:`distributed.Client` (starting and tearing down a
+    :class:`distributed.LocalCluster` of N single-threaded worker processes
+    for ``local``), and :func:`run_bounded` runs a stream of tasks with at
+    most ``window`` of them in flight, a deadline on every wait, and a
+    callback per finished task.  :mod:`pairwise.protocols.ustat.cluster` (the
+    U-statistic simulation) and the ECDF servers use it.
+
+Why Dask distributed
+    It is the scheduler the design names (DESIGN.md, "Scale-out"): pure
+    Python and numpy-native, ``LocalCluster`` uses every core of one machine,
+    and ``Client("tcp://scheduler:8786")`` runs the same tasks on a cluster
+    started with ``dask scheduler`` / ``dask worker``.  It is an optional
+    dependency: ``pip install 'pairwise-mpc[cluster]'`` (the ``dev`` extra,
+    hence CI, includes it).
+
+Failure model
+    A task is never retried by pairwise.  On a ``local`` cluster the scheduler
+    runs with ``allowed-failures = 0``, so a worker that dies while it holds a
+    task fails the run at once with :class:`ClusterError` naming the task;
+    on a remote scheduler its own ``distributed.scheduler.allowed-failures``
+    decides how often a task is moved to another worker first (Dask's default
+    is 3).  A run in which no task finishes within ``timeout`` seconds (every
+    worker gone, a stalled worker, an unreachable scheduler) fails with
+    :class:`ClusterError` too, never hangs; pending tasks are cancelled.
+
+Security model
+    The driver and its workers are one trust domain: tasks and their inputs
+    travel with Dask's own serialization (pickle) between processes of the
+    same operator, never between protocol peers.  Over a network, use
+    ``tls://`` addresses with Dask's TLS settings
+    (``distributed.comm.tls.*`` in the Dask config or its
+    ``DASK_DISTRIBUTED__COMM__TLS__*`` environment variables).  What each
+    task sees is stated by the protocol that submits it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import re
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["ClusterError", "ClusterSpec", "parse_cluster", "open_cluster", "run_bounded", "cluster_threads",
+           "add_cluster_argument", "INSTALL_HINT"]
+
+INSTALL_HINT = "pip install 'pairwise-mpc[cluster]' (Dask distributed)"
+MAX_LOCAL_WORKERS = 256
+_LOCAL = re.compile(r"local(?::(\d+))?")
+_REMOTE = re.compile(r"(tcp|tls)://([A-Za-z0-9.\-]+|\[[0-9A-Fa-f:]+\]):(\d{1,5})")
+
+
+class ClusterError(RuntimeError):
+    """The cluster could not be reached or started, a worker died holding a task, or a wait timed out."""
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    """A parsed ``--cluster`` value: a local cluster of ``workers`` processes or a scheduler ``address``."""
+
+    workers: int | None = None
+    address: str | None = None
+
+    @property
+    def local(self) -> bool:
+        return self.address is None
+
+    def __str__(self) -> str:
+        return f"local:{self.workers}" if self.local else str(self.address)
+
+
+def local_cores() -> int:
+    """Cores this process may run on (the affinity mask where the OS has one)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def parse_cluster(spec: str) -> ClusterSpec:
+    """``local`` (one worker process per core), ``local:N``, ``tcp://HOST:PORT`` or ``tls://HOST:PORT``."""
+    if not isinstance(spec, str):
+        raise ClusterError(f"a cluster spec is a string, got {type(spec).__name__}")
+    s = spec.strip()
+    m = _LOCAL.fullmatch(s)
+    if m:
+        n = local_cores() if m.group(1) is None else int(m.group(1))
+        if not 1 <= n <= MAX_LOCAL_WORKERS:
+            raise ClusterError(f"local cluster size must be in 1..{MAX_LOCAL_WORKERS}, got {n}")
+        return ClusterSpec(workers=n)
+    m = _REMOTE.fullmatch(s)
+    if m:
+        if not 1 <= int(m.group(3)) <= 65535:
+            raise ClusterError(f"port out of range in cluster address {spec!r}")
+        return ClusterSpec(address=s)
+    raise ClusterError(f"cluster spec must be 'local', 'local:N', 'tcp://HOST:PORT' or 'tls://HOST:PORT', got {spec!r}")
+
+
+def _distributed():
+    try:
+        import distributed
+    except ImportError as exc:
+        raise ClusterError(f"--cluster needs Dask distributed, which is not installed: {INSTALL_HINT}") from exc
+    return distributed
+
+
+@contextlib.contextmanager
+def open_cluster(cluster: Any, *, timeout: float = 60.0, connect_timeout: float = 30.0) -> Iterator[Any]:
+    """Yield a connected :class:`distributed.Client` for ``cluster``.
+
+    ``cluster`` is a spec string (see :func:`parse_cluster`), a
+    :class:`ClusterSpec`, or an existing ``Client`` (yielded as is and left
+    open: its owner closes it).  A ``local`` cluster is started here (N worker
+    processes, one thread each, dashboard on a free loopback port) and closed
+    on exit; a remote scheduler must answer within ``connect_timeout`` and
+    have at least one worker within ``timeout`` seconds.
+    """
+    distributed = _distributed()
+    if isinstance(cluster, distributed.Client):
+        yield cluster
+        return
+    spec = cluster if isinstance(cluster, ClusterSpec) else parse_cluster(cluster)
+    import dask
+
+    if spec.local:
+        # allowed-failures = 0: a worker death fails the task (and the run) instead of a silent re-run.
+        with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
+            try:
+                lc = distributed.LocalCluster(n_workers=spec.workers, threads_per_worker=1, processes=True,
+                                              dashboard_address="127.0.0.1:0", silence_logs=logging.ERROR)
+            except Exception as exc:  # noqa: BLE001 - any start-up failure becomes one clear error
+                raise ClusterError(f"could not start a local Dask cluster of {spec.workers} workers: {exc}") from exc
+        try:
+            client = distributed.Client(lc, timeout=timeout)
+            try:
+                yield client
+            finally:
+                with contextlib.suppress(Exception):
+                    client.close(timeout=timeout)
+        finally:
+            with contextlib.suppress(Exception):
+                lc.close(timeout=timeout)
+        return
+    if spec.address.startswith("tls://"):
+        sec = distributed.Security()  # from Dask's config: distributed.comm.tls.*
+        if not (sec.tls_ca_file and sec.tls_client_cert):
+            raise ClusterError(f"{spec.address} needs Dask's TLS settings: set DASK_DISTRIBUTED__COMM__TLS__CA_FILE, "
+                               "DASK_DISTRIBUTED__COMM__TLS__CLIENT__CERT and DASK_DISTRIBUTED__COMM__TLS__CLIENT__KEY "
+                               "(or distributed.comm.tls.* in a Dask config file)")
+    try:
+        client = distributed.Client(spec.address, timeout=connect_timeout)
+    except (OSError, TimeoutError) as exc:
+        raise ClusterError(f"cannot reach the Dask scheduler at {spec.address} within {connect_timeout:g} s "
+                           f"(start one with: dask scheduler): {exc}") from exc
+    try:
+        try:
+            client.wait_for_workers(1, timeout=timeout)
+        except TimeoutError as exc:
+            raise ClusterError(f"the Dask scheduler at {spec.address} has no worker after {timeout:g} s "
+                               "(start one with: dask worker " + spec.address + ")") from exc
+        yield client
+    finally:
+        with contextlib.suppress(Exception):
+            client.close(timeout=timeout)
+
+
+def cluster_threads(client) -> int:
+    """Total worker threads the scheduler knows of (at least 1)."""
+    workers = client.scheduler_info().get("workers", {})
+    return max(1, sum(int(w.get("nthreads", 1)) for w in workers.values()))
+
+
+def _worker_summary(client) -> str:
+    try:
+        return f"{len(client.scheduler_info().get('workers', {}))} worker(s) connected"
+    except Exception as exc:  # noqa: BLE001 - diagnostics only
+        return f"scheduler unreachable ({exc})"
+
+
+def run_bounded(client, fn: Callable, items: Iterable[tuple], *, window: int, timeout: float,
+                on_result: Callable[[int, Any], None], name: str = "task", shared: tuple = ()) -> int:
+    """Run ``fn(*shared, *item)`` for every item as a Dask task, at most ``window`` in flight.
+
+    Items are submitted lazily (the driver never materializes more than
+    ``window`` tasks), each with ``pure=False`` so equal inputs still run
+    separately (each task draws its own randomness).  ``on_result(index,
+    result)`` is called in the driver as each task finishes, in completion
+    order.  Returns the number of tasks run.  Raises :class:`ClusterError`
+    when a worker died holding a task or when no task finished within
+    ``timeout`` seconds; a task's own exception propagates unchanged.
+    Pending tasks are cancelled on any error.
+    """
+    distributed = _distributed()
+    from distributed.scheduler import KilledWorker
+
+    if window < 1:
+        raise ClusterError(f"window must be >= 1, got {window}")
+    it = iter(enumerate(items))
+    pending: dict[Any, int] = {}
+    finished = 0
+
+    def submit_next() -> None:
+        nxt = next(it, None)
+        if nxt is not None:
+            i, item = nxt
+            pending[client.submit(fn, *shared, *item, pure=False, retries=0)] = i
+
+    try:
+        for _ in range(window):
+            submit_next()
+        while pending:
+            try:
+                done, _ = distributed.wait(list(pending), timeout=timeout, return_when="FIRST_COMPLETED")
+            except TimeoutError as exc:
+                raise ClusterError(f"no {name} finished within {timeout:g} s ({len(pending)} in flight, "
+                                   f"{finished} done; {_worker_summary(client)})") from exc
+            for fut in done:
+                i = pending.pop(fut)
+                try:
+                    res = fut.result(timeout=timeout)
+                except KilledWorker as exc:
+                    raise ClusterError(f"{name} {i} was lost: the worker running it died ({exc})") from exc
+                except distributed.client.FutureCancelledError as exc:
+                    raise ClusterError(f"{name} {i} was cancelled by the cluster: {exc}") from exc
+                on_result(i, res)
+                finished += 1
+                submit_next()
+    finally:
+        if pending:
+            with contextlib.suppress(Exception):
+                client.cancel(list(pending))
+    return finished
+
+
+def add_cluster_argument(parser, what: str) -> None:
+    """The ``--cluster`` flag shared by the commands that can run on Dask."""
+    parser.add_argument("--cluster", metavar="SPEC",
+                        help=f"run {what} on Dask distributed: 'local' (one worker process per core), "
+                             "'local:N', or a scheduler address tcp://HOST:PORT (tls://HOST:PORT with Dask's "
+                             f"TLS settings); needs {INSTALL_HINT}")
