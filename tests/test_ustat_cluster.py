@@ -69,10 +69,11 @@ def test_cluster_run_equals_the_in_process_run_without_noise(client, statistic):
     assert res_c.estimate == pytest.approx(res_i.estimate, abs=1e-12)
     assert res_c.estimate == pytest.approx(_noiseless_reference(statistic, pd, pairs), abs=1e-12)
     assert res_c.and_gates == res_i.and_gates and res_c.bytes > 32 * res_c.and_gates
-    # one progress call per finished task, ending at all pairs; equal tasks of at most 16 pairs,
-    # as many as a multiple of the 2 worker threads
+    # progress starts at 0, then one call per finished task, ending at all pairs; equal tasks of at
+    # most 16 pairs, as many as a multiple of the 2 worker threads
     tasks, least = res_c.extra["cluster_tasks"], -(-res_c.pairs // 16)
-    assert tasks == res_c.executions == len(done) and tasks % 2 == 0 and least <= tasks <= least + 1
+    assert done[0] == (0, res_c.pairs)
+    assert tasks == res_c.executions == len(done) - 1 and tasks % 2 == 0 and least <= tasks <= least + 1
     assert done[-1] == (res_c.pairs, res_c.pairs) and all(b > a for (a, _), (b, _) in zip(done, done[1:]))
     assert res_c.extra["cluster_workers"] == 2 and res_i.extra["cluster"] is None
 
