@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -75,10 +76,33 @@ def adapt(block: str, ports: dict[str, str]) -> str:
             line = line.replace(long, short)
         lines.append(line)
     script = "\n".join(lines)
-    for port in sorted(set(re.findall(r"127\.0\.0\.1:(\d{4,5})\b", script))):
+    found = set(re.findall(r"127\.0\.0\.1:(\d{4,5})\b", script)) | set(re.findall(r"--port (\d{4,5})\b", script))
+    for port in sorted(found):
         ports.setdefault(port, str(_free_port()))
         script = re.sub(rf"127\.0\.0\.1:{port}\b", f"127.0.0.1:{ports[port]}", script)
+        script = re.sub(rf"--port {port}\b", f"--port {ports[port]}", script)
     return script
+
+
+def run_block(script: str, cwd: Path, env: dict) -> subprocess.CompletedProcess:
+    """Run one block in its own process group; whatever it leaves behind (a failed block's background
+    servers) is killed, so a failure is reported instead of holding the pipes open until the bound."""
+    p = subprocess.Popen(["bash", "-c", "set -euo pipefail\ntrap 'kill $(jobs -p) 2>/dev/null || true' EXIT\n" + script],
+                         cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         start_new_session=True)
+    try:
+        out, err = p.communicate(timeout=BOUND)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        out, err = p.communicate()
+        err += f"\n[test_readme: killed after {BOUND} s]"
+        return subprocess.CompletedProcess(p.args, -9, out, err)
+    finally:
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    return subprocess.CompletedProcess(p.args, p.returncode, out, err)
 
 
 def _free_port() -> int:
@@ -110,8 +134,7 @@ def test_every_readme_bash_block_runs_in_order(tmp_path):
         script = adapt(block, ports)
         if not script.strip():
             continue
-        r = subprocess.run(["bash", "-c", "set -euo pipefail\n" + script], cwd=tmp_path, env=env,
-                           capture_output=True, text=True, timeout=BOUND)
+        r = run_block(script, tmp_path, env)
         where = f"README.md line {line}:\n{script}\n--- stdout:\n{r.stdout[-3000:]}\n--- stderr:\n{r.stderr[-3000:]}"
         assert r.returncode == 0, where
         assert "Traceback" not in r.stderr and "error:" not in r.stderr, where
