@@ -49,7 +49,7 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = ["ClusterError", "ClusterSpec", "parse_cluster", "open_cluster", "run_bounded", "cluster_threads",
-           "add_cluster_argument", "INSTALL_HINT"]
+           "add_cluster_argument", "keep_large_allocations", "INSTALL_HINT"]
 
 INSTALL_HINT = "pip install 'pairwise-mpc[cluster]' (Dask distributed)"
 MAX_LOCAL_WORKERS = 256
@@ -169,6 +169,38 @@ def open_cluster(cluster: Any, *, timeout: float = 60.0, connect_timeout: float 
     finally:
         with contextlib.suppress(Exception):
             client.close(timeout=timeout)
+
+
+_MALLOC_TUNED = False
+#: glibc's ``mallopt`` parameter numbers (malloc.h) and the largest block kept on the heap.
+_M_MMAP_THRESHOLD, _MMAP_THRESHOLD = -3, 32 << 20
+
+
+def keep_large_allocations() -> None:
+    """Let this worker process reuse freed blocks of up to 32 MiB instead of mapping each afresh (once per process).
+
+    Dask's nanny starts every worker with ``MALLOC_TRIM_THRESHOLD_=65536``
+    (``distributed.nanny.pre-spawn-environ``).  Setting any of glibc's malloc
+    thresholds switches off its dynamic mmap threshold, so every array above
+    128 KiB becomes a fresh ``mmap``: zero-filled page by page on first touch
+    and unmapped when freed.  The engine allocates such arrays per execution
+    (labels, tables, scratch), and a U-statistic task ran 1.4x slower in a
+    Dask worker than in a plain process (65,536 pairs: 1.06 s against 0.75 s,
+    2026-11-25).  Raising the mmap threshold to 32 MiB (glibc's maximum on
+    64-bit) restores the plain process's speed; the trim threshold Dask set
+    still returns the heap's free top to the OS.  A no-op where the C library
+    is not glibc.  Called at the start of every task that runs the engine.
+    """
+    global _MALLOC_TUNED
+    if _MALLOC_TUNED:
+        return
+    _MALLOC_TUNED = True
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD)
+    except (OSError, AttributeError):  # not glibc: nothing to tune
+        pass
 
 
 def cluster_threads(client) -> int:

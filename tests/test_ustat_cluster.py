@@ -20,6 +20,7 @@ from scipy import stats
 from pairwise.protocols.cluster import ClusterError, open_cluster, parse_cluster, run_bounded
 from pairwise.protocols.datasets import load_dataset
 from pairwise.protocols.ustat import UStatError, prepare_data, run_ustat
+from pairwise.protocols.ustat.cluster import BATCHES_PER_TASK
 from pairwise.protocols.ustat.stats import sample_pairs, sample_two_sample_pairs
 
 from test_ustat import BOUNDS, DATA, _noiseless_reference
@@ -69,11 +70,12 @@ def test_cluster_run_equals_the_in_process_run_without_noise(client, statistic):
     assert res_c.estimate == pytest.approx(res_i.estimate, abs=1e-12)
     assert res_c.estimate == pytest.approx(_noiseless_reference(statistic, pd, pairs), abs=1e-12)
     assert res_c.and_gates == res_i.and_gates and res_c.bytes > 32 * res_c.and_gates
-    # progress starts at 0, then one call per finished task, ending at all pairs; equal tasks of at
-    # most 16 pairs, as many as a multiple of the 2 worker threads
+    # progress starts at 0, then one call per finished task, ending at all pairs; equal tasks, as many
+    # as a multiple of the 2 worker threads, each of at most BATCHES_PER_TASK executions of <= 16 pairs
     tasks, least = res_c.extra["cluster_tasks"], -(-res_c.pairs // 16)
     assert done[0] == (0, res_c.pairs)
-    assert tasks == res_c.executions == len(done) - 1 and tasks % 2 == 0 and least <= tasks <= least + 1
+    assert tasks == len(done) - 1 and tasks == 2 * -(-least // (2 * BATCHES_PER_TASK))
+    assert least <= res_c.executions <= least + tasks and res_c.executions <= tasks * BATCHES_PER_TASK
     assert done[-1] == (res_c.pairs, res_c.pairs) and all(b > a for (a, _), (b, _) in zip(done, done[1:]))
     assert res_c.extra["cluster_workers"] == 2 and res_i.extra["cluster"] is None
 

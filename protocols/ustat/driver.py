@@ -289,9 +289,17 @@ def _prepare(statistic: str, x, y, labels, doms, width: int) -> PreparedData:
 
 def _pair_inputs(pd: PreparedData, pairs: np.ndarray) -> tuple[list[int] | np.ndarray, list[int] | np.ndarray]:
     if pd.statistic == "kendall":
-        gx = [pack_pair(int(pd.x[i]), int(pd.y[i]), pd.bits) for i in pairs[:, 0]]
-        ey = [pack_pair(int(pd.x[j]), int(pd.y[j]), pd.bits) for j in pairs[:, 1]]
-        return gx, ey
+        if pd.bits > 31:  # packed words above 62 bits: Python ints
+            gx = [pack_pair(int(pd.x[i]), int(pd.y[i]), pd.bits) for i in pairs[:, 0]]
+            ey = [pack_pair(int(pd.x[j]), int(pd.y[j]), pd.bits) for j in pairs[:, 1]]
+            return gx, ey
+        # pack_pair over whole arrays (x low, y high), after pack_pair's own range check on the extremes.
+        xs, ys = np.asarray(pd.x, dtype=np.int64), np.asarray(pd.y, dtype=np.int64)
+        if xs.size:
+            lo, hi = int(min(xs.min(), ys.min())), int(max(xs.max(), ys.max()))
+            pack_pair(lo, lo, pd.bits), pack_pair(hi, hi, pd.bits)
+        packed = xs | (ys << pd.bits)
+        return packed[pairs[:, 0]], packed[pairs[:, 1]]
     if pd.statistic == "auc":
         return pd.x[pairs[:, 0]], pd.y[pairs[:, 1]]
     return pd.x[pairs[:, 0]], pd.x[pairs[:, 1]]
