@@ -51,22 +51,24 @@ powers (noncentral chi-square, scale x2 / scale x1/2):
 ======================================  =====  =====  ========  ==========
 test (mechanism)                        eps    pairs  scale x2  scale x1/2
 ======================================  =====  =====  ========  ==========
-discrete_laplace gini-subsample         1      300    1.0       0.99934
+discrete_laplace gini-subsample         1      400    1.0       1.0
 discrete_laplace kendall/auc-subsample  1      300    1.0       0.99995
 discrete_laplace gini/kendall-all       1      496    1.0       1.0
-default gini-subsample (signed)         1      300    1.0       0.99931
+default gini-subsample (signed)         1      400    1.0       1.0
 default kendall/auc-subsample (krr)     1      5000   0.99996   1.0
 default gini-all (signed)               1      496    1.0       1.0
 default kendall-all (krr)               48     496    0.99998   1.0
 ======================================  =====  =====  ========  ==========
 
-("1.0": > 0.999995.)  k-RR needs more pairs than the discrete Laplace for the
-same power: its report has three values, and eps / 2 moves the keep
-probability at eps_pair = 0.5 from 0.452 to 0.391 only.  The all-pairs kendall
-case spends eps = 48 over k = 31 releases per user (basic composition binds:
-eps_pair = 48/31 = 1.55, as noisy per release as the subsample design with
-P = 2 at eps = 3.1): at eps = 1 the per-pair budget 1/31 leaves k-RR nearly
-uniform, and no feasible number of pairs tells eps0 from eps0 / 2.
+("1.0": > 0.999995.)  gini takes 400 pairs, not 300: at 300 its power against
+scale x1/2 is 0.9993, and the mutation check needs every expected test to fail.
+k-RR needs more pairs than the discrete Laplace for the same power: its
+report has three values, and eps / 2 moves the keep probability at eps_pair =
+0.5 from 0.452 to 0.391 only.  The all-pairs kendall case spends eps = 48 over
+k = 31 releases per user (basic composition binds: eps_pair = 48/31 = 1.55, as
+noisy per release as the subsample design with P = 2 at eps = 3.1): at eps = 1
+the per-pair budget 1/31 leaves k-RR nearly uniform, and no feasible number of
+pairs tells eps0 from eps0 / 2.
 """
 
 from __future__ import annotations
@@ -193,7 +195,7 @@ def _run_and_check(mode, statistic, design, n, P, eps, mech, noise, gini_upper):
 
 CASES = [
     # statistic, design, n, P
-    ("gini", "subsample", 300, 2),
+    ("gini", "subsample", 400, 2),
     ("kendall", "subsample", 300, 2),
     ("auc", "subsample", 300, 2),
     ("gini", "all", 32, None),
@@ -213,7 +215,7 @@ def test_ustat_pair_noise_is_the_theorem5_discrete_laplace(mode, statistic, desi
 DEFAULT_GINI_UPPER = 100.0
 DEFAULT_CASES = [
     # statistic, design, n, P, eps, mechanism that noise="auto" must pick
-    ("gini", "subsample", 300, 2, 1.0, "signed_geometric"),
+    ("gini", "subsample", 400, 2, 1.0, "signed_geometric"),
     ("kendall", "subsample", 5000, 2, 1.0, "krr"),
     ("auc", "subsample", 5000, 2, 1.0, "krr"),
     ("gini", "all", 32, None, 1.0, "signed_geometric"),
