@@ -47,9 +47,10 @@ Laws
     :class:`Law` holds a CDF, a lattice (1 for integers, 0 for continuous laws
     and laws given by atoms), and its moments (given, or summed over its
     lattice or atoms).  Constructors: :func:`discrete_laplace`,
-    :func:`laplace`, :func:`categorical`, :func:`binomial`, :func:`bernoulli`,
-    :func:`from_atoms`, :func:`snapped_laplace` (Mironov's snapping mechanism
-    at one input) and :meth:`Law.shift` for h + Z.
+    :func:`signed_geometric` (the in-circuit X XOR sign noise),
+    :func:`kary_rr`, :func:`laplace`, :func:`categorical`, :func:`binomial`,
+    :func:`bernoulli`, :func:`from_atoms`, :func:`snapped_laplace`
+    (Mironov's snapping mechanism at one input) and :meth:`Law.shift` for h + Z.
 
 Logging
     With NOISE_POWER_LOG set, every power computation and p-value is appended
@@ -194,6 +195,46 @@ def discrete_laplace(scale: float | None = None, *, alpha: float | None = None) 
     kurt = (1 + 10 * a + a * a) / (2 * a) - 3  # E Z^4 / Var^2 - 3 for the two-sided geometric
     reach = math.ceil(40 / -math.log(a)) + 2  # a^reach < e^-40
     return Law(f"DL(a={a:.6g})", _dl_cdf(a), 1.0, -reach, reach, 0.0, (0.0, var, kurt))
+
+
+def signed_geometric(scale: float | None = None, *, alpha: float | None = None) -> Law:
+    """Signed geometric: Z = X or -(X + 1) with probability 1/2 each, P[X = x] = (1 - a) a^x on x >= 0.
+
+    The in-circuit "X XOR sign" noise (a discrete Laplace centred at -1/2):
+    P[Z = z] = (1 - a)/2 a^z for z >= 0 and (1 - a)/2 a^(-z-1) for z < 0, so
+    P[Z <= k] = 1 - a^(k+1)/2 (k >= 0) and a^(-k-1)/2 (k < 0); E Z = -1/2,
+    Var Z = 2 a / (1 - a)^2 + 1/4.  a = exp(-1/scale) (or ``alpha``).
+    """
+    a = math.exp(-1.0 / scale) if alpha is None else float(alpha)
+    if not 0 < a < 1:
+        raise ValueError(f"signed geometric needs 0 < a < 1, got {a}")
+
+    def cdf(x):
+        k = np.floor(np.asarray(x, dtype=float))
+        with np.errstate(over="ignore"):
+            neg = np.power(a, np.maximum(-k - 1, 0.0)) / 2
+            pos = 1.0 - np.power(a, np.maximum(k + 1, 0.0)) / 2
+        return np.where(k < 0, neg, pos)
+
+    reach = math.ceil(40 / -math.log(a)) + 2
+    return Law(f"SG(a={a:.6g})", cdf, 1.0, -reach - 1, reach, 0.0)
+
+
+def kary_rr(values: Sequence[int], true_value: int, epsilon: float) -> Law:
+    """k-ary randomized response of ``true_value`` over the consecutive integers ``values`` (k of them).
+
+    P[report = true_value] = e^eps / (e^eps + k - 1), every other value
+    1 / (e^eps + k - 1) (Kairouz, Oh, Viswanath 2014; ustats Eq. 9).
+    """
+    vals = sorted(int(v) for v in values)
+    k = len(vals)
+    if vals != list(range(vals[0], vals[0] + k)) or true_value not in vals:
+        raise ValueError(f"k-RR law needs consecutive integer values containing the true value, got {values}, {true_value}")
+    e = math.exp(epsilon)
+    p = np.full(k, 1.0 / (e + k - 1))
+    p[vals.index(true_value)] = e / (e + k - 1)
+    law = categorical(p, f"kRR(k={k}, v={true_value}, eps={epsilon:.6g})")
+    return law.shift(vals[0]) if vals[0] else law
 
 
 def laplace(scale: float) -> Law:

@@ -17,11 +17,20 @@ noise`` and, for noise produced by several parties, ``one party only``.  Use a
 helper below (:func:`epsilon_times`, :func:`after_init`, :func:`result`,
 :func:`constant`) or write a ``wrap``; a wrapper that cannot apply itself (an
 argument it needs is missing) must call :func:`broken`, which makes the check
-fail with "patch target incompatible" instead of counting as caught.  For the
-k-ary randomized response of ustat (engineer "noise"): patch its gadget
-builder's epsilon (scale faults), its random-bit input (zero noise), and reuse
-``gc-*-bits-only`` (one party only), with ``tests`` pointing at its closed form
-in ``tests/test_noise_power_ustat.py::NOISE_LAWS``.
+fail with "patch target incompatible" instead of counting as caught.
+
+The in-circuit mechanisms of ustat's default noise (issue 13) follow that
+pattern: k-ary randomized response (kendall, auc) -- its chooser's epsilon
+(``choose_krr``, scale faults, also reaching its exact sampler), its gadget
+reporting the true value (zero noise), its estimator without debiasing; the
+signed geometric (gini) -- the additive chooser's epsilon
+(``choose_discrete_laplace``, shared with the ECDF garbled noise and the
+difference construction), the geometric part removed (zero noise), its mean
+-1/2 left in the estimate; and for both, ``gc-*-bits-only`` (one party only)
+against their exact enumerations and production gadgets in
+``tests/test_noise_ownership.py``.  Their closed forms are in
+``tests/test_noise_power_ustat.py::NOISE_LAWS`` and
+``tests/test_noise_power_samplers.py``.
 """
 
 from __future__ import annotations
@@ -219,6 +228,52 @@ def _uniform_words_zero(shape, l, *a, **k):
     return np.zeros(shape, dtype=np.uint64)
 
 
+def _krr_epsilon_times(factor):
+    """choose_kernel_noise's k-RR parameters rebuilt for epsilon x factor (additive noise left alone)."""
+
+    def fn(params, *a, **k):
+        from pairwise.circuits.noise import KaryRRParams, choose_krr
+
+        if not isinstance(params, KaryRRParams):
+            return params
+        return choose_krr(params.epsilon * Fraction(factor), params.k)
+
+    return fn
+
+
+def _true_code(reported, b, stream, code, params):
+    """k-RR without noise: the gadget's coin and choice bits are still drawn (and wired), the true code is output."""
+    return list(code)
+
+
+def _no_debias(est, *a, **k):
+    """The k-RR estimator with slope 1 and intercept 0: the raw reports averaged."""
+    from fractions import Fraction as F
+
+    from pairwise.circuits.noise import KRREstimator
+
+    return KRREstimator(est.values, F(1), F(0), est.variance_coefficients)
+
+
+def _zero_geometric(x, b, stream, params):
+    """The geometric digits drawn (their random bits used) but X = 0 returned."""
+    from pairwise.circuits.builder import FALSE, Int
+
+    return Int(b, [FALSE] * len(x.bits), False)
+
+
+def _mean_zero(orig):
+    """DiscreteLaplaceParams.noise_mean reporting 0 for every construction (the estimator keeps E Z = -1/2)."""
+    if not isinstance(orig, property):
+        broken(f"noise_mean is no longer a property: {type(orig).__name__}")
+
+    def fault(self):
+        called()
+        return Fraction(0)
+
+    return property(fault)
+
+
 # --------------------------------------------------------------------------- the table
 @dataclass(frozen=True)
 class Fault:
@@ -237,6 +292,7 @@ T_DP = "tests/test_noise_power_dp.py"
 T_LDP = "tests/test_noise_power_ldp.py"
 T_CLI = "tests/test_noise_power_cli.py"
 T_OWN = "tests/test_noise_ownership.py"
+T_SAMP = "tests/test_noise_power_samplers.py"
 ECDF_GC = ("paper_ecdf_noise_is_theorem31[gc", "hierarchical_ecdf_noise_is_hay_et_al[gc", "group_counts_noise[gc",
            "roc_noise_is_two_half_budget_trees[gc", "hosmer_lemeshow_noise_is_algorithm2[gc")
 ECDF_PO = tuple(s.replace("[gc", "[polya") for s in ECDF_GC) + ("tolerant_polya",)
@@ -246,38 +302,116 @@ def _k(path: str, expr: str) -> str:
     return f"{path}::-k::{expr}"
 
 
+def _dl(*cases: str) -> tuple[str, ...]:
+    """Expected failures of the ustat discrete Laplace test (run with noise="discrete_laplace")."""
+    return tuple(f"theorem5_discrete_laplace[{c}]" for c in cases)
+
+
+def _default(*cases: str) -> tuple[str, ...]:
+    """Expected failures of the ustat default-noise test (k-RR for kendall / auc, signed geometric for gini)."""
+    return tuple(f"default_pair_noise_is_the_closed_form[{c}]" for c in cases)
+
+
+USTAT_KRR_SIM = _default("kendall-subsample-simulate", "auc-subsample-simulate", "kendall-all-simulate")
+USTAT_SG_SIM = _default("gini-subsample-simulate", "gini-all-simulate")
+USTAT_DEFAULT_SIM = USTAT_SG_SIM + USTAT_KRR_SIM
+
+
 FAULTS: list[Fault] = [
     # ---- 2PC U-statistics: in-circuit discrete Laplace (issue 17 table rows 1-3)
     Fault("ustat-zero-noise-simulate", "ustat simulate with zero noise: rx XOR ry constant in the circuit",
           "pairwise.circuits.builder:Builder.input", _input_constant_zero("rx", "ry"), (_k(T_USTAT, "simulate"),),
-          ("gini-subsample-simulate", "kendall-subsample-simulate", "auc-subsample-simulate", "gini-all-simulate",
-           "kendall-all-simulate")),
+          _dl("gini-subsample-simulate", "kendall-subsample-simulate", "auc-subsample-simulate",
+              "gini-all-simulate", "kendall-all-simulate") + USTAT_DEFAULT_SIM),
     Fault("ustat-zero-noise-network", "ustat network mode with zero noise (rx XOR ry constant in the workers' circuits)",
           "pairwise.circuits.builder:Builder.input", _input_constant_zero("rx", "ry"),
           (_k(T_USTAT, "network and subsample"),),
-          ("gini-subsample-network", "kendall-subsample-network", "auc-subsample-network")),
+          _dl("gini-subsample-network", "kendall-subsample-network", "auc-subsample-network")
+          + _default("gini-subsample-network", "kendall-subsample-network", "auc-subsample-network")),
     Fault("ustat-scale-x1/2", "ustat noise at half scale (per-pair epsilon x2)",
           "pairwise.circuits.noise:noisy_kernel", epsilon_times(2, 99), (_k(T_USTAT, "simulate"),),
-          ("gini-subsample-simulate", "kendall-subsample-simulate", "auc-subsample-simulate", "gini-all-simulate",
-           "kendall-all-simulate")),
+          _dl("gini-subsample-simulate", "kendall-subsample-simulate", "auc-subsample-simulate",
+              "gini-all-simulate", "kendall-all-simulate") + USTAT_DEFAULT_SIM),
     Fault("ustat-scale-x2", "ustat noise at twice the scale (per-pair epsilon / 2)",
           "pairwise.circuits.noise:noisy_kernel", epsilon_times(0.5, 99), (_k(T_USTAT, "simulate"),),
-          ("gini-subsample-simulate", "kendall-all-simulate")),
+          _dl("gini-subsample-simulate", "kendall-all-simulate") + USTAT_DEFAULT_SIM),
     Fault("ustat-scale-x1/2-network", "ustat network mode, per-pair epsilon x2 in the workers",
-          "pairwise.circuits.noise:noisy_kernel", epsilon_times(2, 99), (_k(T_USTAT, "network and all"),),
-          ("gini-all-network", "kendall-all-network")),
+          "pairwise.circuits.noise:noisy_kernel", epsilon_times(2, 99), (_k(T_USTAT, "all-network"),),
+          _dl("gini-all-network", "kendall-all-network") + _default("gini-all-network", "kendall-all-network")),
+    # ---- 2PC U-statistics, default noise: k-ary randomized response (kendall, auc; issue 13)
+    Fault("ustat-krr-eps-x2", "ustat k-RR built for per-pair epsilon x2 (noise scale x1/2); the choice of k-RR unchanged",
+          "pairwise.circuits.noise:choose_kernel_noise", result(_krr_epsilon_times(2)),
+          (_k(T_USTAT, "default and simulate and not gini"),), USTAT_KRR_SIM),
+    Fault("ustat-krr-eps-x1/2", "ustat k-RR built for per-pair epsilon / 2 (noise scale x2); the choice of k-RR unchanged",
+          "pairwise.circuits.noise:choose_kernel_noise", result(_krr_epsilon_times(0.5)),
+          (_k(T_USTAT, "default and simulate and not gini"),), USTAT_KRR_SIM),
+    Fault("ustat-krr-eps-x1/2-network", "ustat network mode, k-RR for per-pair epsilon / 2 in the workers",
+          "pairwise.circuits.noise:choose_kernel_noise", result(_krr_epsilon_times(0.5)),
+          (_k(T_USTAT, "default and network and not gini"),),
+          _default("kendall-subsample-network", "auc-subsample-network", "kendall-all-network")),
+    Fault("krr-chooser-eps-x2", "choose_krr at epsilon x2 (noise scale x1/2), seen through the exact k-RR sampler",
+          "pairwise.circuits.noise:choose_krr", epsilon_times(2, 0), (_k(T_SAMP, "krr"),),
+          ("krr_sampler_law[sample]", "krr_sampler_law[simulate]")),
+    Fault("krr-chooser-eps-x1/2", "choose_krr at epsilon / 2 (noise scale x2), seen through the exact k-RR sampler",
+          "pairwise.circuits.noise:choose_krr", epsilon_times(0.5, 0), (_k(T_SAMP, "krr"),),
+          ("krr_sampler_law[sample]", "krr_sampler_law[simulate]")),
+    Fault("ustat-krr-zero-noise", "ustat k-RR gadget reports the true value (its random bits drawn but unused)",
+          "pairwise.circuits.noise:krr_value", result(_true_code), (_k(T_USTAT, "default and simulate and not gini"),),
+          USTAT_KRR_SIM),
+    Fault("ustat-krr-no-debias", "ustat k-RR reports averaged without debiasing (slope 1, intercept 0)",
+          "pairwise.circuits.noise:krr_estimator", result(_no_debias), (_k(T_USTAT, "default and simulate and not gini"),),
+          USTAT_KRR_SIM),
+    # ---- 2PC U-statistics, default noise: signed geometric (gini; issue 13)
+    Fault("ustat-signed-scale-x2", "ustat signed geometric chosen for per-pair epsilon / 2 (noise scale x2)",
+          "pairwise.circuits.noise:choose_discrete_laplace", epsilon_times(0.5, 0),
+          (_k(T_USTAT, "default and simulate and gini"), _k(T_SAMP, "discrete_laplace")),
+          USTAT_SG_SIM + ("discrete_laplace_sampler_law[signed", "discrete_laplace_sampler_law[difference")),
+    Fault("ustat-signed-scale-x1/2", "ustat signed geometric chosen for per-pair epsilon x2 (noise scale x1/2)",
+          "pairwise.circuits.noise:choose_discrete_laplace", epsilon_times(2, 0),
+          (_k(T_USTAT, "default and simulate and gini"), _k(T_SAMP, "discrete_laplace")),
+          USTAT_SG_SIM + ("discrete_laplace_sampler_law[signed", "discrete_laplace_sampler_law[difference")),
+    Fault("ustat-signed-scale-x2-network", "ustat network mode, signed geometric for per-pair epsilon / 2 in the workers",
+          "pairwise.circuits.noise:choose_discrete_laplace", epsilon_times(0.5, 0),
+          (_k(T_USTAT, "default and network and gini"),), _default("gini-subsample-network", "gini-all-network")),
+    Fault("ustat-signed-geometric-zero", "ustat signed geometric without its geometric part (Z = -sign: 0 or -1)",
+          "pairwise.circuits.noise:geometric_value", result(_zero_geometric),
+          (_k(T_USTAT, "default and simulate and gini"),), USTAT_SG_SIM),
+    Fault("ustat-signed-mean-kept", "ustat signed geometric: its mean -1/2 not removed from the estimate",
+          "pairwise.circuits.noise:DiscreteLaplaceParams.noise_mean", _mean_zero,
+          (_k(T_USTAT, "default and simulate and gini"),), USTAT_SG_SIM),
+    Fault("sampler-coins-zero", "exact gadget samplers: every biased coin 0 (no geometric digits, no k-RR flips)",
+          "pairwise.circuits.noise:_coins", result(_zeros_like), (T_SAMP,),
+          ("discrete_laplace_sampler_law[signed-sample]", "discrete_laplace_sampler_law[difference-simulate]",
+           "krr_sampler_law[sample]", "krr_sampler_law[simulate]")),
+    # ---- who owns the in-circuit noise (every gadget)
     Fault("gc-garbler-bits-only", "in-circuit noise from the garbler's bits alone (evaluator's ry ignored)",
           "pairwise.circuits.builder:Builder.input", _input_constant_zero("ry"), (T_OWN,),
-          ("enumeration_each_party_alone_leaves_the_full_noise_law[garbler]", "every_random_bit",
+          ("enumeration_each_party_alone_leaves_the_full_noise_law[garbler]",
+           "signed_geometric_enumeration_each_party_alone_leaves_the_full_law[garbler]",
+           "krr_enumeration_each_party_alone_leaves_the_full_law[garbler]",
+           "every_random_bit_of_each_party_moves_the_noise[discrete_laplace]",
+           "every_random_bit_of_each_party_moves_the_noise[signed_geometric]",
+           "every_random_bit_of_each_party_moves_the_noise[krr]",
            "ustat_kernel_noise_needs_both_parties[gini-8-None-garbler]",
            "ustat_kernel_noise_needs_both_parties[kendall-8-2-garbler]",
            "ustat_kernel_noise_needs_both_parties[auc-16-2-garbler]",
+           "default_kernel_noise_needs_both_parties[gini-8-None-signed_geometric-garbler]",
+           "default_kernel_noise_needs_both_parties[kendall-8-2-krr-garbler]",
+           "default_kernel_noise_needs_both_parties[auc-16-2-krr-garbler]",
            "randomized_response_gadget_needs_both_parties[garbler]",
            "ecdf_noisy_sum_circuit_needs_both_servers[garbler]")),
     Fault("gc-evaluator-bits-only", "in-circuit noise from the evaluator's bits alone (garbler's rx ignored)",
           "pairwise.circuits.builder:Builder.input", _input_constant_zero("rx"), (T_OWN,),
-          ("enumeration_each_party_alone_leaves_the_full_noise_law[evaluator]", "every_random_bit",
+          ("enumeration_each_party_alone_leaves_the_full_noise_law[evaluator]",
+           "signed_geometric_enumeration_each_party_alone_leaves_the_full_law[evaluator]",
+           "krr_enumeration_each_party_alone_leaves_the_full_law[evaluator]",
+           "every_random_bit_of_each_party_moves_the_noise[discrete_laplace]",
+           "every_random_bit_of_each_party_moves_the_noise[signed_geometric]",
+           "every_random_bit_of_each_party_moves_the_noise[krr]",
            "ustat_kernel_noise_needs_both_parties[gini-8-None-evaluator]",
+           "default_kernel_noise_needs_both_parties[gini-8-None-signed_geometric-evaluator]",
+           "default_kernel_noise_needs_both_parties[kendall-8-2-krr-evaluator]",
+           "default_kernel_noise_needs_both_parties[auc-16-2-krr-evaluator]",
            "randomized_response_gadget_needs_both_parties[evaluator]",
            "ecdf_noisy_sum_circuit_needs_both_servers[evaluator]")),
     # ---- ECDF service, garbled noise (m = 2)
@@ -289,6 +423,10 @@ FAULTS: list[Fault] = [
           "pairwise.protocols.ecdf.noise:noisy_sum_circuit", epsilon_times(0.5, 1), (_k(T_ECDF, "gc"),), ECDF_GC),
     Fault("ecdf-gc-zero-noise", "ECDF garbled noise from constant random bits (zero noise)",
           "pairwise.circuits.builder:Builder.input", _input_constant_zero("rx", "ry"), (_k(T_ECDF, "gc"),), ECDF_GC),
+    Fault("ecdf-gc-chooser-scale-x2", "ECDF garbled noise: the gadget chooser (designed precision) at eps / 2",
+          "pairwise.circuits.noise:choose_discrete_laplace", epsilon_times(0.5, 0), (_k(T_ECDF, "gc"),), ECDF_GC),
+    Fault("ecdf-gc-chooser-scale-x1/2", "ECDF garbled noise: the gadget chooser (designed precision) at eps x2",
+          "pairwise.circuits.noise:choose_discrete_laplace", epsilon_times(2, 0), (_k(T_ECDF, "gc"),), ECDF_GC),
     Fault("ecdf-masked-shares-unmasked", "ECDF masked noise shares without masks (each server sees the noise)",
           "pairwise.protocols.ecdf.noise:uniform_words", constant(_uniform_words_zero), (_k(T_OWN, "masked"),),
           ("masked_noise_shares",), scope="module"),

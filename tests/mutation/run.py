@@ -32,7 +32,7 @@ Adding faults
     noise), pointing at the public entry point to patch and at the tests that
     must catch it.
 
-Cost: about 50 pytest runs of a few seconds each; ``--jobs 2`` (the default)
+Cost: about 70 pytest runs of a few seconds each; ``--jobs 2`` (the default)
 keeps it to a few minutes on 2 cores.
 """
 
