@@ -46,9 +46,10 @@ Progress
 
     Commands with ``--progress``: ``ustat``, ``noise sample`` (``--garbled``),
     ``ecdf run``/``query``/``demo``, ``bench garble``, ``bench fss``.  The
-    others finish in about a second on the shipped data or are one
-    interactive exchange (``2pc``, ``ldp``, ``circuit``, ``ecdf status``,
-    ``certs``).
+    others do their own work in well under a second on the shipped data
+    (the rest of their few seconds is Python start-up), or are a single
+    garbled-circuit execution (``2pc``, ``demo 2pc``); ``ldp``, ``circuit``,
+    ``ecdf status`` and ``certs`` have nothing to count.
 
 Using it in a command module
     ``add_epsilon(p)`` (``default=1.0`` only for demos), ``add_data(p)``,
