@@ -248,6 +248,61 @@ def test_ustat_progress_callback_counts_every_pair():
     assert [d for d, _ in calls] == sorted(d for d, _ in calls) and len(calls) == 1 + -(-res.pairs // 7)
 
 
+def test_on_a_terminal_the_bar_is_on_by_default_and_its_clock_keeps_moving(monkeypatch):
+    """stderr a terminal (a pty): no flag means a bar, redrawn between reports (elapsed time moves on
+    through a long step with no report); ``--no-progress`` means none.  The wait for the redraw is
+    bounded (a missing redraw fails the test); nothing is timed."""
+    import fcntl
+    import os
+    import pty
+    import select
+    import struct
+    import termios
+    import time
+
+    from pairwise.protocols.commands import options
+
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))
+    tty = os.fdopen(slave, "w", buffering=1)
+    try:
+        monkeypatch.setattr(sys, "stderr", tty)
+        monkeypatch.setattr(options, "REFRESH_SECONDS", 0.05)
+        with options.progress_bar(argparse.Namespace(progress=False), "off") as cb:
+            assert cb is None
+        seen = b""
+        with options.progress_bar(argparse.Namespace(progress=None), "waiting for the servers", unit="stage") as cb:
+            assert cb is not None
+            cb(0, 4)
+            cb(2, 4)  # then nothing more is reported: only the redraw can show 00:01 elapsed
+            deadline = time.monotonic() + BOUND
+            while b"00:01" not in seen and time.monotonic() < deadline:
+                if select.select([master], [], [], 1.0)[0]:
+                    seen += os.read(master, 65536)
+        assert b"waiting for the servers" in seen and b"2/4" in seen and b"00:01" in seen
+    finally:
+        monkeypatch.undo()
+        tty.close()
+        os.close(master)
+
+
+def test_bench_garble_progress_counts_garble_and_evaluate_steps(capsys):
+    from pairwise.circuits.catalog import resolve_circuit
+    from pairwise.protocols.commands.garble import bench_garble
+
+    calls = []
+    r = bench_garble(resolve_circuit("gini", 8, False), 64, repeat=2, progress=lambda d, t: calls.append((d, t)))
+    assert r["correct"] and calls == [(i, 4) for i in range(5)]
+    assert main(["bench", "garble", "--circuit", "gini", "--bits", "8", "--batch", "64", "--repeat", "2",
+                 "--progress", "--json"]) == 0
+    out = capsys.readouterr()
+    assert json.loads(out.out)["correct"] is True  # stdout: the one JSON object
+    assert "bench garble" in out.err and "4/4" in out.err
+    assert main(["bench", "garble", "--circuit", "gini", "--bits", "8", "--batch", "64", "--repeat", "1",
+                 "--no-progress", "--json"]) == 0
+    assert capsys.readouterr().err == ""
+
+
 def test_deprecated_connect_deadline_still_works_with_a_warning(capsys):
     parser = build_parser()
     args = parser.parse_args(["2pc", "evaluator", "--connect", "h:1", "--circuit", "gini", "--input", "1",

@@ -117,9 +117,10 @@ def test_demo_json_noise_and_plot(tmp_path):
     test = QuadraticFormTest(path_matrix(L), law())
     test.require_power(scale_alternatives(law))
     png = tmp_path / "ecdf.png"
-    code, out, err = run("ecdf", "demo", "--json", "--plot", str(png))
+    code, out, err = run("ecdf", "demo", "--json", "--plot", str(png), "--progress")
     assert code == 0, err
-    d = json.loads(out)
+    d = json.loads(out)  # the bars went to stderr: stdout is the one JSON object
+    assert "upload to the servers" in err and "569/569" in err and "release: ECDF and ROC" in err and "8/8" in err
     for key in ("thresholds", "exact", "dp", "smoothed", "epsilon", "bytes"):
         assert key in d
     assert len(d["thresholds"]) == len(d["exact"]) == len(d["dp"]) == len(d["smoothed"]) == 1024
@@ -162,3 +163,79 @@ def test_rerun_with_a_changed_csv_is_refused_and_query_releases_the_stored_data(
     code, out, err = run("ecdf", "query", "--servers", servers.servers, "--dataset", "sealed", "--epsilon", "1",
                          "--roc")
     assert code == 2 and "needs a dataset uploaded with labels" in err
+
+
+# --------------------------------------------------------------------------- progress
+
+
+def test_upload_and_release_callbacks_count_chunks_and_stages(servers):
+    """The library hooks on a real run: clients whose keys every server has been sent, chunk by chunk, then the m + 2
+    stages of each release request (prepared, started, one per server's result), as (done, total) that start
+    at 0, never decrease and end at the total."""
+    from pairwise.protocols.ecdf.client import ECDFQuerier, make_keys, make_series, send_keys, upload
+
+    rng = np.random.default_rng(14)
+    K = 250
+    x = rng.integers(0, 64, K).astype(np.uint64)
+    y = (rng.uniform(size=K) < 0.5).astype(int)
+    series = make_series(y, rng.uniform(size=K))  # pos, neg, e1, e0: enough for Hosmer-Lemeshow
+    keys = make_keys(x, series, scheme="dcf", m=2, domain_bits=6)
+    calls = []
+    rep = send_keys(servers.addresses, "progress-lib", scheme="dcf", domain_bits=6, output_bits=32,
+                    series_meta={s: w for s, (_, w) in series.items()}, ids=np.arange(K, dtype=np.uint64),
+                    keys=keys, chunk=100, progress=lambda d, t: calls.append((d, t)))
+    assert rep.accepted == [K, K]
+    # the minimum over the servers moves one chunk at a time, so every chunk boundary is reported, once
+    assert calls == [(0, K), (100, K), (200, K), (K, K)]
+
+    calls.clear()
+    rep = upload(servers.addresses, "progress-upload", x[:40], labels=y[:40], domain_bits=6,
+                 progress=lambda d, t: calls.append((d, t)))
+    assert rep.accepted == [40, 40]
+    done = [d for d, _ in calls]
+    assert calls[0] == (0, 40) and calls[-1] == (40, 40) and done == sorted(done) and {t for _, t in calls} == {40}
+
+    q = ECDFQuerier(servers.addresses, timeout=60)
+    stages = []
+    rel = q.ecdf("progress-lib", 500, progress=lambda d, t: stages.append((d, t)))
+    assert rel.n == K and stages == [(i, 4) for i in range(5)]  # m + 2 = 4 stages for two servers
+    stages.clear()
+    q.roc("progress-lib", 500, progress=lambda d, t: stages.append((d, t)))  # one request for both classes
+    assert stages == [(i, 4) for i in range(5)]
+    stages.clear()
+    hl = q.hosmer_lemeshow("progress-lib", 400, Q=4, progress=lambda d, t: stages.append((d, t)))
+    assert hl.epsilon == pytest.approx(400) and hl.cuts.size == 3
+    done = [d for d, _ in stages]  # two requests as one run of 2 (m + 2) stages
+    assert done == sorted(done) and set(done) == set(range(9)) and {t for _, t in stages} == {8}
+    assert stages[0] == (0, 8) and stages[-1] == (8, 8)
+
+
+def test_progress_goes_to_stderr_and_stdout_stays_one_json_document(servers, csv_file):
+    path, _, _ = csv_file
+    common = ["--servers", servers.servers, "--epsilon", "500", "--lower", "0", "--upper", "30",
+              "--domain-bits", "6", "--json"]
+    code, out, err = run("ecdf", "run", "--data", str(path), "--columns", "score", "--label", "label", "--roc",
+                         "--dataset", "progress-cli", "--progress", *common)
+    assert code == 0, err
+    d = json.loads(out)  # nothing else on stdout
+    assert d["upload"]["accepted"] == [150, 150] and "auc" in d
+    assert "upload to the servers" in err and "150/150" in err  # clients whose keys every server has been sent
+    assert "release: ECDF and ROC" in err and "8/8" in err  # two requests of m + 2 stages
+    code, out, err = run("ecdf", "query", "--servers", servers.servers, "--dataset", "progress-cli",
+                         "--epsilon", "1", "--progress", "--json")
+    assert code == 0, err
+    assert json.loads(out)["n"] == 150
+    assert "release: ECDF" in err and "4/4" in err and "upload" not in err
+
+
+def test_no_progress_prints_nothing_on_stderr(servers, csv_file):
+    path, _, _ = csv_file
+    code, out, err = run("ecdf", "run", "--servers", servers.servers, "--data", str(path), "--columns", "score",
+                         "--epsilon", "500", "--lower", "0", "--upper", "30", "--domain-bits", "6",
+                         "--dataset", "progress-quiet", "--no-progress", "--json")
+    assert code == 0 and err == "", err
+    assert json.loads(out)["n"] == 150
+    code, out, err = run("ecdf", "query", "--servers", servers.servers, "--dataset", "progress-quiet",
+                         "--epsilon", "1", "--no-progress")
+    assert code == 0 and err == "", err
+    assert "DP ECDF of dataset 'progress-quiet'" in out

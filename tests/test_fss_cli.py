@@ -34,3 +34,19 @@ def test_bench_fss_errors(capsys):
     assert "domain bits n must be in 1..64" in json.loads(captured.out)["error"]
     assert main(["bench", "fss", "--keys", "0"]) == 2
     assert "--keys must be at least 1" in capsys.readouterr().err
+
+
+def test_bench_fss_progress_counts_the_timed_calls(capsys):
+    from pairwise.protocols.commands.fss import run_dcf_benchmark
+
+    calls = []
+    run_dcf_benchmark(8, 200, 8, repeats=2, progress=lambda d, t: calls.append((d, t)))
+    assert calls == [(i, 8) for i in range(9)]  # 4 stages x 2 repeats, reported between the timed calls
+    assert main(["bench", "fss", "--domain-bits", "8", "--keys", "200", "--repeats", "1", "--progress",
+                 "--json"]) == 0
+    out = capsys.readouterr()
+    assert json.loads(out.out)["keys"] == 200  # stdout: the one JSON object
+    assert "bench fss" in out.err and "4/4" in out.err
+    assert main(["bench", "fss", "--domain-bits", "8", "--keys", "200", "--repeats", "1", "--no-progress",
+                 "--json"]) == 0
+    assert capsys.readouterr().err == ""

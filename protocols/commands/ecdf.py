@@ -39,6 +39,12 @@ Commands
         keeps its older ``info`` key).
     ``run``, ``query`` and ``status`` take ``--tls DIR --name NAME`` (a
     ``client`` certificate may upload; releases and status need ``querier``).
+    ``run``, ``query`` and ``demo`` take ``--progress``/``--no-progress``
+    (default: when stderr is a terminal): on stderr, a bar of the clients
+    whose keys have been sent to every server, then one of the release's stages
+    (per request: every server prepared, the release started, then one per
+    server whose result arrived; the servers' evaluation and noise run
+    before the first result).  stdout is unchanged, ``--json`` included.
     ``pairwise ecdf demo [--epsilon E] [--plot out.png] [--servers-count M] [--json]``
         (also ``pairwise demo ecdf``) Starts M (default 2) server processes on
         loopback, uploads the shipped breast_cancer data (mean_radius,
@@ -81,7 +87,17 @@ import sys
 
 from .bounds import NOT_PRIVATE, add_bound_args, clamped_note, deprecated, resolve_domains
 from .transport import add_transport_args, tls_from_args
-from .options import add_columns, add_data, add_epsilon, add_json, add_timeouts, positive_int, seconds
+from .options import (
+    add_columns,
+    add_data,
+    add_epsilon,
+    add_json,
+    add_progress,
+    add_timeouts,
+    positive_int,
+    progress_bar,
+    seconds,
+)
 
 #: JSON keys (dotted for nested ones) that hold DP outputs or their post-processing.
 DP_KEYS = ("dp", "smoothed", "quantiles", "roc.fpr", "roc.tpr", "auc")
@@ -95,6 +111,14 @@ MEASURED_KEYS = ("bytes", "bytes_detail.querier")
 #: The demo's data: a shipped dataset, its column (public domain declared in protocols/data/domains.json), its label.
 DEMO_DATA = ("breast_cancer", "mean_radius", "malignant")
 DEMO_BITS = 10
+
+#: Progress bars (stderr; ``--progress``): clients whose keys every server has been sent, then the stages of
+#: the release requests (m + 2 per request: prepared, started, one per server's result; see ecdf/querier.py).
+UPLOAD_BAR = "upload to the servers"
+
+
+def _release_bar(roc: bool) -> str:
+    return "release: ECDF and ROC" if roc else "release: ECDF"
 
 
 def register(root, groups) -> None:
@@ -172,6 +196,7 @@ def register(root, groups) -> None:
                        help="paper: Theorem 3.1 (default); hierarchical: noisy nodes + consistency")
         add_timeouts(d, timeout=600.0, connect_timeout=60.0, timeout_what="a server")
         add_json(d)
+        add_progress(d)
         d.set_defaults(func=cmd_demo)
 
 
@@ -186,6 +211,7 @@ def _query_args(p) -> None:
                    help="m > 2: keep epsilon-DP against the querier colluding with this many servers")
     add_timeouts(p, timeout=600.0, connect_timeout=5.0, timeout_what="a server")
     add_json(p)
+    add_progress(p)
     add_transport_args(p)
 
 
@@ -290,7 +316,7 @@ def _validate_release_args(args, m: int, n_bits: int, roc: bool) -> list[float]:
 
 
 def _release_and_report(querier, dataset, values, lo, hi, n_bits, args, labels=None, upload_bytes=0,
-                        pointwise=False, qs=(), roc=None, scheme=None):
+                        pointwise=False, qs=(), roc=None, scheme=None, progress=None):
     """Release the ECDF (and the ROC if ``roc``, default: labels given); returns the JSON dict.
 
     ``qs``: quantile levels, validated by the caller before anything was
@@ -298,18 +324,23 @@ def _release_and_report(querier, dataset, values, lo, hi, n_bits, args, labels=N
     private reference columns (``ecdf run``/``demo``); None for ``ecdf
     query``, which knows only what the servers release.  ``lo``/``hi``: the
     public domain of the quantization (None: thresholds are domain points).
+    ``progress(done, total)``: the stages of the release requests (one, or
+    two with the ROC), as one run.
     """
     import numpy as np
 
     from pairwise.dp.ecdf import auc, inverse_ecdf
     from ..ecdf.client import roc_points
+    from ..ecdf.querier import progress_part
     from ..ecdf.shares import bin_upper_edges, grid_points
 
     roc = labels is not None if roc is None else roc
     g = args.grid_bits or n_bits
     if roc:
         _check_budget(querier, dataset, 2 * args.epsilon)
-    rel = querier.ecdf(dataset, args.epsilon, grid_bits=g, mechanism=args.mechanism, tolerate=args.tolerate)
+    parts = 2 if roc else 1
+    rel = querier.ecdf(dataset, args.epsilon, grid_bits=g, mechanism=args.mechanism, tolerate=args.tolerate,
+                       progress=progress_part(progress, 0, parts))
     step = 1 << (n_bits - g)
     if lo is None:
         edges = grid_points(n_bits, g).astype(float)[rel.thresholds]
@@ -335,7 +366,8 @@ def _release_and_report(querier, dataset, values, lo, hi, n_bits, args, labels=N
             ex = np.atleast_1d(np.asarray(inverse_ecdf(np.asarray(out["exact"]), qs)))
             out["quantiles_exact"] = {str(q): float(edges[i]) for q, i in zip(qs, ex)}
     if roc:
-        r = querier.roc(dataset, args.epsilon, grid_bits=g, mechanism=args.mechanism, tolerate=args.tolerate)
+        r = querier.roc(dataset, args.epsilon, grid_bits=g, mechanism=args.mechanism, tolerate=args.tolerate,
+                        progress=progress_part(progress, 1, parts))
         out["roc"] = {"fpr": r.fpr.tolist(), "tpr": r.tpr.tolist(), "epsilon": r.epsilon, "delta": r.delta}
         out["auc"] = r.auc
         if values is not None and labels is not None:
@@ -481,19 +513,23 @@ def cmd_run(args) -> int:
     if not args.append:
         _refuse_existing(q, dataset, args.servers)
     tls = dict(tls=q.tls, insecure=q.insecure)
-    if args.scheme == "pointwise":
-        g = args.grid_bits or args.domain_bits
-        rep = upload_pointwise(servers, dataset, x, grid_bits=g, domain_bits=args.domain_bits, meta=meta,
-                               timeout=args.timeout, connect_timeout=args.connect_timeout, **tls)
-        labels_for_roc = None
-    else:
-        rep = upload(servers, dataset, x, labels=labels, domain_bits=args.domain_bits, scheme=args.scheme,
-                     client_ids=ids, append=args.append, meta=meta, timeout=args.timeout,
-                     connect_timeout=args.connect_timeout, **tls)
-        labels_for_roc = labels if args.roc else None
+    with progress_bar(args, UPLOAD_BAR, unit="client") as progress:
+        if args.scheme == "pointwise":
+            g = args.grid_bits or args.domain_bits
+            rep = upload_pointwise(servers, dataset, x, grid_bits=g, domain_bits=args.domain_bits, meta=meta,
+                                   timeout=args.timeout, connect_timeout=args.connect_timeout, progress=progress,
+                                   **tls)
+            labels_for_roc = None
+        else:
+            rep = upload(servers, dataset, x, labels=labels, domain_bits=args.domain_bits, scheme=args.scheme,
+                         client_ids=ids, append=args.append, meta=meta, timeout=args.timeout,
+                         connect_timeout=args.connect_timeout, progress=progress, **tls)
+            labels_for_roc = labels if args.roc else None
     exact_x = x if not args.append else None  # after an append the servers hold more than this CSV
-    out = _release_and_report(q, dataset, exact_x, lo, hi, args.domain_bits, args, labels=labels_for_roc,
-                              upload_bytes=rep.bytes, pointwise=args.scheme == "pointwise", qs=qs, roc=args.roc)
+    with progress_bar(args, _release_bar(args.roc), unit="stage") as progress:
+        out = _release_and_report(q, dataset, exact_x, lo, hi, args.domain_bits, args, labels=labels_for_roc,
+                                  upload_bytes=rep.bytes, pointwise=args.scheme == "pointwise", qs=qs, roc=args.roc,
+                                  progress=progress)
     out["dataset"] = dataset
     out["clamped"] = clamped
     out["upload"] = {"accepted": rep.accepted, "rejected_count": rep.rejected_count}
@@ -523,8 +559,9 @@ def cmd_query(args) -> int:
     if info["scheme"] == "pointwise" and args.grid_bits is None:
         args.grid_bits = info.get("grid_bits")
     qs = _validate_release_args(args, len(servers), n_bits, args.roc)
-    out = _release_and_report(q, args.dataset, None, lo, hi, n_bits, args, qs=qs, roc=args.roc,
-                              scheme=info["scheme"])
+    with progress_bar(args, _release_bar(args.roc), unit="stage") as progress:
+        out = _release_and_report(q, args.dataset, None, lo, hi, n_bits, args, qs=qs, roc=args.roc,
+                                  scheme=info["scheme"], progress=progress)
     out["dataset"] = args.dataset
     if args.json:
         print(json.dumps(out))
@@ -632,10 +669,13 @@ def cmd_demo(args) -> int:
     dataset = f"{name}:{column}"
     _interrupt_on_sigterm()  # SIGTERM unwinds like Ctrl-C: the server processes are stopped on the way out
     with ServerProcesses(args.servers_count, budget=budget, tls=True, startup_timeout=args.connect_timeout) as sp:  # a throwaway CA, mutual TLS
-        rep = upload(sp.addresses, dataset, x, labels=y, domain_bits=DEMO_BITS, tls=sp.client_tls,
-                     timeout=args.timeout, connect_timeout=args.connect_timeout)
+        with progress_bar(args, UPLOAD_BAR, unit="client") as progress:
+            rep = upload(sp.addresses, dataset, x, labels=y, domain_bits=DEMO_BITS, tls=sp.client_tls,
+                         timeout=args.timeout, connect_timeout=args.connect_timeout, progress=progress)
         q = ECDFQuerier(sp.addresses, timeout=args.timeout, connect_timeout=args.connect_timeout, tls=sp.querier_tls)
-        out = _release_and_report(q, dataset, x, lo, hi, DEMO_BITS, args, labels=y, upload_bytes=rep.bytes, qs=qs)
+        with progress_bar(args, _release_bar(True), unit="stage") as progress:
+            out = _release_and_report(q, dataset, x, lo, hi, DEMO_BITS, args, labels=y, upload_bytes=rep.bytes,
+                                      qs=qs, progress=progress)
     out["dataset"] = dataset
     out["clamped"] = clamped
     if args.plot:

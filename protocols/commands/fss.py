@@ -11,7 +11,9 @@ What it does
     one server, batched over the keys) and supporting numbers.
 
     :func:`run_dcf_benchmark` is the measurement; ``benchmarks/fss_tables.py`` reuses
-    it for its tables.
+    it for its tables.  ``--progress`` (default: when stderr is a terminal)
+    draws a bar on stderr of the timed calls (4 stages x ``--repeats``); it is
+    updated between the timed calls, never inside one.
 
 Security model
     A benchmark: keys are real (CSPRNG seeds) but thrown away; nothing secret
@@ -26,15 +28,18 @@ import time
 
 import numpy as np
 
+from .options import add_progress, progress_bar
+
 __all__ = ["register", "run_dcf_benchmark", "run_dpf_full_domain_benchmark"]
 
 
-def _best_of(fn, repeats: int) -> tuple[float, float]:
+def _best_of(fn, repeats: int, tick=None) -> tuple[float, float]:
     """Smallest wall time and smallest CPU time of ``repeats`` calls.
 
     The wall time is the headline number; the process CPU time is reported
     beside it because the benchmark machine may be shared (CPU time is what
-    the code costs when it has a core to itself).
+    the code costs when it has a core to itself).  ``tick()``, if given, is
+    called after each call, outside the timed section.
     """
     wall = cpu = float("inf")
     for _ in range(max(1, repeats)):
@@ -42,12 +47,18 @@ def _best_of(fn, repeats: int) -> tuple[float, float]:
         fn()
         wall = min(wall, time.perf_counter() - t0)
         cpu = min(cpu, time.process_time() - c0)
+        if tick:
+            tick()
     return wall, max(cpu, 1e-9)
 
 
 def run_dcf_benchmark(domain_bits: int = 32, keys: int = 100_000, output_bits: int = 32,
-                      repeats: int = 3) -> dict:
-    """Measure DCF key size, batched Gen, (de)serialization and batched Eval; return a dict."""
+                      repeats: int = 3, progress=None) -> dict:
+    """Measure DCF key size, batched Gen, (de)serialization and batched Eval; return a dict.
+
+    ``progress(done, total)``, if given, counts the timed calls (4 stages x
+    ``max(1, repeats)``); it is called between them, outside the timed sections.
+    """
     from pairwise.fss import DCFKeyBatch, FSSParameterError, dcf_gen_batch, dcf_key_bytes, reconstruct
 
     n, l = int(domain_bits), int(output_bits)
@@ -61,18 +72,28 @@ def run_dcf_benchmark(domain_bits: int = 32, keys: int = 100_000, output_bits: i
     threshold = secrets.randbits(n)
 
     holder = {}
+    total = 4 * max(1, repeats)
+    done = [0]
+
+    def tick():
+        if progress:
+            done[0] += 1
+            progress(done[0], total)
+
+    if progress:
+        progress(0, total)
 
     def gen():
         holder["k"] = dcf_gen_batch(alphas, 1, n, l)
 
-    t_gen, c_gen = _best_of(gen, repeats)
+    t_gen, c_gen = _best_of(gen, repeats, tick)
     k0, k1 = holder["k"]
-    t_ser, c_ser = _best_of(lambda: holder.__setitem__("b", k0.to_bytes_list()), repeats)
+    t_ser, c_ser = _best_of(lambda: holder.__setitem__("b", k0.to_bytes_list()), repeats, tick)
     blobs0 = holder["b"]
     t_parse, c_parse = _best_of(
-        lambda: holder.__setitem__("s", DCFKeyBatch.from_bytes_list(blobs0, n=n, l=l, party=0)), repeats)
+        lambda: holder.__setitem__("s", DCFKeyBatch.from_bytes_list(blobs0, n=n, l=l, party=0)), repeats, tick)
     server0 = holder["s"]
-    t_eval, c_eval = _best_of(lambda: holder.__setitem__("y0", server0.eval_sum(threshold)), repeats)
+    t_eval, c_eval = _best_of(lambda: holder.__setitem__("y0", server0.eval_sum(threshold)), repeats, tick)
     # correctness guard: the two servers' shares must reconstruct the true count
     y1 = k1.eval_sum(threshold)
     expected = int(np.count_nonzero(np.uint64(threshold) < alphas)) % (1 << l)
@@ -111,7 +132,8 @@ def run_dpf_full_domain_benchmark(domain_bits: int, output_bits: int = 32, repea
 
 
 def _cmd_bench_fss(args) -> int:
-    res = run_dcf_benchmark(args.domain_bits, args.keys, args.output_bits, args.repeats)
+    with progress_bar(args, "bench fss: timed calls", unit="call") as progress:
+        res = run_dcf_benchmark(args.domain_bits, args.keys, args.output_bits, args.repeats, progress=progress)
     if args.json:
         print(json.dumps(res))
         return 0
@@ -137,4 +159,5 @@ def register(root, groups) -> None:
     p.add_argument("--keys", type=int, default=100_000, metavar="K", help="number of keys, default 100000")
     p.add_argument("--repeats", type=int, default=3, metavar="R", help="timed repetitions (best is reported)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    add_progress(p)
     p.set_defaults(func=_cmd_bench_fss)

@@ -2,7 +2,7 @@
 
 Command
     ``pairwise bench garble --circuit (aes128|KERNEL|FILE) [--bits W] [--signed]
-    --batch B [--repeat N] [--chunk C] [--json]``
+    --batch B [--repeat N] [--chunk C] [--progress|--no-progress] [--json]``
 
     Garbles the circuit for B instances into memory (tables of 32 bytes per AND
     per instance), evaluates them, checks the decoded outputs against plaintext
@@ -18,6 +18,10 @@ Command
     ``garble_fresh_mands``: on this VM touching fresh memory costs ~2 ms per
     MiB in page faults); later runs reuse that table buffer, so
     ``garble_mands`` (best of N) measures garbling itself.
+
+    ``--progress`` (default: when stderr is a terminal) draws a bar on stderr
+    of the 2N garble and evaluate steps; it is updated between the timed
+    sections, never inside one.
 
 Security model
     A benchmark: both roles run in one process on random inputs; nothing is
@@ -35,14 +39,18 @@ from pairwise.circuits.catalog import resolve_circuit
 from pairwise.circuits.ir import Circuit
 from pairwise.circuits.kernels import KERNELS
 
-from .options import positive_int
+from .options import add_progress, positive_int, progress_bar
 
 #: Refuse in-memory benchmarks whose tables would exceed this many bytes.
 MAX_TABLE_BYTES = 3 << 30
 
 
-def bench_garble(circuit: Circuit, batch: int, repeat: int = 3, chunk: int | None = None) -> dict:
-    """Best-of-``repeat`` garbling and evaluation times of ``circuit`` for ``batch`` instances."""
+def bench_garble(circuit: Circuit, batch: int, repeat: int = 3, chunk: int | None = None, progress=None) -> dict:
+    """Best-of-``repeat`` garbling and evaluation times of ``circuit`` for ``batch`` instances.
+
+    ``progress(done, total)``, if given, counts the ``2 * repeat`` garble and
+    evaluate steps; it is called between the timed sections only.
+    """
     from pairwise.mpc.garble import Evaluator, GarbleError, Garbler, decode, split_outputs, table_bytes
 
     if repeat < 1:
@@ -61,7 +69,9 @@ def bench_garble(circuit: Circuit, batch: int, repeat: int = 3, chunk: int | Non
     correct = True
     used_chunk = None
     buf = None
-    for _ in range(repeat):
+    if progress:
+        progress(0, 2 * repeat)
+    for r in range(repeat):
         g = Garbler(circuit, batch, chunk=chunk)
         active = g.encode_all(bits)
         t0 = time.perf_counter()
@@ -73,6 +83,8 @@ def bench_garble(circuit: Circuit, batch: int, repeat: int = 3, chunk: int | Non
         if buf is None:
             fresh_g = t1 - t0
             buf = gc.tables
+        if progress:
+            progress(2 * r + 1, 2 * repeat)
         ev = Evaluator(circuit, batch, chunk=g.chunk)
         t2 = time.perf_counter()
         out = ev.evaluate(active, gc)
@@ -82,6 +94,8 @@ def bench_garble(circuit: Circuit, batch: int, repeat: int = 3, chunk: int | Non
         got = split_outputs(circuit, decode(out, g.decode_bits))
         correct &= all(np.array_equal(a, b) for a, b in zip(got, want))
         used_chunk = g.chunk
+        if progress:
+            progress(2 * r + 2, 2 * repeat)
     n = circuit.n_and * batch
     return {
         "circuit": circuit.name,
@@ -108,6 +122,7 @@ def register(root, groups) -> None:
     p.add_argument("--repeat", type=positive_int, default=3, help="runs; the best is reported (default 3)")
     p.add_argument("--chunk", type=positive_int, default=None, help="instances per chunk (default: automatic)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    add_progress(p)
     p.set_defaults(func=cmd_bench_garble)
 
 
@@ -117,7 +132,8 @@ def cmd_bench_garble(args) -> int:
     if args.batch < 1:
         raise GarbleError(f"--batch must be a positive integer, got {args.batch}")
     c = resolve_circuit(args.circuit, args.bits, args.signed)
-    r = bench_garble(c, args.batch, repeat=args.repeat, chunk=args.chunk)
+    with progress_bar(args, f"bench garble {c.name}", unit="step") as progress:
+        r = bench_garble(c, args.batch, repeat=args.repeat, chunk=args.chunk, progress=progress)
     if args.json:
         print(json.dumps(r))
     else:

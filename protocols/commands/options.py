@@ -35,9 +35,21 @@ Progress
     :func:`progress_bar` wraps ``tqdm`` (a maintained progress-bar library:
     rate, ETA, terminal-width handling) and yields the ``progress(done,
     total)`` callback the library APIs take (``run_ustat``,
-    ``commands.noise.draw`` for garbled sampling; a long-running API takes
-    ``progress=None`` and calls it with counts of finished work units).  Bars
-    go to stderr only, so stdout stays clean, ``--json`` included.
+    ``commands.noise.draw`` for garbled sampling, the ECDF uploads
+    ``ecdf.uploader.upload``/``send_keys``/``upload_pointwise`` and the
+    releases of ``ecdf.querier.ECDFQuerier``, ``commands.garble.bench_garble``
+    and ``commands.fss.run_dcf_benchmark``; a long-running API takes
+    ``progress=None`` and calls it with counts of finished work units,
+    starting at ``(0, total)``, never decreasing, ending at
+    ``(total, total)``).  Bars go to stderr only, so stdout stays clean,
+    ``--json`` included.
+
+    Commands with ``--progress``: ``ustat``, ``noise sample`` (``--garbled``),
+    ``ecdf run``/``query``/``demo``, ``bench garble``, ``bench fss``.  The
+    others do their own work in well under a second on the shipped data
+    (the rest of their few seconds is Python start-up), or are a single
+    garbled-circuit execution (``2pc``, ``demo 2pc``); ``ldp``, ``circuit``,
+    ``ecdf status`` and ``certs`` have nothing to count.
 
 Using it in a command module
     ``add_epsilon(p)`` (``default=1.0`` only for demos), ``add_data(p)``,
@@ -232,11 +244,19 @@ def add_progress(p) -> None:
                    help="progress bar on stderr (default: only when stderr is a terminal)")
 
 
+#: On a terminal, the bar is redrawn this often (seconds) between reports, so its elapsed time keeps moving
+#: through a long step (an ECDF release waits for the servers' noise with no report in between).
+REFRESH_SECONDS = 1.0
+
+
 @contextmanager
 def progress_bar(args, desc: str, unit: str = "it"):
     """Yield a ``progress(done, total)`` callback drawing a tqdm bar on stderr, or ``None`` when off.
 
     On unless ``--no-progress``; without either flag, on only when stderr is a terminal.
+    On a terminal a background thread redraws the bar every :data:`REFRESH_SECONDS`
+    (elapsed time) until the block ends; in a log (``--progress`` with stderr
+    redirected) the bar is drawn at reports only.
     """
     on = getattr(args, "progress", None)
     if on is None:
@@ -244,9 +264,21 @@ def progress_bar(args, desc: str, unit: str = "it"):
     if not on:
         yield None
         return
+    import threading
+
     from tqdm import tqdm
 
     bars = []  # created on the first report, when the total is known
+    stop = threading.Event()
+
+    def redraw() -> None:
+        while not stop.wait(REFRESH_SECONDS):
+            for bar in list(bars):
+                bar.refresh()
+
+    ticker = threading.Thread(target=redraw, name="progress-redraw", daemon=True) if sys.stderr.isatty() else None
+    if ticker is not None:
+        ticker.start()
 
     def update(done: int, total: int) -> None:
         if not bars:
@@ -262,5 +294,8 @@ def progress_bar(args, desc: str, unit: str = "it"):
     try:
         yield update
     finally:
+        stop.set()
+        if ticker is not None:
+            ticker.join()
         for bar in bars:
             bar.close()

@@ -17,6 +17,18 @@ What it does
     ECDF of the predicted probabilities with (L + 1) eps', Q - 1 quantile
     cuts, then the 4Q group statistics with eps' each, eps' = eps / (L + 9)).
 
+Progress
+    Every release method takes ``progress=None``: a ``progress(done, total)``
+    callback (a progress bar's hook) called with the stages of the release
+    finished so far.  One request has ``m + 2`` stages: every server
+    prepared (dataset and ledgers agreed, budget reserved), the release
+    started (``link`` and ``go``), then one per server whose result has
+    arrived (the servers' evaluation and noise happen between the second
+    stage and the first result).  Calls start at ``(0, total)``, never
+    decrease and end at ``(total, total)``; :meth:`ECDFQuerier.hosmer_lemeshow`
+    makes two requests, counted as one run of ``2 (m + 2)`` stages
+    (:func:`progress_part`).  The stages are public; no value is reported.
+
 Security model
     Semi-honest parties (see :mod:`pairwise.protocols.ecdf.server`).  The
     querier learns only the released noisy values (and n); everything it
@@ -69,11 +81,24 @@ __all__ = [
     "ECDFRelease",
     "HLRelease",
     "ROCRelease",
+    "progress_part",
     "roc_points",
 ]
 
 #: Times a release is prepared again when the servers' dataset digests differ (an upload commit in flight).
 PREPARE_RETRIES = 3
+
+
+def progress_part(progress, index: int, parts: int):
+    """Part ``index`` (0-based) of ``parts`` equal parts of one ``progress(done, total)`` run, or None.
+
+    A callback for the part's own ``(done, total)`` that reports
+    ``(index * total + done, parts * total)`` to ``progress``: several
+    requests of the same number of stages on one progress bar.
+    """
+    if progress is None:
+        return None
+    return lambda done, total: progress(index * total + done, parts * total)
 
 
 @dataclass
@@ -369,12 +394,20 @@ class ECDFQuerier:
             time.sleep(0.25 * 2 ** mismatches)
             mismatches += 1
 
-    def release(self, dataset: str, request: dict) -> tuple[np.ndarray, list[dict], dict]:
-        """Prepare / compare / go on every server; returns (combined int64 values, headers, info)."""
+    def release(self, dataset: str, request: dict, progress=None) -> tuple[np.ndarray, list[dict], dict]:
+        """Prepare / compare / go on every server; returns (combined int64 values, headers, info).
+
+        ``progress(done, total)``: the ``m + 2`` stages (module docstring).
+        """
+        stages = self.m + 2
+        if progress:
+            progress(0, stages)
         chans = self._open()
         t0 = time.perf_counter()
         try:
             replies = self._prepare(chans, dataset, request)
+            if progress:
+                progress(1, stages)
             info = replies[0]["info"]
             if self.m == 2:  # server 0 reaches server 1 (and checks who it is) before anything is charged
                 linked = self._call(0, chans[0], {"op": "link"})
@@ -387,6 +420,8 @@ class ECDFQuerier:
                     send_json(ch, {"op": "go"})
                 except ChannelError as exc:
                     raise ServerUnavailable(f"{server_label(self.servers, j)} failed during the request: {exc}") from exc
+            if progress:
+                progress(2, stages)
             heads, arrays = [], []
             for j, ch in enumerate(chans):
                 h = self._ok(j, ch, None)
@@ -396,6 +431,8 @@ class ECDFQuerier:
                 except ChannelError as exc:
                     raise ServerUnavailable(f"{server_label(self.servers, j)} failed sending its result: {exc}") from exc
                 heads.append(h)
+                if progress:
+                    progress(3 + j, stages)
             l = int(heads[0]["output_bits"])
             if heads[0]["encoding"] == "values":
                 for j in range(1, len(arrays)):
@@ -419,19 +456,23 @@ class ECDFQuerier:
 
     # ------------------------------------------------------------------ ECDF
     def ecdf(self, dataset: str, epsilon, *, series: str = "all", thresholds=None, grid_bits: int | None = None,
-             mechanism: str = "paper", smoothing: int | None = 2, tolerate: int = 0) -> ECDFRelease:
-        """Release the noisy ECDF of ``series`` at grid ``thresholds`` (default: the whole grid)."""
+             mechanism: str = "paper", smoothing: int | None = 2, tolerate: int = 0, progress=None) -> ECDFRelease:
+        """Release the noisy ECDF of ``series`` at grid ``thresholds`` (default: the whole grid).
+
+        ``progress(done, total)``: the request's stages (module docstring).
+        """
         return self.ecdf_many(dataset, epsilon, [series], thresholds=thresholds, grid_bits=grid_bits,
-                              mechanism=mechanism, smoothing=smoothing, tolerate=tolerate)[0]
+                              mechanism=mechanism, smoothing=smoothing, tolerate=tolerate, progress=progress)[0]
 
     def ecdf_many(self, dataset: str, epsilon_each, series: list[str], *, thresholds=None,
                   grid_bits: int | None = None, mechanism: str = "paper", smoothing: int | None = 2,
-                  tolerate: int = 0) -> list[ECDFRelease]:
+                  tolerate: int = 0, progress=None) -> list[ECDFRelease]:
         """Release several series' ECDFs in one request (epsilon_each per series, one budget check).
 
         The servers reserve len(series) * epsilon_each at once, so either all
         series are released or none is (and, for m = 2, all their noise comes
-        from one garbled-circuit session).
+        from one garbled-circuit session).  ``progress(done, total)``: the
+        request's stages (module docstring).
         """
         eps = parse_epsilon(epsilon_each)
         series = list(series)
@@ -440,7 +481,7 @@ class ECDFQuerier:
         req = {"kind": "ecdf", "series": series, "epsilon": str(eps), "mechanism": mechanism,
                "grid_bits": grid_bits, "tolerate": int(tolerate),
                "thresholds": None if thresholds is None else [int(t) for t in np.asarray(thresholds).ravel()]}
-        vals, heads, meta = self.release(dataset, req)
+        vals, heads, meta = self.release(dataset, req, progress)
         h = heads[0]
         g = int(h["grid_bits"])
         n = meta["clients"]
@@ -477,8 +518,11 @@ class ECDFQuerier:
         return out
 
     def counts(self, dataset: str, cuts, epsilon_per_value, series, *, grid_bits: int | None = None,
-               tolerate: int = 0) -> CountsRelease:
-        """Noisy counts of the groups (b_{q-1}, b_q] of grid indices (b_0 = -1, b_Q = last) per series."""
+               tolerate: int = 0, progress=None) -> CountsRelease:
+        """Noisy counts of the groups (b_{q-1}, b_q] of grid indices (b_0 = -1, b_Q = last) per series.
+
+        ``progress(done, total)``: the request's stages (module docstring).
+        """
         eps_v = parse_epsilon(epsilon_per_value, "epsilon_per_value")
         series = list(series)
         c = np.asarray(cuts)
@@ -488,7 +532,7 @@ class ECDFQuerier:
         cuts = [int(x) for x in c.ravel()]
         req = {"kind": "counts", "series": series, "cuts": cuts, "epsilon_per_value": str(eps_v),
                "grid_bits": grid_bits, "tolerate": int(tolerate)}
-        vals, heads, meta = self.release(dataset, req)
+        vals, heads, meta = self.release(dataset, req, progress)
         Q = len(cuts) + 1
         out = {s: vals[i * Q:(i + 1) * Q].astype(float) for i, s in enumerate(series)}
         return CountsRelease(dataset, np.array(cuts), out, float(eps_v), float(Fraction(heads[0]["epsilon"])),
@@ -496,17 +540,20 @@ class ECDFQuerier:
 
     # ------------------------------------------------------------------ applications
     def roc(self, dataset: str, epsilon, *, smoothing: int = 2, higher_is_positive: bool = True,
-            grid_bits: int | None = None, mechanism: str = "paper", tolerate: int = 0) -> ROCRelease:
-        """Sec. 5.1: release the positives' and the negatives' ECDFs with eps/2 each, then the ROC curve."""
+            grid_bits: int | None = None, mechanism: str = "paper", tolerate: int = 0, progress=None) -> ROCRelease:
+        """Sec. 5.1: release the positives' and the negatives' ECDFs with eps/2 each, then the ROC curve.
+
+        One request for both classes; ``progress(done, total)``: its stages (module docstring).
+        """
         eps = parse_epsilon(epsilon)
         parse_epsilon(eps / 2, "epsilon / 2 (each class)")
         pos, neg = self.ecdf_many(dataset, eps / 2, ["pos", "neg"], grid_bits=grid_bits, mechanism=mechanism,
-                                  smoothing=smoothing, tolerate=tolerate)
+                                  smoothing=smoothing, tolerate=tolerate, progress=progress)
         fpr, tpr = roc_points(pos.smoothed_counts, neg.smoothed_counts, higher_is_positive)
         return ROCRelease(fpr, tpr, trapezoid_auc(fpr, tpr), pos, neg, float(eps), pos.delta + neg.delta)
 
     def hosmer_lemeshow(self, dataset: str, epsilon, *, Q: int = 10, smoothing: int = 2,
-                        tolerate: int = 0) -> HLRelease:
+                        tolerate: int = 0, progress=None) -> HLRelease:
         """Algorithm 2 over the servers (dataset uploaded with labels and probabilities).
 
         eps' = eps / (L + 9) with L the dataset's domain bits (the grid of the
@@ -514,7 +561,8 @@ class ECDFQuerier:
         with (L + 1) eps' (Theorem 3.1: node scale 1/eps') and cuts it at
         q/Q by Algorithm 1; lines 7-9 release O1, O0 (counts) and E1, E0
         (sums of probabilities on a 2^-b grid) of every group with eps' per
-        value -- 8 eps' in total, as in Theorem 5.1.
+        value -- 8 eps' in total, as in Theorem 5.1.  ``progress(done, total)``:
+        the stages of both requests, as one run (module docstring).
         """
         eps = parse_epsilon(epsilon)
         if isinstance(Q, bool) or not isinstance(Q, int) or not 2 <= Q <= 1024:
@@ -535,9 +583,11 @@ class ECDFQuerier:
             if left < eps:
                 raise BudgetExceeded(f"server {st['server_id']}: dataset {dataset!r} has {float(left):g} of its "
                                      f"privacy budget left; Hosmer-Lemeshow needs {float(eps):g}")
-        rel = self.ecdf(dataset, (L + 1) * eps_p, series="all", smoothing=smoothing, tolerate=tolerate)
+        rel = self.ecdf(dataset, (L + 1) * eps_p, series="all", smoothing=smoothing, tolerate=tolerate,
+                        progress=progress_part(progress, 0, 2))
         cuts = np.sort(np.asarray(inverse_ecdf(rel.smoothed, np.arange(1, Q) / Q), dtype=np.int64))
-        cr = self.counts(dataset, cuts, eps_p, ["pos", "neg", "e1", "e0"], tolerate=tolerate)
+        cr = self.counts(dataset, cuts, eps_p, ["pos", "neg", "e1", "e0"], tolerate=tolerate,
+                         progress=progress_part(progress, 1, 2))
         o1, o0 = cr.values["pos"], cr.values["neg"]
         e1, e0 = cr.values["e1"] / scale, cr.values["e0"] / scale
         stat = hosmer_lemeshow_statistic(o1, e1, o0, e0)

@@ -21,6 +21,16 @@ What it does
     ``append=True`` (new clients only; ids already present are rejected).
     For the pointwise baseline a new ``round_id`` starts a new query round.
 
+Progress
+    :func:`upload`, :func:`send_keys` and :func:`upload_pointwise` take
+    ``progress=None``: a ``progress(done, total)`` callback (a progress
+    bar's hook) called with the number of clients whose keys have been sent
+    to every server, out of all K clients: ``(0, K)`` before the keys are
+    made, then after each chunk (the least any server has been sent, so it
+    never decreases), ending at ``(K, K)``.  Calls come from the servers'
+    threads, one at a time (a lock orders them).  The counts are public
+    (how many clients are uploaded), never data.
+
 Security model
     Semi-honest parties (see :mod:`pairwise.protocols.ecdf.server`).  Keys and
     shares come from the OS CSPRNG.  A client process that hosts many
@@ -30,6 +40,7 @@ Security model
 from __future__ import annotations
 
 import os
+import threading
 import time
 from dataclasses import dataclass
 
@@ -170,14 +181,53 @@ def make_keys(values, series: dict[str, tuple], *, scheme: str, m: int, domain_b
 
 
 
+class _Sent:
+    """Clients whose keys every server has been sent, reported to ``progress(done, total)`` (module docstring).
+
+    Each server's thread adds its own chunks (:meth:`add`); the reported count
+    is the minimum over the servers, so it never decreases, and the lock keeps
+    the calls in order.
+    """
+
+    def __init__(self, progress, m: int, total: int) -> None:
+        self.progress, self.total = progress, int(total)
+        self.sent = [0] * m
+        self.reported = -1
+        self.lock = threading.Lock()
+
+    def report(self, done: int) -> None:
+        if self.progress is None:
+            return
+        with self.lock:
+            self._report(done)
+
+    def add(self, j: int, clients: int) -> None:
+        if self.progress is None:
+            return
+        with self.lock:
+            self.sent[j] += int(clients)
+            self._report(min(self.sent))
+
+    def _report(self, done: int) -> None:
+        if done > self.reported:
+            self.reported = done
+            self.progress(done, self.total)
+
+
 def _run_upload(servers, dataset: str, ids: np.ndarray, scheme: str, header, send_chunks, *, timeout: float,
-                connect_timeout: float, tls=None, insecure: bool = False) -> UploadReport:
-    """Both phases of an upload on every server (see the module docstring)."""
+                connect_timeout: float, tls=None, insecure: bool = False, progress=None) -> UploadReport:
+    """Both phases of an upload on every server (see the module docstring).
+
+    ``send_chunks(j, ch, sent)`` sends server j's chunks and calls
+    ``sent(clients)`` after each one.
+    """
     t0 = time.perf_counter()
     upload_id = os.urandom(16).hex()
-    chans = connect_all(servers, ROLE_CLIENT, connect_timeout, timeout, tls=tls, insecure=insecure)
     m = len(servers)
     K = int(ids.size)
+    tally = _Sent(progress, m, K)
+    tally.report(0)
+    chans = connect_all(servers, ROLE_CLIENT, connect_timeout, timeout, tls=tls, insecure=insecure)
     staged: list = [None] * m
 
     def stage(j: int):
@@ -185,7 +235,7 @@ def _run_upload(servers, dataset: str, ids: np.ndarray, scheme: str, header, sen
         ch = chans[j]
         try:
             call_ok(servers, j, ch, dict(header(j), upload_id=upload_id))
-            send_chunks(j, ch)
+            send_chunks(j, ch, lambda k: tally.add(j, k))
             reply = recv_json(ch)
             if not reply.get("ok"):
                 raise_refusal(label, reply)
@@ -211,6 +261,7 @@ def _run_upload(servers, dataset: str, ids: np.ndarray, scheme: str, header, sen
     finally:
         for ch in chans:
             ch.close()
+    tally.report(K)
     # report: each server's own reasons first, then the clients another server rejected
     why: dict[int, str] = {}
     for j, (reply, _) in enumerate(staged):
@@ -232,8 +283,11 @@ def _run_upload(servers, dataset: str, ids: np.ndarray, scheme: str, header, sen
 def send_keys(servers, dataset: str, *, scheme: str, domain_bits: int, output_bits: int,
               series_meta: dict[str, int], ids: np.ndarray, keys: list[dict[str, list[bytes]]],
               timeout: float = 300.0, connect_timeout: float = 5.0, chunk: int = _CHUNK, append: bool = False,
-              meta: dict | None = None, tls=None, insecure: bool = False) -> UploadReport:
-    """Send key j of every client to server j (all servers in parallel); see :func:`upload`."""
+              meta: dict | None = None, tls=None, insecure: bool = False, progress=None) -> UploadReport:
+    """Send key j of every client to server j (all servers in parallel); see :func:`upload`.
+
+    ``progress(done, total)``: clients whose keys every server has been sent (module docstring).
+    """
     servers = parse_servers(servers)
     m = len(servers)
     names = list(series_meta)
@@ -249,22 +303,23 @@ def send_keys(servers, dataset: str, *, scheme: str, domain_bits: int, output_bi
                 "series": [{"name": s, "max_weight": int(series_meta[s])} for s in names],
                 "chunks": chunks}
 
-    def send_chunks(j: int, ch) -> None:
+    def send_chunks(j: int, ch, sent) -> None:
         for c0, k in zip(range(0, K, chunk), chunks):
             blobs = [[keys[j][s][i] for s in names] for i in range(c0, c0 + k)]
             lens = np.array([[len(b) for b in row] for row in blobs], dtype=np.uint32).reshape(k, len(names))
             ch.send_array(ids[c0:c0 + k].astype(np.uint64))
             ch.send_array(lens)
             ch.send(b"".join(b for row in blobs for b in row))
+            sent(k)
 
     return _run_upload(servers, dataset, ids, scheme, header, send_chunks, timeout=timeout,
-                       connect_timeout=connect_timeout, tls=tls, insecure=insecure)
+                       connect_timeout=connect_timeout, tls=tls, insecure=insecure, progress=progress)
 
 
 def upload(servers, dataset: str, values, *, labels=None, probabilities=None, client_ids=None,
            domain_bits: int, scheme: str = "auto", output_bits: int = 32, prob_bits: int = DEFAULT_PROB_BITS,
            timeout: float = 300.0, connect_timeout: float = 5.0, append: bool = False,
-           meta: dict | None = None, tls=None, insecure: bool = False) -> UploadReport:
+           meta: dict | None = None, tls=None, insecure: bool = False, progress=None) -> UploadReport:
     """Make and upload the keys of clients holding ``values`` (domain points of ``domain_bits`` bits).
 
     ``labels`` (0/1) add the ROC series pos/neg; ``probabilities`` (with
@@ -275,7 +330,9 @@ def upload(servers, dataset: str, values, *, labels=None, probabilities=None, cl
     range, ``{"range": [lo, hi]}``); it is part of the dataset digest.
     ``tls``: this client's :class:`pairwise.mpc.tls.TLSConfig` (a ``client``
     or ``querier`` certificate); None: plaintext, loopback only unless
-    ``insecure``.
+    ``insecure``.  ``progress(done, total)``: clients whose keys every
+    server has been sent, ``(0, K)`` first, before the keys are made
+    (module docstring).
     """
     servers = parse_servers(servers)
     m = len(servers)
@@ -283,17 +340,20 @@ def upload(servers, dataset: str, values, *, labels=None, probabilities=None, cl
     series = make_series(labels, probabilities, prob_bits)
     vals = np.asarray(values)
     ids = _ids(client_ids, vals.size)
+    if progress:
+        progress(0, int(ids.size))
     keys = make_keys(vals, series, scheme=scheme, m=m, domain_bits=domain_bits, output_bits=output_bits)
     return send_keys(servers, dataset, scheme=scheme, domain_bits=domain_bits, output_bits=output_bits,
                      series_meta={s: w for s, (_, w) in series.items()}, ids=ids, keys=keys,
                      timeout=timeout, connect_timeout=connect_timeout, append=append, meta=meta, tls=tls,
-                     insecure=insecure)
+                     insecure=insecure, progress=progress)
 
 
 def upload_pointwise(servers, dataset: str, values, *, grid_bits: int, domain_bits: int, thresholds=None,
                      labels=None, client_ids=None, round_id: str | None = None, output_bits: int = 32,
                      timeout: float = 300.0, connect_timeout: float = 5.0, chunk: int = _CHUNK,
-                     append: bool = False, meta: dict | None = None, tls=None, insecure: bool = False) -> UploadReport:
+                     append: bool = False, meta: dict | None = None, tls=None, insecure: bool = False,
+                     progress=None) -> UploadReport:
     """Pointwise baseline (Sec. 4.1): every client sends additive shares of w [x <= tau_t] for each queried t.
 
     ``thresholds``: grid indices of this query round (default: the whole
@@ -301,12 +361,15 @@ def upload_pointwise(servers, dataset: str, values, *, grid_bits: int, domain_bi
     one) replaces the dataset's shares with this round's (the budget stays);
     ``append=True`` with the current round's id adds clients to it.  The
     round is then released with :meth:`ECDFQuerier.ecdf` on the same dataset.
+    ``progress(done, total)``: clients whose keys every server has been sent (module docstring).
     """
     servers = parse_servers(servers)
     m = len(servers)
     series = make_series(labels)
     vals = np.asarray(values)
     ids = _ids(client_ids, vals.size)
+    if progress:
+        progress(0, int(ids.size))
     N = 1 << grid_bits
     thr = np.arange(N) if thresholds is None else np.unique(np.asarray(thresholds, dtype=np.int64))
     pts = grid_points(domain_bits, grid_bits)[thr]
@@ -326,12 +389,13 @@ def upload_pointwise(servers, dataset: str, values, *, grid_bits: int, domain_bi
                 "series": [{"name": s, "max_weight": int(series[s][1])} for s in names],
                 "chunks": chunks}
 
-    def send_chunks(j: int, ch) -> None:
+    def send_chunks(j: int, ch, sent) -> None:
         for c0, k in zip(range(0, K, chunk), chunks):
             sl = slice(c0, c0 + k)
             ch.send_array(ids[sl])
             block = np.stack([shares[s][j][sl] for s in names], axis=1)  # (k, S, T)
             ch.send_array(block.astype(word))
+            sent(k)
 
     return _run_upload(servers, dataset, ids, "pointwise", header, send_chunks, timeout=timeout,
-                       connect_timeout=connect_timeout, tls=tls, insecure=insecure)
+                       connect_timeout=connect_timeout, tls=tls, insecure=insecure, progress=progress)
