@@ -336,5 +336,6 @@ def run_release(ds: Dataset, snap: Snapshot, plan: ReleasePlan, open_peer, serve
         head.update(encoding=enc, series=plan.series, groups=len(plan.cuts) + 1, value_epsilon=str(eps_v),
                     variances=rep["variances"])
     head.update(delta=rep["delta"], peer_bytes=rep["peer_bytes"], and_gates=rep["and_gates"], noise=rep["noise"],
-                count=int(vals.size), seconds=time.perf_counter() - t0, timings=timings)
+                count=int(vals.size), timings=timings,
+                seconds=time.perf_counter() - t0 + snap.timings.get("cluster", 0.0))  # + the cluster, while prepared
     return head, (vals.astype(np.int64) if head["encoding"] == "values" else vals.astype(np.uint64))
