@@ -139,9 +139,10 @@ def open_cluster(cluster: Any, *, timeout: float = 60.0, connect_timeout: float 
         # allowed-failures = 0: a worker death fails the task (and the run) instead of a silent re-run.
         with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
             try:
+                # secure: no dashboard (the scheduler's HTTP server, health routes only, on a free loopback port)
+                extra = {"security": True, "scheduler_kwargs": {"dashboard": False}} if secure else {}
                 lc = distributed.LocalCluster(n_workers=spec.workers, threads_per_worker=1, processes=True,
-                                              dashboard_address=None if secure else "127.0.0.1:0",
-                                              silence_logs=logging.ERROR, **({"security": True} if secure else {}))
+                                              dashboard_address="127.0.0.1:0", silence_logs=logging.ERROR, **extra)
             except Exception as exc:  # noqa: BLE001 - any start-up failure becomes one clear error
                 raise ClusterError(f"could not start a local Dask cluster of {spec.workers} workers: {exc}") from exc
         try:
