@@ -5,6 +5,7 @@ Usage (from the repository root, project venv)::
     .venv/bin/python benchmarks/ecdf_service.py              # both parts (several minutes)
     .venv/bin/python benchmarks/ecdf_service.py --part comm  # communication table only
     .venv/bin/python benchmarks/ecdf_service.py --part e2e --n 100000
+    .venv/bin/python benchmarks/ecdf_service.py --part e2e --n 100000 --cluster local:2 --only dcf10
 
 Everything runs for real: m server processes on loopback
 (``python -m pairwise ecdf serve``), this process as the clients and
@@ -23,7 +24,12 @@ release of the whole ECDF over a 2^g grid), with the servers' own timings
 (``--state`` in a temporary directory: every upload and every ledger entry is
 committed with fsync) unless ``--memory`` is given; ``--tls`` runs every
 connection (uploads, querier, server-to-server 2PC) in mutual TLS 1.3 with a
-throwaway CA.
+throwaway CA.  ``--cluster local:N`` runs every e2e case twice in one run,
+without and with a Dask LocalCluster of N workers per server (``ecdf serve
+--cluster local:N``: the release evaluates the key shards on the workers while
+it is prepared; "server shares s" is then that evaluation), on the same data.
+On one machine the two servers already evaluate in parallel, so m servers with
+N workers each want m x N cores.
 """
 
 from __future__ import annotations
@@ -72,11 +78,13 @@ def comm(ns, Bs, ms, eps: float = 1.0) -> list[dict]:
     return rows
 
 
-def e2e(n: int, m: int, grid_bits: int, eps: float = 1.0, durable: bool = True, tls: bool = False) -> dict:
+def e2e(n: int, m: int, grid_bits: int, eps: float = 1.0, durable: bool = True, tls: bool = False,
+        cluster: str | None = None) -> dict:
     rng = np.random.default_rng(1)
     x = rng.integers(0, 1 << DOMAIN, n)
     with tempfile.TemporaryDirectory() as state, \
-            ServerProcesses(m, budget="1000000", timeout=900, state_dir=state if durable else None, tls=tls) as sp:
+            ServerProcesses(m, budget="1000000", timeout=900, state_dir=state if durable else None, tls=tls,
+                            cluster=cluster, startup_timeout=300) as sp:
         t0 = time.perf_counter()
         scheme = "dcf" if m == 2 else "mshare"
         keys = make_keys(x, make_series(), scheme=scheme, m=m, domain_bits=DOMAIN)
@@ -91,7 +99,8 @@ def e2e(n: int, m: int, grid_bits: int, eps: float = 1.0, durable: bool = True, 
         total = time.perf_counter() - t0
     exact = np.array([(x <= (t + 1) * (1 << (DOMAIN - grid_bits)) - 1).sum() for t in range(1 << grid_bits)])
     rmse = float(np.sqrt(np.mean((rel.cumulative - exact) ** 2)))
-    row = {"n": n, "m": m, "grid_bits": grid_bits, "state": "sqlite" if durable else "memory", "tls": tls, "keygen_s": t_keys, "upload_s": t_up, "release_s": t_rel,
+    row = {"n": n, "m": m, "grid_bits": grid_bits, "state": "sqlite" if durable else "memory", "tls": tls,
+           "cluster": cluster, "keygen_s": t_keys, "upload_s": t_up, "release_s": t_rel,
            "total_s": total, "server_timings": rel.server_timings, "upload_bytes": rep.bytes,
            "querier_bytes": rel.bytes["querier"], "server_bytes": rel.bytes["servers"], "rmse_counts": rmse,
            "theorem31_rmse": float(np.sqrt(rel.mse_per_threshold))}
@@ -105,6 +114,12 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=100_000, help="clients of the end-to-end run")
     ap.add_argument("--memory", action="store_true", help="servers without --state (in-memory SQLite)")
     ap.add_argument("--tls", action="store_true", help="every connection in mutual TLS (throwaway CA)")
+    ap.add_argument("--cluster", metavar="local[:N]",
+                    help="part e2e: run every case twice, without and with each server evaluating its keys on a "
+                         "Dask LocalCluster of its own (ecdf serve --cluster local:N)")
+    ap.add_argument("--only", choices=["dcf8", "dcf10", "mshare10"], action="append",
+                    help="part e2e: only these cases (repeatable; default all three: m = 2 on 2^8 and 2^10 grids, "
+                         "m = 3 with at most 10^4 clients on 2^10)")
     args = ap.parse_args()
     if args.part in ("comm", "all"):
         rows = comm([1000, 10000], [1, 16, 256, 1024], [2]) + comm([1000], [1, 16, 256, 1024], [3])
@@ -118,17 +133,25 @@ def main() -> None:
                   f"{r['pw_querier'] / 1e3:.1f} | {_mb(r['pw_servers'])} | {r['pw_upload'] / r['fss_upload']:.2f} |")
     if args.part in ("e2e", "all"):
         durable = not args.memory
-        rows = [e2e(args.n, 2, 8, durable=durable, tls=args.tls), e2e(args.n, 2, 10, durable=durable, tls=args.tls),
-                e2e(min(args.n, 10_000), 3, 10, durable=durable, tls=args.tls)]
-        print("\n| n | m | grid | keygen s | upload s | release s | server shares s (per server) | "
-              "server noise s | total s | upload MB | server-server MB | RMSE (counts) | Thm 3.1 RMSE |")
-        print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+        if args.cluster is not None:
+            from pairwise.protocols.cluster import parse_cluster
+
+            if not parse_cluster(args.cluster).local:
+                ap.error("--cluster takes local or local:N (every server starts a cluster of its own)")
+        cases = {"dcf8": (args.n, 2, 8), "dcf10": (args.n, 2, 10), "mshare10": (min(args.n, 10_000), 3, 10)}
+        clusters = [None] if args.cluster is None else [None, args.cluster]
+        rows = [e2e(*cases[c], durable=durable, tls=args.tls, cluster=cl)
+                for c in (args.only or list(cases)) for cl in clusters]
+        print("\n| n | m | grid | cluster (per server) | keygen s | upload s | release s | server shares s "
+              "(per server) | server noise s | total s | upload MB | server-server MB | RMSE (counts) | Thm 3.1 RMSE |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
         for r in rows:
             sh = " / ".join(f"{t.get('shares', 0):.1f}" for t in r["server_timings"])
             no = " / ".join(f"{t.get('noise', 0):.1f}" for t in r["server_timings"])
-            print(f"| {r['n']} | {r['m']} | 2^{r['grid_bits']} | {r['keygen_s']:.2f} | {r['upload_s']:.2f} | "
-                  f"{r['release_s']:.2f} | {sh} | {no} | {r['total_s']:.2f} | {_mb(r['upload_bytes'])} | "
-                  f"{_mb(r['server_bytes'])} | {r['rmse_counts']:.1f} | {r['theorem31_rmse']:.1f} |")
+            print(f"| {r['n']} | {r['m']} | 2^{r['grid_bits']} | {r['cluster'] or '-'} | {r['keygen_s']:.2f} | "
+                  f"{r['upload_s']:.2f} | {r['release_s']:.2f} | {sh} | {no} | {r['total_s']:.2f} | "
+                  f"{_mb(r['upload_bytes'])} | {_mb(r['server_bytes'])} | {r['rmse_counts']:.1f} | "
+                  f"{r['theorem31_rmse']:.1f} |")
 
 
 if __name__ == "__main__":

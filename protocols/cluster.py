@@ -112,7 +112,8 @@ def _distributed():
 
 
 @contextlib.contextmanager
-def open_cluster(cluster: Any, *, timeout: float = 60.0, connect_timeout: float = 30.0) -> Iterator[Any]:
+def open_cluster(cluster: Any, *, timeout: float = 60.0, connect_timeout: float = 30.0,
+                 secure: bool = False) -> Iterator[Any]:
     """Yield a connected :class:`distributed.Client` for ``cluster``.
 
     ``cluster`` is a spec string (see :func:`parse_cluster`), a
@@ -120,7 +121,12 @@ def open_cluster(cluster: Any, *, timeout: float = 60.0, connect_timeout: float 
     open: its owner closes it).  A ``local`` cluster is started here (N worker
     processes, one thread each, dashboard on a free loopback port) and closed
     on exit; a remote scheduler must answer within ``connect_timeout`` and
-    have at least one worker within ``timeout`` seconds.
+    have at least one worker within ``timeout`` seconds.  ``secure``: the
+    local cluster's scheduler, workers and client talk mutual TLS with a
+    throwaway certificate held in memory by this process and its workers
+    (``Security.temporary()``), so no other process of the machine can join
+    it or fetch its data through the loopback port, and without a dashboard
+    (a remote scheduler uses Dask's own TLS settings, see ``tls://``).
     """
     distributed = _distributed()
     if isinstance(cluster, distributed.Client):
@@ -133,8 +139,10 @@ def open_cluster(cluster: Any, *, timeout: float = 60.0, connect_timeout: float 
         # allowed-failures = 0: a worker death fails the task (and the run) instead of a silent re-run.
         with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
             try:
+                # secure: no dashboard (the scheduler's HTTP server, health routes only, on a free loopback port)
+                extra = {"security": True, "scheduler_kwargs": {"dashboard": False}} if secure else {}
                 lc = distributed.LocalCluster(n_workers=spec.workers, threads_per_worker=1, processes=True,
-                                              dashboard_address="127.0.0.1:0", silence_logs=logging.ERROR)
+                                              dashboard_address="127.0.0.1:0", silence_logs=logging.ERROR, **extra)
             except Exception as exc:  # noqa: BLE001 - any start-up failure becomes one clear error
                 raise ClusterError(f"could not start a local Dask cluster of {spec.workers} workers: {exc}") from exc
         try:

@@ -1,25 +1,38 @@
-"""An ECDF server's key evaluation on its own Dask cluster (pairwise.protocols.ecdf.cluster).
+"""An ECDF server's key evaluation on its own Dask cluster (pairwise.protocols.ecdf.cluster, ecdf serve --cluster).
 
 The sharded evaluation must equal the server's own evaluation bit for bit (additive shares mod 2^l),
 and the two servers' shares must still reconstruct the exact counts (Python ints as the reference).
 A worker killed while it evaluates a shard fails the evaluation with ClusterError, and the retry
 scatters the shards again and succeeds.  CI runs these on a LocalCluster of two worker processes.
+
+End to end, with real ``ecdf serve --cluster local:2`` processes (each server its own LocalCluster):
+releases equal the releases of servers without a cluster and the exact counts (numpy) at epsilon 500,
+where the noise is 0 except with probability ~1e-13 per value; a worker of server 0 killed while a
+release is prepared refuses the release (ServerUnavailable naming the cluster), charges nothing on
+either server, and the retry succeeds; and ``ecdf serve --cluster`` on the command line.  Every wait
+is bounded; nothing is timed.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
+from fractions import Fraction
 
 import numpy as np
 import pytest
 
+from pairwise.protocols.cli import main
 from pairwise.protocols.cluster import ClusterError, open_cluster
-from pairwise.protocols.ecdf.client import make_keys, make_series
+from pairwise.protocols.ecdf.client import ECDFQuerier, ServerProcesses, make_keys, make_series, upload
 from pairwise.protocols.ecdf.cluster import ClusterKeys
-from pairwise.protocols.ecdf.shares import parse_keys
+from pairwise.protocols.ecdf.shares import parse_keys, quantize
+from pairwise.protocols.ecdf.wire import ServerUnavailable
 
 DOMAIN, L = 10, 32
 
@@ -125,3 +138,196 @@ def _capture(err: list, fn, *args) -> None:
         fn(*args)
     except BaseException as exc:  # noqa: BLE001 - handed to the test thread
         err.append(exc)
+
+
+# --------------------------------------------------------------------------- ecdf serve --cluster
+NB = 6  # service tests: 2^6 bins, L = 6
+EPS = 500  # the CLI's cap; every per-value epsilon is capped at 32: P[noise != 0] ~ 1e-13 per value
+CLI = [sys.executable, "-m", "pairwise"]
+
+
+@pytest.fixture(scope="module")
+def clustered():
+    # server 0: a LocalCluster of two worker processes (the one whose worker is killed); server 1: one
+    with ServerProcesses(2, budget="1000000", timeout=60, cluster=["local:2", "local:1"], startup_timeout=240) as sp:
+        yield sp
+
+
+@pytest.fixture(scope="module")
+def plain():
+    with ServerProcesses(2, budget="1000000", timeout=60) as sp:
+        yield sp
+
+
+def _q(sp) -> ECDFQuerier:
+    return ECDFQuerier(sp.addresses, timeout=180, connect_timeout=10)
+
+
+def _exact(x, w=None) -> np.ndarray:
+    w = np.ones(len(x), dtype=np.int64) if w is None else np.asarray(w)
+    return np.array([int(((np.asarray(x) <= t) * w).sum()) for t in range(1 << NB)], dtype=float)
+
+
+def _spent(q: ECDFQuerier, dataset: str) -> list[tuple[str, str]]:
+    return [(r["info"]["spent"], r["info"]["reserved"]) for r in q.status(dataset)]
+
+
+def test_releases_with_a_cluster_equal_releases_without_one(clustered, plain):
+    rng = np.random.default_rng(11)
+    x = rng.integers(0, 1 << NB, 300)
+    y = (rng.uniform(size=x.size) < 0.4).astype(int)
+    for sp in (clustered, plain):
+        rep = upload(sp.addresses, "same", x, labels=y, domain_bits=NB)
+        assert rep.accepted == [300, 300]
+    qc, qp = _q(clustered), _q(plain)
+    for r, k in zip(qc.status(), (2, 1)):
+        c = r["cluster"]
+        assert c["spec"] == f"local:{k}" and c["workers"] == k and c["threads"] == k, c
+    assert all(r["cluster"] is None for r in qp.status())
+    ids = {r["cluster"]["scheduler_id"] for r in qc.status()}
+    assert len(ids) == 2  # each server its own cluster
+    ex = _exact(x)
+    sub = [50, 0, 7, 63]
+    # "all" is pos + neg (two stored series evaluated on the cluster); a threshold subset; every grid point
+    for kw in ({}, {"thresholds": sub, "grid_bits": NB}, {"mechanism": "hierarchical"}):
+        rc, rp = qc.ecdf("same", EPS, **kw), qp.ecdf("same", EPS, **kw)
+        want = ex[sorted(sub)] if "thresholds" in kw else ex
+        assert np.array_equal(rc.thresholds, rp.thresholds), kw
+        assert np.allclose(rc.cumulative, rp.cumulative, atol=1e-6) and np.allclose(rc.cumulative, want, atol=1e-6), kw
+        assert all("cluster" in t for t in rc.server_timings) and not any("cluster" in t for t in rp.server_timings)
+    cc = qc.counts("same", [10, 30], EPS, ["pos", "neg"])
+    cp = qp.counts("same", [10, 30], EPS, ["pos", "neg"])
+    for s, w in (("pos", y), ("neg", 1 - y)):
+        cum = _exact(x, w)
+        want = np.diff(np.concatenate([[0], cum[[10, 30, 63]]]))
+        assert np.array_equal(cc.values[s], want) and np.array_equal(cp.values[s], want), s
+
+
+def _workers_of(pid: int) -> list[int]:
+    """The Dask worker processes a server started (children running multiprocessing's spawn_main)."""
+    out = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{d}/cmdline", "rb") as f:
+                cmd = f.read()
+        except (OSError, IndexError, ValueError):
+            continue
+        if ppid == pid and b"spawn_main" in cmd:
+            out.append(int(d))
+    return sorted(out)
+
+
+def _wait_for(pred, what: str, limit: float = 120.0) -> None:
+    end = time.monotonic() + limit
+    while not pred():
+        assert time.monotonic() < end, f"timed out waiting for {what}"
+        time.sleep(0.2)
+
+
+def test_a_worker_killed_during_a_release_refuses_it_charges_nothing_and_the_retry_works(clustered):
+    """Warm the shards with one release, stop (SIGSTOP) one of server 0's workers, ask for another
+    release, and once server 0 logs that it evaluates on the cluster, kill (SIGKILL) that worker: the
+    release fails with ServerUnavailable (not a hang), neither server charged anything, and the next
+    release (shards scattered again) equals the exact counts."""
+    rng = np.random.default_rng(12)
+    x = rng.integers(0, 1 << NB, 400)
+    upload(clustered.addresses, "lost", x, domain_bits=NB)
+    q = _q(clustered)
+    assert np.allclose(q.ecdf("lost", EPS).cumulative, _exact(x))
+    before = _spent(q, "lost")
+    _wait_for(lambda: len(_workers_of(clustered.pids[0])) == 2, "server 0's two workers")
+    victim = _workers_of(clustered.pids[0])[0]
+    marks = clustered.logs(0).count("evaluating")
+    os.kill(victim, signal.SIGSTOP)
+    err: list[BaseException] = []
+    t = threading.Thread(target=lambda: _capture(err, q.ecdf, "lost", EPS), daemon=True)
+    t.start()
+    try:
+        _wait_for(lambda: clustered.logs(0).count("evaluating") > marks, "server 0 to evaluate on its cluster")
+        time.sleep(1.0)  # let the scheduler hand the stopped worker its shards' tasks (either way it fails)
+    finally:
+        os.kill(victim, signal.SIGKILL)
+    t.join(200)
+    assert not t.is_alive(), "the release hung after a worker died"
+    assert err and isinstance(err[0], ServerUnavailable), err
+    assert "Dask cluster failed" in str(err[0]) and "Nothing was reserved or charged" in str(err[0]), err[0]
+    assert _spent(q, "lost") == before  # spent and reserved unchanged on both servers
+    assert "the cluster failed; refused, nothing reserved" in clustered.logs(0)
+    rel = q.ecdf("lost", EPS)  # the retry: shards scattered again from the server's keys
+    assert np.allclose(rel.cumulative, _exact(x))
+    spent = [Fraction(s) for s, _ in _spent(q, "lost")]
+    assert spent == [Fraction(before[0][0]) + EPS] * 2
+
+
+def test_one_scheduler_for_two_servers_is_refused():
+    with pytest.raises(ValueError, match="cluster of its own"):
+        ServerProcesses(2, cluster="tcp://127.0.0.1:8786")
+    with pytest.raises(ValueError, match="cluster of its own"):
+        ServerProcesses(2, cluster=["tcp://127.0.0.1:8786", "tcp://127.0.0.1:8786"])
+    q = ECDFQuerier([("127.0.0.1", 1), ("127.0.0.1", 2)])
+    why = q._shared_cluster([{"ok": True, "cluster_id": "Scheduler-a"}, {"ok": True, "cluster_id": "Scheduler-a"}])
+    assert "one Dask cluster" in why
+    assert not q._shared_cluster([{"ok": True, "cluster_id": "Scheduler-a"}, {"ok": True, "cluster_id": None}])
+
+
+def test_ecdf_serve_cluster_on_the_command_line(tmp_path, capsys):
+    """Server 0 with --cluster local:1, server 1 without, as real processes (the querier side runs
+    in-process through the same CLI entry point); ecdf run at epsilon 500 equals the exact ECDF; ecdf
+    status names server 0's cluster; SIGTERM stops server 0 and its worker; a bad spec and a demo with
+    one scheduler for both servers are refused before anything starts."""
+    rng = np.random.default_rng(13)
+    v = np.round(rng.uniform(0, 30, 120), 3)
+    path = tmp_path / "v.csv"
+    path.write_text("v\n" + "".join(f"{a}\n" for a in v))
+    procs = []
+    try:
+        for j, extra in ((0, ["--cluster", "local:1"]), (1, [])):
+            procs.append(subprocess.Popen(CLI + ["ecdf", "serve", "--server-id", str(j), "--listen", "127.0.0.1:0",
+                                                 "--budget", "100000", "--timeout", "60", *extra],
+                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        hello = [json.loads(p.stdout.readline()) for p in procs]
+        assert hello[0]["event"] == "listening" and hello[0]["cluster"] == "local:1" and hello[1]["cluster"] is None
+        servers = ",".join(f"127.0.0.1:{h['port']}" for h in hello)
+        capsys.readouterr()
+        assert main(["ecdf", "run", "--servers", servers, "--data", str(path), "--columns", "v", "--lower", "0",
+                     "--upper", "30", "--domain-bits", str(NB), "--epsilon", str(EPS), "--timeout", "180",
+                     "--json"]) == 0
+        d = json.loads(capsys.readouterr().out)
+        xq = quantize(v, 0.0, 30.0, NB)
+        assert np.allclose(d["dp"], _exact(xq) / v.size) and np.allclose(d["exact"], d["dp"])
+        assert main(["ecdf", "status", "--servers", servers, "--json"]) == 0
+        st = json.loads(capsys.readouterr().out)
+        assert st[0]["cluster"]["spec"] == "local:1" and st[0]["cluster"]["workers"] == 1 and st[1]["cluster"] is None
+        assert main(["ecdf", "status", "--servers", servers]) == 0
+        out = capsys.readouterr().out
+        assert "Dask cluster local:1" in out and "1 worker(s), 1 thread(s)" in out, out
+        workers = _workers_of(procs[0].pid)
+        assert len(workers) == 1
+        procs[0].send_signal(signal.SIGTERM)
+        assert procs[0].wait(timeout=60) == 0
+        log = procs[0].stderr.read()
+        assert "Dask cluster local:1: 1 worker(s)" in log and "stopped (SIGTERM)" in log and "Traceback" not in log
+        _wait_for(lambda: all(_state(w) == "Z" for w in workers), "server 0's worker to exit", limit=30)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait(timeout=30)
+    capsys.readouterr()
+    assert main(["ecdf", "serve", "--server-id", "0", "--listen", "127.0.0.1:0", "--cluster", "locl:2"]) == 2
+    err = capsys.readouterr()
+    assert "cluster spec must be" in err.err and "listening" not in err.out
+    assert main(["ecdf", "demo", "--cluster", "tcp://127.0.0.1:8786"]) == 2
+    assert "a cluster per server" in capsys.readouterr().err
+
+
+def _state(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "Z"

@@ -3,7 +3,8 @@
 Commands
     ``pairwise ecdf serve --server-id I --listen HOST:PORT [--state DIR] [--budget E]
     [--dataset-budget NAME=E ...] [--peer J=HOST:PORT ...] [--peer-name J=NAME ...] [--timeout S]
-    [--request-timeout S] [--max-connections N] [--exit-with-parent] [--tls DIR --name NAME | --insecure]``
+    [--request-timeout S] [--max-connections N] [--cluster SPEC] [--exit-with-parent]
+    [--tls DIR --name NAME | --insecure]``
         Run server I until SIGTERM or SIGINT (a clean shutdown in a few
         seconds).  Prints ``{"event": "listening", ...}`` on stdout once it
         accepts connections (port 0 picks a free port).  ``--state DIR``
@@ -12,6 +13,11 @@ Commands
         request is authorized by the peer's certificate role
         (:mod:`pairwise.protocols.ecdf.auth`); ``--peer-name J=NAME`` is the
         certificate name server J must present for the server-to-server noise.
+        ``--cluster local[:N] | tcp://HOST:PORT | tls://HOST:PORT`` evaluates
+        this server's keys on a Dask cluster of its own
+        (:mod:`pairwise.protocols.ecdf.cluster`): ``local`` starts one with N
+        worker processes (one per core by default), stopped with the server;
+        the listening line and ``status`` name it.
     ``pairwise ecdf run --servers HOST:PORT,HOST:PORT[,...] --data FILE.csv --columns NAME --epsilon E
     --lower LO --upper HI [--label COL] [--roc] [--quantiles Q,...] [--domain-bits N] [--grid-bits G]
     [--mechanism paper|hierarchical] [--scheme auto|dcf|mshare|pointwise] [--dataset ID] [--json]``
@@ -45,7 +51,7 @@ Commands
     (per request: every server prepared, the release started, then one per
     server whose result arrived; the servers' evaluation and noise run
     before the first result).  stdout is unchanged, ``--json`` included.
-    ``pairwise ecdf demo [--epsilon E] [--plot out.png] [--servers-count M] [--json]``
+    ``pairwise ecdf demo [--epsilon E] [--plot out.png] [--servers-count M] [--cluster local[:N]] [--json]``
         (also ``pairwise demo ecdf``) Starts M (default 2) server processes on
         loopback, uploads the shipped breast_cancer data (mean_radius,
         quantized to 2^10 bins of its declared public domain [5, 30]; label
@@ -53,6 +59,7 @@ Commands
         mean_radius as a score for malignancy with another epsilon, prints
         exact vs DP vs smoothed, optionally plots them (matplotlib).  The demo
         makes a throwaway CA and runs every connection in mutual TLS.
+        ``--cluster local[:N]`` gives every server a LocalCluster of its own.
 
 JSON keys of ``run``, ``query`` and ``demo`` (public interface; ``query`` has no
 not-private keys, it never sees the data):
@@ -122,6 +129,8 @@ def _release_bar(roc: bool) -> str:
 
 
 def register(root, groups) -> None:
+    from ..cluster import INSTALL_HINT, add_cluster_argument
+
     p = root.add_parser("ecdf", help="multi-server DP ECDF service (FSS keys, tree mechanism, 2PC noise)")
     sub = p.add_subparsers(dest="ecdf_command", metavar="WHAT")
     p.set_defaults(func=lambda args, _p=p: (_p.print_help(), 2)[1])
@@ -150,6 +159,8 @@ def register(root, groups) -> None:
                         "(required for a two-server release under TLS)")
     s.add_argument("--exit-with-parent", action="store_true",
                    help="stop when the process that started this server exits (used by demos and tests)")
+    add_cluster_argument(s, "this server's key evaluation (one Dask task per shard of the keys; the cluster must "
+                            "be this server's alone: 'local' starts one for it)")
     add_transport_args(s)
     s.set_defaults(func=cmd_serve)
 
@@ -194,6 +205,10 @@ def register(root, groups) -> None:
                        help="number of server processes, 2..16 (default 2)")
         d.add_argument("--mechanism", choices=["paper", "hierarchical"], default="paper",
                        help="paper: Theorem 3.1 (default); hierarchical: noisy nodes + consistency")
+        d.add_argument("--cluster", metavar="local[:N]",
+                       help="give every server process a Dask LocalCluster of its own (N worker processes; "
+                            "'local': one per core) for its key evaluation; a scheduler address is refused, as the "
+                            f"servers would share it; needs {INSTALL_HINT}")
         add_timeouts(d, timeout=600.0, connect_timeout=60.0, timeout_what="a server")
         add_json(d)
         add_progress(d)
@@ -266,11 +281,12 @@ def cmd_serve(args) -> int:
                      dataset_budgets=_budgets(args.dataset_budget), timeout=args.timeout,
                      request_timeout=args.request_timeout, max_connections=args.max_connections,
                      state_dir=args.state, peers=_peers(args.peer), tls=tls, insecure=args.insecure,
-                     policy=Policy(server_names=names, tls=tls is not None))
+                     policy=Policy(server_names=names, tls=tls is not None), cluster=args.cluster)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda num, _frame: srv.stop(signal.Signals(num).name))
     print(json.dumps({"event": "listening", "server_id": args.server_id, "host": host, "port": srv.port,
-                      "state": args.state, "tls": tls is not None}), flush=True)
+                      "state": args.state, "tls": tls is not None,
+                      "cluster": None if srv.cluster is None else srv.cluster.spec}), flush=True)
     srv.serve_forever(watch_parent=args.exit_with_parent)
     return 0
 
@@ -592,6 +608,10 @@ def cmd_status(args) -> int:
         return 0
     for r in st:
         print(f"server {r['server_id']}: {len(r['datasets'])} dataset(s)")
+        cl = r.get("cluster")
+        if cl:
+            print(f"  Dask cluster {cl['spec']} (scheduler {cl['scheduler']}): "
+                  + (f"{cl['workers']} worker(s), {cl['threads']} thread(s)" if "error" not in cl else cl["error"]))
         for i in r["datasets"]:
             print(f"  {i['dataset']}: {i['clients']} clients, {i['scheme']} m={i['m']}, series {sorted(i['series'])}, "
                   f"spent {float(Fraction(i['spent'])):g} of {float(Fraction(i['budget'])):g}")
@@ -644,6 +664,19 @@ def _interrupt_on_sigterm() -> None:
     signal.signal(signal.SIGTERM, handler)
 
 
+def _demo_cluster(spec):
+    """``demo --cluster``: a local spec (each server starts a LocalCluster of its own), else refused."""
+    if spec is None:
+        return None
+    from ..cluster import parse_cluster
+
+    if not parse_cluster(spec).local:
+        raise ValueError(f"ecdf demo --cluster takes local or local:N (a cluster per server), not {spec!r}: one "
+                         "scheduler for every server would let a worker hold all servers' key shares; start the "
+                         "servers with ecdf serve --cluster, each with its own scheduler, and use ecdf run")
+    return spec
+
+
 def cmd_demo(args) -> int:
     import numpy as np
 
@@ -667,8 +700,10 @@ def cmd_demo(args) -> int:
     y = np.asarray(d[label]).astype(int)
     budget = max(10.0, 4 * float(parse_epsilon(args.epsilon)))
     dataset = f"{name}:{column}"
+    cluster = _demo_cluster(args.cluster)
     _interrupt_on_sigterm()  # SIGTERM unwinds like Ctrl-C: the server processes are stopped on the way out
-    with ServerProcesses(args.servers_count, budget=budget, tls=True, startup_timeout=args.connect_timeout) as sp:  # a throwaway CA, mutual TLS
+    with ServerProcesses(args.servers_count, budget=budget, tls=True, startup_timeout=args.connect_timeout,
+                         cluster=cluster) as sp:  # a throwaway CA, mutual TLS
         with progress_bar(args, UPLOAD_BAR, unit="client") as progress:
             rep = upload(sp.addresses, dataset, x, labels=y, domain_bits=DEMO_BITS, tls=sp.client_tls,
                          timeout=args.timeout, connect_timeout=args.connect_timeout, progress=progress)

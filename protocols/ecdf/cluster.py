@@ -1,11 +1,12 @@
-"""Key evaluation of one ECDF server on its own Dask cluster (for ``pairwise ecdf serve --cluster``).
+"""Key evaluation of one ECDF server on its own Dask cluster (``pairwise ecdf serve --cluster``).
 
 What it does
     A server's dominant cost is evaluating every client's key at the
     release's thresholds (dp-ecdf Sec. 4.2: with m = 2, one DCF key per
     client and server, [x_i <= t] = 1 - [t < x_i]; with m > 2, PRG-expanded
     histogram shares).  :class:`ClusterKeys` splits each stored series into
-    row shards (``take``), scatters them once to the server's Dask workers
+    row shards (``take``), scatters them, one shard at a time, round-robin
+    over the worker threads of the server's Dask workers
     (:mod:`pairwise.protocols.cluster`), and for a release runs one task per
     shard -- ``shard.cumulative_shares(points)``, the same code the server
     runs without a cluster -- and adds the shard results mod 2^l on the
@@ -14,25 +15,44 @@ What it does
     workers between releases and are scattered again when the dataset
     changes (its digest) or a worker holding one was lost.
 
+    The request handlers (:meth:`pairwise.protocols.ecdf.handlers.Session.op_prepare`)
+    call :meth:`ClusterKeys.evaluate` while they prepare a release, after
+    the request is validated and the dataset snapshot taken and *before*
+    any budget is reserved or charged; the release then runs over the
+    evaluated shares (:class:`EvaluatedShares`) exactly as over the stored
+    keys.  Pointwise rounds (Sec. 4.1) hold share values, not keys: there is
+    nothing to evaluate, so they stay on the server.
+
+Memory
+    The server builds one shard at a time (a copy of at most
+    rows / (2 x worker threads) keys) while it scatters; each worker holds
+    its shards of the datasets released so far (together: one copy of the
+    server's key material), and per task the evaluation's own bounded chunks
+    (:meth:`pairwise.protocols.ecdf.shares.DCFShares.cumulative_shares`).
+    What comes back is one uint64 per threshold and shard.
+
 Failures
-    Every wait has the server's timeout; a worker that dies or stalls while
-    it holds a shard or a task raises :class:`pairwise.protocols.cluster.ClusterError`
-    and drops this dataset's shards, so the next release scatters them again
-    from the server's key store.  A server is meant to call
-    :meth:`ClusterKeys.evaluate` while it prepares a release, before it
-    reserves or charges any budget, so that such a failure refuses the
-    release before anything is sent to the querier and a retry starts clean
-    (``pairwise ecdf serve --cluster``: wired into the request handlers once
-    the ECDF service rewrite has landed; not yet).
+    Every wait has the server's timeout (scatter, each task, the
+    scheduler's answers, another release holding the shard table); a worker
+    that dies or stalls while it holds a shard or a task raises
+    :class:`pairwise.protocols.cluster.ClusterError` and drops this
+    dataset's shards, so the next release scatters them again from the
+    server's key store.  The handler turns that into a refusal of the
+    ``prepare`` request (code ``unavailable``): nothing is reserved,
+    charged or sent to the querier, and a retry starts clean.
 
 Security model
     The workers belong to the server: they hold this server's key shares (as
     the server itself does) and compute shares of partial counts, which come
     back to the server and nowhere else; noise is drawn on the server, never
-    on a worker.  Each server must have its own cluster: two servers' keys
-    on one worker would let it reconstruct the clients' values.  Tasks and
-    shards travel with Dask's serialization between the server and its own
-    workers only (use ``tls://`` across machines).
+    on a worker, and the release's values never reach a worker.  Each server
+    must have its own cluster: two servers' keys on one worker would let it
+    reconstruct the clients' values (``ecdf serve --cluster local`` starts a
+    cluster for this server alone, whose scheduler, workers and server talk
+    mutual TLS with a throwaway in-memory certificate; the querier refuses a
+    release whose servers report one scheduler).  Tasks and shards travel
+    with Dask's serialization between the server and its own workers only
+    (use ``tls://`` across machines).
 """
 
 from __future__ import annotations
@@ -42,7 +62,7 @@ from typing import Any
 
 import numpy as np
 
-from ..cluster import ClusterError, cluster_threads, run_bounded
+from ..cluster import ClusterError, run_bounded
 from .shares import reduce_mod
 
 __all__ = ["ClusterKeys", "EvaluatedShares"]
@@ -76,33 +96,80 @@ class EvaluatedShares:
         return self.values[col]
 
 
-class ClusterKeys:
-    """One server's shards on its Dask cluster; see the module docstring."""
+def _bounded(fn, timeout: float, what: str):
+    """``fn()`` in a helper thread, waited for at most ``timeout`` seconds (a Dask client call without a
+    deadline of its own, such as ``scheduler_info``, must not hang a request on a stalled scheduler)."""
+    box: dict = {}
 
-    def __init__(self, client, *, timeout: float, shards_per_thread: int = 2) -> None:
+    def run() -> None:
+        try:
+            box["value"] = fn()
+        except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread
+            box["error"] = exc
+
+    t = threading.Thread(target=run, daemon=True, name="ecdf-cluster-call")
+    t.start()
+    t.join(timeout)
+    if t.is_alive():
+        raise ClusterError(f"the Dask scheduler did not answer ({what}) within {timeout:g} s")
+    if "error" in box:
+        raise ClusterError(f"the Dask scheduler failed ({what}): {box['error']}") from box["error"]
+    return box["value"]
+
+
+class ClusterKeys:
+    """One server's shards on its Dask cluster; see the module docstring.
+
+    ``client``: a connected :class:`distributed.Client` of this server's own
+    cluster; ``timeout``: the server's timeout, for every wait; ``spec``: how
+    the cluster was named (``local:2``, ``tcp://...``), for reports.
+    """
+
+    def __init__(self, client, *, timeout: float, shards_per_thread: int = 2, spec: str = "") -> None:
+        if not timeout > 0:
+            raise ValueError(f"timeout must be positive, got {timeout!r}")
+        if shards_per_thread < 1:
+            raise ValueError(f"shards per thread must be >= 1, got {shards_per_thread!r}")
         self.client = client
         self.timeout = float(timeout)
         self.shards_per_thread = int(shards_per_thread)
+        self.spec = str(spec)
         self._lock = threading.Lock()
         self._cache: dict[tuple[str, str], tuple[str, int, list]] = {}
+        info = self._info()
+        self.scheduler = str(info.get("address", ""))
+        self.scheduler_id = str(info.get("id", ""))
+
+    def _info(self) -> dict:
+        return _bounded(self.client.scheduler_info, self.timeout, "scheduler info")
 
     def describe(self) -> dict:
-        info = self.client.scheduler_info()
-        return {"workers": len(info.get("workers", {})), "threads": cluster_threads(self.client),
-                "scheduler": info.get("id", "")}
+        """What ``status`` reports: the spec, the scheduler and its current workers and threads."""
+        workers = self._info().get("workers", {})
+        return {"spec": self.spec, "scheduler": self.scheduler, "scheduler_id": self.scheduler_id,
+                "workers": len(workers), "threads": sum(max(1, int(w.get("nthreads", 1))) for w in workers.values())}
+
+    def shards(self, dataset: str) -> int:
+        """Shards of ``dataset`` held by the workers now (all series)."""
+        return sum(len(v[2]) for k, v in list(self._cache.items()) if k[0] == dataset)
 
     def forget(self, dataset: str) -> None:
         with self._lock:
-            for key in [k for k in self._cache if k[0] == dataset]:
-                self._drop(key)
+            self._forget(dataset)
 
-    def _drop(self, key) -> None:
-        got = self._cache.pop(key, None)
-        if got is not None:
-            try:
-                self.client.cancel(got[2])
-            except Exception:  # noqa: BLE001 - best effort; the futures are released anyway
-                pass
+    def _forget(self, dataset: str) -> None:
+        for key in [k for k in self._cache if k[0] == dataset]:
+            # dropping the futures releases the data on the workers (asynchronously: nothing here waits
+            # on a scheduler that may be gone)
+            self._cache.pop(key, None)
+
+    def _slots(self) -> list[str]:
+        """One entry per worker thread (worker address), in a fixed order: where the shards go."""
+        workers = self._info().get("workers", {})
+        slots = [addr for addr, w in sorted(workers.items()) for _ in range(max(1, int(w.get("nthreads", 1))))]
+        if not slots:
+            raise ClusterError(f"the Dask cluster {self.spec or self.scheduler} has no worker")
+        return slots
 
     def _shards(self, dataset: str, series: str, digest: str, shares) -> list:
         key = (dataset, series)
@@ -110,40 +177,64 @@ class ClusterKeys:
         if got is not None and got[0] == digest and got[1] == len(shares) \
                 and all(f.status == "finished" for f in got[2]):
             return got[2]
-        self._drop(key)
+        self._cache.pop(key, None)
         rows = len(shares)
-        k = max(1, min(rows, self.shards_per_thread * cluster_threads(self.client)))
+        slots = self._slots()
+        k = max(1, min(rows, self.shards_per_thread * len(slots)))
         bounds = np.linspace(0, rows, k + 1).round().astype(np.int64)
-        parts = [shares.take(np.arange(a, b)) for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
-        try:
-            futures = self.client.scatter(parts, hash=False, timeout=self.timeout)
-        except (OSError, TimeoutError) as exc:
-            raise ClusterError(f"could not scatter the keys of {dataset!r}/{series} to the cluster: {exc}") from exc
+        futures = []
+        for i, (a, b) in enumerate(zip(bounds[:-1], bounds[1:])):
+            if b <= a:
+                continue
+            part = shares.take(np.arange(a, b))  # one shard in memory at a time
+            try:
+                futures += self.client.scatter([part], workers=[slots[i % len(slots)]], hash=False,
+                                               timeout=self.timeout)
+            except Exception as exc:  # noqa: BLE001 - any failure of the cluster refuses the release
+                raise ClusterError(f"could not scatter the keys of {dataset!r}/{series} to the cluster "
+                                   f"({type(exc).__name__}: {exc})") from exc
+            del part
         self._cache[key] = (digest, rows, futures)
         return futures
 
     def evaluate(self, dataset: str, digest: str, shares: dict[str, Any], points: np.ndarray) -> dict[str, Any]:
-        """``{series: EvaluatedShares}`` at ``points`` for every series in ``shares`` (all rows of each)."""
+        """``{series: EvaluatedShares}`` at ``points`` for every series in ``shares`` (all rows of each).
+
+        Raises :class:`ClusterError` if the cluster fails (a worker lost, a
+        wait past the timeout); this dataset's shards are then dropped, so a
+        retry scatters them again.
+        """
         pts = np.unique(np.asarray(points, dtype=np.uint64))
-        out: dict[str, Any] = {}
-        with self._lock:
+        names = list(shares)
+        if not self._lock.acquire(timeout=self.timeout):
+            raise ClusterError(f"another release kept the cluster's shard table for more than {self.timeout:g} s; "
+                               "retry")
+        try:
             try:
-                for series, sh in shares.items():
-                    futures = self._shards(dataset, series, digest, sh)
-                    total = np.zeros(pts.size, dtype=np.uint64)
-
-                    def add(_i: int, r: np.ndarray) -> None:
-                        nonlocal total
-                        if r.shape != total.shape:
-                            raise ClusterError(f"a shard of {dataset!r}/{series} returned {r.shape} values, "
-                                               f"expected {total.shape}")
-                        total += r  # uint64 wraps mod 2^64, and 2^l divides 2^64
-
-                    run_bounded(self.client, _eval_shard, ((f, pts) for f in futures), window=len(futures),
-                                timeout=self.timeout, on_result=add, name="key shard")
-                    out[series] = EvaluatedShares(pts, reduce_mod(total, sh.l), len(sh), sh.l)
+                shards = {s: self._shards(dataset, s, digest, shares[s]) for s in names}
             except BaseException:
-                for key in [k for k in self._cache if k[0] == dataset]:
-                    self._drop(key)
+                self._forget(dataset)
                 raise
-        return out
+        finally:
+            self._lock.release()
+        items = [(s, f) for s in names for f in shards[s]]
+        totals = {s: np.zeros(pts.size, dtype=np.uint64) for s in names}
+
+        def add(i: int, r: np.ndarray) -> None:
+            s = items[i][0]
+            if r.shape != totals[s].shape:
+                raise ClusterError(f"a shard of {dataset!r}/{s} returned {r.shape} values, expected {totals[s].shape}")
+            totals[s] += r  # uint64 wraps mod 2^64, and 2^l divides 2^64
+
+        try:
+            run_bounded(self.client, _eval_shard, ((f, pts) for _s, f in items), window=max(1, len(items)),
+                        timeout=self.timeout, on_result=add, name="key shard")
+        except BaseException:
+            if self._lock.acquire(timeout=self.timeout):  # else: lost shards are found lost next time anyway
+                try:
+                    self._forget(dataset)
+                finally:
+                    self._lock.release()
+            raise
+        return {s: EvaluatedShares(pts, reduce_mod(totals[s], shares[s].l), len(shares[s]), shares[s].l)
+                for s in names}

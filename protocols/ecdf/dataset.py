@@ -111,6 +111,10 @@ class Snapshot:
     count: int
     shares: dict[str, object]
     digest: str
+    #: seconds already spent on the release while it was prepared (``shares``: the cluster's evaluation)
+    timings: dict = field(default_factory=dict)
+    #: the cluster that evaluated the shares (spec, workers, threads, shards), None without one
+    cluster: dict | None = None
 
 
 class Dataset:

@@ -2,12 +2,14 @@
 
 What it does
     :class:`ServerState` is what a server shares between its connections:
-    the storage, the ledger, the datasets and the claims of uploads in
-    progress.  :class:`Session` serves the requests of one connection (the
-    server's connection loop calls :meth:`Session.handle` once per request,
-    after authorization) and owns what that connection has in flight: one
-    staged upload, one prepared release.  When the connection ends,
-    :meth:`Session.close` discards both (nothing is stored or charged).
+    the storage, the ledger, the datasets, the claims of uploads in
+    progress and the server's own Dask cluster, if any
+    (:mod:`pairwise.protocols.ecdf.cluster`).  :class:`Session` serves the
+    requests of one connection (the server's connection loop calls
+    :meth:`Session.handle` once per request, after authorization) and
+    owns what that connection has in flight: one staged upload, one
+    prepared release.  When the connection ends, :meth:`Session.close`
+    discards both (nothing is stored or charged).
 
 Uploads (ops ``upload`` / ``pointwise``, then ``commit`` or ``discard``)
     1. The header names the dataset, its public parameters, a fresh
@@ -32,8 +34,12 @@ Uploads (ops ``upload`` / ``pointwise``, then ``commit`` or ``discard``)
 Releases (ops ``prepare``, ``go``, ``abort``)
     ``prepare`` validates the request (:func:`pairwise.protocols.ecdf.release.plan_release`),
     takes a consistent snapshot of the dataset (one row per client in every
-    series it reads, or a refusal) and reserves the charge; its reply carries
-    the dataset digest and the ledger digest, which the querier compares
+    series it reads, or a refusal), on a server with a Dask cluster evaluates
+    the snapshot's keys there (:meth:`ServerState.evaluate_on_cluster`: a
+    failed cluster refuses the request with nothing held) and reserves the
+    charge; its reply carries the dataset digest and the ledger digest (and
+    the cluster's scheduler id, so the querier can refuse servers that share
+    one), which the querier compares
     across servers.  ``link`` (two servers, to server 0) connects server 0 to
     server 1 and checks its identity, still before any charge.  ``go``
     writes the charge to the ledger durably, then runs the release over the
@@ -50,6 +56,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+import time
 from dataclasses import replace
 from fractions import Fraction
 
@@ -57,7 +64,8 @@ import numpy as np
 from pairwise.mpc.channel import TCPChannel
 from pairwise.mpc.errors import ProtocolError
 
-from .dataset import Dataset, StagedChunk, StagedUpload, split_keys, take_raw
+from ..cluster import ClusterError
+from .dataset import Dataset, Snapshot, StagedChunk, StagedUpload, split_keys, take_raw
 from .ledger import LEDGER_PAGE, Ledger
 from .peers import PeerHub, connect_peer, garbler_session
 from .release import (
@@ -66,6 +74,7 @@ from .release import (
     check_rid,
     parse_thresholds,
     plan_release,
+    release_points,
     run_release,
 )
 from .shares import (
@@ -80,6 +89,7 @@ from .wire import (
     DatasetError,
     DatasetExists,
     QueryRefused,
+    ServerUnavailable,
     UnknownDataset,
     chunk_clients,
     fmt_eps,
@@ -105,8 +115,10 @@ class ServerState:
 
     def __init__(self, server_id: int, storage: Storage, *, budget: Fraction, dataset_budgets: dict,
                  timeout: float, peers: dict[int, tuple[str, int]], policy, log, tls=None,
-                 insecure: bool = False) -> None:
+                 insecure: bool = False, cluster=None) -> None:
         self.server_id = server_id
+        #: this server's own Dask cluster (:class:`pairwise.protocols.ecdf.cluster.ClusterKeys`), or None
+        self.cluster = cluster
         self.tls, self.insecure = tls, insecure
         self.storage = storage
         self.budget = budget
@@ -144,6 +156,40 @@ class ServerState:
         if ds is None:
             raise UnknownDataset(f"server {self.server_id} has no dataset {name!r} (upload the clients' keys first)")
         return ds
+
+    def cluster_info(self) -> dict | None:
+        """The cluster this server evaluates keys on (spec, scheduler, workers, threads), None without one;
+        a scheduler that does not answer is reported, not raised."""
+        if self.cluster is None:
+            return None
+        try:
+            return self.cluster.describe()
+        except ClusterError as exc:
+            return {"spec": self.cluster.spec, "scheduler": self.cluster.scheduler,
+                    "scheduler_id": self.cluster.scheduler_id, "error": str(exc)}
+
+    def evaluate_on_cluster(self, ds: Dataset, plan: ReleasePlan, snap: Snapshot) -> Snapshot:
+        """``snap`` with its key shares evaluated on this server's cluster at the release's points.
+
+        Runs before anything is reserved: a failure of the cluster refuses the
+        request (:class:`ServerUnavailable`, code ``unavailable``) with nothing
+        held, and the retry scatters the keys again.  Without a cluster, or for
+        a pointwise round (share values, nothing to evaluate), ``snap`` as is.
+        """
+        if self.cluster is None or ds.scheme == "pointwise":
+            return snap
+        t0 = time.perf_counter()
+        self.log(f"release {plan.rid} on {ds.name!r}: evaluating {snap.count} clients' keys on the cluster")
+        try:
+            ev = self.cluster.evaluate(ds.name, snap.digest, snap.shares, release_points(ds, plan))
+        except ClusterError as exc:
+            self.log(f"release {plan.rid} on {ds.name!r}: the cluster failed; refused, nothing reserved: {exc}")
+            raise ServerUnavailable(
+                f"server {self.server_id}: its Dask cluster failed while evaluating the keys of {ds.name!r}: {exc}. "
+                "Nothing was reserved or charged; retry the release (the keys are sent to the cluster again)") from exc
+        seconds = time.perf_counter() - t0
+        return replace(snap, shares=ev, timings={"shares": seconds, "cluster": seconds},
+                       cluster={"spec": self.cluster.spec, "shards": self.cluster.shards(ds.name)})
 
     def info(self, ds: Dataset) -> dict:
         out = ds.info()
@@ -466,8 +512,9 @@ class Session:
         if name is None:
             with st.lock:
                 all_ds = list(st.datasets.values())
-            return {"ok": True, "server_id": self.sid, "datasets": [st.info(d) for d in all_ds]}
-        return {"ok": True, "server_id": self.sid, "info": st.info(st.dataset(name))}
+            return {"ok": True, "server_id": self.sid, "datasets": [st.info(d) for d in all_ds],
+                    "cluster": st.cluster_info()}
+        return {"ok": True, "server_id": self.sid, "info": st.info(st.dataset(name)), "cluster": st.cluster_info()}
 
     # ------------------------------------------------------------------ releases
     def op_prepare(self, req: dict) -> dict:
@@ -477,12 +524,14 @@ class Session:
         ds = st.dataset(req.get("dataset"))
         plan = plan_release(ds, req)
         snap = ds.snapshot(st.storage, plan.series)  # rows match the client count, or a refusal
+        snap = st.evaluate_on_cluster(ds, plan, snap)  # before any reservation: a lost worker charges nothing
         st.ledger.reserve(ds.name, ds.record.budget, plan.rid, plan.charge)
         if ds.m == 2 and self.sid == 1:
             st.hub.expect(plan.rid)
         self.query = (plan, ds, snap, None)
         return {"ok": True, "server_id": self.sid, "clients": snap.count, "digest": snap.digest,
-                "ledger": st.ledger.digest(ds.name), "info": st.info(ds)}
+                "ledger": st.ledger.digest(ds.name), "info": st.info(ds),
+                "cluster_id": st.cluster.scheduler_id if st.cluster is not None else None}
 
     def op_link(self) -> None:
         """Server 0 of a two-server release, once every server prepared it: reach server 1 now, so an

@@ -10,6 +10,9 @@ What it does
     temporary directory (:func:`pairwise.mpc.tls.create_certificate`) with
     certificates ``ecdf-server-J`` (role server, one per server),
     ``ecdf-querier`` and ``ecdf-client``, and every connection is mutual TLS.
+    With ``cluster="local:N"`` every server starts a Dask LocalCluster of its
+    own (``ecdf serve --cluster``); a list gives one spec per server, and one
+    scheduler address for two servers is refused.
 
 Security model
     Loopback only.  The throwaway CA key sits in the temporary directory
@@ -45,10 +48,12 @@ class ServerProcesses:
 
     def __init__(self, m: int = 2, *, host: str = "127.0.0.1", budget: str | float = "10",
                  dataset_budgets: dict | None = None, timeout: float = 120.0, startup_timeout: float = 60.0,
-                 state_dir: str | None = None, tls: bool = False, extra_args: tuple = ()) -> None:
+                 state_dir: str | None = None, tls: bool = False, extra_args: tuple = (),
+                 cluster: str | list | None = None) -> None:
         if m < 2:
             raise ValueError("need at least 2 servers")
         self.m = m
+        clusters = self._clusters(cluster, m)
         self.tls_dir: str | None = None
         self.querier_tls = self.client_tls = None
         if tls:
@@ -76,6 +81,8 @@ class ServerProcesses:
                     "--exit-with-parent", *extra_args]
             if state_dir is not None:
                 args += ["--state", str(state_dir)]
+            if clusters[j] is not None:
+                args += ["--cluster", clusters[j]]
             if self.tls_dir is not None:
                 args += ["--tls", self.tls_dir, "--name", self.server_name(j)]
                 for k in range(m):
@@ -93,6 +100,24 @@ class ServerProcesses:
         except BaseException:
             self.stop()
             raise
+
+    @staticmethod
+    def _clusters(cluster, m: int) -> list:
+        """``--cluster`` of each server: one local spec (each server starts its own LocalCluster), or one
+        spec per server; one scheduler address for several servers is refused (they would share workers)."""
+        from ..cluster import parse_cluster
+
+        if cluster is None:
+            return [None] * m
+        specs = [cluster] * m if isinstance(cluster, str) else list(cluster)
+        if len(specs) != m:
+            raise ValueError(f"cluster: one spec for all {m} servers or one per server, got {len(specs)}")
+        parsed = [None if c is None else parse_cluster(c) for c in specs]
+        remote = [str(p) for p in parsed if p is not None and not p.local]
+        if len(remote) != len(set(remote)):
+            raise ValueError("cluster: two servers name one scheduler; each server needs a cluster of its own "
+                             "(a worker holding two servers' key shares could reconstruct the clients' values)")
+        return [None if p is None else str(p) for p in parsed]
 
     def _spawn(self, j: int, port: int) -> None:
         args = [sys.executable, "-m", "pairwise", "ecdf", "serve", "--listen", f"{self.host}:{port}", *self._args[j]]

@@ -353,6 +353,21 @@ class ECDFQuerier:
               "id (an interrupted upload, or a server whose state was lost or replaced): upload the data again "
               "under a new dataset id")
 
+    def _shared_cluster(self, replies: list[dict]) -> str:
+        """Why the release must stop if two servers evaluate their keys on one Dask cluster, else ''."""
+        seen: dict[str, int] = {}
+        for j, r in enumerate(replies):
+            cid = r.get("cluster_id") if r.get("ok") else None
+            if not cid:
+                continue
+            if cid in seen:
+                return (f"{server_label(self.servers, seen[cid])} and {server_label(self.servers, j)} evaluate their "
+                        f"keys on one Dask cluster (scheduler {cid}): a worker holding both servers' key shares "
+                        "could reconstruct the clients' values. The release is refused and nothing was charged; "
+                        "give each server a cluster of its own (ecdf serve --cluster local, or its own scheduler)")
+            seen[cid] = j
+        return ""
+
     def _prepare(self, chans: list, dataset: str, request: dict) -> list[dict]:
         """Prepare on every server until all agree on the dataset; returns their replies.
 
@@ -374,6 +389,12 @@ class ECDFQuerier:
                     raise ServerUnavailable(f"{server_label(self.servers, j)} failed during the request: {exc}") from exc
             replies = [self._call(j, ch, None) for j, ch in enumerate(chans)]
             ok = [bool(r.get("ok")) for r in replies]
+            shared = self._shared_cluster(replies)
+            if shared:
+                for j, ch in enumerate(chans):
+                    if ok[j]:
+                        self._call(j, ch, {"op": "abort"})
+                raise QueryRefused(shared)
             same = all(ok) and len({r["digest"] for r in replies}) == 1
             if same and (reconciled or len({r["ledger"] for r in replies}) == 1):
                 return replies

@@ -62,7 +62,8 @@ from .noise import (
 from .shares import MAX_GRID_BITS, grid_points, reduce_mod, to_signed
 from .wire import QueryRefused, ServerUnavailable, parse_epsilon
 
-__all__ = ["LAMBDA", "MAX_SERIES", "ReleasePlan", "check_rid", "parse_thresholds", "plan_release", "run_release"]
+__all__ = ["LAMBDA", "MAX_SERIES", "ReleasePlan", "check_rid", "parse_thresholds", "plan_release", "release_points",
+           "run_release"]
 
 #: Statistical security of the in-circuit noise: delta <= 2^-LAMBDA per release part.
 LAMBDA = 40
@@ -192,6 +193,15 @@ def plan_release(ds: Dataset, req: dict) -> ReleasePlan:
     return plan
 
 
+def release_points(ds: Dataset, plan: ReleasePlan) -> np.ndarray:
+    """The domain points at which :func:`run_release` reads the cumulative shares of ``plan`` (public:
+    a function of the grid and the requested thresholds or cuts only)."""
+    pts = grid_points(ds.n, plan.grid_bits)
+    if plan.kind == "ecdf":
+        return pts[plan.thresholds] if plan.mechanism == "paper" else pts
+    return pts[np.array(plan.cuts + [(1 << plan.grid_bits) - 1], dtype=np.int64)]
+
+
 def _cum(ds: Dataset, snap: Snapshot, series: str, points: np.ndarray, timings: dict) -> np.ndarray:
     t0 = time.perf_counter()
     try:
@@ -262,12 +272,14 @@ def run_release(ds: Dataset, snap: Snapshot, plan: ReleasePlan, open_peer, serve
     opened values).
     """
     t0 = time.perf_counter()
-    timings: dict = {}
+    timings: dict = dict(snap.timings)  # the share evaluation on the cluster, done while preparing
     g = plan.grid_bits
     L, N = g, 1 << g
     pts = grid_points(ds.n, g)
     head = {"ok": True, "server_id": server_id, "kind": plan.kind, "grid_bits": g, "clients": snap.count,
             "epsilon": str(plan.charge), "output_bits": ds.l, "digest": snap.digest}
+    if snap.cluster is not None:
+        head["cluster"] = snap.cluster
     if plan.kind == "ecdf":
         eps, names = plan.epsilon, plan.series
         specs, extra = [], []
@@ -324,5 +336,6 @@ def run_release(ds: Dataset, snap: Snapshot, plan: ReleasePlan, open_peer, serve
         head.update(encoding=enc, series=plan.series, groups=len(plan.cuts) + 1, value_epsilon=str(eps_v),
                     variances=rep["variances"])
     head.update(delta=rep["delta"], peer_bytes=rep["peer_bytes"], and_gates=rep["and_gates"], noise=rep["noise"],
-                count=int(vals.size), seconds=time.perf_counter() - t0, timings=timings)
+                count=int(vals.size), timings=timings,
+                seconds=time.perf_counter() - t0 + snap.timings.get("cluster", 0.0))  # + the cluster, while prepared
     return head, (vals.astype(np.int64) if head["encoding"] == "values" else vals.astype(np.uint64))

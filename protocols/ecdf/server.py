@@ -47,12 +47,27 @@ Bounded resources (this module)
     wherever it waits.  Bulk frame sizes are fixed by the request before they
     are read (:mod:`pairwise.protocols.ecdf.wire`).
 
+Cluster (``cluster=``, ``--cluster local[:N] | tcp://HOST:PORT | tls://HOST:PORT``)
+    The server evaluates its key shares on its own Dask cluster
+    (:mod:`pairwise.protocols.ecdf.cluster`): ``local`` starts a
+    ``LocalCluster`` of N single-threaded worker processes for this server
+    alone (its scheduler, workers and the server talk mutual TLS with a
+    throwaway certificate held in memory; no dashboard), an address connects
+    to a scheduler the operator runs.  The keys stay in the SQLite store;
+    shards of them are scattered to the workers on the first release and kept
+    there.  A release evaluates the shards in parallel while it is prepared,
+    before any budget is reserved, and the server adds the shard results: a
+    lost or stalled worker refuses the ``prepare`` (code ``unavailable``),
+    nothing is charged or sent, and the retry scatters the keys again.
+    ``status`` reports the cluster (spec, scheduler, workers, threads).
+
 Shutdown
     :meth:`ECDFServer.stop` (``ecdf serve`` calls it on SIGTERM and SIGINT,
     and when its parent exits if started with ``--exit-with-parent``) stops
     accepting, interrupts every connection, waits a few seconds for their
-    threads and closes the storage.  Every write is one SQLite transaction,
-    so the state is consistent even after ``kill -9``.
+    threads, stops its local cluster (if any) and closes the storage.
+    Every write is one SQLite transaction, so the state is consistent even
+    after ``kill -9`` (a local cluster's workers exit with their server).
 
 Security / trust model
     Semi-honest servers, clients and querier.  Over plaintext TCP the network
@@ -62,6 +77,12 @@ Security / trust model
     server 1 comes from its own configuration (``--peer 1=HOST:PORT``) when
     given, else from the querier's request -- with certificates, the
     connection is authorized as server 1's identity either way.
+    * A server's Dask workers are part of that server: they hold its key
+      shares and compute shares of partial counts, nothing else (no noise,
+      no released value).  Each server needs a cluster of its own -- one
+      worker holding two servers' keys could reconstruct the clients'
+      values; the querier refuses a release whose servers report one
+      scheduler.
     * m = 2: a single server learns nothing about the clients' values
       (DCF keys) and nothing about the noise (it is a function of both
       servers' random bits inside the garbled circuit); it sees the opened
@@ -84,7 +105,7 @@ Security / trust model
 
 Command line: ``pairwise ecdf serve --server-id I --listen HOST:PORT [--state DIR]
 [--budget E] [--dataset-budget NAME=E ...] [--peer J=HOST:PORT ...] [--timeout S]
-[--request-timeout S] [--max-connections N]`` (see
+[--request-timeout S] [--max-connections N] [--cluster SPEC]`` (see
 :mod:`pairwise.protocols.commands.ecdf`); the server prints one JSON line
 ``{"event": "listening", "server_id": I, "host": ..., "port": ...}`` when it
 accepts connections.
@@ -92,6 +113,7 @@ accepts connections.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
 import sys
@@ -103,7 +125,9 @@ from fractions import Fraction
 from pairwise.mpc.channel import TCPChannel, TCPListener, handshake
 from pairwise.mpc.errors import ChannelError, ChannelTimeout, PeerClosed
 
+from ..cluster import ClusterSpec, open_cluster, parse_cluster
 from .auth import Policy, op_of, peer_of
+from .cluster import ClusterKeys
 from .handlers import ServerState, Session
 from .release import LAMBDA, MAX_SERIES
 from .storage import Storage, StorageError, open_storage
@@ -148,7 +172,7 @@ class ECDFServer:
                  timeout: float = 120.0, request_timeout: float | None = None,
                  max_connections: int = DEFAULT_MAX_CONNECTIONS, state_dir: str | None = None,
                  storage: Storage | None = None, peers: dict | None = None, policy: Policy | None = None,
-                 tls=None, insecure: bool = False, log=None) -> None:
+                 tls=None, insecure: bool = False, log=None, cluster=None) -> None:
         if isinstance(server_id, bool) or not isinstance(server_id, int) or not 0 <= server_id < 255:
             raise ValueError(f"server id must be an integer in [0, 254], got {server_id!r}")
         self.server_id = server_id
@@ -172,14 +196,21 @@ class ECDFServer:
         if tls is not None and not self.policy.tls:
             raise ValueError("a TLS server needs a TLS policy (Policy(..., tls=True))")
         self.tls = tls
+        if isinstance(cluster, str):
+            cluster = parse_cluster(cluster)  # a bad spec is refused before anything starts
+        self._cluster_stack = contextlib.ExitStack()
+        self.cluster: ClusterKeys | None = None
         self.storage = storage if storage is not None else open_storage(state_dir, server_id)
         try:
+            if cluster is not None:
+                self.cluster = self._open_cluster(cluster)
             self.state = ServerState(server_id, self.storage, budget=budget, dataset_budgets=budgets,
                                      timeout=self.timeout, peers=peers, policy=self.policy, log=self._log,
-                                     tls=tls, insecure=insecure)
+                                     tls=tls, insecure=insecure, cluster=self.cluster)
             self.listener = TCPListener(host, port, backlog=min(128, 2 * max_connections), tls=tls,
                                         insecure=insecure)
         except BaseException:
+            self._close_cluster()
             self.storage.close()
             raise
         self.host, self.port = host, self.listener.port
@@ -190,6 +221,25 @@ class ECDFServer:
         self._slots = threading.BoundedSemaphore(max_connections)
         self._busy: queue.Queue = queue.Queue(maxsize=_BUSY_QUEUE)
         self.stop_reason = ""
+
+    # ------------------------------------------------------------------ cluster
+    def _open_cluster(self, cluster) -> ClusterKeys:
+        """Start this server's own local cluster (mutual TLS with a throwaway certificate, no dashboard) or
+        connect to its scheduler; a cluster that cannot start or has no worker refuses the start."""
+        client = self._cluster_stack.enter_context(open_cluster(cluster, timeout=self.timeout,
+                                                                connect_timeout=min(self.timeout, 30.0), secure=True))
+        spec = str(cluster) if isinstance(cluster, ClusterSpec) else "client"
+        keys = ClusterKeys(client, timeout=self.timeout, spec=spec)
+        d = keys.describe()
+        self._log(f"Dask cluster {spec}: {d['workers']} worker(s), {d['threads']} thread(s), scheduler "
+                  f"{d['scheduler']}; this server's key shares are evaluated there")
+        return keys
+
+    def _close_cluster(self) -> None:
+        try:
+            self._cluster_stack.close()  # a local cluster's workers are stopped here
+        except Exception as exc:  # noqa: BLE001 - shutting down: report, do not raise
+            self._log(f"closing the Dask cluster failed: {exc}")
 
     # ------------------------------------------------------------------ lifecycle
     @property
@@ -255,6 +305,7 @@ class ECDFServer:
                 self._busy.get_nowait().close()
             except queue.Empty:
                 break
+        self._close_cluster()
         self.storage.close()
         self._log(f"stopped ({self.stop_reason or 'listener closed'}); state closed")
 
