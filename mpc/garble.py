@@ -852,7 +852,7 @@ def _garble_direct(steps: tuple, tab: np.ndarray, hasher: TccrHasher, aes: Fixed
 
     Same algebra and tables: the gate's zero labels are copied word by word
     into the interleaved hash buffer (no gather), the permute-bit masks are
-    read off that buffer, and the last XOR writes the output zero label
+    read off the low-word rows, and the last XOR writes the output zero label
     into its row (no scatter).
     """
     for (j, a, b, o, m, ma, mb, tw, twlo, tlo, c, clo, chi, t,
@@ -863,7 +863,8 @@ def _garble_direct(steps: tuple, tab: np.ndarray, hasher: TccrHasher, aes: Fixed
         _copy(ub0, b0)
         _copy(ub1, b1)
         _xor(u0, rt, u1)  # X1 = X0 ^ R
-        _and(ulo, _ONE0, m)
+        _and(a0, _ONE0, ma)  # (from the contiguous low-word rows: ~4x faster than from u)
+        _and(b0, _ONE0, mb)
         _neg(m, m)
         _copy(twlo, tlo)
         hasher(nblk, tw, u, v, aes)
@@ -889,7 +890,8 @@ def _eval_direct(steps: tuple, tab: np.ndarray, hasher: TccrHasher, aes: FixedKe
         _copy(ua1, a1)
         _copy(ub0, b0)
         _copy(ub1, b1)
-        _and(ulo, _ONE0, m)
+        _and(a0, _ONE0, ma)
+        _and(b0, _ONE0, mb)
         _neg(m, m)
         _copy(twlo, tlo)
         hasher(nblk, tw, u, v, aes)
