@@ -12,17 +12,22 @@ What it does
     free-XOR and point-and-permute); the tests check the engine against them
     gate by gate.
 
-    Inside the engine, labels are *planar*: an array ``(2, slots, b)`` of
-    ``uint64`` holding the low words and the high words of the labels of
-    ``b`` instances in two separate planes, so every XOR, mask and select is
-    a contiguous numpy call with no length-2 inner loop; only the AES input
-    and output use interleaved 16-byte blocks.  Wires are mapped to a small
+    Inside the engine, labels are *planar*: an array ``(slots, 2, b)`` of
+    ``uint64`` holding, per slot, the low words and the high words of the
+    labels of ``b`` instances in two separate rows, so every XOR, mask and
+    select is a contiguous numpy call with no length-2 inner loop (and a
+    wire's label is one contiguous (2, b) block); only the AES input and
+    output use interleaved 16-byte blocks.  Wires are mapped to a small
     set of reusable *slots* (a wire's slot is freed after its last reader's
     level), so memory is the circuit's live width, not its wire count.  An
     INV gate is an XOR with a constant-one slot that holds Delta on the
     garbler's side (the one-wire's zero label) and the zero block on the
     evaluator's side (its active label), so XOR and INV of a level are one
-    gather-xor-scatter for both roles.
+    gather-xor-scatter for both roles.  Narrow levels of large chunks (a
+    ripple-carry chain: one AND and a few XORs per level at thousands of
+    instances) skip the gather and the scatter and work on the label rows in
+    place, one numpy call per XOR gate and per operand of an AND
+    (:func:`_garble_direct`, :func:`_eval_direct`); same algebra, same tables.
 
     The batch is processed in instance chunks of ``chunk`` instances (both
     parties must use the same chunk size; :func:`default_chunk` is a
@@ -218,9 +223,9 @@ def _plan(circuit: Circuit, layout: str = "compact") -> _Plan:
     return per[layout]
 
 
-def _two_planes(slots: np.ndarray, n_slots: int) -> np.ndarray:
-    """Row indices (2, k) of ``slots`` in both planes of a (2 * n_slots, b) label view."""
-    return np.stack([slots, slots + n_slots]).astype(np.intp)
+def _two_planes(slots: np.ndarray) -> np.ndarray:
+    """Row indices (2, k) of ``slots``' low and high words in the (2 * n_slots, b) view of (n_slots, 2, b) labels."""
+    return np.stack([2 * slots, 2 * slots + 1]).astype(np.intp)
 
 
 def _last_use(levels, nw: int, out_wires: np.ndarray) -> np.ndarray:
@@ -274,8 +279,8 @@ def _build_plan(circuit: Circuit, layout: str) -> _Plan:
     plans = []
     n_and = 0
     max_width = 1
-    rows = _two_planes(slot, n_slots + 1)  # (2, n_wires): each wire's rows in both planes
-    rows_one = np.array([n_slots, 2 * n_slots + 1], dtype=np.intp)[:, None]  # the constant-one slot
+    rows = _two_planes(slot)  # (2, n_wires): each wire's rows in both planes
+    rows_one = _two_planes(np.array([n_slots]))  # the constant-one slot
     for lv in levels:
         k = lv.n_and
         base = int(lv.and_index[0]) if k else n_and
@@ -458,7 +463,7 @@ class _Work:
         self.lab_buf = np.empty(2 * plan.n_slots * max_bc, _U64)
         self.const_buf = np.empty(3 * max_bc, _U64)  # Delta planar (2, b), instance ids (b)
         self.nbytes = 8 * (21 * n + 16 * n + self.lab_buf.shape[0] + self.const_buf.shape[0])
-        self._programs: dict[int, tuple] = {}
+        self._programs: dict[tuple, tuple] = {}  # (bc, DIRECT_CALL_WORDS) -> program
 
     @classmethod
     def acquire(cls, max_bc: int, plan: _Plan, role: str) -> "_Work":
@@ -499,11 +504,12 @@ class _Work:
             tile = _flat(self.rt_buf, (step, bc, 2))  # Delta interleaved, tiled over gates
             tile[:, :, 0] = r[0]
             tile[:, :, 1] = r[1]
-        lab = _flat(self.lab_buf, (2, self.plan.n_slots, bc))
+        lab = _flat(self.lab_buf, (self.plan.n_slots, 2, bc))
         src = lab.reshape(-1) if bc == 1 else lab.reshape(2 * self.plan.n_slots, bc)
-        prog = self._programs.get(bc)
+        key = (bc, DIRECT_CALL_WORDS)
+        prog = self._programs.get(key)
         if prog is None:
-            prog = self._programs[bc] = self._program(bc, step)
+            prog = self._programs[key] = self._program(bc, step)
         if bc == 1:
             self._start_chunk1(delta_planar, first_instance)
         return lab, src, prog
@@ -567,7 +573,7 @@ class _Work:
                 y = _flat(self.x, rows.shape)
                 z = _flat(self.xs, (2, g1 - g0))
                 lins.append((rows, y, y[0], y[1], z, np.ascontiguousarray(lv.lin_out[:, g0:g1])))
-            prog.append((lv, tuple(ands), tuple(lins)))
+            prog.append((lv, tuple(ands), tuple(lins), (), ()))
         self.tw1 = self.tw1[:tw_pos]
         self.nbytes += 8 * (14 * n + tw_pos + 4 * sum(self.tiles1))
         return tuple(prog)
@@ -592,9 +598,19 @@ class _Work:
             return self._program1(step)
         garbler = self.role == "garbler"
         prog = []
+        lab = _flat(self.lab_buf, (self.plan.n_slots, 2, bc))  # (as start_chunk lays them out)
+        slot_rows: dict[int, tuple] = {}
+
+        def rows_of(s: int) -> tuple:  # a slot's (2, bc) labels and its two word rows, one set of views per slot
+            r = slot_rows.get(s)
+            if r is None:
+                r = slot_rows[s] = (lab[s], lab[s, 0], lab[s, 1])
+            return r
+
         for lv in self.plan.levels:
             ands = []
-            for g0 in range(0, lv.k, step):
+            dands = self._direct_ands(lv, bc, step, rows_of) if bc > 1 and _direct_and(lv.k, bc, step) else ()
+            for g0 in range(0, 0 if dands else lv.k, step):
                 g1 = min(lv.k, g0 + step)
                 k = g1 - g0
                 rows = np.ascontiguousarray(lv.and_rows[:, :, g0:g1])
@@ -628,15 +644,77 @@ class _Work:
                         2 * k * bc, u, v, u[..., 0], u[..., 1], v[0, ..., 0], v[1, ..., 0], v[0, ..., 1], v[1, ..., 1],
                     ))
             lins = []
-            for g0 in range(0, lv.n_lin, step):
+            dlins = ()
+            if _direct_lin(lv.n_lin, bc, step):  # one XOR call per gate on the label rows themselves
+                sl = lv.lin_rows[:, 0] // 2  # (2 [a, b], n) slots
+                dlins = tuple(
+                    (rows_of(a)[0], rows_of(b)[0], rows_of(o)[0])
+                    for a, b, o in zip(*sl.tolist(), (lv.lin_out[0] // 2).tolist())
+                )
+            for g0 in range(0, 0 if dlins else lv.n_lin, step):
                 g1 = min(lv.n_lin, g0 + step)
                 n = g1 - g0
                 rows = np.ascontiguousarray(lv.lin_rows[:, :, g0:g1])
                 y = _flat(self.x, (2, 2, n, bc))
                 z = _flat(self.xs, (2, n, bc))
                 lins.append((rows, y, y[0], y[1], z, np.ascontiguousarray(lv.lin_out[:, g0:g1])))
-            prog.append((lv, tuple(ands), tuple(lins)))
+            prog.append((lv, tuple(ands), tuple(lins), dands, dlins))
         return tuple(prog)
+
+    def _direct_ands(self, lv: _LevelPlan, bc: int, step: int, rows_of: Callable[[int], tuple]) -> tuple:
+        """Per AND gate of a narrow level: the views :func:`_garble_direct` / :func:`_eval_direct` use.
+
+        The gate's input and output labels are used in place, (2 [lo, hi], bc) rows of the labels
+        (``rows_of(slot)``), so there is no gather and no scatter; the hash buffers hold one gate.
+        """
+        tw = _flat(self.tw, (2, step, bc, 2))[:, 0]  # (2 [A, B], bc, 2), high words set by start_chunk
+        m = _flat(self.m, (2, bc))  # all-ones masks of the permute bits of A and B
+        c = _flat(self.c, (2, bc))
+        t = _flat(self.t, (2, bc))
+        res = []
+        for j in range(lv.k):
+            (a, a0, a1), (b, b0, b1) = (rows_of(int(x) // 2) for x in lv.and_rows[:, 0, j])
+            o = rows_of(int(lv.and_out[0, j]) // 2)[0]
+            common = (j, a, b, o, m, m[0], m[1], tw, tw[..., 0], np.ascontiguousarray(lv.tlo[:, j]), c, c[0], c[1], t)
+            if self.role == "garbler":
+                u = _flat(self.u, (2, 2, bc, 2))  # [zero, one] x [A, B], interleaved
+                v = _flat(self.v, (2, 2, bc, 2))
+                d = _flat(self.d, (2, 2, bc))  # H(X0) ^ H(X1), planar (2 [A, B], 2 [lo, hi], bc)
+                res.append(common + (
+                    4 * bc, u, v, a0, a1, b0, b1, u[0, 0, :, 0], u[0, 0, :, 1], u[0, 1, :, 0], u[0, 1, :, 1],
+                    u[0], u[1], _flat(self.rt_buf, (bc, 2)), u[0, :, :, 0], _flat(self.const_buf, (2, bc)),
+                    v[0, ..., 0], v[1, ..., 0], v[0, ..., 1], v[1, ..., 1], d, d[:, 0], d[:, 1], d[0], d[1],
+                    v[0, 0, :, 0], v[0, 1, :, 0], v[0, 0, :, 1], v[0, 1, :, 1],
+                ))
+            else:
+                u = _flat(self.u, (2, bc, 2))  # [A, B], interleaved
+                v = _flat(self.v, (2, bc, 2))
+                res.append(common + (
+                    2 * bc, u, v, a0, a1, b0, b1, u[0, :, 0], u[0, :, 1], u[1, :, 0], u[1, :, 1], u[:, :, 0],
+                    v[0, :, 0], v[1, :, 0], v[0, :, 1], v[1, :, 1],
+                ))
+        return tuple(res)
+
+
+#: Cost of one numpy call in uint64 words of elementwise work (~1 us at ~0.3 ns per word), for the
+#: choice between the two codes of a level at ``bc`` > 1 instances.  Gathered steps (of ``step``
+#: gates) pay a gather and a scatter, 6 words per gate-instance more, in ~17 calls per AND step and
+#: 3 per XOR/INV step; the direct code (label rows used in place, :meth:`_Work._direct_ands`,
+#: ``dlins``) pays ~18 calls per AND gate and 1 per XOR/INV gate, which wins on narrow levels of
+#: large chunks (gini's carry chain: one AND and two XORs per level at 8192 instances).
+DIRECT_CALL_WORDS = 3000
+
+
+def _direct_and(k: int, bc: int, step: int) -> bool:
+    """Whether the ``k`` ANDs of a level take the per-gate code (see DIRECT_CALL_WORDS)."""
+    w = DIRECT_CALL_WORDS
+    return k > 0 and k * 18 * w - -(-k // step) * 17 * w <= 6 * k * bc
+
+
+def _direct_lin(n: int, bc: int, step: int) -> bool:
+    """Whether the ``n`` XOR/INV gates of a level take one XOR call each on the label rows."""
+    w = DIRECT_CALL_WORDS
+    return n > 0 and n * w - -(-n // step) * 3 * w <= 6 * n * bc
 
 
 _xor = np.bitwise_xor
@@ -767,6 +845,65 @@ def _eval_ands1(src: np.ndarray, steps: tuple, tab: np.ndarray, hasher: TccrHash
         _mul(t, bb, t)
         _xor(c, t, c)  # ^ sb*(T_E ^ A)
         src[out] = c
+
+
+def _garble_direct(steps: tuple, tab: np.ndarray, hasher: TccrHasher, aes: FixedKeyAES) -> None:
+    """:func:`_garble_ands` one gate at a time on the label rows in place (narrow levels, large chunks).
+
+    Same algebra and tables: the gate's zero labels are copied word by word
+    into the interleaved hash buffer (no gather), the permute-bit masks are
+    read off the low-word rows, and the last XOR writes the output zero label
+    into its row (no scatter).
+    """
+    for (j, a, b, o, m, ma, mb, tw, twlo, tlo, c, clo, chi, t,
+         nblk, u, v, a0, a1, b0, b1, ua0, ua1, ub0, ub1, u0, u1, rt, ulo, r,
+         v0lo, v1lo, v0hi, v1hi, d, dlo, dhi, da, db, valo, vblo, vahi, vbhi) in steps:
+        _copy(ua0, a0)
+        _copy(ua1, a1)
+        _copy(ub0, b0)
+        _copy(ub1, b1)
+        _xor(u0, rt, u1)  # X1 = X0 ^ R
+        _and(a0, _ONE0, ma)  # (from the contiguous low-word rows: ~4x faster than from u)
+        _and(b0, _ONE0, mb)
+        _neg(m, m)
+        _copy(twlo, tlo)
+        hasher(nblk, tw, u, v, aes)
+        _xor(v0lo, v1lo, dlo)  # d[s] = H(X0) ^ H(X1), planar
+        _xor(v0hi, v1hi, dhi)
+        tg, te = tab[0, :, j], tab[1, :, j]
+        _and(mb, r, t)  # pb * R
+        _xor(da, t, tg)  # T_G = H(A0) ^ H(A1) ^ pb*R
+        _xor(db, a, te)  # T_E = H(B0) ^ H(B1) ^ A0
+        _xor(valo, vblo, clo)  # C0 = H(A0) ^ H(B0) ^ pa*T_G ^ pb*(H(B0) ^ H(B1))
+        _xor(vahi, vbhi, chi)
+        _and(ma, tg, t)
+        _xor(c, t, c)
+        _and(mb, db, t)
+        _xor(c, t, o)
+
+
+def _eval_direct(steps: tuple, tab: np.ndarray, hasher: TccrHasher, aes: FixedKeyAES) -> None:
+    """:func:`_eval_ands` one gate at a time on the label rows in place; see :func:`_garble_direct`."""
+    for (j, a, b, o, m, ma, mb, tw, twlo, tlo, c, clo, chi, t,
+         nblk, u, v, a0, a1, b0, b1, ua0, ua1, ub0, ub1, ulo, valo, vblo, vahi, vbhi) in steps:
+        _copy(ua0, a0)
+        _copy(ua1, a1)
+        _copy(ub0, b0)
+        _copy(ub1, b1)
+        _and(a0, _ONE0, ma)
+        _and(b0, _ONE0, mb)
+        _neg(m, m)
+        _copy(twlo, tlo)
+        hasher(nblk, tw, u, v, aes)
+        # C = H(A) ^ H(B) ^ sa*T_G ^ sb*(T_E ^ A)
+        _xor(valo, vblo, clo)
+        _xor(vahi, vbhi, chi)
+        tg, te = tab[0, :, j], tab[1, :, j]
+        _and(ma, tg, t)
+        _xor(c, t, c)
+        _xor(te, a, t)
+        _and(t, mb, t)
+        _xor(c, t, o)
 
 
 # ---------------------------------------------------------------------------- byte source
@@ -1163,10 +1300,10 @@ class Garbler:
             bc = b1 - b0
             rp = _planar(self.delta[b0:b1])  # (2, b)
             lab, src, prog = w.start_chunk(bc, rp, self.instance_offset + b0)
-            lab[:, :n_in] = np.moveaxis(zero[:, b0:b1], -1, 0)  # input wires own slots 0..n_in-1
-            lab[:, plan.one_slot] = rp  # zero label of the constant one: Delta
-            for lv, ands, lins in prog:
-                if ands:
+            lab[:n_in] = zero[:, b0:b1].transpose(0, 2, 1)  # input wires own slots 0..n_in-1
+            lab[plan.one_slot] = rp  # zero label of the constant one: Delta
+            for lv, ands, lins, dands, dlins in prog:
+                if lv.k:
                     size = 4 * lv.k * bc
                     if dest is None and scratch is not None:
                         tab = scratch[:size].reshape((2, 2, lv.k, bc) if bc > 1 else (2, 2, lv.k))
@@ -1175,7 +1312,9 @@ class Garbler:
                     else:
                         tab = dest[pos : pos + size].reshape((2, 2, lv.k, bc) if bc > 1 else (2, 2, lv.k))
                     pos += size
-                    if bc > 1:
+                    if dands:
+                        _garble_direct(dands, tab, w.hasher, aes)
+                    elif bc > 1:
                         _garble_ands(src, ands, w, tab, aes)
                     else:
                         _garble_ands1(src, ands, tab, w.hasher, aes)
@@ -1184,9 +1323,11 @@ class Garbler:
                     src.take(rows, axis=0, out=y, mode="clip")
                     _xor(y0, y1, z)
                     src[orow] = z
-            self.output_zero[:, b0:b1] = np.moveaxis(lab[:, plan.out_slots], 0, -1)
+                for a, b, o in dlins:
+                    _xor(a, b, o)
+            self.output_zero[:, b0:b1] = lab[plan.out_slots].transpose(0, 2, 1)
             if self.record_wires:
-                self.wire_zero[:, b0:b1] = np.moveaxis(lab[:, : self.circuit.n_wires], 0, -1)
+                self.wire_zero[:, b0:b1] = lab[: self.circuit.n_wires].transpose(0, 2, 1)
         w.release(self._keep)
         self.decode_bits = (self.output_zero[..., 0] & _ONE).astype(bool)
 
@@ -1287,10 +1428,12 @@ class Evaluator:
         for b0, b1 in _chunks(self.batch, self.chunk):
             bc = b1 - b0
             lab, src, prog = w.start_chunk(bc, None, self.instance_offset + b0)
-            lab[:, : plan.in_slots.shape[0]] = np.moveaxis(act[:, b0:b1], -1, 0)
-            lab[:, plan.one_slot] = 0  # active label of the constant one
-            for lv, ands, lins in prog:
-                if ands:
+            lab[: plan.in_slots.shape[0]] = act[:, b0:b1].transpose(0, 2, 1)
+            lab[plan.one_slot] = 0  # active label of the constant one
+            for lv, ands, lins, dands, dlins in prog:
+                if dands:
+                    _eval_direct(dands, reader.read(32 * lv.k * bc, (2, 2, lv.k, bc)), w.hasher, aes)
+                elif ands:
                     if bc > 1:
                         _eval_ands(src, ands, w, reader.read(32 * lv.k * bc, (2, 2, lv.k, bc)), aes)
                     else:
@@ -1299,9 +1442,11 @@ class Evaluator:
                     src.take(rows, axis=0, out=y, mode="clip")
                     _xor(y0, y1, z)
                     src[orow] = z
-            out[:, b0:b1] = np.moveaxis(lab[:, plan.out_slots], 0, -1)
+                for a, b, o in dlins:
+                    _xor(a, b, o)
+            out[:, b0:b1] = lab[plan.out_slots].transpose(0, 2, 1)
             if self.record_wires:
-                self.wire_labels[:, b0:b1] = np.moveaxis(lab[:, : self.circuit.n_wires], 0, -1)
+                self.wire_labels[:, b0:b1] = lab[: self.circuit.n_wires].transpose(0, 2, 1)
         w.release(self._keep)
         reader.finish()
         return out

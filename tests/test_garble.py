@@ -150,9 +150,22 @@ def test_halfgates_rejects_even_delta_and_bad_table():
 
 
 # ---------------------------------------------------------------------------- engine vs reference
+def force_direct(monkeypatch) -> None:
+    """Make every level of every chunk of > 1 instance take the engine's per-gate (direct) code.
+
+    The engine picks it for narrow levels of large chunks only (numpy calls cost nothing here).
+    """
+    import pairwise.mpc.garble as G
+
+    monkeypatch.setattr(G, "DIRECT_CALL_WORDS", 0)
+
+
+@pytest.mark.parametrize("direct", [False, True])
 @pytest.mark.parametrize("chunk", [None, 2])
-def test_engine_tables_match_reference_gate_by_gate(chunk):
+def test_engine_tables_match_reference_gate_by_gate(chunk, direct, monkeypatch):
     """Parse the documented byte layout and recompute every table with garble_and."""
+    if direct:
+        force_direct(monkeypatch)
     c = random_circuit(11, n_gates=120)
     batch, off = 5, 1000
     g = Garbler(c, batch, instance_offset=off, chunk=chunk, record_wires=True)
@@ -670,6 +683,44 @@ def test_tables_through_a_reused_scratch_are_the_same_bytes():
     assert b"".join(pieces) == fresh
     with pytest.raises(GarbleError, match="scratch"):
         next(Garbler(c, batch).iter_tables(scratch=np.empty(1, np.uint64)))
+
+
+@pytest.mark.parametrize("name,batch,chunk", [("gini", 300, 128), ("kendall", 37, None), ("aes", 5, 3)])
+def test_direct_and_gathered_levels_give_the_same_bytes(monkeypatch, name, batch, chunk):
+    """The per-gate code for narrow levels (labels used in place) and the gather/scatter steps are
+    the same garbling: byte-identical tables and output labels for one Delta and input labels, and
+    each evaluator decodes the other's tables to the plaintext outputs."""
+    from pairwise.circuits.kernels import build_kernel
+
+    def make():
+        return aes128() if name == "aes" else build_kernel(name, 16)
+
+    rng = np.random.default_rng(5)
+    c = make()
+    bits = random_bits(rng, c, batch)
+    delta = fresh_delta(batch)
+    zero = random_blocks(c.n_inputs, batch)
+    runs = []
+    for direct in (False, True):
+        with monkeypatch.context() as m:
+            if direct:
+                force_direct(m)
+            c = make()
+            g = Garbler(c, batch, delta=delta, input_zero=zero, chunk=chunk, instance_offset=77)
+            active = g.encode_all(bits)
+            gc = g.garble()
+            runs.append((c, bytes(gc.tables), g.output_zero.copy(), g.decode_bits, active))
+    assert runs[0][1] == runs[1][1]
+    assert np.array_equal(runs[0][2], runs[1][2])
+    want = c.evaluate_bits(bits)
+    for direct, (c, tables, _, dbits, active) in zip((False, True), runs[::-1]):  # each decodes the other's
+        with monkeypatch.context() as m:
+            if direct:
+                force_direct(m)
+            c = make()
+            out = Evaluator(c, batch, chunk=chunk, instance_offset=77).evaluate(active, tables)
+            got = split_outputs(c, decode(out, dbits))
+            assert all(np.array_equal(a, b) for a, b in zip(got, want))
 
 
 def test_caller_delta_is_copied():
