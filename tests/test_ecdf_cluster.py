@@ -101,6 +101,27 @@ def test_shards_are_reused_and_rescattered_when_the_dataset_changes(client):
     assert not keys._cache
 
 
+def test_workers_keep_the_shards_of_at_most_max_datasets(client):
+    """Memory on the workers is bounded by max_datasets datasets' keys: the least recently released goes first."""
+    rng = np.random.default_rng(5)
+    sh = _server_shares(rng.integers(0, 1 << DOMAIN, 200), "dcf", 2)[0]
+    pts = np.array([0, 100, 1023], dtype=np.uint64)
+    keys = ClusterKeys(client, timeout=120, max_datasets=2)
+    for name in ("a", "b"):
+        keys.evaluate(name, "v1", sh, pts)
+    assert keys.shards("a") > 0 and keys.shards("b") > 0
+    keys.evaluate("a", "v1", sh, pts)  # a is now the most recent
+    ev = keys.evaluate("c", "v1", sh, pts)  # evicts b, not a
+    assert keys.shards("b") == 0 and keys.shards("a") > 0 and keys.shards("c") > 0
+    assert {k[0] for k in keys._cache} == {"a", "c"}
+    assert np.array_equal(ev["all"].cumulative_shares(pts), sh["all"].cumulative_shares(pts))
+    ev = keys.evaluate("b", "v1", sh, pts)  # scattered again from the server's store: still exact
+    assert np.array_equal(ev["all"].cumulative_shares(pts), sh["all"].cumulative_shares(pts))
+    assert {k[0] for k in keys._cache} == {"c", "b"}
+    with pytest.raises(ValueError, match="max_datasets"):
+        ClusterKeys(client, timeout=120, max_datasets=0)
+
+
 def test_a_worker_killed_during_the_evaluation_fails_it_and_the_retry_works():
     """Stop (SIGSTOP) one worker after the shards are scattered, start an evaluation, and once that
     worker has a task of it, kill it (SIGKILL): the evaluation raises ClusterError instead of waiting

@@ -13,7 +13,10 @@ What it does
     server.  Addition of additive shares is exact, so the release is equal,
     bit for bit, to the one computed without a cluster.  Shards stay on the
     workers between releases and are scattered again when the dataset
-    changes (its digest) or a worker holding one was lost.
+    changes (its digest) or a worker holding one was lost.  The workers
+    keep the shards of at most :data:`MAX_DATASETS` datasets (4; the least
+    recently released is dropped first), so their memory is bounded by
+    that many datasets' keys.
 
     The request handlers (:meth:`pairwise.protocols.ecdf.handlers.Session.op_prepare`)
     call :meth:`ClusterKeys.evaluate` while they prepare a release, after
@@ -117,6 +120,11 @@ def _bounded(fn, timeout: float, what: str):
     return box["value"]
 
 
+#: Datasets whose shards a server's workers keep between releases (least recently released dropped
+#: first): the workers' memory is bounded by this many datasets' keys, not by every dataset ever released.
+MAX_DATASETS = 4
+
+
 class ClusterKeys:
     """One server's shards on its Dask cluster; see the module docstring.
 
@@ -125,7 +133,12 @@ class ClusterKeys:
     the cluster was named (``local:2``, ``tcp://...``), for reports.
     """
 
-    def __init__(self, client, *, timeout: float, shards_per_thread: int = 2, spec: str = "") -> None:
+    def __init__(self, client, *, timeout: float, shards_per_thread: int = 2, spec: str = "",
+                 max_datasets: int = MAX_DATASETS) -> None:
+        if not max_datasets >= 1:
+            raise ValueError(f"max_datasets must be >= 1, got {max_datasets!r}")
+        self.max_datasets = int(max_datasets)
+        self._recent: list[str] = []  # datasets with shards on the workers, least recently released first
         if not timeout > 0:
             raise ValueError(f"timeout must be positive, got {timeout!r}")
         if shards_per_thread < 1:
@@ -158,6 +171,8 @@ class ClusterKeys:
             self._forget(dataset)
 
     def _forget(self, dataset: str) -> None:
+        if dataset in self._recent:
+            self._recent.remove(dataset)
         for key in [k for k in self._cache if k[0] == dataset]:
             # dropping the futures releases the data on the workers (asynchronously: nothing here waits
             # on a scheduler that may be gone)
@@ -210,11 +225,17 @@ class ClusterKeys:
             raise ClusterError(f"another release kept the cluster's shard table for more than {self.timeout:g} s; "
                                "retry")
         try:
+            # make room first, so that the workers never hold more than max_datasets datasets' shards
+            while dataset not in self._recent and len(self._recent) >= self.max_datasets:
+                self._forget(self._recent[0])
             try:
                 shards = {s: self._shards(dataset, s, digest, shares[s]) for s in names}
             except BaseException:
                 self._forget(dataset)
                 raise
+            if dataset in self._recent:
+                self._recent.remove(dataset)
+            self._recent.append(dataset)
         finally:
             self._lock.release()
         items = [(s, f) for s in names for f in shards[s]]
