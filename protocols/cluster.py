@@ -13,7 +13,7 @@ What it does
 Why Dask distributed
     It is the scheduler the design names (DESIGN.md, "Scale-out"): pure
     Python and numpy-native, ``LocalCluster`` uses every core of one machine,
-    and ``Client("tcp://scheduler:8786")`` runs the same tasks on a cluster
+    and ``Client("tls://scheduler:8786")`` runs the same tasks on a cluster
     started with ``dask scheduler`` / ``dask worker``.  It is an optional
     dependency: ``pip install 'pairwise-mpc[cluster]'`` (the ``dev`` extra,
     hence CI, includes it).
@@ -103,6 +103,19 @@ def parse_cluster(spec: str) -> ClusterSpec:
     raise ClusterError(f"cluster spec must be 'local', 'local:N', 'tcp://HOST:PORT' or 'tls://HOST:PORT', got {spec!r}")
 
 
+def _loopback(address: str) -> bool:
+    """Whether a ``tcp://HOST:PORT`` or ``tls://HOST:PORT`` address names this machine's loopback interface."""
+    import ipaddress
+
+    host = address.split("://", 1)[1].rsplit(":", 1)[0].strip("[]")
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a host name: it may leave the machine
+        return False
+
+
 def _distributed():
     try:
         import distributed
@@ -121,7 +134,8 @@ def open_cluster(cluster: Any, *, timeout: float = 60.0, connect_timeout: float 
     open: its owner closes it).  A ``local`` cluster is started here (N worker
     processes, one thread each, dashboard on a free loopback port) and closed
     on exit; a remote scheduler must answer within ``connect_timeout`` and
-    have at least one worker within ``timeout`` seconds.  ``secure``: the
+    have at least one worker within ``timeout`` seconds.  ``tcp://`` is
+    refused unless its host is loopback: across a network, ``tls://``.  ``secure``: the
     local cluster's scheduler, workers and client talk mutual TLS with a
     throwaway certificate held in memory by this process and its workers
     (``Security.temporary()``), so no other process of the machine can join
@@ -156,6 +170,10 @@ def open_cluster(cluster: Any, *, timeout: float = 60.0, connect_timeout: float 
             with contextlib.suppress(Exception):
                 lc.close(timeout=timeout)
         return
+    if spec.address.startswith("tcp://") and not _loopback(spec.address):
+        raise ClusterError(f"{spec.address} is not on this machine: tcp:// would carry the tasks (their inputs, "
+                           "key shares) in the clear across the network; use tls://HOST:PORT with Dask's TLS "
+                           "settings (README, 'Running on a cluster')")
     if spec.address.startswith("tls://"):
         sec = distributed.Security()  # from Dask's config: distributed.comm.tls.*
         if not (sec.tls_ca_file and sec.tls_client_cert):
@@ -283,5 +301,5 @@ def add_cluster_argument(parser, what: str) -> None:
     """The ``--cluster`` flag shared by the commands that can run on Dask."""
     parser.add_argument("--cluster", metavar="SPEC",
                         help=f"run {what} on Dask distributed: 'local' (one worker process per core), "
-                             "'local:N', or a scheduler address tcp://HOST:PORT (tls://HOST:PORT with Dask's "
-                             f"TLS settings); needs {INSTALL_HINT}")
+                             "'local:N', or a scheduler address tls://HOST:PORT with Dask's TLS settings "
+                             f"(tcp://HOST:PORT on loopback only); needs {INSTALL_HINT}")

@@ -39,6 +39,10 @@ def test_cluster_specs():
     for bad in ("local:0", "local:-1", "local:two", "remote", "tcp://host", "http://h:1", "tcp://h:99999", ""):
         with pytest.raises(ClusterError):
             parse_cluster(bad)
+    for remote in ("tcp://10.1.2.3:8786", "tcp://scheduler.example:8786", "tcp://[2001:db8::1]:8786"):
+        with pytest.raises(ClusterError, match="in the clear.*tls://"):  # refused before any connection
+            with open_cluster(remote, timeout=5, connect_timeout=5):
+                pass
     with pytest.raises(ClusterError, match="TLS settings"):  # no certificates in Dask's config
         with open_cluster("tls://127.0.0.1:9", timeout=5):
             pass
