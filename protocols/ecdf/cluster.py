@@ -65,7 +65,7 @@ from typing import Any
 
 import numpy as np
 
-from ..cluster import ClusterError, run_bounded
+from ..cluster import ClusterError, keep_large_allocations, run_bounded
 from .shares import reduce_mod
 
 __all__ = ["ClusterKeys", "EvaluatedShares"]
@@ -73,6 +73,7 @@ __all__ = ["ClusterKeys", "EvaluatedShares"]
 
 def _eval_shard(shard, points: np.ndarray) -> np.ndarray:
     """One Dask task: this shard's shares of the weighted cumulative counts at ``points`` (uint64)."""
+    keep_large_allocations()  # the walk frees and reallocates MBs per level: without it, a page fault per page
     return np.asarray(shard.cumulative_shares(points, None), dtype=np.uint64)
 
 
