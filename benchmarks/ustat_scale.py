@@ -21,8 +21,9 @@ garbled, at the same batch (``--no-bench`` skips it).
 batch), interleaved with the in-process run on the same data (A/B in one run, ``--repeat``
 rounds): ``local:N`` is a LocalCluster of N worker processes, ``loopback:N`` a
 ``dask scheduler`` and N ``dask worker tcp://...`` processes that this script starts on
-127.0.0.1, any other value a scheduler address.  Clusters start before the first run
-(start-up time printed apart).  It prints the speed-up over the in-process run of the same
+127.0.0.1, any other value a scheduler address.  Each cluster is started for its own run
+and stopped after it (one cluster open at a time), then warmed up with a run of
+``WARMUP_USERS`` users; start-up and warm-up are printed apart, not timed.  It prints the speed-up over the in-process run of the same
 round, the workers' peak memory, the tasks' own pairs per task-second, and a projection
 for ``--project`` users (default 10^7) from those rates plus the driver's own preparation
 time measured at that size (pair sampling and input packing, no garbling).
@@ -53,6 +54,9 @@ from _dask_loopback import loopback_cluster  # noqa: E402
 def peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
+
+#: Users of the untimed warm-up run on a freshly started cluster.
+WARMUP_USERS = 20_000
 
 #: The ratings' public domains (survey scales 1-5 and 1-4; protocols/data/domains.json).
 RATINGS = {"lower": [1, 1], "upper": [5, 4], "decimals": [0, 0]}
@@ -118,18 +122,28 @@ def main() -> None:
             return real_simulate(nc, *a, **kw)
         finally:
             seen["seconds"] = time.perf_counter() - t
-    with contextlib.ExitStack() as stack:
-        clients = {}
-        for spec in args.cluster:
-            t0 = time.perf_counter()
-            clients[spec] = stack.enter_context(cluster_client(spec, args.timeout))
-            print(f"cluster {spec}: {cluster_threads(clients[spec])} worker thread(s), "
-                  f"start-up {time.perf_counter() - t0:.1f} s", flush=True)
-        configs = ([] if args.no_inprocess else [None]) + list(args.cluster)
-        for n in args.n:
-            x, y = users(n, rng)
-            for rnd in range(args.repeat):
-                for cfg in configs:
+    configs = ([] if args.no_inprocess else [None]) + list(args.cluster)
+    worker_rss: dict[str, dict] = {}
+    threads: dict[str, int] = {}
+    for n in args.n:
+        x, y = users(n, rng)
+        wx, wy = users(min(n, WARMUP_USERS), rng)
+        for rnd in range(args.repeat):
+            for cfg in configs:
+                with contextlib.ExitStack() as stack:
+                    client = None
+                    if cfg is not None:
+                        # one cluster open at a time: a LocalCluster's scheduler runs in this process, and
+                        # with a second cluster's client open here it ran 1.7-2x slower (2026-11-26)
+                        t0 = time.perf_counter()
+                        client = stack.enter_context(cluster_client(cfg, args.timeout))
+                        threads[cfg] = cluster_threads(client)
+                        start = time.perf_counter() - t0
+                        run_ustat("kendall", wx, wy, epsilon=args.epsilon, pairs_per_user=1, mode="simulate",
+                                  batch=args.batch, compute_theorem5=False, timeout=args.timeout, cluster=client,
+                                  **RATINGS)  # warm-up: imports, circuit and plan caches in every worker
+                        print(f"cluster {cfg}: {threads[cfg]} worker thread(s), start-up {start:.1f} s, warm-up "
+                              f"{time.perf_counter() - t0 - start:.1f} s (not timed below)", flush=True)
                     seen.pop("seconds", None)
                     ustat_driver._run_simulate = spy if cfg is None else real_simulate
                     u0 = resource.getrusage(resource.RUSAGE_SELF)
@@ -137,24 +151,26 @@ def main() -> None:
                     try:
                         r = run_ustat("kendall", x, y, epsilon=args.epsilon, pairs_per_user=1, mode="simulate",
                                       batch=args.batch, compute_theorem5=False, timeout=args.timeout,
-                                      cluster=clients.get(cfg), **RATINGS)
+                                      cluster=client, **RATINGS)
                     finally:
                         ustat_driver._run_simulate = real_simulate
                     dt = time.perf_counter() - t0
                     u1 = resource.getrusage(resource.RUSAGE_SELF)
-                    rows.append((cfg or "in-process", n, rnd, r, dt, load_avg()))
-                    print(f"{cfg or 'in-process'} n={n} round {rnd}: {dt:.1f} s, pairs {r.pairs}, "
-                          f"AND {r.and_gates}, bytes {r.bytes} ({r.bytes / r.pairs:.0f} per pair), "
-                          f"{r.pairs / dt:.0f} pairs/s, {r.and_gates / dt / 1e6:.2f} M AND/s, executions {r.executions}, "
-                          f"CPU user {u1.ru_utime - u0.ru_utime:.1f} s sys {u1.ru_stime - u0.ru_stime:.1f} s (this process), "
-                          f"estimate {r.estimate:.4f} (exact {r.exact:.4f}), load {load_avg()}", flush=True)
-                    if "seconds" in seen:
-                        core = seen["seconds"]
-                        print(f"  of which the two-party executions (_run_simulate: sessions, OT, garbling, "
-                              f"evaluation): {core:.1f} s, {r.pairs / core:.0f} pairs/s, "
-                              f"{r.and_gates / core / 1e6:.2f} M AND/s", flush=True)
-        worker_rss = {spec: c.run(peak_rss_mib) for spec, c in clients.items()}
-        threads = {spec: cluster_threads(c) for spec, c in clients.items()}
+                    if client is not None:
+                        rss = client.run(peak_rss_mib)
+                        prev = worker_rss.get(cfg, {})
+                        worker_rss[cfg] = {i: max(v, prev.get(i, 0.0)) for i, v in enumerate(rss.values())}
+                rows.append((cfg or "in-process", n, rnd, r, dt, load_avg()))
+                print(f"{cfg or 'in-process'} n={n} round {rnd}: {dt:.1f} s, pairs {r.pairs}, "
+                      f"AND {r.and_gates}, bytes {r.bytes} ({r.bytes / r.pairs:.0f} per pair), "
+                      f"{r.pairs / dt:.0f} pairs/s, {r.and_gates / dt / 1e6:.2f} M AND/s, executions {r.executions}, "
+                      f"CPU user {u1.ru_utime - u0.ru_utime:.1f} s sys {u1.ru_stime - u0.ru_stime:.1f} s (this process), "
+                      f"estimate {r.estimate:.4f} (exact {r.exact:.4f}), load {load_avg()}", flush=True)
+                if "seconds" in seen:
+                    core = seen["seconds"]
+                    print(f"  of which the two-party executions (_run_simulate: sessions, OT, garbling, "
+                          f"evaluation): {core:.1f} s, {r.pairs / core:.0f} pairs/s, "
+                          f"{r.and_gates / core / 1e6:.2f} M AND/s", flush=True)
     if "circuit" in seen and not args.no_bench:
         c = seen["circuit"]
         b = bench_garble(c, args.batch)
