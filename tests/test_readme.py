@@ -17,6 +17,12 @@ directory.  What is adapted, and why:
 * the commands the README marks as taking a while get shorter parameters
   (:data:`SHORTER`).
 
+Every fenced ``python`` block runs too, each as its own script in the same
+kind of scratch directory (:func:`test_every_readme_python_block_runs`);
+blocks that need something the README cannot give them (certificates, a peer
+on another machine, a variable of the surrounding prose) are fenced
+```` ```python fragment ```` and only compiled.
+
 Benchmark scripts are in plain (not ``bash``) blocks: they take minutes and
 write results files, so they are not run here.  The test only bounds each
 block's run (a hang fails it); it does not time anything.
@@ -26,6 +32,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import signal
 import socket
 import subprocess
@@ -59,6 +66,21 @@ def bash_blocks(text: str) -> list[tuple[int, str]]:
         elif body is not None:
             body.append(line)
     assert body is None, f"README.md: unterminated ```bash block at line {start}"
+    return blocks
+
+
+def python_blocks(text: str) -> list[tuple[int, str, bool]]:
+    """(line number, body, runnable) of every fenced ``python`` block; ``python fragment`` ones are not runnable."""
+    blocks, body, start, info = [], None, 0, ""
+    for i, line in enumerate(text.splitlines(), 1):
+        if body is None and line.strip().split(" ")[0] == "```python":
+            body, start, info = [], i, line.strip()
+        elif body is not None and line.strip() == "```":
+            blocks.append((start, "\n".join(body), info == "```python"))
+            body = None
+        elif body is not None:
+            body.append(line)
+    assert body is None, f"README.md: unterminated ```python block at line {start}"
     return blocks
 
 
@@ -140,3 +162,29 @@ def test_every_readme_bash_block_runs_in_order(tmp_path):
         assert "Traceback" not in r.stderr and "error:" not in r.stderr, where
         assert "warning:" not in r.stderr, where  # the README uses no deprecated spelling
     assert (tmp_path / "kendall.dot").is_file() and (tmp_path / "ecdf.png").is_file()
+
+
+def _scratch_clone(tmp_path: Path) -> None:
+    for entry in ROOT.iterdir():
+        if not entry.name.startswith(".") and entry.name != "README.md":
+            (tmp_path / entry.name).symlink_to(entry)
+
+
+def test_readme_python_fragments_compile():
+    blocks = python_blocks(README.read_text())
+    assert sum(run for _, _, run in blocks) >= 8  # most blocks are whole scripts
+    for line, body, _ in blocks:
+        compile(body, f"README.md line {line}", "exec")  # a SyntaxError names the block
+
+
+@pytest.mark.slow  # every runnable README Python block, each as its own script
+def test_every_readme_python_block_runs(tmp_path):
+    _scratch_clone(tmp_path)
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    for line, body, runnable in python_blocks(README.read_text()):
+        if not runnable:
+            continue
+        script = tmp_path / f"readme_{line}.py"
+        script.write_text(body + "\n")
+        r = run_block(f"{shlex.quote(sys.executable)} {shlex.quote(str(script))}", tmp_path, env)
+        assert r.returncode == 0, f"README.md line {line}:\n{body}\n--- stdout:\n{r.stdout[-3000:]}\n--- stderr:\n{r.stderr[-3000:]}"
