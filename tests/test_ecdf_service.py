@@ -244,6 +244,20 @@ def test_duplicate_client_ids_are_rejected(two):
     assert rel.n == 5 and np.array_equal(rel.cumulative, exact_counts([1, 2, 3, 60, 50]))
 
 
+def test_an_append_must_declare_the_datasets_public_domain(two):
+    """Clients appended on another public domain would sit on another grid than the stored ones: the servers
+    refuse the append before taking any key (same metadata, or none at all from the Python API)."""
+    meta = {"column": "v", "range": [20.0, 30.0]}
+    upload(two.addresses, "grid", np.array([1, 2, 3]), client_ids=[1, 2, 3], domain_bits=NB, meta=meta)
+    with pytest.raises(DatasetError, match=r"same.*public domain.*got \{'column': 'v', 'range': \[0.0, 250.0\]\}"):
+        upload(two.addresses, "grid", np.array([4]), client_ids=[4], domain_bits=NB, append=True,
+               meta={"column": "v", "range": [0.0, 250.0]})
+    assert [s["info"]["clients"] for s in querier(two).status("grid")] == [3, 3]  # nothing was taken
+    rep = upload(two.addresses, "grid", np.array([4]), client_ids=[4], domain_bits=NB, append=True, meta=meta)
+    assert rep.accepted == [1, 1]
+    assert [s["info"]["meta"] for s in querier(two).status("grid")] == [meta, meta]
+
+
 def test_server_that_is_down_is_named(two):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -367,6 +367,12 @@ class Session:
                         "clients explicitly, or upload under a new dataset id")
                 else:
                     record = ds.record
+                    if meta and meta != (ds.record.meta or {}):
+                        # e.g. another public domain: its clients would sit on another grid than the stored ones
+                        raise DatasetError(
+                            f"dataset {name!r} was uploaded with the public metadata {ds.record.meta or {}}; an "
+                            f"append must declare the same (its clients must be quantized on the same public "
+                            f"domain and grid), got {meta}")
                     if pointwise and (ds.record.grid_bits != g or ds.record.thresholds != thr.tolist()):
                         raise DatasetError(f"round {rnd!r} of {name!r} uses other thresholds")
             if create or replace_round:
