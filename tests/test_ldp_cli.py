@@ -54,7 +54,11 @@ def test_shuffle_histogram_default_data(capsys):
     assert KEYS | {"max_error"} <= set(r)
     fair = load_dataset("fair")["rate_marriage"]
     np.testing.assert_allclose(r["exact"], np.bincount(fair.astype(int) - 1, minlength=5) / fair.size)
-    assert r["max_error"] == pytest.approx(np.max(np.abs(np.array(r["estimate"]) - r["exact"])))
+    thr = np.array(r["estimate_thresholded"])  # A^hist: c* where c* > q, else 0
+    assert r["max_error"] == pytest.approx(np.max(np.abs(thr - r["exact"])))
+    raw = np.array(r["estimate"])  # c* itself, unthresholded (unbiased)
+    assert np.array_equal(thr, np.where(raw > r["zero_threshold"], raw, 0.0))
+    assert np.array_equal(np.array(r["estimate_clamped"]), np.clip(raw, 0, 1))
     assert r["values"] == [1, 2, 3, 4, 5] and r["n"] == 6366 and r["epsilon"] == 1.0
 
 

@@ -226,6 +226,9 @@ class HistogramResult:
     epsilon: float
     delta: float
     messages: int
+    #: The unthresholded frequencies c*_j = messages_j / n - p (unbiased, can leave [0, 1]); ``estimate`` is
+    #: the analyzer A^hist, which reports c*_j <= q as 0 (Figure 2). None where the run does not compute it.
+    raw: np.ndarray | None = None
 
     @property
     def max_error(self) -> float:
@@ -297,9 +300,14 @@ class HistogramProtocol:
             parts.append(np.repeat(np.tile(labels, vb.size), z.reshape(-1)))
         return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
 
+    def raw_frequencies(self, counts: np.ndarray) -> np.ndarray:
+        """c*_j = counts_j / n - p: unbiased for the true frequencies (each label gets Bin(n, p) noise
+        messages), before A^hist's threshold; can be negative or above 1."""
+        return np.asarray(counts, dtype=np.float64) / self.n - self.inner.p
+
     def analyze_counts(self, counts: np.ndarray) -> np.ndarray:
         """A^hist from the number of messages per label."""
-        c_star = np.asarray(counts, dtype=np.float64) / self.n - self.inner.p
+        c_star = self.raw_frequencies(counts)
         return np.where(c_star > self.inner.q, c_star, 0.0)
 
     def analyze(self, messages: np.ndarray) -> np.ndarray:
@@ -329,7 +337,9 @@ def shuffled_histogram(values: np.ndarray, d: int, epsilon: float, delta: float)
     proto = HistogramProtocol(epsilon, delta, int(np.asarray(values).size), d)
     v = proto._check_values(values)
     shuffled = shuffle(proto.randomize_all(v))
-    return HistogramResult(proto.analyze(shuffled), _exact_hist(v, d), proto.n, d, epsilon, delta, int(shuffled.size))
+    counts = np.bincount(shuffled.astype(np.int64), minlength=d) if shuffled.size else np.zeros(d, np.int64)
+    return HistogramResult(proto.analyze(shuffled), _exact_hist(v, d), proto.n, d, epsilon, delta, int(shuffled.size),
+                           raw=proto.raw_frequencies(counts))
 
 
 def simulate_shuffled_histogram(
