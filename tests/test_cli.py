@@ -350,3 +350,13 @@ def test_ecdf_status_has_one_shape_with_and_without_dataset():
     assert one[0]["datasets"] == [info] and one[0]["info"] == info
     assert [d["dataset"] for d in every[0]["datasets"]] == ["d", "e"]
     assert set(one[0]) - {"info"} == set(every[0])
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--statistic", "gini", "--label", "malignant"], "gini takes no label"),
+    (["--statistic", "kendall", "--label", "x"], "kendall takes no label"),
+    (["--statistic", "auc", "--label", "mean_radius"], "needs --columns"),  # was ignored: ran on malignant
+])
+def test_ustat_refuses_a_label_it_would_ignore(capsys, argv, message):
+    assert main(["ustat", *argv, "--epsilon", "1", "--json"]) == 2
+    assert message in json.loads(capsys.readouterr().out)["error"]

@@ -207,4 +207,6 @@ def test_validation():
     with pytest.raises(ValueError, match="one \\(lower, upper\\) pair per covariate"):
         submit_private_x(x, np.zeros((10, 2)), (0, 1), [(0, 1)], 1.0)
     with pytest.raises(ValueError, match="subsample"):
-        run_experiment_qmle_covariance(x, x, [20], 2, 1.0, np.random.default_rng(0))
+        run_experiment_qmle_covariance(x, x, [20], 2, 1.0, np.random.default_rng(0), bounds=(0.0, 10.0))
+    with pytest.raises(ValueError, match="bounds=.*required.*public domain"):
+        run_experiment_qmle_covariance(x, x, [5], 2, 1.0, np.random.default_rng(0))

@@ -149,6 +149,11 @@ def _load(args):
     stat = args.statistic
     if args.data is not None and args.builtin is not None:
         raise ValueError("give either --data FILE.csv or --builtin NAME, not both")
+    if args.label and stat != "auc":
+        raise ValueError(f"--label is for auc (the 0/1 class column); {stat} takes no label")
+    if args.data is None and not args.columns and args.label not in (None, DEFAULTS[stat][2]):
+        raise ValueError(f"--label {args.label} needs --columns SCORE (the default data's columns are "
+                         f"{DEFAULTS[stat][1]} with label {DEFAULTS[stat][2]!r})")
     if args.data is None and not args.columns:
         if args.builtin not in (None, DEFAULTS[stat][0]):
             raise ValueError(f"--builtin {args.builtin} needs --columns for {stat}")

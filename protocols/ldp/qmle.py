@@ -525,13 +525,16 @@ def run_experiment_qmle_covariance(
     """Sec. 5: Frobenius norm of the empirical covariance of the QMLE against n.
 
     For each n: ``reps`` subsamples of n rows without replacement, one-bit
-    perturbation (public x), and a QMLE fit. Returns the per-n norms and
+    perturbation (public x) on the public domain ``bounds`` of y (required),
+    and a QMLE fit. Returns the per-n norms and
     the least-squares slope of log(norm) on log(n), which should be close
     to -1.
     """
     yv = _as_vector(y, "y")
     xm = _as_matrix(x, yv.size, "x")
-    lo, hi = bounds if bounds is not None else (float(yv.min()), float(yv.max()))
+    if bounds is None:  # the users' one-bit submissions are scaled by it: a public domain, never the data's range
+        raise ValueError("bounds=(lower, upper) is required: the public domain of y (not its observed range)")
+    lo, hi = bounds
     rows = []
     for n in ns:
         if n > yv.size:
