@@ -508,3 +508,30 @@ def test_tls_roles_refuse_strangers_clients_and_impostors_while_serving(tmp_path
         # the servers kept serving through all of it, and charged only the one release
         assert spent(q, "t") == [str(int(HUGE))] * 2
         assert q.ecdf("t", HUGE).n == 80
+
+
+def test_a_client_certificate_uploads_with_ecdf_upload_and_the_querier_releases(tmp_path):
+    """Data owners hold client certificates: `ecdf upload` is their command (no status probe, no release);
+    `ecdf run` needs the querier role, and says so; the querier then releases with `ecdf query`."""
+    x = np.array([5.5, 7.0, 9.25, 30.0, 12.0, 41.0])  # 41 is clamped to the public upper bound 30 by its owner
+    csv = tmp_path / "v.csv"
+    csv.write_text("v\n" + "\n".join(str(v) for v in x) + "\n")
+    with ServerProcesses(2, budget="1000000", timeout=30, tls=True) as sp:
+        as_client = ["--servers", sp.servers, "--tls", sp.tls_dir, "--name", "ecdf-client"]
+        data = ["--data", str(csv), "--columns", "v", "--lower", "0", "--upper", "30", "--dataset", "owned"]
+        r = subprocess.run(CLI + ["ecdf", "upload", *as_client, *data, "--json"], capture_output=True, text=True,
+                           timeout=300)
+        assert r.returncode == 0, r.stderr
+        up = json.loads(r.stdout)
+        assert up["accepted"] == [6, 6] and up["clamped"] == 1 and up["range"] == [0.0, 30.0]
+        again = subprocess.run(CLI + ["ecdf", "upload", *as_client, *data], capture_output=True, text=True,
+                               timeout=300)  # sealed: the same id again is refused by the servers
+        assert again.returncode != 0 and "already exists" in again.stderr and "Traceback" not in again.stderr
+        run = subprocess.run(CLI + ["ecdf", "run", *as_client, *data[:-2], "--dataset", "other", "--epsilon", "1"],
+                             capture_output=True, text=True, timeout=300)
+        assert run.returncode != 0 and "querier" in run.stderr and "Traceback" not in run.stderr
+        q = ECDFQuerier(sp.addresses, timeout=120, connect_timeout=10, tls=sp.querier_tls)
+        info = q.status("owned")[0]["info"]
+        assert info["clients"] == 6 and info["meta"] == {"column": "v", "range": [0.0, 30.0]}
+        rel = q.ecdf("owned", HUGE)  # exact at this epsilon: the clamped value counts at the top of the grid
+        assert rel.n == 6 and rel.cumulative[-1] == 6

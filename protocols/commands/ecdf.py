@@ -33,6 +33,13 @@ Commands
         A dataset id that the servers already hold is refused (datasets are
         sealed): use ``ecdf query`` for it, a new ``--dataset``, or
         ``--append --id-column COL`` to add new clients.
+    ``pairwise ecdf upload --servers ... --data FILE.csv --columns NAME --lower LO --upper HI [--label COL]
+    [--dataset ID] [--domain-bits N] [--scheme auto|dcf|mshare] [--append --id-column COL] [--json]``
+        Be the clients only, as ``run`` uploads them, with no release: the
+        command of a data owner holding a ``client`` certificate.  JSON keys:
+        ``dataset``, ``n``, ``accepted``, ``rejected_count``, ``append``,
+        ``range``, ``domain_bits``, ``series``, ``clamped`` (not private),
+        ``upload_bytes``.
     ``pairwise ecdf query --servers ... --dataset ID --epsilon E [--roc] [--quantiles Q,...] [--grid-bits G]
     [--mechanism paper|hierarchical] [--json]``
         Be the querier only: release over a dataset already on the servers
@@ -43,9 +50,10 @@ Commands
         object per server with ``server_id`` and ``datasets`` (a list of
         infos), the same shape with and without ``--dataset`` (which also
         keeps its older ``info`` key).
-    ``run``, ``query`` and ``status`` take ``--tls DIR --name NAME`` (a
-    ``client`` certificate may upload; releases and status need ``querier``).
-    ``run``, ``query`` and ``demo`` take ``--progress``/``--no-progress``
+    ``run``, ``upload``, ``query`` and ``status`` take ``--tls DIR --name NAME`` (a
+    ``client`` certificate may upload: ``ecdf upload``; releases and status, hence
+    ``run``, need ``querier``).
+    ``run``, ``upload``, ``query`` and ``demo`` take ``--progress``/``--no-progress``
     (default: when stderr is a terminal): on stderr, a bar of the clients
     whose keys have been sent to every server, then one of the release's stages
     (per request: every server prepared, the release started, then one per
@@ -166,20 +174,19 @@ def register(root, groups) -> None:
 
     r = sub.add_parser("run", help="upload a CSV column as clients and release its DP ECDF")
     _query_args(r)
-    add_data(r, what="CSV file with a header row (required)")
-    add_columns(r, what="numeric column (required)", old=("--column",))
-    r.add_argument("--label", help="0/1 label column (ROC series)")
     r.add_argument("--roc", action="store_true", help="also release the ROC curve (needs --label, another epsilon)")
-    r.add_argument("--dataset", help="dataset id on the servers (default FILE:COLUMN)")
-    add_bound_args(r, "the column")
-    r.add_argument("--range", help="deprecated alias of --lower LO --upper HI")
-    r.add_argument("--domain-bits", type=int, default=10, help="quantization bits n (default 10)")
-    r.add_argument("--scheme", choices=["auto", "dcf", "mshare", "pointwise"], default="auto",
-                   help="auto: dcf keys for 2 servers, mshare for more; pointwise: the Sec. 4.1 baseline")
-    r.add_argument("--append", action="store_true",
-                   help="add these rows as new clients of an existing dataset (otherwise an existing id is refused)")
-    r.add_argument("--id-column", help="with --append: the column of client ids (non-negative integers)")
+    _upload_args(r, pointwise=True)
     r.set_defaults(func=cmd_run)
+
+    u = sub.add_parser("upload", help="upload a CSV column as clients, without a release (a client certificate "
+                                      "suffices)")
+    u.add_argument("--servers", required=True, help="HOST:PORT,HOST:PORT[,...] in server-id order")
+    _upload_args(u)
+    add_timeouts(u, timeout=600.0, connect_timeout=5.0, timeout_what="a server")
+    add_json(u)
+    add_progress(u)
+    add_transport_args(u)
+    u.set_defaults(func=cmd_upload)
 
     qp = sub.add_parser("query", help="release the DP ECDF of a dataset already on the servers (no upload)")
     _query_args(qp)
@@ -213,6 +220,24 @@ def register(root, groups) -> None:
         add_json(d)
         add_progress(d)
         d.set_defaults(func=cmd_demo)
+
+
+def _upload_args(p, pointwise: bool = False) -> None:
+    """The data and dataset flags of ``ecdf run`` and ``ecdf upload``."""
+    add_data(p, what="CSV file with a header row (required)")
+    add_columns(p, what="numeric column (required)", old=("--column",))
+    p.add_argument("--label", help="0/1 label column (ROC series)")
+    p.add_argument("--dataset", help="dataset id on the servers (default FILE:COLUMN)")
+    add_bound_args(p, "the column")
+    p.add_argument("--range", help="deprecated alias of --lower LO --upper HI")
+    p.add_argument("--domain-bits", type=int, default=10, help="quantization bits n (default 10)")
+    schemes = ["auto", "dcf", "mshare"] + (["pointwise"] if pointwise else [])
+    p.add_argument("--scheme", choices=schemes, default="auto",
+                   help="auto: dcf keys for 2 servers, mshare for more"
+                        + ("; pointwise: the Sec. 4.1 baseline" if pointwise else ""))
+    p.add_argument("--append", action="store_true",
+                   help="add these rows as new clients of an existing dataset (otherwise an existing id is refused)")
+    p.add_argument("--id-column", help="with --append: the column of client ids (non-negative integers)")
 
 
 def _query_args(p) -> None:
@@ -488,31 +513,27 @@ def _run_column(args) -> str:
     return args.columns[0]
 
 
-def cmd_run(args) -> int:
+def _check_upload_args(args, servers) -> None:
+    """Every upload flag of ``ecdf run`` / ``ecdf upload``, before anything is read or sent."""
+    from ..ecdf.client import scheme_for
+
+    if args.append and args.scheme == "pointwise":
+        raise ValueError("--append adds clients to a dataset of FSS keys; a pointwise round is uploaded whole")
+    if args.id_column and not args.append:
+        raise ValueError("--id-column is for --append (a new dataset numbers its clients by CSV row)")
+    if args.scheme != "pointwise":
+        scheme_for(args.scheme, len(servers), args.domain_bits)
+
+
+def _client_values(args, dom):
+    """The clients of the CSV: (quantized values, labels, ids, clamped count, public meta, dataset id)."""
     import numpy as np
 
     from pairwise.dp.bounds import clamp
 
     from ..datasets import load_csv
-    from ..ecdf.client import scheme_for, upload, upload_pointwise
     from ..ecdf.shares import quantize
-    from ..ecdf.wire import parse_servers
 
-    servers = parse_servers(args.servers)
-    args.column = _run_column(args)
-    if args.roc and not args.label:
-        raise ValueError("--roc needs --label COLUMN (0/1)")
-    if args.roc and args.scheme == "pointwise":
-        raise ValueError("--roc is not offered with the pointwise baseline")
-    if args.append and args.scheme == "pointwise":
-        raise ValueError("--append adds clients to a dataset of FSS keys; a pointwise round is uploaded whole")
-    if args.id_column and not args.append:
-        raise ValueError("--id-column is for --append (a new dataset numbers its clients by CSV row)")
-    dom = _run_domain(args)
-    qs = _validate_release_args(args, len(servers), args.domain_bits, args.roc)
-    if args.scheme != "pointwise":
-        scheme_for(args.scheme, len(servers), args.domain_bits)
-    q = _querier(args, servers)
     d = load_csv(args.data, [args.column] + ([args.id_column] if args.id_column else []), label=args.label)
     col, clamped = clamp(d[args.column], dom.lower, dom.upper)  # each client clamps its own value
     labels = np.asarray(d[args.label]).astype(int) if args.label else None
@@ -526,6 +547,58 @@ def cmd_run(args) -> int:
     meta = {"column": args.column, "range": [lo, hi]}  # public: stored with the dataset for ecdf query
     x = quantize(col, lo, hi, args.domain_bits)
     dataset = args.dataset or f"{os.path.basename(args.data)}:{args.column}"
+    return x, labels, ids, clamped, meta, dataset
+
+
+def cmd_upload(args) -> int:
+    """``ecdf upload``: be the clients of a CSV column, with no release (a ``client`` certificate suffices)."""
+    from ..ecdf.client import upload
+    from ..ecdf.wire import parse_servers
+
+    servers = parse_servers(args.servers)
+    args.column = _run_column(args)
+    _check_upload_args(args, servers)
+    dom = _run_domain(args)
+    x, labels, ids, clamped, meta, dataset = _client_values(args, dom)
+    with progress_bar(args, UPLOAD_BAR, unit="client") as progress:
+        # the servers refuse an existing dataset id unless --append (datasets are sealed), before taking any key
+        rep = upload(servers, dataset, x, labels=labels, domain_bits=args.domain_bits, scheme=args.scheme,
+                     client_ids=ids, append=args.append, meta=meta, timeout=args.timeout,
+                     connect_timeout=args.connect_timeout, progress=progress, tls=tls_from_args(args),
+                     insecure=args.insecure)
+    out = {"dataset": dataset, "n": int(x.size), "accepted": rep.accepted, "rejected_count": rep.rejected_count,
+           "append": bool(args.append), "range": [dom.lower, dom.upper], "domain_bits": args.domain_bits,
+           "series": ["neg", "pos"] if labels is not None else ["all"], "clamped": clamped,
+           "upload_bytes": rep.bytes}
+    if args.json:
+        print(json.dumps(out))
+        return 0
+    print(f"uploaded {args.column} of {args.data} as dataset {dataset!r}: {x.size} clients, accepted per server "
+          f"{rep.accepted}, public domain [{dom.lower:g}, {dom.upper:g}] on 2^{args.domain_bits} bins")
+    print(f"  clamped: {clamped_note(clamped, [dom])}")
+    if any(rep.rejected_count):
+        print(f"  note: rejected clients per server {rep.rejected_count} "
+              f"(first reasons: {[r[0]['reason'] for r in rep.rejected if r]})")
+    print(f"  release it: pairwise ecdf query --servers {args.servers} --dataset {dataset} --epsilon E")
+    return 0
+
+
+def cmd_run(args) -> int:
+    from ..ecdf.client import upload, upload_pointwise
+    from ..ecdf.wire import parse_servers
+
+    servers = parse_servers(args.servers)
+    args.column = _run_column(args)
+    if args.roc and not args.label:
+        raise ValueError("--roc needs --label COLUMN (0/1)")
+    if args.roc and args.scheme == "pointwise":
+        raise ValueError("--roc is not offered with the pointwise baseline")
+    _check_upload_args(args, servers)
+    dom = _run_domain(args)
+    qs = _validate_release_args(args, len(servers), args.domain_bits, args.roc)
+    q = _querier(args, servers)
+    x, labels, ids, clamped, meta, dataset = _client_values(args, dom)
+    lo, hi = dom.lower, dom.upper
     if not args.append:
         _refuse_existing(q, dataset, args.servers)
     tls = dict(tls=q.tls, insecure=q.insecure)
