@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import re
 import sys
 
 #: Command modules, in the order their commands appear in ``--help``.
@@ -97,13 +98,36 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: Flags whose value may be a negative number or a comma-separated list of them (``--lower -1,-2``).
+NUMERIC_FLAGS = ("--lower", "--upper", "--range", "--input", "--garbler-input", "--evaluator-input")
+_NEGATIVE = re.compile(r"^-(?:\d|\.\d)[\w.+\-,]*$")
+
+
+def _join_negative_values(argv: list[str]) -> list[str]:
+    """``--lower -1,-2`` -> ``--lower=-1,-2``: argparse takes a token such as ``-1,-2`` or ``-1e3`` for an
+    option name (only plain ``-1`` or ``-1.5`` pass), so the documented spelling of negative bounds failed
+    with "expected one argument"."""
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        if a in NUMERIC_FLAGS and i + 1 < len(argv) and _NEGATIVE.match(argv[i + 1]):
+            out.append(f"{a}={argv[i + 1]}")
+            i += 2
+            continue
+        out.append(a)
+        i += 1
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     from .processes import Terminated, bind_to_parent, exit_on_sigterm
 
     bind_to_parent()  # a child of `demo 2pc` & co. dies with its parent
     exit_on_sigterm()  # SIGTERM unwinds like Ctrl-C: children are stopped in `finally`
     parser = build_parser()
-    _Parser.json_errors = "--json" in (sys.argv[1:] if argv is None else argv)
+    argv = _join_negative_values(list(sys.argv[1:] if argv is None else argv))
+    _Parser.json_errors = "--json" in argv
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # --help, --version (0) or a usage error (2): a status, as for any other error

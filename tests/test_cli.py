@@ -360,3 +360,21 @@ def test_ecdf_status_has_one_shape_with_and_without_dataset():
 def test_ustat_refuses_a_label_it_would_ignore(capsys, argv, message):
     assert main(["ustat", *argv, "--epsilon", "1", "--json"]) == 2
     assert message in json.loads(capsys.readouterr().out)["error"]
+
+
+def test_negative_bounds_in_the_documented_spelling(tmp_path, capsys):
+    """`--lower -1,-2` and `--lower -1e1` are values, not option names (argparse alone refused them)."""
+    p = tmp_path / "neg.csv"
+    p.write_text("a,b\n-3,1\n-1.5,2\n0,4\n2,3\n-2,5\n1,1\n")
+    assert main(["ustat", "--statistic", "kendall", "--data", str(p), "--columns", "a,b", "--lower", "-5,-1e1",
+                 "--upper", "5,10", "--epsilon", "1", "--json"]) == 0
+    r = json.loads(capsys.readouterr().out)
+    assert [(d["lower"], d["upper"]) for d in r["domain"]] == [(-5.0, 5.0), (-10.0, 10.0)] and r["n"] == 6
+    assert main(["ustat", "--statistic", "gini", "--data", str(p), "--columns", "a", "--lower", "-1.5e1",
+                 "--upper", "5", "--decimals", "1", "--epsilon", "1", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["n"] == 6
+
+
+def test_demo_2pc_input_errors_name_the_flag_typed(capsys):
+    assert main(["demo", "2pc", "--bits", "8", "--garbler-input", "300"]) == 2
+    assert "--garbler-input 300 is out of range" in capsys.readouterr().err

@@ -32,13 +32,18 @@ from .options import deprecated  # noqa: F401 - the one deprecation warning, re-
 NOT_PRIVATE = "(not private)"
 
 
-def add_bound_args(p, columns: str, *, decimals: bool = False, integer: bool = False) -> None:
-    """Add ``--lower``/``--upper`` (and ``--decimals``) to parser ``p``; ``columns`` names them in the help."""
+def add_bound_args(p, columns: str, *, decimals: bool = False, integer: bool = False,
+                   shipped_default: bool = True) -> None:
+    """Add ``--lower``/``--upper`` (and ``--decimals``) to parser ``p``; ``columns`` names them in the help.
+
+    ``shipped_default``: the command can read a shipped dataset, whose declared domain is then the default.
+    """
     kind = "integer" if integer else "value"
+    default = ("Default: the shipped dataset's declared domain; required with a CSV file" if shipped_default
+               else "Required")
     p.add_argument("--lower", metavar="L[,L2]",
                    help=f"public lower bound, one {kind} per private column ({columns}); values below are "
-                        "clamped by their owner. Default: the shipped dataset's declared domain; "
-                        "required with a CSV file")
+                        f"clamped by their owner (negative values: --lower -1,-2 or --lower=-1,-2). {default}")
     p.add_argument("--upper", metavar="U[,U2]",
                    help=f"public upper bound, one {kind} per private column ({columns}); values above are "
                         "clamped by their owner")

@@ -228,7 +228,7 @@ def _upload_args(p, pointwise: bool = False) -> None:
     add_columns(p, what="numeric column (required)", old=("--column",))
     p.add_argument("--label", help="0/1 label column (ROC series)")
     p.add_argument("--dataset", help="dataset id on the servers (default FILE:COLUMN)")
-    add_bound_args(p, "the column")
+    add_bound_args(p, "the column", shipped_default=False)
     p.add_argument("--range", help="deprecated alias of --lower LO --upper HI")
     p.add_argument("--domain-bits", type=int, default=10, help="quantization bits n (default 10)")
     schemes = ["auto", "dcf", "mshare"] + (["pointwise"] if pointwise else [])

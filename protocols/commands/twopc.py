@@ -114,8 +114,9 @@ def _is_kernel(spec: str) -> bool:
     return spec in KERNELS
 
 
-def parse_party_input(circuit: Circuit, spec: str, party, text: str, bits: int, signed: bool) -> dict:
-    """The party's input as {group: int}, validated against the circuit before anything is sent."""
+def parse_party_input(circuit: Circuit, spec: str, party, text: str, bits: int, signed: bool,
+                      flag: str = "--input") -> dict:
+    """The party's input as {group: int}, validated against the circuit before anything is sent; errors name ``flag``."""
     groups = circuit.groups_of(party)
     if len(groups) != 1:
         raise CircuitError(f"{party.value} owns {len(groups)} input groups; this command takes exactly one")
@@ -128,13 +129,13 @@ def parse_party_input(circuit: Circuit, spec: str, party, text: str, bits: int, 
         want = 2 if spec == "kendall" else 1
         if len(parts) != want:
             what = "two integers x,y" if spec == "kendall" else "an integer"
-            raise CircuitError(f"--input for {spec} must be {what}, got {text!r}")
+            raise CircuitError(f"{flag} for {spec} must be {what}, got {text!r}")
         if spec == "kendall":  # pack_pair raises CircuitError naming the out-of-range field
             return {g.name: pack_pair(parts[0], parts[1], bits, signed)}
         v = parts[0]
         lo, hi = (-(1 << (g.width - 1)), (1 << (g.width - 1)) - 1) if g.signed else (0, (1 << g.width) - 1)
         if not lo <= v <= hi:
-            raise CircuitError(f"--input {v} is out of range for {g.width}-bit {'signed' if g.signed else 'unsigned'} [{lo}, {hi}]")
+            raise CircuitError(f"{flag} {v} is out of range for {g.width}-bit {'signed' if g.signed else 'unsigned'} [{lo}, {hi}]")
         return {g.name: v}
     return {g.name: parse_hex_input(text, g.width, g.name)}
 
@@ -276,8 +277,8 @@ def cmd_demo(args) -> int:
         gi = args.garbler_input or "000102030405060708090a0b0c0d0e0f"
         ei = args.evaluator_input or "00112233445566778899aabbccddeeff"
     # validate both inputs here so a typo fails before any process starts
-    parse_party_input(circuit, args.circuit, GARBLER, gi, args.bits, args.signed)
-    parse_party_input(circuit, args.circuit, EVALUATOR, ei, args.bits, args.signed)
+    parse_party_input(circuit, args.circuit, GARBLER, gi, args.bits, args.signed, "--garbler-input")
+    parse_party_input(circuit, args.circuit, EVALUATOR, ei, args.bits, args.signed, "--evaluator-input")
     port = _free_port()
     common = ["--circuit", args.circuit, "--bits", str(args.bits), "--json", "--timeout", str(args.timeout),
               "--connect-timeout", str(args.connect_timeout)]
