@@ -272,6 +272,27 @@ def test_connections_beyond_the_cap_are_told_busy_and_the_server_recovers():
         wait_for(lambda: _status_ok(sp), "the server to accept again")
 
 
+def test_peers_that_never_authenticate_cannot_hold_the_serving_slots():
+    """80 raw TCP connections that never start TLS (a stranger with no certificate, from 127.0.0.2) against a
+    TLS server with 8 serving slots: at most 8 per address wait in the authentication stage (cut after 10 s),
+    the rest are closed at once, and a querier with a certificate (from 127.0.0.1) is served meanwhile, not
+    told busy."""
+    import socket as _socket
+
+    with ServerProcesses(2, timeout=60, tls=True, extra_args=("--max-connections", "8")) as sp:
+        host, port = sp.addresses[0]
+        idle = []
+        try:
+            for _ in range(80):
+                s = _socket.create_connection((host, port), timeout=10, source_address=("127.0.0.2", 0))
+                idle.append(s)
+            q = ECDFQuerier(sp.addresses, timeout=60, connect_timeout=10, tls=sp.querier_tls)
+            assert [r["server_id"] for r in q.status()] == [0, 1]
+        finally:
+            for s in idle:
+                s.close()
+
+
 def _status_ok(sp) -> bool:
     try:
         querier(sp).status()

@@ -38,9 +38,17 @@ Transport (this module)
     server listens on loopback only, unless ``insecure``.
 
 Bounded resources (this module)
-    At most ``max_connections`` connections are served at once; one more is
-    answered ``busy`` (by one small thread, with a short timeout) and closed,
-    anything beyond that is closed at once.  Every connection has a
+    A new connection first authenticates (TLS with a certificate of the CA,
+    then the protocol handshake) within ``PREAUTH_TIMEOUT`` (10 s), as one of
+    at most ``2 * max_connections + PREAUTH_PER_ADDRESS`` connections
+    authenticating at once and at most ``PREAUTH_PER_ADDRESS`` (8) from one
+    address (strangers spread over many addresses can still fill this
+    stage; put a network filter in front of a public server); only then does it take
+    one of the ``max_connections`` serving slots, so peers that never
+    authenticate cannot hold them.  An authenticated connection that finds
+    every serving slot taken is answered ``busy`` and closed; when even the
+    authentication stage is full, one more is answered ``busy`` by one small
+    thread (short timeout) and anything beyond that is closed at once.  Every connection has a
     deadline: ``timeout`` while it waits for a request (and per receive), and
     ``request_timeout`` for a whole request; a reaper thread shuts down the
     socket of a connection past its deadline, which unblocks its thread
@@ -151,8 +159,19 @@ __all__ = ["DEFAULT_BUDGET", "DEFAULT_MAX_CONNECTIONS", "LAMBDA", "MAX_SERIES", 
 #: Default per-dataset privacy budget of a server (total epsilon).
 DEFAULT_BUDGET = Fraction(10)
 #: Connections served at once by default.
+def _address_of(peer: str) -> str:
+    """The host part of a channel's ``peer`` ("HOST:PORT", "[v6]:PORT" or a name)."""
+    host, sep, _port = str(peer).rpartition(":")
+    return host if sep else str(peer)
+
+
 DEFAULT_MAX_CONNECTIONS = 64
 _BUSY_QUEUE = 16
+#: Seconds a new connection may take to authenticate (TLS handshake with a certificate of the CA, then the
+#: protocol handshake) before it holds a serving slot; and how many connections from one address may be
+#: authenticating at once.  Peers that never authenticate thus cannot hold the serving slots.
+PREAUTH_TIMEOUT = 10.0
+PREAUTH_PER_ADDRESS = 8
 _REAP_EVERY = 0.25
 _JOIN_ON_STOP = 5.0
 
@@ -218,7 +237,10 @@ class ECDFServer:
         self._conns: dict[int, _Conn] = {}
         self._conns_lock = threading.Lock()
         self._threads: set[threading.Thread] = set()
-        self._slots = threading.BoundedSemaphore(max_connections)
+        self._slots = threading.BoundedSemaphore(max_connections)  # authenticated connections being served
+        # connections still authenticating: room for every serving slot plus a few addresses' worth more
+        self._pending = threading.BoundedSemaphore(2 * max_connections + PREAUTH_PER_ADDRESS)
+        self._pending_by_addr: dict[str, int] = {}
         self._busy: queue.Queue = queue.Queue(maxsize=_BUSY_QUEUE)
         self.stop_reason = ""
 
@@ -267,8 +289,16 @@ class ECDFServer:
                         break
                     self._log(f"accept failed: {exc}")
                     continue
-                if self._slots.acquire(blocking=False):
-                    t = threading.Thread(target=self._serve_connection, args=(ch,), daemon=True,
+                addr = _address_of(ch.peer)
+                with self._conns_lock:
+                    crowded = self._pending_by_addr.get(addr, 0) >= PREAUTH_PER_ADDRESS
+                if crowded:  # this address already has its share of connections authenticating
+                    ch.close()
+                    continue
+                if self._pending.acquire(blocking=False):
+                    with self._conns_lock:
+                        self._pending_by_addr[addr] = self._pending_by_addr.get(addr, 0) + 1
+                    t = threading.Thread(target=self._serve_connection, args=(ch, addr), daemon=True,
                                          name=f"ecdf-conn-{ch.peer}")  # ch: a PendingConnection
                     with self._conns_lock:
                         self._threads.add(t)
@@ -321,6 +351,11 @@ class ECDFServer:
                 for ch in [c.ch, *c.extra]:
                     ch.interrupt()
 
+    def _busy_reply(self) -> dict:
+        return {"ok": False, "code": "busy", "server_id": self.server_id,
+                "error": f"server {self.server_id} serves its maximum of {self.max_connections} connections; "
+                         "retry later"}
+
     def _refuse_busy(self) -> None:
         while not self._stop.is_set():
             try:
@@ -330,37 +365,56 @@ class ECDFServer:
             try:
                 ch = ch.open(recv_timeout=5.0, handshake_timeout=5.0)
                 handshake(ch, ROLE_SERVER, SESSION_ID, PROTOCOL_DIGEST, extra_label="protocol", timeout=5.0)
-                send_json(ch, {"ok": False, "code": "busy", "server_id": self.server_id,
-                               "error": f"server {self.server_id} serves its maximum of {self.max_connections} "
-                                        "connections; retry later"})
+                send_json(ch, self._busy_reply())
             except (ChannelError, ValueError):
                 pass
             finally:
                 ch.close()
 
     # ------------------------------------------------------------------ connections
-    def _serve_connection(self, pending) -> None:
+    def _end_preauth(self, addr: str) -> None:
+        with self._conns_lock:
+            left = self._pending_by_addr.get(addr, 1) - 1
+            if left > 0:
+                self._pending_by_addr[addr] = left
+            else:
+                self._pending_by_addr.pop(addr, None)
+        self._pending.release()
+
+    def _serve_connection(self, pending, addr: str) -> None:
         session: Session | None = None
         parked = False
         key = None
+        serving = False
+        preauth = True
         try:
+            limit = min(self.timeout, PREAUTH_TIMEOUT)
             try:
                 # TLS handshake and certificate check (a no-op in plaintext); every role may connect, each
                 # request is then authorized by role (Policy.authorize)
-                ch = pending.open(recv_timeout=self.timeout, handshake_timeout=min(self.timeout, 30.0))
+                ch = pending.open(recv_timeout=limit, handshake_timeout=limit)
             except ChannelError as exc:
                 self._log(f"connection from {pending.peer} refused: {exc}")
                 return
-            conn = _Conn(ch, time.monotonic() + self.timeout)
+            conn = _Conn(ch, time.monotonic() + limit)  # the reaper cuts a handshake that stalls past it
             key = id(conn)
             with self._conns_lock:
                 self._conns[key] = conn
             try:
                 hs = handshake(ch, ROLE_SERVER, SESSION_ID, PROTOCOL_DIGEST, extra_label="protocol",
-                               timeout=min(self.timeout, 30.0))
+                               timeout=limit)
             except (ChannelError, ValueError) as exc:
                 self._log(f"handshake with {ch.peer} failed: {exc}")
                 return
+            preauth = False
+            self._end_preauth(addr)
+            if not self._slots.acquire(blocking=False):  # authenticated, but every serving slot is taken
+                with contextlib.suppress(ChannelError, OSError):
+                    send_json(ch, self._busy_reply())
+                return
+            serving = True
+            conn.deadline = time.monotonic() + self.timeout
+            ch.timeout = self.timeout  # authenticated: the server's own wait for requests from now on
             if hs.peer_role == ROLE_PEER:
                 parked = self.state.hub.accept(ch)
                 return
@@ -378,7 +432,10 @@ class ECDFServer:
             with self._conns_lock:
                 self._conns.pop(key, None)
                 self._threads.discard(threading.current_thread())
-            self._slots.release()
+            if preauth:
+                self._end_preauth(addr)
+            if serving:
+                self._slots.release()
 
     def _requests(self, ch: TCPChannel, conn: _Conn, session: Session, peer) -> None:
         try:
