@@ -28,12 +28,16 @@ from __future__ import annotations
 
 import enum
 import hashlib
+import os
 import struct
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Iterable, Sequence
+from typing import IO, TYPE_CHECKING, Iterable, Sequence
 
 import numpy as np
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 __all__ = [
     "XOR",
@@ -538,7 +542,7 @@ class Circuit:
                 raise CircuitError("all inputs must have the same batch size")
         return bits
 
-    def evaluate(self, *values) -> list:
+    def evaluate(self, *values: int | np.integer | Sequence[int] | np.ndarray) -> list:
         """Evaluate on integer inputs, one argument per input group.
 
         Each argument is an int or a sequence of ints (a batch).  Values are
@@ -561,7 +565,7 @@ class Circuit:
         return res
 
     # ------------------------------------------------------------------ analysis
-    def to_networkx(self):
+    def to_networkx(self) -> nx.DiGraph:
         """A ``networkx.DiGraph``: nodes are input wires and gates, edges carry wires.
 
         Nodes: ``("in", w)`` for input wire w (attribute ``group``, ``party``),
@@ -572,6 +576,7 @@ class Circuit:
 
         gr = nx.DiGraph(name=self.name)
         writer: dict[int, tuple] = {}
+        node: tuple
         for g in self.inputs:
             for j, w in enumerate(g.wires.tolist()):
                 node = ("in", w)
@@ -586,10 +591,10 @@ class Circuit:
             if op[i] != INV:
                 gr.add_edge(writer[i1[i]], node, wire=i1[i])
             writer[out[i]] = node
-        for g in self.outputs:
-            for j, w in enumerate(g.wires.tolist()):
-                node = ("out", g.name, j)
-                gr.add_node(node, kind="output", group=g.name, bit=j)
+        for og in self.outputs:
+            for j, w in enumerate(og.wires.tolist()):
+                node = ("out", og.name, j)
+                gr.add_node(node, kind="output", group=og.name, bit=j)
                 gr.add_edge(writer[w], node, wire=w)
         return gr
 
@@ -611,7 +616,7 @@ class Circuit:
         lines.append("}")
         return "\n".join(lines) + "\n"
 
-    def write_graphml(self, path) -> None:
+    def write_graphml(self, path: str | os.PathLike[str] | IO[bytes]) -> None:
         """Write the circuit graph as GraphML (node ids stringified)."""
         import networkx as nx
 

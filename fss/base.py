@@ -35,7 +35,7 @@ Security model
 from __future__ import annotations
 
 import hmac
-from typing import ClassVar, Sequence
+from typing import ClassVar, Sequence, overload
 
 import numpy as np
 
@@ -45,6 +45,8 @@ from .keys import (
     KIND_DCF,
     KIND_NAMES,
     FSSParameterError,
+    IntArrayLike,
+    IntLike,
     KeyFormatError,
     DecodedKeys,
     decode_keys,
@@ -65,7 +67,15 @@ DEFAULT_CHUNK = 1 << 15
 GEN_CHUNK = 1 << 13
 
 
-def reconstruct(share0, share1, l: int):
+@overload
+def reconstruct(share0: IntLike, share1: IntLike, l: int) -> int: ...
+@overload
+def reconstruct(share0: IntArrayLike, share1: IntLike | IntArrayLike, l: int) -> np.ndarray: ...
+@overload
+def reconstruct(share0: IntLike, share1: IntArrayLike, l: int) -> np.ndarray: ...
+
+
+def reconstruct(share0: IntLike | IntArrayLike, share1: IntLike | IntArrayLike, l: int) -> int | np.ndarray:
     """f(x) = share0 + share1 mod 2^l, for ints or uint64 arrays of shares."""
     if isinstance(share0, (int, np.integer)) and isinstance(share1, (int, np.integer)):
         return (int(share0) + int(share1)) % (1 << l)
@@ -211,12 +221,13 @@ class FSSKeyBatch:
         """
         raise NotImplementedError
 
-    def _points(self, x) -> int | np.ndarray:
+    def _points(self, x: IntLike | IntArrayLike) -> int | np.ndarray:
         if np.ndim(x) == 0:
             return validate_point(x, self.n)
         return points_array(x, self.n)
 
-    def eval(self, x, *, chunk: int | None = DEFAULT_CHUNK, aes: FixedKeyAES | None = None) -> np.ndarray:
+    def eval(self, x: IntLike | IntArrayLike, *, chunk: int | None = DEFAULT_CHUNK,
+             aes: FixedKeyAES | None = None) -> np.ndarray:
         """Party shares of every key at x: an int (all keys at one point) or an array of K points.
 
         Returns a (K,) uint64 array of shares in [0, 2^l).  Vectorized across
@@ -235,12 +246,14 @@ class FSSKeyBatch:
             out[sl] = self._walk(pts if isinstance(pts, int) else pts[sl], sl, aes)
         return out
 
-    def eval_sum(self, x, *, chunk: int | None = DEFAULT_CHUNK, aes: FixedKeyAES | None = None) -> int:
+    def eval_sum(self, x: IntLike | IntArrayLike, *, chunk: int | None = DEFAULT_CHUNK,
+                 aes: FixedKeyAES | None = None) -> int:
         """This party's share of sum_k f_k(x) mod 2^l (an int)."""
         shares = self.eval(x, chunk=chunk, aes=aes)
         return int(np.sum(shares, dtype=np.uint64)) & ((1 << self.l) - 1)
 
-    def eval_sums(self, xs, *, chunk: int | None = DEFAULT_CHUNK, aes: FixedKeyAES | None = None) -> np.ndarray:
+    def eval_sums(self, xs: IntArrayLike, *, chunk: int | None = DEFAULT_CHUNK,
+                  aes: FixedKeyAES | None = None) -> np.ndarray:
         """Shares of sum_k f_k(x) mod 2^l for each x in ``xs`` ((m,) uint64)."""
         pts = points_array(xs, self.n)
         return np.array([self.eval_sum(int(x), chunk=chunk, aes=aes) for x in pts], dtype=np.uint64)
@@ -300,7 +313,8 @@ class FSSKey:
         x = validate_point(x, self.n)
         return int(self.batch._walk(x, None, aes)[0])
 
-    def eval_many(self, xs, *, chunk: int | None = DEFAULT_CHUNK, aes: FixedKeyAES | None = None) -> np.ndarray:
+    def eval_many(self, xs: IntArrayLike, *, chunk: int | None = DEFAULT_CHUNK,
+                  aes: FixedKeyAES | None = None) -> np.ndarray:
         """Shares of f at every point of ``xs`` ((m,) uint64), vectorized across points."""
         pts = points_array(xs, self.n)
         m = pts.shape[0]

@@ -53,7 +53,8 @@ import numpy as np
 from pairwise.mpc.aes import FixedKeyAES, default_aes, random_blocks
 
 from .base import GEN_CHUNK, FSSKey, FSSKeyBatch
-from .keys import KIND_DCF, FSSParameterError, alphas_array, betas_array, validate_params, validate_point
+from .keys import (KIND_DCF, FSSParameterError, IntArrayLike, IntLike, alphas_array, betas_array, validate_params,
+                   validate_point)
 from .prg import LSB_CLEAR, PathExpander, expand_words
 
 __all__ = ["COMPARISONS", "DCFKey", "DCFKeyBatch", "dcf_gen", "dcf_gen_batch"]
@@ -159,7 +160,7 @@ def _dcf_gen_chunked(alphas, betas, n, l, comparison, roots, aes):
     return scw, vcw, tcw, fcw
 
 
-def dcf_gen_batch(alphas, betas, n: int, l: int, *, comparison: str = "lt",
+def dcf_gen_batch(alphas: IntArrayLike, betas: IntLike | IntArrayLike, n: int, l: int, *, comparison: str = "lt",
                   aes: FixedKeyAES | None = None) -> tuple["DCFKeyBatch", "DCFKeyBatch"]:
     """Keys for K comparison functions f_k(x) = betas[k] * [x CMP alphas[k]] mod 2^l.
 

@@ -39,7 +39,8 @@ import numpy as np
 from pairwise.mpc.aes import FixedKeyAES, default_aes, random_blocks
 
 from .base import GEN_CHUNK, FSSKey, FSSKeyBatch
-from .keys import KIND_DPF, FSSParameterError, alphas_array, betas_array, validate_params, validate_point
+from .keys import (KIND_DPF, FSSParameterError, IntArrayLike, IntLike, alphas_array, betas_array, validate_params,
+                   validate_point)
 from .prg import LSB_CLEAR, PathExpander, expand_words
 
 __all__ = ["DPFKey", "DPFKeyBatch", "dpf_gen", "dpf_gen_batch", "FULL_DOMAIN_MAX_BITS"]
@@ -105,8 +106,8 @@ def _dpf_gen_from_roots(alphas: np.ndarray, betas: np.ndarray, n: int, l: int, r
     return scw, tcw, fcw
 
 
-def dpf_gen_batch(alphas, betas, n: int, l: int, *, aes: FixedKeyAES | None = None
-                  ) -> tuple["DPFKeyBatch", "DPFKeyBatch"]:
+def dpf_gen_batch(alphas: IntArrayLike, betas: IntLike | IntArrayLike, n: int, l: int, *,
+                  aes: FixedKeyAES | None = None) -> tuple["DPFKeyBatch", "DPFKeyBatch"]:
     """Keys for K point functions f_k(x) = betas[k] * [x == alphas[k]] mod 2^l.
 
     ``betas`` is one integer for all keys or one per key, in (-2^l, 2^l)

@@ -48,7 +48,7 @@ from __future__ import annotations
 
 import operator
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Sequence, TypeAlias
 
 import numpy as np
 
@@ -70,7 +70,14 @@ __all__ = [
     "betas_array",
     "encode_keys",
     "decode_keys",
+    "IntLike",
+    "IntArrayLike",
 ]
+
+#: One integer (a point, a payload or a share): a Python int or a numpy integer.
+IntLike: TypeAlias = int | np.integer
+#: A 1-D batch of integers (points, payloads or shares): a sequence of ints or an integer numpy array.
+IntArrayLike: TypeAlias = Sequence[int] | np.ndarray
 
 FORMAT_VERSION = 1
 KIND_DPF = 1

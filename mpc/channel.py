@@ -90,8 +90,10 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Iterable, Self, Sequence, TypeAlias
 
 import numpy as np
+import numpy.typing as npt
 
 from .errors import (
     AccessDenied,
@@ -154,6 +156,14 @@ _MAX_FRAME_LIMIT = (1 << 32) - 1
 _SMALL_FRAME = 1 << 16
 _FLUSH_AT = 1 << 18
 
+if TYPE_CHECKING:
+    from .tls import PeerIdentity, TLSConfig
+
+#: What :meth:`Channel.send` takes: a bytes-like object (C-contiguous numpy arrays are sent as raw memory).
+BytesLike: TypeAlias = bytes | bytearray | memoryview | np.ndarray
+#: Allowed peer certificate roles or names: one, or several (``None``: any).
+PeerFilter: TypeAlias = str | Iterable[str] | None
+
 
 def _check_timeout(timeout: float, name: str = "timeout") -> float:
     try:
@@ -165,11 +175,11 @@ def _check_timeout(timeout: float, name: str = "timeout") -> float:
     return t
 
 
-def _as_byte_view(data) -> memoryview:
+def _as_byte_view(data: BytesLike) -> memoryview:
     """A flat unsigned-byte view of a bytes-like object (C-contiguous numpy arrays too)."""
     if isinstance(data, np.ndarray):
         data = np.ascontiguousarray(data)
-    view = memoryview(data)
+    view = memoryview(data)  # type: ignore[arg-type]  # (numpy's stubs declare __buffer__ only on Python >= 3.12)
     if not view.c_contiguous:
         raise ValueError("frame data must be C-contiguous")
     if view.nbytes == 0:
@@ -238,7 +248,7 @@ class Channel:
             pass
 
     # ------------------------------------------------------------- raw frames
-    def send(self, data) -> None:
+    def send(self, data: BytesLike) -> None:
         """Send one frame (any bytes-like object; C-contiguous numpy arrays are sent as raw memory).
 
         On a buffered channel (``TCPChannel(..., buffered=True)``) the frame
@@ -324,7 +334,7 @@ class Channel:
             out_shape = dims + (2,)
         return _frombuffer(frame, np.uint64, out_shape)
 
-    def send_bits(self, bits) -> None:
+    def send_bits(self, bits: np.ndarray | Sequence[int]) -> None:
         """Send a 1-D array of bits (bool, or integers 0/1) packed 8 per byte, little-endian bit order."""
         arr = np.asarray(bits)
         if arr.ndim != 1:
@@ -359,7 +369,8 @@ class Channel:
             raise ValueError(f"send_array needs a fixed-width numeric array, got dtype {a.dtype}")
         self.send(np.ascontiguousarray(a, dtype=a.dtype.newbyteorder("<")))
 
-    def recv_array(self, dtype, shape: int | tuple[int, ...], *, timeout: float | None = None) -> np.ndarray:
+    def recv_array(self, dtype: npt.DTypeLike, shape: int | tuple[int, ...], *,
+                   timeout: float | None = None) -> np.ndarray:
         """Receive an array sent by :meth:`send_array`; dtype and shape are enforced by size."""
         dt = np.dtype(dtype)
         if dt.kind not in "biuf":
@@ -379,7 +390,7 @@ class Channel:
         return exc
 
     # ------------------------------------------------------------ lifecycle
-    def recycle(self, frame) -> None:
+    def recycle(self, frame: bytes | bytearray) -> None:
         """Hint that the caller is done with a frame it received: the channel may reuse its memory.
 
         Only a frame returned by :meth:`recv_frame` may be passed, and nothing
@@ -416,10 +427,10 @@ class Channel:
             "messages_received": self.messages_received,
         }
 
-    def __enter__(self):
+    def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def __repr__(self) -> str:
@@ -430,7 +441,7 @@ class Channel:
         )
 
 
-def _frombuffer(frame: bytes | bytearray, dtype, shape: tuple[int, ...]) -> np.ndarray:
+def _frombuffer(frame: bytes | bytearray, dtype: npt.DTypeLike, shape: tuple[int, ...]) -> np.ndarray:
     le = np.dtype(dtype).newbyteorder("<")
     arr = np.frombuffer(frame, dtype=le).reshape(shape)
     if arr.dtype != np.dtype(dtype) or not arr.flags.writeable:
@@ -508,7 +519,7 @@ class MemoryChannel(Channel):
             out.frames.append(frame)
             out.cond.notify()
 
-    def recycle(self, frame) -> None:
+    def recycle(self, frame: bytes | bytearray) -> None:
         inbox = self._in
         if isinstance(frame, bytearray) and len(frame):
             with inbox.cond:
@@ -611,7 +622,8 @@ def _describe_oserror(exc: BaseException | None) -> str:
     return str(exc) or type(exc).__name__
 
 
-def _check_peers(tls, peer_roles, peer_names) -> tuple[frozenset | None, frozenset | None]:
+def _check_peers(tls: TLSConfig | None, peer_roles: PeerFilter,
+                 peer_names: PeerFilter) -> tuple[frozenset | None, frozenset | None]:
     roles = None if peer_roles is None else frozenset([peer_roles] if isinstance(peer_roles, str) else peer_roles)
     names = None if peer_names is None else frozenset([peer_names] if isinstance(peer_names, str) else peer_names)
     if tls is None and (roles is not None or names is not None):
@@ -691,7 +703,7 @@ class TCPChannel(Channel):
 
     def __init__(self, sock: socket.socket, *, timeout: float = DEFAULT_TIMEOUT,
                  max_frame: int = DEFAULT_MAX_FRAME, peer: str | None = None, buffered: bool = False,
-                 peer_identity=None) -> None:
+                 peer_identity: PeerIdentity | None = None) -> None:
         super().__init__(timeout=timeout, max_frame=max_frame)
         self.buffered = bool(buffered)
         if sock.family in (socket.AF_INET, socket.AF_INET6):
@@ -718,8 +730,8 @@ class TCPChannel(Channel):
     # -- construction -------------------------------------------------------
     @classmethod
     def connect(cls, host: str, port: int, deadline: float = 10.0, *, timeout: float = DEFAULT_TIMEOUT,
-                max_frame: int = DEFAULT_MAX_FRAME, buffered: bool = False, tls=None, insecure: bool = False,
-                peer_roles=None, peer_names=None) -> TCPChannel:
+                max_frame: int = DEFAULT_MAX_FRAME, buffered: bool = False, tls: TLSConfig | None = None,
+                insecure: bool = False, peer_roles: PeerFilter = None, peer_names: PeerFilter = None) -> TCPChannel:
         """Connect to ``host:port``, retrying (refused, unreachable, timed out) for up to ``deadline`` seconds.
 
         With ``tls`` (a :class:`pairwise.mpc.tls.TLSConfig`) the connection is
@@ -776,8 +788,8 @@ class TCPChannel(Channel):
 
     @classmethod
     def listen(cls, host: str, port: int, timeout: float = DEFAULT_TIMEOUT, *, recv_timeout: float | None = None,
-               max_frame: int = DEFAULT_MAX_FRAME, buffered: bool = False, tls=None, insecure: bool = False,
-               peer_roles=None, peer_names=None) -> TCPChannel:
+               max_frame: int = DEFAULT_MAX_FRAME, buffered: bool = False, tls: TLSConfig | None = None,
+               insecure: bool = False, peer_roles: PeerFilter = None, peer_names: PeerFilter = None) -> TCPChannel:
         """Listen on ``host:port``, accept exactly one peer within ``timeout`` seconds, stop listening.
 
         The channel's receive timeout is ``recv_timeout`` (default: ``timeout``).
@@ -955,8 +967,8 @@ class PendingConnection:
         self.peer = peer
 
     def open(self, *, recv_timeout: float = DEFAULT_TIMEOUT, max_frame: int = DEFAULT_MAX_FRAME,
-             buffered: bool = False, handshake_timeout: float | None = None, peer_roles=None,
-             peer_names=None) -> TCPChannel:
+             buffered: bool = False, handshake_timeout: float | None = None, peer_roles: PeerFilter = None,
+             peer_names: PeerFilter = None) -> TCPChannel:
         """TLS handshake and admission (on a TLS listener), then the channel.
 
         Raises :class:`AuthenticationError` (no or untrusted certificate,
@@ -1007,8 +1019,8 @@ class TCPListener:
                                  daemon=True).start()
     """
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 0, *, backlog: int = 16, tls=None,
-                 insecure: bool = False) -> None:
+    def __init__(self, host: str = "127.0.0.1", port: int = 0, *, backlog: int = 16,
+                 tls: TLSConfig | None = None, insecure: bool = False) -> None:
         port = _check_port(port, allow_zero=True)
         self.host = host
         self.tls = tls
@@ -1063,7 +1075,7 @@ class TCPListener:
 
     def accept(self, timeout: float = DEFAULT_TIMEOUT, *, recv_timeout: float | None = None,
                max_frame: int = DEFAULT_MAX_FRAME, buffered: bool = False, handshake_timeout: float | None = None,
-               peer_roles=None, peer_names=None) -> TCPChannel:
+               peer_roles: PeerFilter = None, peer_names: PeerFilter = None) -> TCPChannel:
         """Wait up to ``timeout`` seconds for one peer; return its channel (receive timeout ``recv_timeout`` or ``timeout``).
 
         On a TLS listener the handshake and admission run here (see

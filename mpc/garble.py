@@ -123,7 +123,7 @@ import struct
 import sys
 import weakref
 from dataclasses import dataclass, field
-from typing import Callable, Iterator, Mapping, Sequence
+from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -1483,8 +1483,8 @@ def urandom_bits(batch: int, width: int) -> np.ndarray:
 
 
 def garble_and_evaluate(
-    circuit: Circuit, inputs: Sequence, *, chunk: int | None = None, instance_offset: int = 0, random=(),
-    batch: int | None = None,
+    circuit: Circuit, inputs: Sequence[np.ndarray], *, chunk: int | None = None, instance_offset: int = 0,
+    random: str | Iterable[str] = (), batch: int | None = None,
 ) -> list[np.ndarray]:
     """Garble, evaluate and decode in one process (for checks and the CLI).
 

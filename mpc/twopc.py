@@ -129,7 +129,7 @@ import os
 import struct
 import time
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Any, Iterable, Mapping, Self, Sequence, TypeAlias
 
 import numpy as np
 
@@ -176,6 +176,14 @@ RUNTIME_VERSION = b"pairwise-yao/4"
 _EXEC = struct.Struct("<4s32sQQQQB8s16s")
 _NO_SEED = bytes(16)
 _EXEC_MAGIC = b"EXEC"
+
+#: One input group's value: an int, a sequence of ints (a batch), or (batch, width) bool bits.
+GroupValue: TypeAlias = int | np.integer | Sequence[int] | np.ndarray
+#: A party's ``inputs`` to ``run`` (see :func:`prepare_inputs`): a mapping group name -> value,
+#: one value per group of the party, or the bare value of its only group; ``None`` when it feeds none.
+PartyInputs: TypeAlias = Mapping[str, GroupValue] | Sequence[GroupValue] | GroupValue | None
+#: The random input groups of an execution: one group name or several (``None``/empty: none).
+RandomGroups: TypeAlias = str | Iterable[str] | None
 
 
 class ExecutionMismatch(HandshakeError):
@@ -224,7 +232,8 @@ class ExecutionResult:
         }
 
 
-def prepare_inputs(circuit: Circuit, party: Party | str, values, *, skip=()) -> tuple[list[np.ndarray], int, bool]:
+def prepare_inputs(circuit: Circuit, party: Party | str, values: PartyInputs, *,
+                   skip: Iterable[str] = ()) -> tuple[list[np.ndarray], int, bool]:
     """Convert a party's inputs to bit arrays, with range checks, before any secret moves.
 
     ``values``: a mapping group name -> int or sequence of ints, or a sequence
@@ -244,6 +253,7 @@ def prepare_inputs(circuit: Circuit, party: Party | str, values, *, skip=()) -> 
             raise CircuitError(f"{party.value} feeds no input group here (its groups: "
                                f"{[g.name for g in circuit.groups_of(party)]}, random: {sorted(skip)}), got {given!r}")
         return [], 0, False
+    seq: list[Any]
     if isinstance(values, Mapping):
         passed_random = sorted(set(values) & skip)
         if passed_random:
@@ -258,7 +268,7 @@ def prepare_inputs(circuit: Circuit, party: Party | str, values, *, skip=()) -> 
     elif len(groups) == 1 and not (isinstance(values, (list, tuple)) and len(values) == 1 and not isinstance(values[0], (int, np.integer))):
         seq = [values]
     else:
-        seq = list(values)
+        seq = list(values)  # type: ignore[arg-type]  # (several groups: values must be a sequence)
     if len(seq) != len(groups):
         raise CircuitError(f"{party.value} owns {len(groups)} input group(s) {[g.name for g in groups]}, got {len(seq)} value(s)")
     bits = []
@@ -285,7 +295,7 @@ def prepare_inputs(circuit: Circuit, party: Party | str, values, *, skip=()) -> 
     return bits, batch, scalar
 
 
-def _random_groups(circuit: Circuit, random) -> tuple[InputGroup, ...]:
+def _random_groups(circuit: Circuit, random: RandomGroups) -> tuple[InputGroup, ...]:
     """The input groups named in ``random`` (a name or an iterable of names), in circuit order."""
     names = [random] if isinstance(random, str) else list(random or ())
     known = {g.name for g in circuit.inputs}
@@ -346,7 +356,7 @@ def _check_peer_header(channel: Channel, mine: bytes, circuit: Circuit) -> bytes
     return _compare_exec(mine, bytes(theirs), circuit)
 
 
-def _resolve_batch(from_inputs: int, fed: bool, batch, party: str) -> int:
+def _resolve_batch(from_inputs: int, fed: bool, batch: int | None, party: str) -> int:
     """The execution's batch: from the party's inputs, or ``batch=`` when it feeds none (they must agree)."""
     if batch is not None:
         if isinstance(batch, bool) or not isinstance(batch, (int, np.integer)) or batch < 1:
@@ -530,10 +540,10 @@ class _Session:
     def close(self) -> None:
         self.channel.close()
 
-    def __enter__(self):
+    def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 
@@ -568,8 +578,8 @@ class GarblerSession(_Session):
             start += n
         return end
 
-    def run(self, circuit: Circuit, inputs, *, output: str = "both", chunk: int | None = None, random=(),
-            batch: int | None = None) -> ExecutionResult:
+    def run(self, circuit: Circuit, inputs: PartyInputs, *, output: str = "both", chunk: int | None = None,
+            random: RandomGroups = (), batch: int | None = None) -> ExecutionResult:
         """Run one execution with the garbler's ``inputs``.
 
         ``random``: names of the input groups (of either party) whose bits are
@@ -695,8 +705,8 @@ class EvaluatorSession(_Session):
         self.cot.setup()
         self.setup_seconds = time.perf_counter() - t0
 
-    def run(self, circuit: Circuit, inputs, *, output: str = "both", chunk: int | None = None, random=(),
-            batch: int | None = None) -> ExecutionResult:
+    def run(self, circuit: Circuit, inputs: PartyInputs, *, output: str = "both", chunk: int | None = None,
+            random: RandomGroups = (), batch: int | None = None) -> ExecutionResult:
         """Run one execution with the evaluator's ``inputs`` (same batch as the garbler's).
 
         ``random`` names the same groups as the garbler's call; the
@@ -714,7 +724,8 @@ class EvaluatorSession(_Session):
         randoms = [g for g in e_groups if g.name in rnames]
         if not ordinary and batch is None:  # the older spellings: the batch size as the inputs, or batch 1
             if isinstance(inputs, (int, np.integer)) and not isinstance(inputs, bool):
-                inputs, batch = None, int(inputs)
+                batch = int(inputs)
+                inputs = None
             elif not e_groups:
                 inputs, batch = None, 1
         bits, batch_in, scalar = prepare_inputs(circuit, EVALUATOR, inputs, skip=rnames)

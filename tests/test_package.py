@@ -6,11 +6,14 @@ The wheel itself (only ``pairwise`` at top level, installed next to PyPI's
 
 from __future__ import annotations
 
+import functools
+import inspect
 import json
 import subprocess
 import sys
 from importlib.metadata import version
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -70,3 +73,51 @@ def test_python_dash_m_pairwise_is_the_cli():
 
 def test_py_typed_marker_ships_with_the_package():
     assert (Path(pairwise.__file__).parent / "py.typed").is_file()
+
+
+def _api_callables() -> list[tuple[str, Any, bool]]:
+    """(qualified name, function, is a constructor) for the API: every exported function, every
+    exported class's constructor, and the public methods (and property getters) of those classes."""
+    found: list[tuple[str, Any, bool]] = []
+    for name in pairwise.__all__:
+        obj = getattr(pairwise, name)
+        if inspect.isclass(obj):
+            if obj.__init__ is not object.__init__:
+                found.append((f"{name}.__init__", obj.__init__, True))
+            for attr in sorted(dir(obj)):
+                if attr.startswith("_"):
+                    continue
+                raw = inspect.getattr_static(obj, attr)
+                if isinstance(raw, property):
+                    found.append((f"{name}.{attr}", raw.fget, False))
+                elif isinstance(raw, functools.cached_property):
+                    found.append((f"{name}.{attr}", raw.func, False))
+                elif isinstance(raw, (staticmethod, classmethod)) or inspect.isfunction(raw):
+                    found.append((f"{name}.{attr}", getattr(obj, attr), False))
+        elif inspect.isfunction(obj):
+            found.append((name, obj, False))
+    return found
+
+
+_API = _api_callables()
+
+
+def test_the_api_walk_covers_the_audited_entry_points():
+    names = {n for n, _, _ in _API}
+    for expected in ("ustat", "load_circuit", "garble_and_evaluate", "reconstruct", "dcf_gen_batch", "dpf_gen_batch",
+                     "GarblerSession.__init__", "GarblerSession.run", "EvaluatorSession.run", "Channel.send",
+                     "TCPChannel.connect", "TCPChannel.listen", "Circuit.evaluate", "DCFKeyBatch.eval_sum"):
+        assert expected in names
+
+
+@pytest.mark.parametrize(("name", "func", "constructor"), _API, ids=[n for n, _, _ in _API])
+def test_every_api_parameter_and_return_is_annotated(name, func, constructor):
+    """The API ships py.typed: keep every parameter (but self/cls/*args/**kwargs) and return annotated."""
+    sig = inspect.signature(func)
+    missing = [p.name for p in sig.parameters.values()
+               if p.name not in ("self", "cls")
+               and p.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+               and p.annotation is inspect.Parameter.empty]
+    assert not missing, f"{name}: parameters without a type hint: {missing}"
+    if not constructor:
+        assert sig.return_annotation is not inspect.Signature.empty, f"{name}: no return type hint"
