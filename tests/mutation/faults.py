@@ -15,9 +15,12 @@ parameters, power >= 0.99 against noise scale x2 and x1/2), then add rows here
 for at least ``scale x2`` (epsilon / 2 or scale * 2), ``scale x1/2``, ``zero
 noise`` and, for noise produced by several parties, ``one party only``.  Use a
 helper below (:func:`epsilon_times`, :func:`after_init`, :func:`result`,
-:func:`constant`) or write a ``wrap``; a wrapper that cannot apply itself (an
-argument it needs is missing) must call :func:`broken`, which makes the check
-fail with "patch target incompatible" instead of counting as caught.
+:func:`constant`; :func:`_override` with :func:`after_init` or :func:`result`
+replaces every sampling path of a mechanism's instances at once, as the
+zero-noise rows of the local randomizers do) or write a ``wrap``; a wrapper
+that cannot apply itself (an argument it needs is missing) must call
+:func:`broken`, which makes the check fail with "patch target incompatible"
+instead of counting as caught.
 
 The in-circuit mechanisms of ustat's default noise (issue 13) follow that
 pattern: k-ary randomized response (kendall, auc) -- its chooser's epsilon
@@ -30,7 +33,11 @@ difference construction), the geometric part removed (zero noise), its mean
 against their exact enumerations and production gadgets in
 ``tests/test_noise_ownership.py``.  Their closed forms are in
 ``tests/test_noise_power_ustat.py::NOISE_LAWS`` and
-``tests/test_noise_power_samplers.py``.
+``tests/test_noise_power_samplers.py``.  The in-circuit binary randomized
+response (``noisy_binary_kernel``) has ``gc-rr-*`` rows: its chooser's
+epsilon (``choose_randomized_response``, scale faults) and its coin wired to
+constant 0 (zero noise), against the goodness-of-fit test of
+``test_randomized_response_gadget_needs_both_parties``.
 """
 
 from __future__ import annotations
@@ -274,6 +281,71 @@ def _mean_zero(orig):
     return property(fault)
 
 
+def _override(**methods: Callable) -> Callable:
+    """fn(obj): bind ``methods`` on the instance ``obj`` (shadowing the class's methods); returns obj.
+
+    Used with :func:`after_init` (every instance of a class) or :func:`result`
+    (the instances one module constructs) to replace all public sampling paths
+    of a mechanism at once (CSPRNG scalar, CSPRNG array, seeded simulate).
+    """
+
+    def fn(obj, *a, **k):
+        import types
+
+        for name, f in methods.items():
+            if not callable(getattr(obj, name, None)):
+                broken(f"{type(obj).__name__} has no method {name!r}")
+            setattr(obj, name, types.MethodType(f, obj))
+        return obj
+
+    return fn
+
+
+def _truthful_array(self, values, *a, **k):
+    """Zero noise for RR / k-RR: the report is the true value."""
+    import numpy as np
+
+    return np.asarray(values).astype(np.int64).ravel()
+
+
+def _truthful_scalar(self, value, *a, **k):
+    return int(value)
+
+
+#: RandomizedResponse and KaryRandomizedResponse without noise, in all three paths
+_NO_RR = _override(randomize=_truthful_scalar, randomize_array=_truthful_array, simulate=_truthful_array)
+
+
+def _obf_w(self, y):
+    import numpy as np
+
+    return np.clip((np.asarray(y, dtype=float).ravel() - self.lower) / (self.upper - self.lower), 0.0, 1.0)
+
+
+def _obf_unflipped_array(self, y, rng=None):
+    """OneBitFlip without its flip (eps = infinity in Eq. 7): z ~ Bernoulli(w), w = (y~ - a)/(b - a)."""
+    import numpy as np
+
+    w = _obf_w(self, y)
+    return ((rng if rng is not None else np.random.default_rng()).random(w.size) < w).astype(np.int64)
+
+
+#: OneBitFlip without the randomized-response flip, in all three paths
+_NO_FLIP = _override(randomize=lambda self, y: int(_obf_unflipped_array(self, [y])[0]),
+                     randomize_array=_obf_unflipped_array, simulate=_obf_unflipped_array)
+
+#: HadamardFrequencyOracle sending the unperturbed Hadamard bit (CSPRNG and seeded paths)
+_NO_HADAMARD_RR = _override(randomize=lambda self, v, j: self.hadamard_bits(v, j),
+                            simulate_randomize=lambda self, v, j, rng: self.hadamard_bits(v, j))
+
+
+def _false_bit(r, *a, **k):
+    """A gadget coin replaced by the constant 0 wire (its random bits still drawn and wired)."""
+    from pairwise.circuits.builder import FALSE
+
+    return FALSE
+
+
 # --------------------------------------------------------------------------- the table
 @dataclass(frozen=True)
 class Fault:
@@ -296,6 +368,8 @@ T_SAMP = "tests/test_noise_power_samplers.py"
 ECDF_GC = ("paper_ecdf_noise_is_theorem31[gc", "hierarchical_ecdf_noise_is_hay_et_al[gc", "group_counts_noise[gc",
            "roc_noise_is_two_half_budget_trees[gc", "hosmer_lemeshow_noise_is_algorithm2[gc")
 ECDF_PO = tuple(s.replace("[gc", "[polya") for s in ECDF_GC) + ("tolerant_polya",)
+RR_GADGET = ("randomized_response_gadget_needs_both_parties[garbler]",
+             "randomized_response_gadget_needs_both_parties[evaluator]")
 
 
 def _k(path: str, expr: str) -> str:
@@ -315,14 +389,15 @@ def _default(*cases: str) -> tuple[str, ...]:
 USTAT_KRR_SIM = _default("kendall-subsample-simulate", "auc-subsample-simulate", "kendall-all-simulate")
 USTAT_SG_SIM = _default("gini-subsample-simulate", "gini-all-simulate")
 USTAT_DEFAULT_SIM = USTAT_SG_SIM + USTAT_KRR_SIM
+USTAT_DL_SIM = _dl("gini-subsample-simulate", "kendall-subsample-simulate", "auc-subsample-simulate",
+                   "gini-all-simulate", "kendall-all-simulate")
 
 
 FAULTS: list[Fault] = [
     # ---- 2PC U-statistics: in-circuit discrete Laplace (issue 17 table rows 1-3)
     Fault("ustat-zero-noise-simulate", "ustat simulate with zero noise: rx XOR ry constant in the circuit",
           "pairwise.circuits.builder:Builder.input", _input_constant_zero("rx", "ry"), (_k(T_USTAT, "simulate"),),
-          _dl("gini-subsample-simulate", "kendall-subsample-simulate", "auc-subsample-simulate",
-              "gini-all-simulate", "kendall-all-simulate") + USTAT_DEFAULT_SIM),
+          USTAT_DL_SIM + USTAT_DEFAULT_SIM),
     Fault("ustat-zero-noise-network", "ustat network mode with zero noise (rx XOR ry constant in the workers' circuits)",
           "pairwise.circuits.builder:Builder.input", _input_constant_zero("rx", "ry"),
           (_k(T_USTAT, "network and subsample"),),
@@ -330,11 +405,10 @@ FAULTS: list[Fault] = [
           + _default("gini-subsample-network", "kendall-subsample-network", "auc-subsample-network")),
     Fault("ustat-scale-x1/2", "ustat noise at half scale (per-pair epsilon x2)",
           "pairwise.circuits.noise:noisy_kernel", epsilon_times(2, 99), (_k(T_USTAT, "simulate"),),
-          _dl("gini-subsample-simulate", "kendall-subsample-simulate", "auc-subsample-simulate",
-              "gini-all-simulate", "kendall-all-simulate") + USTAT_DEFAULT_SIM),
+          USTAT_DL_SIM + USTAT_DEFAULT_SIM),
     Fault("ustat-scale-x2", "ustat noise at twice the scale (per-pair epsilon / 2)",
           "pairwise.circuits.noise:noisy_kernel", epsilon_times(0.5, 99), (_k(T_USTAT, "simulate"),),
-          _dl("gini-subsample-simulate", "kendall-all-simulate") + USTAT_DEFAULT_SIM),
+          USTAT_DL_SIM + USTAT_DEFAULT_SIM),
     Fault("ustat-scale-x1/2-network", "ustat network mode, per-pair epsilon x2 in the workers",
           "pairwise.circuits.noise:noisy_kernel", epsilon_times(2, 99), (_k(T_USTAT, "all-network"),),
           _dl("gini-all-network", "kendall-all-network") + _default("gini-all-network", "kendall-all-network")),
@@ -414,6 +488,16 @@ FAULTS: list[Fault] = [
            "default_kernel_noise_needs_both_parties[auc-16-2-krr-evaluator]",
            "randomized_response_gadget_needs_both_parties[evaluator]",
            "ecdf_noisy_sum_circuit_needs_both_servers[evaluator]")),
+    # ---- in-circuit binary randomized response (noisy_binary_kernel; power test in test_noise_ownership.py)
+    Fault("gc-rr-scale-x2", "in-circuit randomized response chosen for eps / 2 (flip probability too high)",
+          "pairwise.circuits.noise:choose_randomized_response", epsilon_times(0.5, 0),
+          (_k(T_OWN, "randomized_response_gadget"),), RR_GADGET),
+    Fault("gc-rr-scale-x1/2", "in-circuit randomized response chosen for eps x2 (flip probability too low)",
+          "pairwise.circuits.noise:choose_randomized_response", epsilon_times(2, 0),
+          (_k(T_OWN, "randomized_response_gadget"),), RR_GADGET),
+    Fault("gc-rr-zero-noise", "in-circuit randomized response never flips (its coin the constant 0; bits still drawn)",
+          "pairwise.circuits.noise:bernoulli_bit", result(_false_bit), (_k(T_OWN, "randomized_response_gadget"),),
+          RR_GADGET),
     # ---- ECDF service, garbled noise (m = 2)
     Fault("ecdf-gc-eps-x4", "ECDF garbled noise at eps x4, reported variance unchanged",
           "pairwise.protocols.ecdf.noise:noisy_sum_circuit", epsilon_times(4, 1), (_k(T_ECDF, "gc"),), ECDF_GC),
@@ -457,6 +541,11 @@ FAULTS: list[Fault] = [
           epsilon_times(2, 1), (_k(T_DP, "randomized_response_flip"),), ("randomize_array", "[randomize]", "simulate")),
     Fault("rr-eps-x1/2", "RandomizedResponse at eps / 2", "pairwise.dp.mechanisms:RandomizedResponse.__init__",
           epsilon_times(0.5, 1), (_k(T_DP, "randomized_response_flip"),), ("randomize_array", "[randomize]", "simulate")),
+    Fault("rr-zero-noise", "RandomizedResponse reports the true bit (randomize, randomize_array and simulate)",
+          "pairwise.dp.mechanisms:RandomizedResponse.__init__", after_init(_NO_RR),
+          (_k(T_DP, "randomized_response_flip"),),
+          ("randomized_response_flip_rate[randomize_array]", "randomized_response_flip_rate[randomize]",
+           "randomized_response_flip_rate[simulate]")),
     Fault("krr-eps-x2", "k-ary randomized response at eps x2",
           "pairwise.dp.mechanisms:KaryRandomizedResponse.__init__", epsilon_times(2, 2),
           (_k(T_DP, "kary"), _k(T_LDP, "krr or reports")),
@@ -467,10 +556,20 @@ FAULTS: list[Fault] = [
           (_k(T_DP, "kary"), _k(T_LDP, "krr or reports")),
           ("kary_randomized_response_report_law[randomize]", "krr_histogram_counts_are_multinomial[True]",
            "algorithm1_reports")),
+    Fault("krr-zero-noise", "k-ary randomized response reports the true value (every path)",
+          "pairwise.dp.mechanisms:KaryRandomizedResponse.__init__", after_init(_NO_RR),
+          (_k(T_DP, "kary"), _k(T_LDP, "krr or reports")),
+          ("kary_randomized_response_report_law[randomize_array]", "kary_randomized_response_report_law[randomize]",
+           "kary_randomized_response_report_law[simulate]", "krr_histogram_counts_are_multinomial[False]",
+           "krr_histogram_counts_are_multinomial[True]", "algorithm1_reports")),
     Fault("one-bit-flip-eps-x2", "OneBitFlip at eps x2", "pairwise.dp.mechanisms:OneBitFlip.__init__",
           epsilon_times(2, 1), (_k(T_DP, "one_bit"),), ("one_bit_flip_rate_is_eq7", "one_bit_flip_vector")),
     Fault("one-bit-flip-eps-x1/2", "OneBitFlip at eps / 2", "pairwise.dp.mechanisms:OneBitFlip.__init__",
           epsilon_times(0.5, 1), (_k(T_DP, "one_bit"),), ("one_bit_flip_rate_is_eq7", "one_bit_flip_vector")),
+    Fault("one-bit-flip-zero-noise", "OneBitFlip without its flip: z ~ Bernoulli(w), eps = infinity (every path)",
+          "pairwise.dp.mechanisms:OneBitFlip.__init__", after_init(_NO_FLIP), (_k(T_DP, "one_bit"),),
+          ("one_bit_flip_rate_is_eq7[randomize_array]", "one_bit_flip_rate_is_eq7[randomize]",
+           "one_bit_flip_rate_is_eq7[simulate]", "one_bit_flip_vector")),
     Fault("snapping-scale-x2", "SnappingLaplaceMechanism scale x2",
           "pairwise.dp.mechanisms:SnappingLaplaceMechanism.__init__", scale_attr("scale", 2),
           (_k(T_DP, "snapping"),), ("snapping_laplace_mechanism",)),
@@ -527,12 +626,19 @@ FAULTS: list[Fault] = [
     Fault("hier-auc-oracle-eps-x1/2", "hierarchical-AUC oracles at level epsilon / 2",
           "pairwise.protocols.ldp.auc:HadamardFrequencyOracle.__init__", epsilon_times(0.5, 2),
           (_k(T_LDP, "hierarchical"),), ("users-basic", "budget-basic", "budget-advanced")),
+    Fault("hier-auc-oracle-zero-noise", "hierarchical-AUC oracles send the unperturbed Hadamard bit",
+          "pairwise.protocols.ldp.auc:HadamardFrequencyOracle.__init__", after_init(_NO_HADAMARD_RR),
+          (_k(T_LDP, "hierarchical"),), ("users-basic", "budget-basic", "budget-advanced")),
     Fault("qmle-eps-x2", "QMLE one-bit submissions at eps x2", "pairwise.protocols.ldp.qmle:OneBitFlip",
           epsilon_times(2, 0), (_k(T_LDP, "qmle"),), ("public_x_bits_follow_eq7", "private_x_bits"),
           scope="module"),
     Fault("qmle-eps-x1/2", "QMLE one-bit submissions at eps / 2", "pairwise.protocols.ldp.qmle:OneBitFlip",
           epsilon_times(0.5, 0), (_k(T_LDP, "qmle"),), ("public_x_bits_follow_eq7", "private_x_bits"),
           scope="module"),
+    Fault("qmle-zero-noise", "QMLE one-bit submissions without the flip (z ~ Bernoulli(w))",
+          "pairwise.protocols.ldp.qmle:OneBitFlip", result(_NO_FLIP), (_k(T_LDP, "qmle"),),
+          ("public_x_bits_follow_eq7[False]", "public_x_bits_follow_eq7[True]",
+           "private_x_bits_split_the_budget[False]", "private_x_bits_split_the_budget[True]"), scope="module"),
     Fault("shuffle-eps-x2", "shuffled histogram P^flip at eps x2 (noise scale x1/2)",
           "pairwise.protocols.ldp.shuffle:BinarySumProtocol", epsilon_times(2, 0), (_k(T_LDP, "shuffled"),),
           ("[shuffled_histogram]", "[simulate_shuffled_histogram]", "[simulate_label_counts]"), scope="module"),
@@ -550,6 +656,8 @@ FAULTS: list[Fault] = [
           epsilon_times(2, 0), (T_CLI,), ("garbled", "exact")),
     Fault("cli-garbled-zero-noise", "noise sample --garbled with constant random bits (zero noise)",
           "pairwise.circuits.builder:Builder.input", _input_constant_zero("rx", "ry"), (T_CLI,), ("garbled",)),
+    Fault("cli-exact-zero-noise", "noise sample (exact sampler, no --garbled) draws all zeros",
+          "pairwise.circuits.noise:sample_discrete_laplace", result(_zeros_like), (_k(T_CLI, "exact"),), ("exact",)),
 ]
 
 BY_NAME = {f.name: f for f in FAULTS}
