@@ -43,13 +43,13 @@ Bounded resources (this module)
     at most ``2 * max_connections + PREAUTH_PER_ADDRESS`` connections
     authenticating at once and at most ``PREAUTH_PER_ADDRESS`` (8) from one
     address (strangers spread over many addresses can still fill this
-    stage; put a network filter in front of a public server); only then does it take
-    one of the ``max_connections`` serving slots, so peers that never
-    authenticate cannot hold them.  An authenticated connection that finds
-    every serving slot taken is answered ``busy`` and closed; when even the
-    authentication stage is full, one more is answered ``busy`` by one small
-    thread (short timeout) and anything beyond that is closed at once.  Every connection has a
-    deadline: ``timeout`` while it waits for a request (and per receive), and
+    stage; put a network filter in front of a public server); only then
+    does it take one of the ``max_connections`` serving slots, so peers that
+    never authenticate cannot hold them.  An authenticated connection that
+    finds every serving slot taken is answered ``busy`` and closed; when even
+    the authentication stage is full, one more is answered ``busy`` by one
+    small thread (short timeout) and anything beyond that is closed at once.
+    Every connection has a deadline: ``timeout`` while it waits for a request (and per receive), and
     ``request_timeout`` for a whole request; a reaper thread shuts down the
     socket of a connection past its deadline, which unblocks its thread
     wherever it waits.  Bulk frame sizes are fixed by the request before they
@@ -159,12 +159,6 @@ __all__ = ["DEFAULT_BUDGET", "DEFAULT_MAX_CONNECTIONS", "LAMBDA", "MAX_SERIES", 
 #: Default per-dataset privacy budget of a server (total epsilon).
 DEFAULT_BUDGET = Fraction(10)
 #: Connections served at once by default.
-def _address_of(peer: str) -> str:
-    """The host part of a channel's ``peer`` ("HOST:PORT", "[v6]:PORT" or a name)."""
-    host, sep, _port = str(peer).rpartition(":")
-    return host if sep else str(peer)
-
-
 DEFAULT_MAX_CONNECTIONS = 64
 _BUSY_QUEUE = 16
 #: Seconds a new connection may take to authenticate (TLS handshake with a certificate of the CA, then the
@@ -174,6 +168,12 @@ PREAUTH_TIMEOUT = 10.0
 PREAUTH_PER_ADDRESS = 8
 _REAP_EVERY = 0.25
 _JOIN_ON_STOP = 5.0
+
+
+def _address_of(peer: str) -> str:
+    """The host part of a channel's ``peer`` ("HOST:PORT", "[v6]:PORT" or a name)."""
+    host, sep, _port = str(peer).rpartition(":")
+    return host if sep else str(peer)
 
 
 @dataclass
