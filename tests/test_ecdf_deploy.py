@@ -41,6 +41,7 @@ from pairwise.protocols.ecdf.wire import (
     DatasetMismatch,
     ServerUnavailable,
     Unauthorized,
+    UnknownDataset,
     connect,
     recv_json,
     send_json,
@@ -556,3 +557,48 @@ def test_a_client_certificate_uploads_with_ecdf_upload_and_the_querier_releases(
         assert info["clients"] == 6 and info["meta"] == {"column": "v", "range": [0.0, 30.0]}
         rel = q.ecdf("owned", HUGE)  # exact at this epsilon: the clamped value counts at the top of the grid
         assert rel.n == 6 and rel.cumulative[-1] == 6
+
+
+def test_an_append_interrupted_between_the_servers_commits_is_repaired(tmp_path, monkeypatch):
+    """The uploader dies after server 0 committed an append and before server 1 did (its commit never sent):
+    releases are refused (DatasetMismatch, nothing charged) until `ecdf repair` drops the upload that only
+    server 0 holds; then the 40 clients of the first upload release again, exactly, and survive a restart."""
+    import pairwise.protocols.ecdf.uploader as uploader
+    from pairwise.protocols.ecdf.wire import DatasetMismatch
+
+    x = values(41, 40)
+    with ServerProcesses(2, budget="1000000", timeout=30, state_dir=str(tmp_path)) as sp:
+        upload(sp.addresses, "d", x, client_ids=np.arange(40), domain_bits=NB)
+        port1 = str(sp.addresses[1][1])
+        real = uploader.send_json
+
+        def crash_before_server_1_commits(ch, msg, *a, **kw):
+            if msg.get("op") == "commit" and str(getattr(ch, "peer", "")).endswith(":" + port1):
+                raise ConnectionError("uploader died before committing on server 1")
+            return real(ch, msg, *a, **kw)
+
+        monkeypatch.setattr(uploader, "send_json", crash_before_server_1_commits)
+        with pytest.raises(Exception, match="died before committing"):
+            upload(sp.addresses, "d", values(42, 10), client_ids=np.arange(100, 110), domain_bits=NB, append=True)
+        with pytest.raises(Exception, match="died before committing"):  # a new dataset that only server 0 has
+            upload(sp.addresses, "e", values(43, 5), domain_bits=NB)
+        monkeypatch.setattr(uploader, "send_json", real)
+        q = querier(sp)
+        with pytest.raises(UnknownDataset, match="server 1 has no dataset 'e'"):  # not repaired: nothing dropped
+            q.repair("e")
+        assert q.holders("e") == [True, False]
+        assert [s["info"]["clients"] for s in q.status("d")] == [50, 40]
+        with pytest.raises(DatasetMismatch, match="ecdf repair"):
+            q.ecdf("d", HUGE)
+        assert spent(q, "d") == ["0", "0"]
+        plan = q.repair("d", dry_run=True)
+        assert [len(p["dropped"]) for p in plan] == [1, 0] and [p["clients"] for p in plan] == [50, 40]
+        r = subprocess.run(CLI + ["ecdf", "repair", "--servers", sp.servers, "--dataset", "d", "--json"],
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        assert [(len(p["dropped"]), p["clients"]) for p in json.loads(r.stdout)] == [(1, 40), (0, 40)]
+        assert np.array_equal(q.ecdf("d", HUGE).cumulative, exact_counts(x))
+        sp.kill(0, hard=True)
+        sp.restart(0)  # the repair is on disk
+        assert [s["info"]["clients"] for s in querier(sp).status("d")] == [40, 40]
+        assert np.array_equal(querier(sp).ecdf("d", HUGE).cumulative, exact_counts(x))

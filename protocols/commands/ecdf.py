@@ -44,6 +44,12 @@ Commands
     [--mechanism paper|hierarchical] [--json]``
         Be the querier only: release over a dataset already on the servers
         (thresholds in the public domain stored with the dataset).
+    ``pairwise ecdf repair --servers ... --dataset ID [--dry-run] [--json]``
+        After an upload interrupted between the servers' commits (releases
+        refused with ``DatasetMismatch``): drop the uploads that not every
+        server committed (:meth:`ECDFQuerier.repair`; a ``querier``
+        certificate).  Refused, dropping nothing, when a server lacks the
+        dataset or the servers share no upload.  Charges are kept.
     ``pairwise ecdf status --servers ... [--dataset ID] [--timeout S] [--connect-timeout S] [--json]``
         Each server's clients and budget for a dataset (or all; the servers'
         ledgers are reconciled first, so ``spent`` agrees).  JSON: a list, one
@@ -198,6 +204,17 @@ def register(root, groups) -> None:
     qp.add_argument("--dataset", required=True, help="dataset id on the servers")
     qp.add_argument("--roc", action="store_true", help="also release the ROC curve (dataset with labels; another epsilon)")
     qp.set_defaults(func=cmd_query)
+
+    rp = sub.add_parser("repair", help="drop the uploads of a dataset that not every server committed "
+                                       "(an upload interrupted between the servers' commits)")
+    rp.add_argument("--servers", required=True, metavar="HOST:PORT,...",
+                    help="HOST:PORT,HOST:PORT[,...] of the servers, in server-id order")
+    rp.add_argument("--dataset", required=True, metavar="ID", help="the dataset that DatasetMismatch named")
+    rp.add_argument("--dry-run", action="store_true", help="only list what would be dropped")
+    add_timeouts(rp, timeout=120.0, connect_timeout=5.0, timeout_what="a server")
+    add_json(rp, "print one JSON list, one object per server: server_id, dropped (upload ids), clients")
+    add_transport_args(rp)
+    rp.set_defaults(func=cmd_repair)
 
     st = sub.add_parser("status", help="each server's clients and budget")
     st.add_argument("--servers", required=True, metavar="HOST:PORT,...",
@@ -634,6 +651,21 @@ def cmd_run(args) -> int:
     if any(rep.rejected_count):
         print(f"  note: rejected clients per server {rep.rejected_count} "
               f"(first reasons: {[r[0]['reason'] for r in rep.rejected if r]})")
+    return 0
+
+
+def cmd_repair(args) -> int:
+    """``ecdf repair``: drop the uploads not every server committed, so releases over the dataset work again."""
+    from ..ecdf.wire import parse_servers
+
+    rows = _querier(args, parse_servers(args.servers)).repair(args.dataset, dry_run=args.dry_run)
+    if args.json:
+        print(json.dumps(rows))
+        return 0
+    verb = "would drop" if args.dry_run else "dropped"
+    for r in rows:
+        what = ", ".join(r["dropped"]) if r["dropped"] else "nothing"
+        print(f"server {r['server_id']}: {verb} {len(r['dropped'])} upload(s) ({what}); {r['clients']} clients")
     return 0
 
 

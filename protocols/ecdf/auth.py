@@ -51,13 +51,15 @@ OPS: dict[str, tuple[str, ...]] = {
     "upload": ("client", "querier"),
     "status": ("querier",),
     "release": ("querier",),
+    "repair": ("querier",),
     "noise": ("server",),
 }
 
 # request "op" -> operation class
 _REQUEST_OPS = {
     "upload": "upload", "pointwise": "upload", "commit": "upload", "discard": "upload",
-    "status": "status",
+    "status": "status", "uploads": "status",
+    "drop_upload": "repair",
     "prepare": "release", "link": "release", "go": "release", "abort": "release", "ledger": "release",
     "adopt": "release",
     "peer": "noise",

@@ -263,6 +263,25 @@ class Dataset:
             self._pending.difference_update(staged.claimed)
             self._digest = None
 
+    def upload_ids(self) -> list[str]:
+        """The committed uploads, in commit order."""
+        with self.lock:
+            return list(self._uploads)
+
+    def drop_upload(self, storage: Storage, upload_id: str) -> None:
+        """Delete one committed upload (repair of an upload that not every server committed): from storage in
+        one transaction, then from memory (ids reloaded, keys reloaded on the next release)."""
+        with self.lock:
+            if upload_id not in self._uploads:
+                raise DatasetError(f"dataset {self.name!r} has no upload {upload_id!r} on server {self.server_id}")
+            storage.drop_upload(self.name, upload_id)
+            self._ids, self._id_set, self._uploads = [], set(), []
+            for c in storage.chunks(self.name, with_keys=False):
+                self._add_ids(c.upload_id, c.ids)
+            self._parts = None
+            self._cache = {}
+            self._digest = None
+
     # ------------------------------------------------------------------ releases
     def _shares(self, s: str):
         got = self._cache.get(s)

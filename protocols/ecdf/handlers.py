@@ -244,6 +244,12 @@ class Session:
                                 "digest": self.state.ledger.digest(ds.name)})
         elif op == "adopt":
             send_json(self.ch, self.op_adopt(req))
+        elif op == "uploads":
+            ds = self.state.dataset(req.get("dataset"))
+            send_json(self.ch, {"ok": True, "server_id": self.sid, "uploads": ds.upload_ids(),
+                                "clients": ds.count})
+        elif op == "drop_upload":
+            send_json(self.ch, self.op_drop_upload(req))
         else:
             raise QueryRefused(f"unknown operation {op!r}")
 
@@ -598,6 +604,23 @@ class Session:
                 peer[0].close()
         send_json(self.ch, head)
         self.ch.send_array(vals)
+
+    def op_drop_upload(self, req: dict) -> dict:
+        """Repair: delete one committed upload that not every server holds (the querier checked), so the
+        servers hold the same data again.  Charges stay: the ledger is never reduced."""
+        st = self.state
+        ds = st.dataset(req.get("dataset"))
+        upload_id = req.get("upload_id")
+        if not isinstance(upload_id, str) or not _UPLOAD_ID.match(upload_id):
+            raise QueryRefused("upload_id must be 16-64 lowercase hex digits")
+        with st.lock:
+            if ds.name in st.claims:
+                raise DatasetError(f"dataset {ds.name!r} is being uploaded to right now; retry the repair later")
+        before = ds.count
+        ds.drop_upload(st.storage, upload_id)
+        st.log(f"dataset {ds.name!r}: dropped upload {upload_id} ({before - ds.count} clients) by repair")
+        return {"ok": True, "server_id": self.sid, "clients": ds.count, "dropped": before - ds.count,
+                "digest": ds.digest()}
 
     def op_adopt(self, req: dict) -> dict:
         st = self.state

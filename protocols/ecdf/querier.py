@@ -61,6 +61,7 @@ from .shares import MAX_GRID_BITS, grid_points, reduce_mod, to_signed
 from .wire import (
     ROLE_QUERIER,
     BudgetExceeded,
+    DatasetError,
     DatasetMismatch,
     ECDFError,
     QueryRefused,
@@ -304,6 +305,39 @@ class ECDFQuerier:
             for ch in chans:
                 ch.close()
 
+    def repair(self, dataset: str, *, dry_run: bool = False) -> list[dict]:
+        """Make the servers hold the same uploads of ``dataset`` again, by dropping the uploads that not
+        every server committed (an upload or append interrupted between the servers' commits).
+
+        Refused, with nothing dropped, if a server does not hold the dataset
+        at all (a lost state is not repaired by deleting the other servers'
+        clients) or if the servers have no upload in common.  Charges are
+        kept: every ledger entry stays.  Returns per server ``{"server_id",
+        "dropped": [upload ids], "clients"}`` (``clients`` after the repair;
+        with ``dry_run`` nothing is dropped and ``clients`` is today's count).
+        Run it when no upload to the dataset is in progress: an upload still
+        committing on one server looks the same as an interrupted one.
+        """
+        chans = self._open()
+        try:
+            held = [self._ok(j, ch, {"op": "uploads", "dataset": dataset}) for j, ch in enumerate(chans)]
+            sets = [set(r["uploads"]) for r in held]
+            common = set.intersection(*sets) if sets else set()
+            if not common:
+                raise DatasetError(f"the servers hold no upload of {dataset!r} in common: this is not an interrupted "
+                                   "commit; upload the data again under a new dataset id")
+            out = []
+            for j, (ch, r) in enumerate(zip(chans, held)):
+                extra = [u for u in r["uploads"] if u not in common]
+                clients = r["clients"]
+                for u in [] if dry_run else extra:
+                    clients = self._ok(j, ch, {"op": "drop_upload", "dataset": dataset, "upload_id": u})["clients"]
+                out.append({"server_id": int(r["server_id"]), "dropped": extra, "clients": int(clients)})
+            return out
+        finally:
+            for ch in chans:
+                ch.close()
+
     def holders(self, dataset: str) -> list[bool]:
         """Whether each server holds a dataset of this id."""
         chans = self._open()
@@ -350,8 +384,9 @@ class ECDFQuerier:
         return DatasetMismatch(
             f"dataset {dataset!r} differs between the servers: " + "; ".join(views)
             + ". The release is refused and nothing was charged. The servers hold different uploads under this "
-              "id (an interrupted upload, or a server whose state was lost or replaced): upload the data again "
-              "under a new dataset id")
+              "id: after an upload interrupted between the servers' commits, `pairwise ecdf repair` drops the "
+              "uploads not every server holds (ECDFQuerier.repair); after a server's state was lost or replaced, "
+              "upload the data again under a new dataset id")
 
     def _shared_cluster(self, replies: list[dict]) -> str:
         """Why the release must stop if two servers evaluate their keys on one Dask cluster, else ''."""

@@ -134,6 +134,10 @@ class Storage(ABC):
         stored clients, store the record's new round), then store the upload's chunks."""
 
     @abstractmethod
+    def drop_upload(self, dataset: str, upload_id: str) -> None:
+        """Delete one committed upload of ``dataset`` (its clients and keys) in one transaction (repair)."""
+
+    @abstractmethod
     def update_budget(self, dataset: str, budget: Fraction) -> None:
         """Lower a dataset's stored budget (the operator tightened it)."""
 
@@ -312,6 +316,13 @@ class SQLiteStorage(Storage):
                                "VALUES (?, ?, ?, ?, ?, ?)",
                                [(name, upload_id, c.chunk, s, np.ascontiguousarray(lens, dtype="<u4").tobytes(),
                                  data) for s, (lens, data) in c.keys.items()])
+
+        self._write(work)
+
+    def drop_upload(self, dataset: str, upload_id: str) -> None:
+        def work(db) -> None:
+            for table in ("chunk_keys", "chunks", "uploads"):
+                db.execute(f"DELETE FROM {table} WHERE dataset = ? AND upload_id = ?", (dataset, upload_id))
 
         self._write(work)
 
