@@ -378,3 +378,9 @@ def test_negative_bounds_in_the_documented_spelling(tmp_path, capsys):
 def test_demo_2pc_input_errors_name_the_flag_typed(capsys):
     assert main(["demo", "2pc", "--bits", "8", "--garbler-input", "300"]) == 2
     assert "--garbler-input 300 is out of range" in capsys.readouterr().err
+
+
+def test_ustat_names_an_unknown_builtin_dataset_first(capsys):
+    assert main(["ustat", "--statistic", "gini", "--builtin", "nosuch", "--epsilon", "1", "--json"]) == 2
+    err = json.loads(capsys.readouterr().out)["error"]
+    assert "unknown dataset 'nosuch'" in err and "diabetes" in err

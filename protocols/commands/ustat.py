@@ -144,7 +144,7 @@ def register(root, groups) -> None:
 
 
 def _load(args):
-    from ..datasets import load_csv, load_dataset
+    from ..datasets import dataset_info, load_csv, load_dataset
 
     stat = args.statistic
     if args.data is not None and args.builtin is not None:
@@ -154,6 +154,8 @@ def _load(args):
     if args.data is None and not args.columns and args.label not in (None, DEFAULTS[stat][2]):
         raise ValueError(f"--label {args.label} needs --columns SCORE (the default data's columns are "
                          f"{DEFAULTS[stat][1]} with label {DEFAULTS[stat][2]!r})")
+    if args.builtin is not None:
+        dataset_info(args.builtin)  # an unknown name is named first, with the shipped ones
     if args.data is None and not args.columns:
         if args.builtin not in (None, DEFAULTS[stat][0]):
             raise ValueError(f"--builtin {args.builtin} needs --columns for {stat}")
@@ -251,7 +253,7 @@ def cmd_ustat(args) -> int:
         print(f"  predicted RMSE   {d['sample_mse'] ** 0.5:.4g} around the clamped-grid value {NOT_PRIVATE}")
     if res.theorem5_mse is not None:
         print(f"  Theorem 5 RMSE   {res.theorem5_mse ** 0.5:.4g} around the population value "
-              f"({'two-sample analogue; ' if stat == 'auc' else ''}{NOT_PRIVATE}: uses the data's zetas)")
+              f"({'two-sample analogue; ' if stat == 'auc' else ''}not private: uses the data's zetas)")
     print(f"  RR baseline      {d['rr_estimate']:.6g} (raw); clamped {d['rr_estimate_clamped']:.6g}  "
           f"(Algorithm 1: quantization + k-ary RR, {rr.cells} cells: a second epsilon-LDP release)")
     print(f"  privacy          ({res.epsilon:g}, {res.delta:.3g})-DP per user for the 2PC estimate, "
