@@ -287,10 +287,10 @@ def test_shuffled_histogram_noise_is_binomial(path):
         noise_messages = r.messages - SH_N
         per_label = SH_N * (np.asarray(r.estimate) + (1 - q)) - true  # c* inverted with the documented q
         assert abs(per_label.sum() - noise_messages) < 0.01, "the estimates are not debiased with the documented p' = 1 - q"
-        if r.raw is not None:  # the unthresholded c*: the same debiased noise, and A^hist is c* with c* <= q set to 0
-            raw_noise = SH_N * (np.asarray(r.raw) + (1 - q)) - true
-            assert abs(raw_noise.sum() - noise_messages) < 0.01
-            assert np.array_equal(np.asarray(r.estimate), np.where(r.raw > q, r.raw, 0.0))
+        # the unthresholded c*: the same debiased noise, and A^hist is c* with c* <= q set to 0
+        raw_noise = SH_N * (np.asarray(r.raw) + (1 - q)) - true
+        assert abs(raw_noise.sum() - noise_messages) < 0.01
+        assert np.array_equal(np.asarray(r.estimate), np.where(r.raw > q, r.raw, 0.0))
         quiet.append(m - noise_messages)
     test.check(np.array(quiet), f"{path} noise")
 

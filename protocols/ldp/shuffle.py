@@ -310,12 +310,16 @@ class HistogramProtocol:
         c_star = self.raw_frequencies(counts)
         return np.where(c_star > self.inner.q, c_star, 0.0)
 
-    def analyze(self, messages: np.ndarray) -> np.ndarray:
-        """A^hist on the shuffled labels: one A^flip per label."""
+    def label_counts(self, messages: np.ndarray) -> np.ndarray:
+        """The number of shuffled messages with each label (the analyzer's whole view)."""
         m = np.asarray(messages)
         if m.size and (m.min() < 0 or m.max() >= self.d):
             raise ValueError(f"message labels must lie in [0, {self.d})")
-        return self.analyze_counts(np.bincount(m.astype(np.int64), minlength=self.d))
+        return np.bincount(m.astype(np.int64), minlength=self.d)
+
+    def analyze(self, messages: np.ndarray) -> np.ndarray:
+        """A^hist on the shuffled labels: one A^flip per label."""
+        return self.analyze_counts(self.label_counts(messages))
 
     def per_query_error_bound(self, beta: float) -> float:
         """Theorem 3.2 ii: per-bin error bound at failure probability beta."""
@@ -337,9 +341,9 @@ def shuffled_histogram(values: np.ndarray, d: int, epsilon: float, delta: float)
     proto = HistogramProtocol(epsilon, delta, int(np.asarray(values).size), d)
     v = proto._check_values(values)
     shuffled = shuffle(proto.randomize_all(v))
-    counts = np.bincount(shuffled.astype(np.int64), minlength=d) if shuffled.size else np.zeros(d, np.int64)
-    return HistogramResult(proto.analyze(shuffled), _exact_hist(v, d), proto.n, d, epsilon, delta, int(shuffled.size),
-                           raw=proto.raw_frequencies(counts))
+    counts = proto.label_counts(shuffled)
+    return HistogramResult(proto.analyze_counts(counts), _exact_hist(v, d), proto.n, d, epsilon, delta,
+                           int(shuffled.size), raw=proto.raw_frequencies(counts))
 
 
 def simulate_shuffled_histogram(
@@ -349,7 +353,9 @@ def simulate_shuffled_histogram(
     proto = HistogramProtocol(epsilon, delta, int(np.asarray(values).size), d)
     v = proto._check_values(values)
     shuffled = simulate_shuffle(proto.simulate_randomize_all(v, rng), rng)
-    return HistogramResult(proto.analyze(shuffled), _exact_hist(v, d), proto.n, d, epsilon, delta, int(shuffled.size))
+    counts = proto.label_counts(shuffled)
+    return HistogramResult(proto.analyze_counts(counts), _exact_hist(v, d), proto.n, d, epsilon, delta,
+                           int(shuffled.size), raw=proto.raw_frequencies(counts))
 
 
 def simulate_label_counts(
@@ -368,7 +374,8 @@ def simulate_label_counts(
     true = np.bincount(v, minlength=d)
     counts = true + rng.binomial(proto.n, proto.inner.p, size=d)
     return HistogramResult(
-        proto.analyze_counts(counts), true / proto.n, proto.n, d, epsilon, delta, int(counts.sum())
+        proto.analyze_counts(counts), true / proto.n, proto.n, d, epsilon, delta, int(counts.sum()),
+        raw=proto.raw_frequencies(counts),
     )
 
 
