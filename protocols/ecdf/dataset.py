@@ -183,8 +183,11 @@ class Dataset:
     def load_ids(self, storage: Storage) -> None:
         """Read the committed client ids (not the keys) from storage."""
         with self.lock:
-            for c in storage.chunks(self.name, with_keys=False):
-                self._add_ids(c.upload_id, c.ids)
+            self._load_ids_locked(storage)
+
+    def _load_ids_locked(self, storage: Storage) -> None:
+        for c in storage.chunks(self.name, with_keys=False):
+            self._add_ids(c.upload_id, c.ids)
 
     def _add_ids(self, upload_id: str, ids: np.ndarray) -> None:
         if not self._uploads or self._uploads[-1] != upload_id:
@@ -276,8 +279,7 @@ class Dataset:
                 raise DatasetError(f"dataset {self.name!r} has no upload {upload_id!r} on server {self.server_id}")
             storage.drop_upload(self.name, upload_id)
             self._ids, self._id_set, self._uploads = [], set(), []
-            for c in storage.chunks(self.name, with_keys=False):
-                self._add_ids(c.upload_id, c.ids)
+            self._load_ids_locked(storage)
             self._parts = None
             self._cache = {}
             self._digest = None
