@@ -65,20 +65,22 @@ def free_port() -> int:
 
 
 def run_circuit(spec: str, bits: int, args, profile_dir: str | None, buffered: bool,
-                tls_dir: str | None = None) -> dict:
+                tls_dir: str | None = None, engine: str = "compiled") -> dict:
     port = free_port()
     common = [spec, str(bits), str(int.from_bytes(os.urandom(4), "little")), str(args.first_reps),
               str(args.executions), str(args.simd), str(args.cots)]
     procs = {}
     for role in ("garbler", "evaluator"):
-        tag = f"{spec}{bits if spec != 'aes128' else ''}{'-buffered' if buffered else ''}{'-tls' if tls_dir else ''}"
+        tag = (f"{spec}{bits if spec != 'aes128' else ''}{'-buffered' if buffered else ''}{'-tls' if tls_dir else ''}"
+               f"{'-numpy' if engine == 'numpy' else ''}")
         extra = ["--profile", os.path.join(profile_dir, f"{tag}-{role}.prof")] if profile_dir else []
         extra += ["--buffered"] if buffered else []
         extra += ["--tls", tls_dir] if tls_dir else []
         extra += ["--frame-target", str(args.frame_target)] if args.frame_target else []
         extra += ["--first-frame", str(args.first_frame)] if args.first_frame else []
+        env = dict(os.environ, PAIRWISE_JIT="0" if engine == "numpy" else "1")
         procs[role] = subprocess.Popen([sys.executable, WORKER, role, str(port), *common, *extra],
-                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
         if role == "garbler":
             time.sleep(0.3)  # let it listen (the evaluator also retries)
     try:
@@ -104,6 +106,8 @@ def summarize(res: dict) -> dict:
     return {
         "circuit": g["circuit"],
         "channel": ("buffered" if g["buffered"] else "unbuffered") + (" + TLS" if g.get("tls") else ""),
+        "engine": "compiled" if g["jit"] and e["jit"] else "numpy",
+        "jit_warm_up_s": max(g["jit_warm_up_seconds"], e["jit_warm_up_seconds"]),
         "connect_ms": 1e3 * e["first"]["connect_seconds"],
         "and_gates": n_and,
         "first_ms": 1e3 * max(first_g["seconds"], first_e["seconds"]),
@@ -132,23 +136,44 @@ def summarize(res: dict) -> dict:
     }
 
 
-def tls_overhead(rows: list[dict]) -> None:
-    """Per circuit: medians over rounds, plaintext (unbuffered) against TLS, and their ratio."""
+def _medians(a: list[dict], b: list[dict], keys) -> str:
     import statistics
 
+    parts = []
+    for key, label in keys:
+        x = statistics.median(r[key] for r in a)
+        y = statistics.median(r[key] for r in b)
+        parts.append(f"{label} {x:.2f} -> {y:.2f} (x{y / x:.2f})")
+    return "; ".join(parts)
+
+
+_KEYS = (("amortized_ms", "amortized ms/exec"), ("median_exec_ms", "median ms/exec"),
+         ("cpu_ms_garbler", "garbler CPU ms/exec"), ("cpu_ms_evaluator", "evaluator CPU ms/exec"),
+         ("first_ms", "first ms"), ("connect_ms", "connect ms"))
+
+
+def tls_overhead(rows: list[dict]) -> None:
+    """Per circuit and engine: medians over rounds, plaintext (unbuffered) against TLS, and their ratio."""
     for circ in dict.fromkeys(r["circuit"] for r in rows):
-        plain = [r for r in rows if r["circuit"] == circ and r["channel"] == "unbuffered"]
-        tls = [r for r in rows if r["circuit"] == circ and r["channel"] == "unbuffered + TLS"]
-        if not plain or not tls:
-            continue
-        parts = []
-        for key, label in (("amortized_ms", "amortized ms/exec"), ("cpu_ms_garbler", "garbler CPU ms/exec"),
-                           ("cpu_ms_evaluator", "evaluator CPU ms/exec"), ("first_ms", "first ms"),
-                           ("connect_ms", "connect ms")):
-            a = statistics.median(r[key] for r in plain)
-            b = statistics.median(r[key] for r in tls)
-            parts.append(f"{label} {a:.2f} -> {b:.2f} (x{b / a:.2f})")
-        print(f"\nTLS overhead, {circ}, median of {len(plain)} plaintext / {len(tls)} TLS runs: " + "; ".join(parts))
+        for eng in dict.fromkeys(r["engine"] for r in rows):
+            mine = [r for r in rows if r["circuit"] == circ and r["engine"] == eng]
+            plain = [r for r in mine if r["channel"] == "unbuffered"]
+            tls = [r for r in mine if r["channel"] == "unbuffered + TLS"]
+            if plain and tls:
+                print(f"\nTLS overhead, {circ} ({eng}), median of {len(plain)} plaintext / {len(tls)} TLS runs: "
+                      + _medians(plain, tls, _KEYS))
+
+
+def engine_ab(rows: list[dict]) -> None:
+    """Per circuit and channel: medians over rounds, numpy program against the compiled loops."""
+    for circ in dict.fromkeys(r["circuit"] for r in rows):
+        for ch in dict.fromkeys(r["channel"] for r in rows):
+            mine = [r for r in rows if r["circuit"] == circ and r["channel"] == ch]
+            num = [r for r in mine if r["engine"] == "numpy"]
+            comp = [r for r in mine if r["engine"] == "compiled"]
+            if num and comp:
+                print(f"\nEngine A/B, {circ} ({ch}), median of {len(num)} numpy / {len(comp)} compiled runs: "
+                      + _medians(num, comp, _KEYS))
 
 
 def profile_summary(path: str, top: int = 14) -> str:
@@ -173,6 +198,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--channels", default="unbuffered,buffered,tls",
                     help="TCP channel kinds to run: unbuffered (as the CLI), buffered (TCPChannel(buffered=True)), "
                          "tls (unbuffered in mutual TLS 1.3, throwaway CA)")
+    ap.add_argument("--engines", default="compiled",
+                    help="one-instance engine paths to run, interleaved: compiled (mpc.jit, loaded at worker start), "
+                         "numpy (PAIRWISE_JIT=0: the numpy program), e.g. compiled,numpy for an A/B in one run")
     ap.add_argument("--rounds", type=int, default=1,
                     help="repeat every circuit x channel run this many times, interleaved (A/B on a noisy machine)")
     ap.add_argument("--frame-target", type=int, default=None,
@@ -193,6 +221,10 @@ def main(argv: list[str] | None = None) -> int:
     for kind in kinds:
         if kind not in ("unbuffered", "buffered", "tls"):
             ap.error(f"unknown channel kind {kind!r}")
+    engines = args.engines.split(",")
+    for eng in engines:
+        if eng not in ("compiled", "numpy"):
+            ap.error(f"unknown engine {eng!r}")
     rows = []
     with throwaway_credentials([("garbler", "client"), ("evaluator", "client")]) as certs:
         for rnd in range(args.rounds):
@@ -200,30 +232,34 @@ def main(argv: list[str] | None = None) -> int:
                 spec, _, b = item.partition(":")
                 bits = int(b) if b else 0
                 for kind in kinds:
-                    res = run_circuit(spec, bits or 32, args, args.profile, kind == "buffered",
-                                      certs if kind == "tls" else None)
-                    rows.append(dict(summarize(res), round=rnd + 1))
+                    for eng in engines:
+                        res = run_circuit(spec, bits or 32, args, args.profile, kind == "buffered",
+                                          certs if kind == "tls" else None, eng)
+                        rows.append(dict(summarize(res), round=rnd + 1))
     if args.json:
         print(json.dumps({"rows": rows, "args": vars(args)}))
         return 0
     print(f"two processes over loopback TCP; first = median of {args.first_reps} fresh sessions; "
           f"amortized over {args.executions} executions (batch 1) in one session")
-    hdr = ("| round | circuit | channel | AND | connect ms | first ms | (setup ms) | first CPU ms G / E | first ms, default COT batch | amortized ms/exec | median ms/exec | CPU ms/exec G / E "
+    hdr = ("| round | circuit | channel | engine | AND | connect ms | first ms | (setup ms) | first CPU ms G / E | first ms, default COT batch | amortized ms/exec | median ms/exec | CPU ms/exec G / E "
            f"| SIMD x{args.simd} ms/inst | frames/exec G->E / E->G | garbler->evaluator B/exec | evaluator->garbler B/exec | B/AND (garbler) "
            "| garbler / (32 AND + 16) | first: garbler / (ideal + base OT) | COT/s | ok |")
     print(hdr)
     print("|" + "---|" * (hdr.count("|") - 1))
     for r in rows:
-        print(f"| {r['round']} | {r['circuit']} | {r['channel']} | {r['and_gates']} | {r['connect_ms']:.2f} | {r['first_ms']:.1f} | {r['first_setup_ms']:.1f} | {r['first_cpu_ms_garbler']:.0f} / {r['first_cpu_ms_evaluator']:.0f} "
+        print(f"| {r['round']} | {r['circuit']} | {r['channel']} | {r['engine']} | {r['and_gates']} | {r['connect_ms']:.2f} | {r['first_ms']:.1f} | {r['first_setup_ms']:.1f} | {r['first_cpu_ms_garbler']:.0f} / {r['first_cpu_ms_evaluator']:.0f} "
               f"| {r['first_default_ot_ms']:.1f} | {r['amortized_ms']:.2f} | {r['median_exec_ms']:.2f} | {r['cpu_ms_garbler']:.1f} / {r['cpu_ms_evaluator']:.1f} "
               f"| {r['simd_ms_per_instance']:.3f} | {r['g_to_e_frames']:.1f} / {r['e_to_g_frames']:.2f} | {r['g_to_e_bytes']:.0f} | {r['e_to_g_bytes']:.0f} "
               f"| {r['bytes_per_and']:.2f} | {r['garbler_vs_ideal']:.4f} | {r['first_garbler_vs_ideal_plus_ot']:.4f} "
               f"| {r['cot_per_s'] / 1e6:.2f} M | {'yes' if r['check'] else 'NO'} |")
     tls_overhead(rows)
+    engine_ab(rows)
     for aes in (r for r in rows if r["circuit"].startswith("aes")):
         lo, hi = EMP_AES_MS
         flo, fhi = EMP_FIRST_MS
-        print(f"\nAES-128 ({aes['channel']}) amortized {aes['amortized_ms']:.2f} ms/exec = {aes['amortized_ms'] / lo:.2f}x / "
+        print(f"\nAES-128 ({aes['channel']}, {aes['engine']}"
+              + (f", loaded in {aes['jit_warm_up_s']:.2f} s at worker start" if aes["engine"] == "compiled" else "")
+              + f") amortized {aes['amortized_ms']:.2f} ms/exec = {aes['amortized_ms'] / lo:.2f}x / "
               f"{aes['amortized_ms'] / hi:.2f}x EMP-toolkit's {lo} / {hi} ms (recorded in issue 13, not run here; target <= 1.5x); "
               f"CPU {aes['cpu_ms_garbler']:.2f} / {aes['cpu_ms_evaluator']:.2f} ms G / E (EMP {EMP_CPU_MS}); "
               f"first execution {aes['first_ms']:.0f} ms = {aes['first_ms'] / fhi:.2f}x-{aes['first_ms'] / flo:.2f}x EMP's "

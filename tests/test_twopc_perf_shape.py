@@ -39,6 +39,7 @@ from pairwise.circuits.builder import Builder
 from pairwise.circuits.catalog import resolve_circuit
 from pairwise.circuits.ir import AND, EVALUATOR, GARBLER, INV, Circuit
 from pairwise.circuits.kernels import build_kernel
+from pairwise.mpc import jit
 from pairwise.mpc.channel import HEADER_BYTES, MemoryChannel, PeerClosed, TranscriptChannel
 from pairwise.mpc.iknp import DEFAULT_BATCH
 from pairwise.mpc.twopc import EvaluatorSession, GarblerSession
@@ -123,8 +124,11 @@ def test_sha256_levels(bristol_dir):
 
 @pytest.mark.parametrize("batch", [1, 3])
 def test_engine_levels_wider_than_a_step(monkeypatch, batch):
-    """STEP_GATES patched tiny: every level runs in many steps (both the one-instance and the batch path)."""
+    """STEP_GATES patched tiny: every level runs in many steps (both the one-instance and the batch path).
+
+    The numpy program only: the compiled one-instance path has no steps (tests/test_jit.py)."""
     monkeypatch.setattr(garble, "STEP_GATES", 5)
+    monkeypatch.setattr(jit, "ENABLED", False)
     rng = np.random.default_rng(7)
     for c in (resolve_circuit("aes128"), build_kernel("kendall", 8, True)):
         bits = [rng.integers(0, 2, (batch, g.width)).astype(bool) for g in c.inputs]
@@ -132,8 +136,11 @@ def test_engine_levels_wider_than_a_step(monkeypatch, batch):
         assert all(np.array_equal(a, b) for a, b in zip(got, c.evaluate_bits(bits)))
 
 
-def test_engine_reuses_scratch_between_garblings():
-    """Batch-1 scratch buffers (and their level programs) go back to the plan's pool and are reused."""
+def test_engine_reuses_scratch_between_garblings(monkeypatch):
+    """Batch-1 scratch buffers (and their level programs) go back to the plan's pool and are reused.
+
+    The numpy program; tests/test_jit.py checks the compiled path's pool."""
+    monkeypatch.setattr(jit, "ENABLED", False)
     c = build_kernel("gini", 16)
     bits = [np.ones((1, g.width), bool) for g in c.inputs]
     garble.garble_and_evaluate(c, bits)

@@ -1,0 +1,199 @@
+"""Tests of mpc.jit: the compiled one-instance path gives the numpy program's tables and labels, bit for bit.
+
+References: the numpy program of mpc.garble (itself checked gate by gate against
+mpc.halfgates), plaintext evaluation (Circuit.evaluate_bits) and cryptography's AES.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+
+from pairwise.circuits.ir import AND, EVALUATOR, GARBLER, INV, XOR, Circuit, InputGroup, OutputGroup
+from pairwise.circuits.kernels import build_kernel
+from pairwise.mpc import garble, jit
+from pairwise.mpc.garble import Evaluator, GarbleError, Garbler, decode
+
+from conftest import BRISTOL_DIR
+from test_garble import random_bits, random_circuit
+
+pytestmark = pytest.mark.skipif(not jit.ready(), reason="numba is not available")
+
+
+def _xor_only() -> Circuit:
+    """Two 3-bit inputs, outputs a ^ b and ~a: no AND gate at all."""
+    op = np.array([XOR, XOR, XOR, INV, INV, INV])
+    in0 = np.array([0, 1, 2, 0, 1, 2])
+    in1 = np.array([3, 4, 5, 0, 0, 0])
+    out = np.arange(6, 12)
+    return Circuit(12, op, in0, in1, out,
+                   (InputGroup("a", GARBLER, np.arange(3)), InputGroup("b", EVALUATOR, np.arange(3, 6))),
+                   (OutputGroup("x", out[:3]), OutputGroup("n", out[3:])), name="xor-only")
+
+
+def _one_and() -> Circuit:
+    """out = ~(a & b) ^ a: an AND whose output feeds an INV and a XOR in the level after it."""
+    op = np.array([AND, INV, XOR])
+    in0 = np.array([0, 2, 3])
+    in1 = np.array([1, 0, 0])
+    out = np.array([2, 3, 4])
+    return Circuit(5, op, in0, in1, out,
+                   (InputGroup("a", GARBLER, np.array([0])), InputGroup("b", EVALUATOR, np.array([1]))),
+                   (OutputGroup("o", np.array([4])),), name="one-and")
+
+
+def _circuits():
+    out = [("xor-only", _xor_only), ("one-and", _one_and),
+           ("gini16", lambda: build_kernel("gini", 16)),
+           ("kendall8-noise", lambda: build_kernel("kendall", 8, True)),
+           ("random", lambda: random_circuit(11, n_gates=200))]
+    if BRISTOL_DIR.is_dir():
+        from pairwise.circuits.bristol import read_bristol_fashion
+
+        out.append(("aes128", lambda: read_bristol_fashion(BRISTOL_DIR / "aes_128.txt")))
+    return out
+
+
+def _run(monkeypatch, compiled: bool, c: Circuit, batch: int, seed: int, **kw):
+    """Garble and evaluate with fixed Delta, labels and inputs on one path; everything both sides produce."""
+    monkeypatch.setattr(jit, "ENABLED", compiled)
+    rng = np.random.default_rng(seed)
+    delta = rng.integers(0, 2**63, (batch, 2), dtype=np.uint64) | np.uint64(1) << np.uint64(63)
+    delta[:, 0] |= np.uint64(1)
+    zero = rng.integers(0, 2**63, (c.n_inputs, batch, 2), dtype=np.uint64)
+    bits = random_bits(rng, c, batch)
+    g = Garbler(c, batch, delta=delta, input_zero=zero, **kw)
+    gc = g.garble()
+    act = g.encode_all(bits)
+    e = Evaluator(c, batch, **kw)
+    out = e.evaluate(act, gc)
+    got = decode(out, g.decode_bits)
+    want = np.concatenate([b.T for b in c.evaluate_bits(bits)]) if c.outputs else got
+    assert np.array_equal(got, want)  # the plaintext reference, on either path
+    return bytes(gc.tables), g.output_zero, g.decode_bits, out, g.wire_zero, e.wire_labels
+
+
+@pytest.mark.parametrize("name,make", _circuits(), ids=[n for n, _ in _circuits()])
+@pytest.mark.parametrize("batch,kw", [
+    (1, {}),
+    (1, {"instance_offset": 12345}),
+    (3, {"chunk": 1, "instance_offset": 7}),  # three one-instance chunks: per-chunk Delta, tweaks, tables
+    (1, {"record_wires": True}),  # the "wires" slot layout
+])
+def test_compiled_path_equals_numpy_program(monkeypatch, name, make, batch, kw):
+    c = make()
+    jitted = _run(monkeypatch, True, c, batch, 5, **kw)
+    numpy_ = _run(monkeypatch, False, c, batch, 5, **kw)
+    for a, b in zip(jitted, numpy_):
+        assert (a is None and b is None) or np.array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_compiled_path_is_used_and_pools_its_scratch(monkeypatch):
+    """Batch 1 runs the compiled loops (not the numpy program) and reuses one scratch per role."""
+    monkeypatch.setattr(jit, "ENABLED", True)
+    c = build_kernel("gini", 16)
+    bits = [np.ones((1, g.width), bool) for g in c.inputs]
+    calls = []
+    real = garble._jit_garble1
+
+    def spy(*a, **k):
+        calls.append(1)
+        return real(*a, **k)
+
+    monkeypatch.setattr(garble, "_jit_garble1", spy)
+    garble.garble_and_evaluate(c, bits)
+    assert calls == [1]
+    plan = garble._plan(c)
+    assert (1, "garbler", garble.STEP_GATES) not in plan.pool  # no numpy scratch was made
+    work = plan.jit["garbler"][-1]
+    garble.garble_and_evaluate(c, bits)
+    assert plan.jit["garbler"][-1] is work and len(plan.jit["garbler"]) == 1
+
+
+def test_garbled_aes_one_instance_matches_cryptography(bristol_dir):
+    from pairwise.circuits.bristol import read_bristol_fashion
+
+    c = read_bristol_fashion(bristol_dir / "aes_128.txt")
+    assert jit.ready()
+    for _ in range(3):
+        key, pt = os.urandom(16), os.urandom(16)
+        want = Cipher(algorithms.AES(key), modes.ECB()).encryptor().update(pt)
+        # wire j = bit j of the big-endian integer (as tests/test_garble.py)
+        kb, pb = ([[(int.from_bytes(b, "big") >> j) & 1 for j in range(128)]] for b in (key, pt))
+        (out,) = garble.garble_and_evaluate(c, [np.array(kb, bool), np.array(pb, bool)])
+        assert sum(int(bit) << j for j, bit in enumerate(out[0])).to_bytes(16, "big") == want
+
+
+@pytest.mark.parametrize("source", ["bytes", "bytearray", "chunks"])
+def test_evaluator_reads_tables_of_any_kind(source):
+    c = build_kernel("kendall", 8, True)
+    rng = np.random.default_rng(3)
+    bits = random_bits(rng, c, 1)
+    g = Garbler(c, 1)
+    gc = g.garble()
+    raw = bytes(gc.tables)
+    tables = {"bytes": raw, "bytearray": bytearray(raw),
+              "chunks": [raw[i : i + 7] for i in range(0, len(raw), 7)]}[source]
+    act = g.encode_all(bits)
+    out = Evaluator(c, 1).evaluate(act, tables)
+    want = np.concatenate([b.T for b in c.evaluate_bits(bits)])
+    assert np.array_equal(decode(out, g.decode_bits), want)
+
+
+@pytest.mark.parametrize("cut", [-32, -1, 8])
+def test_compiled_evaluator_rejects_wrong_table_sizes(cut):
+    c = build_kernel("gini", 16)
+    g = Garbler(c, 1)
+    raw = bytes(g.garble().tables)
+    bad = raw[:cut] if cut < 0 else raw + bytes(cut)
+    with pytest.raises(GarbleError, match="ended early|trailing"):
+        Evaluator(c, 1).evaluate(g.input_zero, bad)
+
+
+def test_numba_failure_falls_back_to_the_numpy_program(monkeypatch, caplog):
+    monkeypatch.setattr(jit, "_K", None)
+
+    def broken():
+        raise RuntimeError("no LLVM here")
+
+    monkeypatch.setattr(jit, "_compile", broken)
+    with caplog.at_level(logging.WARNING, logger="pairwise.mpc.jit"):
+        assert jit.ready() is False
+    assert "numpy program" in caplog.text and "no LLVM here" in caplog.text
+    c = build_kernel("gini", 16)
+    bits = [np.ones((1, g.width), bool) for g in c.inputs]
+    got = garble.garble_and_evaluate(c, bits)
+    assert all(np.array_equal(a, b) for a, b in zip(got, c.evaluate_bits(bits)))
+
+
+def test_disabled_by_environment_and_numba_not_imported_by_the_engine():
+    code = (
+        "import sys, numpy as np\n"
+        "from pairwise.mpc import garble, jit\n"
+        "from pairwise.circuits.kernels import build_kernel\n"
+        "assert 'numba' not in sys.modules, 'importing the engine imported numba'\n"
+        "c = build_kernel('gini', 16)\n"
+        "bits = [np.ones((1, g.width), bool) for g in c.inputs]\n"
+        "got = garble.garble_and_evaluate(c, bits)\n"
+        "assert all(np.array_equal(a, b) for a, b in zip(got, c.evaluate_bits(bits)))\n"
+        "print(jit.ready(), 'numba' in sys.modules)\n"
+    )
+    env = dict(os.environ, PAIRWISE_JIT="0")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["False", "False"]
+    env["PAIRWISE_JIT"] = "1"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["True", "True"]
+
+
+def test_program_rejects_mismatched_index_arrays():
+    with pytest.raises(ValueError, match="matching lengths"):
+        jit.program([0, 1], [1], [2], [], [], [], [(0, 0, 0, 0, 0)])
