@@ -46,13 +46,14 @@ def _linear(lab, P, i):
 
 
 @_nb.njit(**_opts)
-def garble_step(lab, P, i, x, y, tab, d0, d1):
-    """Garbler, batch ``i``: tables of batch i-1 into ``tab``, linear gates, gathers of batch i into ``x``.
+def garble_step(lab, P, i, x, y, out, off, d0, d1):
+    """Garbler, batch ``i``: tables of batch i-1 into ``out[off:off + 4k]``, linear gates, gathers of batch i.
 
     ``x`` / ``y`` (4k, 2): after the AES calls of batch i-1, pi(x) and
-    pi(pi(x) ^ tweak) for the blocks [A0 | B0 | A1 | B1]; ``tab`` (2, 2,
-    k) planar [T_G, T_E] x [lo, hi]; (d0, d1) = Delta.  Returns the
-    number of AND gates of batch i (0 for the last call, i = batches).
+    pi(pi(x) ^ tweak) for the blocks [A0 | B0 | A1 | B1]; the tables are
+    planar, [T_G lo | T_G hi | T_E lo | T_E hi], k words each; (d0, d1) =
+    Delta.  Returns the number of AND gates of batch i (0 for the last
+    call, i = batches).
     """
     n_and = P[0]
     n_lin = P[1]
@@ -84,10 +85,10 @@ def garble_step(lab, P, i, x, y, tab, d0, d1):
             dbh = hb0h ^ hb1h
             tgl = ha0l ^ ha1l ^ (mb & d0)
             tgh = ha0h ^ ha1h ^ (mb & d1)
-            tab[0, 0, j] = tgl
-            tab[0, 1, j] = tgh
-            tab[1, 0, j] = dbl ^ al
-            tab[1, 1, j] = dbh ^ ah
+            out[off + j] = tgl
+            out[off + k + j] = tgh
+            out[off + 2 * k + j] = dbl ^ al
+            out[off + 3 * k + j] = dbh ^ ah
             o = P[ao + a0 + j]
             lab[o, 0] = ha0l ^ hb0l ^ (ma & tgl) ^ (mb & dbl)
             lab[o, 1] = ha0h ^ hb0h ^ (ma & tgh) ^ (mb & dbh)
@@ -116,8 +117,8 @@ def garble_step(lab, P, i, x, y, tab, d0, d1):
 
 
 @_nb.njit(**_opts)
-def eval_step(lab, P, i, x, y, tab):
-    """Evaluator, batch ``i``: output labels of batch i-1 from ``tab``, linear gates, gathers [A | B] of batch i."""
+def eval_step(lab, P, i, x, y, tab, off):
+    """Evaluator, batch ``i``: output labels of batch i-1 from ``tab[off:off + 4k]``, linear gates, gathers [A | B]."""
     n_and = P[0]
     n_lin = P[1]
     nb = P[2]
@@ -138,9 +139,9 @@ def eval_step(lab, P, i, x, y, tab):
             mb = np.uint64(0) - (lab[b, 0] & np.uint64(1))
             o = P[ao + a0 + j]
             lab[o, 0] = (y[j, 0] ^ x[j, 0] ^ y[k + j, 0] ^ x[k + j, 0]
-                         ^ (ma & tab[0, 0, j]) ^ (mb & (tab[1, 0, j] ^ al)))
+                         ^ (ma & tab[off + j]) ^ (mb & (tab[off + 2 * k + j] ^ al)))
             lab[o, 1] = (y[j, 1] ^ x[j, 1] ^ y[k + j, 1] ^ x[k + j, 1]
-                         ^ (ma & tab[0, 1, j]) ^ (mb & (tab[1, 1, j] ^ ah)))
+                         ^ (ma & tab[off + k + j]) ^ (mb & (tab[off + 3 * k + j] ^ ah)))
     _linear(lab, P, i)
     if i == nb:
         return 0

@@ -720,30 +720,28 @@ class _Jit1:
 
     ``lab`` (n_slots, 2) holds the chunk's labels (slot s: low word, high
     word); ``x`` / ``y`` are the hash buffers of one AND batch with the
-    slack OpenSSL needs.  Pooled per plan and role like :class:`_Work`.
+    slack OpenSSL needs; ``batches`` lists per AND batch its gate count and
+    the four OpenSSL views of its hash blocks (``parts`` blocks per gate: 4
+    for the garbler, 2 for the evaluator).  Pooled per plan and role like
+    :class:`_Work`.
     """
 
-    def __init__(self, plan: _Plan) -> None:
-        self.prog, self.sizes = _jit_program(plan)
-        n = 4 * max(self.sizes, default=0)
+    def __init__(self, plan: _Plan, parts: int) -> None:
+        self.prog, sizes = _jit_program(plan)
+        n = parts * max(sizes, default=0)
         self.lab = np.empty((plan.n_slots, 2), _U64)
         self._xb, self._yb = BlockBuffer(n), BlockBuffer(n)
         self.x, self.y = self._xb.blocks, self._yb.blocks
-        self._views: dict[int, tuple[memoryview, ...]] = {}
-
-    def views(self, m: int) -> tuple[memoryview, ...]:
-        v = self._views.get(m)
-        if v is None:
-            xmv, ymv = self._xb._mv, self._yb._mv
-            v = self._views[m] = (xmv[: 16 * m], xmv[: 16 * m + 15], ymv[: 16 * m], ymv[: 16 * m + 15])
-        return v
+        xmv, ymv = self._xb._mv, self._yb._mv
+        self.batches = [(k, xmv[: 16 * parts * k], xmv[: 16 * parts * k + 15],
+                         ymv[: 16 * parts * k], ymv[: 16 * parts * k + 15]) for k in sizes]
 
     @classmethod
     def acquire(cls, plan: _Plan, role: str) -> "_Jit1":
         try:
             return plan.jit.setdefault(role, []).pop()
         except IndexError:
-            return cls(plan)
+            return cls(plan, 4 if role == "garbler" else 2)
 
     def release(self, plan: _Plan, role: str) -> None:
         spare = plan.jit.setdefault(role, [])
@@ -787,18 +785,21 @@ def _jit_program(plan: _Plan) -> tuple[np.ndarray, list[int]]:
     return got
 
 
-def _jit_garble1(plan: _Plan, lab_in: np.ndarray, delta: np.ndarray, instance: int,
-                 tables: Callable[[int, int], np.ndarray], aes: FixedKeyAES,
-                 finish: Callable[[np.ndarray], None]) -> Iterator[np.ndarray]:
-    """Garble one instance on the compiled path.
+def _jit_garble1(plan: _Plan, lab_in: np.ndarray, delta: np.ndarray, instance: int, dest: np.ndarray | None,
+                 pos: int, scratch: np.ndarray | None, aes: FixedKeyAES, finish: Callable[[np.ndarray], None],
+                 every: int = 0) -> Iterator[np.ndarray]:
+    """Garble one instance on the compiled path; yields table segments as :meth:`Garbler._run` does.
 
-    ``lab_in`` (n_in, 2) zero labels of the input slots, ``delta`` (2,),
-    ``tables(i, k)`` the (2, 2, k) destination of batch i's tables.  Yields
-    each batch's tables once written; at the end calls ``finish`` with the
-    zero labels (n_slots, 2) of every slot, before the scratch is reused.
+    ``lab_in`` (n_in, 2) zero labels of the input slots, ``delta`` (2,).
+    Tables go to ``dest`` (flat uint64) from word ``pos`` on, yielded as the
+    views written since the previous yield once they reach ``every`` bytes
+    (and at the end); without ``dest`` each level's (2, 2, k) tables are
+    yielded, in ``scratch`` (reused) or in fresh arrays.  At the end
+    ``finish`` gets the zero labels (n_slots, 2) of every slot, before the
+    scratch is reused.
     """
     w = _Jit1.acquire(plan, "garbler")
-    prog, sizes, lab, x, y = w.prog, w.sizes, w.lab, w.x, w.y
+    prog, lab, x, y = w.prog, w.lab, w.x, w.y
     lab[: lab_in.shape[0]] = lab_in
     lab[plan.one_slot] = delta
     d0, d1 = _U64(delta[0]), _U64(delta[1])
@@ -806,48 +807,57 @@ def _jit_garble1(plan: _Plan, lab_in: np.ndarray, delta: np.ndarray, instance: i
     enc = aes._enc
     kern = _jit.kernels()
     step, tw = kern.garble_step, kern.tweak
-    prev = _EMPTY_TAB
-    for i, k in enumerate(sizes):
-        step(lab, prog, i, x, y, prev, d0, d1)
-        if i:
-            yield prev
-        xi, xo, yi, yo = w.views(4 * k)
+    out, off, k_prev, mark = (dest, pos, 0, pos) if dest is not None else (_NO_TABLES, 0, 0, 0)
+    for i, (k, xi, xo, yi, yo) in enumerate(w.batches):
+        step(lab, prog, i, x, y, out, off, d0, d1)
+        if dest is not None:
+            off += 4 * k_prev
+            if 8 * (off - mark) >= every and off > mark:
+                yield dest[mark:off]
+                mark = off
+        elif i:
+            yield out.reshape(2, 2, k_prev)
         enc.update_into(xi, xo)
         tw(prog, i, x, y, 4, inst)
         enc.update_into(yi, yo)
-        prev = tables(i, k)
-    step(lab, prog, len(sizes), x, y, prev, d0, d1)
+        if dest is None:
+            out = scratch[: 4 * k] if scratch is not None else np.empty(4 * k, _U64)
+        k_prev = k
+    step(lab, prog, len(w.batches), x, y, out, off, d0, d1)
     finish(lab)
     w.release(plan, "garbler")
-    if sizes:
-        yield prev
+    if dest is not None:
+        off += 4 * k_prev
+        if off > mark:
+            yield dest[mark:off]
+    elif k_prev:
+        yield out.reshape(2, 2, k_prev)
 
 
-def _jit_eval1(plan: _Plan, lab_in: np.ndarray, instance: int, tables: Callable[[int, int], np.ndarray],
-               aes: FixedKeyAES, finish: Callable[[np.ndarray], None]) -> None:
+def _jit_eval1(plan: _Plan, lab_in: np.ndarray, instance: int, reader: "_Reader", aes: FixedKeyAES,
+               finish: Callable[[np.ndarray], None]) -> None:
     """Evaluate one instance on the compiled path; ``finish`` gets the active labels (n_slots, 2) of every slot."""
     w = _Jit1.acquire(plan, "evaluator")
-    prog, sizes, lab, x, y = w.prog, w.sizes, w.lab, w.x, w.y
+    prog, lab, x, y = w.prog, w.lab, w.x, w.y
     lab[: lab_in.shape[0]] = lab_in
     lab[plan.one_slot] = 0
     inst = _U64(instance)
     enc = aes._enc
     kern = _jit.kernels()
     step, tw = kern.eval_step, kern.tweak
-    prev = _EMPTY_TAB
-    for i, k in enumerate(sizes):
-        step(lab, prog, i, x, y, prev)
-        xi, xo, yi, yo = w.views(2 * k)
+    tab, off = _NO_TABLES, 0
+    for i, (k, xi, xo, yi, yo) in enumerate(w.batches):
+        step(lab, prog, i, x, y, tab, off)
         enc.update_into(xi, xo)
         tw(prog, i, x, y, 2, inst)
         enc.update_into(yi, yo)
-        prev = np.ascontiguousarray(tables(i, k))
-    step(lab, prog, len(sizes), x, y, prev)
+        tab, off = reader.read_at(32 * k)
+    step(lab, prog, len(w.batches), x, y, tab, off)
     finish(lab)
     w.release(plan, "evaluator")
 
 
-_EMPTY_TAB = np.zeros((2, 2, 0), _U64)
+_NO_TABLES = np.zeros(0, _U64)
 
 
 def _direct_and(k: int, bc: int, step: int) -> bool:
@@ -1077,6 +1087,18 @@ class _Reader:
         # the chunk as aligned uint64 words, when it is (reads at 8-byte offsets are then a slice)
         words = np.frombuffer(cur, dtype="<u8", count=len(cur) // 8) if len(cur) >= 8 else None
         self._words = words if words is not None and words.flags.aligned else None
+
+    def read_at(self, n: int) -> tuple[np.ndarray, int]:
+        """The next ``n`` bytes (a multiple of 8) as (words, offset): ``words[offset:offset + n // 8]``.
+
+        No slicing or reshaping on the fast path (aligned, inside the current
+        chunk): the compiled evaluator indexes the chunk's words directly.
+        """
+        pos = self._pos
+        if self._words is not None and len(self._cur) - pos >= n and not pos & 7:
+            self._pos = pos + n
+            return self._words, pos >> 3
+        return self.read(n, (n >> 3,)), 0
 
     def read(self, n: int, shape: tuple[int, ...]) -> np.ndarray:
         while self._pos == len(self._cur) and n and self._it is not None:  # chunk used up: the next one
@@ -1398,17 +1420,19 @@ class Garbler:
         """uint64 words of the largest table segment (for the ``scratch`` of :meth:`iter_tables`)."""
         return max(self.segment_sizes(), default=0) // 8
 
-    def iter_into(self, out) -> Iterator[int]:
+    def iter_into(self, out, every: int = 0) -> Iterator[int]:
         """Garble into ``out`` segment by segment; after each segment yield the bytes of ``out`` written so far.
 
         ``out`` is a writable C-contiguous buffer of exactly
         :func:`table_bytes` bytes (8-byte aligned for speed), e.g. a slice of a
         buffer that a sender reuses across garblings: the caller can send what
         is written while the rest is garbled, with no copy and no allocation.
+        ``every``: a hint that yields less than that many new bytes apart are
+        not needed (the compiled one-instance path then yields less often).
         """
         dest = self._dest(out)
         done = 0
-        for tab in self._run(dest):
+        for tab in self._run(dest, None, every):
             done += tab.nbytes
             yield done
 
@@ -1422,11 +1446,15 @@ class Garbler:
             raise GarbleError(f"out must be a writable buffer of exactly {size} bytes, got {mv.nbytes}")
         return np.frombuffer(mv, dtype=_U64) if size else np.empty(0, _U64)
 
-    def _run(self, dest: np.ndarray | None, scratch: np.ndarray | None = None) -> Iterator[np.ndarray]:
+    def _run(self, dest: np.ndarray | None, scratch: np.ndarray | None = None,
+             every: int = 0) -> Iterator[np.ndarray]:
         """Garble; yield each segment as a (2, 2, k, b) array, (2, 2, k) for one-instance chunks.
 
         Segments are views of ``dest`` (all tables, in order) if given, else
         views of the start of ``scratch`` (reused) if given, else fresh arrays.
+        With ``dest``, one-instance chunks on the compiled path yield flat
+        views of what was written since the last yield, once that reaches
+        ``every`` bytes (fewer Python round trips; same bytes).
         """
         if self._used:
             raise GarbleError("this Garbler has already garbled; make a new one (fresh labels) per garbling")
@@ -1444,24 +1472,16 @@ class Garbler:
         for b0, b1 in _chunks(self.batch, self.chunk):
             bc = b1 - b0
             if bc == 1 and _jit.ready():  # the latency path: compiled loops, same tables
-                def tables(i: int, k: int) -> np.ndarray:
-                    nonlocal pos
-                    if dest is None and scratch is not None:
-                        tab = scratch[: 4 * k].reshape(2, 2, k)
-                    elif dest is None:
-                        tab = np.empty((2, 2, k), _U64)
-                    else:
-                        tab = dest[pos : pos + 4 * k].reshape(2, 2, k)
-                    pos += 4 * k
-                    return tab
-
                 def finish(lab: np.ndarray, b0: int = b0) -> None:
                     self.output_zero[:, b0] = lab[plan.out_slots]
                     if self.record_wires:
                         self.wire_zero[:, b0] = lab[: self.circuit.n_wires]
 
-                yield from _jit_garble1(plan, zero[:, b0], self.delta[b0], self.instance_offset + b0, tables, aes,
-                                        finish)
+                for seg in _jit_garble1(plan, zero[:, b0], self.delta[b0], self.instance_offset + b0, dest, pos,
+                                        scratch, aes, finish, every):
+                    if dest is not None:
+                        pos += seg.shape[0]
+                    yield seg
                 continue
             if w is None:
                 w = _Work.acquire(self.chunk, plan, "garbler")
@@ -1601,8 +1621,7 @@ class Evaluator:
                     if self.record_wires:
                         self.wire_labels[:, b0] = lab[: self.circuit.n_wires]
 
-                _jit_eval1(plan, act[:, b0], self.instance_offset + b0,
-                           lambda i, k: reader.read(32 * k, (2, 2, k)), aes, finish)
+                _jit_eval1(plan, act[:, b0], self.instance_offset + b0, reader, aes, finish)
                 continue
             if w is None:
                 w = _Work.acquire(self.chunk, plan, "evaluator")

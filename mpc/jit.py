@@ -103,21 +103,20 @@ def warm_up() -> bool:
     if _K is None:
         try:
             k = _compile()
-            # one call per argument type the engine passes (numba compiles per type): C-contiguous
-            # uint64 arrays, tables writable (garbler, received frames) or read-only (bytes)
+            # one call per argument type the engine passes (numba compiles per type): C-contiguous uint64
+            # arrays; flat tables, writable (garbler, received frames) or read-only (bytes)
             lab = np.zeros((3, 2), np.uint64)
             prog = program([0], [1], [2], [0], [1], [2], [(0, 1, 0, 0, 0), (1, 1, 0, 1, 0)])
             x = np.zeros((4, 2), np.uint64)
             y = np.zeros((4, 2), np.uint64)
-            none = np.zeros((2, 2, 0), np.uint64)
-            tab = np.zeros((2, 2, 1), np.uint64)
-            frozen = np.frombuffer(bytes(32), np.uint64).reshape(2, 2, 1)
+            tab = np.zeros(4, np.uint64)
+            frozen = np.frombuffer(bytes(32), np.uint64)
             for tables in (tab, frozen):
-                k.garble_step(lab, prog, 0, x, y, none, np.uint64(1), np.uint64(0))
+                k.garble_step(lab, prog, 0, x, y, tab, 0, np.uint64(1), np.uint64(0))
                 k.tweak(prog, 0, x, y, 4, np.uint64(0))
-                k.garble_step(lab, prog, 1, x, y, tab, np.uint64(1), np.uint64(0))
-                k.eval_step(lab, prog, 0, x, y, none)
-                k.eval_step(lab, prog, 1, x, y, tables)
+                k.garble_step(lab, prog, 1, x, y, tab, 0, np.uint64(1), np.uint64(0))
+                k.eval_step(lab, prog, 0, x, y, tables, 0)
+                k.eval_step(lab, prog, 1, x, y, tables, 0)
             _K = k
         except Exception as exc:  # noqa: BLE001 - any numba failure means: use the numpy program
             log.warning("compiled garbling loops unavailable (%s: %s); using the numpy program", type(exc).__name__, exc)

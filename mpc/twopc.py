@@ -658,7 +658,7 @@ class GarblerSession(_Session):
             buf = self._stream.view(np.uint8)[:total]
             mv = memoryview(buf)
             sent, size = 0, FIRST_FRAME
-            for done in gar.iter_into(mv[:n_tab]):
+            for done in gar.iter_into(mv[:n_tab], FIRST_FRAME):  # (no need to hear of less than a first frame)
                 # frames grow from FIRST_FRAME to FRAME_TARGET and shrink again towards the end (at most
                 # half of what remains), so the evaluator starts early and finishes soon after the garbler
                 if done - sent >= max(FIRST_FRAME, min(size, (total - sent) >> 1), 1):

@@ -215,6 +215,11 @@ def _run_party(args, party) -> int:
     circuit = resolve_circuit(args.circuit, args.bits, args.signed)
     inputs = parse_party_input(circuit, args.circuit, party, args.input, args.bits, args.signed)
     circuit.levels  # compute the (cached) schedule before any socket opens: off the peer's clock
+    # one execution: the numpy program beats loading the compiled loops (~0.9 s per process, mpc.jit),
+    # which pay off only over hundreds of executions (benchmarks/twopc, a long-running party)
+    from pairwise.mpc import jit
+
+    jit.ENABLED = False
     session_args = {"ot_batch": _ot_batch(circuit), "extra": circuit_digest(circuit)}
     t0 = time.perf_counter()
     if party == GARBLER:
