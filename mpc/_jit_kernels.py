@@ -24,7 +24,7 @@ from __future__ import annotations
 import numba as _nb
 import numpy as np
 
-HEADER = 3  # = pairwise.mpc.jit.HEADER: n_and, n_lin, number of AND batches
+from .jit import HEADER  # the program header: n_and, n_lin, number of AND batches
 
 _opts = dict(cache=True, nogil=True, boundscheck=False, fastmath=False, error_model="numpy")
 

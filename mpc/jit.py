@@ -11,11 +11,12 @@ What it does
     engine stays Python source with one toolchain).  Per *AND batch* (the
     AND gates of one level) the engine now makes four calls:
 
-    1. :func:`garble_step` / :func:`eval_step`: finish the previous batch
+    1. ``garble_step`` / ``eval_step`` (in :mod:`pairwise.mpc._jit_kernels`,
+       the module that imports numba): finish the previous batch
        (hash outputs -> tables and output labels), run every XOR and INV gate
        up to this batch, and gather this batch's hash inputs;
     2. OpenSSL AES-ECB over the batch's blocks: x = pi(x);
-    3. :func:`tweak`: y = pi(x) xor tweak;
+    3. ``tweak``: y = pi(x) xor tweak;
     4. OpenSSL AES-ECB: y = pi(y).
 
     The hash stays fixed-key AES through ``cryptography`` (OpenSSL, AES-NI,
