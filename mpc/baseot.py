@@ -24,7 +24,9 @@ LATINCRYPT 2015, Fig. 1, batched; group of prime order q, generator G)::
 
     Speed: the scalar multiplications are OpenSSL's (``cryptography``: fixed-base
     key generation for b_j G, ECDH for the x-coordinates), ~3x faster than
-    pycryptodome's; point additions are two-line affine formulas.  The receiver
+    pycryptodome's; point additions are two-line affine formulas, a frame's
+    worth at once with one modular inversion (Montgomery's trick,
+    :func:`_add_many`).  The receiver
     sends its points in frames of ``POINTS_PER_FRAME`` as they are ready, so
     the sender's multiplications start early.  (v1 hashed the whole shared
     point, sent the points in one frame and ran every multiplication in
@@ -139,12 +141,35 @@ def _openssl_point(data: bytes, what: str) -> ec.EllipticCurvePublicKey:
 def _add(x1: int, y1: int, x2: int, y2: int, what: str) -> bytes:
     """Encoding of the sum of two affine points with x1 != x2 (the chord rule; doubling and P + (-P) are
     refused: an honest party meets them with probability 2^-255)."""
-    if x1 == x2:
-        raise ProtocolError(f"{what}: a point equals A or -A")
-    lam = (y2 - y1) * pow(x2 - x1, -1, _P) % _P
-    x = (lam * lam - x1 - x2) % _P
-    y = (lam * (x1 - x) - y1) % _P
-    return x.to_bytes(_COORD, "big") + y.to_bytes(_COORD, "big")
+    return _add_many([(x1, y1)], x2, y2, [what])[0]
+
+
+def _add_many(points: list[tuple[int, int]], x2: int, y2: int, whats: list[str]) -> list[bytes]:
+    """Encodings of P_j + (x2, y2) for affine points P_j = (x_j, y_j), all with x_j != x2 (as :func:`_add`).
+
+    One modular inversion for the whole list (Montgomery's trick: invert the
+    product of the denominators, then peel one factor off per point), so a
+    frame of base-OT points costs one ``pow(.., -1, p)`` instead of one each.
+    """
+    dens = []
+    for (x1, _), what in zip(points, whats):
+        if x1 == x2:
+            raise ProtocolError(f"{what}: a point equals A or -A")
+        dens.append((x2 - x1) % _P)
+    prefix = [1] * (len(dens) + 1)  # prefix[j] = dens[0] * ... * dens[j-1]
+    for j, d in enumerate(dens):
+        prefix[j + 1] = prefix[j] * d % _P
+    inv = pow(prefix[-1], -1, _P)  # nonzero: every factor is in [1, p) and p is prime
+    out = [b""] * len(dens)
+    for j in range(len(dens) - 1, -1, -1):
+        inv_j = inv * prefix[j] % _P  # 1 / dens[j]
+        inv = inv * dens[j] % _P  # 1 / (dens[0] * ... * dens[j-1])
+        x1, y1 = points[j]
+        lam = (y2 - y1) * inv_j % _P
+        x = (lam * lam - x1 - x2) % _P
+        y = (lam * (x1 - x) - y1) % _P
+        out[j] = x.to_bytes(_COORD, "big") + y.to_bytes(_COORD, "big")
+    return out
 
 
 def _private_key(k: int) -> ec.EllipticCurvePrivateKey:
@@ -205,22 +230,20 @@ class BaseOTSender:
         k0, k1 = [], []
         sid = self.session_id
         a_x, a_y = (int(v) for v in big_a.xy)
-        raw, pos = b"", 0
-        for j in range(n):
-            if j % POINTS_PER_FRAME == 0:  # the next frame of the receiver's points
-                k = min(POINTS_PER_FRAME, n - j)
-                raw, pos = self.channel.recv(max_size=POINT_BYTES * k), 0
-                if len(raw) != POINT_BYTES * k:
-                    raise ProtocolError(f"base OT: expected {k} points ({POINT_BYTES * k} bytes), got {len(raw)} bytes")
-            b_enc = bytes(raw[pos: pos + POINT_BYTES])
-            pos += POINT_BYTES
-            what = f"base OT {start + j}: receiver's point B"
-            pub_b = _openssl_point(b_enc, what)
-            bx, by = int.from_bytes(b_enc[:_COORD], "big"), int.from_bytes(b_enc[_COORD:], "big")
-            d_enc = _add(bx, by, a_x, _P - a_y, what)  # B - A
-            pub_d = ec.EllipticCurvePublicKey.from_encoded_point(_CURVE, b"\x04" + d_enc)
-            k0.append(derive_key(sid, start + j, a_enc, b_enc, key_a.exchange(_ECDH, pub_b)))
-            k1.append(derive_key(sid, start + j, a_enc, b_enc, key_a.exchange(_ECDH, pub_d)))
+        for j0 in range(0, n, POINTS_PER_FRAME):  # frame by frame, as the receiver sends its points
+            k = min(POINTS_PER_FRAME, n - j0)
+            raw = self.channel.recv(max_size=POINT_BYTES * k)
+            if len(raw) != POINT_BYTES * k:
+                raise ProtocolError(f"base OT: expected {k} points ({POINT_BYTES * k} bytes), got {len(raw)} bytes")
+            b_encs = [bytes(raw[i * POINT_BYTES : (i + 1) * POINT_BYTES]) for i in range(k)]
+            whats = [f"base OT {start + j0 + i}: receiver's point B" for i in range(k)]
+            pubs_b = [_openssl_point(b_enc, what) for b_enc, what in zip(b_encs, whats)]
+            bs = [(int.from_bytes(b[:_COORD], "big"), int.from_bytes(b[_COORD:], "big")) for b in b_encs]
+            d_encs = _add_many(bs, a_x, _P - a_y, whats)  # B - A
+            for i, (b_enc, pub_b, d_enc) in enumerate(zip(b_encs, pubs_b, d_encs)):
+                pub_d = ec.EllipticCurvePublicKey.from_encoded_point(_CURVE, b"\x04" + d_enc)
+                k0.append(derive_key(sid, start + j0 + i, a_enc, b_enc, key_a.exchange(_ECDH, pub_b)))
+                k1.append(derive_key(sid, start + j0 + i, a_enc, b_enc, key_a.exchange(_ECDH, pub_d)))
         self.index = start + n
         return _keys_to_blocks(k0), _keys_to_blocks(k1)
 
@@ -261,17 +284,20 @@ class BaseOTReceiver:
         sid = self.session_id
         a_x, a_y = (int(v) for v in big_a.xy)
         keys_b, b_encs = [], []
-        for j in range(n):
-            key_b = _private_key(_scalar())
-            keys_b.append(key_b)
-            nums = key_b.public_key().public_numbers()  # b_j G
-            if c[j]:
-                b_encs.append(_add(nums.x, nums.y, a_x, a_y, f"base OT {start + j}"))
-            else:
-                b_encs.append(nums.x.to_bytes(_COORD, "big") + nums.y.to_bytes(_COORD, "big"))
-            if (j + 1) % POINTS_PER_FRAME == 0 or j + 1 == n:  # a frame as soon as it is ready: the sender starts
-                self.channel.send(b"".join(b_encs[j - j % POINTS_PER_FRAME : j + 1]))
-                self.channel.flush()
+        for j0 in range(0, n, POINTS_PER_FRAME):  # a frame as soon as it is ready: the sender starts on it
+            js = range(j0, min(n, j0 + POINTS_PER_FRAME))
+            frame_keys = [_private_key(_scalar()) for _ in js]
+            nums = [key_b.public_key().public_numbers() for key_b in frame_keys]  # b_j G
+            ones = [i for i, j in enumerate(js) if c[j]]
+            sums = _add_many([(nums[i].x, nums[i].y) for i in ones], a_x, a_y,
+                             [f"base OT {start + j0 + i}" for i in ones])  # b_j G + A where c_j = 1
+            encs = [nm.x.to_bytes(_COORD, "big") + nm.y.to_bytes(_COORD, "big") for nm in nums]
+            for i, e in zip(ones, sums):
+                encs[i] = e
+            keys_b += frame_keys
+            b_encs += encs
+            self.channel.send(b"".join(encs))
+            self.channel.flush()
         # then derive: the sender's a*B_j and our b_j*A run at the same time
         keys = [derive_key(sid, start + j, a_enc, b_encs[j], key_b.exchange(_ECDH, pub_a)) for j, key_b in enumerate(keys_b)]
         self.index = start + n

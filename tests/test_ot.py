@@ -616,3 +616,24 @@ def test_setup_is_idempotent_and_base_traffic():
     from pairwise.mpc.baseot import POINTS_PER_FRAME
 
     assert s_recv == 12 + 64 + 4 and r_recv == 128 * 64 + 4 * -(-128 // POINTS_PER_FRAME)
+
+
+def test_batched_point_addition_matches_pycryptodome():
+    """_add_many (one inversion per frame, Montgomery's trick) against pycryptodome's own point addition."""
+    import secrets
+
+    from Crypto.PublicKey import ECC
+
+    from pairwise.mpc.baseot import _add_many
+
+    g = ECC._curves["P-256"].G
+    q = g * (secrets.randbelow(2**255) + 1)
+    ps = [g * (secrets.randbelow(2**255) + 1) for _ in range(33)]
+    got = _add_many([(int(p.x), int(p.y)) for p in ps], int(q.x), int(q.y), ["p"] * len(ps))
+    for p, enc in zip(ps, got):
+        s = p + q
+        assert enc == int(s.x).to_bytes(32, "big") + int(s.y).to_bytes(32, "big")
+    assert _add_many([], int(q.x), int(q.y), []) == []
+    neg = -q  # same x as q: refused, naming the offending point
+    with pytest.raises(ProtocolError, match="third: a point equals A or -A"):
+        _add_many([(int(ps[0].x), int(ps[0].y)), (int(neg.x), int(neg.y))], int(q.x), int(q.y), ["first", "third"])
