@@ -152,28 +152,26 @@ _KEYS = (("amortized_ms", "amortized ms/exec"), ("median_exec_ms", "median ms/ex
          ("first_ms", "first ms"), ("connect_ms", "connect ms"))
 
 
-def tls_overhead(rows: list[dict]) -> None:
-    """Per circuit and engine: medians over rounds, plaintext (unbuffered) against TLS, and their ratio."""
+def _compare(rows: list[dict], within: str, split: str, before: str, after: str, title: str) -> None:
+    """Per circuit and value of ``within``: medians over rounds of rows with ``split`` = before vs after."""
     for circ in dict.fromkeys(r["circuit"] for r in rows):
-        for eng in dict.fromkeys(r["engine"] for r in rows):
-            mine = [r for r in rows if r["circuit"] == circ and r["engine"] == eng]
-            plain = [r for r in mine if r["channel"] == "unbuffered"]
-            tls = [r for r in mine if r["channel"] == "unbuffered + TLS"]
-            if plain and tls:
-                print(f"\nTLS overhead, {circ} ({eng}), median of {len(plain)} plaintext / {len(tls)} TLS runs: "
-                      + _medians(plain, tls, _KEYS))
+        for v in dict.fromkeys(r[within] for r in rows):
+            mine = [r for r in rows if r["circuit"] == circ and r[within] == v]
+            a = [r for r in mine if r[split] == before]
+            b = [r for r in mine if r[split] == after]
+            if a and b:
+                print(f"\n{title}, {circ} ({v}), median of {len(a)} {before} / {len(b)} {after} runs: "
+                      + _medians(a, b, _KEYS))
+
+
+def tls_overhead(rows: list[dict]) -> None:
+    """Per circuit and engine: plaintext (unbuffered) against TLS."""
+    _compare(rows, "engine", "channel", "unbuffered", "unbuffered + TLS", "TLS overhead")
 
 
 def engine_ab(rows: list[dict]) -> None:
-    """Per circuit and channel: medians over rounds, numpy program against the compiled loops."""
-    for circ in dict.fromkeys(r["circuit"] for r in rows):
-        for ch in dict.fromkeys(r["channel"] for r in rows):
-            mine = [r for r in rows if r["circuit"] == circ and r["channel"] == ch]
-            num = [r for r in mine if r["engine"] == "numpy"]
-            comp = [r for r in mine if r["engine"] == "compiled"]
-            if num and comp:
-                print(f"\nEngine A/B, {circ} ({ch}), median of {len(num)} numpy / {len(comp)} compiled runs: "
-                      + _medians(num, comp, _KEYS))
+    """Per circuit and channel: the numpy program against the compiled loops."""
+    _compare(rows, "channel", "engine", "numpy", "compiled", "Engine A/B")
 
 
 def profile_summary(path: str, top: int = 14) -> str:

@@ -29,6 +29,20 @@ from .jit import HEADER  # the program header: n_and, n_lin, number of AND batch
 _opts = dict(cache=True, nogil=True, boundscheck=False, fastmath=False, error_model="numpy")
 
 
+@_nb.njit(inline="always", **_opts)
+def _batch(P, i):
+    """(first AND of batch i, its AND count, offset of the AND input/output slot arrays, of the batch rows).
+
+    Program layout (:func:`pairwise.mpc.jit.program`): header, and_a, and_b,
+    and_o (n_and each), lin_a, lin_b, lin_o (n_lin each), then one row
+    (a0, a1, l0, l1, base) per batch.
+    """
+    n_and = P[0]
+    bat0 = HEADER + 3 * n_and + 3 * P[1]
+    p = bat0 + 5 * i
+    return P[p], P[p + 1] - P[p], n_and, bat0
+
+
 @_nb.njit(**_opts)
 def _linear(lab, P, i):
     n_and = P[0]
@@ -55,17 +69,9 @@ def garble_step(lab, P, i, x, y, out, off, d0, d1):
     Delta.  Returns the number of AND gates of batch i (0 for the last
     call, i = batches).
     """
-    n_and = P[0]
-    n_lin = P[1]
-    nb = P[2]
-    aa = HEADER
-    ab = aa + n_and
-    ao = ab + n_and
-    bat0 = HEADER + 3 * n_and + 3 * n_lin
     if i > 0:
-        p = bat0 + 5 * (i - 1)
-        a0 = P[p]
-        k = P[p + 1] - a0
+        a0, k, n_and, _ = _batch(P, i - 1)
+        aa, ab, ao = HEADER, HEADER + n_and, HEADER + 2 * n_and
         for j in range(k):
             a = P[aa + a0 + j]
             b = P[ab + a0 + j]
@@ -93,11 +99,10 @@ def garble_step(lab, P, i, x, y, out, off, d0, d1):
             lab[o, 0] = ha0l ^ hb0l ^ (ma & tgl) ^ (mb & dbl)
             lab[o, 1] = ha0h ^ hb0h ^ (ma & tgh) ^ (mb & dbh)
     _linear(lab, P, i)
-    if i == nb:
+    if i == P[2]:  # the last step: no batch to gather
         return 0
-    p = bat0 + 5 * i
-    a0 = P[p]
-    k = P[p + 1] - a0
+    a0, k, n_and, _ = _batch(P, i)
+    aa, ab = HEADER, HEADER + n_and
     for j in range(k):
         a = P[aa + a0 + j]
         b = P[ab + a0 + j]
@@ -119,17 +124,9 @@ def garble_step(lab, P, i, x, y, out, off, d0, d1):
 @_nb.njit(**_opts)
 def eval_step(lab, P, i, x, y, tab, off):
     """Evaluator, batch ``i``: output labels of batch i-1 from ``tab[off:off + 4k]``, linear gates, gathers [A | B]."""
-    n_and = P[0]
-    n_lin = P[1]
-    nb = P[2]
-    aa = HEADER
-    ab = aa + n_and
-    ao = ab + n_and
-    bat0 = HEADER + 3 * n_and + 3 * n_lin
     if i > 0:
-        p = bat0 + 5 * (i - 1)
-        a0 = P[p]
-        k = P[p + 1] - a0
+        a0, k, n_and, _ = _batch(P, i - 1)
+        aa, ab, ao = HEADER, HEADER + n_and, HEADER + 2 * n_and
         for j in range(k):
             a = P[aa + a0 + j]
             b = P[ab + a0 + j]
@@ -143,11 +140,10 @@ def eval_step(lab, P, i, x, y, tab, off):
             lab[o, 1] = (y[j, 1] ^ x[j, 1] ^ y[k + j, 1] ^ x[k + j, 1]
                          ^ (ma & tab[off + k + j]) ^ (mb & (tab[off + 3 * k + j] ^ ah)))
     _linear(lab, P, i)
-    if i == nb:
+    if i == P[2]:  # the last step: no batch to gather
         return 0
-    p = bat0 + 5 * i
-    a0 = P[p]
-    k = P[p + 1] - a0
+    a0, k, n_and, _ = _batch(P, i)
+    aa, ab = HEADER, HEADER + n_and
     for j in range(k):
         a = P[aa + a0 + j]
         b = P[ab + a0 + j]
@@ -161,11 +157,8 @@ def eval_step(lab, P, i, x, y, tab, off):
 @_nb.njit(**_opts)
 def tweak(P, i, x, y, parts, instance):
     """y = x xor tweak for batch ``i``'s ``parts`` x k blocks: tweak (2 g + (part & 1), instance)."""
-    n_and = P[0]
-    n_lin = P[1]
-    p = HEADER + 3 * n_and + 3 * n_lin + 5 * i
-    k = P[p + 1] - P[p]
-    base = np.uint64(2 * P[p + 4])
+    _, k, _, bat0 = _batch(P, i)
+    base = np.uint64(2 * P[bat0 + 5 * i + 4])
     for q in range(parts):
         off = q * k
         t = base + np.uint64(q & 1)
