@@ -197,3 +197,26 @@ def test_disabled_by_environment_and_numba_not_imported_by_the_engine():
 def test_program_rejects_mismatched_index_arrays():
     with pytest.raises(ValueError, match="matching lengths"):
         jit.program([0, 1], [1], [2], [], [], [], [(0, 0, 0, 0, 0)])
+
+
+@pytest.mark.parametrize("every", [0, 1, 8192, 1 << 40])
+def test_iter_into_every_changes_only_how_often_it_yields(every):
+    """iter_into(out, every): same bytes as garble(); progress is monotonic, ends at the table size, and a
+    yield comes at least ``every`` bytes after the previous one (except the last)."""
+    c = random_circuit(3, n_gates=3000)  # ~1,500 ANDs over many levels: ~48 KB of tables
+    rng = np.random.default_rng(4)
+    delta = np.array([rng.integers(0, 2**63) | 1, rng.integers(0, 2**63)], dtype=np.uint64)
+    zero = rng.integers(0, 2**63, (c.n_inputs, 1, 2), dtype=np.uint64)
+    want = bytes(Garbler(c, 1, delta=delta, input_zero=zero).garble().tables)
+    out = bytearray(len(want))
+    done = list(Garbler(c, 1, delta=delta, input_zero=zero).iter_into(out, every))
+    assert bytes(out) == want and done[-1] == len(want)
+    steps = np.diff([0] + done)
+    assert (steps > 0).all() and (steps[:-1] >= every).all()
+    levels = sum(1 for lv in garble._plan(c).levels if lv.k)
+    if every <= 1:
+        assert len(done) == levels  # one yield per AND level
+    elif every > len(want):
+        assert len(done) == 1
+    else:
+        assert 1 < len(done) <= len(want) // every + 1 < levels
