@@ -235,10 +235,17 @@ class BaseOTSender:
             raw = self.channel.recv(max_size=POINT_BYTES * k)
             if len(raw) != POINT_BYTES * k:
                 raise ProtocolError(f"base OT: expected {k} points ({POINT_BYTES * k} bytes), got {len(raw)} bytes")
-            b_encs = [bytes(raw[i * POINT_BYTES : (i + 1) * POINT_BYTES]) for i in range(k)]
-            whats = [f"base OT {start + j0 + i}: receiver's point B" for i in range(k)]
-            pubs_b = [_openssl_point(b_enc, what) for b_enc, what in zip(b_encs, whats)]
-            bs = [(int.from_bytes(b[:_COORD], "big"), int.from_bytes(b[_COORD:], "big")) for b in b_encs]
+            b_encs, whats, pubs_b, bs = [], [], [], []
+            for i in range(k):  # validated in order: the first bad point is the one reported
+                b_enc = bytes(raw[i * POINT_BYTES : (i + 1) * POINT_BYTES])
+                what = f"base OT {start + j0 + i}: receiver's point B"
+                pubs_b.append(_openssl_point(b_enc, what))
+                bx = int.from_bytes(b_enc[:_COORD], "big")
+                if bx == a_x:
+                    raise ProtocolError(f"{what}: a point equals A or -A")
+                b_encs.append(b_enc)
+                whats.append(what)
+                bs.append((bx, int.from_bytes(b_enc[_COORD:], "big")))
             d_encs = _add_many(bs, a_x, _P - a_y, whats)  # B - A
             for i, (b_enc, pub_b, d_enc) in enumerate(zip(b_encs, pubs_b, d_encs)):
                 pub_d = ec.EllipticCurvePublicKey.from_encoded_point(_CURVE, b"\x04" + d_enc)

@@ -48,8 +48,11 @@ What it does
     Scratch buffers and programs of small batches are pooled per circuit,
     so repeated executions (the two-party runtime) pay for them once.
 
-    One-instance chunks run, when numba is available, on compiled loops
-    instead (:mod:`pairwise.mpc.jit`): per AND level one compiled call
+    When every chunk is one instance (batch 1, or chunk 1) and no level has
+    more than :data:`JIT_MAX_WIDTH` AND gates, the chunks run, when numba is
+    available, on compiled loops instead (:mod:`pairwise.mpc.jit`); a
+    one-instance tail of a larger batch stays on numpy, so it never waits
+    for numba to load.  Per AND level one compiled call
     finishes the previous level, runs the XOR/INV gates and gathers the hash
     inputs, and OpenSSL still does every hash (two AES-ECB calls per level).
     Same algebra, same tables, about 3x less time per AES-128 execution;
@@ -211,6 +214,7 @@ class _Plan:
     levels: tuple[_LevelPlan, ...]
     n_and: int
     max_width: int  # most gates of one kind in a level
+    max_and_width: int  # most AND gates in a level
     # spare scratch buffers (small ones only), reused by later garblings/evaluations
     pool: dict = field(default_factory=dict, compare=False, repr=False)
     # the compiled one-instance path (:mod:`pairwise.mpc.jit`): its program and spare scratch per role
@@ -327,6 +331,7 @@ def _build_plan(circuit: Circuit, layout: str) -> _Plan:
         levels=tuple(plans),
         n_and=n_and,
         max_width=max_width,
+        max_and_width=max((lv.k for lv in plans), default=0),
     )
 
 
@@ -437,6 +442,15 @@ def _flat(buf: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
 POOL_BYTES = 16 << 20  # (4 MiB before the two-buffer hash doubled the scratch of mid-size batches)
 
 
+def _keep_spare(pool: dict, key: tuple, work, keep: bool) -> None:
+    """Put ``work`` (scratch with ``nbytes``) back in ``pool[key]``: at most two per key while everything
+    kept for the circuit totals POOL_BYTES, or (``keep``) one more of any size."""
+    kept = sum(w.nbytes for spare in list(pool.values()) for w in list(spare))
+    spare = pool.setdefault(key, [])
+    if (kept + work.nbytes <= POOL_BYTES and len(spare) < 2) or (keep and not spare):
+        spare.append(work)
+
+
 class _Work:
     """Scratch buffers of one garbling/evaluation, sized for its largest chunk, and the level programs.
 
@@ -487,11 +501,7 @@ class _Work:
         """Keep these buffers for the next run of the circuit: at most two per batch size and role while
         all kept ones total POOL_BYTES, or (``keep``: a session that will run the circuit again) one more
         of any size, so repeated large executions do not touch fresh memory (page faults)."""
-        pool = self.plan.pool
-        kept = sum(w.nbytes for spare in list(pool.values()) for w in list(spare))
-        spare = pool.setdefault((self.max_bc, self.role, self.step_gates), [])
-        if (kept + self.nbytes <= POOL_BYTES and len(spare) < 2) or (keep and not spare):
-            spare.append(self)
+        _keep_spare(self.plan.pool, (self.max_bc, self.role, self.step_gates), self, keep)
 
     def start_chunk(self, bc: int, delta_planar: np.ndarray | None, first_instance: int):
         """Prepare a chunk of ``bc`` instances.
@@ -728,25 +738,37 @@ class _Jit1:
 
     def __init__(self, plan: _Plan, parts: int) -> None:
         self.prog, sizes = _jit_program(plan)
-        n = parts * max(sizes, default=0)
+        n = parts * max(sizes, default=0)  # <= parts * JIT_MAX_WIDTH blocks (see _use_jit)
         self.lab = np.empty((plan.n_slots, 2), _U64)
         self._xb, self._yb = BlockBuffer(n), BlockBuffer(n)
         self.x, self.y = self._xb.blocks, self._yb.blocks
         xmv, ymv = self._xb._mv, self._yb._mv
         self.batches = [(k, xmv[: 16 * parts * k], xmv[: 16 * parts * k + 15],
                          ymv[: 16 * parts * k], ymv[: 16 * parts * k + 15]) for k in sizes]
+        self.nbytes = self.lab.nbytes + 2 * (16 * n + 16)
 
     @classmethod
     def acquire(cls, plan: _Plan, role: str) -> "_Jit1":
         try:
-            return plan.jit.setdefault(role, []).pop()
+            return plan.pool.get(("jit", role), []).pop()
         except IndexError:
             return cls(plan, 4 if role == "garbler" else 2)
 
-    def release(self, plan: _Plan, role: str) -> None:
-        spare = plan.jit.setdefault(role, [])
-        if len(spare) < 2:
-            spare.append(self)
+    def release(self, plan: _Plan, role: str, keep: bool = False) -> None:
+        """Back to the plan's pool under the same rule and budget as :class:`_Work` (:func:`_keep_spare`)."""
+        _keep_spare(plan.pool, ("jit", role), self, keep)
+
+
+#: The compiled path runs circuits whose widest AND level has at most this many gates: its hash
+#: buffers hold one whole level (4 blocks per gate), so this bounds them at 1 MiB; wider levels
+#: are cheap per gate on the numpy program anyway.
+JIT_MAX_WIDTH = 1 << 14
+
+
+def _use_jit(plan: _Plan, chunk: int) -> bool:
+    """Whether one-instance chunks run compiled: every chunk is one instance (batch 1, or chunk 1), so a
+    one-instance tail of a larger batch never loads numba, and the circuit's levels are not too wide."""
+    return chunk == 1 and plan.max_and_width <= JIT_MAX_WIDTH and _jit.ready()
 
 
 def _jit_program(plan: _Plan) -> tuple[np.ndarray, list[int]]:
@@ -787,7 +809,7 @@ def _jit_program(plan: _Plan) -> tuple[np.ndarray, list[int]]:
 
 def _jit_garble1(plan: _Plan, lab_in: np.ndarray, delta: np.ndarray, instance: int, dest: np.ndarray | None,
                  pos: int, scratch: np.ndarray | None, aes: FixedKeyAES, finish: Callable[[np.ndarray], None],
-                 every: int = 0) -> Iterator[np.ndarray]:
+                 every: int = 0, keep: bool = False) -> Iterator[np.ndarray]:
     """Garble one instance on the compiled path; yields table segments as :meth:`Garbler._run` does.
 
     ``lab_in`` (n_in, 2) zero labels of the input slots, ``delta`` (2,).
@@ -796,7 +818,7 @@ def _jit_garble1(plan: _Plan, lab_in: np.ndarray, delta: np.ndarray, instance: i
     (and at the end); without ``dest`` each level's (2, 2, k) tables are
     yielded, in ``scratch`` (reused) or in fresh arrays.  At the end
     ``finish`` gets the zero labels (n_slots, 2) of every slot, before the
-    scratch is reused.
+    scratch is reused.  ``keep``: as for :meth:`_Work.release`.
     """
     w = _Jit1.acquire(plan, "garbler")
     prog, lab, x, y = w.prog, w.lab, w.x, w.y
@@ -825,7 +847,7 @@ def _jit_garble1(plan: _Plan, lab_in: np.ndarray, delta: np.ndarray, instance: i
         k_prev = k
     step(lab, prog, len(w.batches), x, y, out, off, d0, d1)
     finish(lab)
-    w.release(plan, "garbler")
+    w.release(plan, "garbler", keep)
     if dest is not None:
         off += 4 * k_prev
         if off > mark:
@@ -835,7 +857,7 @@ def _jit_garble1(plan: _Plan, lab_in: np.ndarray, delta: np.ndarray, instance: i
 
 
 def _jit_eval1(plan: _Plan, lab_in: np.ndarray, instance: int, reader: "_Reader", aes: FixedKeyAES,
-               finish: Callable[[np.ndarray], None]) -> None:
+               finish: Callable[[np.ndarray], None], keep: bool = False) -> None:
     """Evaluate one instance on the compiled path; ``finish`` gets the active labels (n_slots, 2) of every slot."""
     w = _Jit1.acquire(plan, "evaluator")
     prog, lab, x, y = w.prog, w.lab, w.x, w.y
@@ -854,7 +876,7 @@ def _jit_eval1(plan: _Plan, lab_in: np.ndarray, instance: int, reader: "_Reader"
         tab, off = reader.read_at(32 * k)
     step(lab, prog, len(w.batches), x, y, tab, off)
     finish(lab)
-    w.release(plan, "evaluator")
+    w.release(plan, "evaluator", keep)
 
 
 _NO_TABLES = np.zeros(0, _U64)
@@ -1411,8 +1433,10 @@ class Garbler:
         """
         if scratch is not None:
             scratch = np.asarray(scratch)
-            if scratch.dtype != _U64 or scratch.ndim != 1 or scratch.shape[0] < self.max_segment_words():
-                raise GarbleError(f"scratch must be a flat uint64 array of at least {self.max_segment_words()} words")
+            if (scratch.dtype != _U64 or scratch.ndim != 1 or scratch.shape[0] < self.max_segment_words()
+                    or not scratch.flags.c_contiguous or not scratch.flags.writeable):
+                raise GarbleError(f"scratch must be a writable, contiguous flat uint64 array of at least "
+                                  f"{self.max_segment_words()} words")
         for tab in self._run(None, scratch):
             yield memoryview(tab).cast("B")
 
@@ -1430,9 +1454,11 @@ class Garbler:
         ``every``: a hint that yields less than that many new bytes apart are
         not needed (the compiled one-instance path then yields less often).
         """
+        if not isinstance(every, (int, np.integer)) or isinstance(every, bool) or every < 0:
+            raise GarbleError(f"every must be a non-negative number of bytes, got {every!r}")
         dest = self._dest(out)
         done = 0
-        for tab in self._run(dest, None, every):
+        for tab in self._run(dest, None, int(every)):
             done += tab.nbytes
             yield done
 
@@ -1469,16 +1495,17 @@ class Garbler:
         aes = self._aes or default_aes()
         zero = self.input_zero  # (fills the groups still open with fresh labels)
         w = None
+        jit1 = _use_jit(plan, self.chunk)
         for b0, b1 in _chunks(self.batch, self.chunk):
             bc = b1 - b0
-            if bc == 1 and _jit.ready():  # the latency path: compiled loops, same tables
+            if bc == 1 and jit1:  # the latency path: compiled loops, same tables
                 def finish(lab: np.ndarray, b0: int = b0) -> None:
                     self.output_zero[:, b0] = lab[plan.out_slots]
                     if self.record_wires:
                         self.wire_zero[:, b0] = lab[: self.circuit.n_wires]
 
                 for seg in _jit_garble1(plan, zero[:, b0], self.delta[b0], self.instance_offset + b0, dest, pos,
-                                        scratch, aes, finish, every):
+                                        scratch, aes, finish, every, self._keep):
                     if dest is not None:
                         pos += seg.shape[0]
                     yield seg
@@ -1613,15 +1640,16 @@ class Evaluator:
             self.wire_labels = np.empty((self.circuit.n_wires, self.batch, 2), _U64)
         aes = self._aes or default_aes()
         w = None
+        jit1 = _use_jit(plan, self.chunk)
         for b0, b1 in _chunks(self.batch, self.chunk):
             bc = b1 - b0
-            if bc == 1 and _jit.ready():  # the latency path: compiled loops, same algebra
+            if bc == 1 and jit1:  # the latency path: compiled loops, same algebra
                 def finish(lab: np.ndarray, b0: int = b0) -> None:
                     out[:, b0] = lab[plan.out_slots]
                     if self.record_wires:
                         self.wire_labels[:, b0] = lab[: self.circuit.n_wires]
 
-                _jit_eval1(plan, act[:, b0], self.instance_offset + b0, reader, aes, finish)
+                _jit_eval1(plan, act[:, b0], self.instance_offset + b0, reader, aes, finish, self._keep)
                 continue
             if w is None:
                 w = _Work.acquire(self.chunk, plan, "evaluator")

@@ -40,12 +40,15 @@ Security model
     label or on a permute bit: a bit selects with an all-ones/all-zeros mask
     (``0 - bit``), so timing does not depend on secrets beyond what the
     numpy program already does.  Nothing is logged.  Compiled code is cached
-    by numba on disk (``cache=True``: numba's own cache of this module's
-    machine code, keyed by source and CPU); it holds no data.
+    by numba on disk (``cache=True``: numba's own cache of the kernels'
+    machine code, next to :mod:`pairwise.mpc._jit_kernels` or in the user's
+    cache directory, keyed by source and CPU); it holds no data.
 
     If numba cannot be imported or fails to compile, or ``PAIRWISE_JIT=0``
-    is set in the environment, :func:`ready` is False and the engine runs
-    its numpy program (same tables).  Importing this module does not import
+    is set in the environment, or inside :func:`disabled`, :func:`ready` is
+    False and the engine runs its numpy program (same tables).  The engine
+    takes this path only when every chunk is one instance and no level is
+    wider than ``pairwise.mpc.garble.JIT_MAX_WIDTH`` AND gates.  Importing this module does not import
     numba; :func:`warm_up` (or the first one-instance garbling) does.
 
 Paper
@@ -56,13 +59,16 @@ Paper
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import logging
 import os
 import types
+from typing import Iterator
 
 import numpy as np
 
-__all__ = ["ENABLED", "HEADER", "kernels", "program", "ready", "warm_up"]
+__all__ = ["ENABLED", "HEADER", "disabled", "kernels", "program", "ready", "warm_up"]
 
 log = logging.getLogger(__name__)
 
@@ -73,11 +79,26 @@ HEADER = 3
 ENABLED = os.environ.get("PAIRWISE_JIT", "1") != "0"
 
 _K: types.SimpleNamespace | bool | None = None  # the compiled kernels; False: numba failed; None: not tried
+_OFF: contextvars.ContextVar[bool] = contextvars.ContextVar("pairwise_jit_off", default=False)
+
+
+@contextlib.contextmanager
+def disabled() -> Iterator[None]:
+    """Run the numpy program inside this block (this thread or task only; :data:`ENABLED` is untouched).
+
+    For a run of a single execution (``pairwise 2pc``), where loading numba
+    would cost more than it saves.
+    """
+    token = _OFF.set(True)
+    try:
+        yield
+    finally:
+        _OFF.reset(token)
 
 
 def ready() -> bool:
     """True if the compiled loops can run (compiling or loading them from numba's cache on the first call)."""
-    if not ENABLED:
+    if not ENABLED or _OFF.get():
         return False
     if _K is None:
         warm_up()
@@ -92,11 +113,13 @@ def kernels() -> types.SimpleNamespace:
 def warm_up() -> bool:
     """Compile the loops (or load them from numba's on-disk cache) and run each once on a tiny program.
 
-    The first call in a process costs about 0.3 s with a warm cache and
-    1-2 s the first time on a machine (compilation); long-running parties
-    (the two-party runtime's workers, servers) call it at start so no
-    execution pays it.  Returns :func:`ready`.  If numba is missing or fails,
-    logs one warning and leaves the engine on its numpy program.
+    The first call in a process costs 0.4-0.9 s with numba's on-disk cache
+    (importing numba is most of it) and a few seconds the first time on a
+    machine (compilation).  A party that will run many one-instance
+    executions calls it at start (``benchmarks/_twoparty_worker.py`` does),
+    so no execution, and no waiting peer, pays it; otherwise the first such
+    garbling or evaluation does.  Returns :func:`ready`.  If numba is missing
+    or fails, logs one warning and leaves the engine on its numpy program.
     """
     global _K
     if not ENABLED:

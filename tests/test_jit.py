@@ -111,9 +111,126 @@ def test_compiled_path_is_used_and_pools_its_scratch(monkeypatch):
     assert calls == [1]
     plan = garble._plan(c)
     assert (1, "garbler", garble.STEP_GATES) not in plan.pool  # no numpy scratch was made
-    work = plan.jit["garbler"][-1]
+    work = plan.pool[("jit", "garbler")][-1]
     garble.garble_and_evaluate(c, bits)
-    assert plan.jit["garbler"][-1] is work and len(plan.jit["garbler"]) == 1
+    assert plan.pool[("jit", "garbler")] == [work]
+
+
+def _wide(n: int) -> Circuit:
+    """n independent AND gates in one level."""
+    op = np.full(n, AND)
+    out = np.arange(2 * n, 3 * n)
+    return Circuit(3 * n, op, np.arange(n), np.arange(n, 2 * n), out,
+                   (InputGroup("a", GARBLER, np.arange(n)), InputGroup("b", EVALUATOR, np.arange(n, 2 * n))),
+                   (OutputGroup("o", out),), name=f"wide{n}")
+
+
+def _compiled_runs(monkeypatch) -> list:
+    calls: list = []
+    real = garble._jit_garble1
+
+    def spy(*a, **k):
+        calls.append(1)
+        return real(*a, **k)
+
+    monkeypatch.setattr(garble, "_jit_garble1", spy)
+    return calls
+
+
+@pytest.mark.parametrize("batch,chunk,compiled", [(1, None, True), (3, 1, True), (3, 2, False), (5, None, False)])
+def test_only_all_one_instance_chunks_run_compiled(monkeypatch, batch, chunk, compiled):
+    """A one-instance tail of a larger batch (3 = 2 + 1) stays on numpy: it never waits for numba to load."""
+    monkeypatch.setattr(jit, "ENABLED", True)
+    calls = _compiled_runs(monkeypatch)
+    c = build_kernel("gini", 16)
+    bits = [np.ones((batch, g.width), bool) for g in c.inputs]
+    got = garble.garble_and_evaluate(c, bits, chunk=chunk)
+    assert all(np.array_equal(a, b) for a, b in zip(got, c.evaluate_bits(bits)))
+    assert bool(calls) == compiled
+
+
+def test_tail_chunk_of_one_does_not_import_numba():
+    code = ("import sys, numpy as np\n"
+            "from pairwise.mpc import garble\n"
+            "from pairwise.circuits.kernels import build_kernel\n"
+            "c = build_kernel('gini', 16)\n"
+            "garble.garble_and_evaluate(c, [np.ones((8193, g.width), bool) for g in c.inputs])\n"
+            "print('numba' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["False"]
+
+
+def test_wide_levels_stay_on_numpy_and_scratch_stays_within_the_pool_budget(monkeypatch):
+    """Hash buffers hold one whole level on the compiled path, so levels wider than JIT_MAX_WIDTH run numpy;
+    what either path keeps for the next run stays within POOL_BYTES."""
+    monkeypatch.setattr(jit, "ENABLED", True)
+    calls = _compiled_runs(monkeypatch)
+    for n, compiled in ((garble.JIT_MAX_WIDTH, True), (garble.JIT_MAX_WIDTH + 1, False)):
+        c = _wide(n)
+        bits = [np.ones((1, n), bool), np.zeros((1, n), bool)]
+        assert not garble.garble_and_evaluate(c, bits)[0].any()
+        bits[1][:] = True
+        got = garble.garble_and_evaluate(c, bits)
+        assert got[0].all()
+        assert bool(calls) == compiled
+        calls.clear()
+        kept = sum(w.nbytes for spare in garble._plan(c).pool.values() for w in spare)
+        assert kept <= garble.POOL_BYTES
+
+
+def test_compiled_scratch_obeys_the_pool_budget(monkeypatch):
+    monkeypatch.setattr(jit, "ENABLED", True)
+    monkeypatch.setattr(garble, "POOL_BYTES", 100)  # smaller than one scratch: nothing is kept
+    c = build_kernel("gini", 16)
+    garble._plan(c).pool.clear()  # (the plan is shared with earlier tests)
+    garble.garble_and_evaluate(c, [np.ones((1, g.width), bool) for g in c.inputs])
+    assert not garble._plan(c).pool.get(("jit", "garbler"))
+    g = Garbler(c, 1, keep_scratch=True)  # a session that runs the circuit again keeps one of any size
+    Evaluator(c, 1, keep_scratch=True).evaluate(g.input_zero, g.garble())
+    assert len(garble._plan(c).pool[("jit", "garbler")]) == 1
+    assert len(garble._plan(c).pool[("jit", "evaluator")]) == 1
+
+
+def test_disabled_block_is_local_and_restores():
+    import threading
+
+    assert jit.ready()
+    seen = {}
+    with jit.disabled():
+        assert not jit.ready()
+        t = threading.Thread(target=lambda: seen.setdefault("other", jit.ready()))
+        t.start()
+        t.join(60)
+    assert jit.ready() and jit.ENABLED
+    assert seen["other"] is True  # another thread was not switched off
+
+
+def test_cli_2pc_leaves_the_compiled_path_on():
+    """An in-process `pairwise 2pc` (here one that fails to connect) must not switch the engine off for the process."""
+    from pairwise.protocols.cli import main
+
+    assert jit.ENABLED
+    try:
+        main(["2pc", "evaluator", "--connect", "127.0.0.1:9", "--circuit", "gini", "--input", "1",
+              "--connect-timeout", "0.3", "--timeout", "1"])
+    except SystemExit:
+        pass
+    assert jit.ENABLED and jit.ready()
+
+
+def test_bad_scratch_and_every_are_refused_up_front():
+    c = build_kernel("gini", 16)
+    g = Garbler(c, 1)
+    frozen = np.frombuffer(bytes(8 * g.max_segment_words()), np.uint64)
+    with pytest.raises(GarbleError, match="writable, contiguous"):
+        next(g.iter_tables(scratch=frozen))
+    strided = np.zeros(2 * g.max_segment_words(), np.uint64)[::2]
+    with pytest.raises(GarbleError, match="writable, contiguous"):
+        next(Garbler(c, 1).iter_tables(scratch=strided))
+    for every in (None, -1, 1.5, True):
+        with pytest.raises(GarbleError, match="every must be"):
+            next(Garbler(c, 1).iter_into(bytearray(32 * c.n_and), every))
 
 
 def test_garbled_aes_one_instance_matches_cryptography(bristol_dir):

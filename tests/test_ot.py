@@ -637,3 +637,30 @@ def test_batched_point_addition_matches_pycryptodome():
     neg = -q  # same x as q: refused, naming the offending point
     with pytest.raises(ProtocolError, match="third: a point equals A or -A"):
         _add_many([(int(ps[0].x), int(ps[0].y)), (int(neg.x), int(neg.y))], int(q.x), int(q.y), ["first", "third"])
+
+
+def test_base_ot_sender_reports_the_first_bad_point_of_a_frame():
+    """Frame [P, A, P, off-curve]: the sender validates points in order and names OT 1 (B = A), as before
+    the additions were batched per frame."""
+    from Crypto.PublicKey import ECC
+
+    from pairwise.mpc.baseot import _COORD, POINT_BYTES
+
+    a, b = MemoryChannel.pair(timeout=30)
+    res = {}
+
+    def run():
+        try:
+            BaseOTSender(a, b"sid").send_random(4)
+        except ProtocolError as e:
+            res["err"] = str(e)
+
+    t = threading.Thread(target=run)
+    t.start()
+    a_enc = bytes(b.recv())[-POINT_BYTES:]
+    p = ECC._curves["P-256"].G * 5
+    pe = int(p.x).to_bytes(_COORD, "big") + int(p.y).to_bytes(_COORD, "big")
+    b.send(pe + a_enc + pe + (1).to_bytes(_COORD, "big") * 2)
+    b.flush()
+    t.join(60)
+    assert res["err"].startswith("base OT 1: receiver's point B: a point equals A or -A"), res

@@ -206,20 +206,25 @@ def _report(args, circuit: Circuit, res, setup_s: float, role: str, ch) -> None:
 
 
 def _run_party(args, party) -> int:
-    from pairwise.mpc.channel import TCPChannel, TCPListener
-    from pairwise.mpc.twopc import EvaluatorSession, GarblerSession, circuit_digest
-
     tls = tls_from_args(args)
     if args.peer is not None and tls is None:
         raise ValueError("--peer NAME needs --tls DIR --name NAME (a plaintext peer has no verified name)")
     circuit = resolve_circuit(args.circuit, args.bits, args.signed)
     inputs = parse_party_input(circuit, args.circuit, party, args.input, args.bits, args.signed)
     circuit.levels  # compute the (cached) schedule before any socket opens: off the peer's clock
-    # one execution: the numpy program beats loading the compiled loops (~0.9 s per process, mpc.jit),
-    # which pay off only over hundreds of executions (benchmarks/twopc, a long-running party)
+    # one execution: the numpy program beats loading the compiled loops (0.4-0.9 s per process, mpc.jit),
+    # which pay off only over hundreds of executions (benchmarks/twoparty.py, a long-running party)
     from pairwise.mpc import jit
 
-    jit.ENABLED = False
+    with jit.disabled():
+        return _run_session(args, party, tls, circuit, inputs)
+
+
+def _run_session(args, party, tls, circuit: Circuit, inputs) -> int:
+    """Connect, set up the session and run the one execution (see :func:`_run_party`)."""
+    from pairwise.mpc.channel import TCPChannel, TCPListener
+    from pairwise.mpc.twopc import EvaluatorSession, GarblerSession, circuit_digest
+
     session_args = {"ot_batch": _ot_batch(circuit), "extra": circuit_digest(circuit)}
     t0 = time.perf_counter()
     if party == GARBLER:
