@@ -2,6 +2,9 @@
 
 References: the numpy program of mpc.garble (itself checked gate by gate against
 mpc.halfgates), plaintext evaluation (Circuit.evaluate_bits) and cryptography's AES.
+With the compiled path on by default, the numpy one-instance program (still what a
+one-instance tail chunk, a wide level and `pairwise 2pc` run) is exercised here, by the
+ENABLED=False side of every comparison, which is also checked against plaintext.
 """
 
 from __future__ import annotations
