@@ -97,7 +97,7 @@ def main(argv: list[str]) -> int:
     port, bits, seed = int(port), int(bits), int(seed)
     first_reps, executions, simd, cots = int(first_reps), int(executions), int(simd), int(cots)
     circuit = resolve_circuit(spec, bits, False)
-    # load the compiled one-instance loops at process start, as a long-running party would (about 0.9 s;
+    # load the compiled one-instance loops at process start, as a long-running party would (0.4-0.9 s;
     # mpc.jit), so no timed execution pays it; recorded so the report can say which path ran
     t = time.perf_counter()
     jit_ready = jit.warm_up()

@@ -34,6 +34,11 @@ Usage::
     python benchmarks/twoparty.py --json               # one JSON object instead of the table
     python benchmarks/twoparty.py --circuits aes128 --channels unbuffered,tls --rounds 5
                                                        # plaintext vs mutual TLS, interleaved
+    python benchmarks/twoparty.py --circuits aes128 --channels unbuffered --engines compiled,numpy --rounds 4
+                                                       # compiled one-instance loops vs the numpy program
+
+Workers load the compiled loops (:mod:`pairwise.mpc.jit`) at start, before any timer,
+as a long-running party would; ``--engines numpy`` runs them with ``PAIRWISE_JIT=0``.
 
 Timings are wall clock on a shared machine; they vary by tens of percent between runs.
 Security model: none of its own (drives mpc.twopc, semi-honest Yao).
