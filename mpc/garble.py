@@ -217,7 +217,7 @@ class _Plan:
     max_and_width: int  # most AND gates in a level
     # spare scratch buffers (small ones only), reused by later garblings/evaluations
     pool: dict = field(default_factory=dict, compare=False, repr=False)
-    # the compiled one-instance path (:mod:`pairwise.mpc.jit`): its program and spare scratch per role
+    # the compiled one-instance path (:mod:`pairwise.mpc.jit`): its program (its scratch is pooled in ``pool``)
     jit: dict = field(default_factory=dict, compare=False, repr=False)
 
 
@@ -760,7 +760,7 @@ class _Jit1:
 
 
 #: The compiled path runs circuits whose widest AND level has at most this many gates: its hash
-#: buffers hold one whole level (4 blocks per gate), so this bounds them at 1 MiB; wider levels
+#: buffers hold one whole level (4 blocks per gate), so this bounds each of the two at 1 MiB; wider levels
 #: are cheap per gate on the numpy program anyway.
 JIT_MAX_WIDTH = 1 << 14
 
