@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import pairwise.mpc.channel as channel_mod
+import pairwise.mpc.channel.memory as memory_mod
 from pairwise.mpc.channel import (
     DEFAULT_MAX_FRAME,
     HEADER_BYTES,
@@ -564,7 +565,7 @@ def test_memory_recycled_frames_are_reused_by_same_size_sends(monkeypatch):
     h = b.recv_frame()
     assert h is not f and h == b"z" * 999
     # at most RECYCLE_BYTES are kept per direction
-    monkeypatch.setattr(channel_mod, "RECYCLE_BYTES", 1500)
+    monkeypatch.setattr(memory_mod, "RECYCLE_BYTES", 1500)  # read where it is defined
     b.recycle(h)  # 999 bytes kept (the 1000-byte one is still pooled: 1999 > 1500, so this one is dropped)
     a.send(b"w" * 999)
     assert b.recv_frame() is not h
@@ -577,3 +578,35 @@ def test_memory_recycled_frames_are_reused_by_same_size_sends(monkeypatch):
 def test_recycle_is_a_no_op_elsewhere():
     n = NullChannel()
     n.recycle(bytearray(5))
+
+
+# Every name of the former single module pairwise.mpc.channel (issue 24 made it a package);
+# the private ones are imported by tests, benchmarks and protocols.
+_FORMER_MODULE_NAMES = """
+AccessDenied AddressInUse AuthenticationError BytesLike Channel ChannelError ChannelTimeout ConnectError
+DEFAULT_HANDSHAKE_TIMEOUT DEFAULT_MAX_FRAME DEFAULT_TIMEOUT FrameError HEADER_BYTES HandshakeError
+HandshakeResult Hello InsecureTransport MAGIC MemoryChannel NullChannel PROTOCOL_VERSION PeerClosed
+PeerFilter PendingConnection ProtocolError RECYCLE_BYTES TCPChannel TCPListener TranscriptChannel
+TruncatedFrame _ADMIT _ADMIT_MAX _FLUSH_AT _HEADER _HELLO_FIXED _HELLO_MAX _MAX_EXTRA _MAX_FRAME_LIMIT
+_MAX_ROLE _MAX_SESSION _NONCE_BYTES _Pipe _RECV_STEP _SMALL_FRAME _ZEROS _admission _admit _admitted
+_as_byte_view _check_peers _check_port _check_role _check_timeout _describe_oserror _frombuffer _show
+handshake session_bytes
+""".split()
+
+
+@pytest.mark.parametrize("name", _FORMER_MODULE_NAMES)
+def test_the_package_re_exports_every_name_of_the_former_module(name):
+    """Moved names keep a re-export, and it is the very object of the submodule that defines it."""
+    import importlib
+
+    obj = getattr(channel_mod, name)  # AttributeError when a re-export went missing
+    modules = [importlib.import_module(m) for m in (
+        "pairwise.mpc.channel.base", "pairwise.mpc.channel.memory", "pairwise.mpc.channel.tcp",
+        "pairwise.mpc.channel.hello", "pairwise.mpc.errors")]
+    sources = [getattr(m, name) for m in modules if hasattr(m, name)]
+    assert sources and all(s is obj for s in sources)
+
+
+def test_the_handshake_function_is_not_shadowed_by_a_submodule():
+    assert callable(channel_mod.handshake) and channel_mod.handshake.__module__ == "pairwise.mpc.channel.hello"
+    assert channel_mod.__all__.count("handshake") == 1
