@@ -50,7 +50,7 @@ from pairwise.mpc.channel import TCPChannel, TCPListener, handshake
 from pairwise.mpc.iknp import DEFAULT_BATCH, COTReceiver, COTSender
 from pairwise.mpc import jit, twopc
 from pairwise.mpc.twopc import EvaluatorSession, GarblerSession, circuit_digest
-from pairwise.protocols.commands.twopc import _ot_batch
+from pairwise.commands.twopc import _ot_batch
 
 TIMEOUT = 120.0
 

@@ -25,8 +25,8 @@ import sys
 
 import numpy as np
 
+from pairwise.commands.fss import _best_of, run_dcf_benchmark, run_dpf_full_domain_benchmark
 from pairwise.fss import DPFKeyBatch, dcf_key_bytes, dpf_gen_batch, dpf_key_bytes, reconstruct
-from pairwise.protocols.commands.fss import _best_of, run_dcf_benchmark, run_dpf_full_domain_benchmark
 
 
 def dpf_rates(n: int, keys: int, l: int, repeats: int) -> dict:

@@ -76,7 +76,7 @@ def gadget_rows():
 
 def _main_job():
     """(statistic, prepared data, pairs at P = 1) of `pairwise ustat` on its default data."""
-    from pairwise.protocols.commands.ustat import DEFAULTS
+    from pairwise.commands.ustat import DEFAULTS
     from pairwise.protocols.datasets import column_domain, load_dataset
     from pairwise.protocols.ustat.driver import prepare_data
 

@@ -41,8 +41,8 @@ import time
 import numpy as np
 
 import pairwise.protocols.ustat.driver as ustat_driver
+from pairwise.commands.garble import bench_garble
 from pairwise.protocols.cluster import cluster_threads, open_cluster
-from pairwise.protocols.commands.garble import bench_garble
 from pairwise.protocols.datasets import load_dataset
 from pairwise.protocols.ustat.driver import _pair_inputs, prepare_data, run_ustat
 from pairwise.protocols.ustat.stats import sample_pairs

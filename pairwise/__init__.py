@@ -10,7 +10,9 @@ What it does
     - :mod:`pairwise.circuits`: circuit IR, builder, kernels, noise gadgets, Bristol I/O;
     - :mod:`pairwise.mpc`: fixed-key AES, the garbling engine, channels, OT, Yao sessions;
     - :mod:`pairwise.fss`: DPF and DCF keys with batched evaluation;
-    - :mod:`pairwise.protocols`: the papers' protocols and the ``pairwise`` command line.
+    - :mod:`pairwise.protocols`: the papers' protocols;
+    - :mod:`pairwise.cli`, :mod:`pairwise.commands`: the ``pairwise`` command line,
+      the one layer above the protocols (kept in this folder).
 
     The API (names are imported lazily, so ``import pairwise`` stays cheap):
 

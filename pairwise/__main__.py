@@ -2,7 +2,7 @@
 
 import sys
 
-from pairwise.protocols.cli import main
+from pairwise.cli import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -49,7 +49,7 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = ["ClusterError", "ClusterSpec", "parse_cluster", "open_cluster", "run_bounded", "cluster_threads",
-           "add_cluster_argument", "keep_large_allocations", "INSTALL_HINT"]
+           "keep_large_allocations", "INSTALL_HINT"]
 
 INSTALL_HINT = "pip install 'pairwise-mpc[cluster]' (Dask distributed)"
 MAX_LOCAL_WORKERS = 256
@@ -312,9 +312,16 @@ def run_bounded(client, fn: Callable, items: Iterable[tuple], *, window: int, ti
     return finished
 
 
-def add_cluster_argument(parser, what: str) -> None:
-    """The ``--cluster`` flag shared by the commands that can run on Dask."""
-    parser.add_argument("--cluster", metavar="SPEC",
-                        help=f"run {what} on Dask distributed: 'local' (one worker process per core), "
-                             "'local:N', or a scheduler address tls://HOST:PORT with Dask's TLS settings "
-                             f"(tcp://HOST:PORT on loopback only); needs {INSTALL_HINT}")
+def __getattr__(name: str) -> Any:
+    """``add_cluster_argument``, an argparse helper, moved to :mod:`pairwise.commands.options` with the
+    command line; the old name still resolves, with a :class:`DeprecationWarning`, for one release."""
+    if name == "add_cluster_argument":
+        import warnings
+
+        warnings.warn("pairwise.protocols.cluster.add_cluster_argument moved to "
+                      "pairwise.commands.options.add_cluster_argument; the old name will be removed in the next "
+                      "release", DeprecationWarning, stacklevel=2)
+        from pairwise.commands.options import add_cluster_argument
+
+        return add_cluster_argument
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

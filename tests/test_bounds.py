@@ -23,6 +23,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
+from pairwise.cli import main
 from pairwise.dp.bounds import (
     PublicDomain,
     clamp,
@@ -34,7 +35,6 @@ from pairwise.dp.bounds import (
     validate_quantile_levels,
 )
 from pairwise.dp.errors import PrivacyParameterError
-from pairwise.protocols.cli import main
 from pairwise.protocols.datasets import DataError, column_domain, dataset_domains, list_datasets, load_dataset
 from pairwise.protocols.ustat.driver import UStatError, prepare_data, run_ustat
 

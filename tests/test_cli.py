@@ -18,8 +18,8 @@ import sys
 import pytest
 
 from pairwise.circuits.kernels import kernel_reference
-from pairwise.protocols.cli import build_parser, main, package_version
-from pairwise.protocols.commands.options import _Deprecated
+from pairwise.cli import build_parser, main, package_version
+from pairwise.commands.options import _Deprecated
 
 CLI = [sys.executable, "-m", "pairwise"]
 BOUND = 300.0  # seconds; a correct run of any command here takes a few seconds on an idle machine
@@ -260,7 +260,7 @@ def test_on_a_terminal_the_bar_is_on_by_default_and_its_clock_keeps_moving(monke
     import termios
     import time
 
-    from pairwise.protocols.commands import options
+    from pairwise.commands import options
 
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))
@@ -288,7 +288,7 @@ def test_on_a_terminal_the_bar_is_on_by_default_and_its_clock_keeps_moving(monke
 
 def test_bench_garble_progress_counts_garble_and_evaluate_steps(capsys):
     from pairwise.circuits.catalog import resolve_circuit
-    from pairwise.protocols.commands.garble import bench_garble
+    from pairwise.commands.garble import bench_garble
 
     calls = []
     r = bench_garble(resolve_circuit("gini", 8, False), 64, repeat=2, progress=lambda d, t: calls.append((d, t)))
@@ -342,7 +342,7 @@ def test_ldp_without_epsilon_uses_the_old_default_with_a_warning(capsys):
 
 
 def test_ecdf_status_has_one_shape_with_and_without_dataset():
-    from pairwise.protocols.commands.ecdf import status_rows
+    from pairwise.commands.ecdf import status_rows
 
     info = {"dataset": "d", "clients": 3}
     one = status_rows([{"ok": True, "server_id": 0, "info": info}])
@@ -384,3 +384,48 @@ def test_ustat_names_an_unknown_builtin_dataset_first(capsys):
     assert main(["ustat", "--statistic", "gini", "--builtin", "nosuch", "--epsilon", "1", "--json"]) == 2
     err = json.loads(capsys.readouterr().out)["error"]
     assert "unknown dataset 'nosuch'" in err and "diabetes" in err
+
+
+# --------------------------------------------------------------------------- the old module paths (issue 24)
+
+_OLD_PATHS = r'''
+import json, warnings
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    import pairwise.protocols.cli as old_cli
+    import pairwise.protocols.commands.ecdf as old_ecdf
+    from pairwise.protocols.commands import options as old_options
+    from pairwise.protocols.commands.transport import tls_from_args
+    from pairwise.protocols.cluster import add_cluster_argument
+import pairwise.cli, pairwise.commands.ecdf, pairwise.commands.options, pairwise.protocols.transport
+same = [old_cli.main is pairwise.cli.main, old_cli.build_parser is pairwise.cli.build_parser,
+        old_cli._join_negative_values is pairwise.cli._join_negative_values,
+        old_ecdf is pairwise.commands.ecdf, old_options is pairwise.commands.options,
+        tls_from_args is pairwise.protocols.transport.tls_from_args,
+        add_cluster_argument is pairwise.commands.options.add_cluster_argument]
+print(json.dumps({"same": same, "warnings": [[w.category.__name__, w.filename, str(w.message)] for w in caught]}))
+'''
+
+
+def test_old_cli_module_paths_still_import_with_a_deprecation_warning(tmp_path):
+    """``pairwise.protocols.cli``/``.commands`` (before the move to ``pairwise.cli``/``pairwise.commands``)
+    are the same objects for one release, and each old path warns once, naming the importing file."""
+    script = tmp_path / "old_paths.py"
+    script.write_text(_OLD_PATHS)
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=BOUND)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["same"] == [True] * 7
+    assert [(cat, f) for cat, f, _ in out["warnings"]] == [("DeprecationWarning", str(script))] * 3
+    moved = [m.split(";")[0] for _, _, m in out["warnings"]]
+    assert moved == ["pairwise.protocols.cli moved to pairwise.cli",
+                     "pairwise.protocols.commands moved to pairwise.commands",
+                     "pairwise.protocols.cluster.add_cluster_argument moved to "
+                     "pairwise.commands.options.add_cluster_argument"]
+
+
+def test_python_dash_m_of_the_old_cli_path_still_runs_the_cli():
+    r = subprocess.run([sys.executable, "-m", "pairwise.protocols.cli", "circuit", "stats", "gini", "--bits", "8",
+                        "--json"], capture_output=True, text=True, timeout=BOUND)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["and"] == 15  # |x - y| on 8 bits: 2w - 1 AND gates

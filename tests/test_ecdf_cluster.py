@@ -27,7 +27,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from pairwise.protocols.cli import main
+from pairwise.cli import main
 from pairwise.protocols.cluster import ClusterError, open_cluster
 from pairwise.protocols.ecdf.client import ECDFQuerier, ServerProcesses, make_keys, make_series, upload
 from pairwise.protocols.ecdf.cluster import ClusterKeys

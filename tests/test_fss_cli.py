@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import json
 
+from pairwise.cli import main
 from pairwise.fss import dcf_key_bytes
-from pairwise.protocols.cli import main
 
 
 def test_bench_fss_json(capsys):
@@ -37,7 +37,7 @@ def test_bench_fss_errors(capsys):
 
 
 def test_bench_fss_progress_counts_the_timed_calls(capsys):
-    from pairwise.protocols.commands.fss import run_dcf_benchmark
+    from pairwise.commands.fss import run_dcf_benchmark
 
     calls = []
     run_dcf_benchmark(8, 200, 8, repeats=2, progress=lambda d, t: calls.append((d, t)))

@@ -211,7 +211,7 @@ def test_disabled_block_is_local_and_restores():
 
 def test_cli_2pc_leaves_the_compiled_path_on():
     """An in-process `pairwise 2pc` (here one that fails to connect) must not switch the engine off for the process."""
-    from pairwise.protocols.cli import main
+    from pairwise.cli import main
 
     assert jit.ENABLED
     try:

@@ -1,4 +1,4 @@
-"""Tests of ``pairwise ldp ...`` (pairwise.protocols.commands.ldp) through pairwise.protocols.cli.main."""
+"""Tests of ``pairwise ldp ...`` (pairwise.commands.ldp) through pairwise.cli.main."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from pairwise.protocols.cli import main
+from pairwise.cli import main
 from pairwise.protocols.datasets import load_dataset
 from pairwise.protocols.ldp.ustat import exact_ustatistic
 

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from pairwise.circuits.noise import choose_discrete_laplace, discrete_laplace_gadget, discrete_laplace_guarantee
-from pairwise.protocols.cli import main
+from pairwise.cli import main
 
 
 def _run_json(capsys, argv):

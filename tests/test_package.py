@@ -121,3 +121,60 @@ def test_every_api_parameter_and_return_is_annotated(name, func, constructor):
     assert not missing, f"{name}: parameters without a type hint: {missing}"
     if not constructor:
         assert sig.return_annotation is not inspect.Signature.empty, f"{name}: no return type hint"
+
+
+#: The library's folders (the repository keeps one per layer) and their installed package names.
+_LIBRARY = {"dp": "pairwise.dp", "circuits": "pairwise.circuits", "mpc": "pairwise.mpc", "fss": "pairwise.fss",
+            "protocols": "pairwise.protocols"}
+#: The command line (``pairwise/cli.py``, ``pairwise/commands/``) and its deprecated old paths.
+_CLI = ("pairwise.cli", "pairwise.commands", "pairwise.protocols.cli", "pairwise.protocols.commands")
+#: The deprecated aliases of the old paths, which alone may import the command line (for one release).
+_SHIMS = ("protocols/cli.py", "protocols/commands/__init__.py")
+
+
+def _imports(path: Path, module: str) -> list[tuple[str, int, str | None]]:
+    """(imported module, line, enclosing function) of every import statement in ``path`` (module ``module``)."""
+    import ast
+
+    tree = ast.parse(path.read_text(), str(path))
+    found: list[tuple[str, int, str | None]] = []
+
+    def visit(node: ast.AST, func: str | None) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                visit(child, child.name)
+                continue
+            if isinstance(child, ast.Import):
+                found.extend((a.name, child.lineno, func) for a in child.names)
+            elif isinstance(child, ast.ImportFrom):
+                if child.level:  # relative: resolve against this module's package
+                    base = module.split(".")[: len(module.split(".")) - child.level + (path.name == "__init__.py")]
+                    stem = ".".join(base + ([child.module] if child.module else []))
+                else:
+                    stem = child.module or ""
+                found.extend((f"{stem}.{a.name}", child.lineno, func) for a in child.names)
+            visit(child, func)
+
+    visit(tree, None)
+    return found
+
+
+def test_the_library_never_imports_the_command_line():
+    """Layers point downward: ``protocols/`` and everything below it is library code, and the command line
+    (``pairwise.cli``, ``pairwise.commands``) sits above it.  A static scan, so an import inside a function
+    counts too; the only exceptions are the deprecated aliases of the old CLI paths and a module's
+    ``__getattr__`` that resolves a moved name on demand."""
+    root = Path(__file__).resolve().parents[1]
+    scanned, bad = 0, []
+    for folder, package in _LIBRARY.items():
+        for path in sorted((root / folder).rglob("*.py")):
+            rel = path.relative_to(root).as_posix()
+            if rel in _SHIMS:
+                continue
+            parts = path.relative_to(root / folder).with_suffix("").parts
+            module = ".".join([package, *(p for p in parts if p != "__init__")])
+            scanned += 1
+            bad += [f"{rel}:{line}: {name}" for name, line, func in _imports(path, module)
+                    if func != "__getattr__" and any(name == c or name.startswith(c + ".") for c in _CLI)]
+    assert scanned > 50
+    assert not bad, "library modules importing the command line:\n" + "\n".join(bad)

@@ -25,11 +25,11 @@ import json
 import numpy as np
 import pytest
 
-from pairwise.protocols.cli import main
-from pairwise.protocols.commands import ecdf as ecdf_cmd
-from pairwise.protocols.commands import ldp as ldp_cmd
-from pairwise.protocols.commands import noise as noise_cmd
-from pairwise.protocols.commands import ustat as ustat_cmd
+from pairwise.cli import main
+from pairwise.commands import ecdf as ecdf_cmd
+from pairwise.commands import ldp as ldp_cmd
+from pairwise.commands import noise as noise_cmd
+from pairwise.commands import ustat as ustat_cmd
 
 # ----------------------------------------------------------------------------- comparison
 

@@ -52,7 +52,7 @@ PREAMBLE = textwrap.dedent(
     from pairwise.mpc.channel import TCPChannel
     from pairwise.mpc.garble import default_chunk
     from pairwise.mpc.twopc import EvaluatorSession, GarblerSession, circuit_digest
-    from pairwise.protocols.commands.twopc import _ot_batch
+    from pairwise.commands.twopc import _ot_batch
     def say(**kw):
         print(json.dumps(kw), flush=True)
     def die():

@@ -114,7 +114,7 @@ Security / trust model
 Command line: ``pairwise ecdf serve --server-id I --listen HOST:PORT [--state DIR]
 [--budget E] [--dataset-budget NAME=E ...] [--peer J=HOST:PORT ...] [--timeout S]
 [--request-timeout S] [--max-connections N] [--cluster SPEC]`` (see
-:mod:`pairwise.protocols.commands.ecdf`); the server prints one JSON line
+:mod:`pairwise.commands.ecdf`); the server prints one JSON line
 ``{"event": "listening", "server_id": I, "host": ..., "port": ...}`` when it
 accepts connections.
 """

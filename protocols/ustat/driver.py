@@ -456,8 +456,8 @@ def _run_network(nc, params: dict, pairs: np.ndarray, owner_g: np.ndarray, owner
 
     from pairwise.mpc.tls import throwaway_credentials
 
-    from ..commands.transport import transport_argv
     from ..processes import spawn, terminate
+    from ..transport import transport_argv
 
     m = pairs.shape[0]
     groups: dict[tuple[int, int], np.ndarray] = {}

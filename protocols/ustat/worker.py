@@ -104,8 +104,8 @@ def run_session(nc, sess: dict, timeout: float, results: dict, errors: list, tls
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
-    from pairwise.protocols.commands.transport import add_transport_args, tls_from_args
     from pairwise.protocols.processes import bind_to_parent, exit_on_sigterm
+    from pairwise.protocols.transport import add_transport_args, tls_from_args
 
     bind_to_parent()
     exit_on_sigterm()

@@ -1,8 +1,13 @@
-"""The transport options shared by every networked command: ``--tls DIR --name NAME [--insecure]``.
+"""The transport options of every networked process: ``--tls DIR --name NAME [--insecure]``.
+
+The ``pairwise`` commands (:mod:`pairwise.commands`) and the worker processes
+the library starts itself (:mod:`pairwise.protocols.ustat.worker`) read them
+the same way, and :func:`transport_argv` passes them on to a child, so they
+live here, below both.
 
 ``--tls DIR --name NAME`` runs the command's connections in mutual TLS 1.3
 with the credentials ``DIR/ca.pem``, ``DIR/NAME.pem``, ``DIR/NAME.key`` (made by
-``pairwise certs create``, :mod:`pairwise.protocols.commands.certs`); the
+``pairwise certs create``, :mod:`pairwise.commands.certs`); the
 peer's certificate must chain to the same CA.  Without ``--tls`` the command
 runs in plaintext, which :mod:`pairwise.mpc.channel` allows on loopback
 addresses only; ``--insecure`` allows it elsewhere (a network you trust).

@@ -20,6 +20,7 @@ What it does
     ``--connect-timeout``  seconds to keep trying to reach a peer
     ``--progress``         progress bar on stderr (default: when stderr is a terminal;
                            ``--no-progress`` turns it off)
+    ``--cluster SPEC``     run on Dask distributed (:mod:`pairwise.protocols.cluster`)
     =====================  ==========================================================
 
     Old spellings (``--csv``, ``--score``, ``--column``, ``--columns A B``,
@@ -55,7 +56,7 @@ Using it in a command module
     ``add_epsilon(p)`` (``default=1.0`` only for demos), ``add_data(p)``,
     ``add_columns(p, what=...)``, ``add_builtin(p, default=...)``,
     ``add_timeouts(p, timeout=..., connect_timeout=...)``, ``add_progress(p)``,
-    ``add_json(p)``; old spellings with ``old=("--csv",)`` or
+    ``add_json(p)``, ``add_cluster_argument(p, what)``; old spellings with ``old=("--csv",)`` or
     :func:`add_alias`; ``with progress_bar(args, "what", unit="pair") as cb:``.
 
 Security model
@@ -85,6 +86,7 @@ __all__ = [
     "add_builtin",
     "add_timeouts",
     "add_progress",
+    "add_cluster_argument",
     "progress_bar",
 ]
 
@@ -217,7 +219,7 @@ def add_columns(p, *, what: str, default=None, old: tuple[str, ...] = (), spaces
 
 def add_builtin(p, *, default: str | None, what: str | None = None, old: tuple[str, ...] = ()) -> None:
     """``--builtin NAME``: a dataset shipped with pairwise (``ldp --dataset`` is its old spelling)."""
-    from ..datasets import list_datasets
+    from pairwise.protocols.datasets import list_datasets
 
     names = ", ".join(list_datasets())
     text = what or f"shipped dataset ({names})" + (f"; default {default}" if default else "")
@@ -242,6 +244,16 @@ def add_progress(p) -> None:
     """``--progress`` / ``--no-progress``: a bar on stderr (default: when stderr is a terminal)."""
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="progress bar on stderr (default: only when stderr is a terminal)")
+
+
+def add_cluster_argument(parser, what: str) -> None:
+    """The ``--cluster`` flag shared by the commands that can run on Dask."""
+    from pairwise.protocols.cluster import INSTALL_HINT
+
+    parser.add_argument("--cluster", metavar="SPEC",
+                        help=f"run {what} on Dask distributed: 'local' (one worker process per core), "
+                             "'local:N', or a scheduler address tls://HOST:PORT with Dask's TLS settings "
+                             f"(tcp://HOST:PORT on loopback only); needs {INSTALL_HINT}")
 
 
 #: On a terminal, the bar is redrawn this often (seconds) between reports, so its elapsed time keeps moving

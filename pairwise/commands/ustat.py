@@ -65,10 +65,12 @@ from __future__ import annotations
 
 import json
 
-from ..datasets import dataset_path
+from pairwise.protocols.datasets import dataset_path
+
 from .bounds import NOT_PRIVATE, add_bound_args, clamped_note, deprecated, resolve_domains
 from .options import (
     add_builtin,
+    add_cluster_argument,
     add_columns,
     add_data,
     add_epsilon,
@@ -97,8 +99,6 @@ RR_BINS = 16
 
 
 def register(root, groups) -> None:
-    from ..cluster import add_cluster_argument
-
     p = root.add_parser("ustat", help="DP U-statistic (gini, kendall, auc) with the 2PC subsampling protocol",
                         description="Estimate a U-statistic of n users' private values with differential "
                                     "privacy: sampled pairs of users run the kernel plus discrete-Laplace noise "
@@ -144,7 +144,7 @@ def register(root, groups) -> None:
 
 
 def _load(args):
-    from ..datasets import dataset_info, load_csv, load_dataset
+    from pairwise.protocols.datasets import dataset_info, load_csv, load_dataset
 
     stat = args.statistic
     if args.data is not None and args.builtin is not None:
@@ -189,7 +189,7 @@ def _rr_protocol(stat: str, domains, epsilon: float):
     at most RR_BINS points, else RR_BINS equal bins on [lower, upper]. Built (and validated) before any noise."""
     import numpy as np
 
-    from ..ldp.ustat import QuantizedUStatistic, Quantizer
+    from pairwise.protocols.ldp.ustat import QuantizedUStatistic, Quantizer
 
     if all(d.span + 1 <= RR_BINS for d in domains):
         q = Quantizer.discrete([(d.lower + np.arange(d.span + 1) * d.step).tolist() for d in domains])
@@ -215,8 +215,7 @@ def _rr_baseline(proto, cols, lab, domains) -> float:
 
 def cmd_ustat(args) -> int:
     from pairwise.dp.bounds import clamp_estimate
-
-    from ..ustat.driver import run_ustat
+    from pairwise.protocols.ustat.driver import run_ustat
 
     if args.signed:
         deprecated("--signed", "--lower/--upper (values are shifted by the public lower bound)")

@@ -89,7 +89,7 @@ def resolve_domains(args, columns: list[str], dataset: str | None, *, integer: b
                 f"{data_flag} needs the public domain of its private column(s) {', '.join(columns)}: give "
                 f"--lower L --upper U (one value per column, comma-separated), fixed in advance, not the "
                 f"data's min/max")
-        from ..datasets import column_domain
+        from pairwise.protocols.datasets import column_domain
 
         doms = [column_domain(dataset, c) for c in columns]
         if decs is not None:

@@ -111,9 +111,11 @@ import json
 import os
 import sys
 
+from pairwise.protocols.transport import add_transport_args, tls_from_args
+
 from .bounds import NOT_PRIVATE, add_bound_args, clamped_note, deprecated, resolve_domains
-from .transport import add_transport_args, tls_from_args
 from .options import (
+    add_cluster_argument,
     add_columns,
     add_data,
     add_epsilon,
@@ -148,7 +150,7 @@ def _release_bar(roc: bool) -> str:
 
 
 def register(root, groups) -> None:
-    from ..cluster import INSTALL_HINT, add_cluster_argument
+    from pairwise.protocols.cluster import INSTALL_HINT
 
     p = root.add_parser("ecdf", help="multi-server DP ECDF service (FSS keys, tree mechanism, 2PC noise)")
     sub = p.add_subparsers(dest="ecdf_command", metavar="WHAT")
@@ -301,7 +303,7 @@ def _server_ids(items, flag: str, what: str) -> dict:
 
 
 def _peers(items) -> dict:
-    from ..ecdf.wire import parse_address
+    from pairwise.protocols.ecdf.wire import parse_address
 
     out = {}
     for j, addr in _server_ids(items, "--peer", "J=HOST:PORT").items():
@@ -315,9 +317,9 @@ def _peers(items) -> dict:
 def cmd_serve(args) -> int:
     import signal
 
-    from ..ecdf.auth import Policy
-    from ..ecdf.server import ECDFServer
-    from ..ecdf.wire import parse_address
+    from pairwise.protocols.ecdf.auth import Policy
+    from pairwise.protocols.ecdf.server import ECDFServer
+    from pairwise.protocols.ecdf.wire import parse_address
 
     host, port = parse_address(args.listen)
     tls = tls_from_args(args)
@@ -339,7 +341,7 @@ def cmd_serve(args) -> int:
 
 
 def _querier(args, servers):
-    from ..ecdf.client import ECDFQuerier
+    from pairwise.protocols.ecdf.client import ECDFQuerier
 
     return ECDFQuerier(servers, timeout=args.timeout, connect_timeout=getattr(args, "connect_timeout", 5.0),
                        tls=tls_from_args(args), insecure=args.insecure)
@@ -359,8 +361,8 @@ def _quantile_levels(text):
 
 def _validate_release_args(args, m: int, n_bits: int, roc: bool) -> list[float]:
     """Check every release parameter before any upload, budget charge or noise; returns the quantile levels."""
-    from ..ecdf.shares import MAX_GRID_BITS
-    from ..ecdf.wire import parse_epsilon
+    from pairwise.protocols.ecdf.shares import MAX_GRID_BITS
+    from pairwise.protocols.ecdf.wire import parse_epsilon
 
     parse_epsilon(args.epsilon, "--epsilon")
     if roc:
@@ -393,9 +395,9 @@ def _release_and_report(querier, dataset, values, lo, hi, n_bits, args, labels=N
     import numpy as np
 
     from pairwise.dp.ecdf import auc, inverse_ecdf
-    from ..ecdf.client import roc_points
-    from ..ecdf.querier import progress_part
-    from ..ecdf.shares import bin_upper_edges, grid_points
+    from pairwise.protocols.ecdf.client import roc_points
+    from pairwise.protocols.ecdf.querier import progress_part
+    from pairwise.protocols.ecdf.shares import bin_upper_edges, grid_points
 
     roc = labels is not None if roc is None else roc
     g = args.grid_bits or n_bits
@@ -452,7 +454,7 @@ def _check_budget(querier, dataset: str, need: float) -> None:
     """Refuse early if a server cannot afford ``need`` (ECDF + ROC), instead of failing after the first release."""
     from fractions import Fraction
 
-    from ..ecdf.wire import BudgetExceeded
+    from pairwise.protocols.ecdf.wire import BudgetExceeded
 
     for st in querier.status(dataset):
         i = st["info"]
@@ -515,7 +517,7 @@ def _run_domain(args):
 
 def _refuse_existing(q, dataset: str, servers_text: str) -> None:
     """``ecdf run`` never uploads to a dataset id that a server already holds (datasets are sealed)."""
-    from ..ecdf.wire import DatasetExists
+    from pairwise.protocols.ecdf.wire import DatasetExists
 
     held = [j for j, has in enumerate(q.holders(dataset)) if has]
     if held:
@@ -537,7 +539,7 @@ def _run_column(args) -> str:
 
 def _check_upload_args(args, servers) -> None:
     """Every upload flag of ``ecdf run`` / ``ecdf upload``, before anything is read or sent."""
-    from ..ecdf.client import scheme_for
+    from pairwise.protocols.ecdf.client import scheme_for
 
     if args.append and args.scheme == "pointwise":
         raise ValueError("--append adds clients to a dataset of FSS keys; a pointwise round is uploaded whole")
@@ -552,9 +554,8 @@ def _client_values(args, dom):
     import numpy as np
 
     from pairwise.dp.bounds import clamp
-
-    from ..datasets import load_csv
-    from ..ecdf.shares import quantize
+    from pairwise.protocols.datasets import load_csv
+    from pairwise.protocols.ecdf.shares import quantize
 
     d = load_csv(args.data, [args.column] + ([args.id_column] if args.id_column else []), label=args.label)
     col, clamped = clamp(d[args.column], dom.lower, dom.upper)  # each client clamps its own value
@@ -574,8 +575,8 @@ def _client_values(args, dom):
 
 def cmd_upload(args) -> int:
     """``ecdf upload``: be the clients of a CSV column, with no release (a ``client`` certificate suffices)."""
-    from ..ecdf.client import upload
-    from ..ecdf.wire import parse_servers
+    from pairwise.protocols.ecdf.client import upload
+    from pairwise.protocols.ecdf.wire import parse_servers
 
     servers = parse_servers(args.servers)
     args.column = _run_column(args)
@@ -606,8 +607,8 @@ def cmd_upload(args) -> int:
 
 
 def cmd_run(args) -> int:
-    from ..ecdf.client import upload, upload_pointwise
-    from ..ecdf.wire import parse_servers
+    from pairwise.protocols.ecdf.client import upload, upload_pointwise
+    from pairwise.protocols.ecdf.wire import parse_servers
 
     servers = parse_servers(args.servers)
     args.column = _run_column(args)
@@ -656,7 +657,7 @@ def cmd_run(args) -> int:
 
 def cmd_repair(args) -> int:
     """``ecdf repair``: drop the uploads not every server committed, so releases over the dataset work again."""
-    from ..ecdf.wire import parse_servers
+    from pairwise.protocols.ecdf.wire import parse_servers
 
     rows = _querier(args, parse_servers(args.servers)).repair(args.dataset, dry_run=args.dry_run)
     if args.json:
@@ -670,7 +671,7 @@ def cmd_repair(args) -> int:
 
 
 def cmd_query(args) -> int:
-    from ..ecdf.wire import parse_servers
+    from pairwise.protocols.ecdf.wire import parse_servers
 
     servers = parse_servers(args.servers)
     q = _querier(args, servers)
@@ -778,7 +779,7 @@ def _demo_cluster(spec):
     """``demo --cluster``: a local spec (each server starts a LocalCluster of its own), else refused."""
     if spec is None:
         return None
-    from ..cluster import parse_cluster
+    from pairwise.protocols.cluster import parse_cluster
 
     if not parse_cluster(spec).local:
         raise ValueError(f"ecdf demo --cluster takes local or local:N (a cluster per server), not {spec!r}: one "
@@ -791,11 +792,10 @@ def cmd_demo(args) -> int:
     import numpy as np
 
     from pairwise.dp.bounds import clamp
-
-    from ..datasets import column_domain, load_dataset
-    from ..ecdf.client import ECDFQuerier, ServerProcesses, upload
-    from ..ecdf.shares import quantize
-    from ..ecdf.wire import parse_epsilon
+    from pairwise.protocols.datasets import column_domain, load_dataset
+    from pairwise.protocols.ecdf.client import ECDFQuerier, ServerProcesses, upload
+    from pairwise.protocols.ecdf.shares import quantize
+    from pairwise.protocols.ecdf.wire import parse_epsilon
 
     name, column, label = DEMO_DATA
     dom = column_domain(name, column)

@@ -29,7 +29,7 @@ then each covariate). Shipped datasets default to the domains declared in
 Every user clamps its value into the public domain before randomizing;
 nothing about the mechanism comes from the data.
 
-Options follow the shared vocabulary (:mod:`pairwise.protocols.commands.options`):
+Options follow the shared vocabulary (:mod:`pairwise.commands.options`):
 ``--builtin NAME`` for shipped data, ``--data FILE.csv`` for a CSV, ``--columns``
 for the private column(s) (qmle names its by role: ``--response``,
 ``--covariates A,B``), ``--epsilon`` required.  The old spellings ``--dataset``,
@@ -71,7 +71,8 @@ import json
 
 import numpy as np
 
-from ..datasets import DataError, dataset_path, load_csv
+from pairwise.protocols.datasets import DataError, dataset_path, load_csv
+
 from .bounds import NOT_PRIVATE, add_bound_args, clamped_note, resolve_domains
 from .options import add_builtin, add_columns, add_data, add_json, warn
 from .options import epsilon as epsilon_type
@@ -213,9 +214,8 @@ def _emit(args, payload: dict, lines: list[str]) -> int:
 
 def cmd_auc(args) -> int:
     from pairwise.dp.bounds import clamp, clamp_estimate
-
-    from ..ldp.auc import PrivateHierarchicalHistogram, ldp_auc, quantize_scores
-    from ..ldp.ustat import exact_auc
+    from pairwise.protocols.ldp.auc import PrivateHierarchicalHistogram, ldp_auc, quantize_scores
+    from pairwise.protocols.ldp.ustat import exact_auc
 
     if not 1 <= args.bits <= 24:
         raise ValueError(f"--bits must lie in 1..24, got {args.bits}")
@@ -279,8 +279,7 @@ def cmd_auc(args) -> int:
 
 def cmd_qmle(args) -> int:
     from pairwise.dp.bounds import clamp
-
-    from ..ldp.qmle import (
+    from pairwise.protocols.ldp.qmle import (
         BitModel,
         fit_qmle_private,
         fit_qmle_public,
@@ -351,8 +350,7 @@ def cmd_qmle(args) -> int:
 
 def cmd_shuffle_histogram(args) -> int:
     from pairwise.dp.bounds import PublicDomain, to_fixed_point
-
-    from ..ldp.shuffle import HistogramProtocol, shuffled_histogram
+    from pairwise.protocols.ldp.shuffle import HistogramProtocol, shuffled_histogram
 
     _epsilon(args)
     args.column = _one_column(args)
@@ -412,8 +410,7 @@ def cmd_shuffle_histogram(args) -> int:
 
 def cmd_ustat(args) -> int:
     from pairwise.dp.bounds import clamp, clamp_estimate
-
-    from ..ldp.ustat import QuantizedUStatistic, Quantizer, exact_ustatistic
+    from pairwise.protocols.ldp.ustat import QuantizedUStatistic, Quantizer, exact_ustatistic
 
     _epsilon(args)
     kernel = args.kernel

@@ -17,7 +17,7 @@ Commands
         Makes a throwaway CA in a temporary directory, starts both parties as
         two processes on loopback in mutual TLS, and prints both summaries.
 
-Transport (:mod:`pairwise.protocols.commands.transport`)
+Transport (:mod:`pairwise.protocols.transport`)
     ``--tls DIR --name NAME``: mutual TLS 1.3 with certificates from
     ``pairwise certs create`` (any role); ``--peer NAME`` also requires the
     other party's certificate to be NAME.  Without ``--tls`` the parties
@@ -45,10 +45,10 @@ import time
 from pairwise.circuits.catalog import resolve_circuit
 from pairwise.circuits.ir import EVALUATOR, GARBLER, Circuit, CircuitError
 from pairwise.circuits.kernels import KERNELS, pack_pair
+from pairwise.protocols.transport import add_transport_args, tls_from_args, transport_argv
 
 from .circuit import format_hex_output, parse_hex_input
 from .options import add_json, add_timeouts, seconds
-from .transport import add_transport_args, tls_from_args, transport_argv
 
 
 def _hostport(text: str) -> tuple[str, int]:
@@ -275,8 +275,7 @@ def _free_port() -> int:
 
 def cmd_demo(args) -> int:
     from pairwise.mpc.tls import throwaway_credentials
-
-    from ..processes import spawn, terminate
+    from pairwise.protocols.processes import spawn, terminate
 
     circuit = resolve_circuit(args.circuit, args.bits, args.signed)
     if _is_kernel(args.circuit):

@@ -1,0 +1,1 @@
+"""Command modules of the ``pairwise`` CLI; each exposes ``register(root, groups)``."""
