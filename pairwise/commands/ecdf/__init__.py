@@ -1,0 +1,291 @@
+"""``pairwise ecdf``: the multi-server differentially private ECDF service.
+
+Commands
+    ``pairwise ecdf serve --server-id I --listen HOST:PORT [--state DIR] [--budget E]
+    [--dataset-budget NAME=E ...] [--peer J=HOST:PORT ...] [--peer-name J=NAME ...] [--timeout S]
+    [--request-timeout S] [--max-connections N] [--cluster SPEC] [--exit-with-parent]
+    [--tls DIR --name NAME | --insecure]``
+        Run server I until SIGTERM or SIGINT (a clean shutdown in a few
+        seconds).  Prints ``{"event": "listening", ...}`` on stdout once it
+        accepts connections (port 0 picks a free port).  ``--state DIR``
+        keeps its datasets, keys and privacy ledger in SQLite, so a restart
+        resumes them.  With ``--tls`` every connection is mutual TLS and each
+        request is authorized by the peer's certificate role
+        (:mod:`pairwise.protocols.ecdf.auth`); ``--peer-name J=NAME`` is the
+        certificate name server J must present for the server-to-server noise.
+        ``--cluster local[:N] | tcp://HOST:PORT | tls://HOST:PORT`` evaluates
+        this server's keys on a Dask cluster of its own
+        (:mod:`pairwise.protocols.ecdf.cluster`): ``local`` starts one with N
+        worker processes (one per core by default), stopped with the server;
+        the listening line and ``status`` name it.
+    ``pairwise ecdf run --servers HOST:PORT,HOST:PORT[,...] --data FILE.csv --columns NAME --epsilon E
+    --lower LO --upper HI [--label COL] [--roc] [--quantiles Q,...] [--domain-bits N] [--grid-bits G]
+    [--mechanism paper|hierarchical] [--scheme auto|dcf|mshare|pointwise] [--dataset ID] [--json]``
+        Be the clients (one per CSV row, id = row number) and the querier:
+        each client clamps its value into the public domain [LO, HI] and
+        quantizes it to 2^N equal bins; upload the keys, release the noisy
+        ECDF of the column over the grid and print exact vs DP vs smoothed.
+        ``--roc`` (with ``--label``) also releases the ROC curve with another
+        epsilon.  ``--range LO,HI`` is a deprecated alias of ``--lower/--upper``,
+        ``--column`` of ``--columns``.
+        Every parameter (epsilon, quantile levels, grid, scheme, ...) is
+        checked before anything is uploaded or any budget is charged.
+        A dataset id that the servers already hold is refused (datasets are
+        sealed): use ``ecdf query`` for it, a new ``--dataset``, or
+        ``--append --id-column COL`` to add new clients.
+    ``pairwise ecdf upload --servers ... --data FILE.csv --columns NAME --lower LO --upper HI [--label COL]
+    [--dataset ID] [--domain-bits N] [--scheme auto|dcf|mshare] [--append --id-column COL] [--json]``
+        Be the clients only, as ``run`` uploads them, with no release: the
+        command of a data owner holding a ``client`` certificate.  JSON keys:
+        ``dataset``, ``n``, ``accepted``, ``rejected_count``, ``append``,
+        ``range``, ``domain_bits``, ``series``, ``clamped`` (not private),
+        ``upload_bytes``.
+    ``pairwise ecdf query --servers ... --dataset ID --epsilon E [--roc] [--quantiles Q,...] [--grid-bits G]
+    [--mechanism paper|hierarchical] [--json]``
+        Be the querier only: release over a dataset already on the servers
+        (thresholds in the public domain stored with the dataset).
+    ``pairwise ecdf repair --servers ... --dataset ID [--dry-run] [--json]``
+        After an upload interrupted between the servers' commits (releases
+        refused with ``DatasetMismatch``): drop the uploads that not every
+        server committed (:meth:`ECDFQuerier.repair`; a ``querier``
+        certificate).  Refused, dropping nothing, when a server lacks the
+        dataset or the servers share no upload.  Charges are kept.
+    ``pairwise ecdf status --servers ... [--dataset ID] [--timeout S] [--connect-timeout S] [--json]``
+        Each server's clients and budget for a dataset (or all; the servers'
+        ledgers are reconciled first, so ``spent`` agrees).  JSON: a list, one
+        object per server with ``server_id`` and ``datasets`` (a list of
+        infos), the same shape with and without ``--dataset`` (which also
+        keeps its older ``info`` key).
+    ``run``, ``upload``, ``query`` and ``status`` take ``--tls DIR --name NAME`` (a
+    ``client`` certificate may upload: ``ecdf upload``; releases and status, hence
+    ``run``, need ``querier``).
+    ``run``, ``upload``, ``query`` and ``demo`` take ``--progress``/``--no-progress``
+    (default: when stderr is a terminal): on stderr, a bar of the clients
+    whose keys have been sent to every server, then one of the release's stages
+    (per request: every server prepared, the release started, then one per
+    server whose result arrived; the servers' evaluation and noise run
+    before the first result).  stdout is unchanged, ``--json`` included.
+    ``pairwise ecdf demo [--epsilon E] [--plot out.png] [--servers-count M] [--cluster local[:N]] [--json]``
+        (also ``pairwise demo ecdf``) Starts M (default 2) server processes on
+        loopback, uploads the shipped breast_cancer data (mean_radius,
+        quantized to 2^10 bins of its declared public domain [5, 30]; label
+        malignant), releases the ECDF with epsilon and the ROC curve of
+        mean_radius as a score for malignancy with another epsilon, prints
+        exact vs DP vs smoothed, optionally plots them (matplotlib).  The demo
+        makes a throwaway CA and runs every connection in mutual TLS.
+        ``--cluster local[:N]`` gives every server a LocalCluster of its own.
+
+JSON keys of ``run``, ``query`` and ``demo`` (public interface; ``query`` has no
+not-private keys, it never sees the data):
+
+* DP outputs: ``dp`` (the raw noisy ECDF at the thresholds, unbiased, may
+  leave [0, 1] and decrease), ``smoothed`` (Eq. (3) smoothing: the same
+  release made non-decreasing and in [0, 1], i.e. clamped to the natural
+  range), ``quantiles`` (Algorithm 1 on ``smoothed``), ``roc`` (``fpr``,
+  ``tpr``, ``epsilon``, ``delta``) and ``auc`` (in [0, 1] by construction).
+  The ROC curve and its AUC come from the two *smoothed* releases, as in
+  the paper (Sec. 5.1); there is no raw AUC: the raw releases are not
+  monotone, and the trapezoid area over 2^G noisy steps is no estimate at
+  all (on the demo's 212 positives at eps = 1 it came out at -0.67 for an
+  exact 0.94).
+* Public parameters and costs: ``thresholds`` (real threshold values, the
+  grid's upper bin edges, from the public domain), ``epsilon`` (of the ECDF
+  release), ``epsilon_total``, ``delta``, ``n`` (clients, public),
+  ``servers``, ``mechanism``, ``noise``, ``scheme``, ``grid_bits``,
+  ``domain_bits``, ``range`` (the public domain [lower, upper]),
+  ``theorem31_rmse``, ``bytes`` (all bytes on the wire: uploads, querier
+  and server-to-server) and ``bytes_detail``, ``dataset``, ``upload``.
+  The querier's byte count includes the servers' JSON timing reports, so
+  ``bytes`` varies by a few bytes from run to run (never with the data).
+* Not private (computed without noise, for evaluation only): ``exact``,
+  ``max_abs_error``, ``max_abs_error_smoothed``, ``quantiles_exact``,
+  ``roc.fpr_exact``, ``roc.tpr_exact``, ``auc_exact``, ``clamped`` (values
+  clamped into the public domain by their owners).
+
+Modules, one per group of commands: :mod:`.serve`, :mod:`.upload` (``upload``
+and ``run``), :mod:`.query` (``query``, ``repair``, ``status``), :mod:`.demo`,
+and :mod:`.release`, the querier's release and report that ``run``, ``query``
+and ``demo`` share.  This package holds the flags (:func:`register`) and the
+JSON key lists.
+
+Security model: see :mod:`pairwise.protocols.ecdf.server`.
+"""
+
+from __future__ import annotations
+
+from pairwise.protocols.transport import add_transport_args
+
+from ..bounds import add_bound_args
+from ..options import (
+    add_cluster_argument,
+    add_columns,
+    add_data,
+    add_epsilon,
+    add_json,
+    add_progress,
+    add_timeouts,
+    positive_int,
+    seconds,
+)
+from .demo import DEMO_BITS, DEMO_DATA, cmd_demo
+from .query import cmd_query, cmd_repair, cmd_status, status_rows
+from .release import UPLOAD_BAR
+from .serve import cmd_serve
+from .upload import cmd_run, cmd_upload
+
+__all__ = [
+    "DP_KEYS",
+    "NOT_PRIVATE_KEYS",
+    "MEASURED_KEYS",
+    "DEMO_DATA",
+    "DEMO_BITS",
+    "UPLOAD_BAR",
+    "register",
+    "cmd_serve",
+    "cmd_upload",
+    "cmd_run",
+    "cmd_query",
+    "cmd_repair",
+    "cmd_status",
+    "status_rows",
+    "cmd_demo",
+]
+
+#: JSON keys (dotted for nested ones) that hold DP outputs or their post-processing.
+DP_KEYS = ("dp", "smoothed", "quantiles", "roc.fpr", "roc.tpr", "auc")
+#: JSON keys computed without noise: not private, for evaluation only. Every other key is a function of
+#: public inputs and is identical on neighbouring datasets (tests/test_privacy_audit.py), except:
+NOT_PRIVATE_KEYS = ("exact", "max_abs_error", "max_abs_error_smoothed", "quantiles_exact", "roc.fpr_exact",
+                    "roc.tpr_exact", "auc_exact", "clamped")
+#: byte counts that include the servers' JSON timing reports, so they vary by a few bytes from run to run.
+MEASURED_KEYS = ("bytes", "bytes_detail.querier")
+
+
+def register(root, groups) -> None:
+    from pairwise.protocols.cluster import INSTALL_HINT
+
+    p = root.add_parser("ecdf", help="multi-server DP ECDF service (FSS keys, tree mechanism, 2PC noise)")
+    sub = p.add_subparsers(dest="ecdf_command", metavar="WHAT")
+    p.set_defaults(func=lambda args, _p=p: (_p.print_help(), 2)[1])
+
+    s = sub.add_parser("serve", help="run one ECDF server")
+    s.add_argument("--server-id", type=int, required=True, help="this server's index I (0..m-1)")
+    s.add_argument("--listen", required=True, help="HOST:PORT to listen on (port 0: pick a free port)")
+    s.add_argument("--budget", default="10", help="privacy budget (total epsilon) per dataset (default 10)")
+    s.add_argument("--dataset-budget", action="append", default=[], metavar="NAME=E",
+                   help="budget of one dataset (repeatable)")
+    s.add_argument("--timeout", type=seconds, default=120.0, metavar="S",
+                   help="seconds any single wait on a client, querier or the other servers may take, and an idle "
+                        "connection may stay (default 120)")
+    s.add_argument("--state", metavar="DIR",
+                   help="keep datasets, keys and the privacy ledger in DIR/ecdf-server-I.db (SQLite) so a restart "
+                        "resumes them; without it the state is in memory and lost on exit")
+    s.add_argument("--request-timeout", type=seconds, metavar="S",
+                   help="seconds one request (an upload, a release) may take in total (default max(1800, 10 x --timeout))")
+    s.add_argument("--max-connections", type=positive_int, default=64, metavar="N",
+                   help="connections served at once; more are answered 'busy' (default 64)")
+    s.add_argument("--peer", action="append", default=[], metavar="J=HOST:PORT",
+                   help="address of server J for the server-to-server noise (server 0 connects to server 1); "
+                        "default: the address the querier names")
+    s.add_argument("--peer-name", action="append", default=[], metavar="J=NAME",
+                   help="with --tls: the certificate name server J must present for the server-to-server noise "
+                        "(required for a two-server release under TLS)")
+    s.add_argument("--exit-with-parent", action="store_true",
+                   help="stop when the process that started this server exits (used by demos and tests)")
+    add_cluster_argument(s, "this server's key evaluation (one Dask task per shard of the keys; the cluster must "
+                            "be this server's alone: 'local' starts one for it)")
+    add_transport_args(s)
+    s.set_defaults(func=cmd_serve)
+
+    r = sub.add_parser("run", help="upload a CSV column as clients and release its DP ECDF")
+    _query_args(r)
+    r.add_argument("--roc", action="store_true", help="also release the ROC curve (needs --label, another epsilon)")
+    _upload_args(r, pointwise=True)
+    r.set_defaults(func=cmd_run)
+
+    u = sub.add_parser("upload", help="upload a CSV column as clients, without a release (a client certificate "
+                                      "suffices)")
+    u.add_argument("--servers", required=True, help="HOST:PORT,HOST:PORT[,...] in server-id order")
+    _upload_args(u)
+    add_timeouts(u, timeout=600.0, connect_timeout=5.0, timeout_what="a server")
+    add_json(u)
+    add_progress(u)
+    add_transport_args(u)
+    u.set_defaults(func=cmd_upload)
+
+    qp = sub.add_parser("query", help="release the DP ECDF of a dataset already on the servers (no upload)")
+    _query_args(qp)
+    qp.add_argument("--dataset", required=True, help="dataset id on the servers")
+    qp.add_argument("--roc", action="store_true", help="also release the ROC curve (dataset with labels; another epsilon)")
+    qp.set_defaults(func=cmd_query)
+
+    rp = sub.add_parser("repair", help="drop the uploads of a dataset that not every server committed "
+                                       "(an upload interrupted between the servers' commits)")
+    rp.add_argument("--servers", required=True, metavar="HOST:PORT,...",
+                    help="HOST:PORT,HOST:PORT[,...] of the servers, in server-id order")
+    rp.add_argument("--dataset", required=True, metavar="ID", help="the dataset that DatasetMismatch named")
+    rp.add_argument("--dry-run", action="store_true", help="only list what would be dropped")
+    add_timeouts(rp, timeout=120.0, connect_timeout=5.0, timeout_what="a server")
+    add_json(rp, "print one JSON list, one object per server: server_id, dropped (upload ids), clients")
+    add_transport_args(rp)
+    rp.set_defaults(func=cmd_repair)
+
+    st = sub.add_parser("status", help="each server's clients and budget")
+    st.add_argument("--servers", required=True, metavar="HOST:PORT,...",
+                    help="HOST:PORT,HOST:PORT[,...] of the servers, in server-id order")
+    st.add_argument("--dataset", metavar="ID", help="only this dataset (default: every dataset on the servers)")
+    add_timeouts(st, timeout=30.0, connect_timeout=5.0, timeout_what="a server")
+    add_json(st, "print one JSON list, one object per server")
+    add_transport_args(st)
+    st.set_defaults(func=cmd_status)
+
+    for parent in (sub, groups["demo"]):
+        d = parent.add_parser("demo" if parent is sub else "ecdf",
+                              help="ECDF and ROC of breast_cancer mean_radius with servers on loopback")
+        add_epsilon(d, default=1.0, what="epsilon of the ECDF release (the ROC spends the same again)")
+        d.add_argument("--plot", help="write a PNG of true vs DP vs smoothed ECDF and the ROC (matplotlib)")
+        d.add_argument("--servers-count", type=positive_int, default=2, metavar="M",
+                       help="number of server processes, 2..16 (default 2)")
+        d.add_argument("--mechanism", choices=["paper", "hierarchical"], default="paper",
+                       help="paper: Theorem 3.1 (default); hierarchical: noisy nodes + consistency")
+        d.add_argument("--cluster", metavar="local[:N]",
+                       help="give every server process a Dask LocalCluster of its own (N worker processes; "
+                            "'local': one per core) for its key evaluation; a scheduler address is refused, as the "
+                            f"servers would share it; needs {INSTALL_HINT}")
+        add_timeouts(d, timeout=600.0, connect_timeout=60.0, timeout_what="a server")
+        add_json(d)
+        add_progress(d)
+        d.set_defaults(func=cmd_demo)
+
+
+def _upload_args(p, pointwise: bool = False) -> None:
+    """The data and dataset flags of ``ecdf run`` and ``ecdf upload``."""
+    add_data(p, what="CSV file with a header row (required)")
+    add_columns(p, what="numeric column (required)", old=("--column",))
+    p.add_argument("--label", help="0/1 label column (ROC series)")
+    p.add_argument("--dataset", help="dataset id on the servers (default FILE:COLUMN)")
+    add_bound_args(p, "the column", shipped_default=False)
+    p.add_argument("--range", help="deprecated alias of --lower LO --upper HI")
+    p.add_argument("--domain-bits", type=int, default=10, help="quantization bits n (default 10)")
+    schemes = ["auto", "dcf", "mshare"] + (["pointwise"] if pointwise else [])
+    p.add_argument("--scheme", choices=schemes, default="auto",
+                   help="auto: dcf keys for 2 servers, mshare for more"
+                        + ("; pointwise: the Sec. 4.1 baseline" if pointwise else ""))
+    p.add_argument("--append", action="store_true",
+                   help="add these rows as new clients of an existing dataset (otherwise an existing id is refused)")
+    p.add_argument("--id-column", help="with --append: the column of client ids (non-negative integers)")
+
+
+def _query_args(p) -> None:
+    p.add_argument("--servers", required=True, help="HOST:PORT,HOST:PORT[,...] in server-id order")
+    add_epsilon(p, what="epsilon of the ECDF release (--roc spends the same again)")
+    p.add_argument("--grid-bits", type=int, help="threshold grid 2^G (default: the domain)")
+    p.add_argument("--mechanism", choices=["paper", "hierarchical"], default="paper",
+                   help="paper: Theorem 3.1 (default); hierarchical: noisy nodes + consistency")
+    p.add_argument("--quantiles", help="comma-separated quantile levels, e.g. 0.25,0.5,0.75 (Algorithm 1)")
+    p.add_argument("--tolerate", type=int, default=0,
+                   help="m > 2: keep epsilon-DP against the querier colluding with this many servers")
+    add_timeouts(p, timeout=600.0, connect_timeout=5.0, timeout_what="a server")
+    add_json(p)
+    add_progress(p)
+    add_transport_args(p)
