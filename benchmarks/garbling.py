@@ -49,9 +49,8 @@ import time
 import numpy as np
 
 from pairwise.circuits.catalog import resolve_circuit
-from pairwise.mpc import jit
 from pairwise.circuits.ir import AND, EVALUATOR, GARBLER, Circuit, InputGroup, OutputGroup
-from pairwise.mpc.garble import Evaluator, Garbler, decode, split_outputs
+from pairwise.mpc.garble import Evaluator, Garbler, decode, jit, split_outputs
 
 #: Published figures for scale (see benchmarks/results/garbling.md).
 EMP_GARBLE_MANDS = (28.0, 44.0)
@@ -179,9 +178,9 @@ class _TimedNumpy:
     """Wraps the ufuncs mpc.garble calls (``_xor``, ``_and``, ``_mul``, ``_neg``, ``_copy``) so cProfile sees them as functions."""
 
     def __init__(self) -> None:
-        import pairwise.mpc.garble as G
+        from pairwise.mpc.garble import evaluator, garbler, kernels
         self._np = np
-        self._mod = G
+        self._mods = (kernels, garbler, evaluator)  # every module of the engine that calls them
 
         def wrap(f):
             def ufunc(*a, **k):
@@ -201,14 +200,16 @@ class _TimedNumpy:
         self._saved = {}
 
     def __enter__(self):
-        for name, f in self._wrapped.items():
-            self._saved[name] = getattr(self._mod, name)
-            setattr(self._mod, name, f)
+        for mod in self._mods:
+            for name, f in self._wrapped.items():
+                if hasattr(mod, name):
+                    self._saved[mod, name] = getattr(mod, name)
+                    setattr(mod, name, f)
         return self
 
     def __exit__(self, *exc):
-        for name, f in self._saved.items():
-            setattr(self._mod, name, f)
+        for (mod, name), f in self._saved.items():
+            setattr(mod, name, f)
 
 
 def _copy_fn(f, name):
@@ -277,7 +278,7 @@ def profile(circuit: Circuit, batch: int) -> str:
         )
         for stage, t in list(acc.items()) + [("Python and numpy call overhead", other)]:
             lines.append(f"  {stage:<34} {t * 1e3:9.1f} ms  {100 * t / total:5.1f}%  {t / n * 1e9:7.2f} ns/AND")
-        cum = {name: v[3] for (fn, _ln, name), v in st.items() if fn.endswith("garble.py")}
+        cum = {name: v[3] for (fn, _ln, name), v in st.items() if fn.endswith(os.path.join("garble", "kernels.py"))}
         ands = sum(cum.get(f, 0.0) for f in ("_garble_ands", "_eval_ands", "_garble_ands1", "_eval_ands1"))
         lines.append(
             f"  by gate kind: AND levels {100 * ands / total:.1f}%, XOR/INV levels and the rest "

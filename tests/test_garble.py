@@ -155,9 +155,9 @@ def force_direct(monkeypatch) -> None:
 
     The engine picks it for narrow levels of large chunks only (numpy calls cost nothing here).
     """
-    import pairwise.mpc.garble as G
+    import pairwise.mpc.garble.program as P  # (the module that reads it)
 
-    monkeypatch.setattr(G, "DIRECT_CALL_WORDS", 0)
+    monkeypatch.setattr(P, "DIRECT_CALL_WORDS", 0)
 
 
 @pytest.mark.parametrize("direct", [False, True])
@@ -618,7 +618,7 @@ def test_garble_into_caller_buffer():
 
 def test_labels_set_later_cost_no_random_bytes_and_open_groups_get_fresh_ones(monkeypatch):
     """Groups set after construction (from OT, from a seed) draw no CSPRNG labels; open ones draw them when needed."""
-    import pairwise.mpc.garble as G
+    import pairwise.mpc.garble.garbler as G  # (the module that draws the labels)
 
     c = aes128()
     batch = 3
@@ -750,3 +750,21 @@ if given is not None:
     def test_hypothesis_random_circuits(seed, n_gates, batch, chunk, offset):
         c = random_circuit(seed, n_gates=n_gates)
         check_garbled_equals_plaintext(c, batch, seed, chunk=chunk, instance_offset=offset)
+
+
+def test_package_keeps_the_names_of_the_former_module():
+    """mpc.garble became a package: every name the single module defined stays importable from it."""
+    import pairwise.mpc.garble as G
+    from pairwise.mpc.garble import format, garbler, jit, plan, program
+
+    former = """CHUNK_LABEL_BYTES DIRECT_CALL_WORDS Evaluator GarbleError GarbledCircuit Garbler HEADER_SIZE
+        JIT_MAX_WIDTH MAX_CHUNK POOL_BYTES STEP_GATES _HEADER _Jit1 _LevelPlan _MAGIC _NO_TABLES _ONE _ONE0
+        _PLANS _Plan _Reader _SLICES _U64 _VERSION _Work _and _as_blocks _build_plan _check_batch _check_chunk
+        _check_offset _chunks _copy _direct_and _direct_lin _eval_ands _eval_ands1 _eval_direct _flat
+        _garble_ands _garble_ands1 _garble_direct _jit _jit_eval1 _jit_garble1 _jit_program _keep_spare
+        _last_use _mul _neg _plan _planar _same_memory _segment_sizes _two_planes _use_jit _xor decode
+        default_chunk fresh_delta garble_and_evaluate split_outputs table_bytes urandom_bits wire_slice""".split()
+    assert [n for n in former if not hasattr(G, n)] == []
+    assert set(G.__all__) <= set(former)
+    assert (G.Garbler, G.GarbledCircuit, G._plan, G._Work, G._jit_garble1, G.STEP_GATES) == (
+        garbler.Garbler, format.GarbledCircuit, plan._plan, program._Work, jit._jit_garble1, program.STEP_GATES)

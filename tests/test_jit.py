@@ -22,6 +22,7 @@ from pairwise.circuits.ir import AND, EVALUATOR, GARBLER, INV, XOR, Circuit, Inp
 from pairwise.circuits.kernels import build_kernel
 from pairwise.mpc import garble, jit
 from pairwise.mpc.garble import Evaluator, GarbleError, Garbler, decode
+from pairwise.mpc.garble import garbler as garbler_module, program as program_module
 
 from conftest import BRISTOL_DIR
 from test_garble import random_bits, random_circuit
@@ -103,13 +104,13 @@ def test_compiled_path_is_used_and_pools_its_scratch(monkeypatch):
     c = build_kernel("gini", 16)
     bits = [np.ones((1, g.width), bool) for g in c.inputs]
     calls = []
-    real = garble._jit_garble1
+    real = garbler_module._jit_garble1
 
     def spy(*a, **k):
         calls.append(1)
         return real(*a, **k)
 
-    monkeypatch.setattr(garble, "_jit_garble1", spy)
+    monkeypatch.setattr(garbler_module, "_jit_garble1", spy)
     garble.garble_and_evaluate(c, bits)
     assert calls == [1]
     plan = garble._plan(c)
@@ -130,13 +131,13 @@ def _wide(n: int) -> Circuit:
 
 def _compiled_runs(monkeypatch) -> list:
     calls: list = []
-    real = garble._jit_garble1
+    real = garbler_module._jit_garble1
 
     def spy(*a, **k):
         calls.append(1)
         return real(*a, **k)
 
-    monkeypatch.setattr(garble, "_jit_garble1", spy)
+    monkeypatch.setattr(garbler_module, "_jit_garble1", spy)
     return calls
 
 
@@ -184,7 +185,7 @@ def test_wide_levels_stay_on_numpy_and_scratch_stays_within_the_pool_budget(monk
 
 def test_compiled_scratch_obeys_the_pool_budget(monkeypatch):
     monkeypatch.setattr(jit, "ENABLED", True)
-    monkeypatch.setattr(garble, "POOL_BYTES", 100)  # smaller than one scratch: nothing is kept
+    monkeypatch.setattr(program_module, "POOL_BYTES", 100)  # smaller than one scratch: nothing is kept
     c = build_kernel("gini", 16)
     garble._plan(c).pool.clear()  # (the plan is shared with earlier tests)
     garble.garble_and_evaluate(c, [np.ones((1, g.width), bool) for g in c.inputs])
@@ -340,3 +341,13 @@ def test_iter_into_every_changes_only_how_often_it_yields(every):
         assert len(done) == 1
     else:
         assert 1 < len(done) <= len(want) // every + 1 < levels
+
+
+def test_former_module_name_is_the_same_module(monkeypatch):
+    """``pairwise.mpc.jit`` (the module's former home) is :mod:`pairwise.mpc.garble.jit` itself, so a setting
+    made through either name reaches the engine."""
+    import pairwise.mpc.garble.jit as new
+
+    assert jit is new and garble.jit is new and sys.modules["pairwise.mpc.jit"] is new
+    monkeypatch.setattr(jit, "ENABLED", False)
+    assert new.ready() is False and not new._use_jit(garble._plan(build_kernel("gini", 8)), 1)

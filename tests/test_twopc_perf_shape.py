@@ -127,7 +127,7 @@ def test_engine_levels_wider_than_a_step(monkeypatch, batch):
     """STEP_GATES patched tiny: every level runs in many steps (both the one-instance and the batch path).
 
     The numpy program only: the compiled one-instance path has no steps (tests/test_jit.py)."""
-    monkeypatch.setattr(garble, "STEP_GATES", 5)
+    monkeypatch.setattr(garble.program, "STEP_GATES", 5)  # (set where the engine reads it)
     monkeypatch.setattr(jit, "ENABLED", False)
     rng = np.random.default_rng(7)
     for c in (resolve_circuit("aes128"), build_kernel("kendall", 8, True)):

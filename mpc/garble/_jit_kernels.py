@@ -1,14 +1,14 @@
-"""The numba kernels of :mod:`pairwise.mpc.jit` (imported by it on first use; see its docstring).
+"""The numba kernels of :mod:`pairwise.mpc.garble.jit` (imported by it on first use; see its docstring).
 
 What it does
     Three compiled loops for one-instance half-gates: :func:`garble_step`,
     :func:`eval_step` and :func:`tweak`, over a program array made by
-    :func:`pairwise.mpc.jit.program`.  Kept in their own module so that
-    importing :mod:`pairwise.mpc.jit` does not import numba, and so numba's
+    :func:`pairwise.mpc.garble.jit.program`.  Kept in their own module so that
+    importing :mod:`pairwise.mpc.garble.jit` does not import numba, and so numba's
     on-disk cache (``cache=True``) can key them by module and line.
 
 Security model
-    As :mod:`pairwise.mpc.jit`: branch-free on labels and permute bits
+    As :mod:`pairwise.mpc.garble.jit`: branch-free on labels and permute bits
     (selection by masks ``0 - bit``), indices only from the public circuit
     schedule, nothing logged.  ``boundscheck`` is off: every index comes
     from the plan of a validated circuit and every table array has the
@@ -33,7 +33,7 @@ _opts = dict(cache=True, nogil=True, boundscheck=False, fastmath=False, error_mo
 def _batch(P, i):
     """(first AND of batch i, its AND count, offset of the AND input/output slot arrays, of the batch rows).
 
-    Program layout (:func:`pairwise.mpc.jit.program`): header, and_a, and_b,
+    Program layout (:func:`pairwise.mpc.garble.jit.program`): header, and_a, and_b,
     and_o (n_and each), lin_a, lin_b, lin_o (n_lin each), then one row
     (a0, a1, l0, l1, base) per batch.
     """

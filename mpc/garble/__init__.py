@@ -1,0 +1,130 @@
+"""Vectorized half-gates garbling and evaluation of whole circuits over SIMD batches.
+
+What it does
+    :class:`Garbler` garbles a :class:`~pairwise.circuits.ir.Circuit` for
+    ``B`` independent instances at once and :class:`Evaluator` evaluates the
+    result, level by level, with fixed-key AES calls that cover a whole level
+    step and no Python loop over gates or instances; one-instance chunks run
+    on compiled loops when numba is available (``PAIRWISE_JIT=0`` selects
+    the numpy program; same tables).  Modules, in dependency order:
+
+    - :mod:`.format`: :class:`GarbleError`, the table bytes and their header
+      (:class:`GarbledCircuit`), the table reader, output decoding;
+    - :mod:`.plan`: the level schedule mapped to label slots; instance chunks;
+    - :mod:`.program`: scratch and per-level programs of the numpy path;
+    - :mod:`.kernels`: the per-level AND kernels of the numpy path;
+    - :mod:`.jit` (with :mod:`._jit_kernels`): the compiled one-instance path;
+    - :mod:`.garbler`, :mod:`.evaluator`: the two roles;
+    - :mod:`.local`: :func:`garble_and_evaluate`, both roles in one process.
+
+    This package re-exports the names of the former single module
+    ``pairwise.mpc.garble``, private ones included (tests and benchmarks use
+    them).  A setting such as ``STEP_GATES`` or ``POOL_BYTES`` is read in the
+    module that defines it, so a test that changes one sets it there.
+
+Security model
+    Semi-honest Yao with half-gates and free-XOR.  Labels and Delta come
+    from the OS CSPRNG unless the caller supplies them.  The hash is TMMO,
+    H(x, i) = pi(pi(x) ^ i) ^ pi(x), tweakable circular correlation robust
+    when the fixed-key AES pi is a random permutation (Guo-Katz-Wang-Yu
+    2020, Sec. 7.4), which half-gates needs; tweaks stay unique across the
+    garblings of a session when they use disjoint ``instance_offset``
+    ranges.  The derivation, the byte layout and what the evaluator learns
+    are in ``docs/garbling.md``.
+
+Follows
+    Zahur, Rosulek, Evans, "Two Halves Make a Whole", EUROCRYPT 2015, Fig. 2;
+    Guo, Katz, Wang, Yu, "Efficient and Secure Multiparty Computation from
+    Fixed-Key Block Ciphers", S&P 2020.
+"""
+
+from __future__ import annotations
+
+# ruff: noqa: F401 - this module re-exports the names of its submodules
+
+from pairwise.circuits.ir import Circuit, CircuitError
+
+from ..aes import BlockBuffer, FixedKeyAES, TccrHasher, default_aes, random_blocks
+from ..halfgates import TWEAK_INSTANCE_LIMIT
+from . import jit as _jit
+from .evaluator import Evaluator
+from .format import (
+    _HEADER,
+    _MAGIC,
+    _ONE,
+    _U64,
+    _VERSION,
+    HEADER_SIZE,
+    GarbledCircuit,
+    GarbleError,
+    _as_blocks,
+    _Reader,
+    decode,
+    split_outputs,
+    table_bytes,
+    urandom_bits,
+)
+from .garbler import Garbler, _same_memory, fresh_delta
+from .jit import JIT_MAX_WIDTH, _jit_eval1, _jit_garble1, _jit_program, _Jit1, _NO_TABLES, _use_jit
+from .kernels import (
+    _ONE0,
+    _and,
+    _copy,
+    _eval_ands,
+    _eval_ands1,
+    _eval_direct,
+    _garble_ands,
+    _garble_ands1,
+    _garble_direct,
+    _mul,
+    _neg,
+    _xor,
+)
+from .local import garble_and_evaluate
+from .plan import (
+    _PLANS,
+    _SLICES,
+    CHUNK_LABEL_BYTES,
+    MAX_CHUNK,
+    _build_plan,
+    _check_batch,
+    _check_chunk,
+    _check_offset,
+    _chunks,
+    _last_use,
+    _LevelPlan,
+    _Plan,
+    _plan,
+    _segment_sizes,
+    _two_planes,
+    default_chunk,
+    wire_slice,
+)
+from .program import (
+    DIRECT_CALL_WORDS,
+    POOL_BYTES,
+    STEP_GATES,
+    _direct_and,
+    _direct_lin,
+    _flat,
+    _keep_spare,
+    _planar,
+    _Work,
+)
+
+__all__ = [
+    "GarbleError",
+    "GarbledCircuit",
+    "Garbler",
+    "Evaluator",
+    "HEADER_SIZE",
+    "STEP_GATES",
+    "default_chunk",
+    "fresh_delta",
+    "decode",
+    "split_outputs",
+    "garble_and_evaluate",
+    "table_bytes",
+    "urandom_bits",
+    "wire_slice",
+]
