@@ -34,6 +34,9 @@ What it does
        of its output labels (before it decodes its own outputs, so the
        garbler is not kept waiting).
 
+    :meth:`GarblerSession.run` and :meth:`EvaluatorSession.run` are steps 2-6,
+    one phase method per step, with the step numbers in their comments.
+
     Instance ids (the garbling tweak's high word) advance with every execution
     of a session, so the session Delta never sees a repeated tweak.
 
@@ -44,59 +47,17 @@ What it does
     an explicit ``ot_batch`` is used as is.
 
 Input labels and random inputs
-    The garbler's inputs (emp-sh2pc's scheme).  Per execution the garbler
-    draws a seed S (``os.urandom``, 16 bytes) and sends it in its header.
-    Both parties expand S with AES-128-CTR into one block A_w per garbler
-    input wire and instance: A_w is the *active* label, the one the
-    evaluator holds.  The garbler sets the zero label Z_w = A_w xor b_w*Delta
-    for its bit b_w.  So the garbler's inputs cost 16 bytes per execution
-    instead of 16 bytes per bit.
-
-    Random inputs (``random=`` of :meth:`GarblerSession.run` /
-    :meth:`EvaluatorSession.run`: names of input groups whose bits are uniform
-    and private to their owner, e.g. the ``rx``/``ry`` shares of the noise
-    gadgets of :mod:`pairwise.circuits.noise`).  Both parties name the same
-    groups (the header carries a digest of the names).  Their bits are drawn
-    inside the runtime, never passed in, and returned to their owner only,
-    in :attr:`ExecutionResult.random_bits`:
-
-    * a garbler random group is a garbler input like any other, whose bits r
-      the garbler draws from ``os.urandom``: zero label A xor r*Delta, no
-      message beyond the seed;
-    * an evaluator random group takes its bits from the *choice bits* r of
-      random correlated OTs: the evaluator holds t = q xor r*Delta and the
-      garbler uses q as the zero label.  No correction bits are sent: the
-      bits cost nothing on the wire beyond the IKNP extension itself
-      (16 bytes of extension traffic per bit, in batches).
-
-Security argument (semi-honest)
-    The evaluator's view of the garbler's inputs and random bits.  The
-    evaluator sees S, hence A, the tables and the decoding bits.  A is a
-    function of S alone, and S is uniform and independent of Delta and of
-    the garbler's bits, so A is independent of them too (like the uniformly
-    random active labels of textbook Yao).  The zero labels
-    Z = A xor b*Delta, and so the tables, depend on b only together with
-    Delta, which stays secret.  The half-gates privacy proof
-    (Zahur-Rosulek-Evans 2015 with the TCCR hash of GKWY 2020,
-    :mod:`pairwise.mpc.aes`) simulates the tables and decoding bits from the
-    active labels and the outputs, for *any* active labels independent of
-    Delta: its TCCR oracle answers H(x xor Delta, i) at adversarially chosen
-    x.  So a simulator that draws S itself and then runs that simulator
-    produces the evaluator's view from the outputs alone; in particular the
-    view has the same distribution for any two values r, r' of the garbler's
-    random bits that give the same outputs.  S is fresh per execution (the
-    textbook setting: fresh labels per garbling).  The order matters: the
-    seed fixes the *active* labels.  Seeding the zero labels instead and
-    sending the active ones would leak every bit through the
-    point-and-permute bits (lsb(A) xor lsb(Z) = b).
-
-    The garbler's view of the evaluator's random bits.  The garbler receives
-    the IKNP extension messages (which hide the COT choice bits by the
-    security of IKNP: AES as a PRF, secure base OTs), the correction bits
-    d = r' xor x of the evaluator's *ordinary* inputs (each r' uniform and
-    used once) and, if it learns the output, the permute bits of the output
-    labels.  No message is computed from the random bits: they *are* COT
-    choice bits, fixed before the garbler learns anything.
+    The garbler's inputs cost no OT (emp-sh2pc's scheme): both parties
+    expand the garbler's per-execution label seed S with AES-128-CTR into
+    the *active* labels A of the garbler's input wires, and the garbler sets
+    the zero labels A xor b*Delta.  Random input groups (``random=`` of
+    ``run``) are drawn inside the runtime by their owner and returned to it
+    only (:attr:`ExecutionResult.random_bits`): a garbler group from
+    ``os.urandom``, an evaluator group as the choice bits of random
+    correlated OTs (no message beyond the IKNP extension).  The scheme and
+    the semi-honest security argument (why A, the tables and the decoding
+    bits hide the garbler's bits, and why nothing the garbler sees depends
+    on the evaluator's random bits) are in ``docs/twopc.md``.
 
 Security model
     Semi-honest (honest-but-curious) parties, as in the papers (ustats, Sec. 5
@@ -119,7 +80,7 @@ Failure policy
 
 Follows
     Yao 1986; Lindell-Pinkas 2009 (semi-honest Yao); emp-sh2pc's input
-    scheme; DESIGN.md "mpc: vectorized garbling" (two-party runtime).
+    scheme; docs/twopc.md; DESIGN.md "mpc: vectorized garbling" (two-party runtime).
 """
 
 from __future__ import annotations
@@ -492,6 +453,32 @@ def _unpack_bits(data: memoryview, n: int) -> np.ndarray:
     return np.unpackbits(packed, count=n, bitorder="little").view(np.bool_)
 
 
+@dataclass
+class _Execution:
+    """One execution as both sides' phases see it: public parameters, this party's inputs, its costs so far."""
+
+    circuit: Circuit
+    output: str
+    random: tuple[InputGroup, ...]  # the random input groups (of either party)
+    rnames: set[str]
+    bits: list[np.ndarray]  # this party's ordinary input groups, in circuit order
+    batch: int
+    scalar: bool
+    chunk: int
+    offset: int  # instance id of the first instance
+    t0: float
+    c0: tuple[int, int, int, int]
+    random_bits: dict[str, np.ndarray] = field(default_factory=dict)
+
+
+def _check_run(circuit: Circuit, output: str, random: RandomGroups) -> tuple[tuple[InputGroup, ...], set[str]]:
+    """The output mode and random groups of ``run``, checked: (random groups, their names)."""
+    if output not in OUTPUT_MODES:
+        raise ValueError(f"output must be one of {OUTPUT_MODES}, got {output!r}")
+    rnd = _random_groups(circuit, random)
+    return rnd, {g.name for g in rnd}
+
+
 class _Session:
     role: str
 
@@ -536,6 +523,48 @@ class _Session:
     def _counters(self) -> tuple[int, int, int, int]:
         s = self.channel.stats()
         return s["bytes_sent"], s["bytes_received"], s["messages_sent"], s["messages_received"]
+
+    # -- the phases both sides share (steps of the module docstring)
+    def _start(self, circuit: Circuit, output: str, rnd: tuple[InputGroup, ...], rnames: set[str],
+               bits: list[np.ndarray], batch: int, scalar: bool, chunk: int | None) -> _Execution:
+        """Open an execution once the inputs are checked: the clock and the byte counters start here."""
+        t0 = time.perf_counter()
+        c0 = self._counters()
+        chunk = default_chunk(circuit, batch) if chunk is None else chunk
+        return _Execution(circuit, output, rnd, rnames, bits, batch, scalar, chunk, self._next_instance, t0, c0)
+
+    def _send_header(self, ex: _Execution, seed: bytes = _NO_SEED) -> bytes:
+        """Step 2, first half: send this side's execution header (the garbler's carries its label seed)."""
+        mine = _exec_header(ex.circuit, ex.batch, ex.chunk, ex.offset, ex.output, ex.random, seed)
+        self.channel.send(mine)
+        self.channel.flush()
+        return mine
+
+    def _check_header(self, ex: _Execution, mine: bytes) -> bytes:
+        """Step 2, second half: the peer's header must match ours (both sides raise otherwise); its seed."""
+        return _check_peer_header(self.channel, mine, ex.circuit)
+
+    def _evaluator_groups(self, ex: _Execution) -> tuple[list[InputGroup], list[InputGroup], int, int]:
+        """Step 3's shape, the same on both sides: the evaluator's ordinary and random groups and their COT counts."""
+        e_groups = ex.circuit.groups_of(EVALUATOR)
+        ordinary = [g for g in e_groups if g.name not in ex.rnames]
+        randoms = [g for g in e_groups if g.name in ex.rnames]
+        return ordinary, randoms, sum(g.width for g in ordinary) * ex.batch, sum(g.width for g in randoms) * ex.batch
+
+    @staticmethod
+    def _stream_sizes(ex: _Execution) -> tuple[int, int, int]:
+        """Step 5's sizes: (table bytes, output wires, decoding-bit bytes: 0 unless the evaluator learns the output)."""
+        n_out = sum(g.width for g in ex.circuit.outputs)
+        n_dec = -(-n_out * ex.batch // 8) if ex.output in ("both", "evaluator") else 0
+        return 32 * ex.circuit.n_and * ex.batch, n_out, n_dec
+
+    def _finish(self, ex: _Execution, outs: list | None, per_group: list[np.ndarray] | None) -> ExecutionResult:
+        """Close the execution: advance the instance ids (fresh tweaks for the next one) and count its cost."""
+        self._next_instance += ex.batch
+        self.executions += 1
+        c0, c1 = ex.c0, self._counters()
+        return ExecutionResult(outs, per_group, ex.circuit.n_and * ex.batch, ex.batch, c1[0] - c0[0], c1[1] - c0[1],
+                               c1[2] - c0[2], c1[3] - c0[3], time.perf_counter() - ex.t0, random_bits=ex.random_bits)
 
     def close(self) -> None:
         self.channel.close()
@@ -587,32 +616,37 @@ class GarblerSession(_Session):
         groups.  The garbler's random bits come from ``os.urandom`` and are
         returned in ``random_bits``; ``inputs`` holds only the other groups.
         The batch is that of the inputs, or ``batch`` when the garbler feeds
-        no input group.
+        no input group.  The steps are those of the module docstring; the
+        garbler sets up its labels (step 4) while its header travels.
         """
-        if output not in OUTPUT_MODES:
-            raise ValueError(f"output must be one of {OUTPUT_MODES}, got {output!r}")
-        rnd = _random_groups(circuit, random)
-        rnames = {g.name for g in rnd}
+        ex = self._open(circuit, inputs, output, chunk, random, batch)  # inputs checked before anything is sent
+        seed = _fresh_label_seed()  # fixes the active labels of the garbler's input wires (module docstring)
+        mine = self._send_header(ex, seed)  # 2. the execution headers: ours goes out ...
+        gar = self._garbler_labels(ex, seed)  # 4. the garbler's labels from the seed, while it travels
+        self._check_header(ex, mine)  # 2. ... and the evaluator's must match
+        self._evaluator_zero_labels(ex, gar)  # 3. the evaluator's labels, by correlated OT
+        self._send_tables(ex, gar)  # 5. one byte stream: the tables, then the decoding bits
+        return self._finish(ex, *self._outputs(ex, gar))  # 6. the output, if the garbler learns it
+
+    def _open(self, circuit: Circuit, inputs: PartyInputs, output: str, chunk: int | None, random: RandomGroups,
+              batch: int | None) -> _Execution:
+        """The garbler's inputs converted and checked, the batch resolved; the execution starts."""
+        rnd, rnames = _check_run(circuit, output, random)
         bits, batch_in, scalar = prepare_inputs(circuit, GARBLER, inputs, skip=rnames)
         g_groups = circuit.groups_of(GARBLER)
         fed = len(g_groups) > len([g for g in g_groups if g.name in rnames])
         batch = _resolve_batch(batch_in, fed, batch, "garbler")
-        t0 = time.perf_counter()
-        c0 = self._counters()
-        chunk = default_chunk(circuit, batch) if chunk is None else chunk
-        offset = self._next_instance
-        seed = _fresh_label_seed()  # fixes the active labels of the garbler's input wires (module docstring)
-        mine = _exec_header(circuit, batch, chunk, offset, output, rnd, seed)
-        self.channel.send(mine)
-        self.channel.flush()
-        # set up the garbling while the header travels: the garbler's zero labels from the seed and its bits
-        gar = Garbler(circuit, batch, delta=self.delta, instance_offset=offset, chunk=chunk, keep_scratch=True,
+        return self._start(circuit, output, rnd, rnames, bits, batch, scalar, chunk)
+
+    def _garbler_labels(self, ex: _Execution, seed: bytes) -> Garbler:
+        """Step 4: a Garbler whose zero labels for the garbler's groups are A xor b*Delta, A from the seed."""
+        circuit, batch = ex.circuit, ex.batch
+        gar = Garbler(circuit, batch, delta=self.delta, instance_offset=ex.offset, chunk=ex.chunk, keep_scratch=True,
                       input_buffer=self._label_buffer(circuit, batch))
-        random_bits: dict[str, np.ndarray] = {}
-        pos, it = 0, iter(bits)
-        for g in g_groups:  # active labels: the seed's AES-CTR stream, group after group, wire-major
-            if g.name in rnames:
-                b = random_bits[g.name] = urandom_bits(batch, g.width)
+        pos, it = 0, iter(ex.bits)
+        for g in circuit.groups_of(GARBLER):  # active labels: the seed's AES-CTR stream, group after group, wire-major
+            if g.name in ex.rnames:
+                b = ex.random_bits[g.name] = urandom_bits(batch, g.width)
             else:
                 b = next(it)
             n = g.width * batch
@@ -623,33 +657,33 @@ class GarblerSession(_Session):
                 view = ctr_blocks(seed, n, start=pos).reshape(g.width, batch, 2)
             gar.set_active_labels(g.name, view, b)
             pos += n
-        _check_peer_header(self.channel, mine, circuit)
-        # the evaluator's groups: ordinary ones by derandomized COTs, random ones by random COTs (q, no message)
-        e_groups = circuit.groups_of(EVALUATOR)
-        ordinary = [g for g in e_groups if g.name not in rnames]
-        randoms = [g for g in e_groups if g.name in rnames]
-        n_ord = sum(g.width for g in ordinary) * batch
-        n_rnd = sum(g.width for g in randoms) * batch
-        if n_ord + n_rnd:
-            self._size_cot_batch(n_ord + n_rnd)
-            if n_ord:
-                zero = self.cot.send_labels(n_ord)
-                pos = 0
-                for g in ordinary:
-                    gar.set_zero_labels(g.name, zero[pos : pos + g.width * batch].reshape(g.width, batch, 2))
-                    pos += g.width * batch
-            for g in randoms:  # q of random COTs, written straight into the label storage when it can be
-                n = g.width * batch
-                if isinstance(wire_slice(g), slice):
-                    view = gar.input_view(g.name)
-                    self.cot.send_random(n, out=view.reshape(n, 2))
-                else:
-                    view = self.cot.send_random(n).reshape(g.width, batch, 2)
-                gar.set_zero_labels(g.name, view)
-        # then one byte stream: the tables and the decoding bits
-        n_tab = 32 * circuit.n_and * batch
-        n_out = sum(g.width for g in circuit.outputs)
-        n_dec = -(-n_out * batch // 8) if output in ("both", "evaluator") else 0
+        return gar
+
+    def _evaluator_zero_labels(self, ex: _Execution, gar: Garbler) -> None:
+        """Step 3: the evaluator's ordinary groups by derandomized COTs, random ones by random COTs (q, no message)."""
+        ordinary, randoms, n_ord, n_rnd = self._evaluator_groups(ex)
+        if not n_ord + n_rnd:
+            return
+        batch = ex.batch
+        self._size_cot_batch(n_ord + n_rnd)
+        if n_ord:
+            zero = self.cot.send_labels(n_ord)
+            pos = 0
+            for g in ordinary:
+                gar.set_zero_labels(g.name, zero[pos : pos + g.width * batch].reshape(g.width, batch, 2))
+                pos += g.width * batch
+        for g in randoms:  # q of random COTs, written straight into the label storage when it can be
+            n = g.width * batch
+            if isinstance(wire_slice(g), slice):
+                view = gar.input_view(g.name)
+                self.cot.send_random(n, out=view.reshape(n, 2))
+            else:
+                view = self.cot.send_random(n).reshape(g.width, batch, 2)
+            gar.set_zero_labels(g.name, view)
+
+    def _send_tables(self, ex: _Execution, gar: Garbler) -> None:
+        """Step 5: garble while sending: the tables, then (if the evaluator learns the output) the decoding bits."""
+        n_tab, _, n_dec = self._stream_sizes(ex)
         total = n_tab + n_dec
         if total <= STREAM_BUFFER:
             # garble into a reused buffer; send each FRAME_TARGET bytes as they are ready (no copies)
@@ -678,16 +712,14 @@ class GarblerSession(_Session):
                 out.write(np.packbits(gar.decode_bits.reshape(-1), bitorder="little"))
             out.close()
         self.channel.flush()
-        outs = per_group = None
-        if output in ("both", "garbler"):
-            n_out = gar.decode_bits.shape[0]
-            lsb = self.channel.recv_bits(n_out * batch).reshape(n_out, batch)
-            outs, per_group = _outputs_from_bits(circuit, lsb ^ gar.decode_bits, scalar)
-        self._next_instance += batch
-        self.executions += 1
-        c1 = self._counters()
-        return ExecutionResult(outs, per_group, circuit.n_and * batch, batch, c1[0] - c0[0], c1[1] - c0[1],
-                               c1[2] - c0[2], c1[3] - c0[3], time.perf_counter() - t0, random_bits=random_bits)
+
+    def _outputs(self, ex: _Execution, gar: Garbler) -> tuple[list | None, list[np.ndarray] | None]:
+        """Step 6: if the garbler learns the output, the permute bits of the evaluator's output labels, decoded."""
+        if ex.output not in ("both", "garbler"):
+            return None, None
+        n_out = gar.decode_bits.shape[0]
+        lsb = self.channel.recv_bits(n_out * ex.batch).reshape(n_out, ex.batch)
+        return _outputs_from_bits(ex.circuit, lsb ^ gar.decode_bits, ex.scalar)
 
 
 class EvaluatorSession(_Session):
@@ -713,15 +745,24 @@ class EvaluatorSession(_Session):
         evaluator's random bits are the choice bits of random correlated OTs
         and are returned in ``random_bits``.  ``batch`` gives the batch when
         the evaluator feeds no input group (an int ``inputs`` is accepted
-        for that too, as before).
+        for that too, as before).  The steps are those of the module docstring.
         """
-        if output not in OUTPUT_MODES:
-            raise ValueError(f"output must be one of {OUTPUT_MODES}, got {output!r}")
-        rnd = _random_groups(circuit, random)
-        rnames = {g.name for g in rnd}
+        ex = self._open(circuit, inputs, output, chunk, random, batch)  # inputs checked before anything is sent
+        mine = self._send_header(ex)  # 2. the execution headers: ours goes out ...
+        ev = Evaluator(circuit, ex.batch, instance_offset=ex.offset, chunk=ex.chunk, keep_scratch=True)  # (while it travels)
+        seed = self._check_header(ex, mine)  # 2. ... and the garbler's must match; it carries the label seed
+        active = self._label_buffer(circuit, ex.batch)
+        self._own_labels(ex, active)  # 3. the evaluator's labels, by correlated OT
+        self._garbler_labels(ex, seed, active)  # 4. the garbler's active labels: its seed, expanded
+        out_labels, dec = self._receive_tables(ex, ev, active)  # 5. the byte stream, evaluated as it arrives
+        return self._finish(ex, *self._outputs(ex, out_labels, dec))  # 6. the garbler's output first, then ours
+
+    def _open(self, circuit: Circuit, inputs: PartyInputs, output: str, chunk: int | None, random: RandomGroups,
+              batch: int | None) -> _Execution:
+        """The evaluator's inputs converted and checked, the batch resolved; the execution starts."""
+        rnd, rnames = _check_run(circuit, output, random)
         e_groups = circuit.groups_of(EVALUATOR)
         ordinary = [g for g in e_groups if g.name not in rnames]
-        randoms = [g for g in e_groups if g.name in rnames]
         if not ordinary and batch is None:  # the older spellings: the batch size as the inputs, or batch 1
             if isinstance(inputs, (int, np.integer)) and not isinstance(inputs, bool):
                 batch = int(inputs)
@@ -732,62 +773,63 @@ class EvaluatorSession(_Session):
         batch = _resolve_batch(batch_in, bool(ordinary), batch, "evaluator")
         if not e_groups:
             scalar = True
-        t0 = time.perf_counter()
-        c0 = self._counters()
-        chunk = default_chunk(circuit, batch) if chunk is None else chunk
-        offset = self._next_instance
-        mine = _exec_header(circuit, batch, chunk, offset, output, rnd)
-        self.channel.send(mine)
-        self.channel.flush()
-        ev = Evaluator(circuit, batch, instance_offset=offset, chunk=chunk, keep_scratch=True)  # while the header travels
-        seed = _check_peer_header(self.channel, mine, circuit)
-        active = self._label_buffer(circuit, batch)
-        random_bits: dict[str, np.ndarray] = {}
-        n_ord = sum(g.width for g in ordinary) * batch
-        n_rnd = sum(g.width for g in randoms) * batch
-        if n_ord + n_rnd:
-            self._size_cot_batch(n_ord + n_rnd)
-            if n_ord:  # ordinary inputs: derandomized COTs (sends d = r xor x)
-                x = np.concatenate([b.T for b in bits])  # (n, batch): wire-major, as the garbler reshapes
-                lab = self.cot.recv_labels(x.reshape(-1))
-                pos = 0
-                for g in ordinary:
-                    active[g.wires] = lab[pos : pos + g.width * batch].reshape(g.width, batch, 2)
-                    pos += g.width * batch
-            for g in randoms:  # random inputs: the choice bits of random COTs, nothing sent
-                k, w = g.width * batch, wire_slice(g)
-                if isinstance(w, slice):
-                    r, _ = self.cot.recv_random(k, out=active[w].reshape(k, 2))
-                else:
-                    r, t = self.cot.recv_random(k)
-                    active[w] = t.reshape(g.width, batch, 2)
-                random_bits[g.name] = np.ascontiguousarray(r.reshape(g.width, batch).T)
-        pos = 0
-        for g in circuit.groups_of(GARBLER):  # the garbler's active labels: its seed, expanded
+        return self._start(circuit, output, rnd, rnames, bits, batch, scalar, chunk)
+
+    def _own_labels(self, ex: _Execution, active: np.ndarray) -> None:
+        """Step 3: active labels of the evaluator's groups: derandomized COTs (sends d = r xor x) for the ordinary
+        ones, the choice bits of random COTs (nothing sent) for the random ones."""
+        ordinary, randoms, n_ord, n_rnd = self._evaluator_groups(ex)
+        if not n_ord + n_rnd:
+            return
+        batch = ex.batch
+        self._size_cot_batch(n_ord + n_rnd)
+        if n_ord:
+            x = np.concatenate([b.T for b in ex.bits])  # (n, batch): wire-major, as the garbler reshapes
+            lab = self.cot.recv_labels(x.reshape(-1))
+            pos = 0
+            for g in ordinary:
+                active[g.wires] = lab[pos : pos + g.width * batch].reshape(g.width, batch, 2)
+                pos += g.width * batch
+        for g in randoms:
             k, w = g.width * batch, wire_slice(g)
+            if isinstance(w, slice):
+                r, _ = self.cot.recv_random(k, out=active[w].reshape(k, 2))
+            else:
+                r, t = self.cot.recv_random(k)
+                active[w] = t.reshape(g.width, batch, 2)
+            ex.random_bits[g.name] = np.ascontiguousarray(r.reshape(g.width, batch).T)
+
+    @staticmethod
+    def _garbler_labels(ex: _Execution, seed: bytes, active: np.ndarray) -> None:
+        """Step 4: the garbler's active labels, the seed's AES-CTR stream group after group (no message)."""
+        pos = 0
+        for g in ex.circuit.groups_of(GARBLER):
+            k, w = g.width * ex.batch, wire_slice(g)
             if isinstance(w, slice):
                 ctr_blocks(seed, k, start=pos, out=active[w].reshape(k, 2))
             else:
-                active[w] = ctr_blocks(seed, k, start=pos).reshape(g.width, batch, 2)
+                active[w] = ctr_blocks(seed, k, start=pos).reshape(g.width, ex.batch, 2)
             pos += k
-        n_out = sum(g.width for g in circuit.outputs)
-        n_dec = -(-n_out * batch // 8) if output in ("both", "evaluator") else 0
-        n_tab = 32 * circuit.n_and * batch
+
+    def _receive_tables(self, ex: _Execution, ev: Evaluator, active: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        """Step 5: evaluate the tables frame by frame as they arrive; then the decoding bits, if sent."""
+        n_tab, n_out, n_dec = self._stream_sizes(ex)
         stream = _FrameReader(self.channel, n_tab + n_dec)
         out_labels = ev.evaluate(active, stream.pieces(n_tab))
-        dec = _unpack_bits(stream.read(n_dec), n_out * batch).reshape(n_out, batch) if n_dec else None
+        dec = _unpack_bits(stream.read(n_dec), n_out * ex.batch).reshape(n_out, ex.batch) if n_dec else None
         stream.finish()
-        if output in ("both", "garbler"):  # first unblock the garbler, then decode for ourselves
+        return out_labels, dec
+
+    def _outputs(self, ex: _Execution, out_labels: np.ndarray,
+                 dec: np.ndarray | None) -> tuple[list | None, list[np.ndarray] | None]:
+        """Step 6: send the permute bits of the output labels if the garbler learns the output (first, so it
+        is not kept waiting), then decode ours if we got the decoding bits."""
+        if ex.output in ("both", "garbler"):
             self.channel.send_bits(((out_labels[..., 0] & np.uint64(1)).astype(bool)).reshape(-1))
             self.channel.flush()
-        outs = per_group = None
-        if dec is not None:
-            outs, per_group = _outputs_from_bits(circuit, decode(out_labels, dec), scalar)
-        self._next_instance += batch
-        self.executions += 1
-        c1 = self._counters()
-        return ExecutionResult(outs, per_group, circuit.n_and * batch, batch, c1[0] - c0[0], c1[1] - c0[1],
-                               c1[2] - c0[2], c1[3] - c0[3], time.perf_counter() - t0, random_bits=random_bits)
+        if dec is None:
+            return None, None
+        return _outputs_from_bits(ex.circuit, decode(out_labels, dec), ex.scalar)
 
 
 def circuit_digest(circuit: Circuit, params: bytes = b"") -> bytes:
