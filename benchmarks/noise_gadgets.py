@@ -31,16 +31,9 @@ import time
 import numpy as np
 
 from pairwise.circuits.kernels import build_kernel
-from pairwise.circuits.noise import (
-    NoiseParameterError,
-    choose_discrete_laplace,
-    choose_krr,
-    discrete_laplace_gadget,
-    ideal_discrete_laplace_variance,
-    krr_estimator,
-    krr_gadget,
-    noisy_kernel,
-)
+from pairwise.circuits.noise import discrete_laplace_gadget, krr_gadget, noisy_kernel
+from pairwise.dp.dyadic import choose_discrete_laplace, choose_krr, ideal_discrete_laplace_variance, krr_estimator
+from pairwise.dp.errors import NoiseParameterError
 
 EPSILONS = (0.1, 1, 10)
 SENSITIVITIES = (1, 2, 321, 2**16 - 1, 2**32 - 1)

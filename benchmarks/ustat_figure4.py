@@ -14,9 +14,9 @@ U-statistic of the fixed data set, MSE over T seeded trials):
   its error is the noise alone, computed exactly as Var(noise) / #pairs;
 - 2PC subsampling, P = 1 and P = 5 (Sec. 5): P permutations, kernel + discrete Laplace
   at eps / P per pair, drawn from the exact distribution of the garbled noise gadget
-  (circuits.noise.simulate_discrete_laplace with the gadget's own parameters);
+  (dp.samplers.simulate_dyadic_laplace with the gadget's own parameters);
 - 2PC subsampling with the new default noise (``auto``), P = 1 and P = 5: 3-ary randomized
-  response for Kendall and AUC (circuits.noise.simulate_krr, debiased), the signed geometric
+  response for Kendall and AUC (dp.samplers.simulate_krr, debiased), the signed geometric
   for Gini, each drawn from its gadget's exact distribution and read with the same
   estimator as the protocol (NoisyCircuit.estimates).
 
@@ -31,7 +31,7 @@ A second table checks Theorem 5: datasets of size n are drawn from the empirical
 distribution (bootstrap), so zeta_1, zeta_2 and U_f are exact for that population, and
 the empirical MSE of the subsampled, noised estimate is compared with Theorem 5, for the
 discrete Laplace and for the new default noise (k-RR: Theorem 5 with the noise term
-E v(f) = c0 + c1 U + c2 (zeta_2 + U^2), circuits.noise docstring); the AUC rows check the
+E v(f) = c0 + c1 U + c2 (zeta_2 + U^2), docs/noise.md); the AUC rows check the
 two-sample analogue (protocols.ustat.stats.two_sample_mse), positives and negatives being
 bootstrapped separately.
 """
@@ -45,7 +45,8 @@ from pathlib import Path
 
 import numpy as np
 
-from pairwise.circuits.noise import noisy_kernel, simulate_discrete_laplace, simulate_krr
+from pairwise.circuits.noise import noisy_kernel
+from pairwise.dp.samplers import simulate_dyadic_laplace, simulate_krr
 from pairwise.protocols.datasets import column_domain, load_dataset
 from pairwise.protocols.ldp.ustat import simulate_ldp_ustatistic
 from pairwise.protocols.ustat.driver import per_pair_epsilon, prepare_data, run_ustat
@@ -103,7 +104,7 @@ def noisy_estimates(nc, h, rng):
         codes = np.mod(h, len(nc.codes))  # a value's code is its index mod k (kendall's -1 is code 2)
         assert np.array_equal(np.asarray(nc.codes)[codes], h)
         return nc.estimates(simulate_krr(nc.params, codes, rng))
-    return nc.estimates(h + simulate_discrete_laplace(nc.params, h.size, rng))
+    return nc.estimates(h + simulate_dyadic_laplace(nc.params, h.size, rng))
 
 
 def mechanism_noise_term(nc, mean, second_moment) -> float:

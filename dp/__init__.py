@@ -1,15 +1,22 @@
 """Differential privacy for the pairwise framework: pure math, no cryptography, no sockets.
 
 Modules (in dependency order)
-    :mod:`pairwise.dp.errors`       PrivacyParameterError, EmptyDataError, InvalidDataError
+    :mod:`pairwise.dp.errors`       PrivacyParameterError (and its NoiseParameterError),
+                           EmptyDataError, InvalidDataError
     :mod:`pairwise.dp.accounting`   PrivacyGuarantee, validation, basic and advanced composition
                            with outward rounding
+    :mod:`pairwise.dp.exact`        exact rationals: directed rounding, exp and ln bounds,
+                           exact-fraction validators
     :mod:`pairwise.dp.bounds`       public domains: validation, owner-side clamping, the public
                            fixed-point grid, clamping estimates to their natural range
     :mod:`pairwise.dp.samplers`     exact samplers on the OS CSPRNG (CKS20 Bernoulli, Bernoulli(exp),
                            geometric, discrete Laplace and Gaussian), vectorized exact arrays
                            from os.urandom, seeded ``simulate_*`` versions, and Mironov's
-                           snapping mechanism (the only continuous Laplace released)
+                           snapping mechanism (the only continuous Laplace released), and the
+                           exact samplers of the dyadic gadget noise
+    :mod:`pairwise.dp.dyadic`       the in-circuit noise gadgets' parameters (coins m / 2^a), exact
+                           pmfs, deltas, certificates, guarantees and parameter searches
+                           (not imported by ``import pairwise.dp``; see docs/noise.md)
     :mod:`pairwise.dp.mechanisms`   randomized response (binary, k-ary with beta = k/(k+e^eps-1)),
                            one-bit flip with truncation, geometric and snapping Laplace
                            mechanisms, each with a ``guarantee`` attribute

@@ -13,7 +13,7 @@ Security model
 
 from __future__ import annotations
 
-__all__ = ["PrivacyParameterError", "EmptyDataError", "InvalidDataError"]
+__all__ = ["PrivacyParameterError", "NoiseParameterError", "EmptyDataError", "InvalidDataError"]
 
 
 class PrivacyParameterError(ValueError):
@@ -21,6 +21,18 @@ class PrivacyParameterError(ValueError):
 
     Examples: epsilon <= 0 or not finite, delta outside [0, 1), a non-positive
     noise scale or sensitivity, a Bernoulli probability outside [0, 1].
+    """
+
+
+class NoiseParameterError(PrivacyParameterError):
+    """A parameter of the dyadic noise gadgets is out of range.
+
+    Epsilon, sensitivity, coin precision, support, target delta or variance
+    tolerance of :mod:`pairwise.dp.dyadic`, its samplers and the circuits of
+    :mod:`pairwise.circuits.noise` (which re-exports this class).  Until the
+    gadgets' analysis moved into :mod:`dp` it subclassed
+    ``pairwise.circuits.ir.CircuitError``; ``except ValueError`` and
+    ``except NoiseParameterError`` catch it as before.
     """
 
 

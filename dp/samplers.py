@@ -27,6 +27,11 @@ What it does
     ``simulate_*`` functions take a seeded :class:`numpy.random.Generator` and
     use floating point; they are for experiments and tests only.
 
+    The noise of the in-circuit gadgets (:mod:`pairwise.dp.dyadic`) without a
+    circuit: :func:`sample_dyadic_laplace` and :func:`sample_krr` draw each
+    dyadic coin m / 2^a as an integer comparison of uniform bits with m, so
+    they reproduce the gadget's distribution exactly.
+
 Continuous Laplace: snapping only
     A textbook floating-point Laplace sample ``f(D) + scale * ln(U)`` leaks
     ``f(D)`` through the set of doubles it can reach (Mironov, "On Significance
@@ -64,13 +69,19 @@ import math
 import numbers
 import os
 import secrets
+from collections.abc import Callable, Iterable
 from decimal import Decimal, localcontext
 from fractions import Fraction
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .accounting import round_up, validate_epsilon
-from .errors import PrivacyParameterError
+from .errors import NoiseParameterError, PrivacyParameterError
+from .exact import as_fraction, check_batch, trailing_zeros
+
+if TYPE_CHECKING:
+    from .dyadic import DiscreteLaplaceParams, KaryRRParams
 
 __all__ = [
     "as_fraction",
@@ -97,6 +108,11 @@ __all__ = [
     "snapping_laplace_array",
     "snapping_epsilon",
     "SNAPPING_ETA",
+    "SAMPLER_MAX_BITS",
+    "sample_dyadic_laplace",
+    "simulate_dyadic_laplace",
+    "sample_krr",
+    "simulate_krr",
 ]
 
 #: Largest integer bound handled by the vectorized uint64 code paths.
@@ -107,26 +123,6 @@ _POW2 = np.array([1 << i for i in range(64)], dtype=np.uint64)
 # --------------------------------------------------------------------------
 # Parameter handling
 # --------------------------------------------------------------------------
-
-
-def as_fraction(value: object, name: str) -> Fraction:
-    """Convert an int, Fraction, numpy integer or finite float exactly to a Fraction."""
-    if isinstance(value, bool):
-        raise PrivacyParameterError(f"{name} must be a number, got bool {value!r}")
-    if isinstance(value, Fraction):
-        return value
-    if isinstance(value, numbers.Integral):
-        return Fraction(int(value))
-    if isinstance(value, numbers.Rational):
-        return Fraction(value.numerator, value.denominator)
-    if isinstance(value, numbers.Real):
-        f = float(value)
-        if not math.isfinite(f):
-            raise PrivacyParameterError(f"{name} must be finite, got {value!r}")
-        return Fraction(f)
-    raise PrivacyParameterError(
-        f"{name} must be an int, Fraction or float, got {type(value).__name__} {value!r}"
-    )
 
 
 def _positive_fraction(value: object, name: str) -> Fraction:
@@ -666,3 +662,86 @@ def snapping_laplace_array(
     if np.isnan(vals).any():
         raise PrivacyParameterError("values contain NaN")
     return _snap((vals - center) / sens, lam, big_lambda, bound) * sens + center
+
+
+# --------------------------------------------------------------------------
+# Dyadic gadget noise (the distributions of pairwise.dp.dyadic, without a circuit)
+# --------------------------------------------------------------------------
+
+#: Sampler limit (values must fit numpy int64).
+SAMPLER_MAX_BITS = 62
+
+
+def _coins(numerators: Iterable[int], accs: Iterable[int], n: int, randbytes: Callable[[int], bytes]) -> np.ndarray:
+    """(n, k) bool: column i is 1 with probability numerators[i] / 2^accs[i] exactly (integer comparisons)."""
+    cols = []
+    for m, acc in zip(numerators, accs):
+        t = trailing_zeros(m)
+        w, mm = acc - t, m >> t
+        nw = (w + 63) // 64
+        words = np.frombuffer(randbytes(8 * n * nw), dtype="<u8").reshape(n, nw).astype(np.uint64)
+        top_bits = w - 64 * (nw - 1)
+        if top_bits < 64:
+            words[:, 0] &= np.uint64((1 << top_bits) - 1)
+        lt = np.zeros(n, dtype=bool)
+        eq = np.ones(n, dtype=bool)
+        for k in range(nw):
+            mk = np.uint64((mm >> (64 * (nw - 1 - k))) & 0xFFFFFFFFFFFFFFFF)
+            lt |= eq & (words[:, k] < mk)
+            eq &= words[:, k] == mk
+        cols.append(lt)
+    return np.stack(cols, axis=1) if cols else np.zeros((n, 0), dtype=bool)
+
+
+def _dl_from(params: DiscreteLaplaceParams, n: int, randbytes: Callable[[int], bytes]) -> np.ndarray:
+    if params.bits > SAMPLER_MAX_BITS:
+        raise NoiseParameterError(f"the sampler supports K <= {SAMPLER_MAX_BITS} digits, got {params.bits}")
+    n = check_batch(n)
+    weights = np.array([1 << i for i in range(params.bits)], dtype=np.int64)
+    x1 = _coins(params.numerators, params.accs, n, randbytes).astype(np.int64) @ weights
+    if params.construction == "signed":
+        sign = np.frombuffer(randbytes(n), dtype=np.uint8) & 1 if n else np.zeros(0, np.uint8)
+        return np.where(sign.astype(bool), -x1 - 1, x1)
+    x2 = _coins(params.numerators, params.accs, n, randbytes).astype(np.int64) @ weights
+    return x1 - x2
+
+
+def sample_dyadic_laplace(params: DiscreteLaplaceParams, n: int) -> np.ndarray:
+    """n draws (int64) from a :class:`~pairwise.dp.dyadic.DiscreteLaplaceParams` gadget's exact distribution.
+
+    Either construction (difference or signed), from os.urandom, no circuit:
+    the same digits as the in-circuit gadget, each an exact integer
+    comparison of uniform bits with the coin's numerator.
+    (``pairwise.circuits.noise.sample_discrete_laplace`` is this function.)
+    """
+    return _dl_from(params, n, os.urandom)
+
+
+def simulate_dyadic_laplace(params: DiscreteLaplaceParams, n: int, rng: np.random.Generator) -> np.ndarray:
+    """Seeded version of :func:`sample_dyadic_laplace`: simulation and tests only."""
+    if not isinstance(rng, np.random.Generator):
+        raise NoiseParameterError("rng must be a numpy.random.Generator")
+    return _dl_from(params, n, rng.bytes)
+
+
+def _krr_from(params: KaryRRParams, codes: np.ndarray, randbytes: Callable[[int], bytes]) -> np.ndarray:
+    codes = np.asarray(codes, dtype=np.int64)
+    if codes.size and (codes.min() < 0 or codes.max() >= params.k):
+        raise NoiseParameterError(f"k-RR codes must lie in 0..{params.k - 1}")
+    n = codes.shape[0]
+    flip = _coins([params.numerator], [params.acc], n, randbytes)[:, 0]
+    other = (np.frombuffer(randbytes(n), dtype=np.uint8) % 2).astype(np.int64) if (n and params.k == 3) else np.zeros(n, np.int64)
+    return (codes + flip * (1 + other)) % params.k
+
+
+def sample_krr(params: KaryRRParams, codes: np.ndarray) -> np.ndarray:
+    """k-RR reports (codes) of the true codes for :class:`~pairwise.dp.dyadic.KaryRRParams`, exactly the
+    gadget's distribution, from os.urandom (no circuit)."""
+    return _krr_from(params, codes, os.urandom)
+
+
+def simulate_krr(params: KaryRRParams, codes: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Seeded version of :func:`sample_krr`: simulation and tests only."""
+    if not isinstance(rng, np.random.Generator):
+        raise NoiseParameterError("rng must be a numpy.random.Generator")
+    return _krr_from(params, codes, rng.bytes)

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from pairwise.circuits.noise import discrete_laplace_pmf as gadget_pmf
+from pairwise.dp.dyadic import discrete_laplace_pmf as gadget_pmf
 from pairwise.mpc.channel import MemoryChannel
 from pairwise.mpc.twopc import EvaluatorSession, GarblerSession
 from pairwise.protocols.ecdf.noise import (

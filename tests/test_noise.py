@@ -1,4 +1,4 @@
-"""Tests of circuits/noise.py: exact pmfs, exact and bounded (eps, delta), gadgets, samplers.
+"""Tests of circuits/noise.py and dp/dyadic/: exact pmfs, exact and bounded (eps, delta), gadgets, samplers.
 
 References are independent of the module: exhaustive enumeration of every
 random input through the plaintext circuit, Fraction arithmetic written out
@@ -22,41 +22,40 @@ from pairwise.circuits.ir import bits_to_ints, ints_to_bits
 from pairwise.circuits.kernels import kernel_reference, pack_pair
 from pairwise.circuits.noise import (
     BINARY_KERNELS,
-    EXACT_MAX_BITS,
-    DiscreteLaplaceParams,
-    NoiseParameterError,
     bernoulli_gadget,
-    bernoulli_params,
-    choose_discrete_laplace,
-    choose_randomized_response,
     decode_output,
-    delta_bound,
-    delta_exact,
     discrete_laplace_gadget,
-    discrete_laplace_guarantee,
-    discrete_laplace_params,
-    discrete_laplace_pmf,
-    exp_bounds,
     geometric_gadget,
-    geometric_pmf,
+    krr_gadget,
     less_than_const,
     noisy_binary_kernel,
     noisy_kernel,
     random_input_bits,
     randomized_response_gadget,
-    sample_discrete_laplace,
-    simulate_discrete_laplace,
     simulate_random_input_bits,
-    geometric_tail,
-    ratio_certificate,
-    KaryRRParams,
-    choose_krr,
-    krr_estimator,
-    krr_gadget,
-    krr_guarantee,
-    sample_krr,
-    simulate_krr,
 )
+from pairwise.dp.dyadic import (
+    EXACT_MAX_BITS,
+    DiscreteLaplaceParams,
+    KaryRRParams,
+    bernoulli_params,
+    choose_discrete_laplace,
+    choose_krr,
+    choose_randomized_response,
+    delta_bound,
+    delta_exact,
+    discrete_laplace_guarantee,
+    discrete_laplace_params,
+    discrete_laplace_pmf,
+    geometric_pmf,
+    geometric_tail,
+    krr_estimator,
+    krr_guarantee,
+    ratio_certificate,
+)
+from pairwise.dp.errors import NoiseParameterError
+from pairwise.dp.exact import exp_bounds
+from pairwise.dp.samplers import sample_dyadic_laplace, sample_krr, simulate_dyadic_laplace, simulate_krr
 from pairwise.circuits.builder import Builder
 from pairwise.circuits.ir import GARBLER
 
@@ -413,13 +412,13 @@ def test_geometric_gadget_chi_square_plaintext():
 def test_samplers_match_the_exact_pmf():
     p = choose_discrete_laplace(1, 3)
     pmf = discrete_laplace_gadget(p).noise_pmf()
-    sim = simulate_discrete_laplace(p, N_CHI, np.random.default_rng(5))
+    sim = simulate_dyadic_laplace(p, N_CHI, np.random.default_rng(5))
     assert chi_square_pvalue(sim, pmf) > ALPHA_SEEDED
-    real = sample_discrete_laplace(p, N_CHI)
+    real = sample_dyadic_laplace(p, N_CHI)
     assert chi_square_pvalue(real, pmf) > ALPHA_CSPRNG
     # multi-word coins (acc > 64) take the lexicographic comparison path
     wide = discrete_laplace_params(1, 1, 4, 100)
-    sim = simulate_discrete_laplace(wide, N_CHI, np.random.default_rng(6))
+    sim = simulate_dyadic_laplace(wide, N_CHI, np.random.default_rng(6))
     assert chi_square_pvalue(sim, discrete_laplace_gadget(wide).noise_pmf()) > ALPHA_SEEDED
 
 
@@ -458,7 +457,7 @@ def test_randomized_response_gadget_exact_by_enumeration():
 
 
 def test_randomized_response_rejects_non_private_rounding():
-    from pairwise.circuits.noise import RandomizedResponseParams
+    from pairwise.dp.dyadic import RandomizedResponseParams
 
     rr = choose_randomized_response(1, acc=12)
     with pytest.raises(NoiseParameterError):
@@ -777,8 +776,8 @@ def test_auto_takes_krr_for_three_valued_kernels_and_signed_for_gini():
 def test_samplers_match_the_exact_pmf_for_signed_and_krr():
     p = choose_discrete_laplace(1, 40, construction="signed")
     pmf = discrete_laplace_gadget(p).noise_pmf()
-    assert chi_square_pvalue(simulate_discrete_laplace(p, N_CHI, np.random.default_rng(8)), pmf) > ALPHA_SEEDED
-    assert chi_square_pvalue(sample_discrete_laplace(p, N_CHI), pmf) > ALPHA_CSPRNG
+    assert chi_square_pvalue(simulate_dyadic_laplace(p, N_CHI, np.random.default_rng(8)), pmf) > ALPHA_SEEDED
+    assert chi_square_pvalue(sample_dyadic_laplace(p, N_CHI), pmf) > ALPHA_CSPRNG
     q = choose_krr(1, 3)
     codes = np.random.default_rng(9).integers(0, 3, N_CHI)
     shift = (simulate_krr(q, codes, np.random.default_rng(10)) - codes) % 3

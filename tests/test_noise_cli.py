@@ -6,8 +6,9 @@ import json
 
 import pytest
 
-from pairwise.circuits.noise import choose_discrete_laplace, discrete_laplace_gadget, discrete_laplace_guarantee
+from pairwise.circuits.noise import discrete_laplace_gadget
 from pairwise.cli import main
+from pairwise.dp.dyadic import choose_discrete_laplace, discrete_laplace_guarantee
 
 
 def _run_json(capsys, argv):

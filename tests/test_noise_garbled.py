@@ -21,19 +21,21 @@ from scipy import stats
 from pairwise.circuits.ir import bits_to_ints, ints_to_bits
 from pairwise.circuits.kernels import kernel_reference, pack_pair
 from pairwise.circuits.noise import (
-    choose_discrete_laplace,
-    choose_krr,
-    krr_gadget,
     bernoulli_gadget,
-    bernoulli_params,
-    choose_randomized_response,
     decode_output,
     discrete_laplace_gadget,
-    discrete_laplace_params,
     geometric_gadget,
+    krr_gadget,
     noisy_binary_kernel,
     noisy_kernel,
     randomized_response_gadget,
+)
+from pairwise.dp.dyadic import (
+    bernoulli_params,
+    choose_discrete_laplace,
+    choose_krr,
+    choose_randomized_response,
+    discrete_laplace_params,
 )
 from test_noise import ALPHA_SEEDED, chi_square_pvalue
 

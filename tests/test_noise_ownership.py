@@ -45,15 +45,14 @@ from scipy import stats
 from noise_power import GofTest, bernoulli, categorical, discrete_laplace, from_atoms, kary_rr, signed_geometric
 from pairwise.circuits.ir import bits_to_ints, ints_to_bits
 from pairwise.circuits.noise import (
-    KaryRRParams,
     decode_output,
     discrete_laplace_gadget,
-    discrete_laplace_params,
     krr_gadget,
     noisy_binary_kernel,
     noisy_kernel,
     random_input_bits,
 )
+from pairwise.dp.dyadic import KaryRRParams, discrete_laplace_params
 from pairwise.mpc.channel import MemoryChannel
 from pairwise.mpc.twopc import EvaluatorSession, GarblerSession
 from pairwise.protocols.ecdf.noise import (

@@ -4,7 +4,7 @@ The command is run as a user runs it (``python -m pairwise noise sample ...
 --json``, a real subprocess; ``--garbled`` garbles and evaluates the gadget
 in SIMD batches on both parties' CSPRNG bits).  Its histogram is compared
 with the ideal discrete Laplace P[z] ~ a^|z|, a = exp(-eps / S), computed here
-(the designed gadget, :func:`pairwise.circuits.noise.choose_discrete_laplace`,
+(the designed gadget, :func:`pairwise.dp.dyadic.choose_discrete_laplace`,
 is within total variation 1e-4 of it at these parameters, which moves the
 chi-square statistic of 3000 draws by far less than its standard deviation);
 the guarantee the command prints is not used.  Chi-square goodness of fit, alpha = 1e-5, power >= 0.99 against the noise

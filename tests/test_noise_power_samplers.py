@@ -1,6 +1,6 @@
 """Noise power of the in-circuit gadgets' exact samplers (no circuit): the right law, not 2x off.
 
-:mod:`pairwise.circuits.noise` reproduces each gadget's distribution without a
+:mod:`pairwise.dp.samplers` reproduces each gadget's distribution without a
 circuit (``sample_*`` from os.urandom, ``simulate_*`` seeded; the figure-4
 benchmark and ``pairwise noise sample`` use them).  Each path is compared with
 the ideal law of its mechanism, computed here from epsilon and the
@@ -27,14 +27,8 @@ import numpy as np
 import pytest
 
 from noise_power import GofTest, discrete_laplace, kary_rr, signed_geometric
-from pairwise.circuits.noise import (
-    choose_discrete_laplace,
-    choose_krr,
-    sample_discrete_laplace,
-    sample_krr,
-    simulate_discrete_laplace,
-    simulate_krr,
-)
+from pairwise.dp.dyadic import choose_discrete_laplace, choose_krr
+from pairwise.dp.samplers import sample_dyadic_laplace, sample_krr, simulate_dyadic_laplace, simulate_krr
 
 EPS, S, N_DL, N_KRR = 1.0, 40, 2000, 1000
 
@@ -47,14 +41,14 @@ def _additive_law(construction: str, f: float = 1.0):
 @pytest.mark.parametrize("path", ["sample", "simulate"])
 @pytest.mark.parametrize("construction", ["difference", "signed"])
 def test_discrete_laplace_sampler_law(construction, path):
-    """sample_/simulate_discrete_laplace(choose_discrete_laplace(1, 40, construction)); alpha 1e-5, power >= 0.99."""
+    """sample_/simulate_dyadic_laplace(choose_discrete_laplace(1, 40, construction)); alpha 1e-5, power >= 0.99."""
     test = GofTest([(_additive_law(construction), N_DL)])
     test.require_power({k: [_additive_law(construction, f)] for k, f in (("scale x2", 2.0), ("scale x1/2", 0.5))})
     params = choose_discrete_laplace(EPS, S, construction=construction)
     if path == "sample":
-        z = sample_discrete_laplace(params, N_DL)
+        z = sample_dyadic_laplace(params, N_DL)
     else:
-        z = simulate_discrete_laplace(params, N_DL, np.random.default_rng())
+        z = simulate_dyadic_laplace(params, N_DL, np.random.default_rng())
     test.check([z], f"{path}_discrete_laplace ({construction})")
 
 

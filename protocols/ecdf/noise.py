@@ -37,7 +37,7 @@ What it does
 Sampling NB(r, a) (documented finite-precision method)
     P[k] = C(k + r - 1, k) (1 - a)^r a^k.  :func:`polya_table` computes
     rigorous lower and upper bounds of every P[k] in fixed point
-    (integer arithmetic, 192 bits; a is bracketed by :func:`pairwise.circuits.noise.exp_bounds`,
+    (integer arithmetic, 192 bits; a is bracketed by :func:`pairwise.dp.exact.exp_bounds`,
     (1 - a)^r by integer q-th roots of r = p/q), truncates the support at
     K where the tail is below 2^-122, and rounds the CDF to multiples of
     2^-124.  A draw is the position of u, uniform in [0, 2^124) from
@@ -92,14 +92,14 @@ import numpy as np
 
 from pairwise.circuits.builder import Builder
 from pairwise.circuits.ir import EVALUATOR, GARBLER, Circuit
-from pairwise.circuits.noise import (
+from pairwise.circuits.noise import discrete_laplace_value
+from pairwise.dp.dyadic import (
     DiscreteLaplaceParams,
     NoiseGuarantee,
     choose_discrete_laplace,
     discrete_laplace_guarantee,
-    discrete_laplace_value,
-    exp_bounds,
 )
+from pairwise.dp.exact import exp_bounds
 
 from .shares import reduce_mod, uniform_words
 
@@ -197,7 +197,7 @@ def noisy_sum_circuit(l: int, epsilon: Fraction, sensitivity: int, changed: int 
     (evaluator) of ``random_width`` bits each.  Output ``out`` (l bits,
     unsigned) = x + y + Z mod 2^l.  Noise parameters: the cheapest gadget
     whose delta is <= 2^-lam / changed (so ``changed`` values composed cost
-    at most 2^-lam of delta), :func:`pairwise.circuits.noise.choose_discrete_laplace`.
+    at most 2^-lam of delta), :func:`pairwise.dp.dyadic.choose_discrete_laplace`.
     """
     params = choose_discrete_laplace(Fraction(epsilon), int(sensitivity), lam=lam, n_samples=max(1, int(changed)))
     if params.bits + 2 > l:

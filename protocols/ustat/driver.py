@@ -554,7 +554,7 @@ def _predicted_mse(statistic: str, pd: PreparedData, nc, design: str, P: int) ->
 
     Both are functions of the private data: evaluation diagnostics, not private.  The population
     MSE is Theorem 5 with the noise term E Var(f^ | f) of the mechanism actually used (for k-RR a
-    quadratic in f, :func:`pairwise.circuits.noise.krr_estimator`), or its two-sample analogue for
+    quadratic in f, :func:`pairwise.dp.dyadic.krr_estimator`), or its two-sample analogue for
     the AUC (:func:`pairwise.protocols.ustat.stats.two_sample_mse`); None for the ``all`` design.
     The sample MSE is :func:`pairwise.protocols.ustat.stats.fixed_sample_mse`.
     """
@@ -642,7 +642,8 @@ def run_ustat(
     ``theorem5_mse`` (uses the data's zetas), ``extra["sample_mse"]`` (the
     predicted MSE around ``exact_quantized``), ``extra["clamped"]``, ``seconds``.
     """
-    from pairwise.circuits.noise import NoiseParameterError, noisy_kernel
+    from pairwise.circuits.noise import noisy_kernel
+    from pairwise.dp.errors import NoiseParameterError
 
     if not (isinstance(epsilon, (int, float)) and not isinstance(epsilon, bool) and math.isfinite(epsilon)
             and epsilon > 0):

@@ -38,6 +38,15 @@ response (``noisy_binary_kernel``) has ``gc-rr-*`` rows: its chooser's
 epsilon (``choose_randomized_response``, scale faults) and its coin wired to
 constant 0 (zero noise), against the goodness-of-fit test of
 ``test_randomized_response_gadget_needs_both_parties``.
+
+A target names the module that *defines* the name and looks it up at call
+time: the gadgets in ``pairwise.circuits.noise``, the parameter classes,
+estimator and choosers in ``pairwise.dp.dyadic.params`` / ``.search``, the
+exact samplers in ``pairwise.dp.samplers``.  The defining module is patched
+the moment it executes, before any importer binds the name.  A re-export
+(``pairwise.circuits.noise`` still re-exports the analysis names for one
+release) is the wrong target: code that imports only ``pairwise.dp`` (the
+sampler tests, for one) never loads it, so the fault would never be installed.
 """
 
 from __future__ import annotations
@@ -239,7 +248,7 @@ def _krr_epsilon_times(factor):
     """choose_kernel_noise's k-RR parameters rebuilt for epsilon x factor (additive noise left alone)."""
 
     def fn(params, *a, **k):
-        from pairwise.circuits.noise import KaryRRParams, choose_krr
+        from pairwise.dp.dyadic import KaryRRParams, choose_krr
 
         if not isinstance(params, KaryRRParams):
             return params
@@ -257,7 +266,7 @@ def _no_debias(est, *a, **k):
     """The k-RR estimator with slope 1 and intercept 0: the raw reports averaged."""
     from fractions import Fraction as F
 
-    from pairwise.circuits.noise import KRREstimator
+    from pairwise.dp.dyadic import KRREstimator
 
     return KRREstimator(est.values, F(1), F(0), est.variance_coefficients)
 
@@ -424,37 +433,37 @@ FAULTS: list[Fault] = [
           (_k(T_USTAT, "default and network and not gini"),),
           _default("kendall-subsample-network", "auc-subsample-network", "kendall-all-network")),
     Fault("krr-chooser-eps-x2", "choose_krr at epsilon x2 (noise scale x1/2), seen through the exact k-RR sampler",
-          "pairwise.circuits.noise:choose_krr", epsilon_times(2, 0), (_k(T_SAMP, "krr"),),
+          "pairwise.dp.dyadic.search:choose_krr", epsilon_times(2, 0), (_k(T_SAMP, "krr"),),
           ("krr_sampler_law[sample]", "krr_sampler_law[simulate]")),
     Fault("krr-chooser-eps-x1/2", "choose_krr at epsilon / 2 (noise scale x2), seen through the exact k-RR sampler",
-          "pairwise.circuits.noise:choose_krr", epsilon_times(0.5, 0), (_k(T_SAMP, "krr"),),
+          "pairwise.dp.dyadic.search:choose_krr", epsilon_times(0.5, 0), (_k(T_SAMP, "krr"),),
           ("krr_sampler_law[sample]", "krr_sampler_law[simulate]")),
     Fault("ustat-krr-zero-noise", "ustat k-RR gadget reports the true value (its random bits drawn but unused)",
           "pairwise.circuits.noise:krr_value", result(_true_code), (_k(T_USTAT, "default and simulate and not gini"),),
           USTAT_KRR_SIM),
     Fault("ustat-krr-no-debias", "ustat k-RR reports averaged without debiasing (slope 1, intercept 0)",
-          "pairwise.circuits.noise:krr_estimator", result(_no_debias), (_k(T_USTAT, "default and simulate and not gini"),),
+          "pairwise.dp.dyadic.params:krr_estimator", result(_no_debias), (_k(T_USTAT, "default and simulate and not gini"),),
           USTAT_KRR_SIM),
     # ---- 2PC U-statistics, default noise: signed geometric (gini; issue 13)
     Fault("ustat-signed-scale-x2", "ustat signed geometric chosen for per-pair epsilon / 2 (noise scale x2)",
-          "pairwise.circuits.noise:choose_discrete_laplace", epsilon_times(0.5, 0),
+          "pairwise.dp.dyadic.search:choose_discrete_laplace", epsilon_times(0.5, 0),
           (_k(T_USTAT, "default and simulate and gini"), _k(T_SAMP, "discrete_laplace")),
           USTAT_SG_SIM + ("discrete_laplace_sampler_law[signed", "discrete_laplace_sampler_law[difference")),
     Fault("ustat-signed-scale-x1/2", "ustat signed geometric chosen for per-pair epsilon x2 (noise scale x1/2)",
-          "pairwise.circuits.noise:choose_discrete_laplace", epsilon_times(2, 0),
+          "pairwise.dp.dyadic.search:choose_discrete_laplace", epsilon_times(2, 0),
           (_k(T_USTAT, "default and simulate and gini"), _k(T_SAMP, "discrete_laplace")),
           USTAT_SG_SIM + ("discrete_laplace_sampler_law[signed", "discrete_laplace_sampler_law[difference")),
     Fault("ustat-signed-scale-x2-network", "ustat network mode, signed geometric for per-pair epsilon / 2 in the workers",
-          "pairwise.circuits.noise:choose_discrete_laplace", epsilon_times(0.5, 0),
+          "pairwise.dp.dyadic.search:choose_discrete_laplace", epsilon_times(0.5, 0),
           (_k(T_USTAT, "default and network and gini"),), _default("gini-subsample-network", "gini-all-network")),
     Fault("ustat-signed-geometric-zero", "ustat signed geometric without its geometric part (Z = -sign: 0 or -1)",
           "pairwise.circuits.noise:geometric_value", result(_zero_geometric),
           (_k(T_USTAT, "default and simulate and gini"),), USTAT_SG_SIM),
     Fault("ustat-signed-mean-kept", "ustat signed geometric: its mean -1/2 not removed from the estimate",
-          "pairwise.circuits.noise:DiscreteLaplaceParams.noise_mean", _mean_zero,
+          "pairwise.dp.dyadic.params:DiscreteLaplaceParams.noise_mean", _mean_zero,
           (_k(T_USTAT, "default and simulate and gini"),), USTAT_SG_SIM),
     Fault("sampler-coins-zero", "exact gadget samplers: every biased coin 0 (no geometric digits, no k-RR flips)",
-          "pairwise.circuits.noise:_coins", result(_zeros_like), (T_SAMP,),
+          "pairwise.dp.samplers:_coins", result(_zeros_like), (T_SAMP,),
           ("discrete_laplace_sampler_law[signed-sample]", "discrete_laplace_sampler_law[difference-simulate]",
            "krr_sampler_law[sample]", "krr_sampler_law[simulate]")),
     # ---- who owns the in-circuit noise (every gadget)
@@ -490,10 +499,10 @@ FAULTS: list[Fault] = [
            "ecdf_noisy_sum_circuit_needs_both_servers[evaluator]")),
     # ---- in-circuit binary randomized response (noisy_binary_kernel; power test in test_noise_ownership.py)
     Fault("gc-rr-scale-x2", "in-circuit randomized response chosen for eps / 2 (flip probability too high)",
-          "pairwise.circuits.noise:choose_randomized_response", epsilon_times(0.5, 0),
+          "pairwise.dp.dyadic.search:choose_randomized_response", epsilon_times(0.5, 0),
           (_k(T_OWN, "randomized_response_gadget"),), RR_GADGET),
     Fault("gc-rr-scale-x1/2", "in-circuit randomized response chosen for eps x2 (flip probability too low)",
-          "pairwise.circuits.noise:choose_randomized_response", epsilon_times(2, 0),
+          "pairwise.dp.dyadic.search:choose_randomized_response", epsilon_times(2, 0),
           (_k(T_OWN, "randomized_response_gadget"),), RR_GADGET),
     Fault("gc-rr-zero-noise", "in-circuit randomized response never flips (its coin the constant 0; bits still drawn)",
           "pairwise.circuits.noise:bernoulli_bit", result(_false_bit), (_k(T_OWN, "randomized_response_gadget"),),
@@ -508,9 +517,9 @@ FAULTS: list[Fault] = [
     Fault("ecdf-gc-zero-noise", "ECDF garbled noise from constant random bits (zero noise)",
           "pairwise.circuits.builder:Builder.input", _input_constant_zero("rx", "ry"), (_k(T_ECDF, "gc"),), ECDF_GC),
     Fault("ecdf-gc-chooser-scale-x2", "ECDF garbled noise: the gadget chooser (designed precision) at eps / 2",
-          "pairwise.circuits.noise:choose_discrete_laplace", epsilon_times(0.5, 0), (_k(T_ECDF, "gc"),), ECDF_GC),
+          "pairwise.dp.dyadic.search:choose_discrete_laplace", epsilon_times(0.5, 0), (_k(T_ECDF, "gc"),), ECDF_GC),
     Fault("ecdf-gc-chooser-scale-x1/2", "ECDF garbled noise: the gadget chooser (designed precision) at eps x2",
-          "pairwise.circuits.noise:choose_discrete_laplace", epsilon_times(2, 0), (_k(T_ECDF, "gc"),), ECDF_GC),
+          "pairwise.dp.dyadic.search:choose_discrete_laplace", epsilon_times(2, 0), (_k(T_ECDF, "gc"),), ECDF_GC),
     Fault("ecdf-masked-shares-unmasked", "ECDF masked noise shares without masks (each server sees the noise)",
           "pairwise.protocols.ecdf.noise:uniform_words", constant(_uniform_words_zero), (_k(T_OWN, "masked"),),
           ("masked_noise_shares",), scope="module"),
@@ -650,14 +659,14 @@ FAULTS: list[Fault] = [
           constant(lambda self, size: __import__("numpy").ones(int(size), dtype="int64")),
           (_k(T_LDP, "shuffled"),), ("[shuffled_histogram]",)),
     # ---- pairwise noise sample
-    Fault("cli-scale-x2", "noise sample: gadget chosen for eps / 2", "pairwise.circuits.noise:choose_discrete_laplace",
+    Fault("cli-scale-x2", "noise sample: gadget chosen for eps / 2", "pairwise.dp.dyadic.search:choose_discrete_laplace",
           epsilon_times(0.5, 0), (T_CLI,), ("garbled", "exact")),
-    Fault("cli-scale-x1/2", "noise sample: gadget chosen for eps x2", "pairwise.circuits.noise:choose_discrete_laplace",
+    Fault("cli-scale-x1/2", "noise sample: gadget chosen for eps x2", "pairwise.dp.dyadic.search:choose_discrete_laplace",
           epsilon_times(2, 0), (T_CLI,), ("garbled", "exact")),
     Fault("cli-garbled-zero-noise", "noise sample --garbled with constant random bits (zero noise)",
           "pairwise.circuits.builder:Builder.input", _input_constant_zero("rx", "ry"), (T_CLI,), ("garbled",)),
     Fault("cli-exact-zero-noise", "noise sample (exact sampler, no --garbled) draws all zeros",
-          "pairwise.circuits.noise:sample_discrete_laplace", result(_zeros_like), (_k(T_CLI, "exact"),), ("exact",)),
+          "pairwise.dp.samplers:sample_dyadic_laplace", result(_zeros_like), (_k(T_CLI, "exact"),), ("exact",)),
 ]
 
 BY_NAME = {f.name: f for f in FAULTS}

@@ -1,0 +1,77 @@
+"""The dyadic noise analysis in ``pairwise.dp``: layering, the re-exports of ``pairwise.circuits.noise``, its errors.
+
+The gadgets' parameters, exact analysis and searches moved from
+``circuits/noise.py`` to ``dp/dyadic/``, ``dp/exact.py`` and
+``dp/samplers.py`` (issue 24).  These tests pin what the move promised:
+``dp`` imports nothing above it, every moved name is still importable from
+``pairwise.circuits.noise`` as the *same* object, and ``NoiseParameterError``
+is still caught by the ``except`` clauses callers use.  The behaviour itself
+is tested in ``test_noise*.py``.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+import pairwise.circuits.noise as noise
+import pairwise.dp.dyadic as dyadic
+import pairwise.dp.exact as exact
+import pairwise.dp.samplers as samplers
+from pairwise.dp.errors import NoiseParameterError, PrivacyParameterError
+
+#: pairwise.circuits.noise name -> (new module, name there)
+MOVED = {
+    **{n: (dyadic, n) for n in dyadic.__all__},
+    "exp_bounds": (exact, "exp_bounds"),
+    "sample_discrete_laplace": (samplers, "sample_dyadic_laplace"),
+    "simulate_discrete_laplace": (samplers, "simulate_dyadic_laplace"),
+    "sample_krr": (samplers, "sample_krr"),
+    "simulate_krr": (samplers, "simulate_krr"),
+    "SAMPLER_MAX_BITS": (samplers, "SAMPLER_MAX_BITS"),
+    "NoiseParameterError": (sys.modules["pairwise.dp.errors"], "NoiseParameterError"),
+}
+#: helpers that dp.dyadic exports but circuits.noise never did (new names of private helpers)
+NEW_IN_DP = {"resolve_target_delta", "check_variance_tolerance"}
+
+
+def test_dp_imports_nothing_above_it():
+    """A fresh interpreter that imports the whole dp layer loads no circuits, mpc, fss or protocols module."""
+    code = ("import sys, pairwise.dp, pairwise.dp.dyadic, pairwise.dp.exact, pairwise.dp.samplers; "
+            "print(sorted(m for m in sys.modules if m.startswith(('pairwise.circuits', 'pairwise.mpc', "
+            "'pairwise.fss', 'pairwise.protocols'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.strip() == "[]", out.stdout
+
+
+@pytest.mark.parametrize("name", sorted(set(MOVED) - NEW_IN_DP))
+def test_moved_names_are_re_exported_as_the_same_object(name):
+    module, new_name = MOVED[name]
+    assert getattr(noise, name) is getattr(module, new_name)
+
+
+def test_circuits_noise_all_is_unchanged_and_resolves():
+    assert len(noise.__all__) == len(set(noise.__all__)) == 57  # as before the move
+    for name in noise.__all__:
+        assert hasattr(noise, name), name
+    assert set(MOVED) - NEW_IN_DP <= set(noise.__all__) | {"MAX_ACC", "MAX_BITS", "SAMPLER_MAX_BITS",
+                                                          "CONSTRUCTION_MECHANISM"}
+
+
+@pytest.mark.parametrize("call", [
+    lambda: dyadic.choose_discrete_laplace(0, 1),
+    lambda: dyadic.choose_krr(1, 4),
+    lambda: noise.noisy_kernel("median", epsilon=1),
+    lambda: noise.random_input_bits(3, -1),
+    lambda: exact.exp_bounds(3000),
+    lambda: samplers.simulate_krr(dyadic.choose_krr(1, 3), [0, 1, 3], __import__("numpy").random.default_rng(1)),
+], ids=["epsilon", "krr-k", "kernel", "batch", "exp-range", "krr-code"])
+def test_noise_parameter_errors_keep_their_class_and_bases(call):
+    """Raised by dp and by circuits alike; caught as NoiseParameterError, PrivacyParameterError and ValueError."""
+    with pytest.raises(NoiseParameterError) as info:
+        call()
+    assert type(info.value) is NoiseParameterError and type(info.value).__name__ == "NoiseParameterError"
+    assert isinstance(info.value, PrivacyParameterError) and isinstance(info.value, ValueError)
+    assert noise.NoiseParameterError is NoiseParameterError
