@@ -41,6 +41,7 @@ Follows
 from __future__ import annotations
 
 import os
+import warnings
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Callable, Sequence
@@ -60,8 +61,6 @@ from pairwise.dp.dyadic import (
     BernoulliParams,
     DiscreteLaplaceParams,
     KaryRRParams,
-    KRREstimator,
-    NoiseGuarantee,
     RandomizedResponseParams,
     RatioCertificate,
     bernoulli_params,
@@ -84,8 +83,10 @@ from pairwise.dp.dyadic import (
     resolve_target_delta,
     simplest_dyadic,
 )
+from pairwise.dp.accounting import PrivacyGuarantee
 from pairwise.dp.errors import NoiseParameterError
 from pairwise.dp.exact import check_batch, check_noise_epsilon, check_positive_int, exp_bounds, trailing_zeros
+from pairwise.dp.mechanisms import KRREstimator
 from pairwise.dp.samplers import SAMPLER_MAX_BITS, sample_krr, simulate_krr
 from pairwise.dp.samplers import sample_dyadic_laplace as sample_discrete_laplace
 from pairwise.dp.samplers import simulate_dyadic_laplace as simulate_discrete_laplace
@@ -157,7 +158,17 @@ __all__ = [
 # decode_output moved to pairwise.dp and is re-exported here for one release: import it from
 # pairwise.dp.dyadic, pairwise.dp.exact (exp_bounds), pairwise.dp.samplers (sample_krr,
 # simulate_krr; sample_discrete_laplace / simulate_discrete_laplace are sample_dyadic_laplace /
-# simulate_dyadic_laplace there) or pairwise.dp.errors (NoiseParameterError).
+# simulate_dyadic_laplace there), pairwise.dp.mechanisms (KRREstimator) or pairwise.dp.errors
+# (NoiseParameterError).  NoiseGuarantee is now pairwise.dp.accounting.PrivacyGuarantee.
+
+
+def __getattr__(name: str) -> object:
+    """``NoiseGuarantee``: deprecated alias of :class:`pairwise.dp.accounting.PrivacyGuarantee` (until 0.3)."""
+    if name == "NoiseGuarantee":
+        warnings.warn("pairwise.circuits.noise.NoiseGuarantee is deprecated and goes in 0.3: a gadget's guarantee "
+                      "is a pairwise.dp.accounting.PrivacyGuarantee (same fields)", DeprecationWarning, stacklevel=2)
+        return PrivacyGuarantee
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # ---------------------------------------------------------------------- circuit gadgets
@@ -265,7 +276,7 @@ class NoisyCircuit:
     circuit: Circuit
     mechanism: str
     params: object
-    guarantee: NoiseGuarantee | None
+    guarantee: PrivacyGuarantee | None
     random_width: int
     unit: Fraction = Fraction(1)
     value_range: tuple[int, int] = (0, 0)
@@ -307,7 +318,7 @@ class NoisyCircuit:
         if self.mechanism in ("discrete_laplace", "signed_geometric"):
             # additive noise: out = h + Z, so out - E Z is unbiased with the constant variance Var Z
             var = self.params.noise_variance
-            return KRREstimator((), Fraction(1), -self.params.noise_mean, (var, Fraction(0), Fraction(0)))
+            return KRREstimator.additive(self.params.noise_mean, var)
         raise NoiseParameterError(f"the {self.mechanism} gadget is a building block without an estimator")
 
     @property

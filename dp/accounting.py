@@ -2,7 +2,9 @@
 
 What it does
     :class:`PrivacyGuarantee` is an immutable, validated (epsilon, delta) pair
-    that every mechanism of :mod:`dp` carries in its ``guarantee`` attribute.
+    that every mechanism of :mod:`dp` carries in its ``guarantee`` attribute;
+    a guarantee computed from an exact distribution (the in-circuit noise
+    gadgets) also records how (``method``, ``delta_bound``, ``tv_to_ideal``).
     :func:`basic_composition` adds guarantees (sequential composition, Dwork
     and Roth 2014, Thm 3.16); :func:`advanced_composition` is the k-fold
     adaptive composition bound of Dwork, Rothblum and Vadhan (FOCS 2010;
@@ -42,7 +44,7 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import ROUND_CEILING, Decimal, localcontext
 from fractions import Fraction
 
@@ -50,6 +52,7 @@ from .errors import PrivacyParameterError
 
 __all__ = [
     "PrivacyGuarantee",
+    "GUARANTEE_METHODS",
     "validate_epsilon",
     "check_epsilon",
     "EPSILON_MIN",
@@ -131,30 +134,78 @@ def round_up(value: Fraction | Decimal | int) -> float:
     return as_float
 
 
+#: How a computed guarantee's delta was obtained (:attr:`PrivacyGuarantee.method`).
+GUARANTEE_METHODS = ("exact", "certified", "bound", "pure")
+
+
 @dataclass(frozen=True)
 class PrivacyGuarantee:
     """An (epsilon, delta)-differential-privacy guarantee; delta = 0 is pure DP.
 
     The values are validated at construction (see :func:`validate_epsilon` and
     :func:`validate_delta`) and stored as floats.
+
+    A guarantee *computed* from a mechanism's exact output distribution (the
+    in-circuit noise gadgets, :mod:`pairwise.dp.dyadic.guarantee`) also says
+    how, in the optional fields: ``method`` is ``"exact"`` (delta from the
+    exact pmf), ``"certified"`` (exact ratio certificates; delta is an exact
+    tail), ``"bound"`` (a rigorous upper bound) or ``"pure"``; ``epsilon``
+    and ``delta`` are then doubles rounded *up* from exact rationals, and
+    ``delta_rational`` is that rational.  ``delta_bound`` is the rigorous
+    bound (``>= delta``); ``tv_to_ideal`` bounds the total variation distance
+    between the mechanism's noise and the ideal mechanism's (a utility
+    figure); ``target_delta`` is the delta the parameters were chosen for
+    (None if chosen by hand).  A guarantee that is stated, not computed, has
+    ``method=None`` and no such fields.  (This is the one guarantee type:
+    ``pairwise.circuits.noise.NoiseGuarantee`` is a deprecated alias.)
     """
 
     epsilon: float
     delta: float = 0.0
+    method: str | None = None
+    delta_bound: float | None = None
+    tv_to_ideal: float | None = None
+    delta_rational: Fraction | None = field(default=None, repr=False)
+    target_delta: float | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "epsilon", validate_epsilon(self.epsilon))
         object.__setattr__(self, "delta", validate_delta(self.delta))
+        if self.method is not None and self.method not in GUARANTEE_METHODS:
+            raise PrivacyParameterError(f"method must be one of {GUARANTEE_METHODS} or None, got {self.method!r}")
 
     @property
     def is_pure(self) -> bool:
         """True for pure epsilon-DP (delta == 0)."""
         return self.delta == 0.0
 
+    def privacy(self) -> PrivacyGuarantee:
+        """The (epsilon, delta) alone, without how it was computed."""
+        return PrivacyGuarantee(self.epsilon, self.delta)
+
+    def as_dict(self) -> dict:
+        """The guarantee as the JSON object the command line prints (None for fields not computed)."""
+        return {
+            "epsilon": self.epsilon,
+            "delta": self.delta,
+            "method": self.method,
+            "delta_bound": self.delta_bound,
+            "tv_to_ideal": self.tv_to_ideal,
+            "target_delta": self.target_delta,
+        }
+
+    def __repr__(self) -> str:
+        shown = ["epsilon", "delta"]
+        if self.method is not None:
+            shown += ["method", "delta_bound", "tv_to_ideal", "target_delta"]
+        return f"{type(self).__name__}({', '.join(f'{k}={getattr(self, k)!r}' for k in shown)})"
+
     def __str__(self) -> str:
+        if self.method is None:
+            return f"{self.epsilon:.6g}-DP" if self.is_pure else f"({self.epsilon:.6g}, {self.delta:.3g})-DP"
         if self.is_pure:
-            return f"{self.epsilon:.6g}-DP"
-        return f"({self.epsilon:.6g}, {self.delta:.3g})-DP"
+            return f"{self.epsilon:.6g}-DP (pure)"
+        return f"({self.epsilon:.6g}, {self.delta:.3g})-DP [{self.method}]"
 
 
 def basic_composition(guarantees: Iterable[PrivacyGuarantee]) -> PrivacyGuarantee:

@@ -17,6 +17,10 @@ What it does
       P = (1 - beta) I + (beta/k) J, its inverse (I - (beta/k) J)/(1 - beta),
       unbiased frequencies, and the unbiased U-statistic estimate with kernel
       (1 - beta)^-2 (e_R1 - b)^T A (e_R2 - b) of Sec. 3 are provided.
+    * :class:`KRREstimator` -- the one k-RR estimator in exact rationals:
+      slope, intercept and variance of the unbiased estimate of a report,
+      shared by :class:`KaryRandomizedResponse` (:meth:`~KaryRandomizedResponse.estimator`)
+      and the in-circuit k-RR of :mod:`pairwise.dp.dyadic`.
     * :class:`OneBitFlip` -- the one-bit submission of Ding, Kulkarni and
       Yekhanin (NeurIPS 2017) as used in "Locally Differentially Private
       Quasi-Maximum Likelihood Estimation with One-Bit Submissions" (the
@@ -63,6 +67,7 @@ import numbers
 import os
 import secrets
 from collections.abc import Sequence
+from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
@@ -72,6 +77,7 @@ from .errors import EmptyDataError, InvalidDataError, PrivacyParameterError
 from .samplers import (
     SNAPPING_ETA,
     _check_rng,
+    as_fraction,
     bernoulli_exp_array,
     conservative_scale,
     discrete_laplace_array,
@@ -90,6 +96,7 @@ from .samplers import (
 __all__ = [
     "RandomizedResponse",
     "KaryRandomizedResponse",
+    "KRREstimator",
     "OneBitFlip",
     "OneBitFlipVector",
     "GeometricMechanism",
@@ -185,6 +192,68 @@ class RandomizedResponse:
         return self.estimate_mean(r) * r.size
 
 
+@dataclass(frozen=True)
+class KRREstimator:
+    """Unbiased per-report estimate of a k-valued quantity from its k-RR report, and its exact variance.
+
+    The one k-RR estimator: the in-circuit gadgets (:func:`pairwise.dp.dyadic.krr_estimator`,
+    phi = m / 2^a) and :class:`KaryRandomizedResponse` (:meth:`~KaryRandomizedResponse.estimator`,
+    phi = beta (k - 1)/k) both build it with :meth:`for_krr`.  k-RR keeps the value with
+    probability 1 - phi and reports each other value with phi / (k - 1); the report y of a true
+    value f has E[y | f] = lam f + mu, lam = 1 - k phi / (k - 1), mu = phi sum(v) / (k - 1),
+    so f^ = (y - mu) / lam = ``slope`` y + ``intercept`` is unbiased, and
+    Var(f^ | f) = c0 + c1 f + c2 f^2 (``variance_coefficients``) with
+
+        c2 = (1 - lam) / lam,   c1 = -2 mu / lam,   c0 = (phi Q / (k - 1) - mu^2) / lam^2,
+
+    Q = sum(v^2) (derivation: E[y^2 | f] = lam f^2 + phi Q / (k - 1); ustats paper, Eq. 9
+    and Sec. 3).  The additive mechanisms use the same record (:meth:`additive`) with no
+    ``values``, slope 1, intercept -E Z and the constant variance Var Z.  Exact rationals.
+    """
+
+    values: tuple[int, ...]
+    slope: Fraction
+    intercept: Fraction
+    variance_coefficients: tuple[Fraction, Fraction, Fraction]
+
+    @classmethod
+    def for_krr(cls, k: int, flip_probability: object, values: Sequence[int]) -> KRREstimator:
+        """The estimator of k-RR with flip probability phi in [0, (k - 1)/k) for k distinct integer values."""
+        if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 2:
+            raise PrivacyParameterError(f"k must be an integer >= 2, got {k!r}")
+        k = int(k)
+        phi = as_fraction(flip_probability, "flip_probability")
+        if not 0 <= phi < Fraction(k - 1, k):
+            raise PrivacyParameterError(f"flip_probability must lie in [0, (k-1)/k) = [0, {k - 1}/{k}), got {flip_probability!r}")
+        vals = tuple(values)
+        if any(isinstance(v, bool) or not isinstance(v, numbers.Integral) for v in vals):
+            raise InvalidDataError(f"k-RR values must be integers, got {values!r}")
+        vals = tuple(int(v) for v in vals)
+        if len(vals) != k or len(set(vals)) != k:
+            raise InvalidDataError(f"k-RR with k={k} needs {k} distinct values, got {values!r}")
+        lam = 1 - k * phi / (k - 1)
+        mu = phi * sum(vals) / (k - 1)
+        q = Fraction(sum(v * v for v in vals))
+        coeffs = ((phi * q / (k - 1) - mu * mu) / (lam * lam), -2 * mu / lam, (1 - lam) / lam)
+        return cls(vals, 1 / lam, -mu / lam, coeffs)
+
+    @classmethod
+    def additive(cls, mean: object, variance: object) -> KRREstimator:
+        """The record of additive noise with mean E Z and variance Var Z: out - E Z, variance constant."""
+        return cls((), Fraction(1), -as_fraction(mean, "mean"), (as_fraction(variance, "variance"), Fraction(0), Fraction(0)))
+
+    def variance(self, f: object) -> Fraction:
+        c0, c1, c2 = self.variance_coefficients
+        f = Fraction(f)
+        return c0 + c1 * f + c2 * f * f
+
+    @property
+    def max_variance(self) -> Fraction:
+        if not self.values:
+            return self.variance_coefficients[0]  # additive noise: constant variance
+        return max(self.variance(v) for v in self.values)
+
+
 class KaryRandomizedResponse:
     """k-ary randomized response with beta = k / (k + e^eps - 1) (ustats paper, Eq. 9)."""
 
@@ -257,6 +326,17 @@ class KaryRandomizedResponse:
     def inverse_transition_matrix(self) -> np.ndarray:
         """P^-1 = (I - (beta/k) J) / (1 - beta); report frequencies times it are unbiased."""
         return (np.eye(self.k) - self.beta / self.k) / (1.0 - self.beta)
+
+    def estimator(self, values: Sequence[int] | None = None) -> KRREstimator:
+        """The exact debiasing of one report whose k values are ``values`` (default 0..k-1).
+
+        Another value j != v is reported with probability beta/k each, so this is k-RR with
+        flip probability phi = beta (k - 1)/k (``beta`` taken exactly as the double it is):
+        slope (1 - beta)^-1 and intercept -(beta/k) sum(values) / (1 - beta), the scalar form
+        of :meth:`debiased_onehot` (the same estimator on one-hot values, in float64).
+        """
+        phi = Fraction(self.beta) * (self.k - 1) / self.k
+        return KRREstimator.for_krr(self.k, phi, range(self.k) if values is None else values)
 
     def report_counts(self, reports: np.ndarray) -> np.ndarray:
         """Histogram of the reports over [k]."""

@@ -49,6 +49,26 @@ def test_guarantee_is_validated_and_frozen():
         g.epsilon = 2.0  # type: ignore[misc]
 
 
+def test_a_computed_guarantee_is_a_privacy_guarantee_that_prints_as_before():
+    """The noise gadgets' guarantees (method, delta_bound, tv_to_ideal) are PrivacyGuarantees; the text and JSON
+    forms are those of the former NoiseGuarantee, and a stated guarantee prints as it always did."""
+    g = PrivacyGuarantee(1.0, 2.5e-13, "certified", 3e-13, 1e-12, Fraction(1, 2**42), 2.0**-40)
+    assert str(g) == "(1, 2.5e-13)-DP [certified]" and not g.is_pure
+    assert repr(g) == ("PrivacyGuarantee(epsilon=1.0, delta=2.5e-13, method='certified', delta_bound=3e-13, "
+                       "tv_to_ideal=1e-12, target_delta=9.094947017729282e-13)")
+    assert g.as_dict() == {"epsilon": 1.0, "delta": 2.5e-13, "method": "certified", "delta_bound": 3e-13,
+                           "tv_to_ideal": 1e-12, "target_delta": 2.0**-40}
+    assert g.delta_rational == Fraction(1, 2**42) and g.privacy() == PrivacyGuarantee(1.0, 2.5e-13)
+    pure = PrivacyGuarantee(0.5, 0.0, "pure", 0.0, 0.01)
+    assert str(pure) == "0.5-DP (pure)" and pure.is_pure
+    stated = PrivacyGuarantee(1.0)
+    assert str(stated) == "1-DP" and repr(stated) == "PrivacyGuarantee(epsilon=1.0, delta=0.0)"
+    assert str(PrivacyGuarantee(1.0, 1e-6)) == "(1, 1e-06)-DP" and stated.method is None
+    assert basic_composition([g, stated]) == PrivacyGuarantee(2.0, 2.5e-13)
+    with pytest.raises(PrivacyParameterError, match="method"):
+        PrivacyGuarantee(1.0, 0.0, "approximate")
+
+
 def test_round_up_is_the_smallest_double_above():
     exact = Fraction(1, 3)
     r = round_up(exact)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import warnings
 
 import pytest
 
@@ -20,6 +21,7 @@ import pairwise.circuits.noise as noise
 import pairwise.dp.dyadic as dyadic
 import pairwise.dp.exact as exact
 import pairwise.dp.samplers as samplers
+from pairwise.dp.accounting import PrivacyGuarantee
 from pairwise.dp.errors import NoiseParameterError, PrivacyParameterError
 
 #: pairwise.circuits.noise name -> (new module, name there)
@@ -54,8 +56,10 @@ def test_moved_names_are_re_exported_as_the_same_object(name):
 
 def test_circuits_noise_all_is_unchanged_and_resolves():
     assert len(noise.__all__) == len(set(noise.__all__)) == 57  # as before the move
-    for name in noise.__all__:
-        assert hasattr(noise, name), name
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # NoiseGuarantee
+        for name in noise.__all__:
+            assert hasattr(noise, name), name
     assert set(MOVED) - NEW_IN_DP <= set(noise.__all__) | {"MAX_ACC", "MAX_BITS", "SAMPLER_MAX_BITS",
                                                           "CONSTRUCTION_MECHANISM"}
 
@@ -75,3 +79,25 @@ def test_noise_parameter_errors_keep_their_class_and_bases(call):
     assert type(info.value) is NoiseParameterError and type(info.value).__name__ == "NoiseParameterError"
     assert isinstance(info.value, PrivacyParameterError) and isinstance(info.value, ValueError)
     assert noise.NoiseParameterError is NoiseParameterError
+
+
+def test_noise_guarantee_is_a_deprecated_alias_of_privacy_guarantee():
+    with pytest.warns(DeprecationWarning, match="NoiseGuarantee is deprecated"):
+        alias = noise.NoiseGuarantee
+    assert alias is PrivacyGuarantee
+    with pytest.warns(DeprecationWarning):
+        from pairwise.circuits.noise import NoiseGuarantee  # noqa: F401
+    with pytest.raises(AttributeError):
+        noise.NoSuchName  # noqa: B018
+    for nc in (noise.discrete_laplace_gadget(dyadic.choose_discrete_laplace(1, 2)), noise.krr_gadget(dyadic.choose_krr(1)),
+               noise.noisy_binary_kernel("collision", 8, epsilon=1)):
+        assert type(nc.guarantee) is PrivacyGuarantee and nc.guarantee.method in ("exact", "certified", "pure")
+
+
+def test_the_one_krr_estimator_serves_the_gadgets_and_the_mechanism():
+    from pairwise.dp.mechanisms import KRREstimator, KaryRandomizedResponse
+
+    assert noise.KRREstimator is dyadic.KRREstimator is KRREstimator
+    p = dyadic.choose_krr(1, 3)
+    assert dyadic.krr_estimator(p, (0, 1, -1)) == KRREstimator.for_krr(3, p.flip_probability, (0, 1, -1))
+    assert type(KaryRandomizedResponse(3, 1.0).estimator()) is KRREstimator

@@ -19,6 +19,7 @@ from pairwise.dp.errors import EmptyDataError, InvalidDataError, PrivacyParamete
 from pairwise.dp.mechanisms import (
     GeometricMechanism,
     KaryRandomizedResponse,
+    KRREstimator,
     OneBitFlip,
     OneBitFlipVector,
     RandomizedResponse,
@@ -160,6 +161,73 @@ def test_krr_errors():
         m.estimate_frequencies(np.array([], dtype=np.int64))
     with pytest.raises(InvalidDataError, match="3x3"):
         m.estimate_ustatistic(np.array([0, 1]), np.eye(4))
+
+
+def _krr_law(k: int, phi: Fraction, i: int) -> list[Fraction]:
+    """P[report index j | true index i] of k-RR with flip probability phi, in Fractions."""
+    return [1 - phi if j == i else phi / (k - 1) for j in range(k)]
+
+
+@pytest.mark.parametrize("k", [2, 3, 4, 7])
+@pytest.mark.parametrize("phi", [Fraction(0), Fraction(1, 7), Fraction(29, 64), "near_max"])
+def test_krr_estimator_slope_and_intercept_are_the_closed_form(k, phi):
+    """KRREstimator.for_krr against slope = (k-1)/(k-1-k phi), intercept = -phi sum(v)/(k-1-k phi).
+
+    The closed form comes from E[y | v_i] = sum_j P[j | i] v_j = lam v_i + mu (computed here by
+    summing the law in Fractions), which the unbiased affine map slope y + intercept must invert;
+    the variance is checked against the same enumeration.
+    """
+    phi = Fraction(k - 1, k) - Fraction(1, 1000) if phi == "near_max" else phi
+    values = tuple(3 * i * i - 2 * i - 1 for i in range(k))  # distinct, unequally spaced, sum != 0
+    est = KRREstimator.for_krr(k, phi, values)
+    assert est.slope == Fraction(k - 1) / (k - 1 - k * phi)
+    assert est.intercept == -phi * sum(values) / (k - 1 - k * phi)
+    assert all(isinstance(c, Fraction) for c in (est.slope, est.intercept, *est.variance_coefficients))
+    for i, v in enumerate(values):
+        law = _krr_law(k, phi, i)
+        mean_y = sum(p * y for p, y in zip(law, values))
+        var_y = sum(p * y * y for p, y in zip(law, values)) - mean_y * mean_y
+        assert est.slope * mean_y + est.intercept == v  # unbiased, exactly
+        assert est.variance(v) == est.slope**2 * var_y
+    assert est.max_variance == max(est.slope**2 * (sum(p * y * y for p, y in zip(_krr_law(k, phi, i), values))
+                                                    - sum(p * y for p, y in zip(_krr_law(k, phi, i), values)) ** 2)
+                                   for i in range(k))
+
+
+@pytest.mark.parametrize("k,eps", [(2, 1.0), (3, 0.5), (6, 2.0), (16, 0.25)])
+def test_kary_rr_estimator_is_the_papers_unbiasing(k, eps):
+    """KaryRandomizedResponse.estimator() is KRREstimator at phi = beta (k-1)/k: (1 - beta)^-1 (y - beta/k sum v)."""
+    m = KaryRandomizedResponse(k, eps)
+    beta = Fraction(m.beta)  # the double, exactly
+    est = m.estimator()
+    assert est.values == tuple(range(k))
+    assert est.slope == 1 / (1 - beta)
+    assert est.intercept == -(beta / k) * sum(range(k)) / (1 - beta)
+    for v in range(k):  # unbiased under the law P = (1 - beta) I + (beta / k) J of Eq. 9
+        law = [(1 - beta) * (j == v) + beta / k for j in range(k)]
+        assert sum(law) == 1 and sum(p * (est.slope * j + est.intercept) for j, p in enumerate(law)) == v
+    # the float64 one-hot path applies the same estimator: debiased_onehot(r) . values = slope r + intercept
+    reports = np.arange(k)
+    vals = np.arange(k, dtype=float)
+    assert np.allclose(m.debiased_onehot(reports) @ vals, float(est.slope) * reports + float(est.intercept),
+                       rtol=1e-12, atol=1e-12)
+    labelled = m.estimator(tuple(10 * v - 3 for v in range(k)))
+    assert labelled.slope == est.slope and labelled.intercept == -(beta / k) * sum(10 * v - 3 for v in range(k)) / (1 - beta)
+
+
+def test_krr_estimator_rejects_bad_parameters():
+    with pytest.raises(PrivacyParameterError, match="k must"):
+        KRREstimator.for_krr(1, Fraction(0), (0,))
+    with pytest.raises(PrivacyParameterError, match="flip_probability"):
+        KRREstimator.for_krr(3, Fraction(2, 3), (0, 1, 2))  # lam = 0: the report carries no information
+    with pytest.raises(PrivacyParameterError, match="flip_probability"):
+        KRREstimator.for_krr(3, Fraction(-1, 3), (0, 1, 2))
+    with pytest.raises(InvalidDataError, match="distinct"):
+        KRREstimator.for_krr(3, Fraction(1, 3), (0, 1, 1))
+    with pytest.raises(InvalidDataError, match="integers"):
+        KRREstimator.for_krr(2, Fraction(1, 3), (0, 0.5))
+    add = KRREstimator.additive(Fraction(-1, 2), Fraction(7, 3))
+    assert (add.slope, add.intercept, add.variance(5), add.max_variance) == (1, Fraction(1, 2), Fraction(7, 3), Fraction(7, 3))
 
 
 # ---------------------------------------------------------------- one-bit flip

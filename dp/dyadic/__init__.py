@@ -11,7 +11,9 @@ What it does
       :class:`KaryRRParams`), their costs in AND gates and random bits, their
       exact moments, and the k-RR debiasing :class:`KRREstimator`;
     * :mod:`~pairwise.dp.dyadic.guarantee` -- exact pmfs, deltas, ratio
-      certificates and the stated (epsilon, delta) :class:`NoiseGuarantee`;
+      certificates and the stated (epsilon, delta) guarantee (a
+      :class:`~pairwise.dp.accounting.PrivacyGuarantee` that says how it
+      was computed);
     * :mod:`~pairwise.dp.dyadic.search` -- the choosers
       (:func:`choose_discrete_laplace`, :func:`choose_randomized_response`,
       :func:`choose_krr`, :func:`simplest_dyadic`).
@@ -38,7 +40,6 @@ Follows
 from .guarantee import (
     EXACT_MAX_BITS,
     EXACT_MAX_WORK,
-    NoiseGuarantee,
     RatioCertificate,
     delta_bound,
     delta_exact,
@@ -87,7 +88,6 @@ __all__ = [
     "CONSTRUCTIONS",
     "CONSTRUCTION_MECHANISM",
     "KRR_K",
-    "NoiseGuarantee",
     "BernoulliParams",
     "DiscreteLaplaceParams",
     "RandomizedResponseParams",

@@ -2,7 +2,9 @@
 
 What it does
     Turns a parameter class of :mod:`pairwise.dp.dyadic.params` into a
-    stated (epsilon, delta) guarantee, :class:`NoiseGuarantee`, computed from
+    stated (epsilon, delta) guarantee, a
+    :class:`~pairwise.dp.accounting.PrivacyGuarantee` whose ``method``,
+    ``delta_bound`` and ``tv_to_ideal`` say how it was computed from
     the gadget's exact output distribution (a coin m / 2^a is a rational, so
     P[X = x] = N(x) / 2^(sum a_i) with integer N(x)):
 
@@ -35,7 +37,7 @@ Follows
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
 
@@ -49,7 +51,6 @@ from .params import DiscreteLaplaceParams, KaryRRParams, RandomizedResponseParam
 __all__ = [
     "EXACT_MAX_BITS",
     "EXACT_MAX_WORK",
-    "NoiseGuarantee",
     "geometric_tail",
     "RatioCertificate",
     "ratio_certificate",
@@ -66,54 +67,6 @@ __all__ = [
 EXACT_MAX_BITS = 10
 #: Largest S * 2^(K+1) (shift-by-support products) for the exact delta.
 EXACT_MAX_WORK = 1 << 18
-
-
-# ---------------------------------------------------------------------- the guarantee
-@dataclass(frozen=True)
-class NoiseGuarantee:
-    """The privacy guarantee of a noise gadget, computed from its exact distribution.
-
-    ``epsilon`` and ``delta`` are doubles rounded *up* from exact rationals
-    (``delta_rational``).  ``method`` says how delta was obtained:
-    ``"exact"`` (from the exact pmf), ``"bound"`` (rigorous upper bound, see
-    :func:`delta_bound`) or ``"pure"`` (delta = 0).  ``delta_bound`` is the
-    rigorous bound, always computed (``>= delta``).  ``tv_to_ideal`` bounds
-    the total variation distance between the gadget's noise and the ideal
-    mechanism's noise (untruncated discrete Laplace with alpha = e^(-eps/S),
-    or the ideal flip probability).  ``target_delta`` is the delta the
-    parameters were chosen for (None if chosen by hand).
-    """
-
-    epsilon: float
-    delta: float
-    method: str
-    delta_bound: float
-    tv_to_ideal: float
-    delta_rational: Fraction = field(repr=False, default=Fraction(0))
-    target_delta: float | None = None
-
-    @property
-    def is_pure(self) -> bool:
-        return self.delta == 0.0
-
-    def privacy(self):
-        """As a :class:`pairwise.dp.accounting.PrivacyGuarantee` (for composition)."""
-        return PrivacyGuarantee(self.epsilon, self.delta)
-
-    def as_dict(self) -> dict:
-        return {
-            "epsilon": self.epsilon,
-            "delta": self.delta,
-            "method": self.method,
-            "delta_bound": self.delta_bound,
-            "tv_to_ideal": self.tv_to_ideal,
-            "target_delta": self.target_delta,
-        }
-
-    def __str__(self) -> str:
-        if self.is_pure:
-            return f"{self.epsilon:.6g}-DP (pure)"
-        return f"({self.epsilon:.6g}, {self.delta:.3g})-DP [{self.method}]"
 
 
 # ---------------------------------------------------------------------- exact certificates
@@ -380,7 +333,7 @@ def _exact_feasible(params: DiscreteLaplaceParams) -> bool:
 
 
 @lru_cache(maxsize=256)
-def discrete_laplace_guarantee(params: DiscreteLaplaceParams, exact: str = "auto") -> NoiseGuarantee:
+def discrete_laplace_guarantee(params: DiscreteLaplaceParams, exact: str = "auto") -> PrivacyGuarantee:
     """The (epsilon, delta) of the gadget; ``exact`` in {"auto", "always", "never"}.
 
     ``method``: ``exact`` (hockey-stick divergence summed over the exact pmf;
@@ -398,9 +351,9 @@ def discrete_laplace_guarantee(params: DiscreteLaplaceParams, exact: str = "auto
         d, method = bound, "certified"
     else:
         d, method = bound, "bound"
-    if d >= 1:
+    if d >= 1 or round_up(d) >= 1:  # a delta that rounds up to 1 is no guarantee either
         raise NoiseParameterError(f"the gadget gives no guarantee (delta >= 1) for K={params.bits}, S={params.sensitivity}; increase the support")
-    return NoiseGuarantee(
+    return PrivacyGuarantee(
         epsilon=float(params.epsilon),
         delta=round_up(d),
         method=method,
@@ -411,14 +364,14 @@ def discrete_laplace_guarantee(params: DiscreteLaplaceParams, exact: str = "auto
     )
 
 
-def randomized_response_guarantee(params: RandomizedResponseParams) -> NoiseGuarantee:
+def randomized_response_guarantee(params: RandomizedResponseParams) -> PrivacyGuarantee:
     """Pure DP with the effective epsilon ln((2^acc - m)/m) rounded up (<= requested epsilon)."""
     eff = params.effective_epsilon()
     plo = 1 / (1 + exp_bounds(params.epsilon)[1])
     phi = 1 / (1 + exp_bounds(params.epsilon)[0])
     p = params.flip_probability
     tv = max(abs(p - plo), abs(p - phi))
-    return NoiseGuarantee(
+    return PrivacyGuarantee(
         epsilon=round_up(eff),
         delta=0.0,
         method="pure",
@@ -428,13 +381,13 @@ def randomized_response_guarantee(params: RandomizedResponseParams) -> NoiseGuar
     )
 
 
-def krr_guarantee(params: KaryRRParams) -> NoiseGuarantee:
+def krr_guarantee(params: KaryRRParams) -> PrivacyGuarantee:
     """Pure DP with the effective epsilon ln((1 - phi)(k - 1)/phi) rounded up (<= requested epsilon)."""
     e_lo, e_hi = exp_bounds(params.epsilon)
     k = params.k
     plo, phi = Fraction(k - 1) / (e_hi + k - 1), Fraction(k - 1) / (e_lo + k - 1)
     p = params.flip_probability
-    return NoiseGuarantee(
+    return PrivacyGuarantee(
         epsilon=round_up(params.effective_epsilon()),
         delta=0.0,
         method="pure",

@@ -9,8 +9,9 @@ What it does
       probability m / 2^a, certified at construction to be at least the
       ideal 1/(1 + e^eps) (resp. (k - 1)/(e^eps + k - 1)) against a rational
       lower bound of e^eps (:func:`pairwise.dp.exact.exp_bounds`);
-    * :class:`KRREstimator` / :func:`krr_estimator` -- the unbiased affine
-      debiasing of a k-RR report and its exact variance.
+    * :func:`krr_estimator` -- the unbiased affine debiasing of a k-RR
+      report and its exact variance (the one k-RR estimator,
+      :class:`pairwise.dp.mechanisms.KRREstimator`, at phi = m / 2^a).
 
     Every class validates its parameters at construction and raises
     :class:`~pairwise.dp.errors.NoiseParameterError`.  ``random_bits`` and
@@ -39,6 +40,7 @@ from functools import lru_cache
 
 from ..errors import NoiseParameterError
 from ..exact import ceil_div, check_fraction, check_noise_epsilon, check_positive_int, exp_bounds, ln_upper, trailing_zeros
+from ..mechanisms import KRREstimator
 
 __all__ = [
     "MAX_ACC",
@@ -382,46 +384,12 @@ class KaryRRParams(_CoinCost):
         return min(self.epsilon, ln_upper((1 - phi) * (self.k - 1) / phi))
 
 
-@dataclass(frozen=True)
-class KRREstimator:
-    """Unbiased per-pair estimate of a k-valued kernel from its k-RR report, and its exact variance.
-
-    The report y of a true value f has E[y | f] = lam f + mu, lam = 1 - k phi / (k - 1),
-    mu = phi sum(v) / (k - 1), so f^ = (y - mu) / lam = ``slope`` y + ``intercept`` is
-    unbiased, and Var(f^ | f) = c0 + c1 f + c2 f^2 (``variance_coefficients``) with
-
-        c2 = (1 - lam) / lam,   c1 = -2 mu / lam,   c0 = (phi Q / (k - 1) - mu^2) / lam^2,
-
-    Q = sum(v^2) (derivation: E[y^2 | f] = lam f^2 + phi Q / (k - 1)).  The additive
-    mechanisms use the same record with no ``values``, slope 1, intercept -E Z and
-    the constant variance Var Z.
-    """
-
-    values: tuple[int, ...]
-    slope: Fraction
-    intercept: Fraction
-    variance_coefficients: tuple[Fraction, Fraction, Fraction]
-
-    def variance(self, f: object) -> Fraction:
-        c0, c1, c2 = self.variance_coefficients
-        f = Fraction(f)
-        return c0 + c1 * f + c2 * f * f
-
-    @property
-    def max_variance(self) -> Fraction:
-        if not self.values:
-            return self.variance_coefficients[0]  # additive noise: constant variance
-        return max(self.variance(v) for v in self.values)
-
-
 def krr_estimator(params: KaryRRParams, values: Sequence[int]) -> KRREstimator:
-    """The debiasing of :class:`KaryRRParams` for the kernel values ``values`` (value of code i = values[i])."""
+    """The debiasing of :class:`KaryRRParams` for the kernel values ``values`` (value of code i = values[i]).
+
+    :meth:`KRREstimator.for_krr` with the exact flip probability m / 2^a.
+    """
     vals = tuple(int(v) for v in values)
     if len(vals) != params.k or len(set(vals)) != params.k:
         raise NoiseParameterError(f"k-RR with k={params.k} needs {params.k} distinct values, got {values!r}")
-    k, phi = params.k, params.flip_probability
-    lam = 1 - k * phi / (k - 1)
-    mu = phi * sum(vals) / (k - 1)
-    q = Fraction(sum(v * v for v in vals))
-    coeffs = ((phi * q / (k - 1) - mu * mu) / (lam * lam), -2 * mu / lam, (1 - lam) / lam)
-    return KRREstimator(vals, 1 / lam, -mu / lam, coeffs)
+    return KRREstimator.for_krr(params.k, params.flip_probability, vals)

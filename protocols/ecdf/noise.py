@@ -95,10 +95,10 @@ from pairwise.circuits.ir import EVALUATOR, GARBLER, Circuit
 from pairwise.circuits.noise import discrete_laplace_value
 from pairwise.dp.dyadic import (
     DiscreteLaplaceParams,
-    NoiseGuarantee,
     choose_discrete_laplace,
     discrete_laplace_guarantee,
 )
+from pairwise.dp.accounting import PrivacyGuarantee
 from pairwise.dp.exact import exp_bounds
 
 from .shares import reduce_mod, uniform_words
@@ -181,7 +181,7 @@ class NoisySumCircuit:
     circuit: Circuit
     l: int
     params: DiscreteLaplaceParams
-    guarantee: NoiseGuarantee
+    guarantee: PrivacyGuarantee
     random_width: int
 
     @property
