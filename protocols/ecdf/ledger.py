@@ -23,7 +23,9 @@ What it does
     status``; when they differ it reads every server's entries and asks each
     to *adopt* the ones it lacks (:meth:`Ledger.adopt`), so all ledgers
     become the union: always the conservative choice (a charge is never
-    removed, only added).
+    removed, only added).  A charge for a release id is the largest ever
+    reserved, charged or adopted for it: adopting never lowers an entry, and
+    an id that is reserved or in flight cannot be adopted at all.
 
 Security model
     The ledger is the DP accounting of the dataset: basic composition over
@@ -119,7 +121,8 @@ class Ledger:
 
         Returns only once the entry is on disk.  If writing fails the
         reservation is kept (the caller's request fails and releases it) and
-        nothing is released.
+        nothing is released.  While the entry is being written the id stays
+        reserved, so :meth:`adopt` cannot slip a smaller charge under it.
         """
         with self._lock:
             charge = self._reserved.get(dataset, {}).get(rid)
@@ -129,25 +132,51 @@ class Ledger:
         self._storage.record_charges(dataset, [entry])  # durable before any noise or share
         with self._lock:
             self._reserved[dataset].pop(rid, None)
-            self._entries.setdefault(dataset, {})[rid] = entry
+            self._merge(dataset, entry)
             return sum((e.epsilon for e in self._entries[dataset].values()), Fraction(0))
 
     def adopt(self, dataset: str, pairs: list) -> int:
-        """Add the charges another server recorded that this one lacks; returns how many were new."""
-        new = []
+        """Add the charges another server recorded; returns how many entries grew or are new.
+
+        Each adopted charge only ever raises this server's entry for its
+        release id to the larger of the two (never lowers or replaces it).  A
+        release id that is reserved here -- prepared, or being charged -- is
+        refused with nothing recorded: the querier chooses release ids, and an
+        adopted entry must never stand in for the charge of a release that is
+        still in flight.
+        """
         with self._lock:
+            held = self._reserved.get(dataset, {})
+            busy = sorted({rid for rid, _ in pairs if rid in held})
+            if busy:
+                raise QueryRefused(f"release {busy[0]} is prepared or in flight on server {self._server_id}; "
+                                   "a ledger entry can only be adopted for a release that has ended")
             have = self._entries.get(dataset, {})
+            new = {}
             for rid, eps in pairs:
-                if rid not in have:
-                    new.append(LedgerEntry(rid, eps, "adopted"))
-        if not new:
-            return 0
-        self._storage.record_charges(dataset, new)
-        with self._lock:
-            have = self._entries.setdefault(dataset, {})
-            added = 0
-            for e in new:
-                if e.rid not in have:
-                    have[e.rid] = e
-                    added += 1
-        return added
+                cur = have.get(rid)
+                if (cur is None or eps > cur.epsilon) and eps > new.get(rid, Fraction(0)):
+                    new[rid] = eps
+            if not new:
+                return 0
+            # hold the ids while the rows are written, so no prepare can take them meanwhile
+            for rid in new:
+                held[rid] = Fraction(0)
+        try:
+            entries = [LedgerEntry(rid, eps, "adopted") for rid, eps in new.items()]
+            self._storage.record_charges(dataset, entries)
+            with self._lock:
+                return sum(self._merge(dataset, e) for e in entries)
+        finally:
+            with self._lock:
+                for rid in new:
+                    held.pop(rid, None)
+
+    def _merge(self, dataset: str, entry: LedgerEntry) -> bool:
+        """Keep the larger charge for ``entry.rid`` in memory (as storage does on disk); True if it grew."""
+        have = self._entries.setdefault(dataset, {})
+        cur = have.get(entry.rid)
+        if cur is not None and cur.epsilon >= entry.epsilon:
+            return False
+        have[entry.rid] = entry
+        return True

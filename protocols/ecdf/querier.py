@@ -354,7 +354,8 @@ class ECDFQuerier:
                 ch.close()
 
     def _reconcile(self, chans: list, dataset: str) -> None:
-        """Make every server's ledger of ``dataset`` the union of all of them (charges are only ever added)."""
+        """Make every server's ledger of ``dataset`` the union of all of them, each release id at its largest
+        charge on any server (charges are only ever added or raised)."""
         have: list[dict[str, Fraction]] = []
         for j, ch in enumerate(chans):
             entries: dict[str, Fraction] = {}
@@ -369,7 +370,7 @@ class ECDFQuerier:
             for rid, eps in entries.items():
                 union[rid] = max(eps, union.get(rid, eps))
         for j, ch in enumerate(chans):
-            missing = [[rid, str(eps)] for rid, eps in sorted(union.items()) if rid not in have[j]]
+            missing = [[rid, str(eps)] for rid, eps in sorted(union.items()) if have[j].get(rid, 0) < eps]
             for k in range(0, len(missing), LEDGER_PAGE):
                 self._ok(j, ch, {"op": "adopt", "dataset": dataset, "entries": missing[k:k + LEDGER_PAGE]})
 

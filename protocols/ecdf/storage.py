@@ -147,7 +147,11 @@ class Storage(ABC):
 
     @abstractmethod
     def record_charges(self, dataset: str, entries: list[LedgerEntry]) -> None:
-        """Durably add charges (ignoring release ids already present); returns after the data is on disk."""
+        """Durably add charges; returns after the data is on disk.
+
+        A release id already present keeps the larger of its stored and its new
+        epsilon (a charge is never lowered, and never silently dropped).
+        """
 
     @abstractmethod
     def close(self) -> None:
@@ -336,9 +340,19 @@ class SQLiteStorage(Storage):
 
     def record_charges(self, dataset: str, entries: list[LedgerEntry]) -> None:
         now = time.time()
-        self._write(lambda db: db.executemany(
-            "INSERT OR IGNORE INTO ledger(dataset, rid, epsilon, how, at) VALUES (?, ?, ?, ?, ?)",
-            [(dataset, e.rid, str(e.epsilon), e.how, e.at or now) for e in entries]))
+
+        def work(db) -> None:
+            for e in entries:
+                row = db.execute("SELECT epsilon FROM ledger WHERE dataset = ? AND rid = ?",
+                                 (dataset, e.rid)).fetchone()
+                if row is None:
+                    db.execute("INSERT INTO ledger(dataset, rid, epsilon, how, at) VALUES (?, ?, ?, ?, ?)",
+                               (dataset, e.rid, str(e.epsilon), e.how, e.at or now))
+                elif e.epsilon > Fraction(row[0]):  # a charge only ever grows: keep the maximum
+                    db.execute("UPDATE ledger SET epsilon = ?, how = ? WHERE dataset = ? AND rid = ?",
+                               (str(e.epsilon), e.how, dataset, e.rid))
+
+        self._write(work)
 
     def close(self) -> None:
         with self._lock:
