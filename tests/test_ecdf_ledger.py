@@ -38,9 +38,18 @@ from pairwise.protocols.ecdf.wire import (
     send_json,
 )
 
-BUDGET = Fraction(1)
+BUDGET = Fraction(1)  # per dataset
+OWNER_BUDGET = Fraction(6, 5)
+TOTAL_BUDGET = Fraction(2)
+#: datasets and the data owners whose uploads they hold (owner budgets span datasets)
+DATASETS = {"d": ("alice",), "e": ("alice", "bob"), "f": ("bob",)}
 RIDS = [f"{i:02x}" * 8 for i in range(5)]
 EPS = st.sampled_from([Fraction(1, 10**12), Fraction(1, 5), Fraction(3, 10), Fraction(3, 5), Fraction(9, 10)])
+
+
+def _scopes(dataset: str) -> list[tuple[str, Fraction]]:
+    return [(f"dataset:{dataset}", BUDGET), *((f"owner:{o}", OWNER_BUDGET) for o in DATASETS[dataset]),
+            ("total", TOTAL_BUDGET)]
 
 
 class LedgerMachine(RuleBasedStateMachine):
@@ -53,54 +62,56 @@ class LedgerMachine(RuleBasedStateMachine):
         self._dir = tempfile.TemporaryDirectory(prefix="pairwise-ledger-")
         self.path = f"{self._dir.name}/ledger.db"
         self._open()
-        self.released: dict[str, Fraction] = {}  # what the querier really got, per release id
-        self.reserved: dict[str, Fraction] = {}  # admitted reservations still in flight
+        self.released: dict[tuple[str, str], Fraction] = {}  # what the querier really got, per (dataset, id)
+        self.reserved: dict[tuple[str, str], Fraction] = {}  # admitted reservations still in flight
 
     def _open(self) -> None:
         self.storage = SQLiteStorage(self.path, 0)
-        self.ledger = Ledger(self.storage, 0)
-        self.ledger.load("d")
+        self.ledger = Ledger(self.storage, 0, owner_budget=OWNER_BUDGET, total_budget=TOTAL_BUDGET)
+        self.ledger.load()
 
     def teardown(self) -> None:
         self.storage.close()
         self._dir.cleanup()
 
-    @rule(rid=st.sampled_from(RIDS), eps=EPS)
-    def prepare(self, rid: str, eps: Fraction) -> None:
+    def _in_scope(self, book: dict, scope: str) -> Fraction:
+        return sum((eps for (ds, _), eps in book.items() if scope in dict(_scopes(ds))), Fraction(0))
+
+    @rule(ds=st.sampled_from(sorted(DATASETS)), rid=st.sampled_from(RIDS), eps=EPS)
+    def prepare(self, ds: str, rid: str, eps: Fraction) -> None:
         try:
-            self.ledger.reserve("d", BUDGET, rid, eps)
+            self.ledger.reserve(ds, BUDGET, rid, eps, DATASETS[ds])
         except BudgetExceeded:
-            assert sum(self.released.values()) + sum(self.reserved.values()) + eps > BUDGET or \
-                self.ledger.spent("d") + sum(self.reserved.values()) + eps > BUDGET
-            return
+            return  # refusing is always safe; the invariants say the budgets were never exceeded
         except QueryRefused:
-            assert rid in self.reserved or rid in {e.rid for e in self.storage.ledger("d")}
+            assert (ds, rid) in self.reserved or rid in {e.rid for e in self.storage.ledger(ds)}
             return
-        assert rid not in self.reserved
-        self.reserved[rid] = eps
+        assert (ds, rid) not in self.reserved
+        self.reserved[(ds, rid)] = eps
 
     @precondition(lambda self: self.reserved)
     @rule(data=st.data())
     def go(self, data) -> None:
-        rid = data.draw(st.sampled_from(sorted(self.reserved)))
-        self.ledger.charge("d", rid, "ecdf")
-        self.released[rid] = self.reserved.pop(rid)  # the noisy release left the server
+        key = data.draw(st.sampled_from(sorted(self.reserved)))
+        self.ledger.charge(key[0], key[1], "ecdf")
+        self.released[key] = self.reserved.pop(key)  # the noisy release left the server
 
     @precondition(lambda self: self.reserved)
     @rule(data=st.data())
     def abort(self, data) -> None:
-        rid = data.draw(st.sampled_from(sorted(self.reserved)))
-        self.ledger.unreserve("d", rid)
-        del self.reserved[rid]
+        key = data.draw(st.sampled_from(sorted(self.reserved)))
+        self.ledger.unreserve(*key)
+        del self.reserved[key]
 
-    @rule(pairs=st.lists(st.tuples(st.sampled_from(RIDS), EPS), min_size=1, max_size=3))
-    def adopt(self, pairs) -> None:
+    @rule(ds=st.sampled_from(sorted(DATASETS)),
+          pairs=st.lists(st.tuples(st.sampled_from(RIDS), EPS), min_size=1, max_size=3))
+    def adopt(self, ds: str, pairs) -> None:
         try:
-            self.ledger.adopt("d", pairs)
+            self.ledger.adopt(ds, pairs, DATASETS[ds])
         except QueryRefused:
-            assert any(rid in self.reserved for rid, _ in pairs)
+            assert any((ds, rid) in self.reserved for rid, _ in pairs)
             return
-        assert not any(rid in self.reserved for rid, _ in pairs)
+        assert not any((ds, rid) in self.reserved for rid, _ in pairs)
 
     @rule()
     def restart(self) -> None:
@@ -110,16 +121,24 @@ class LedgerMachine(RuleBasedStateMachine):
         self.reserved.clear()
 
     @invariant()
-    def released_within_budget(self) -> None:
-        assert sum(self.released.values()) + sum(self.reserved.values()) <= BUDGET
+    def released_within_every_budget(self) -> None:
+        for ds in DATASETS:
+            for scope, budget in _scopes(ds):
+                assert self._in_scope(self.released, scope) + self._in_scope(self.reserved, scope) <= budget, scope
 
     @invariant()
     def ledger_never_below_what_was_released(self) -> None:
-        on_disk = {e.rid: e.epsilon for e in self.storage.ledger("d")}
-        for rid, eps in self.released.items():
-            assert on_disk.get(rid, Fraction(0)) >= eps, (rid, eps, on_disk.get(rid))
-        assert self.ledger.spent("d") == sum(on_disk.values(), Fraction(0))
-        assert self.ledger.spent("d") >= sum(self.released.values())
+        everything = self.storage.ledger_all()
+        for ds in DATASETS:
+            on_disk = {e.rid: e for e in everything.get(ds, [])}
+            for (d, rid), eps in self.released.items():
+                if d == ds:
+                    assert on_disk[rid].epsilon >= eps and set(DATASETS[ds]) <= set(on_disk[rid].owners)
+            assert self.ledger.spent(ds) == sum((e.epsilon for e in on_disk.values()), Fraction(0))
+            assert self.ledger.spent(ds) >= self._in_scope(self.released, f"dataset:{ds}")
+        for owner in ("alice", "bob"):
+            assert self.ledger.owner_spent(owner) >= self._in_scope(self.released, f"owner:{owner}")
+        assert self.ledger.total_spent() >= sum(self.released.values(), Fraction(0))
 
 
 TestLedgerMachine = LedgerMachine.TestCase
@@ -208,3 +227,81 @@ def test_adopting_a_prepared_release_id_cannot_shrink_its_charge_across_a_restar
             q.ecdf("d", 8.9)
         q.ecdf("d", 2)  # exactly the rest of the budget
         assert [s["info"]["spent"] for s in q.status("d")] == ["10", "10"]
+
+
+# --------------------------------------------------------------------------- budgets that follow the people
+def test_the_same_people_under_a_new_dataset_id_draw_from_their_owners_budget(tmp_path):
+    """Issue 22: re-uploading one CSV under a new id gave a fresh budget (epsilon 20 on 10)."""
+    from pairwise.mpc.tls import TLSConfig, create_certificate
+
+    x = np.random.default_rng(5).integers(0, 64, 40)
+    with ServerProcesses(2, budget="10", timeout=60, tls=True) as sp:
+        create_certificate(sp.tls_dir, "owner-b", "client", days=2)
+        other_owner = TLSConfig(sp.tls_dir, "owner-b")
+        q = ECDFQuerier(sp.addresses, timeout=120, connect_timeout=10, tls=sp.querier_tls)
+        upload(sp.addresses, "scores", x, domain_bits=6, tls=sp.client_tls)
+        q.ecdf("scores", 10)
+        upload(sp.addresses, "scores-again", x, domain_bits=6, tls=sp.client_tls)  # same owner, new id
+        with pytest.raises(BudgetExceeded, match=r"data owner 'ecdf-client' exhausted.*--budget-per-owner"):
+            q.ecdf("scores-again", 1)
+        info = q.status("scores-again")[0]["info"]
+        assert info["left"] == "0" and info["spent"] == "0"
+        assert info["owners"] == [{"owner": "ecdf-client", "spent": "10", "reserved": "0", "budget": "10"}]
+        # another owner's people are not theirs: a fresh owner budget
+        upload(sp.addresses, "other", x, domain_bits=6, tls=other_owner)
+        q.ecdf("other", 4)
+        # an owner who appends to a dataset is charged for its releases too (the release covers its people)
+        upload(sp.addresses, "other", x, client_ids=np.arange(100, 140), domain_bits=6, tls=sp.client_tls,
+               append=True)
+        with pytest.raises(BudgetExceeded, match="'ecdf-client'"):
+            q.ecdf("other", 1)
+
+
+def test_an_operator_may_opt_out_of_owner_budgets_and_cap_the_whole_server(tmp_path):
+    x = np.random.default_rng(6).integers(0, 64, 40)
+    with ServerProcesses(2, budget="10", timeout=60,
+                         extra_args=("--budget-per-owner", "none", "--budget-total", "15")) as sp:
+        q = ECDFQuerier(sp.addresses, timeout=120, connect_timeout=10)
+        upload(sp.addresses, "a", x, domain_bits=6)
+        upload(sp.addresses, "b", x, domain_bits=6)
+        q.ecdf("a", 10)
+        q.ecdf("b", 5)  # per-dataset budgets only: b has its own 10, but the server has 5 left
+        with pytest.raises(BudgetExceeded, match=r"the whole server exhausted.*--budget-total"):
+            q.ecdf("b", 1)
+        info = q.status("b")[0]["info"]
+        assert info["total"] == {"spent": "15", "reserved": "0", "budget": "15"} and info["left"] == "0"
+
+
+def test_a_schema_1_state_is_migrated_with_its_charges_on_the_unknown_owner(tmp_path):
+    import sqlite3
+
+    path = str(tmp_path / "ecdf-server-0.db")
+    db = sqlite3.connect(path)
+    db.executescript("""
+        CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+        INSERT INTO meta VALUES ('schema', '1'), ('server_id', '0');
+        CREATE TABLE datasets (name TEXT PRIMARY KEY, scheme TEXT NOT NULL, m INTEGER NOT NULL,
+            domain_bits INTEGER NOT NULL, output_bits INTEGER NOT NULL, series TEXT NOT NULL, budget TEXT NOT NULL,
+            meta TEXT NOT NULL, grid_bits INTEGER, thresholds TEXT, round TEXT, created REAL NOT NULL);
+        INSERT INTO datasets VALUES ('d', 'dcf', 2, 6, 32, '{"all": 1}', '10', '{}', NULL, NULL, NULL, 1.0);
+        CREATE TABLE uploads (dataset TEXT NOT NULL REFERENCES datasets(name), upload_id TEXT NOT NULL,
+            seq INTEGER NOT NULL, committed REAL NOT NULL, PRIMARY KEY (dataset, upload_id));
+        INSERT INTO uploads VALUES ('d', 'aaaaaaaaaaaaaaaa', 1, 1.0);
+        CREATE TABLE ledger (dataset TEXT NOT NULL, rid TEXT NOT NULL, epsilon TEXT NOT NULL, how TEXT NOT NULL,
+            at REAL NOT NULL, PRIMARY KEY (dataset, rid));
+        INSERT INTO ledger VALUES ('d', 'bbbbbbbbbbbbbbbb', '7/2', 'released', 1.0);
+    """)
+    db.close()
+    storage = SQLiteStorage(path, 0)
+    try:
+        assert storage.owners("d") == [""]
+        assert storage.ledger("d") == [LedgerEntry("bbbbbbbbbbbbbbbb", Fraction(7, 2), "released", 1.0, ("",))]
+        led = Ledger(storage, 0, owner_budget=Fraction(4))
+        led.load()
+        assert led.owner_spent("") == Fraction(7, 2)
+        with pytest.raises(BudgetExceeded, match="uploads without a certificate"):
+            led.reserve("e", Fraction(10), "c" * 16, Fraction(1), [""])
+    finally:
+        storage.close()
+    again = sqlite3.connect(path)
+    assert again.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone() == ("2",)

@@ -115,7 +115,8 @@ class ServerState:
 
     def __init__(self, server_id: int, storage: Storage, *, budget: Fraction, dataset_budgets: dict,
                  timeout: float, peers: dict[int, tuple[str, int]], policy, log, tls=None,
-                 insecure: bool = False, cluster=None) -> None:
+                 insecure: bool = False, cluster=None, owner_budget: Fraction | None = None,
+                 total_budget: Fraction | None = None) -> None:
         self.server_id = server_id
         #: this server's own Dask cluster (:class:`pairwise.protocols.ecdf.cluster.ClusterKeys`), or None
         self.cluster = cluster
@@ -130,7 +131,7 @@ class ServerState:
         self.lock = threading.Lock()
         self.datasets: dict[str, Dataset] = {}
         self.claims: dict[str, str] = {}  # dataset -> upload id creating it (or starting a new round)
-        self.ledger = Ledger(storage, server_id)
+        self.ledger = Ledger(storage, server_id, owner_budget=owner_budget, total_budget=total_budget)
         self.hub = PeerHub(policy, timeout, log)
         for rec in storage.datasets():
             override = dataset_budgets.get(rec.name)
@@ -145,7 +146,7 @@ class ServerState:
             ds = Dataset(rec, server_id)
             ds.load_ids(storage)
             self.datasets[rec.name] = ds
-            self.ledger.load(rec.name)
+        self.ledger.load()  # every dataset's charges: owner and server budgets span datasets
 
     def budget_for(self, name: str) -> Fraction:
         return self.dataset_budgets.get(name, self.budget)
@@ -192,9 +193,22 @@ class ServerState:
                        cluster={"spec": self.cluster.spec, "shards": self.cluster.shards(ds.name)})
 
     def info(self, ds: Dataset) -> dict:
+        """The dataset's public state, its spend, and the spend of every budget its releases draw from.
+
+        ``left``: what a release may still spend, the least over the dataset's,
+        its owners' and the server's budgets.
+        """
+        led = self.ledger
         out = ds.info()
-        out.update(spent=str(self.ledger.spent(ds.name)), reserved=str(self.ledger.reserved(ds.name)),
-                   releases=self.ledger.releases(ds.name), ledger=self.ledger.digest(ds.name))
+        owners = self.storage.owners(ds.name)
+        out.update(spent=str(led.spent(ds.name)), reserved=str(led.reserved(ds.name)),
+                   releases=led.releases(ds.name), ledger=led.digest(ds.name),
+                   left=str(max(Fraction(0), led.left(ds.name, ds.record.budget, owners))),
+                   owners=[{"owner": o, "spent": str(led.owner_spent(o)), "reserved": str(led.owner_reserved(o)),
+                            "budget": None if led.owner_budget is None else str(led.owner_budget)}
+                           for o in owners],
+                   total={"spent": str(led.total_spent()), "reserved": str(led.total_reserved()),
+                          "budget": None if led.total_budget is None else str(led.total_budget)})
         return out
 
 
@@ -205,9 +219,11 @@ def _reject_report(rejected: list[tuple[int, str]]) -> list[dict]:
 class Session:
     """The requests of one connection (see the module docstring)."""
 
-    def __init__(self, state: ServerState, ch: TCPChannel) -> None:
+    def __init__(self, state: ServerState, ch: TCPChannel, owner: str = "") -> None:
         self.state = state
         self.ch = ch
+        #: the data owner this connection uploads for: its certificate name ("" without TLS)
+        self.owner = owner
         self.staged: StagedUpload | None = None
         self.query: tuple | None = None  # (plan, dataset, snapshot, server 0's channel to server 1 or None)
         self.sid = state.server_id
@@ -490,7 +506,7 @@ class Session:
             if staged.accepted:
                 records = [ChunkRecord(staged.upload_id, i, c.ids, c.raw) for i, c in enumerate(staged.chunks)]
                 st.storage.commit_upload(staged.record, staged.upload_id, records, create=staged.create,
-                                         replace=staged.replace)
+                                         replace=staged.replace, owner=self.owner)
                 if staged.create:
                     staged.dataset.add_upload(replace(staged, create=False))
                     st.ledger.load(staged.record.name)
@@ -537,7 +553,7 @@ class Session:
         plan = plan_release(ds, req)
         snap = ds.snapshot(st.storage, plan.series)  # rows match the client count, or a refusal
         snap = st.evaluate_on_cluster(ds, plan, snap)  # before any reservation: a lost worker charges nothing
-        st.ledger.reserve(ds.name, ds.record.budget, plan.rid, plan.charge)
+        st.ledger.reserve(ds.name, ds.record.budget, plan.rid, plan.charge, st.storage.owners(ds.name))
         if ds.m == 2 and self.sid == 1:
             st.hub.expect(plan.rid)
         self.query = (plan, ds, snap, None)
@@ -639,7 +655,7 @@ class Session:
             if not 0 < eps <= 1 << 40:
                 raise QueryRefused(f"ledger entry epsilon {e[1]!r} out of range")
             pairs.append((check_rid(e[0]), eps))
-        added = st.ledger.adopt(ds.name, pairs)
+        added = st.ledger.adopt(ds.name, pairs, st.storage.owners(ds.name))
         if added:
             st.log(f"ledger of {ds.name!r}: adopted {added} charge(s) recorded by another server; "
                    f"spent {fmt_eps(st.ledger.spent(ds.name))}")

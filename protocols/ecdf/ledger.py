@@ -1,13 +1,25 @@
-"""The privacy ledger of one ECDF server: what each dataset has spent, reserved and may still spend.
+"""The privacy ledger of one ECDF server: what each dataset, each data owner and the server have spent.
 
 What it does
-    Every release is charged against its dataset's budget (an exact
-    :class:`fractions.Fraction` of epsilon; charges add up exactly, 0.6 + 0.4
-    is 1).  A release goes through three steps on every server:
+    Every release is charged (an exact :class:`fractions.Fraction` of
+    epsilon; 0.6 + 0.4 is 1) against three budgets, each its own *unit of
+    privacy*:
+
+    * the **dataset** budget (``--budget``, ``--dataset-budget``): protects a
+      record of one dataset;
+    * the **owner** budget (``--budget-per-owner``, by default the
+      ``--budget`` value): every dataset that holds an upload of a data owner
+      (the certificate name of the client that uploaded it; ``""`` without
+      TLS) draws from it, so the same people uploaded again under a new
+      dataset id cannot be released twice over;
+    * the **server-wide** budget (``--budget-total``, unlimited by default):
+      protects a person present in every dataset of the server.
+
+    A release goes through three steps on every server:
 
     1. **reserve** (request ``prepare``): the charge is checked against
-       budget - spent - reserved and held in memory.  A refusal by any server
-       aborts the release on all of them, and nothing is charged.
+       budget - spent - reserved of every scope it falls in and held in
+       memory.  A refusal by any server aborts the release on all of them.
     2. **charge** (request ``go``): the ledger row is written durably
        (:meth:`pairwise.protocols.ecdf.storage.Storage.record_charges`, fsync)
        *before* any noise is drawn or any share leaves the server.  A crash
@@ -16,22 +28,20 @@ What it does
        peer, a closed connection release it).
 
     **Agreement between servers.**  Each server enforces its own ledger, so
-    the dataset stays protected as long as one server's ledger is intact.  A
+    the data stay protected as long as one server's ledger is intact.  A
     crash in the middle of a release can leave one server with a charge the
-    others lack (it received ``go``, they did not).  The querier compares
-    the servers' :meth:`Ledger.digest` before each release and on ``ecdf
-    status``; when they differ it reads every server's entries and asks each
-    to *adopt* the ones it lacks (:meth:`Ledger.adopt`), so all ledgers
-    become the union: always the conservative choice (a charge is never
-    removed, only added).  A charge for a release id is the largest ever
-    reserved, charged or adopted for it: adopting never lowers an entry, and
-    an id that is reserved or in flight cannot be adopted at all.
+    others lack.  The querier compares the servers' :meth:`Ledger.digest`
+    and asks each to *adopt* the entries it lacks (:meth:`Ledger.adopt`).
+    A charge for a release id is the largest ever reserved, charged or
+    adopted for it: adopting never lowers an entry, and an id that is
+    reserved or in flight cannot be adopted at all.
 
 Security model
-    The ledger is the DP accounting of the dataset: basic composition over
-    all releases (each entry is the epsilon of one release, already summed
-    over its series).  Charges never decrease; only a querier (the role that
-    may spend budget anyway) can make a server adopt a charge.  Every
+    Basic composition over all releases; charges never decrease.  The
+    querier chooses release ids and may call ``adopt`` -- it is the party the
+    budgets limit -- so no sequence of its requests may release more than a
+    budget: ``tests/test_ecdf_ledger.py`` checks that with a stateful
+    property-based test over the ledger and over two real servers.  Every
     release is additionally (eps, delta)-DP with the delta reported in its
     reply; deltas are not budgeted.
 """
@@ -40,6 +50,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
+from dataclasses import dataclass
 from fractions import Fraction
 
 from .storage import LedgerEntry, Storage
@@ -51,30 +62,99 @@ __all__ = ["LEDGER_PAGE", "Ledger"]
 LEDGER_PAGE = 2000
 
 
-class Ledger:
-    """Spent (durable) and reserved (in memory) epsilon per dataset of one server."""
+@dataclass
+class _Scope:
+    """Running sums of one budget scope (a dataset, an owner, or the server)."""
 
-    def __init__(self, storage: Storage, server_id: int) -> None:
+    spent: Fraction = Fraction(0)
+    held: Fraction = Fraction(0)
+
+
+def _scopes(dataset: str, owners) -> list[tuple[str, str]]:
+    return [("dataset", dataset), *(("owner", o) for o in sorted(set(owners))), ("total", "")]
+
+
+def _owner_label(owner: str) -> str:
+    return repr(owner) if owner else "(uploads without a certificate)"
+
+
+class Ledger:
+    """Spent (durable) and reserved (in memory) epsilon per dataset, per data owner and per server.
+
+    ``owner_budget`` / ``total_budget``: the budget of every data owner and of
+    the whole server (None: no such limit).
+    """
+
+    def __init__(self, storage: Storage, server_id: int, *, owner_budget: Fraction | None = None,
+                 total_budget: Fraction | None = None) -> None:
         self._storage = storage
         self._server_id = server_id
+        self.owner_budget = owner_budget
+        self.total_budget = total_budget
         self._lock = threading.Lock()
         self._entries: dict[str, dict[str, LedgerEntry]] = {}
-        self._reserved: dict[str, dict[str, Fraction]] = {}
+        self._reserved: dict[str, dict[str, tuple[Fraction, tuple[str, ...]]]] = {}
+        self._sums: dict[tuple[str, str], _Scope] = {}
 
-    def load(self, dataset: str) -> None:
-        """Read ``dataset``'s charges from storage (at startup)."""
-        entries = {e.rid: e for e in self._storage.ledger(dataset)}
+    def load(self, dataset: str | None = None) -> None:
+        """Read the charges of ``dataset`` (None: of every dataset) from storage (at startup)."""
+        stored = self._storage.ledger_all() if dataset is None else {dataset: self._storage.ledger(dataset)}
         with self._lock:
-            self._entries[dataset] = entries
+            for name, entries in stored.items():
+                for e in self._entries.pop(name, {}).values():
+                    self._add(name, e, -1)
+                self._entries[name] = {}
+                for e in entries:
+                    self._entries[name][e.rid] = e
+                    self._add(name, e, +1)
+            if dataset is not None:
+                self._entries.setdefault(dataset, {})
+
+    def _add(self, dataset: str, e: LedgerEntry, sign: int) -> None:
+        for key in _scopes(dataset, e.owners):
+            self._sums.setdefault(key, _Scope()).spent += sign * e.epsilon
+
+    def _hold(self, dataset: str, charge: Fraction, owners, sign: int) -> None:
+        for key in _scopes(dataset, owners):
+            self._sums.setdefault(key, _Scope()).held += sign * charge
 
     # ------------------------------------------------------------------ views
-    def spent(self, dataset: str) -> Fraction:
+    def _get(self, kind: str, name: str) -> _Scope:
         with self._lock:
-            return sum((e.epsilon for e in self._entries.get(dataset, {}).values()), Fraction(0))
+            sc = self._sums.get((kind, name), _Scope())
+            return _Scope(sc.spent, sc.held)
+
+    def spent(self, dataset: str) -> Fraction:
+        return self._get("dataset", dataset).spent
 
     def reserved(self, dataset: str) -> Fraction:
+        return self._get("dataset", dataset).held
+
+    def owner_spent(self, owner: str) -> Fraction:
+        return self._get("owner", owner).spent
+
+    def owner_reserved(self, owner: str) -> Fraction:
+        return self._get("owner", owner).held
+
+    def total_spent(self) -> Fraction:
+        return self._get("total", "").spent
+
+    def total_reserved(self) -> Fraction:
+        return self._get("total", "").held
+
+    def left(self, dataset: str, budget: Fraction, owners) -> Fraction:
+        """What a new release of ``dataset`` (with these data owners) may still spend: the least of its scopes."""
         with self._lock:
-            return sum(self._reserved.get(dataset, {}).values(), Fraction(0))
+            return min(b - sc.spent - sc.held for (kind, name), b in self._budgets(dataset, budget, owners)
+                       for sc in [self._sums.get((kind, name), _Scope())])
+
+    def _budgets(self, dataset: str, budget: Fraction, owners) -> list[tuple[tuple[str, str], Fraction]]:
+        out = [(("dataset", dataset), budget)]
+        if self.owner_budget is not None:
+            out += [(("owner", o), self.owner_budget) for o in sorted(set(owners))]
+        if self.total_budget is not None:
+            out.append((("total", ""), self.total_budget))
+        return out
 
     def releases(self, dataset: str) -> int:
         with self._lock:
@@ -97,27 +177,37 @@ class Ledger:
         return [list(x) for x in part], offset + LEDGER_PAGE < len(items)
 
     # ------------------------------------------------------------------ steps
-    def reserve(self, dataset: str, budget: Fraction, rid: str, charge: Fraction) -> None:
-        """Hold ``charge`` for release ``rid``, or raise :class:`BudgetExceeded` (nothing held)."""
+    def reserve(self, dataset: str, budget: Fraction, rid: str, charge: Fraction, owners=()) -> None:
+        """Hold ``charge`` for release ``rid`` in every scope, or raise :class:`BudgetExceeded` (nothing held).
+
+        ``owners``: the data owners whose uploads the release covers.
+        """
+        owners = tuple(sorted(set(owners)))
         with self._lock:
-            spent = sum((e.epsilon for e in self._entries.get(dataset, {}).values()), Fraction(0))
             res = self._reserved.setdefault(dataset, {})
             if rid in res or rid in self._entries.get(dataset, {}):
                 raise QueryRefused(f"release {rid} is already prepared or done")
-            held = sum(res.values(), Fraction(0))
-            if spent + held + charge > budget:
-                raise BudgetExceeded(
-                    f"privacy budget of dataset {dataset!r} exhausted on server {self._server_id}: "
-                    f"spent {fmt_eps(spent)}" + (f" (+{fmt_eps(held)} reserved)" if held else "")
-                    + f", this release needs {fmt_eps(charge)}, budget {fmt_eps(budget)}")
-            res[rid] = charge
+            for (kind, name), b in self._budgets(dataset, budget, owners):
+                sc = self._sums.get((kind, name), _Scope())
+                if sc.spent + sc.held + charge > b:
+                    what = {"dataset": f"dataset {name!r}", "owner": f"data owner {_owner_label(name)}",
+                            "total": "the whole server"}[kind]
+                    flag = {"dataset": "--budget", "owner": "--budget-per-owner", "total": "--budget-total"}[kind]
+                    raise BudgetExceeded(
+                        f"privacy budget of {what} exhausted on server {self._server_id}: "
+                        f"spent {fmt_eps(sc.spent)}" + (f" (+{fmt_eps(sc.held)} reserved)" if sc.held else "")
+                        + f", this release needs {fmt_eps(charge)}, budget {fmt_eps(b)} ({flag})")
+            res[rid] = (charge, owners)
+            self._hold(dataset, charge, owners, +1)
 
     def unreserve(self, dataset: str, rid: str) -> None:
         with self._lock:
-            self._reserved.get(dataset, {}).pop(rid, None)
+            got = self._reserved.get(dataset, {}).pop(rid, None)
+            if got is not None:
+                self._hold(dataset, got[0], got[1], -1)
 
     def charge(self, dataset: str, rid: str, kind: str) -> Fraction:
-        """Turn reservation ``rid`` into a durable ledger entry; returns the total spent afterwards.
+        """Turn reservation ``rid`` into a durable ledger entry; returns the dataset's total spent afterwards.
 
         Returns only once the entry is on disk.  If writing fails the
         reservation is kept (the caller's request fails and releases it) and
@@ -125,45 +215,49 @@ class Ledger:
         reserved, so :meth:`adopt` cannot slip a smaller charge under it.
         """
         with self._lock:
-            charge = self._reserved.get(dataset, {}).get(rid)
-        if charge is None:
+            got = self._reserved.get(dataset, {}).get(rid)
+        if got is None:
             raise QueryRefused("the release was not prepared")
-        entry = LedgerEntry(rid, charge, "released")
+        charge, owners = got
+        entry = LedgerEntry(rid, charge, "released", owners=owners)
         self._storage.record_charges(dataset, [entry])  # durable before any noise or share
         with self._lock:
             self._reserved[dataset].pop(rid, None)
+            self._hold(dataset, charge, owners, -1)
             self._merge(dataset, entry)
-            return sum((e.epsilon for e in self._entries[dataset].values()), Fraction(0))
+            return self._sums[("dataset", dataset)].spent
 
-    def adopt(self, dataset: str, pairs: list) -> int:
+    def adopt(self, dataset: str, pairs: list, owners=()) -> int:
         """Add the charges another server recorded; returns how many entries grew or are new.
 
         Each adopted charge only ever raises this server's entry for its
-        release id to the larger of the two (never lowers or replaces it).  A
+        release id to the larger of the two (never lowers or replaces it), and
+        is charged to ``owners`` (the dataset's data owners on this server).  A
         release id that is reserved here -- prepared, or being charged -- is
         refused with nothing recorded: the querier chooses release ids, and an
         adopted entry must never stand in for the charge of a release that is
         still in flight.
         """
+        owners = tuple(sorted(set(owners)))
         with self._lock:
-            held = self._reserved.get(dataset, {})
+            held = self._reserved.setdefault(dataset, {})
             busy = sorted({rid for rid, _ in pairs if rid in held})
             if busy:
                 raise QueryRefused(f"release {busy[0]} is prepared or in flight on server {self._server_id}; "
                                    "a ledger entry can only be adopted for a release that has ended")
             have = self._entries.get(dataset, {})
-            new = {}
+            new: dict[str, Fraction] = {}
             for rid, eps in pairs:
                 cur = have.get(rid)
                 if (cur is None or eps > cur.epsilon) and eps > new.get(rid, Fraction(0)):
                     new[rid] = eps
             if not new:
                 return 0
-            # hold the ids while the rows are written, so no prepare can take them meanwhile
+            # hold the ids (at no charge) while the rows are written, so no prepare can take them meanwhile
             for rid in new:
-                held[rid] = Fraction(0)
+                held[rid] = (Fraction(0), ())
         try:
-            entries = [LedgerEntry(rid, eps, "adopted") for rid, eps in new.items()]
+            entries = [LedgerEntry(rid, eps, "adopted", owners=owners) for rid, eps in new.items()]
             self._storage.record_charges(dataset, entries)
             with self._lock:
                 return sum(self._merge(dataset, e) for e in entries)
@@ -173,10 +267,17 @@ class Ledger:
                     held.pop(rid, None)
 
     def _merge(self, dataset: str, entry: LedgerEntry) -> bool:
-        """Keep the larger charge for ``entry.rid`` in memory (as storage does on disk); True if it grew."""
+        """Keep the larger charge for ``entry.rid`` in memory, as storage does on disk; True if it grew."""
         have = self._entries.setdefault(dataset, {})
         cur = have.get(entry.rid)
-        if cur is not None and cur.epsilon >= entry.epsilon:
-            return False
+        if cur is not None:
+            merged = LedgerEntry(entry.rid, max(cur.epsilon, entry.epsilon),
+                                 entry.how if entry.epsilon > cur.epsilon else cur.how, cur.at,
+                                 tuple(sorted(set(cur.owners) | set(entry.owners))))
+            if merged == cur:
+                return False
+            self._add(dataset, cur, -1)
+            entry = merged
         have[entry.rid] = entry
-        return True
+        self._add(dataset, entry, +1)
+        return cur is None or entry.epsilon > cur.epsilon

@@ -107,12 +107,16 @@ Security / trust model
       of clients the querier is told).  The in-circuit noise and the Polya
       tables are finite-precision, so each release is (eps, delta)-DP with the
       delta reported in its reply (about 2^-40 or less).
-    * Budget: each server enforces its own ledger, so the budget holds as
+    * Budget: each server enforces its own ledger, so the budgets hold as
       long as one server's ledger is intact; the querier makes the ledgers
-      agree by union (:mod:`pairwise.protocols.ecdf.ledger`).
+      agree by union.  Budgets per dataset, per data owner (by default the
+      per-dataset value: re-uploading the same people under a new id draws
+      from the same budget) and per server
+      (:mod:`pairwise.protocols.ecdf.ledger`).
 
 Command line: ``pairwise ecdf serve --server-id I --listen HOST:PORT [--state DIR]
-[--budget E] [--dataset-budget NAME=E ...] [--peer J=HOST:PORT ...] [--timeout S]
+[--budget E] [--dataset-budget NAME=E ...] [--budget-per-owner E|none] [--budget-total E]
+[--peer J=HOST:PORT ...] [--timeout S]
 [--request-timeout S] [--max-connections N] [--cluster SPEC]`` (see
 :mod:`pairwise.commands.ecdf`); the server prints one JSON line
 ``{"event": "listening", "server_id": I, "host": ..., "port": ...}`` when it
@@ -154,10 +158,12 @@ from .wire import (
     send_json,
 )
 
-__all__ = ["DEFAULT_BUDGET", "DEFAULT_MAX_CONNECTIONS", "LAMBDA", "MAX_SERIES", "ECDFServer"]
+__all__ = ["DEFAULT_BUDGET", "DEFAULT_MAX_CONNECTIONS", "LAMBDA", "MAX_SERIES", "SAME_AS_BUDGET", "ECDFServer"]
 
 #: Default per-dataset privacy budget of a server (total epsilon).
 DEFAULT_BUDGET = Fraction(10)
+#: ``owner_budget`` default: each data owner's datasets share one budget equal to ``budget``.
+SAME_AS_BUDGET = "same"
 #: Connections served at once by default.
 DEFAULT_MAX_CONNECTIONS = 64
 _BUSY_QUEUE = 16
@@ -191,7 +197,9 @@ class ECDFServer:
                  timeout: float = 120.0, request_timeout: float | None = None,
                  max_connections: int = DEFAULT_MAX_CONNECTIONS, state_dir: str | None = None,
                  storage: Storage | None = None, peers: dict | None = None, policy: Policy | None = None,
-                 tls=None, insecure: bool = False, log=None, cluster=None) -> None:
+                 tls=None, insecure: bool = False, log=None, cluster=None,
+                 owner_budget: Fraction | float | str | None = SAME_AS_BUDGET,
+                 total_budget: Fraction | float | str | None = None) -> None:
         if isinstance(server_id, bool) or not isinstance(server_id, int) or not 0 <= server_id < 255:
             raise ValueError(f"server id must be an integer in [0, 254], got {server_id!r}")
         self.server_id = server_id
@@ -207,6 +215,11 @@ class ECDFServer:
         self._log = log if log is not None else (lambda msg: print(f"ecdf-server {server_id}: {msg}",
                                                                     file=sys.stderr, flush=True))
         budget = parse_epsilon(budget, "budget")
+        # by default every data owner's datasets share one budget: the same people under a new dataset id
+        # cannot be released again
+        owner_budget = budget if owner_budget == SAME_AS_BUDGET else (
+            None if owner_budget is None else parse_epsilon(owner_budget, "budget per owner"))
+        total_budget = None if total_budget is None else parse_epsilon(total_budget, "total budget")
         budgets = {str(k): parse_epsilon(v, f"budget of dataset {k!r}") for k, v in (dataset_budgets or {}).items()}
         peers = {int(j): (str(a[0]), int(a[1])) for j, a in (peers or {}).items()}
         if server_id in peers:
@@ -225,7 +238,8 @@ class ECDFServer:
                 self.cluster = self._open_cluster(cluster)
             self.state = ServerState(server_id, self.storage, budget=budget, dataset_budgets=budgets,
                                      timeout=self.timeout, peers=peers, policy=self.policy, log=self._log,
-                                     tls=tls, insecure=insecure, cluster=self.cluster)
+                                     tls=tls, insecure=insecure, cluster=self.cluster,
+                                     owner_budget=owner_budget, total_budget=total_budget)
             self.listener = TCPListener(host, port, backlog=min(128, 2 * max_connections), tls=tls,
                                         insecure=insecure)
         except BaseException:
@@ -421,7 +435,8 @@ class ECDFServer:
             if hs.peer_role not in (ROLE_CLIENT, ROLE_QUERIER):
                 self._log(f"{ch.peer} claims unknown role {hs.peer_role!r}; closing")
                 return
-            session = Session(self.state, ch)
+            peer = peer_of(ch)
+            session = Session(self.state, ch, owner=peer.name if peer is not None else "")
             session.on_channel = conn.extra.append
             self._requests(ch, conn, session, peer_of(ch))
         finally:

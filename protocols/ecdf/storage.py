@@ -67,7 +67,7 @@ __all__ = [
 ]
 
 #: Version of the SQLite schema (stored in the file; a newer file is refused).
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: uploads carry their owner, ledger rows the owners they were charged to
 
 
 class StorageError(OSError):
@@ -108,12 +108,18 @@ class ChunkRecord:
 
 @dataclass(frozen=True)
 class LedgerEntry:
-    """One charge: release ``rid`` spent ``epsilon`` of the dataset's budget (``how``: released | adopted)."""
+    """One charge: release ``rid`` spent ``epsilon`` of the dataset's budget (``how``: released | adopted).
+
+    ``owners``: the data owners (certificate names; ``""`` for uploads without
+    one) whose uploads the release covered; it is charged to each of their
+    owner budgets too.
+    """
 
     rid: str
     epsilon: Fraction
     how: str = "released"
     at: float = 0.0
+    owners: tuple[str, ...] = ()
 
 
 class Storage(ABC):
@@ -129,9 +135,14 @@ class Storage(ABC):
 
     @abstractmethod
     def commit_upload(self, record: DatasetRecord, upload_id: str, chunks: list[ChunkRecord], *,
-                      create: bool, replace: bool) -> None:
+                      create: bool, replace: bool, owner: str = "") -> None:
         """Atomically: create the dataset (``create``) or replace its round (``replace``: drop its
-        stored clients, store the record's new round), then store the upload's chunks."""
+        stored clients, store the record's new round), then store the upload's chunks, made by the
+        data owner ``owner`` (its certificate name; ``""`` without one)."""
+
+    @abstractmethod
+    def owners(self, dataset: str) -> list[str]:
+        """The distinct owners of ``dataset``'s committed uploads, sorted."""
 
     @abstractmethod
     def drop_upload(self, dataset: str, upload_id: str) -> None:
@@ -146,11 +157,16 @@ class Storage(ABC):
         """The charges recorded for ``dataset``."""
 
     @abstractmethod
+    def ledger_all(self) -> dict[str, list[LedgerEntry]]:
+        """The charges of every dataset (at startup: owner and server-wide budgets span datasets)."""
+
+    @abstractmethod
     def record_charges(self, dataset: str, entries: list[LedgerEntry]) -> None:
         """Durably add charges; returns after the data is on disk.
 
         A release id already present keeps the larger of its stored and its new
-        epsilon (a charge is never lowered, and never silently dropped).
+        epsilon (a charge is never lowered, and never silently dropped), and the
+        union of the owners it was charged to.
         """
 
     @abstractmethod
@@ -166,7 +182,7 @@ CREATE TABLE IF NOT EXISTS datasets (
     grid_bits INTEGER, thresholds TEXT, round TEXT, created REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS uploads (
     dataset TEXT NOT NULL REFERENCES datasets(name), upload_id TEXT NOT NULL, seq INTEGER NOT NULL,
-    committed REAL NOT NULL, PRIMARY KEY (dataset, upload_id));
+    committed REAL NOT NULL, owner TEXT NOT NULL DEFAULT '', PRIMARY KEY (dataset, upload_id));
 CREATE TABLE IF NOT EXISTS chunks (
     dataset TEXT NOT NULL, upload_id TEXT NOT NULL, chunk INTEGER NOT NULL, ids BLOB NOT NULL,
     PRIMARY KEY (dataset, upload_id, chunk));
@@ -175,7 +191,7 @@ CREATE TABLE IF NOT EXISTS chunk_keys (
     lens BLOB NOT NULL, data BLOB NOT NULL, PRIMARY KEY (dataset, upload_id, chunk, series));
 CREATE TABLE IF NOT EXISTS ledger (
     dataset TEXT NOT NULL, rid TEXT NOT NULL, epsilon TEXT NOT NULL, how TEXT NOT NULL, at REAL NOT NULL,
-    PRIMARY KEY (dataset, rid));
+    owners TEXT NOT NULL DEFAULT '[]', PRIMARY KEY (dataset, rid));
 """
 
 
@@ -228,6 +244,24 @@ class SQLiteStorage(Storage):
             raise StorageError(f"the state {self.path} belongs to server {rows.get('server_id')}, "
                                f"not to server {self.server_id}; give each server its own state "
                                "(or the --server-id it was created with)")
+        if int(rows.get("schema", "0")) < 2:
+            self._migrate_to_2()
+
+    def _migrate_to_2(self) -> None:
+        """Schema 1 -> 2: owners on uploads (unknown: ``""``) and on ledger rows (their dataset's owners)."""
+        with self._tx() as db:
+            cols = {r[1] for r in db.execute("PRAGMA table_info(uploads)")}
+            if "owner" not in cols:
+                db.execute("ALTER TABLE uploads ADD COLUMN owner TEXT NOT NULL DEFAULT ''")
+            cols = {r[1] for r in db.execute("PRAGMA table_info(ledger)")}
+            if "owners" not in cols:
+                db.execute("ALTER TABLE ledger ADD COLUMN owners TEXT NOT NULL DEFAULT '[]'")
+            for (name,) in db.execute("SELECT name FROM datasets").fetchall():
+                owners = [r[0] for r in db.execute("SELECT DISTINCT owner FROM uploads WHERE dataset = ? "
+                                                   "ORDER BY owner", (name,))]
+                db.execute("UPDATE ledger SET owners = ? WHERE dataset = ? AND owners = '[]'",
+                           (json.dumps(owners or [""]), name))
+            db.execute("UPDATE meta SET value = ? WHERE key = 'schema'", (str(SCHEMA_VERSION),))
 
     class _Tx:
         def __init__(self, outer: SQLiteStorage) -> None:
@@ -294,7 +328,7 @@ class SQLiteStorage(Storage):
             yield ChunkRecord(upload_id, chunk, np.frombuffer(ids, dtype="<u8").astype(np.uint64), keys)
 
     def commit_upload(self, record: DatasetRecord, upload_id: str, chunks: list[ChunkRecord], *,
-                      create: bool, replace: bool) -> None:
+                      create: bool, replace: bool, owner: str = "") -> None:
         def work(db) -> None:
             name = record.name
             if create:
@@ -311,8 +345,8 @@ class SQLiteStorage(Storage):
                            (record.grid_bits, None if record.thresholds is None else json.dumps(record.thresholds),
                             record.round, json.dumps(record.meta), name))
             (seq,) = db.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM uploads WHERE dataset = ?", (name,)).fetchone()
-            db.execute("INSERT INTO uploads(dataset, upload_id, seq, committed) VALUES (?, ?, ?, ?)",
-                       (name, upload_id, seq, time.time()))
+            db.execute("INSERT INTO uploads(dataset, upload_id, seq, committed, owner) VALUES (?, ?, ?, ?, ?)",
+                       (name, upload_id, seq, time.time(), owner))
             for c in chunks:
                 db.execute("INSERT INTO chunks(dataset, upload_id, chunk, ids) VALUES (?, ?, ?, ?)",
                            (name, upload_id, c.chunk, np.ascontiguousarray(c.ids, dtype="<u8").tobytes()))
@@ -330,27 +364,42 @@ class SQLiteStorage(Storage):
 
         self._write(work)
 
+    def owners(self, dataset: str) -> list[str]:
+        return [r[0] for r in self._read("SELECT DISTINCT owner FROM uploads WHERE dataset = ? ORDER BY owner",
+                                         (dataset,))]
+
     def update_budget(self, dataset: str, budget: Fraction) -> None:
         self._write(lambda db: db.execute("UPDATE datasets SET budget = ? WHERE name = ?", (str(budget), dataset)))
 
     # ------------------------------------------------------------------ ledger
     def ledger(self, dataset: str) -> list[LedgerEntry]:
-        rows = self._read("SELECT rid, epsilon, how, at FROM ledger WHERE dataset = ? ORDER BY at, rid", (dataset,))
-        return [LedgerEntry(r[0], Fraction(r[1]), r[2], r[3]) for r in rows]
+        return self.ledger_all(dataset).get(dataset, [])
+
+    def ledger_all(self, dataset: str | None = None) -> dict[str, list[LedgerEntry]]:
+        rows = self._read("SELECT dataset, rid, epsilon, how, at, owners FROM ledger"
+                          + ("" if dataset is None else " WHERE dataset = ?") + " ORDER BY at, rid",
+                          () if dataset is None else (dataset,))
+        out: dict[str, list[LedgerEntry]] = {}
+        for r in rows:
+            out.setdefault(r[0], []).append(LedgerEntry(r[1], Fraction(r[2]), r[3], r[4], tuple(json.loads(r[5]))))
+        return out
 
     def record_charges(self, dataset: str, entries: list[LedgerEntry]) -> None:
         now = time.time()
 
         def work(db) -> None:
             for e in entries:
-                row = db.execute("SELECT epsilon FROM ledger WHERE dataset = ? AND rid = ?",
+                row = db.execute("SELECT epsilon, how, owners FROM ledger WHERE dataset = ? AND rid = ?",
                                  (dataset, e.rid)).fetchone()
                 if row is None:
-                    db.execute("INSERT INTO ledger(dataset, rid, epsilon, how, at) VALUES (?, ?, ?, ?, ?)",
-                               (dataset, e.rid, str(e.epsilon), e.how, e.at or now))
-                elif e.epsilon > Fraction(row[0]):  # a charge only ever grows: keep the maximum
-                    db.execute("UPDATE ledger SET epsilon = ?, how = ? WHERE dataset = ? AND rid = ?",
-                               (str(e.epsilon), e.how, dataset, e.rid))
+                    db.execute("INSERT INTO ledger(dataset, rid, epsilon, how, at, owners) VALUES (?, ?, ?, ?, ?, ?)",
+                               (dataset, e.rid, str(e.epsilon), e.how, e.at or now, json.dumps(sorted(e.owners))))
+                    continue
+                # a charge only ever grows: keep the maximum epsilon and every owner it was charged to
+                eps, how = (e.epsilon, e.how) if e.epsilon > Fraction(row[0]) else (Fraction(row[0]), row[1])
+                owners = sorted(set(json.loads(row[2])) | set(e.owners))
+                db.execute("UPDATE ledger SET epsilon = ?, how = ?, owners = ? WHERE dataset = ? AND rid = ?",
+                           (str(eps), how, json.dumps(owners), dataset, e.rid))
 
         self._write(work)
 

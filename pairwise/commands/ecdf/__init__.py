@@ -2,7 +2,8 @@
 
 Commands
     ``pairwise ecdf serve --server-id I --listen HOST:PORT [--state DIR] [--budget E]
-    [--dataset-budget NAME=E ...] [--peer J=HOST:PORT ...] [--peer-name J=NAME ...] [--timeout S]
+    [--dataset-budget NAME=E ...] [--budget-per-owner E|none] [--budget-total E]
+    [--peer J=HOST:PORT ...] [--peer-name J=NAME ...] [--timeout S]
     [--request-timeout S] [--max-connections N] [--cluster SPEC] [--exit-with-parent]
     [--tls DIR --name NAME | --insecure]``
         Run server I until SIGTERM or SIGINT (a clean shutdown in a few
@@ -174,6 +175,12 @@ def register(root, groups) -> None:
     s.add_argument("--budget", default="10", help="privacy budget (total epsilon) per dataset (default 10)")
     s.add_argument("--dataset-budget", action="append", default=[], metavar="NAME=E",
                    help="budget of one dataset (repeatable)")
+    s.add_argument("--budget-per-owner", default=None, metavar="E|none",
+                   help="budget of each data owner (client certificate) across all the datasets holding its "
+                        "uploads (default: the --budget value, so the same people uploaded under a new dataset id "
+                        "draw from the same budget; 'none' opts out and leaves only the per-dataset budgets)")
+    s.add_argument("--budget-total", default=None, metavar="E",
+                   help="budget of the whole server, across every dataset and owner (default: no such limit)")
     s.add_argument("--timeout", type=seconds, default=120.0, metavar="S",
                    help="seconds any single wait on a client, querier or the other servers may take, and an idle "
                         "connection may stay (default 120)")

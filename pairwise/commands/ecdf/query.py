@@ -82,5 +82,11 @@ def cmd_status(args) -> int:
                   + (f"{cl['workers']} worker(s), {cl['threads']} thread(s)" if "error" not in cl else cl["error"]))
         for i in r["datasets"]:
             print(f"  {i['dataset']}: {i['clients']} clients, {i['scheme']} m={i['m']}, series {sorted(i['series'])}, "
-                  f"spent {float(Fraction(i['spent'])):g} of {float(Fraction(i['budget'])):g}")
+                  f"spent {float(Fraction(i['spent'])):g} of {float(Fraction(i['budget'])):g}, "
+                  f"{float(Fraction(i['left'])):g} left")
+            for o in i.get("owners", []):
+                if o["budget"] is not None:
+                    who = repr(o["owner"]) if o["owner"] else "(no certificate)"
+                    print(f"    data owner {who}: spent {float(Fraction(o['spent'])):g} of "
+                          f"{float(Fraction(o['budget'])):g} across its datasets")
     return 0

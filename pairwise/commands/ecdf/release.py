@@ -142,10 +142,11 @@ def _check_budget(querier, dataset: str, need: float) -> None:
 
     for st in querier.status(dataset):
         i = st["info"]
-        left = Fraction(i["budget"]) - Fraction(i["spent"]) - Fraction(i["reserved"])
+        left = Fraction(i["left"])  # the least over the dataset's, its owners' and the server's budgets
         if left < Fraction(str(need)):
             raise BudgetExceeded(f"server {st['server_id']}: dataset {dataset!r} has {float(left):g} of its privacy "
-                                 f"budget left; the ECDF and the ROC need {need:g}")
+                                 f"budget left (dataset, data owner and server budgets); the ECDF and the ROC "
+                                 f"need {need:g}")
 
 
 def _print_report(out: dict, title: str) -> None:

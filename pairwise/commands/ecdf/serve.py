@@ -57,7 +57,11 @@ def cmd_serve(args) -> int:
     names = _server_ids(args.peer_name, "--peer-name", "J=NAME")
     if names and tls is None:
         raise ValueError("--peer-name J=NAME needs --tls DIR --name NAME (a plaintext peer has no verified name)")
+    per_owner = args.budget_per_owner
     srv = ECDFServer(args.server_id, host, port, budget=args.budget,
+                     owner_budget=args.budget if per_owner is None else (
+                         None if per_owner.strip().lower() == "none" else per_owner),
+                     total_budget=args.budget_total,
                      dataset_budgets=_budgets(args.dataset_budget), timeout=args.timeout,
                      request_timeout=args.request_timeout, max_connections=args.max_connections,
                      state_dir=args.state, peers=_peers(args.peer), tls=tls, insecure=args.insecure,
