@@ -305,3 +305,182 @@ def test_a_schema_1_state_is_migrated_with_its_charges_on_the_unknown_owner(tmp_
         storage.close()
     again = sqlite3.connect(path)
     assert again.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone() == ("2",)
+
+
+# --------------------------------------------------------------------------- the same querier, two real servers
+class _Slot:
+    """One release a querier has prepared on both servers (its own connections)."""
+
+    def __init__(self, chans, rid: str, eps: Fraction) -> None:
+        self.chans, self.rid, self.eps = chans, rid, eps
+
+    def close(self) -> None:
+        for ch in self.chans:
+            ch.close()
+
+
+def _ask(ch, msg: dict) -> dict:
+    from pairwise.mpc.errors import ChannelError
+
+    try:
+        send_json(ch, msg)
+        return recv_json(ch, timeout=60)
+    except (ChannelError, OSError) as exc:
+        return {"ok": False, "error": str(exc), "code": "channel"}
+
+
+class TwoServerMachine(RuleBasedStateMachine):
+    """A hostile querier against two real servers: any interleaving of prepare, go, abort, adopt, status,
+    releases in flight at once, replayed release ids, and kill -9 and restart of either server."""
+
+    sp: ServerProcesses  # set by the test below, shared by every example (each example has its own dataset)
+    BUDGET = Fraction(2)
+
+    def __init__(self) -> None:
+        super().__init__()
+        import os
+
+        self.ds = "m" + os.urandom(6).hex()
+        upload(self.sp.addresses, self.ds, np.arange(16) % 8, domain_bits=3, timeout=60, connect_timeout=10)
+        self.slots: dict[int, _Slot] = {}
+        self.released = Fraction(0)
+        self.used: list[str] = []  # release ids the querier has used (replayed by prepare and adopt)
+
+    def teardown(self) -> None:
+        for s in self.slots.values():
+            s.close()
+
+    def _rid(self, data, flying_first: bool = False) -> str:
+        """A fresh release id, a replayed one, or (``flying_first``) most often one in flight."""
+        import os
+
+        flying = sorted(s.rid for s in self.slots.values())
+        if flying_first and flying and data.draw(st.booleans()):
+            return data.draw(st.sampled_from(flying))
+        if self.used and data.draw(st.booleans()):
+            return data.draw(st.sampled_from(self.used))
+        rid = os.urandom(8).hex()
+        self.used.append(rid)
+        return rid
+
+    @precondition(lambda self: len(self.slots) < 2)
+    @rule(data=st.data(), eps=st.sampled_from([Fraction(3, 10), Fraction(3, 5)]))
+    def prepare(self, data, eps: Fraction) -> None:
+        from pairwise.mpc.errors import ChannelError
+
+        rid = self._rid(data)
+        try:
+            chans = _querier_channels(self.sp)
+        except (ChannelError, OSError):
+            return
+        prep = {"op": "prepare", "kind": "ecdf", "series": ["all"], "epsilon": str(eps), "mechanism": "paper",
+                "grid_bits": None, "tolerate": 0, "thresholds": None, "rid": rid, "dataset": self.ds,
+                "servers": [[h, p] for h, p in self.sp.addresses]}
+        replies = [_ask(ch, prep) for ch in chans]
+        if all(r["ok"] for r in replies):
+            self.slots[min({0, 1} - set(self.slots))] = _Slot(chans, rid, eps)
+            return
+        for ch, r in zip(chans, replies):
+            if r["ok"]:
+                _ask(ch, {"op": "abort"})
+            ch.close()
+
+    @precondition(lambda self: self.slots)
+    @rule(data=st.data())
+    def go(self, data) -> None:
+        from pairwise.mpc.errors import ChannelError
+
+        k = data.draw(st.sampled_from(sorted(self.slots)))
+        slot = self.slots.pop(k)
+        try:
+            if not _ask(slot.chans[0], {"op": "link"})["ok"]:
+                return
+            for ch in slot.chans:
+                send_json(ch, {"op": "go"})
+            got = 0
+            for ch in slot.chans:
+                h = recv_json(ch, timeout=120)
+                if h.get("ok"):
+                    ch.recv_array(np.int64 if h["encoding"] == "values" else np.uint64, int(h["count"]))
+                    got += 1
+            if got == 2:  # both servers' shares: the querier holds the noisy release
+                self.released += slot.eps
+        except (ChannelError, OSError, KeyError):
+            pass
+        finally:
+            slot.close()
+
+    @precondition(lambda self: self.slots)
+    @rule(data=st.data())
+    def abort(self, data) -> None:
+        k = data.draw(st.sampled_from(sorted(self.slots)))
+        slot = self.slots.pop(k)
+        for ch in slot.chans:
+            _ask(ch, {"op": "abort"})
+        slot.close()
+
+    @rule(j=st.integers(0, 1), data=st.data(), eps=st.sampled_from(["1e-12", "1/10"]))
+    def adopt(self, j: int, data, eps: str) -> None:
+        """Adopt a charge for an id, most often one in flight (the attack of issue 22)."""
+        from pairwise.mpc.errors import ChannelError
+
+        rid = self._rid(data, flying_first=True)
+        try:
+            ch = connect(self.sp.addresses[j], ROLE_QUERIER, label=f"server {j}", connect_timeout=10, timeout=60)
+        except (ChannelError, OSError):
+            return
+        try:
+            _ask(ch, {"op": "adopt", "dataset": self.ds, "entries": [[rid, eps]]})
+        finally:
+            ch.close()
+
+    @rule(j=st.integers(0, 1))
+    def kill_and_restart(self, j: int) -> None:
+        self.sp.kill(j, hard=True)
+        self.sp.restart(j)
+
+    @rule()
+    def status(self) -> None:
+        from pairwise.protocols.ecdf.wire import ECDFError, ServerUnavailable
+
+        try:
+            out = ECDFQuerier(self.sp.addresses, timeout=60, connect_timeout=10).status(self.ds)
+        except (ECDFError, ServerUnavailable):
+            assert self.slots  # only a release in flight may stop the ledgers from being reconciled
+            return
+        assert len({r["info"]["ledger"] for r in out}) == 1, "the servers' ledgers disagree after a status"
+
+    @invariant()
+    def released_within_budget_on_both_servers(self) -> None:
+        assert self.released <= self.BUDGET
+        for j, addr in enumerate(self.sp.addresses):
+            ch = connect(addr, ROLE_QUERIER, label=f"server {j}", connect_timeout=10, timeout=60)
+            try:
+                r = _ask(ch, {"op": "status", "dataset": self.ds})
+            finally:
+                ch.close()
+            assert r["ok"], r
+            assert Fraction(r["info"]["spent"]) >= self.released, (j, r["info"]["spent"], self.released)
+            assert self._on_disk(j) >= self.released, (j, self._on_disk(j), self.released)
+
+    def _on_disk(self, j: int) -> Fraction:
+        """Server j's charges for the dataset as its state file holds them now (read-only, beside the server)."""
+        import sqlite3
+
+        db = sqlite3.connect(f"file:{self.sp.state_dir}/ecdf-server-{j}.db?mode=ro", uri=True, timeout=30)
+        try:
+            rows = db.execute("SELECT epsilon FROM ledger WHERE dataset = ?", (self.ds,)).fetchall()
+        finally:
+            db.close()
+        return sum((Fraction(r[0]) for r in rows), Fraction(0))
+
+
+def test_no_querier_sequence_beats_the_budget_of_two_real_servers(tmp_path):
+    from hypothesis.stateful import run_state_machine_as_test
+
+    with ServerProcesses(2, budget="2", timeout=30, state_dir=str(tmp_path),
+                         extra_args=("--budget-per-owner", "none")) as sp:
+        TwoServerMachine.sp = sp
+        run_state_machine_as_test(TwoServerMachine, settings=settings(
+            max_examples=12, stateful_step_count=10, deadline=None,
+            suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much]))

@@ -53,6 +53,7 @@ class ServerProcesses:
         if m < 2:
             raise ValueError("need at least 2 servers")
         self.m = m
+        self.state_dir = state_dir
         clusters = self._clusters(cluster, m)
         self.tls_dir: str | None = None
         self.querier_tls = self.client_tls = None
