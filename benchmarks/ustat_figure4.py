@@ -22,7 +22,7 @@ U-statistic of the fixed data set, MSE over T seeded trials):
 
 As in the paper, the 2PC primitive is simulated for the curves (the paper: "the 2PC
 primitive to compute f~ is simulated"); the same gadget distribution is what the garbled
-circuit outputs (tests/test_noise_garbled.py checks it by chi-square on 1e5 garbled
+circuit outputs (tests/statistical/test_noise_garbled.py checks it by chi-square on 1e5 garbled
 samples), and --garbled-runs G adds G real garbled end-to-end runs
 (protocols.ustat.run_ustat, simulation mode: real garbling and IKNP OT) at eps = 1, P = 1
 to check the simulated MSE.

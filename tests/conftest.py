@@ -1,4 +1,12 @@
-"""Shared pytest fixtures for the pairwise test suite.
+"""Shared pytest fixtures and hooks for the pairwise test suite (helpers live in ``tests/support``).
+
+Tiers: the folders mirror the layers (``mpc``, ``circuits``, ``fss``, ``dp``,
+``protocols/...``); every test under ``tests/system`` (processes, the command
+line, real TCP between processes, README blocks, the package) is marked
+``system`` and every test under ``tests/statistical`` (noise-power and
+goodness-of-fit checks against exact pmfs) is marked ``statistical``, here, by
+path.  ``python -m pytest -m "not system and not statistical"`` is the quick
+tier; plain ``python -m pytest`` runs everything.
 
 The Bristol Fashion tests read the standard circuit files from
 ``../shared/circuits/bristol_fashion`` (beside the repository).  Locally a
@@ -15,10 +23,23 @@ from pathlib import Path
 
 import pytest
 
-BRISTOL_DIR = Path(__file__).resolve().parents[2] / "shared" / "circuits" / "bristol_fashion"
-_MISSING = (f"Bristol Fashion circuit files not found at {BRISTOL_DIR} "
-            "(expected in ../shared/circuits/bristol_fashion beside the repository)")
+from tests.support.bristol import BRISTOL_DIR, MISSING_MESSAGE
+
+_HERE = Path(__file__).resolve().parent
+#: first folder under tests/ -> the marker every test in it gets
+TIER_MARKERS = {"system": "system", "statistical": "statistical"}
 _skipped_bristol: list[str] = []
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        try:
+            top = Path(str(item.path)).resolve().relative_to(_HERE).parts[0]
+        except ValueError:
+            continue
+        marker = TIER_MARKERS.get(top)
+        if marker:
+            item.add_marker(getattr(pytest.mark, marker))
 
 
 @pytest.fixture(scope="session")
@@ -26,25 +47,10 @@ def bristol_dir() -> Path:
     """The standard Bristol Fashion circuit files (../shared/circuits/bristol_fashion)."""
     if not BRISTOL_DIR.is_dir():
         if os.environ.get("CI"):
-            pytest.fail(f"{_MISSING}; CI is set, so these tests must run: check out ../shared next to the "
+            pytest.fail(f"{MISSING_MESSAGE}; CI is set, so these tests must run: check out ../shared next to the "
                         "repository", pytrace=False)
-        pytest.skip(_MISSING)
+        pytest.skip(MISSING_MESSAGE)
     return BRISTOL_DIR
-
-
-#: parameter used in place of the file names when the directory is missing (its tests then fail or skip)
-MISSING_FILES = "bristol-files-missing"
-
-
-def bristol_names(sub: str = "") -> list[str]:
-    """``*.txt`` names in BRISTOL_DIR / sub for parametrizing, or [MISSING_FILES] when the directory is absent.
-
-    A test parametrized with these must also request the ``bristol_dir``
-    fixture, which skips (locally) or fails (in CI) on the missing directory,
-    instead of silently collecting no test at all.
-    """
-    d = BRISTOL_DIR / sub
-    return sorted(p.name for p in d.glob("*.txt")) if d.is_dir() else [MISSING_FILES]
 
 
 def pytest_runtest_logreport(report):
@@ -55,4 +61,5 @@ def pytest_runtest_logreport(report):
 def pytest_terminal_summary(terminalreporter):
     if _skipped_bristol:
         terminalreporter.write_line(
-            f"WARNING: {len(_skipped_bristol)} Bristol Fashion tests were SKIPPED: {_MISSING}", red=True, bold=True)
+            f"WARNING: {len(_skipped_bristol)} Bristol Fashion tests were SKIPPED: {MISSING_MESSAGE}", red=True,
+            bold=True)

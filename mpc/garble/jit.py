@@ -11,7 +11,7 @@ What it does
     packs a schedule into one int64 array (cached per plan by
     :func:`_jit_program`); :class:`_Jit1` is the pooled scratch.  Same
     algebra, tweaks, label layout and table bytes as the numpy program
-    (``tests/test_jit.py`` compares them).
+    (``tests/mpc/test_jit.py`` compares them).
 
     :func:`ready` / :func:`warm_up` load the kernels, importing numba only
     then (0.4-0.9 s with numba's on-disk cache, ``cache=True``).

@@ -87,7 +87,7 @@ DP_KEYS = {
     "ustat": ("estimate", "estimate_clamped"),
 }
 #: JSON keys computed without noise: not private, for evaluation only. Every other key is a function of public
-#: inputs and is identical on neighbouring datasets (tests/test_privacy_audit.py).
+#: inputs and is identical on neighbouring datasets (tests/protocols/test_privacy_audit.py).
 NOT_PRIVATE_KEYS = ("exact", "exact_quantized", "max_error", "clamped")
 
 

@@ -90,7 +90,7 @@ DEFAULTS = {
 #: JSON keys that hold DP outputs (noisy values); see the module docstring.
 DP_KEYS = ("estimate", "estimate_clamped", "rr_estimate", "rr_estimate_clamped")
 #: JSON keys computed without noise (or wall time): not private, for evaluation only. Every other key is a
-#: function of public inputs and is identical on neighbouring datasets (tests/test_privacy_audit.py).
+#: function of public inputs and is identical on neighbouring datasets (tests/protocols/test_privacy_audit.py).
 NOT_PRIVATE_KEYS = ("exact", "exact_quantized", "sample_mse", "theorem5_mse", "clamped", "seconds",
                     "cluster_task_seconds")
 

@@ -40,8 +40,9 @@ Security model
     Basic composition over all releases; charges never decrease.  The
     querier chooses release ids and may call ``adopt`` -- it is the party the
     budgets limit -- so no sequence of its requests may release more than a
-    budget: ``tests/test_ecdf_ledger.py`` checks that with a stateful
-    property-based test over the ledger and over two real servers.  Every
+    budget: ``tests/protocols/ecdf/test_ecdf_ledger.py`` checks that with a stateful
+    property-based test over the ledger, ``tests/system/test_ecdf_ledger_processes.py``
+    over two real servers.  Every
     release is additionally (eps, delta)-DP with the delta reported in its
     reply; deltas are not budgeted.
 """

@@ -31,9 +31,9 @@ signed geometric (gini) -- the additive chooser's epsilon
 difference construction), the geometric part removed (zero noise), its mean
 -1/2 left in the estimate; and for both, ``gc-*-bits-only`` (one party only)
 against their exact enumerations and production gadgets in
-``tests/test_noise_ownership.py``.  Their closed forms are in
-``tests/test_noise_power_ustat.py::NOISE_LAWS`` and
-``tests/test_noise_power_samplers.py``.  The in-circuit binary randomized
+``tests/statistical/test_noise_ownership.py``.  Their closed forms are in
+``tests/statistical/test_noise_power_ustat.py::NOISE_LAWS`` and
+``tests/statistical/test_noise_power_samplers.py``.  The in-circuit binary randomized
 response (``noisy_binary_kernel``) has ``gc-rr-*`` rows: its chooser's
 epsilon (``choose_randomized_response``, scale faults) and its coin wired to
 constant 0 (zero noise), against the goodness-of-fit test of
@@ -367,13 +367,13 @@ class Fault:
     scope: str = "everywhere"  # or "module": only the binding in the target module is replaced
 
 
-T_USTAT = "tests/test_noise_power_ustat.py"
-T_ECDF = "tests/test_noise_power_ecdf.py"
-T_DP = "tests/test_noise_power_dp.py"
-T_LDP = "tests/test_noise_power_ldp.py"
-T_CLI = "tests/test_noise_power_cli.py"
-T_OWN = "tests/test_noise_ownership.py"
-T_SAMP = "tests/test_noise_power_samplers.py"
+T_USTAT = "tests/statistical/test_noise_power_ustat.py"
+T_ECDF = "tests/statistical/test_noise_power_ecdf.py"
+T_DP = "tests/statistical/test_noise_power_dp.py"
+T_LDP = "tests/statistical/test_noise_power_ldp.py"
+T_CLI = "tests/statistical/test_noise_power_cli.py"
+T_OWN = "tests/statistical/test_noise_ownership.py"
+T_SAMP = "tests/statistical/test_noise_power_samplers.py"
 ECDF_GC = ("paper_ecdf_noise_is_theorem31[gc", "hierarchical_ecdf_noise_is_hay_et_al[gc", "group_counts_noise[gc",
            "roc_noise_is_two_half_budget_trees[gc", "hosmer_lemeshow_noise_is_algorithm2[gc")
 ECDF_PO = tuple(s.replace("[gc", "[polya") for s in ECDF_GC) + ("tolerant_polya",)
@@ -497,7 +497,7 @@ FAULTS: list[Fault] = [
            "default_kernel_noise_needs_both_parties[auc-16-2-krr-evaluator]",
            "randomized_response_gadget_needs_both_parties[evaluator]",
            "ecdf_noisy_sum_circuit_needs_both_servers[evaluator]")),
-    # ---- in-circuit binary randomized response (noisy_binary_kernel; power test in test_noise_ownership.py)
+    # ---- in-circuit binary randomized response (noisy_binary_kernel; power test in statistical/test_noise_ownership.py)
     Fault("gc-rr-scale-x2", "in-circuit randomized response chosen for eps / 2 (flip probability too high)",
           "pairwise.dp.dyadic.search:choose_randomized_response", epsilon_times(0.5, 0),
           (_k(T_OWN, "randomized_response_gadget"),), RR_GADGET),

@@ -155,7 +155,7 @@ __all__ = [
 #: JSON keys (dotted for nested ones) that hold DP outputs or their post-processing.
 DP_KEYS = ("dp", "smoothed", "quantiles", "roc.fpr", "roc.tpr", "auc")
 #: JSON keys computed without noise: not private, for evaluation only. Every other key is a function of
-#: public inputs and is identical on neighbouring datasets (tests/test_privacy_audit.py), except:
+#: public inputs and is identical on neighbouring datasets (tests/protocols/test_privacy_audit.py), except:
 NOT_PRIVATE_KEYS = ("exact", "max_abs_error", "max_abs_error_smoothed", "quantiles_exact", "roc.fpr_exact",
                     "roc.tpr_exact", "auc_exact", "clamped")
 #: byte counts that include the servers' JSON timing reports, so they vary by a few bytes from run to run.

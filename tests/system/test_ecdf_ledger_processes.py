@@ -1,0 +1,288 @@
+"""The ECDF privacy ledger against a hostile querier, over two real server processes (issue 22).
+
+The in-process ledger, its state machine over one SQLite file and the schema migration are in
+tests/protocols/ecdf/test_ecdf_ledger.py; here the same attack is replayed against ``ecdf serve``
+processes (:class:`pairwise.protocols.ecdf.client.ServerProcesses`), killed and restarted on their state.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+from pairwise.protocols.ecdf.client import ECDFQuerier, ServerProcesses, upload
+from pairwise.protocols.ecdf.wire import ROLE_QUERIER, BudgetExceeded, connect, recv_json, send_json
+
+
+def _querier_channels(sp):
+    return [connect(a, ROLE_QUERIER, label=f"server {j}", connect_timeout=10, timeout=60)
+            for j, a in enumerate(sp.addresses)]
+
+
+def test_adopting_a_prepared_release_id_cannot_shrink_its_charge_across_a_restart(tmp_path):
+    """The attack of issue 22: prepare R at 8, adopt [R, 1e-12] on a second connection, go, restart."""
+    x = np.random.default_rng(3).integers(0, 64, 50)
+    rid = "ab" * 12
+    with ServerProcesses(2, budget="10", timeout=60, state_dir=str(tmp_path)) as sp:
+        upload(sp.addresses, "d", x, domain_bits=6)
+        chans = _querier_channels(sp)
+        other = _querier_channels(sp)
+        try:
+            prep = {"op": "prepare", "kind": "ecdf", "series": ["all"], "epsilon": "8", "mechanism": "paper",
+                    "grid_bits": None, "tolerate": 0, "thresholds": None, "rid": rid, "dataset": "d",
+                    "servers": [[h, p] for h, p in sp.addresses]}
+            for ch in chans:
+                send_json(ch, prep)
+            assert all(recv_json(ch, timeout=60)["ok"] for ch in chans)
+            for ch in other:  # the second connection tries to plant a tiny charge under the same id
+                send_json(ch, {"op": "adopt", "dataset": "d", "entries": [[rid, "1e-12"]]})
+                r = recv_json(ch, timeout=60)
+                assert not r["ok"] and "in flight" in r["error"]
+            send_json(chans[0], {"op": "link"})
+            assert recv_json(chans[0], timeout=60)["ok"]
+            for ch in chans:
+                send_json(ch, {"op": "go"})
+            for ch in chans:
+                h = recv_json(ch, timeout=120)
+                assert h["ok"], h
+                ch.recv_array(np.int64 if h["encoding"] == "values" else np.uint64, int(h["count"]))
+            for ch in other:  # after the release, adopting cannot lower it either
+                send_json(ch, {"op": "adopt", "dataset": "d", "entries": [[rid, "1e-12"]]})
+                assert recv_json(ch, timeout=60)["added"] == 0
+        finally:
+            for ch in chans + other:
+                ch.close()
+        for j in range(2):
+            sp.kill(j, hard=True)
+            sp.restart(j)
+        q = ECDFQuerier(sp.addresses, timeout=120, connect_timeout=10)
+        assert [s["info"]["spent"] for s in q.status("d")] == ["8", "8"]
+        with pytest.raises(BudgetExceeded):
+            q.ecdf("d", 8.9)
+        q.ecdf("d", 2)  # exactly the rest of the budget
+        assert [s["info"]["spent"] for s in q.status("d")] == ["10", "10"]
+
+
+def test_the_same_people_under_a_new_dataset_id_draw_from_their_owners_budget(tmp_path):
+    """Issue 22: re-uploading one CSV under a new id gave a fresh budget (epsilon 20 on 10)."""
+    from pairwise.mpc.tls import TLSConfig, create_certificate
+
+    x = np.random.default_rng(5).integers(0, 64, 40)
+    with ServerProcesses(2, budget="10", timeout=60, tls=True) as sp:
+        create_certificate(sp.tls_dir, "owner-b", "client", days=2)
+        other_owner = TLSConfig(sp.tls_dir, "owner-b")
+        q = ECDFQuerier(sp.addresses, timeout=120, connect_timeout=10, tls=sp.querier_tls)
+        upload(sp.addresses, "scores", x, domain_bits=6, tls=sp.client_tls)
+        q.ecdf("scores", 10)
+        upload(sp.addresses, "scores-again", x, domain_bits=6, tls=sp.client_tls)  # same owner, new id
+        with pytest.raises(BudgetExceeded, match=r"data owner 'ecdf-client' exhausted.*--budget-per-owner"):
+            q.ecdf("scores-again", 1)
+        info = q.status("scores-again")[0]["info"]
+        assert info["left"] == "0" and info["spent"] == "0"
+        assert info["owners"] == [{"owner": "ecdf-client", "spent": "10", "reserved": "0", "budget": "10"}]
+        # another owner's people are not theirs: a fresh owner budget
+        upload(sp.addresses, "other", x, domain_bits=6, tls=other_owner)
+        q.ecdf("other", 4)
+        # an owner who appends to a dataset is charged for its releases too (the release covers its people)
+        upload(sp.addresses, "other", x, client_ids=np.arange(100, 140), domain_bits=6, tls=sp.client_tls,
+               append=True)
+        with pytest.raises(BudgetExceeded, match="'ecdf-client'"):
+            q.ecdf("other", 1)
+
+
+def test_an_operator_may_opt_out_of_owner_budgets_and_cap_the_whole_server(tmp_path):
+    x = np.random.default_rng(6).integers(0, 64, 40)
+    with ServerProcesses(2, budget="10", timeout=60,
+                         extra_args=("--budget-per-owner", "none", "--budget-total", "15")) as sp:
+        q = ECDFQuerier(sp.addresses, timeout=120, connect_timeout=10)
+        upload(sp.addresses, "a", x, domain_bits=6)
+        upload(sp.addresses, "b", x, domain_bits=6)
+        q.ecdf("a", 10)
+        q.ecdf("b", 5)  # per-dataset budgets only: b has its own 10, but the server has 5 left
+        with pytest.raises(BudgetExceeded, match=r"the whole server exhausted.*--budget-total"):
+            q.ecdf("b", 1)
+        info = q.status("b")[0]["info"]
+        assert info["total"] == {"spent": "15", "reserved": "0", "budget": "15"} and info["left"] == "0"
+
+
+class _Slot:
+    """One release a querier has prepared on both servers (its own connections)."""
+
+    def __init__(self, chans, rid: str, eps: Fraction) -> None:
+        self.chans, self.rid, self.eps = chans, rid, eps
+
+    def close(self) -> None:
+        for ch in self.chans:
+            ch.close()
+
+
+def _ask(ch, msg: dict) -> dict:
+    from pairwise.mpc.errors import ChannelError
+
+    try:
+        send_json(ch, msg)
+        return recv_json(ch, timeout=60)
+    except (ChannelError, OSError) as exc:
+        return {"ok": False, "error": str(exc), "code": "channel"}
+
+
+class TwoServerMachine(RuleBasedStateMachine):
+    """A hostile querier against two real servers: any interleaving of prepare, go, abort, adopt, status,
+    releases in flight at once, replayed release ids, and kill -9 and restart of either server."""
+
+    sp: ServerProcesses  # set by the test below, shared by every example (each example has its own dataset)
+    BUDGET = Fraction(2)
+
+    def __init__(self) -> None:
+        super().__init__()
+        import os
+
+        self.ds = "m" + os.urandom(6).hex()
+        upload(self.sp.addresses, self.ds, np.arange(16) % 8, domain_bits=3, timeout=60, connect_timeout=10)
+        self.slots: dict[int, _Slot] = {}
+        self.released = Fraction(0)
+        self.used: list[str] = []  # release ids the querier has used (replayed by prepare and adopt)
+
+    def teardown(self) -> None:
+        for s in self.slots.values():
+            s.close()
+
+    def _rid(self, data, flying_first: bool = False) -> str:
+        """A fresh release id, a replayed one, or (``flying_first``) most often one in flight."""
+        import os
+
+        flying = sorted(s.rid for s in self.slots.values())
+        if flying_first and flying and data.draw(st.booleans()):
+            return data.draw(st.sampled_from(flying))
+        if self.used and data.draw(st.booleans()):
+            return data.draw(st.sampled_from(self.used))
+        rid = os.urandom(8).hex()
+        self.used.append(rid)
+        return rid
+
+    @precondition(lambda self: len(self.slots) < 2)
+    @rule(data=st.data(), eps=st.sampled_from([Fraction(3, 10), Fraction(3, 5)]))
+    def prepare(self, data, eps: Fraction) -> None:
+        from pairwise.mpc.errors import ChannelError
+
+        rid = self._rid(data)
+        try:
+            chans = _querier_channels(self.sp)
+        except (ChannelError, OSError):
+            return
+        prep = {"op": "prepare", "kind": "ecdf", "series": ["all"], "epsilon": str(eps), "mechanism": "paper",
+                "grid_bits": None, "tolerate": 0, "thresholds": None, "rid": rid, "dataset": self.ds,
+                "servers": [[h, p] for h, p in self.sp.addresses]}
+        replies = [_ask(ch, prep) for ch in chans]
+        if all(r["ok"] for r in replies):
+            self.slots[min({0, 1} - set(self.slots))] = _Slot(chans, rid, eps)
+            return
+        for ch, r in zip(chans, replies):
+            if r["ok"]:
+                _ask(ch, {"op": "abort"})
+            ch.close()
+
+    @precondition(lambda self: self.slots)
+    @rule(data=st.data())
+    def go(self, data) -> None:
+        from pairwise.mpc.errors import ChannelError
+
+        k = data.draw(st.sampled_from(sorted(self.slots)))
+        slot = self.slots.pop(k)
+        try:
+            if not _ask(slot.chans[0], {"op": "link"})["ok"]:
+                return
+            for ch in slot.chans:
+                send_json(ch, {"op": "go"})
+            got = 0
+            for ch in slot.chans:
+                h = recv_json(ch, timeout=120)
+                if h.get("ok"):
+                    ch.recv_array(np.int64 if h["encoding"] == "values" else np.uint64, int(h["count"]))
+                    got += 1
+            if got == 2:  # both servers' shares: the querier holds the noisy release
+                self.released += slot.eps
+        except (ChannelError, OSError, KeyError):
+            pass
+        finally:
+            slot.close()
+
+    @precondition(lambda self: self.slots)
+    @rule(data=st.data())
+    def abort(self, data) -> None:
+        k = data.draw(st.sampled_from(sorted(self.slots)))
+        slot = self.slots.pop(k)
+        for ch in slot.chans:
+            _ask(ch, {"op": "abort"})
+        slot.close()
+
+    @rule(j=st.integers(0, 1), data=st.data(), eps=st.sampled_from(["1e-12", "1/10"]))
+    def adopt(self, j: int, data, eps: str) -> None:
+        """Adopt a charge for an id, most often one in flight (the attack of issue 22)."""
+        from pairwise.mpc.errors import ChannelError
+
+        rid = self._rid(data, flying_first=True)
+        try:
+            ch = connect(self.sp.addresses[j], ROLE_QUERIER, label=f"server {j}", connect_timeout=10, timeout=60)
+        except (ChannelError, OSError):
+            return
+        try:
+            _ask(ch, {"op": "adopt", "dataset": self.ds, "entries": [[rid, eps]]})
+        finally:
+            ch.close()
+
+    @rule(j=st.integers(0, 1))
+    def kill_and_restart(self, j: int) -> None:
+        self.sp.kill(j, hard=True)
+        self.sp.restart(j)
+
+    @rule()
+    def status(self) -> None:
+        from pairwise.protocols.ecdf.wire import ECDFError, ServerUnavailable
+
+        try:
+            out = ECDFQuerier(self.sp.addresses, timeout=60, connect_timeout=10).status(self.ds)
+        except (ECDFError, ServerUnavailable):
+            assert self.slots  # only a release in flight may stop the ledgers from being reconciled
+            return
+        assert len({r["info"]["ledger"] for r in out}) == 1, "the servers' ledgers disagree after a status"
+
+    @invariant()
+    def released_within_budget_on_both_servers(self) -> None:
+        assert self.released <= self.BUDGET
+        for j, addr in enumerate(self.sp.addresses):
+            ch = connect(addr, ROLE_QUERIER, label=f"server {j}", connect_timeout=10, timeout=60)
+            try:
+                r = _ask(ch, {"op": "status", "dataset": self.ds})
+            finally:
+                ch.close()
+            assert r["ok"], r
+            assert Fraction(r["info"]["spent"]) >= self.released, (j, r["info"]["spent"], self.released)
+            assert self._on_disk(j) >= self.released, (j, self._on_disk(j), self.released)
+
+    def _on_disk(self, j: int) -> Fraction:
+        """Server j's charges for the dataset as its state file holds them now (read-only, beside the server)."""
+        import sqlite3
+
+        db = sqlite3.connect(f"file:{self.sp.state_dir}/ecdf-server-{j}.db?mode=ro", uri=True, timeout=30)
+        try:
+            rows = db.execute("SELECT epsilon FROM ledger WHERE dataset = ?", (self.ds,)).fetchall()
+        finally:
+            db.close()
+        return sum((Fraction(r[0]) for r in rows), Fraction(0))
+
+
+def test_no_querier_sequence_beats_the_budget_of_two_real_servers(tmp_path):
+    from hypothesis.stateful import run_state_machine_as_test
+
+    with ServerProcesses(2, budget="2", timeout=30, state_dir=str(tmp_path),
+                         extra_args=("--budget-per-owner", "none")) as sp:
+        TwoServerMachine.sp = sp
+        run_state_machine_as_test(TwoServerMachine, settings=settings(
+            max_examples=12, stateful_step_count=10, deadline=None,
+            suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much]))
