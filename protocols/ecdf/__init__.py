@@ -3,6 +3,7 @@
 Modules, from the bottom up:
 
 - :mod:`pairwise.protocols.ecdf.wire`: addresses, JSON control frames, frame limits, roles and errors.
+- :mod:`pairwise.protocols.ecdf.ops`: one frozen dataclass per request, validated field by field.
 - :mod:`pairwise.protocols.ecdf.auth`: who may do what (``Policy.authorize(op, peer)``).
 - :mod:`pairwise.protocols.ecdf.shares`: client key generation (DCF, m-party
   shares, pointwise) and the servers' share evaluation.

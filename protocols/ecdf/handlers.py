@@ -6,8 +6,9 @@ What it does
     progress and the server's own Dask cluster, if any
     (:mod:`pairwise.protocols.ecdf.cluster`).  :class:`Session` serves the
     requests of one connection (the server's connection loop calls
-    :meth:`Session.handle` once per request, after authorization) and
-    owns what that connection has in flight: one staged upload, one
+    :meth:`Session.answer` once per control frame: authorization, then the
+    request parsed into its type of :mod:`pairwise.protocols.ecdf.ops`, then
+    the handler :attr:`Session.DISPATCH` names for its ``op``) and owns what that connection has in flight: one staged upload, one
     prepared release.  When the connection ends, :meth:`Session.close`
     discards both (nothing is stored or charged).
 
@@ -53,8 +54,6 @@ Security model
 
 from __future__ import annotations
 
-import json
-import re
 import threading
 import time
 from dataclasses import replace
@@ -65,33 +64,38 @@ from pairwise.mpc.channel import TCPChannel
 from pairwise.mpc.errors import ProtocolError
 
 from ..cluster import ClusterError
+from .auth import op_of
 from .dataset import Dataset, Snapshot, StagedChunk, StagedUpload, split_keys, take_raw
-from .ledger import LEDGER_PAGE, Ledger
+from .ledger import Ledger
+from .ops import (
+    MAX_CLIENTS,
+    META_MAX,
+    AbortRequest,
+    AdoptRequest,
+    CommitRequest,
+    DiscardRequest,
+    DropUploadRequest,
+    GoRequest,
+    LedgerRequest,
+    LinkRequest,
+    PointwiseRequest,
+    PrepareRequest,
+    Request,
+    StatusRequest,
+    UploadRequest,
+    UploadsRequest,
+)
 from .peers import PeerHub, connect_peer, garbler_session
-from .release import (
-    MAX_SERIES,
-    ReleasePlan,
-    check_rid,
-    parse_thresholds,
-    plan_release,
-    release_points,
-    run_release,
-)
-from .shares import (
-    MAX_GRID_BITS,
-    MSHARE_MAX_BITS,
-    PointwiseShares,
-    grid_points,
-    parse_keys,
-)
-from .storage import ChunkRecord, DatasetRecord, Storage
+from .release import ReleasePlan, plan_release, release_points, run_release
+from .shares import PointwiseShares, grid_points, parse_keys
+from .storage import ChunkRecord, DatasetRecord, Storage, StorageError
 from .wire import (
     DatasetError,
     DatasetExists,
     QueryRefused,
     ServerUnavailable,
     UnknownDataset,
-    chunk_clients,
+    error_code,
     fmt_eps,
     format_address,
     key_lengths,
@@ -100,14 +104,7 @@ from .wire import (
 
 __all__ = ["MAX_CLIENTS", "META_MAX", "ServerState", "Session"]
 
-#: Clients per upload request.
-MAX_CLIENTS = 10_000_000
-#: Largest public metadata object of a dataset (JSON bytes).
-META_MAX = 4096
 _MAX_REJECT_REPORT = 100
-_NAME = re.compile(r"^[A-Za-z0-9_.:/-]{1,128}$")
-_SERIES = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
-_UPLOAD_ID = re.compile(r"^[0-9a-f]{16,64}$")
 
 
 class ServerState:
@@ -133,6 +130,9 @@ class ServerState:
         self.claims: dict[str, str] = {}  # dataset -> upload id creating it (or starting a new round)
         self.ledger = Ledger(storage, server_id, owner_budget=owner_budget, total_budget=total_budget)
         self.hub = PeerHub(policy, timeout, log)
+        #: how this server reaches another server (:func:`pairwise.protocols.ecdf.peers.dial_peer` over TCP;
+        #: in-process tests connect servers by memory channels)
+        self.dial = None
         for rec in storage.datasets():
             override = dataset_budgets.get(rec.name)
             if override is not None and override != rec.budget:
@@ -231,43 +231,39 @@ class Session:
         self.on_channel = lambda channel: None
 
     # ------------------------------------------------------------------ dispatch
+    def answer(self, req: dict, peer) -> bool:
+        """Serve one control frame ``req`` of this connection's peer (its transport identity ``peer``).
+
+        The request is authorized (:meth:`pairwise.protocols.ecdf.auth.Policy.authorize`) before it is
+        parsed, then handled; a refusal -- a bad parameter, a peer server that failed, state that could
+        not be written (nothing of the request was stored) -- is answered ``{"ok": false, "error",
+        "code"}``.  Returns False when the connection must end (an upload refused while its bulk frames
+        may still be in flight); transport failures propagate.
+        """
+        op = req.get("op")
+        try:
+            what = op_of(op)
+            if what is None:
+                raise QueryRefused(f"unknown operation {op!r}")
+            self.state.policy.authorize(what, peer)
+            self.handle(op, req)
+        except (ValueError, ServerUnavailable, StorageError) as exc:
+            code = "storage" if isinstance(exc, StorageError) else error_code(exc)
+            self.state.log(f"{op} from {getattr(self.ch, 'peer', 'peer')} refused: {exc}")
+            send_json(self.ch, {"ok": False, "error": str(exc), "code": code, "server_id": self.sid})
+            return op not in ("upload", "pointwise", "commit")
+        return True
+
     def handle(self, op: str, req: dict) -> None:
-        if op in ("upload", "pointwise"):
-            self.op_upload(req, pointwise=op == "pointwise")
-        elif op == "commit":
-            self.op_commit(req)
-        elif op == "discard":
-            self.discard()
-            send_json(self.ch, {"ok": True})
-        elif op == "status":
-            send_json(self.ch, self.op_status(req))
-        elif op == "prepare":
-            send_json(self.ch, self.op_prepare(req))
-        elif op == "link":
-            self.op_link()
-        elif op == "go":
-            self.op_go()
-        elif op == "abort":
-            self.abort()
-            send_json(self.ch, {"ok": True})
-        elif op == "ledger":
-            ds = self.state.dataset(req.get("dataset"))
-            offset = req.get("offset", 0)
-            if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-                raise QueryRefused("offset must be a non-negative integer")
-            entries, more = self.state.ledger.page(ds.name, offset)
-            send_json(self.ch, {"ok": True, "entries": entries, "more": more,
-                                "digest": self.state.ledger.digest(ds.name)})
-        elif op == "adopt":
-            send_json(self.ch, self.op_adopt(req))
-        elif op == "uploads":
-            ds = self.state.dataset(req.get("dataset"))
-            send_json(self.ch, {"ok": True, "server_id": self.sid, "uploads": ds.upload_ids(),
-                                "clients": ds.count})
-        elif op == "drop_upload":
-            send_json(self.ch, self.op_drop_upload(req))
-        else:
+        """Parse the control frame ``req`` as the request type of ``op`` and run its handler."""
+        kind, method = self.DISPATCH.get(op, (None, None)) if isinstance(op, str) else (None, None)
+        if kind is None:
             raise QueryRefused(f"unknown operation {op!r}")
+        method(self, kind.from_json(req))
+
+    def dispatch(self, request: Request) -> None:
+        """Run the handler of an already parsed ``request``."""
+        self.DISPATCH[request.op][1](self, request)
 
     def close(self) -> None:
         """The connection ended: forget what it staged or prepared (nothing stored, nothing charged)."""
@@ -275,87 +271,25 @@ class Session:
         self.abort()
 
     # ------------------------------------------------------------------ uploads
-    def _check_meta(self, req: dict, pointwise: bool) -> tuple[str, str, int, int, int, dict[str, int]]:
-        name = req.get("dataset")
-        if not isinstance(name, str) or not _NAME.match(name):
-            raise DatasetError(f"dataset id must be 1-128 characters [A-Za-z0-9_.:/-], got {name!r}")
-        scheme = req.get("scheme")
-        want = ("pointwise",) if pointwise else ("dcf", "mshare")
-        if scheme not in want:
-            raise QueryRefused(f"scheme must be one of {want}, got {scheme!r}")
-        m, sid, n, l = (req.get(k) for k in ("m", "server_id", "domain_bits", "output_bits"))
-        for key, v, lo, hi in (("m", m, 2, 254), ("server_id", sid, 0, 253), ("domain_bits", n, 1, 32),
-                               ("output_bits", l, 8, 64)):
-            if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
-                raise QueryRefused(f"{key} must be an integer in [{lo}, {hi}], got {v!r}")
-        if sid != self.sid:
-            raise QueryRefused(f"these keys are for server {sid}, but this is server {self.sid}: "
-                               "list the servers in the order of their --server-id")
-        if sid >= m:
-            raise QueryRefused(f"server id {sid} is not below m = {m}")
-        if scheme == "dcf" and m != 2:
-            raise QueryRefused("the dcf scheme needs exactly 2 servers; use mshare for m > 2")
-        if scheme == "mshare" and n > MSHARE_MAX_BITS:
-            raise QueryRefused(f"mshare keys need domain bits <= {MSHARE_MAX_BITS}, got {n}")
-        series = req.get("series")
-        if not isinstance(series, list) or not 1 <= len(series) <= MAX_SERIES:
-            raise QueryRefused(f"series must be a list of 1..{MAX_SERIES} entries")
-        out: dict[str, int] = {}
-        for s in series:
-            if not isinstance(s, dict):
-                raise QueryRefused("each series must be an object {name, max_weight}")
-            sname, w = s.get("name"), s.get("max_weight")
-            if not isinstance(sname, str) or not _SERIES.match(sname) or sname in out:
-                raise QueryRefused(f"bad or repeated series name {sname!r}")
-            if isinstance(w, bool) or not isinstance(w, int) or not 1 <= w < (1 << (l - 1)):
-                raise QueryRefused(f"max_weight of series {sname!r} must be in [1, 2^{l - 1})")
-            out[sname] = w
-        return name, scheme, m, n, l, out
-
-    @staticmethod
-    def _chunks(req: dict, per_client: int) -> list[int]:
-        chunks = req.get("chunks")
-        if not isinstance(chunks, list) or not chunks or \
-                any(isinstance(k, bool) or not isinstance(k, int) or k < 1 for k in chunks):
-            raise QueryRefused("chunks must be a non-empty list of positive client counts")
-        if sum(chunks) > MAX_CLIENTS:
-            raise QueryRefused(f"at most {MAX_CLIENTS} clients per upload")
-        cap = chunk_clients(per_client)
-        if max(chunks) > cap:
-            raise QueryRefused(f"a chunk of {max(chunks)} clients exceeds the limit of {cap} for these parameters")
-        return chunks
-
-    def op_upload(self, req: dict, pointwise: bool) -> None:
+    def op_upload(self, req: UploadRequest) -> None:
         st = self.state
-        name, scheme, m, n, l, series = self._check_meta(req, pointwise)
-        upload_id = req.get("upload_id")
-        if not isinstance(upload_id, str) or not _UPLOAD_ID.match(upload_id):
-            raise QueryRefused("upload_id must be 16-64 lowercase hex digits")
-        append = req.get("append", False)
-        if not isinstance(append, bool):
-            raise QueryRefused("append must be true or false")
-        meta = req.get("meta", {})
-        if not isinstance(meta, dict) or len(json.dumps(meta)) > META_MAX:
-            raise QueryRefused(f"meta must be a JSON object of at most {META_MAX} bytes")
+        pointwise = isinstance(req, PointwiseRequest)
+        name, scheme, m, n, l = req.dataset, req.scheme, req.m, req.domain_bits, req.output_bits
+        series = req.series_weights
+        if req.server_id != self.sid:
+            raise QueryRefused(f"these keys are for server {req.server_id}, but this is server {self.sid}: "
+                               "list the servers in the order of their --server-id")
+        upload_id, append, meta = req.upload_id, req.append, req.meta
         if self.staged is not None:
             raise QueryRefused("an upload is already staged on this connection")
-        S = len(series)
         g = thr = rnd = None
         if pointwise:
-            g = req.get("grid_bits")
-            if isinstance(g, bool) or not isinstance(g, int) or not 1 <= g <= min(n, MAX_GRID_BITS):
-                raise QueryRefused(f"grid_bits must be in [1, {min(n, MAX_GRID_BITS)}], got {g!r}")
-            thr = parse_thresholds(req.get("thresholds"), 1 << g)
-            rnd = req.get("round")
-            if not isinstance(rnd, str) or not 1 <= len(rnd) <= 64:
-                raise QueryRefused("round must be a short string naming this query round")
-            word = 4 if l <= 32 else 8
-            per_client = S * thr.size * word
+            g, rnd = req.grid_bits, req.round
+            thr = np.array(req.thresholds, dtype=np.int64)
             lens_allowed: tuple[int, ...] = ()
         else:
             lens_allowed = key_lengths(scheme, n, l)
-            per_client = S * max(lens_allowed)
-        chunks = self._chunks(req, per_client)
+        chunks = list(req.chunks)
         params = (scheme, m, n, l, tuple(sorted(series.items())))
         with st.lock:
             ds = st.datasets.get(name)
@@ -486,13 +420,13 @@ class Session:
                for j, s in enumerate(names)}
         return self._finish_chunk(ids, ok, reasons, raw, shares, base)
 
-    def op_commit(self, req: dict) -> None:
+    def op_commit(self, req: CommitRequest) -> None:
         st, staged = self.state, self.staged
-        if staged is None or req.get("upload_id") != staged.upload_id:
+        if staged is None or req.upload_id != staged.upload_id:
             raise QueryRefused("commit needs the upload staged on this connection")
-        d = req.get("drop", 0)
+        d = req.drop
         announced = staged.announced
-        if isinstance(d, bool) or not isinstance(d, int) or not 0 <= d <= announced:
+        if not d <= announced:
             raise ProtocolError(f"drop count {d!r} out of range")
         drop = self.ch.recv_array(np.uint64, d).astype(np.int64)
         if d and (drop.max() >= announced):
@@ -528,15 +462,21 @@ class Session:
             if self.state.claims.get(staged.record.name) == staged.upload_id:
                 del self.state.claims[staged.record.name]
 
+    def op_discard(self, req: DiscardRequest) -> None:
+        self.discard()
+        send_json(self.ch, {"ok": True})
+
     def discard(self) -> None:
         if self.staged is not None:
             staged, self.staged = self.staged, None
             self._release(staged)
 
     # ------------------------------------------------------------------ status
-    def op_status(self, req: dict) -> dict:
+    def op_status(self, req: StatusRequest) -> None:
+        send_json(self.ch, self.status(req.dataset))
+
+    def status(self, name: str | None) -> dict:
         st = self.state
-        name = req.get("dataset")
         if name is None:
             with st.lock:
                 all_ds = list(st.datasets.values())
@@ -545,11 +485,14 @@ class Session:
         return {"ok": True, "server_id": self.sid, "info": st.info(st.dataset(name)), "cluster": st.cluster_info()}
 
     # ------------------------------------------------------------------ releases
-    def op_prepare(self, req: dict) -> dict:
+    def op_prepare(self, req: PrepareRequest) -> None:
+        send_json(self.ch, self.prepare(req))
+
+    def prepare(self, req: PrepareRequest) -> dict:
         st = self.state
         if self.query is not None:
             raise QueryRefused("a release is already prepared on this connection")
-        ds = st.dataset(req.get("dataset"))
+        ds = st.dataset(req.dataset)
         plan = plan_release(ds, req)
         snap = ds.snapshot(st.storage, plan.series)  # rows match the client count, or a refusal
         snap = st.evaluate_on_cluster(ds, plan, snap)  # before any reservation: a lost worker charges nothing
@@ -561,7 +504,7 @@ class Session:
                 "ledger": st.ledger.digest(ds.name), "info": st.info(ds),
                 "cluster_id": st.cluster.scheduler_id if st.cluster is not None else None}
 
-    def op_link(self) -> None:
+    def op_link(self, req: LinkRequest) -> None:
         """Server 0 of a two-server release, once every server prepared it: reach server 1 now, so an
         impostor or a dead peer refuses the release before anything is charged."""
         st = self.state
@@ -570,9 +513,13 @@ class Session:
         plan, ds, snap, peer = self.query
         if ds.m == 2 and self.sid == 0 and peer is None:
             peer = connect_peer(plan.rid, self._peer_address(plan), st.policy, connect_timeout=min(st.timeout, 10.0),
-                                timeout=st.timeout, tls=st.tls, insecure=st.insecure)
+                                timeout=st.timeout, tls=st.tls, insecure=st.insecure, dial=st.dial)
             self.query = (plan, ds, snap, peer)
         send_json(self.ch, {"ok": True, "server_id": self.sid})
+
+    def op_abort(self, req: AbortRequest) -> None:
+        self.abort()
+        send_json(self.ch, {"ok": True})
 
     def abort(self) -> None:
         if self.query is not None:
@@ -600,7 +547,7 @@ class Session:
         self.on_channel(got[1])
         return got
 
-    def op_go(self) -> None:
+    def op_go(self, req: GoRequest) -> None:
         st = self.state
         if self.query is None:
             raise QueryRefused("go needs a prepared release")
@@ -621,14 +568,15 @@ class Session:
         send_json(self.ch, head)
         self.ch.send_array(vals)
 
-    def op_drop_upload(self, req: dict) -> dict:
+    def op_drop_upload(self, req: DropUploadRequest) -> None:
+        send_json(self.ch, self.drop_upload(req))
+
+    def drop_upload(self, req: DropUploadRequest) -> dict:
         """Repair: delete one committed upload that not every server holds (the querier checked), so the
         servers hold the same data again.  Charges stay: the ledger is never reduced."""
         st = self.state
-        ds = st.dataset(req.get("dataset"))
-        upload_id = req.get("upload_id")
-        if not isinstance(upload_id, str) or not _UPLOAD_ID.match(upload_id):
-            raise QueryRefused("upload_id must be 16-64 lowercase hex digits")
+        ds = st.dataset(req.dataset)
+        upload_id = req.upload_id
         with st.lock:
             if ds.name in st.claims:
                 raise DatasetError(f"dataset {ds.name!r} is being uploaded to right now; retry the repair later")
@@ -638,27 +586,41 @@ class Session:
         return {"ok": True, "server_id": self.sid, "clients": ds.count, "dropped": before - ds.count,
                 "digest": ds.digest()}
 
-    def op_adopt(self, req: dict) -> dict:
+    def op_ledger(self, req: LedgerRequest) -> None:
+        ds = self.state.dataset(req.dataset)
+        entries, more = self.state.ledger.page(ds.name, req.offset)
+        send_json(self.ch, {"ok": True, "entries": entries, "more": more, "digest": self.state.ledger.digest(ds.name)})
+
+    def op_adopt(self, req: AdoptRequest) -> None:
+        send_json(self.ch, self.adopt(req))
+
+    def adopt(self, req: AdoptRequest) -> dict:
         st = self.state
-        ds = st.dataset(req.get("dataset"))
-        entries = req.get("entries")
-        if not isinstance(entries, list) or len(entries) > LEDGER_PAGE:
-            raise QueryRefused(f"entries must be a list of at most {LEDGER_PAGE} [rid, epsilon] pairs")
-        pairs = []
-        for e in entries:
-            if not isinstance(e, list) or len(e) != 2 or not isinstance(e[1], str):
-                raise QueryRefused("each ledger entry must be [rid, epsilon]")
-            try:
-                eps = Fraction(e[1])
-            except (ValueError, ZeroDivisionError):
-                raise QueryRefused(f"bad epsilon {e[1]!r} in a ledger entry") from None
-            if not 0 < eps <= 1 << 40:
-                raise QueryRefused(f"ledger entry epsilon {e[1]!r} out of range")
-            pairs.append((check_rid(e[0]), eps))
-        added = st.ledger.adopt(ds.name, pairs, st.storage.owners(ds.name))
+        ds = st.dataset(req.dataset)
+        added = st.ledger.adopt(ds.name, list(req.entries), st.storage.owners(ds.name))
         if added:
             st.log(f"ledger of {ds.name!r}: adopted {added} charge(s) recorded by another server; "
                    f"spent {fmt_eps(st.ledger.spent(ds.name))}")
         return {"ok": True, "added": added, "spent": str(st.ledger.spent(ds.name)),
                 "ledger": st.ledger.digest(ds.name)}
 
+    def op_uploads(self, req: UploadsRequest) -> None:
+        ds = self.state.dataset(req.dataset)
+        send_json(self.ch, {"ok": True, "server_id": self.sid, "uploads": ds.upload_ids(), "clients": ds.count})
+
+    #: op -> (request type, handler): the requests of clients and queriers (see :mod:`.ops`)
+    DISPATCH: dict = {
+        "upload": (UploadRequest, op_upload),
+        "pointwise": (PointwiseRequest, op_upload),
+        "commit": (CommitRequest, op_commit),
+        "discard": (DiscardRequest, op_discard),
+        "status": (StatusRequest, op_status),
+        "prepare": (PrepareRequest, op_prepare),
+        "link": (LinkRequest, op_link),
+        "go": (GoRequest, op_go),
+        "abort": (AbortRequest, op_abort),
+        "ledger": (LedgerRequest, op_ledger),
+        "adopt": (AdoptRequest, op_adopt),
+        "uploads": (UploadsRequest, op_uploads),
+        "drop_upload": (DropUploadRequest, op_drop_upload),
+    }

@@ -54,13 +54,11 @@ import threading
 from dataclasses import dataclass
 from fractions import Fraction
 
+from .ops import LEDGER_PAGE
 from .storage import LedgerEntry, Storage
 from .wire import BudgetExceeded, QueryRefused, fmt_eps
 
 __all__ = ["LEDGER_PAGE", "Ledger"]
-
-#: Ledger entries per ``ledger``/``adopt`` message.
-LEDGER_PAGE = 2000
 
 
 @dataclass

@@ -33,10 +33,10 @@ import threading
 import time
 
 from pairwise.mpc.channel import TCPChannel
-from pairwise.mpc.errors import ChannelError, HandshakeError, ProtocolError
+from pairwise.mpc.errors import ChannelError, HandshakeError
 
 from .auth import Policy, peer_of
-from .release import check_rid
+from .ops import PeerHello
 from .wire import (
     ROLE_PEER,
     SESSION_ID,
@@ -51,27 +51,36 @@ from .wire import (
     send_json,
 )
 
-__all__ = ["PeerHub", "connect_peer", "garbler_session"]
+__all__ = ["PeerHub", "connect_peer", "dial_peer", "garbler_session"]
+
+
+def dial_peer(addr: tuple[str, int], label: str, policy: Policy, server_id: int, *, connect_timeout: float,
+              timeout: float, tls=None, insecure: bool = False):
+    """A channel to server ``server_id`` at ``addr`` as ``ecdf-peer`` (under TLS only to the certificate name
+    this server's configuration expects for it)."""
+    return connect(addr, ROLE_PEER, label=label, connect_timeout=connect_timeout, timeout=timeout, tls=tls,
+                   insecure=insecure, peer_names=policy.server_name(server_id))
 
 
 def connect_peer(rid: str, addr: tuple[str, int], policy: Policy, *, connect_timeout: float, timeout: float,
-                 tls=None, insecure: bool = False) -> tuple[TCPChannel, str]:
+                 tls=None, insecure: bool = False, dial=None) -> tuple[TCPChannel, str]:
     """Server 0, while preparing release ``rid``: connect to server 1, check who it is, announce the release.
 
     Runs before any budget is charged, so an impostor, a server that is
     down or one that does not expect the release refuses the release for
     free.  Returns (channel, label); :func:`garbler_session` starts the 2PC
-    on it when the release runs.
+    on it when the release runs.  ``dial``: replaces :func:`dial_peer`
+    (in-process tests connect the servers by memory channels).
     """
     label = f"peer server 1 ({format_address(addr)})"
     try:
-        ch = connect(addr, ROLE_PEER, label=label, connect_timeout=connect_timeout, timeout=timeout, tls=tls,
-                     insecure=insecure, peer_names=policy.server_name(1))
+        ch = (dial or dial_peer)(addr, label, policy, 1, connect_timeout=connect_timeout, timeout=timeout, tls=tls,
+                                 insecure=insecure)
     except HandshakeError as exc:  # TLS: not the certificate this server is configured to expect as server 1
         raise Unauthorized(f"refusing the release: {exc}") from exc
     try:
         policy.authorize("noise", peer_of(ch), server_id=1)
-        send_json(ch, {"op": "peer", "rid": rid, "server_id": 0})
+        send_json(ch, PeerHello(rid).to_json())
         reply = recv_json(ch, timeout=timeout)
         if not reply.get("ok"):
             raise_refusal(label, reply)
@@ -123,10 +132,7 @@ class PeerHub:
     def accept(self, ch: TCPChannel) -> bool:
         """Serve a peer hello on ``ch``; True if the channel was parked (the caller must not close it)."""
         try:
-            msg = recv_json(ch, timeout=min(self.timeout, 30.0))
-            if msg.get("op") != "peer" or msg.get("server_id") != 0:
-                raise ProtocolError("expected a peer hello {op: peer, rid, server_id: 0}")
-            rid = check_rid(msg.get("rid"))
+            rid = PeerHello.from_json(recv_json(ch, timeout=min(self.timeout, 30.0))).rid
             self.policy.authorize("noise", peer_of(ch), server_id=0)
             with self._cv:  # the querier prepared this server first; allow a moment for its thread
                 end = time.monotonic() + min(self.timeout, 5.0)

@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
 import numpy as np
@@ -56,7 +56,18 @@ from pairwise.dp.ecdf import (
 )
 from pairwise.mpc.errors import ChannelError
 
-from .ledger import LEDGER_PAGE
+from .ops import (
+    LEDGER_PAGE,
+    AbortRequest,
+    AdoptRequest,
+    DropUploadRequest,
+    GoRequest,
+    LedgerRequest,
+    LinkRequest,
+    PrepareRequest,
+    StatusRequest,
+    UploadsRequest,
+)
 from .shares import MAX_GRID_BITS, grid_points, reduce_mod, to_signed
 from .wire import (
     ROLE_QUERIER,
@@ -295,7 +306,7 @@ class ECDFQuerier:
         """
         chans = self._open()
         try:
-            msg = {"op": "status", "dataset": dataset}
+            msg = StatusRequest(dataset).to_json()
             out = [self._ok(j, ch, msg) for j, ch in enumerate(chans)]
             if dataset is not None and len({r["info"]["ledger"] for r in out}) > 1:
                 self._reconcile(chans, dataset)
@@ -320,7 +331,7 @@ class ECDFQuerier:
         """
         chans = self._open()
         try:
-            held = [self._ok(j, ch, {"op": "uploads", "dataset": dataset}) for j, ch in enumerate(chans)]
+            held = [self._ok(j, ch, UploadsRequest(dataset).to_json()) for j, ch in enumerate(chans)]
             sets = [set(r["uploads"]) for r in held]
             common = set.intersection(*sets) if sets else set()
             if not common:
@@ -331,7 +342,7 @@ class ECDFQuerier:
                 extra = [u for u in r["uploads"] if u not in common]
                 clients = r["clients"]
                 for u in [] if dry_run else extra:
-                    clients = self._ok(j, ch, {"op": "drop_upload", "dataset": dataset, "upload_id": u})["clients"]
+                    clients = self._ok(j, ch, DropUploadRequest(dataset, u).to_json())["clients"]
                 out.append({"server_id": int(r["server_id"]), "dropped": extra, "clients": int(clients)})
             return out
         finally:
@@ -344,7 +355,7 @@ class ECDFQuerier:
         try:
             out = []
             for j, ch in enumerate(chans):
-                r = self._call(j, ch, {"op": "status", "dataset": dataset})
+                r = self._call(j, ch, StatusRequest(dataset).to_json())
                 if not r.get("ok") and r.get("code") != "unknown":
                     raise_refusal(server_label(self.servers, j), r)
                 out.append(bool(r.get("ok")))
@@ -360,7 +371,7 @@ class ECDFQuerier:
         for j, ch in enumerate(chans):
             entries: dict[str, Fraction] = {}
             while True:
-                r = self._ok(j, ch, {"op": "ledger", "dataset": dataset, "offset": len(entries)})
+                r = self._ok(j, ch, LedgerRequest(dataset, len(entries)).to_json())
                 entries.update((rid, Fraction(eps)) for rid, eps in r["entries"])
                 if not r.get("more") or not r["entries"]:
                     break
@@ -370,9 +381,9 @@ class ECDFQuerier:
             for rid, eps in entries.items():
                 union[rid] = max(eps, union.get(rid, eps))
         for j, ch in enumerate(chans):
-            missing = [[rid, str(eps)] for rid, eps in sorted(union.items()) if have[j].get(rid, 0) < eps]
+            missing = [(rid, eps) for rid, eps in sorted(union.items()) if have[j].get(rid, 0) < eps]
             for k in range(0, len(missing), LEDGER_PAGE):
-                self._ok(j, ch, {"op": "adopt", "dataset": dataset, "entries": missing[k:k + LEDGER_PAGE]})
+                self._ok(j, ch, AdoptRequest(dataset, tuple(missing[k:k + LEDGER_PAGE])).to_json())
 
     def _mismatch(self, dataset: str, replies: list[dict]) -> DatasetMismatch:
         views = []
@@ -404,7 +415,7 @@ class ECDFQuerier:
             seen[cid] = j
         return ""
 
-    def _prepare(self, chans: list, dataset: str, request: dict) -> list[dict]:
+    def _prepare(self, chans: list, dataset: str, request: PrepareRequest) -> list[dict]:
         """Prepare on every server until all agree on the dataset; returns their replies.
 
         Dataset digests that differ are retried a few times (an append may be
@@ -416,8 +427,8 @@ class ECDFQuerier:
         """
         mismatches, reconciled = 0, False
         while True:
-            prep = dict(request, op="prepare", rid=os.urandom(12).hex(), dataset=dataset,
-                        servers=[[h, p] for h, p in self.servers])
+            prep = replace(request, rid=os.urandom(12).hex(), dataset=dataset,
+                           servers=tuple((h, p) for h, p in self.servers)).to_json()
             for j, ch in enumerate(chans):
                 try:
                     send_json(ch, prep)
@@ -429,14 +440,14 @@ class ECDFQuerier:
             if shared:
                 for j, ch in enumerate(chans):
                     if ok[j]:
-                        self._call(j, ch, {"op": "abort"})
+                        self._call(j, ch, AbortRequest().to_json())
                 raise QueryRefused(shared)
             same = all(ok) and len({r["digest"] for r in replies}) == 1
             if same and (reconciled or len({r["ledger"] for r in replies}) == 1):
                 return replies
             for j, ch in enumerate(chans):  # release every reservation before deciding what to do
                 if ok[j]:
-                    self._call(j, ch, {"op": "abort"})
+                    self._call(j, ch, AbortRequest().to_json())
             if same:
                 self._reconcile(chans, dataset)
                 reconciled = True
@@ -451,11 +462,15 @@ class ECDFQuerier:
             time.sleep(0.25 * 2 ** mismatches)
             mismatches += 1
 
-    def release(self, dataset: str, request: dict, progress=None) -> tuple[np.ndarray, list[dict], dict]:
+    def release(self, dataset: str, request: PrepareRequest | dict, progress=None) -> tuple[np.ndarray, list[dict], dict]:
         """Prepare / compare / go on every server; returns (combined int64 values, headers, info).
 
+        ``request``: the release's :class:`pairwise.protocols.ecdf.ops.PrepareRequest` (its ``rid``,
+        ``dataset`` and ``servers`` are filled in per attempt), or its JSON fields as a dict.
         ``progress(done, total)``: the ``m + 2`` stages (module docstring).
         """
+        if isinstance(request, dict):
+            request = PrepareRequest.from_json(dict(request, op="prepare", rid="0" * 24, dataset=dataset))
         stages = self.m + 2
         if progress:
             progress(0, stages)
@@ -467,14 +482,14 @@ class ECDFQuerier:
                 progress(1, stages)
             info = replies[0]["info"]
             if self.m == 2:  # server 0 reaches server 1 (and checks who it is) before anything is charged
-                linked = self._call(0, chans[0], {"op": "link"})
+                linked = self._call(0, chans[0], LinkRequest().to_json())
                 if not linked.get("ok"):
                     for j, ch in enumerate(chans):
-                        self._call(j, ch, {"op": "abort"})
+                        self._call(j, ch, AbortRequest().to_json())
                     raise_refusal(server_label(self.servers, 0), linked)
             for j, ch in enumerate(chans):
                 try:
-                    send_json(ch, {"op": "go"})
+                    send_json(ch, GoRequest().to_json())
                 except ChannelError as exc:
                     raise ServerUnavailable(f"{server_label(self.servers, j)} failed during the request: {exc}") from exc
             if progress:
@@ -535,9 +550,11 @@ class ECDFQuerier:
         series = list(series)
         self._check(series=series, thresholds=thresholds, grid_bits=grid_bits, mechanism=mechanism,
                     smoothing=smoothing, tolerate=tolerate)
-        req = {"kind": "ecdf", "series": series, "epsilon": str(eps), "mechanism": mechanism,
-               "grid_bits": grid_bits, "tolerate": int(tolerate),
-               "thresholds": None if thresholds is None else [int(t) for t in np.asarray(thresholds).ravel()]}
+        req = PrepareRequest(kind="ecdf", rid="", dataset=dataset, series=tuple(series), epsilon=eps,
+                             mechanism=mechanism, grid_bits=None if grid_bits is None else int(grid_bits),
+                             tolerate=int(tolerate),
+                             thresholds=None if thresholds is None else tuple(int(t) for t in
+                                                                              np.asarray(thresholds).ravel()))
         vals, heads, meta = self.release(dataset, req, progress)
         h = heads[0]
         g = int(h["grid_bits"])
@@ -587,8 +604,9 @@ class ECDFQuerier:
             raise ECDFError("cuts must be non-decreasing non-negative grid indices")
         self._check(series=series, grid_bits=grid_bits, tolerate=tolerate)
         cuts = [int(x) for x in c.ravel()]
-        req = {"kind": "counts", "series": series, "cuts": cuts, "epsilon_per_value": str(eps_v),
-               "grid_bits": grid_bits, "tolerate": int(tolerate)}
+        req = PrepareRequest(kind="counts", rid="", dataset=dataset, series=tuple(series), cuts=tuple(cuts),
+                             epsilon_per_value=eps_v, grid_bits=None if grid_bits is None else int(grid_bits),
+                             tolerate=int(tolerate))
         vals, heads, meta = self.release(dataset, req, progress)
         Q = len(cuts) + 1
         out = {s: vals[i * Q:(i + 1) * Q].astype(float) for i, s in enumerate(series)}

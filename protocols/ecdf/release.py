@@ -1,10 +1,12 @@
 """Releases of the ECDF service: validate a request into a plan, then compute one server's part of it.
 
 What it does
-    :func:`plan_release` checks every parameter of a ``prepare`` request
-    against the dataset (series, mechanism, grid, thresholds or cuts,
-    epsilon, tolerate) and builds the noise circuits or Polya tables it will
-    need, so an impossible request is refused before any budget is reserved.
+    :func:`plan_release` checks a parsed ``prepare`` request
+    (:class:`pairwise.protocols.ecdf.ops.PrepareRequest`, whose fields are
+    checked on their own when it is parsed) against the dataset: its series,
+    grid, thresholds or cuts on that grid, tolerate below its m.  It builds
+    the noise circuits or Polya tables the release will need, so an
+    impossible request is refused before any budget is reserved.
     It returns a :class:`ReleasePlan` with the exact charge.
 
     :func:`run_release` computes this server's part over a
@@ -38,7 +40,6 @@ Security model
 
 from __future__ import annotations
 
-import re
 import time
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -59,37 +60,15 @@ from .noise import (
     polya_table,
     value_epsilon,
 )
+from .ops import MAX_SERIES, PrepareRequest, check_rid, parse_thresholds
 from .shares import MAX_GRID_BITS, grid_points, reduce_mod, to_signed
-from .wire import QueryRefused, ServerUnavailable, parse_epsilon
+from .wire import QueryRefused, ServerUnavailable
 
 __all__ = ["LAMBDA", "MAX_SERIES", "ReleasePlan", "check_rid", "parse_thresholds", "plan_release", "release_points",
            "run_release"]
 
 #: Statistical security of the in-circuit noise: delta <= 2^-LAMBDA per release part.
 LAMBDA = 40
-#: Series per dataset.
-MAX_SERIES = 8
-_RID = re.compile(r"^[0-9a-f]{16,64}$")
-
-
-def check_rid(rid: object) -> str:
-    if not isinstance(rid, str) or not _RID.match(rid):
-        raise QueryRefused("rid must be 16-64 lowercase hex digits")
-    return rid
-
-
-def parse_thresholds(value, N: int) -> np.ndarray:
-    """Grid indices of a request (default: the whole grid), sorted and unique."""
-    if value is None:
-        return np.arange(N, dtype=np.int64)
-    if not isinstance(value, list) or not value or len(value) > N:
-        raise QueryRefused(f"thresholds must be a non-empty list of at most {N} grid indices")
-    if any(isinstance(v, bool) or not isinstance(v, int) for v in value):
-        raise QueryRefused("thresholds must be integers (grid indices)")
-    arr = np.array(value, dtype=np.int64)
-    if arr.min() < 0 or arr.max() >= N:
-        raise QueryRefused(f"thresholds must be grid indices in [0, {N - 1}]")
-    return np.unique(arr)
 
 
 @dataclass
@@ -109,80 +88,54 @@ class ReleasePlan:
     servers: list[tuple[str, int]] | None = None
 
 
-def _grid_bits(ds: Dataset, req: dict) -> int:
-    g = req.get("grid_bits")
+def _grid_bits(ds: Dataset, req: PrepareRequest) -> int:
+    g = req.grid_bits
     if g is None:
         g = ds.record.grid_bits if ds.scheme == "pointwise" else ds.n
-    if isinstance(g, bool) or not isinstance(g, int) or not 1 <= g <= min(ds.n, MAX_GRID_BITS):
+    if not 1 <= g <= min(ds.n, MAX_GRID_BITS):
         raise QueryRefused(f"grid_bits must be in [1, {min(ds.n, MAX_GRID_BITS)}], got {g!r}")
     if ds.scheme == "pointwise" and g != ds.record.grid_bits:
         raise QueryRefused(f"the pointwise round of {ds.name!r} was sent for grid_bits {ds.record.grid_bits}")
     return g
 
 
-def _names(value, kind: str) -> list[str]:
-    names = [value] if isinstance(value, str) and kind == "ecdf" else value
-    if not isinstance(names, list) or not 1 <= len(names) <= MAX_SERIES or \
-            any(not isinstance(v, str) for v in names) or len(set(names)) != len(names):
-        raise QueryRefused("series must be a series name or a list of distinct names" if kind == "ecdf"
-                           else "series must be a list of distinct series names for a counts release")
-    return names
-
-
-def plan_release(ds: Dataset, req: dict) -> ReleasePlan:
-    """Validate a ``prepare`` request against ``ds``; raises before anything is reserved."""
-    rid = check_rid(req.get("rid"))
-    servers = req.get("servers")
-    if servers is not None:
-        if (not isinstance(servers, list) or not 2 <= len(servers) <= 254
-                or any(not isinstance(a, list) or len(a) != 2 or not isinstance(a[0], str)
-                       or isinstance(a[1], bool) or not isinstance(a[1], int) for a in servers)):
-            raise QueryRefused("servers must be a list of [host, port] pairs")
-        servers = [(a[0], a[1]) for a in servers]
-        if len(servers) != ds.m:
-            raise QueryRefused(f"dataset {ds.name!r} is shared among m = {ds.m} servers, "
-                               f"the request lists {len(servers)}")
-    kind = req.get("kind")
+def plan_release(ds: Dataset, req: PrepareRequest) -> ReleasePlan:
+    """Check a parsed ``prepare`` request against ``ds`` (its own bounds); raises before anything is reserved."""
+    rid, servers, kind = req.rid, req.servers, req.kind
+    if servers is not None and len(servers) != ds.m:
+        raise QueryRefused(f"dataset {ds.name!r} is shared among m = {ds.m} servers, "
+                           f"the request lists {len(servers)}")
     g = _grid_bits(ds, req)
-    tol = req.get("tolerate", 0)
-    if isinstance(tol, bool) or not isinstance(tol, int) or not 0 <= tol < ds.m or (ds.m == 2 and tol):
+    tol = req.tolerate
+    if not 0 <= tol < ds.m or (ds.m == 2 and tol):
         raise QueryRefused(f"tolerate must be an integer in [0, m-1) (0 for two servers), got {tol!r}")
+    names = list(req.series)
+    for s in names:
+        ds.series_weight(s)
     if kind == "ecdf":
-        mech = req.get("mechanism", "paper")
-        if mech not in ("paper", "hierarchical"):
-            raise QueryRefused(f"mechanism must be 'paper' or 'hierarchical', got {mech!r}")
-        names = _names(req.get("series", "all"), kind)
-        for s in names:
-            ds.series_weight(s)
-        thr = parse_thresholds(req.get("thresholds"), 1 << g)
+        mech = req.mechanism
+        thr = parse_thresholds(None if req.thresholds is None else list(req.thresholds), 1 << g)
         if ds.scheme == "pointwise":
             if mech == "hierarchical" and thr.size != (1 << g):
                 raise QueryRefused("the hierarchical mechanism needs the whole grid")
             need = thr if mech == "paper" else np.arange(1 << g)
             if not np.isin(need, ds.record.thresholds).all():
                 raise QueryRefused("the pointwise round does not cover the requested thresholds")
-        eps = parse_epsilon(req.get("epsilon"))
-        plan = ReleasePlan(rid, kind, names, g, eps * len(names), tol, mech, thr, epsilon=eps, servers=servers)
+        eps = req.epsilon
+        plan = ReleasePlan(rid, kind, names, g, eps * len(names), tol, mech, thr, epsilon=eps,
+                           servers=None if servers is None else list(servers))
         changed = g + 1 if mech == "paper" else 2 * g
         specs = [(value_epsilon(eps, changed), ds.series_weight(s), changed) for s in names]
-    elif kind == "counts":
-        names = _names(req.get("series"), kind)
-        for s in names:
-            ds.series_weight(s)
-        cuts, N = req.get("cuts"), 1 << g
-        if not isinstance(cuts, list) or len(cuts) > 1024 or \
-                any(isinstance(c, bool) or not isinstance(c, int) or not 0 <= c < N for c in cuts):
+    else:
+        cuts, N = list(req.cuts), 1 << g
+        if any(c >= N for c in cuts):
             raise QueryRefused(f"cuts must be a list of at most 1024 grid indices in [0, {N - 1}]")
-        if any(b < a for a, b in zip(cuts, cuts[1:])):
-            raise QueryRefused("cuts must be non-decreasing")
         if ds.scheme == "pointwise":
             raise QueryRefused("counts releases need FSS keys (dcf or mshare), not a pointwise round")
-        eps_v = parse_epsilon(req.get("epsilon_per_value"), "epsilon_per_value")
-        plan = ReleasePlan(rid, kind, names, g, 2 * len(names) * eps_v, tol, cuts=list(cuts), epsilon=eps_v,
-                           servers=servers)
+        eps_v = req.epsilon_per_value
+        plan = ReleasePlan(rid, kind, names, g, 2 * len(names) * eps_v, tol, cuts=cuts, epsilon=eps_v,
+                           servers=None if servers is None else list(servers))
         specs = [(min(eps_v, MAX_VALUE_EPSILON), ds.series_weight(s), 2) for s in names]
-    else:
-        raise QueryRefused(f"kind must be 'ecdf' or 'counts', got {kind!r}")
     # build (and cache) the noise circuits or Polya tables now: an impossible setting is refused before
     # any budget is reserved
     for eps_v, S, changed in specs:

@@ -138,11 +138,11 @@ from pairwise.mpc.channel import TCPChannel, TCPListener, handshake
 from pairwise.mpc.errors import ChannelError, ChannelTimeout, PeerClosed
 
 from ..cluster import ClusterSpec, open_cluster, parse_cluster
-from .auth import Policy, op_of, peer_of
+from .auth import Policy, peer_of
 from .cluster import ClusterKeys
 from .handlers import ServerState, Session
 from .release import LAMBDA, MAX_SERIES
-from .storage import Storage, StorageError, open_storage
+from .storage import Storage, open_storage
 from .wire import (
     PROTOCOL_DIGEST,
     ROLE_CLIENT,
@@ -150,9 +150,6 @@ from .wire import (
     ROLE_QUERIER,
     ROLE_SERVER,
     SESSION_ID,
-    QueryRefused,
-    ServerUnavailable,
-    error_code,
     parse_epsilon,
     recv_json,
     send_json,
@@ -461,21 +458,8 @@ class ECDFServer:
                 except PeerClosed:
                     break
                 conn.deadline = time.monotonic() + self.request_timeout
-                op = req.get("op")
-                try:
-                    what = op_of(op)
-                    if what is None:
-                        raise QueryRefused(f"unknown operation {op!r}")
-                    self.policy.authorize(what, peer)
-                    session.handle(op, req)
-                except (ValueError, ServerUnavailable, StorageError) as exc:
-                    # ECDFError, ShareParameterError, NoiseSetupError, bad parameters; a peer server that failed;
-                    # the state could not be written (nothing of the request was stored)
-                    code = "storage" if isinstance(exc, StorageError) else error_code(exc)
-                    self._log(f"{op} from {ch.peer} refused: {exc}")
-                    send_json(ch, {"ok": False, "error": str(exc), "code": code, "server_id": self.server_id})
-                    if op in ("upload", "pointwise", "commit"):
-                        break  # bulk frames may still be in flight: end the connection cleanly
+                if not session.answer(req, peer):
+                    break  # bulk frames may still be in flight: end the connection cleanly
         except ChannelError as exc:
             if not self._stop.is_set():
                 self._log(f"connection {ch.peer}: {exc}")

@@ -47,6 +47,7 @@ from dataclasses import dataclass
 import numpy as np
 from pairwise.mpc.errors import ChannelError
 
+from .ops import CommitRequest, PointwiseRequest, SeriesSpec, UploadRequest
 from .shares import (
     MSHARE_MAX_BITS,
     ShareParameterError,
@@ -218,6 +219,7 @@ def _run_upload(servers, dataset: str, ids: np.ndarray, scheme: str, header, sen
                 connect_timeout: float, tls=None, insecure: bool = False, progress=None) -> UploadReport:
     """Both phases of an upload on every server (see the module docstring).
 
+    ``header(j, upload_id)`` is server j's request (an :class:`UploadRequest`);
     ``send_chunks(j, ch, sent)`` sends server j's chunks and calls
     ``sent(clients)`` after each one.
     """
@@ -234,7 +236,7 @@ def _run_upload(servers, dataset: str, ids: np.ndarray, scheme: str, header, sen
         label = server_label(servers, j)
         ch = chans[j]
         try:
-            call_ok(servers, j, ch, dict(header(j), upload_id=upload_id))
+            call_ok(servers, j, ch, header(j, upload_id).to_json())
             send_chunks(j, ch, lambda k: tally.add(j, k))
             reply = recv_json(ch)
             if not reply.get("ok"):
@@ -252,7 +254,7 @@ def _run_upload(servers, dataset: str, ids: np.ndarray, scheme: str, header, sen
             raise ServerUnavailable("a server reported a rejected client outside the upload")
 
         def commit(j: int) -> dict:
-            send_json(chans[j], {"op": "commit", "upload_id": upload_id, "drop": int(drop.size)})
+            send_json(chans[j], CommitRequest(upload_id, int(drop.size)).to_json())
             chans[j].send_array(drop.astype(np.uint64))
             return call_ok(servers, j, chans[j], None)
 
@@ -296,12 +298,11 @@ def send_keys(servers, dataset: str, *, scheme: str, domain_bits: int, output_bi
     chunk = chunk_clients(max(biggest * len(names), 4 * len(names)), want=chunk)
     chunks = [min(chunk, K - c) for c in range(0, K, chunk)]
 
-    def header(j: int) -> dict:
-        return {"op": "upload", "dataset": dataset, "scheme": scheme, "m": m, "server_id": j,
-                "domain_bits": domain_bits, "output_bits": output_bits, "append": bool(append),
-                "meta": dict(meta or {}),
-                "series": [{"name": s, "max_weight": int(series_meta[s])} for s in names],
-                "chunks": chunks}
+    def header(j: int, upload_id: str) -> UploadRequest:
+        return UploadRequest(dataset=dataset, scheme=scheme, m=m, server_id=j, domain_bits=domain_bits,
+                             output_bits=output_bits, append=bool(append), meta=dict(meta or {}),
+                             series=tuple(SeriesSpec(s, int(series_meta[s])) for s in names),
+                             chunks=tuple(chunks), upload_id=upload_id)
 
     def send_chunks(j: int, ch, sent) -> None:
         for c0, k in zip(range(0, K, chunk), chunks):
@@ -382,12 +383,13 @@ def upload_pointwise(servers, dataset: str, values, *, grid_bits: int, domain_bi
     chunk = chunk_clients(len(names) * thr.size * np.dtype(word).itemsize, want=chunk)
     chunks = [min(chunk, K - c) for c in range(0, K, chunk)]
 
-    def header(j: int) -> dict:
-        return {"op": "pointwise", "dataset": dataset, "scheme": "pointwise", "m": m, "server_id": j,
-                "domain_bits": domain_bits, "output_bits": output_bits, "grid_bits": grid_bits,
-                "thresholds": thr.tolist(), "round": rnd, "append": bool(append), "meta": dict(meta or {}),
-                "series": [{"name": s, "max_weight": int(series[s][1])} for s in names],
-                "chunks": chunks}
+    def header(j: int, upload_id: str) -> PointwiseRequest:
+        return PointwiseRequest(dataset=dataset, scheme="pointwise", m=m, server_id=j, domain_bits=domain_bits,
+                                output_bits=output_bits, grid_bits=grid_bits,
+                                thresholds=tuple(int(t) for t in thr), round=rnd, append=bool(append),
+                                meta=dict(meta or {}),
+                                series=tuple(SeriesSpec(s, int(series[s][1])) for s in names),
+                                chunks=tuple(chunks), upload_id=upload_id)
 
     def send_chunks(j: int, ch, sent) -> None:
         for c0, k in zip(range(0, K, chunk), chunks):

@@ -1,0 +1,275 @@
+"""The ECDF server's handlers, release planning and ledger in one process: memory channels, SQLite in tmp_path.
+
+Each server is a :class:`pairwise.protocols.ecdf.handlers.ServerState` over a
+real SQLite file; each connection a :class:`pairwise.mpc.channel.MemoryChannel`
+pair whose server end a thread serves with :meth:`Session.answer` (what the
+server process does per request, authorization included).  The two servers
+of a garbled-circuit release reach each other over a memory channel too
+(``ServerState.dial``).  The clients are the library's own uploader and
+querier with their transport swapped for memory channels, so the bytes are
+those of the real service.  References are numpy counts at an epsilon so large
+that the noise is zero except with probability about 1e-12 per release.
+"""
+
+from __future__ import annotations
+
+import threading
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from pairwise.mpc.channel import MemoryChannel
+from pairwise.mpc.errors import ChannelError, PeerClosed
+from pairwise.protocols.ecdf import uploader
+from pairwise.protocols.ecdf.auth import Policy
+from pairwise.protocols.ecdf.client import ECDFQuerier, make_keys, make_series, upload
+from pairwise.protocols.ecdf.handlers import ServerState, Session
+from pairwise.protocols.ecdf.ops import (
+    AbortRequest,
+    AdoptRequest,
+    PrepareRequest,
+    StatusRequest,
+    UploadRequest,
+)
+from pairwise.protocols.ecdf.release import plan_release
+from pairwise.protocols.ecdf.storage import SQLiteStorage
+from pairwise.protocols.ecdf.wire import (
+    BudgetExceeded,
+    DatasetError,
+    QueryRefused,
+    recv_json,
+    send_json,
+)
+
+NB = 6
+HUGE = 1e4
+RID = "00112233445566778899aabb"
+
+
+def exact_counts(x, bits: int = NB) -> np.ndarray:
+    return np.array([(np.asarray(x) <= t).sum() for t in range(1 << bits)], dtype=float)
+
+
+class Servers:
+    """m server states on SQLite files, served over memory channels (see the module docstring)."""
+
+    def __init__(self, m: int, path, budget: str = "1000000") -> None:
+        self.m, self.path, self.budget = m, path, Fraction(budget)
+        self.logs: list[list[str]] = [[] for _ in range(m)]
+        self.threads: list[threading.Thread] = []
+        self.channels: list[MemoryChannel] = []
+        self.states = [self._state(j) for j in range(m)]
+        self.addresses = [("127.0.0.1", 1 + j) for j in range(m)]
+
+    def _state(self, j: int) -> ServerState:
+        st = ServerState(j, SQLiteStorage(str(self.path / f"ecdf-server-{j}.db"), j), budget=self.budget,
+                         dataset_budgets={}, timeout=60.0, peers={}, policy=Policy(), log=self.logs[j].append)
+        st.dial = self._dial
+        return st
+
+    def _dial(self, addr, label, policy, server_id, **_):
+        """Server 0 reaches server ``server_id``: its peer hub accepts the other end (as over TCP)."""
+        ours, theirs = MemoryChannel.pair(timeout=60)
+        ours.peer = theirs.peer = "memory"
+        t = threading.Thread(target=self.states[server_id].hub.accept, args=(theirs,), daemon=True)
+        t.start()
+        self.threads.append(t)
+        return ours
+
+    def connect(self, j: int) -> MemoryChannel:
+        """A client's connection to server j (its server end is served by a thread until it closes)."""
+        ours, theirs = MemoryChannel.pair(timeout=60)
+        ours.peer = theirs.peer = "memory"
+        session = Session(self.states[j], theirs)
+
+        def serve() -> None:
+            try:
+                while True:
+                    try:
+                        req = recv_json(theirs, timeout=60)
+                    except PeerClosed:
+                        break
+                    if not session.answer(req, None):
+                        break
+            except ChannelError:
+                pass
+            finally:
+                session.close()
+                theirs.close()
+
+        t = threading.Thread(target=serve, daemon=True)
+        t.start()
+        self.threads.append(t)
+        self.channels.append(ours)
+        return ours
+
+    def connect_all(self, servers, role, *args, **kwargs) -> list:
+        return [self.connect(j) for j in range(self.m)]
+
+    def querier(self) -> ECDFQuerier:
+        servers = self
+
+        class Querier(ECDFQuerier):
+            def _open(self):
+                return servers.connect_all(None, None)
+
+        return Querier(self.addresses, timeout=60, connect_timeout=5)
+
+    def restart(self) -> None:
+        """Every server forgets its memory and reads its state again (a restart)."""
+        self.close()
+        self.states = [self._state(j) for j in range(self.m)]
+
+    def close(self) -> None:
+        for ch in self.channels:
+            ch.close()
+        for t in self.threads:
+            t.join(timeout=60)
+        self.channels, self.threads = [], []
+        for st in self.states:
+            st.hub.close_all()
+            st.storage.close()
+
+
+@pytest.fixture
+def servers(tmp_path, monkeypatch):
+    made: list[Servers] = []
+
+    def make(m: int = 2, **kw) -> Servers:
+        s = Servers(m, tmp_path / f"set{len(made)}", **kw)
+        made.append(s)
+        monkeypatch.setattr(uploader, "connect_all", s.connect_all)
+        return s
+
+    (tmp_path / "set0").mkdir()
+    for k in range(1, 4):
+        (tmp_path / f"set{k}").mkdir()
+    yield make
+    for s in made:
+        s.close()
+
+
+def test_two_servers_upload_release_and_restart_in_process(servers):
+    sv = servers(2)
+    rng = np.random.default_rng(1)
+    x, y = rng.integers(0, 1 << NB, 150), rng.integers(0, 2, 150)
+    rep = upload(sv.addresses, "d", x, labels=y, domain_bits=NB)
+    assert rep.accepted == [150, 150] and rep.rejected_count == [0, 0]
+    q = sv.querier()
+    infos = [s["info"] for s in q.status("d")]
+    assert infos[0]["digest"] == infos[1]["digest"] and infos[0]["clients"] == 150
+    rel = q.ecdf("d", HUGE)
+    assert np.array_equal(rel.cumulative, exact_counts(x)) and rel.noise == "gc"
+    roc = q.roc("d", 2 * HUGE)
+    assert np.array_equal(roc.positives.cumulative, exact_counts(x[y == 1]))
+    assert np.array_equal(roc.negatives.cumulative, exact_counts(x[y == 0]))
+    spent = Fraction(int(HUGE)) * 3
+    assert [Fraction(s["info"]["spent"]) for s in q.status("d")] == [spent, spent]
+    sv.restart()  # state read back from SQLite: the clients and every charge
+    q = sv.querier()
+    assert [(s["info"]["clients"], Fraction(s["info"]["spent"])) for s in q.status("d")] == [(150, spent)] * 2
+    assert np.array_equal(q.ecdf("d", HUGE, mechanism="hierarchical").cumulative, exact_counts(x))
+
+
+def test_three_servers_polya_release_and_group_counts_in_process(servers):
+    sv = servers(3)
+    x = np.random.default_rng(2).integers(0, 1 << NB, 90)
+    assert upload(sv.addresses, "m", x, domain_bits=NB).accepted == [90] * 3
+    q = sv.querier()
+    assert np.array_equal(q.ecdf("m", HUGE, tolerate=1).cumulative, exact_counts(x))
+    cr = q.counts("m", [10, 40], HUGE, ["all"])
+    assert cr.values["all"].tolist() == [(x <= 10).sum(), ((x > 10) & (x <= 40)).sum(), (x > 40).sum()]
+
+
+def test_bad_keys_and_repeated_ids_reject_their_clients_only(servers):
+    sv = servers(2)
+    x = np.arange(40) % (1 << NB)
+    series = make_series()
+    keys = make_keys(x, series, scheme="dcf", m=2, domain_bits=NB)
+    keys[1]["all"][3] = keys[1]["all"][3][:-1]  # truncated: client 3
+    keys[0]["all"][7] = b"\x99" + keys[0]["all"][7][1:]  # another version byte: client 7
+    ids = np.arange(40, dtype=np.uint64)
+    ids[9] = ids[8]  # a repeated id within the upload: the second is rejected
+    rep = uploader.send_keys(sv.addresses, "k", scheme="dcf", domain_bits=NB, output_bits=32,
+                             series_meta={"all": 1}, ids=ids, keys=keys)
+    assert rep.accepted == [37, 37] and rep.rejected_count == [3, 3]
+    keep = np.setdiff1d(np.arange(40), [3, 7, 9])
+    assert np.array_equal(sv.querier().ecdf("k", HUGE).cumulative, exact_counts(x[keep]))
+    # an append of ids 0..4: only id 3 (rejected before) is new; the others are duplicates on both servers
+    again = upload(sv.addresses, "k", x[:5], domain_bits=NB, append=True)
+    assert again.accepted == [1, 1] and again.total_clients == [38, 38]
+    assert sorted(r["reason"] for r in again.rejected[0]) == [f"duplicate client id {i}" for i in (0, 1, 2, 4)]
+
+
+def _plan(sv: Servers, **fields):
+    ds = sv.states[0].dataset("d")
+    base = dict(kind="ecdf", rid=RID, dataset="d", series=("all",), epsilon=Fraction(1))
+    return plan_release(ds, PrepareRequest(**{**base, **fields}))
+
+
+@pytest.mark.parametrize("fields, match", [
+    ({"grid_bits": 7}, r"grid_bits must be in \[1, 6\], got 7"),
+    ({"thresholds": (64,)}, r"grid indices in \[0, 63\]"),
+    ({"grid_bits": 3, "thresholds": (8,)}, r"grid indices in \[0, 7\]"),
+    ({"tolerate": 1}, "tolerate must be an integer in"),
+    ({"series": ("pos",)}, "has no series 'pos'"),
+    ({"servers": (("h", 1), ("h", 2), ("h", 3))}, "shared among m = 2 servers, the request lists 3"),
+    ({"kind": "counts", "cuts": (3, 64), "epsilon_per_value": Fraction(1)}, r"grid indices in \[0, 63\]"),
+])
+def test_release_plans_check_the_dataset_bounds_before_anything_is_reserved(servers, fields, match):
+    sv = servers(2)
+    upload(sv.addresses, "d", np.arange(20), domain_bits=NB)
+    with pytest.raises((QueryRefused, DatasetError), match=match):
+        _plan(sv, **fields)
+    plan = _plan(sv, grid_bits=3, thresholds=(1, 5, 5))
+    assert plan.thresholds.tolist() == [1, 5] and plan.charge == 1 and plan.grid_bits == 3
+    led = sv.states[0].ledger
+    assert (led.spent("d"), led.reserved("d")) == (0, 0)
+
+
+def test_the_ledger_through_the_handlers_reserve_adopt_abort_and_budget(servers):
+    sv = servers(2, budget="1")
+    upload(sv.addresses, "d", np.arange(20), domain_bits=NB)
+    a, b = sv.connect(0), sv.connect(0)
+
+    def ask(ch, req) -> dict:
+        send_json(ch, req.to_json())
+        return recv_json(ch, timeout=60)
+
+    prep = PrepareRequest(kind="ecdf", rid=RID, dataset="d", series=("all",), epsilon=Fraction(3, 5))
+    assert ask(a, prep)["ok"]
+    refused = ask(b, AdoptRequest("d", ((RID, Fraction(1, 10**12)),)))  # the querier's own id, in flight
+    assert not refused["ok"] and "in flight" in refused["error"]
+    second = ask(b, PrepareRequest(kind="ecdf", rid="ff" * 12, dataset="d", series=("all",),
+                                   epsilon=Fraction(3, 5)))
+    assert not second["ok"] and second["code"] == "budget" and "+0.6 reserved" in second["error"]
+    assert ask(a, AbortRequest())["ok"]
+    assert ask(b, AdoptRequest("d", ((RID, Fraction(1, 2)),)))["added"] == 1
+    info = ask(b, StatusRequest("d"))["info"]
+    assert (Fraction(info["spent"]), Fraction(info["reserved"]), Fraction(info["left"])) == (
+        Fraction(1, 2), 0, Fraction(1, 2))
+    with pytest.raises(BudgetExceeded, match="exhausted on server 0"):
+        sv.querier().ecdf("d", 0.6)
+    assert [Fraction(s["info"]["spent"]) for s in sv.querier().status("d")] == [Fraction(1, 2)] * 2  # agreed
+
+
+def test_requests_are_authorized_before_they_are_parsed(servers):
+    from pairwise.protocols.ecdf.auth import Peer
+
+    sv = servers(2)
+    _, theirs = MemoryChannel.pair(timeout=60)
+    ours = _
+    theirs.peer = "memory"
+    session = Session(sv.states[0], theirs)
+    stranger = Peer("mallory", "client")
+    # a malformed release request from a client certificate: refused for its role, not for its fields
+    assert session.answer({"op": "prepare", "rid": 5}, stranger)
+    reply = recv_json(ours, timeout=60)
+    assert reply["code"] == "unauthorized" and "needs the role querier" in reply["error"]
+    # an upload header with a bad field ends the connection (bulk frames may follow)
+    bad = UploadRequest(dataset="d", scheme="dcf", m=2, server_id=1, domain_bits=NB, output_bits=32,
+                        series=(), chunks=(1,), upload_id="ab" * 8).to_json()
+    assert not session.answer(bad, None)
+    assert "series must be a list" in recv_json(ours, timeout=60)["error"]
+    session.close()
