@@ -3,6 +3,8 @@
 - :mod:`pairwise.protocols.ustat`: DP U-statistics with the 2PC subsampling
   protocol (ustats paper, Sec. 5, Theorem 5).
 - :mod:`pairwise.protocols.ecdf`: the multi-server DP ECDF service (dp-ecdf paper, Sec. 4).
+- :mod:`pairwise.protocols.service`: what the services share (SQLite state, control frames,
+  role-based authorization, service processes on loopback).
 - :mod:`pairwise.protocols.ldp`: the papers' local-model and shuffle-model protocols.
 - :mod:`pairwise.protocols.datasets`: the real datasets shipped in ``protocols/data`` and CSV loading.
 - :mod:`pairwise.protocols.cluster`: Dask distributed, shared by the U-statistic simulation and the ECDF servers.

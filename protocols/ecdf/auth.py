@@ -37,8 +37,7 @@ Security model
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from ..service.auth import Peer, RolePolicy, peer_of
 from .wire import Unauthorized
 
 __all__ = ["OPS", "ROLE_NAMES", "Peer", "Policy", "op_of", "peer_of"]
@@ -66,29 +65,14 @@ _REQUEST_OPS = {
 }
 
 
-@dataclass(frozen=True)
-class Peer:
-    """The authenticated identity of the other end of a connection."""
-
-    name: str
-    role: str
-
-    def __str__(self) -> str:
-        return f"{self.name!r} ({self.role})"
-
-
 def op_of(request_op: object) -> str | None:
     """The operation class of a request ``op`` (None for an unknown op)."""
     return _REQUEST_OPS.get(request_op) if isinstance(request_op, str) else None
 
 
-def peer_of(channel) -> Peer | None:
-    """The transport identity of ``channel`` (``peer_identity`` set by a TLS transport; None in plaintext)."""
-    return getattr(channel, "peer_identity", None)
-
-
-class Policy:
-    """Role-based authorization of one server.
+class Policy(RolePolicy):
+    """Role-based authorization of one server (the shared role table check of
+    :class:`pairwise.protocols.service.auth.RolePolicy`, plus the names of the peer servers).
 
     ``server_names`` maps server ids to the names their certificates must
     carry (the local configuration); without an entry, any ``server``
@@ -96,6 +80,7 @@ class Policy:
     """
 
     def __init__(self, server_names: dict[int, str] | None = None, *, tls: bool = False) -> None:
+        super().__init__(OPS, error=Unauthorized)
         self.server_names = {int(j): str(n) for j, n in (server_names or {}).items()}
         self.tls = bool(tls)
 
@@ -119,13 +104,9 @@ class Policy:
 
         ``server_id``: for ``noise``, the server id the peer must be.
         """
-        if op not in OPS:
-            raise Unauthorized(f"unknown operation {op!r}")
+        super().authorize(op, peer)
         if peer is None:
-            return  # plaintext loopback: no identity to check (see the module docstring)
-        if peer.role not in OPS[op]:
-            allowed = " or ".join(OPS[op])
-            raise Unauthorized(f"{peer} may not {op}: that needs the role {allowed}")
+            return
         if op == "noise" and server_id is not None:
             want = self.server_names.get(server_id) if not self.tls else self.server_name(server_id)
             if want is not None and peer.name != want:

@@ -18,19 +18,19 @@ Security model
     Loopback only.  The throwaway CA key sits in the temporary directory
     for the life of the object (tests may mint more certificates with it)
     and is deleted by :meth:`ServerProcesses.stop`.
+
+Each server is one :class:`pairwise.protocols.service.processes.ServiceProcess`
+(start, wait for the ``listening`` line, logs, kill, restart on the same
+port), the supervision every service shares.
 """
 
 from __future__ import annotations
 
-import json
-import selectors
 import shutil
-import signal
-import subprocess
-import sys
 import tempfile
 import time
 
+from ..service.processes import ServiceProcess, stop_all
 from .wire import ServerUnavailable, format_address
 
 __all__ = ["ServerProcesses"]
@@ -73,31 +73,28 @@ class ServerProcesses:
                 raise
         self.host = host
         self.startup_timeout = startup_timeout
-        self.procs: list[subprocess.Popen | None] = [None] * m
-        self._logs = [tempfile.TemporaryFile(mode="w+") for _ in range(m)]
-        self.addresses: list[tuple[str, int]] = [(host, 0)] * m
-        self._args = []
-        for j in range(m):
-            args = ["--server-id", str(j), "--budget", str(budget), "--timeout", str(timeout),
-                    "--exit-with-parent", *extra_args]
-            if state_dir is not None:
-                args += ["--state", str(state_dir)]
-            if clusters[j] is not None:
-                args += ["--cluster", clusters[j]]
-            if self.tls_dir is not None:
-                args += ["--tls", self.tls_dir, "--name", self.server_name(j)]
-                for k in range(m):
-                    if k != j:
-                        args += ["--peer-name", f"{k}={self.server_name(k)}"]
-            for k, v in (dataset_budgets or {}).items():
-                args += ["--dataset-budget", f"{k}={v}"]
-            self._args.append(args)
+        self.services: list[ServiceProcess] = []
         try:
             for j in range(m):
-                self._spawn(j, 0)
+                args = ["--server-id", str(j), "--budget", str(budget), "--timeout", str(timeout), *extra_args]
+                if state_dir is not None:
+                    args += ["--state", str(state_dir)]
+                if clusters[j] is not None:
+                    args += ["--cluster", clusters[j]]
+                if self.tls_dir is not None:
+                    args += ["--tls", self.tls_dir, "--name", self.server_name(j)]
+                    for k in range(m):
+                        if k != j:
+                            args += ["--peer-name", f"{k}={self.server_name(k)}"]
+                for k, v in (dataset_budgets or {}).items():
+                    args += ["--dataset-budget", f"{k}={v}"]
+                svc = ServiceProcess(["ecdf", "serve"], args, host=host, label=f"server {j}",
+                                     startup_timeout=startup_timeout, error=ServerUnavailable, start=False)
+                self.services.append(svc)
+                svc.spawn(0)
             deadline = time.monotonic() + startup_timeout
-            for j in range(m):
-                self.addresses[j] = self._read_address(j, deadline)
+            for svc in self.services:  # all spawned first: they start in parallel
+                svc.address = svc.wait_listening(deadline)
         except BaseException:
             self.stop()
             raise
@@ -120,38 +117,19 @@ class ServerProcesses:
                              "(a worker holding two servers' key shares could reconstruct the clients' values)")
         return [None if p is None else str(p) for p in parsed]
 
-    def _spawn(self, j: int, port: int) -> None:
-        args = [sys.executable, "-m", "pairwise", "ecdf", "serve", "--listen", f"{self.host}:{port}", *self._args[j]]
-        self.procs[j] = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=self._logs[j], text=True)
-
-    def _read_address(self, j: int, deadline: float) -> tuple[str, int]:
-        p = self.procs[j]
-        sel = selectors.DefaultSelector()
-        sel.register(p.stdout, selectors.EVENT_READ)
-        try:
-            while True:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise ServerUnavailable(f"server {j} did not start within the startup timeout; log: {self.logs(j)}")
-                if sel.select(timeout=min(left, 0.5)):
-                    line = p.stdout.readline()
-                    if not line:
-                        raise ServerUnavailable(f"server {j} exited during startup; log: {self.logs(j)}")
-                    try:
-                        msg = json.loads(line)
-                    except json.JSONDecodeError:
-                        continue
-                    if msg.get("event") == "listening":
-                        return msg["host"], int(msg["port"])
-                elif p.poll() is not None:
-                    raise ServerUnavailable(f"server {j} exited during startup; log: {self.logs(j)}")
-        finally:
-            sel.close()
-
     @staticmethod
     def server_name(j: int) -> str:
         """The certificate name of server j (``tls=True``)."""
         return f"ecdf-server-{j}"
+
+    @property
+    def addresses(self) -> list[tuple[str, int]]:
+        return [svc.address for svc in self.services]
+
+    @property
+    def procs(self) -> list:
+        """The ``subprocess.Popen`` of each server (None before it started)."""
+        return [svc.proc for svc in self.services]
 
     @property
     def servers(self) -> str:
@@ -159,61 +137,27 @@ class ServerProcesses:
 
     @property
     def pids(self) -> list[int]:
-        return [p.pid for p in self.procs if p is not None]
+        return [svc.pid for svc in self.services if svc.pid is not None]
 
     def logs(self, j: int) -> str:
-        f = self._logs[j]
-        f.flush()
-        f.seek(0)
-        text = f.read()
-        f.seek(0, 2)
-        return text
+        return self.services[j].logs()
 
     def kill(self, j: int, *, hard: bool = False) -> int | None:
         """Stop server j: SIGTERM (a clean shutdown), or SIGKILL with ``hard=True`` (a crash).
 
         Returns its exit status.  A server that ignores SIGTERM for 10 s is killed.
         """
-        p = self.procs[j]
-        if p is None:
-            return None
-        if p.poll() is None:
-            p.send_signal(signal.SIGKILL if hard else signal.SIGTERM)
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait(timeout=10)
-        if p.stdout:
-            p.stdout.close()
-        return p.returncode
+        return self.services[j].kill(hard=hard)
 
     def restart(self, j: int) -> None:
         """Start server j again on its port (and state), after :meth:`kill`."""
-        if self.procs[j] is not None and self.procs[j].poll() is None:
+        if self.services[j].running:
             raise RuntimeError(f"server {j} is still running; kill it first")
-        port = self.addresses[j][1]
-        deadline = time.monotonic() + self.startup_timeout
-        while True:  # the port may take a moment to be free again after a crash
-            self._spawn(j, port)
-            try:
-                self.addresses[j] = self._read_address(j, deadline)
-                return
-            except ServerUnavailable:
-                if time.monotonic() >= deadline or "address already in use" not in self.logs(j):
-                    raise
-                self.procs[j].wait(timeout=10)
-                time.sleep(0.2)
+        self.services[j].restart()
 
     def stop(self) -> None:
-        for p in self.procs:  # signal all first, then wait: the servers shut down in parallel
-            if p is not None and p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-        for j in range(len(self.procs)):
-            self.kill(j)
-        for f in self._logs:
-            f.close()
-        self.procs, self._logs = [], []
+        stop_all(getattr(self, "services", []))  # signal all first, then wait: the servers shut down in parallel
+        self.services = []
         if self.tls_dir is not None:
             shutil.rmtree(self.tls_dir, ignore_errors=True)
 
@@ -222,4 +166,3 @@ class ServerProcesses:
 
     def __exit__(self, *exc) -> None:
         self.stop()
-

@@ -18,7 +18,8 @@ What it does
 
     :class:`SQLiteStorage` is the implementation we ship: the standard
     library's :mod:`sqlite3` (no server to run, one file per server), in WAL
-    mode with ``synchronous=FULL``, so a committed transaction survives a
+    mode with ``synchronous=FULL`` (the conventions every service shares,
+    :mod:`pairwise.protocols.service.storage`), so a committed transaction survives a
     crash of the process *and* of the machine.  A larger deployment could put
     the same interface on PostgreSQL (one schema per server); nothing above
     this module knows SQL.
@@ -45,8 +46,6 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
-import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
@@ -54,6 +53,8 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 import numpy as np
+
+from ..service.storage import SQLiteStore, StorageError, exclusive_lock, state_directory
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -68,10 +69,6 @@ __all__ = [
 
 #: Version of the SQLite schema (stored in the file; a newer file is refused).
 SCHEMA_VERSION = 2  # 2: uploads carry their owner, ledger rows the owners they were charged to
-
-
-class StorageError(OSError):
-    """The server state cannot be opened or written (the message names the file and what to do)."""
 
 
 @dataclass
@@ -195,51 +192,22 @@ CREATE TABLE IF NOT EXISTS ledger (
 """
 
 
-class SQLiteStorage(Storage):
+class SQLiteStorage(SQLiteStore, Storage):
     """:class:`Storage` in one SQLite file (``path``), or in memory (``path=None``: lost on exit).
 
     One connection shared by the server's threads behind a lock (SQLite
-    serializes writers anyway); WAL journal, ``synchronous=FULL``.
+    serializes writers anyway); WAL journal, ``synchronous=FULL``; the file
+    conventions are :class:`pairwise.protocols.service.storage.SQLiteStore`'s.
     """
 
+    what = "server state"
+
     def __init__(self, path: str | None, server_id: int) -> None:
-        self.path = path
         self.server_id = server_id
-        self._lock = threading.Lock()
-        self._lockfile = None
-        where = path or ":memory:"
-        try:
-            if path is not None:
-                self._lockfile = _exclusive_lock(path + ".lock" if not path.endswith(".db") else path[:-3] + ".lock")
-            self._db = sqlite3.connect(where, check_same_thread=False, isolation_level=None)
-            if path is not None:
-                os.chmod(path, 0o600)
-                mode = self._db.execute("PRAGMA journal_mode=WAL").fetchone()[0]
-                if str(mode).lower() != "wal":
-                    raise StorageError(f"cannot put the state {path} in WAL mode (got {mode}); "
-                                       "use a local file system")
-            self._db.execute("PRAGMA synchronous=FULL")
-            self._db.execute("PRAGMA foreign_keys=ON")
-            self._db.executescript(_SCHEMA)
-            self._check_meta()
-        except sqlite3.Error as exc:
-            self._release_lock()
-            raise StorageError(f"cannot open the server state {where}: {exc}") from exc
-        except BaseException:
-            self._release_lock()
-            raise
+        super().__init__(path, schema=_SCHEMA, version=SCHEMA_VERSION, meta={"server_id": str(server_id)})
 
     # ------------------------------------------------------------------ plumbing
-    def _check_meta(self) -> None:
-        rows = dict(self._db.execute("SELECT key, value FROM meta").fetchall())
-        if not rows:
-            with self._tx():
-                self._db.executemany("INSERT INTO meta(key, value) VALUES (?, ?)",
-                                     [("schema", str(SCHEMA_VERSION)), ("server_id", str(self.server_id))])
-            return
-        if int(rows.get("schema", "0")) > SCHEMA_VERSION:
-            raise StorageError(f"the state {self.path} was written by a newer pairwise (schema "
-                               f"{rows['schema']} > {SCHEMA_VERSION}); upgrade pairwise")
+    def _check_meta(self, rows: dict[str, str]) -> None:
         if rows.get("server_id") != str(self.server_id):
             raise StorageError(f"the state {self.path} belongs to server {rows.get('server_id')}, "
                                f"not to server {self.server_id}; give each server its own state "
@@ -262,50 +230,6 @@ class SQLiteStorage(Storage):
                 db.execute("UPDATE ledger SET owners = ? WHERE dataset = ? AND owners = '[]'",
                            (json.dumps(owners or [""]), name))
             db.execute("UPDATE meta SET value = ? WHERE key = 'schema'", (str(SCHEMA_VERSION),))
-
-    class _Tx:
-        def __init__(self, outer: SQLiteStorage) -> None:
-            self.outer = outer
-
-        def __enter__(self):
-            self.outer._lock.acquire()
-            try:
-                self.outer._db.execute("BEGIN IMMEDIATE")
-            except BaseException:
-                self.outer._lock.release()
-                raise
-            return self.outer._db
-
-        def __exit__(self, typ, exc, tb) -> None:
-            try:
-                self.outer._db.execute("COMMIT" if typ is None else "ROLLBACK")
-            finally:
-                self.outer._lock.release()
-
-    def _tx(self) -> _Tx:
-        return SQLiteStorage._Tx(self)
-
-    def _read(self, sql: str, args: tuple = ()) -> list:
-        with self._lock:
-            try:
-                return self._db.execute(sql, args).fetchall()
-            except sqlite3.Error as exc:
-                raise StorageError(f"reading the server state {self.path or ':memory:'} failed: {exc}") from exc
-
-    def _write(self, fn) -> None:
-        try:
-            with self._tx() as db:
-                fn(db)
-        except sqlite3.Error as exc:
-            raise StorageError(f"writing the server state {self.path or ':memory:'} failed ({exc}); "
-                               "nothing of this request was stored") from exc
-
-    def _release_lock(self) -> None:
-        if self._lockfile is not None:
-            try:
-                self._lockfile.close()
-            finally:
-                self._lockfile = None
 
     # ------------------------------------------------------------------ datasets
     def datasets(self) -> list[DatasetRecord]:
@@ -403,41 +327,14 @@ class SQLiteStorage(Storage):
 
         self._write(work)
 
-    def close(self) -> None:
-        with self._lock:
-            db, self._db = getattr(self, "_db", None), None
-            if db is not None:
-                try:
-                    if self.path is not None:
-                        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-                except sqlite3.Error:
-                    pass  # the WAL is replayed on the next open; nothing is lost
-                db.close()
-        self._release_lock()
 
-
-def _exclusive_lock(path: str):
-    """Hold an exclusive advisory lock on ``path`` for the life of the returned file (released on exit/kill)."""
-    import fcntl
-
-    f = open(path, "a+")  # noqa: SIM115 - kept open while the server runs
-    try:
-        fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        f.close()
-        raise StorageError(f"the server state guarded by {path} is in use by another running server process; "
-                           "stop it first, or give this server another --state directory") from None
-    return f
+#: kept for callers of the old private name
+_exclusive_lock = exclusive_lock
 
 
 def open_storage(state_dir: str | None, server_id: int) -> SQLiteStorage:
     """The state of server ``server_id``: ``STATE_DIR/ecdf-server-I.db`` (created with mode 0700), or in memory."""
     if state_dir is None:
         return SQLiteStorage(None, server_id)
-    try:
-        os.makedirs(state_dir, mode=0o700, exist_ok=True)
-    except OSError as exc:
-        raise StorageError(f"cannot create the state directory {state_dir}: {exc.strerror}") from exc
-    if not os.path.isdir(state_dir):
-        raise StorageError(f"--state {state_dir} is not a directory")
+    state_directory(state_dir)
     return SQLiteStorage(os.path.join(state_dir, f"ecdf-server-{server_id}.db"), server_id)

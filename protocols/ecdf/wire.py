@@ -40,12 +40,12 @@ Security model
 
 from __future__ import annotations
 
-import json
 from fractions import Fraction
-from typing import Any
 
 from pairwise.mpc.channel import Channel, TCPChannel, handshake
-from pairwise.mpc.errors import ChannelError, ProtocolError
+from pairwise.mpc.errors import ChannelError
+
+from ..service.frames import CONTROL_MAX, format_address, parse_address, recv_json, send_json
 
 __all__ = [
     "CONTROL_MAX",
@@ -91,8 +91,6 @@ ROLE_SERVER = "ecdf-server"
 ROLE_CLIENT = "ecdf-client"
 ROLE_QUERIER = "ecdf-querier"
 ROLE_PEER = "ecdf-peer"
-#: Largest JSON control frame.
-CONTROL_MAX = 1 << 20
 #: Largest bulk frame of an upload (ids, key lengths, keys, pointwise shares): 8 MiB.
 UPLOAD_FRAME_MAX = 8 << 20
 #: Largest epsilon accepted in one request.
@@ -180,25 +178,6 @@ def error_code(exc: BaseException) -> str:
     return next((code for code, cls in _CODES if isinstance(exc, cls)), "refused")
 
 
-def parse_address(text: str) -> tuple[str, int]:
-    """``HOST:PORT`` (IPv6 as ``[::1]:PORT``) -> (host, port), with a clear error."""
-    s = str(text).strip()
-    if s.startswith("["):
-        host, _, rest = s[1:].partition("]")
-        port_s = rest[1:] if rest.startswith(":") else ""
-    else:
-        host, _, port_s = s.rpartition(":")
-    if not host or not port_s:
-        raise ValueError(f"address {text!r} must be HOST:PORT")
-    try:
-        port = int(port_s)
-    except ValueError:
-        raise ValueError(f"address {text!r}: port {port_s!r} is not an integer") from None
-    if not 0 <= port <= 65535:
-        raise ValueError(f"address {text!r}: port must be in 0..65535")
-    return host, port
-
-
 def parse_servers(text: str | list) -> list[tuple[str, int]]:
     """``HOST:PORT,HOST:PORT,...`` (or a list of addresses/tuples) -> list of (host, port), m >= 2."""
     if isinstance(text, str):
@@ -214,32 +193,6 @@ def parse_servers(text: str | list) -> list[tuple[str, int]]:
     if len(set(addrs)) != len(addrs):
         raise ValueError("the server list names the same address twice")
     return addrs
-
-
-def format_address(addr: tuple[str, int]) -> str:
-    host, port = addr
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-
-
-def send_json(ch: Channel, obj: dict) -> None:
-    """One JSON object per frame (UTF-8)."""
-    data = json.dumps(obj, separators=(",", ":")).encode("utf-8")
-    if len(data) > CONTROL_MAX:
-        raise ProtocolError(f"control message of {len(data)} bytes exceeds {CONTROL_MAX}")
-    ch.send(data)
-    ch.flush()
-
-
-def recv_json(ch: Channel, timeout: float | None = None) -> dict[str, Any]:
-    """Receive one JSON object (at most CONTROL_MAX bytes); anything else is a ProtocolError."""
-    raw = ch.recv(timeout, max_size=CONTROL_MAX)
-    try:
-        obj = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ProtocolError(f"malformed control message from {getattr(ch, 'peer', 'peer')}: {exc}") from None
-    if not isinstance(obj, dict):
-        raise ProtocolError(f"control message from {getattr(ch, 'peer', 'peer')} is not a JSON object")
-    return obj
 
 
 def connect(addr: tuple[str, int], role: str, *, label: str, connect_timeout: float, timeout: float,
