@@ -40,7 +40,7 @@ import time
 
 import numpy as np
 
-import pairwise.protocols.ustat.driver as ustat_driver
+import pairwise.protocols.ustat.runners as ustat_runners
 from pairwise.commands.garble import bench_garble
 from pairwise.protocols.cluster import cluster_threads, open_cluster
 from pairwise.protocols.datasets import load_dataset
@@ -113,7 +113,7 @@ def main() -> None:
     print(f"load average at start: {load_avg()}", flush=True)
     rows = []  # (config, n, round, result, seconds, load)
     seen = {}
-    real_simulate = ustat_driver._run_simulate
+    real_simulate = ustat_runners._run_simulate
 
     def spy(nc, *a, **kw):  # the circuit the in-process simulation garbles, and the executions' own time
         seen["circuit"] = nc.circuit
@@ -145,7 +145,7 @@ def main() -> None:
                         print(f"cluster {cfg}: {threads[cfg]} worker thread(s), start-up {start:.1f} s, warm-up "
                               f"{time.perf_counter() - t0 - start:.1f} s (not timed below)", flush=True)
                     seen.pop("seconds", None)
-                    ustat_driver._run_simulate = spy if cfg is None else real_simulate
+                    ustat_runners._run_simulate = spy if cfg is None else real_simulate
                     u0 = resource.getrusage(resource.RUSAGE_SELF)
                     t0 = time.perf_counter()
                     try:
@@ -153,7 +153,7 @@ def main() -> None:
                                       batch=args.batch, compute_theorem5=False, timeout=args.timeout,
                                       cluster=client, **RATINGS)
                     finally:
-                        ustat_driver._run_simulate = real_simulate
+                        ustat_runners._run_simulate = real_simulate
                     dt = time.perf_counter() - t0
                     u1 = resource.getrusage(resource.RUSAGE_SELF)
                     if client is not None:

@@ -12,12 +12,56 @@ peer's certificate must chain to the same CA.  Without ``--tls`` the command
 runs in plaintext, which :mod:`pairwise.mpc.channel` allows on loopback
 addresses only; ``--insecure`` allows it elsewhere (a network you trust).
 
+:class:`Transport` carries the same settings, plus the timeouts, through the
+library as one validated value instead of five loose arguments.
+
 Security model: see :mod:`pairwise.mpc.tls`.
 """
 
 from __future__ import annotations
 
-__all__ = ["add_transport_args", "tls_from_args", "transport_argv"]
+import math
+from dataclasses import dataclass
+
+__all__ = ["Transport", "add_transport_args", "tls_from_args", "transport_argv"]
+
+
+@dataclass(frozen=True)
+class Transport:
+    """How a protocol's processes reach each other: TLS, plaintext permission and timeouts.
+
+    ``tls``: mutual TLS 1.3 on every connection (default); ``tls_dir``: the
+    directory of ``pairwise certs create`` credentials (None: a throwaway CA
+    made for the run, where the caller supports one); ``insecure``: allow
+    plaintext on a non-loopback address (only without TLS); ``timeout``:
+    seconds any wait on a peer may take; ``connect_timeout``: seconds to keep
+    trying to reach a peer (None: ``timeout``).  Validated on construction.
+    """
+
+    tls: bool = True
+    tls_dir: str | None = None
+    insecure: bool = False
+    timeout: float = 120.0
+    connect_timeout: float | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("timeout", "connect_timeout"):
+            v = getattr(self, name)
+            if v is None and name == "connect_timeout":
+                continue
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+                raise ValueError(f"{name} must be a positive number of seconds, got {v!r}")
+        if not isinstance(self.tls, bool) or not isinstance(self.insecure, bool):
+            raise ValueError("tls and insecure are booleans")
+        if self.tls_dir is not None and not self.tls:
+            raise ValueError("tls_dir names TLS credentials: it needs tls=True")
+        if self.insecure and self.tls:
+            raise ValueError("insecure only allows plaintext: it excludes tls=True")
+
+    @property
+    def connect_deadline(self) -> float:
+        """Seconds to keep trying to reach a peer: ``connect_timeout``, else ``timeout``."""
+        return self.timeout if self.connect_timeout is None else self.connect_timeout
 
 
 def add_transport_args(p) -> None:

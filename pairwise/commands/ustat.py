@@ -66,6 +66,7 @@ from __future__ import annotations
 import json
 
 from pairwise.protocols.datasets import dataset_path
+from pairwise.protocols.ustat.result import not_private_keys, release_keys
 
 from .bounds import NOT_PRIVATE, add_bound_args, clamped_note, deprecated, resolve_domains
 from .options import (
@@ -87,12 +88,13 @@ DEFAULTS = {
     "auc": ("breast_cancer", ["mean_radius"], "malignant"),
 }
 
-#: JSON keys that hold DP outputs (noisy values); see the module docstring.
-DP_KEYS = ("estimate", "estimate_clamped", "rr_estimate", "rr_estimate_clamped")
-#: JSON keys computed without noise (or wall time): not private, for evaluation only. Every other key is a
-#: function of public inputs and is identical on neighbouring datasets (tests/protocols/test_privacy_audit.py).
-NOT_PRIVATE_KEYS = ("exact", "exact_quantized", "sample_mse", "theorem5_mse", "clamped", "seconds",
-                    "cluster_task_seconds")
+#: JSON keys that hold DP outputs (noisy values): the protocol's release group
+#: (:class:`pairwise.protocols.ustat.result.Release`) and the RR baseline; see the module docstring.
+DP_KEYS = release_keys() + ("rr_estimate", "rr_estimate_clamped")
+#: JSON keys computed without noise (or wall time): not private, for evaluation only
+#: (:class:`pairwise.protocols.ustat.result.NotPrivate`). Every other key is a function of public inputs and is
+#: identical on neighbouring datasets (tests/protocols/test_privacy_audit.py).
+NOT_PRIVATE_KEYS = not_private_keys()
 
 #: Bins per coordinate of the Algorithm 1 baseline (or its grid's points, if there are at most this many).
 RR_BINS = 16

@@ -5,14 +5,14 @@ What it does
     cluster=...)``'s dispatch: the driver has sampled the pairs (public, Sec. 5
     step 1 of the ustats paper) and cut them into equal tasks of at most
     :data:`BATCHES_PER_TASK` SIMD batches; every task runs
-    :func:`pairwise.protocols.ustat.driver._run_simulate` on its pairs (one
+    :func:`pairwise.protocols.ustat.runners._run_simulate` on its pairs (one
     Yao session, one batch per execution, in sequence) -- the same
     real garbler/evaluator execution (garbling, IKNP OT, bytes counted on an
     in-memory channel between two threads) as the in-process simulation.
     Each party's random bits (labels, Delta, OT secrets, the noise gadget's
     coins) are drawn inside the task from the worker's OS CSPRNG; nothing
     random is shipped from the driver.  A task returns only aggregates
-    (:func:`pairwise.protocols.ustat.driver._aggregate`: the exact integer sum
+    (:func:`pairwise.protocols.ustat.runners._aggregate`: the exact integer sum
     of its noisy kernel values and their count, plus bytes, executions and
     the task's wall time),
     never a per-pair value, and the driver adds them up.
@@ -46,7 +46,7 @@ import time
 from typing import Any
 
 from ..cluster import cluster_threads, keep_large_allocations, open_cluster, run_bounded
-from .driver import _aggregate, _run_simulate
+from .runners import _aggregate, _run_simulate
 
 __all__ = ["run_simulate_cluster"]
 

@@ -1,0 +1,200 @@
+"""Public domains and fixed-point data of the 2PC U-statistic protocol (each owner's first step).
+
+What it does
+    :func:`prepare_data` maps each private column to unsigned integers on its
+    public grid: every owner clamps its value into the public domain
+    [lower, upper] and rounds it to lower + k 10^-decimals
+    (:mod:`pairwise.dp.bounds`), so the lower bound becomes 0.  The kernel's
+    public range, the circuit width and the scale follow from the domain
+    alone, never from the data.  :func:`natural_range`, the exact values (not
+    private, for evaluation) and the packing of each pair's circuit inputs
+    live here too.
+
+Security model
+    The domain is public; the prepared values are each owner's private input.
+    ``exact`` values computed here are not private and are labelled so
+    wherever they are published.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from pairwise.circuits.kernels import pack_pair
+
+from .config import STATISTICS, UStatError
+from .stats import u_statistic
+
+__all__ = ["PreparedData", "prepare_data", "natural_range"]
+
+@dataclass(frozen=True)
+class PreparedData:
+    """Integer (fixed-point) data ready for the circuit, with its public domain.
+
+    Everything but ``x``, ``y`` and ``clamped`` is a function of public
+    inputs (the bounds, the decimals, ``bits``).
+    """
+
+    statistic: str
+    x: np.ndarray  # int64 grid indices k = round((clamp(v) - lower) 10^D), so the public lower bound is 0
+    y: np.ndarray | None  # second column (kendall) or negatives (auc)
+    bits: int
+    scale: float  # natural units per integer step (gini)
+    range_: int  # public range R of the kernel in circuit units
+    domains: tuple = ()  # PublicDomain per private column (kendall: 2)
+    clamped: int = 0  # values moved into the public domain: private, a diagnostic only
+
+
+def _domains(statistic: str, lower, upper, decimals) -> tuple:
+    """One :class:`pairwise.dp.bounds.PublicDomain` per private column, from public inputs."""
+    from pairwise.dp.bounds import PublicDomain
+    from pairwise.dp.errors import PrivacyParameterError
+
+    k = 2 if statistic == "kendall" else 1
+    if lower is None or upper is None:
+        raise UStatError(
+            f"{statistic} needs the public domain of its private column(s): lower= and upper= "
+            f"({'one value per column' if k == 2 else 'one value'}), fixed in advance, never the data's min/max")
+
+    def per_column(v, name):
+        vals = list(v) if isinstance(v, (list, tuple, np.ndarray)) else [v]
+        if len(vals) != k:
+            raise UStatError(f"{statistic} needs {k} {name} value(s) (one per private column), got {len(vals)}")
+        return vals
+
+    lo, hi = per_column(lower, "lower"), per_column(upper, "upper")
+    dec = [None] * k if decimals is None else per_column(decimals, "decimals")
+    names = ("x", "y") if k == 2 else ("scores" if statistic == "auc" else "x",)
+    try:
+        doms = tuple(PublicDomain(a, b, d, f"column {nm}") for a, b, d, nm in zip(lo, hi, dec, names))
+        for d in doms:
+            d.span  # noqa: B018 - validates the grid (at least 1 step, fewer than 2^62)
+    except PrivacyParameterError as exc:
+        raise UStatError(str(exc)) from None
+    return doms
+
+
+def _fixed_point(values, domain, name: str) -> tuple[np.ndarray, int]:
+    """Each owner clamps its value into the public domain and rounds it to the public grid."""
+    from pairwise.dp.bounds import to_fixed_point
+
+    v = np.asarray(values, dtype=np.float64)
+    if not np.isfinite(v).all():
+        raise UStatError(f"column {name}: non-finite values")
+    return to_fixed_point(v, domain)
+
+
+def _width(span: int) -> int:
+    """Circuit word (8/16/32/64 bits) holding the public grid span."""
+    need = max(1, int(span).bit_length())
+    for w in (8, 16, 32, 64):
+        if need <= w:
+            return w
+    raise UStatError(f"the public grid span {span} does not fit in 64 bits")
+
+
+def prepare_data(statistic: str, x, y=None, labels=None, bits: int | None = None, *,
+                 lower=None, upper=None, decimals=None) -> PreparedData:
+    """Map real data to unsigned fixed-point integers on the public grid.
+
+    gini: x values; kendall: x and y columns (``lower``/``upper``/``decimals``
+    one value per column); auc: scores x and 0/1 labels (public; positives
+    garble, negatives evaluate). Every value is clamped into
+    [lower, upper] and rounded to lower + k 10^-decimals by its owner
+    (``decimals`` default: :func:`pairwise.dp.bounds.default_decimals`). The
+    circuit width is the smallest of 8/16/32/64 bits holding the public span,
+    or ``bits`` if given (it must hold the span). Sensitivity, width and
+    scale are functions of the public bounds only.
+    """
+    if statistic not in STATISTICS:
+        raise UStatError(f"unknown statistic {statistic!r}; choose from {STATISTICS}")
+    doms = _domains(statistic, lower, upper, decimals)
+    width = _width(max(d.span for d in doms))
+    if bits is not None:
+        if isinstance(bits, bool) or int(bits) != bits or not 8 <= int(bits) <= 64:
+            raise UStatError(f"bits must be an integer in 8..64, got {bits!r}")
+        need = max(d.span for d in doms).bit_length()
+        if need > int(bits):
+            raise UStatError(f"the public domain needs {need} bits ({max(d.span for d in doms)} grid steps); "
+                             f"--bits {bits} is too narrow: widen it or lower the decimals")
+        width = int(bits)
+    return _prepare(statistic, x, y, labels, doms, width)
+
+
+def _prepare(statistic: str, x, y, labels, doms, width: int) -> PreparedData:
+    if statistic not in STATISTICS:
+        raise UStatError(f"unknown statistic {statistic!r}; choose from {STATISTICS}")
+    x = np.asarray(x, dtype=np.float64)
+    if x.ndim != 1 or x.size < 2:
+        raise UStatError("need at least 2 data points")
+    if statistic == "gini":
+        xi, moved = _fixed_point(x, doms[0], "x")
+        d = doms[0]
+        return PreparedData("gini", xi, None, width, d.step, d.span, doms, moved)
+    if statistic == "kendall":
+        if y is None:
+            raise UStatError("kendall needs two columns")
+        y = np.asarray(y, dtype=np.float64)
+        if y.shape != x.shape:
+            raise UStatError("kendall columns must have the same length")
+        xi, mx = _fixed_point(x, doms[0], "x")
+        yi, my = _fixed_point(y, doms[1], "y")
+        return PreparedData("kendall", xi, yi, width, 1.0, 2, doms, mx + my)
+    if labels is None:
+        raise UStatError("auc needs a 0/1 label column")
+    lab = np.asarray(labels)
+    if lab.shape != x.shape or not np.isin(lab, (0, 1)).all():
+        raise UStatError("auc labels must be 0/1 and as long as the scores")
+    si, moved = _fixed_point(x, doms[0], "score")
+    pos, neg = si[lab == 1], si[lab == 0]
+    if pos.size == 0 or neg.size == 0:
+        raise UStatError("auc needs at least one positive and one negative example")
+    return PreparedData("auc", pos, neg, width, 1.0, 2, doms, moved)
+
+
+def _pair_inputs(pd: PreparedData, pairs: np.ndarray) -> tuple[list[int] | np.ndarray, list[int] | np.ndarray]:
+    if pd.statistic == "kendall":
+        if pd.bits > 31:  # packed words above 62 bits: Python ints
+            gx = [pack_pair(int(pd.x[i]), int(pd.y[i]), pd.bits) for i in pairs[:, 0]]
+            ey = [pack_pair(int(pd.x[j]), int(pd.y[j]), pd.bits) for j in pairs[:, 1]]
+            return gx, ey
+        # pack_pair over whole arrays (x low, y high), after pack_pair's own range check on the extremes.
+        xs, ys = np.asarray(pd.x, dtype=np.int64), np.asarray(pd.y, dtype=np.int64)
+        if xs.size:
+            lo, hi = int(min(xs.min(), ys.min())), int(max(xs.max(), ys.max()))
+            pack_pair(lo, lo, pd.bits), pack_pair(hi, hi, pd.bits)
+        packed = xs | (ys << pd.bits)
+        return packed[pairs[:, 0]], packed[pairs[:, 1]]
+    if pd.statistic == "auc":
+        return pd.x[pairs[:, 0]], pd.y[pairs[:, 1]]
+    return pd.x[pairs[:, 0]], pd.x[pairs[:, 1]]
+
+
+def _exact_raw(statistic: str, x, y, labels) -> float:
+    """The U-statistic of the raw (unclamped, unrounded) data: not private, for evaluation only."""
+    x = np.asarray(x, dtype=np.float64)
+    if statistic == "gini":
+        return u_statistic("gini", x)
+    if statistic == "kendall":
+        return u_statistic("kendall", x, np.asarray(y, dtype=np.float64))
+    lab = np.asarray(labels)
+    return u_statistic("auc", x[lab == 1], x[lab == 0])
+
+
+def natural_range(pd: PreparedData) -> tuple[float, float]:
+    """The statistic's natural range: gini [0, upper - lower], kendall's tau-a [-1, 1], AUC [0, 1]."""
+    if pd.statistic == "gini":
+        return 0.0, pd.domains[0].upper - pd.domains[0].lower
+    return (-1.0, 1.0) if pd.statistic == "kendall" else (0.0, 1.0)
+
+
+def _exact(pd: PreparedData) -> float:
+    """The U-statistic of the clamped fixed-point data (what the estimate is unbiased for): not private."""
+    if pd.statistic == "gini":
+        return u_statistic("gini", pd.x.astype(np.float64)) * pd.scale
+    if pd.statistic == "kendall":
+        return u_statistic("kendall", pd.x, pd.y)
+    return u_statistic("auc", pd.x, pd.y)
+
