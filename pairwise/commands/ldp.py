@@ -74,6 +74,7 @@ import numpy as np
 from pairwise.protocols.datasets import DataError, dataset_path, load_csv
 
 from .bounds import NOT_PRIVATE, add_bound_args, clamped_note, resolve_domains
+from .intervals import add_alpha, interval_line
 from .options import add_builtin, add_columns, add_data, add_json, warn
 from .options import epsilon as epsilon_type
 
@@ -81,10 +82,11 @@ DEFAULT_EPSILON = 2.0
 
 #: JSON keys that hold DP outputs or post-processing of the noisy reports alone, per command.
 DP_KEYS = {
-    "auc": ("estimate", "estimate_clamped", "recursed_per_level", "discarded_per_level"),
-    "qmle": ("estimate", "std_errors", "covariance", "loglik", "converged"),
-    "shuffle-histogram": ("estimate", "estimate_clamped", "estimate_thresholded", "messages"),
-    "ustat": ("estimate", "estimate_clamped"),
+    "auc": ("estimate", "estimate_clamped", "recursed_per_level", "discarded_per_level", "interval"),
+    "qmle": ("estimate", "std_errors", "covariance", "loglik", "converged", "interval"),
+    "shuffle-histogram": ("estimate", "estimate_clamped", "estimate_thresholded", "messages", "interval",
+                          "interval_clamped"),
+    "ustat": ("estimate", "estimate_clamped", "interval", "interval_clamped"),
 }
 #: JSON keys computed without noise: not private, for evaluation only. Every other key is a function of public
 #: inputs and is identical on neighbouring datasets (tests/protocols/test_privacy_audit.py).
@@ -95,6 +97,7 @@ def _add_data_args(p, dataset: str | None) -> None:
     add_builtin(p, default=dataset, old=("--dataset",))
     add_data(p, what="read this CSV file (header row; needs --lower/--upper) instead of the shipped data",
              old=("--csv",))
+    add_alpha(p)
     add_json(p)
 
 
@@ -197,6 +200,7 @@ def register(root, groups) -> None:
     u.add_argument("--quantized-kernel", choices=["midpoint", "average"], default="midpoint",
                    help="kernel on a pair of bins: midpoint of its range (Eq. 14, default) or its mean (Eq. 15)")
     _add_epsilon(u, DEFAULT_EPSILON)
+    add_alpha(u)
     add_json(u)
     u.set_defaults(func=cmd_ustat)
 
@@ -215,6 +219,7 @@ def _emit(args, payload: dict, lines: list[str]) -> int:
 def cmd_auc(args) -> int:
     from pairwise.dp.bounds import clamp, clamp_estimate
     from pairwise.protocols.ldp.auc import PrivateHierarchicalHistogram, ldp_auc, quantize_scores
+    from pairwise.protocols.ldp.interval import NO_INTERVAL
     from pairwise.protocols.ldp.ustat import exact_auc
 
     if not 1 <= args.bits <= 24:
@@ -259,6 +264,9 @@ def cmd_auc(args) -> int:
         "clamped": clamped,
         "score": args.score,
         "label": args.label,
+        "interval": None,
+        "interval_method": NO_INTERVAL["auc"],
+        "alpha": args.alpha,
     }
     lines = [
         f"locally private AUC (hierarchical histograms, {args.splitting} split), eps={args.epsilon}"
@@ -270,6 +278,7 @@ def cmd_auc(args) -> int:
         f"exact     {exact:.4f}  (quantized scores: {res.exact:.4f}) {NOT_PRIVATE}",
         f"clamped   {clamped_note(clamped, [dom])}",
         f"recursed nodes per level {res.recursed}, a={res.a:.3f}",
+        f"interval  {NO_INTERVAL['auc']}",
     ]
     return _emit(args, payload, lines)
 
@@ -279,6 +288,7 @@ def cmd_auc(args) -> int:
 
 def cmd_qmle(args) -> int:
     from pairwise.dp.bounds import clamp
+    from pairwise.protocols.ldp.interval import NO_INTERVAL
     from pairwise.protocols.ldp.qmle import (
         BitModel,
         fit_qmle_private,
@@ -329,6 +339,9 @@ def cmd_qmle(args) -> int:
         "clamped": clamped,
         "converged": res.converged,
         "loglik": res.loglik,
+        "interval": None,
+        "interval_method": NO_INTERVAL["qmle"],
+        "alpha": args.alpha,
     }
     lines = [
         f"one-bit LDP QMLE, {args.tau}-quantile regression of {args.response} on "
@@ -340,6 +353,7 @@ def cmd_qmle(args) -> int:
     for nm, t, se, ex in zip(names, res.theta, res.std_errors, exact):
         lines.append(f"{nm:<14}{t:>14.5g}{se:>14.5g}{ex:>14.5g}")
     lines.append(f"clamped   {clamped_note(clamped, doms)}")
+    lines.append(f"interval  {NO_INTERVAL['qmle']}")
     if not res.converged:
         lines.append("warning: the optimizer did not report convergence")
     return _emit(args, payload, lines)
@@ -350,6 +364,7 @@ def cmd_qmle(args) -> int:
 
 def cmd_shuffle_histogram(args) -> int:
     from pairwise.dp.bounds import PublicDomain, to_fixed_point
+    from pairwise.protocols.ldp.interval import histogram_band
     from pairwise.protocols.ldp.shuffle import HistogramProtocol, shuffled_histogram
 
     _epsilon(args)
@@ -365,6 +380,7 @@ def cmd_shuffle_histogram(args) -> int:
     v = cols[args.column]
     proto = HistogramProtocol(args.epsilon, args.delta, int(v.size), d)  # validated before any randomness
     bound = proto.simultaneous_error_bound(args.beta)
+    below, above, method = histogram_band(proto.n, d, proto.inner.p, args.alpha)  # public: n, d, p, alpha
     # each user rounds its value to the nearest integer and clamps it into lo..hi
     ints, clamped = to_fixed_point(v, PublicDomain(lo, hi, 0))
     res = shuffled_histogram(ints, d, args.epsilon, args.delta)
@@ -388,6 +404,12 @@ def cmd_shuffle_histogram(args) -> int:
         "bounds": [lo, hi],
         "bounds_from_data": False,
         "clamped": clamped,
+        "interval": [[float(e - below), float(e + above)] for e in est],
+        "interval_clamped": [[min(max(float(e - below), 0.0), 1.0), min(max(float(e + above), 0.0), 1.0)]
+                             for e in est],
+        "interval_method": method,
+        "interval_width": below + above,
+        "alpha": args.alpha,
     }
     lines = [
         f"shuffled-model histogram (Balcer-Cheu P^hist), eps={args.epsilon}, delta={args.delta}",
@@ -399,6 +421,8 @@ def cmd_shuffle_histogram(args) -> int:
         lines.append(f"{val:>8}{e:>12.4f}{min(max(e, 0.0), 1.0):>10.4f}{h:>10.4f}{t:>10.4f}")
     lines.append(f"estimate: raw c* = messages/n - p (unbiased); A^hist: the paper's analyzer, which reports "
                  f"frequencies at or below {proto.inner.q:.4f} as 0")
+    lines.append(f"{100 * (1 - args.alpha):g}% band: every raw frequency within [estimate - {below:.4f}, estimate + "
+                 f"{above:.4f}], all {d} values at once ({method}; width from public parameters only)")
     lines.append(f"max error of A^hist {res.max_error:.4f} {NOT_PRIVATE} (bound {bound:.4f} with probability "
                  f"{1 - args.beta:g}, Theorem 3.2)")
     lines.append(f"clamped   {clamped_note(clamped, [dom])}")
@@ -410,6 +434,7 @@ def cmd_shuffle_histogram(args) -> int:
 
 def cmd_ustat(args) -> int:
     from pairwise.dp.bounds import clamp, clamp_estimate
+    from pairwise.protocols.ldp.interval import alg1_interval, alg1_kernel_range
     from pairwise.protocols.ldp.ustat import QuantizedUStatistic, Quantizer, exact_ustatistic
 
     _epsilon(args)
@@ -445,12 +470,15 @@ def cmd_ustat(args) -> int:
         if not ((y == 1).any() and (y == 0).any()):
             raise DataError(f"label column {label!r} must contain both 0 and 1")
         cp, cn = proto.encode(data[y == 1]), proto.encode(data[y == 0])
+        iw = alg1_interval(proto.beta, 1.0, n_pos=int((y == 1).sum()), n_neg=int((y == 0).sum()), alpha=args.alpha)
         est = proto.estimate_two_sample(proto.randomize(cp), proto.randomize(cn))
         exact_q = proto.exact_quantized_two_sample(cp, cn)
         exact = exact_ustatistic(raw, "auc", y)
         natural = (0.0, 1.0)
     else:
         cells = proto.encode(data)
+        iw = alg1_interval(proto.beta, alg1_kernel_range((proto.matrix + proto.matrix.T) / 2), n=int(cells.size),
+                           alpha=args.alpha)
         est = proto.estimate(proto.randomize(cells))
         exact_q = proto.exact_quantized(cells)
         exact = exact_ustatistic(raw, kernel)
@@ -474,6 +502,11 @@ def cmd_ustat(args) -> int:
         "decimals": [d.scale_decimals for d in doms] if discrete else None,
         "bounds_from_data": False,
         "clamped": clamped,
+        "interval": iw.around(est),
+        "interval_clamped": [clamp_estimate(v, *natural) for v in iw.around(est)],
+        "interval_method": iw.method,
+        "interval_width": iw.width,
+        "alpha": args.alpha,
     }
     what = "Kendall's tau-a" if kernel == "kendall" else ("Gini mean difference" if kernel == "gini" else "AUC")
     grid = "; ".join(f"[{d.lower:g}, {d.upper:g}]" for d in doms)
@@ -484,6 +517,8 @@ def cmd_ustat(args) -> int:
         + (" (discrete grid)" if discrete else f", {args.k} bins per coordinate"),
         f"estimate  {est:.5g} (raw, unbiased); clamped to [{natural[0]:g}, {natural[1]:g}]: "
         f"{payload['estimate_clamped']:.5g}",
+        f"interval  {interval_line(payload['interval'], args.alpha, natural, '.5g')} for the statistic of the "
+        f"quantized data; width {iw.width:.4g} from public parameters only",
         f"exact     {exact:.5g}  (quantized: {exact_q:.5g}) {NOT_PRIVATE}",
         f"clamped   {clamped_note(clamped, doms)}",
     ]

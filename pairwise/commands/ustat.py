@@ -26,18 +26,28 @@ geometric, a discrete Laplace centred at -1/2, for gini); ``--pair-delta`` is
 the delta of one pair's release (default 2^-40), which fixes the gadget's
 precision.
 
+By default the report is one epsilon-DP release and its (1 - alpha)
+interval (``--alpha``, default 0.05), with the public parameters and costs:
+everything on stdout can be published.  ``--compare`` adds the evaluation
+aids: the exact value and the predicted errors (computed from the data, not
+private) and the Algorithm 1 baseline (a second, separate epsilon-LDP
+release, so the output as a whole is then (2 epsilon, delta)).
+
 JSON keys (public interface):
 
 * DP outputs: ``estimate`` (raw, unbiased), ``estimate_clamped`` (the same
   clamped to ``natural_range``: gini [0, upper - lower], Kendall's tau-a
-  [-1, 1], AUC [0, 1]), ``rr_estimate`` / ``rr_estimate_clamped`` (the
-  Algorithm 1 baseline: a second, separate epsilon-LDP release on the same
-  data, so printing both costs 2 epsilon).
+  [-1, 1], AUC [0, 1]), ``interval`` (the (1 - alpha) interval around the
+  U-statistic of the clamped grid data) and ``interval_clamped``; with
+  ``--compare`` also ``rr_estimate`` / ``rr_estimate_clamped`` /
+  ``rr_interval`` (the Algorithm 1 baseline).
 * Public parameters and costs: ``statistic``, ``epsilon``, ``delta``, ``n``,
   ``pairs``, ``pairs_per_user``, ``and_gates``, ``bytes``, ``mode``,
   ``executions``, ``design``, ``bits``, ``domain``, ``epsilon_per_pair``,
   ``noise_delta_per_pair``, ``noise_variance_per_pair``,
-  ``and_gates_per_pair``, ``data``, ``columns``; and, for the noise:
+  ``and_gates_per_pair``, ``data``, ``columns``, ``alpha``,
+  ``interval_method``, ``interval_width`` (a function of public parameters
+  only, identical on neighbouring datasets); and, for the noise:
   ``noise`` (the mechanism that ran: ``krr``, ``signed_geometric`` or
   ``discrete_laplace``), ``bytes_per_pair``, ``noise_and_gates_per_pair``,
   ``random_bits_per_pair`` (each party's random input bits per pair),
@@ -47,13 +57,14 @@ JSON keys (public interface):
   release over the kernel's values (natural units), a function of public
   parameters only.
 * Not private (computed without noise, for evaluation only; never publish
-  them with a release): ``exact`` (the raw data's statistic), ``exact_quantized``
-  (on the clamped fixed-point data, what ``estimate`` is unbiased for),
-  ``sample_mse`` (the predicted MSE of ``estimate`` around ``exact_quantized``,
-  this data set fixed), ``theorem5_mse`` (Theorem 5's MSE around the
-  *population* value for data drawn from the empirical distribution; the
-  two-sample analogue for auc), ``clamped`` (how many values were clamped),
-  ``seconds`` (wall time).
+  them with a release): ``clamped`` (how many values were clamped),
+  ``seconds`` (wall time), and with ``--compare``: ``exact`` (the raw data's
+  statistic), ``exact_quantized`` (on the clamped fixed-point data, what
+  ``estimate`` is unbiased for and ``interval`` covers), ``sample_mse`` (the
+  predicted MSE of ``estimate`` around ``exact_quantized``, this data set
+  fixed), ``theorem5_mse`` (Theorem 5's MSE around the *population* value for
+  data drawn from the empirical distribution; the two-sample analogue for
+  auc).
 
 In network mode the workers talk mutual TLS 1.3: with ``--tls DIR`` worker K
 uses ``DIR/worker-K.pem`` (any role), otherwise a throwaway CA is made for the run.
@@ -69,6 +80,7 @@ from pairwise.protocols.datasets import dataset_path
 from pairwise.protocols.ustat.result import not_private_keys, release_keys
 
 from .bounds import NOT_PRIVATE, add_bound_args, clamped_note, deprecated, resolve_domains
+from .intervals import add_alpha, interval_line
 from .options import (
     add_builtin,
     add_cluster_argument,
@@ -88,13 +100,17 @@ DEFAULTS = {
     "auc": ("breast_cancer", ["mean_radius"], "malignant"),
 }
 
+#: JSON keys of the Algorithm 1 baseline, a second epsilon-LDP release (``--compare`` only).
+BASELINE_KEYS = ("rr_estimate", "rr_estimate_clamped", "rr_interval")
 #: JSON keys that hold DP outputs (noisy values): the protocol's release group
 #: (:class:`pairwise.protocols.ustat.result.Release`) and the RR baseline; see the module docstring.
-DP_KEYS = release_keys() + ("rr_estimate", "rr_estimate_clamped")
+DP_KEYS = release_keys() + BASELINE_KEYS
 #: JSON keys computed without noise (or wall time): not private, for evaluation only
 #: (:class:`pairwise.protocols.ustat.result.NotPrivate`). Every other key is a function of public inputs and is
 #: identical on neighbouring datasets (tests/protocols/test_privacy_audit.py).
 NOT_PRIVATE_KEYS = not_private_keys()
+#: Not-private keys printed only with ``--compare`` (the exact value and the errors predicted from the data).
+COMPARE_ONLY_KEYS = ("exact", "exact_quantized", "sample_mse", "theorem5_mse")
 
 #: Bins per coordinate of the Algorithm 1 baseline (or its grid's points, if there are at most this many).
 RR_BINS = 16
@@ -139,6 +155,10 @@ def register(root, groups) -> None:
                         "take 3 values, the cheapest additive noise for gini), krr, discrete_laplace or signed_geometric")
     p.add_argument("--pair-delta", type=float, default=2.0**-40,
                    help="delta of one pair's release (default 2^-40); it fixes the noise gadget's precision")
+    add_alpha(p)
+    p.add_argument("--compare", action="store_true",
+                   help="also print evaluation aids: the exact value and predicted errors (not private) and the "
+                        "Algorithm 1 baseline (a second epsilon-LDP release: the whole output is then 2 epsilon)")
     add_timeouts(p, timeout=120.0, connect_timeout=120.0, timeout_what="a worker (network mode)")
     add_progress(p)
     add_json(p)
@@ -200,30 +220,40 @@ def _rr_protocol(stat: str, domains, epsilon: float):
     return QuantizedUStatistic(stat, q, epsilon)
 
 
-def _rr_baseline(proto, cols, lab, domains) -> float:
-    """Each user clamps into the public domain, quantizes and answers k-RR (OS CSPRNG); unbiased estimate."""
+def _rr_baseline(proto, cols, lab, domains, alpha: float) -> tuple[float, list[float]]:
+    """Each user clamps into the public domain, quantizes and answers k-RR (OS CSPRNG): the unbiased estimate
+    and its (1 - alpha) interval (:func:`pairwise.protocols.ldp.interval.alg1_interval`)."""
     import numpy as np
 
     from pairwise.dp.bounds import clamp
+    from pairwise.protocols.ldp.interval import alg1_interval, alg1_kernel_range
 
     data = [clamp(c, d.lower, d.upper)[0] for c, d in zip(cols, domains)]
     if proto.two_sample:
         x, y = data[0], np.asarray(lab)
-        return proto.estimate_two_sample(proto.randomize(proto.encode(x[y == 1])),
-                                         proto.randomize(proto.encode(x[y == 0])))
+        iw = alg1_interval(proto.beta, 1.0, n_pos=int((y == 1).sum()), n_neg=int((y == 0).sum()), alpha=alpha)
+        est = proto.estimate_two_sample(proto.randomize(proto.encode(x[y == 1])),
+                                        proto.randomize(proto.encode(x[y == 0])))
+        return est, iw.around(est)
     pts = data[0] if len(data) == 1 else np.stack(data, 1)
-    return proto.estimate(proto.randomize(proto.encode(pts)))
+    iw = alg1_interval(proto.beta, alg1_kernel_range((proto.matrix + proto.matrix.T) / 2), n=len(data[0]), alpha=alpha)
+    est = proto.estimate(proto.randomize(proto.encode(pts)))
+    return est, iw.around(est)
 
 
 def cmd_ustat(args) -> int:
     from pairwise.dp.bounds import clamp_estimate
     from pairwise.protocols.ustat.driver import run_ustat
 
+    from .options import warn
+
     if args.signed:
         deprecated("--signed", "--lower/--upper (values are shifted by the public lower bound)")
     cols, lab, source, names, label, domains = _load(args)
     stat = args.statistic
-    rr = _rr_protocol(stat, domains, args.epsilon)  # validated before any noise is drawn
+    for dom in domains:
+        dom.span  # noqa: B018 - validates the public grid (PrivacyParameterError) before anything runs
+    rr = _rr_protocol(stat, domains, args.epsilon) if args.compare else None  # validated before any noise
     bounds = dict(lower=[d.lower for d in domains], upper=[d.upper for d in domains],
                   decimals=[d.scale_decimals for d in domains])
     with progress_bar(args, f"{stat}: 2PC pairs", unit="pair") as progress:
@@ -231,35 +261,50 @@ def cmd_ustat(args) -> int:
                         pairs_per_user=args.pairs_per_user, mode=args.mode, design=args.design,
                         workers=args.workers, bits=args.bits, batch=args.batch, timeout=args.timeout,
                         connect_timeout=args.connect_timeout, progress=progress, tls_dir=args.tls,
-                        noise=args.noise, pair_delta=args.pair_delta, cluster=args.cluster, **bounds)
+                        noise=args.noise, pair_delta=args.pair_delta, cluster=args.cluster, alpha=args.alpha,
+                        compute_theorem5=args.compare, **bounds)
     d = res.as_dict()
     lo_nat, hi_nat = d["natural_range"]
-    d["rr_estimate"] = float(_rr_baseline(rr, cols, lab, domains))
-    d["rr_estimate_clamped"] = clamp_estimate(d["rr_estimate"], lo_nat, hi_nat)
+    if args.compare:
+        d["rr_estimate"], d["rr_interval"] = (float(v) if not isinstance(v, list) else v
+                                              for v in _rr_baseline(rr, cols, lab, domains, args.alpha))
+        d["rr_estimate_clamped"] = clamp_estimate(d["rr_estimate"], lo_nat, hi_nat)
+    else:
+        for k in COMPARE_ONLY_KEYS:
+            d.pop(k, None)
     d["data"] = source
     d["columns"] = names + ([label] if label else [])
+    if d["clamped"] and not args.json:
+        warn(clamped_note(d["clamped"], domains))
     if args.json:
         print(json.dumps(d))
         return 0
     name = "Kendall's tau-a" if stat == "kendall" else ("Gini mean difference" if stat == "gini" else "AUC")
     dom = ", ".join(f"{c} in [{x['lower']:g}, {x['upper']:g}] ({x['decimals']} decimals)"
                     for c, x in zip(names, d["domain"]))
+    pct = f"{100 * (1 - args.alpha):g}%"
     print(f"{name} ({stat}) on {source}, columns {', '.join(d['columns'])}")
     print(f"  public domain    {dom}")
     print(f"  DP estimate      {res.estimate:.6g} (raw, unbiased); clamped to [{lo_nat:g}, {hi_nat:g}]: "
           f"{d['estimate_clamped']:.6g}")
-    print(f"  exact            {res.exact:.6g} {NOT_PRIVATE}; on the clamped grid {d['exact_quantized']:.6g} "
-          f"{NOT_PRIVATE}")
-    if d["sample_mse"] is not None:
-        print(f"  predicted RMSE   {d['sample_mse'] ** 0.5:.4g} around the clamped-grid value {NOT_PRIVATE}")
-    if res.theorem5_mse is not None:
-        print(f"  Theorem 5 RMSE   {res.theorem5_mse ** 0.5:.4g} around the population value "
-              f"({'two-sample analogue; ' if stat == 'auc' else ''}not private: uses the data's zetas)")
-    print(f"  RR baseline      {d['rr_estimate']:.6g} (raw); clamped {d['rr_estimate_clamped']:.6g}  "
-          f"(Algorithm 1: quantization + k-ary RR, {rr.cells} cells: a second epsilon-LDP release)")
-    print(f"  privacy          ({res.epsilon:g}, {res.delta:.3g})-DP per user for the 2PC estimate, "
+    print(f"  {pct} interval{' ' * max(1, 8 - len(pct))}{interval_line(d['interval'], None, (lo_nat, hi_nat))} "
+          f"for the statistic of the clamped grid data; width {d['interval_width']:.4g} from public parameters "
+          f"only (part of the release)")
+    if args.compare:
+        print(f"  exact            {d['exact']:.6g} {NOT_PRIVATE}; on the clamped grid {d['exact_quantized']:.6g} "
+              f"{NOT_PRIVATE}")
+        if d["sample_mse"] is not None:
+            print(f"  predicted RMSE   {d['sample_mse'] ** 0.5:.4g} around the clamped-grid value {NOT_PRIVATE}")
+        if d["theorem5_mse"] is not None:
+            print(f"  Theorem 5 RMSE   {d['theorem5_mse'] ** 0.5:.4g} around the population value "
+                  f"({'two-sample analogue; ' if stat == 'auc' else ''}not private: uses the data's zetas)")
+        print(f"  RR baseline      {d['rr_estimate']:.6g} (raw); clamped {d['rr_estimate_clamped']:.6g}; "
+              f"{interval_line(d['rr_interval'], args.alpha, (lo_nat, hi_nat))}  "
+              f"(Algorithm 1: quantization + k-ary RR, {rr.cells} cells: a second epsilon-LDP release)")
+    print(f"  privacy          ({res.epsilon:g}, {res.delta:.3g})-DP per user for the 2PC estimate and its interval, "
           f"{res.pairs_per_user} pair(s) per user, eps {d['epsilon_per_pair']:.4g} per pair ({d['design']}, "
-          f"{res.mode}); with the RR baseline printed too, ({2 * res.epsilon:g}, {res.delta:.3g})")
+          f"{res.mode})" + (f"; with the RR baseline printed too, ({2 * res.epsilon:g}, {res.delta:.3g})"
+                            if args.compare else ""))
     print(f"  noise            {d['noise']} in the circuit, variance <= {d['noise_variance_per_pair']:.4g} per pair "
           f"(eps {d['noise_epsilon_per_pair']:.4g}, delta {d['noise_delta_per_pair']:.3g} per pair)")
     print(f"  users / pairs    {res.n} / {res.pairs} 2PC executions of the kernel + noise circuit "
@@ -269,7 +314,7 @@ def cmd_ustat(args) -> int:
         print(f"  cluster          {d['cluster']}: {d['cluster_tasks']} Dask tasks on {d['cluster_workers']} worker(s)")
     print(f"  AND gates        {res.and_gates}")
     print(f"  bytes            {res.bytes} ({d['bytes_per_pair']:.0f} per pair)")
-    print(f"  clamped          {clamped_note(d['clamped'], domains)}")
+    if args.compare:
+        print(f"  clamped          {clamped_note(d['clamped'], domains)}")
     print(f"  seconds          {res.seconds:.2f} {NOT_PRIVATE}")
     return 0
-

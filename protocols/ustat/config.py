@@ -68,6 +68,7 @@ class UStatConfig:
     pair_delta: float = DEFAULT_PAIR_DELTA
     lam: int | None = None
     compute_theorem5: bool = True
+    alpha: float = 0.05
     transport: Transport = field(default_factory=Transport)
 
     def __post_init__(self) -> None:
@@ -104,6 +105,8 @@ class UStatConfig:
             raise UStatError(f"noise must be one of {NOISE_MECHANISMS}, got {self.noise!r}")
         if self.noise == "krr" and self.statistic == "gini":
             raise UStatError("k-ary randomized response needs a kernel with few values (kendall, auc); gini takes a continuum")
+        if isinstance(self.alpha, bool) or not isinstance(self.alpha, (int, float)) or not 0 < self.alpha <= 0.5:
+            raise UStatError(f"alpha (the interval's miss probability) must lie in (0, 0.5], got {self.alpha!r}")
         lam = self.lam
         if lam is not None:
             if isinstance(lam, bool) or not isinstance(lam, int) or not 1 <= lam <= 256:

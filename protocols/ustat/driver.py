@@ -88,6 +88,7 @@ import numpy as np
 
 from .config import DEFAULT_PAIR_DELTA, NOISE_MECHANISMS, STATISTICS, UStatConfig, UStatError
 from .data import PreparedData, _exact, _exact_raw, _pair_inputs, natural_range, prepare_data
+from .interval import ustat_interval
 from .result import Costs, NotPrivate, PublicParameters, Release, UStatResult
 from .runners import PairJob, _aggregate, _run_network, _run_simulate, runner_for
 from .stats import (
@@ -311,6 +312,10 @@ def _result(config: UStatConfig, pd: PreparedData, nc, ran, x, y, labels, *, n: 
     slope, intercept = nc.debias  # the mean of the per-pair estimates, from the exact sum of reported values
     estimate = (float(slope) * (ran.total / ran.count) + float(intercept)) * unit * conv
     lo_nat, hi_nat = natural_range(pd)
+    iw = ustat_interval(nc, R=pd.range_, design=design, two_sample=statistic == "auc", n_rows=pd.x.size,
+                        n_cols=pd.x.size if pd.y is None or statistic != "auc" else pd.y.size, P=P, pairs=m,
+                        alpha=config.alpha, to_natural=unit * conv)
+    interval = iw.around(estimate)
     delta = releases * delta_pair + (config.delta_slack if design == "all" else 0.0)
     ci = ran.cluster
     public = PublicParameters(
@@ -318,13 +323,15 @@ def _result(config: UStatConfig, pd: PreparedData, nc, ran, x, y, labels, *, n: 
         pairs_per_user=P if design == "subsample" else n - 1, mode=config.mode, design=design, bits=pd.bits,
         domain=[d.as_dict() for d in pd.domains], natural_range=[lo_nat, hi_nat], epsilon_per_pair=float(eps_pair),
         noise=nc.mechanism, noise_epsilon_per_pair=guarantee.epsilon, noise_delta_per_pair=delta_pair,
-        noise_delta_method=guarantee.method, noise_variance_per_pair=noise_var, pair_delta=float(d_pair))
+        noise_delta_method=guarantee.method, noise_variance_per_pair=noise_var, pair_delta=float(d_pair),
+        alpha=float(config.alpha), interval_method=iw.method, interval_width=iw.width)
     costs = Costs(
         and_gates=nc.circuit.n_and * m, and_gates_per_pair=nc.circuit.n_and, noise_and_gates_per_pair=nc.noise_and_gates,
         random_bits_per_pair=nc.random_width, bytes=int(ran.bytes), bytes_per_pair=ran.bytes / m,
         executions=ran.executions, cluster=None if ci is None else ci.cluster,
         cluster_workers=None if ci is None else ci.workers, cluster_tasks=None if ci is None else ci.tasks)
-    release = Release(estimate=float(estimate), estimate_clamped=min(max(float(estimate), lo_nat), hi_nat))
+    release = Release(estimate=float(estimate), estimate_clamped=min(max(float(estimate), lo_nat), hi_nat),
+                      interval=interval, interval_clamped=[min(max(v, lo_nat), hi_nat) for v in interval])
     not_private = NotPrivate(
         exact=float(_exact_raw(statistic, x, y, labels)), exact_quantized=float(_exact(pd)), sample_mse=sample_mse,
         theorem5_mse=pop_mse, clamped=int(pd.clamped), seconds=time.perf_counter() - t_start,

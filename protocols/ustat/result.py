@@ -55,6 +55,9 @@ class PublicParameters:
     noise_delta_method: str
     noise_variance_per_pair: float
     pair_delta: float
+    alpha: float
+    interval_method: str
+    interval_width: float
 
 
 @dataclass(frozen=True)
@@ -75,10 +78,16 @@ class Costs:
 
 @dataclass(frozen=True)
 class Release:
-    """The DP outputs: the raw (unbiased) estimate and its clamp to the natural range."""
+    """The DP outputs: the raw (unbiased) estimate, its (1 - alpha) interval, and both clamped to the natural range.
+
+    The interval's width is public (``PublicParameters.interval_width``); its
+    position follows the noisy estimate.
+    """
 
     estimate: float
     estimate_clamped: float
+    interval: list
+    interval_clamped: list
 
 
 @dataclass(frozen=True)
@@ -101,7 +110,8 @@ _ORDER = ("statistic", "estimate", "exact", "epsilon", "delta", "n", "pairs", "p
           "seconds", "mode", "executions", "theorem5_mse", "estimate_clamped", "natural_range", "exact_quantized",
           "clamped", "domain", "and_gates_per_pair", "bits", "noise_delta_per_pair", "epsilon_per_pair", "design",
           "noise_variance_per_pair", "noise", "bytes_per_pair", "noise_and_gates_per_pair", "random_bits_per_pair",
-          "noise_epsilon_per_pair", "noise_delta_method", "pair_delta", "sample_mse", "cluster")
+          "noise_epsilon_per_pair", "noise_delta_method", "pair_delta", "sample_mse", "cluster", "interval",
+          "interval_clamped", "interval_method", "interval_width", "alpha")
 
 
 def _names(cls) -> tuple[str, ...]:

@@ -55,7 +55,8 @@ def test_ustat_neighbours(stat, design, mode, tmp_path, capsys, seeded_pairs):
     for tag, (x, y) in (("D", (X, Y)), ("D2", (x2, y2))):
         path = write_csv(tmp_path / f"{tag}.csv", ["x", "y", "lab"], x, y, LAB)
         outs.append(run_json(capsys, ["ustat", "--statistic", stat, "--epsilon", "1", "--design", design,
-                                      "--mode", mode, "--workers", "2", "--data", path, *_ustat_args(stat, path)]))
+                                      "--mode", mode, "--workers", "2", "--data", path, "--compare",
+                                      *_ustat_args(stat, path)]))
     a, b = outs
     a["data"] = b["data"]  # the file name is the caller's label
     assert a["exact"] != b["exact"]  # the neighbour really is different
@@ -66,8 +67,8 @@ def test_ustat_gini_on_the_shipped_data_neighbours(capsys, monkeypatch, seeded_p
     """The README's main job without flags: the diabetes progression data and its neighbour with one
     patient moved to the top of the declared domain [0, 400]. This is the case that failed before
     (sensitivity, decimals and width followed the data's own max - min)."""
-    a, b = run_on_shipped_neighbours(capsys, monkeypatch, ["ustat", "--statistic", "gini", "--epsilon", "1"],
-                                     "progression", 400.0)
+    a, b = run_on_shipped_neighbours(capsys, monkeypatch, ["ustat", "--statistic", "gini", "--epsilon", "1",
+                                                           "--compare"], "progression", 400.0)
     assert a["exact"] != b["exact"]
     assert_same_public(a, b, ustat_cmd.DP_KEYS, ustat_cmd.NOT_PRIVATE_KEYS)
 

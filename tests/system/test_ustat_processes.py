@@ -49,9 +49,16 @@ def test_cli_json_keys_on_default_data():
     r = _cli("ustat", "--statistic", "auc", "--epsilon", "1", "--json")
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
-    for k in ("statistic", "estimate", "exact", "epsilon", "delta", "n", "pairs", "and_gates", "bytes", "seconds"):
+    for k in ("statistic", "estimate", "interval", "interval_method", "epsilon", "delta", "n", "pairs", "and_gates",
+              "bytes", "seconds"):
         assert k in d
+    # one release by default: no exact value, no predicted error, no second (baseline) release
+    assert not {"exact", "exact_quantized", "sample_mse", "theorem5_mse", "rr_estimate", "rr_interval"} & set(d)
+    r = _cli("ustat", "--statistic", "auc", "--epsilon", "1", "--json", "--compare")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
     assert d["statistic"] == "auc" and d["n"] == 569 and d["exact"] == pytest.approx(0.9375, abs=1e-3)
+    assert {"rr_estimate", "rr_estimate_clamped", "rr_interval", "sample_mse", "theorem5_mse"} <= set(d)
 
 
 def test_cli_errors_name_row_and_column(tmp_path):
