@@ -291,6 +291,20 @@ def _pair_job(config: UStatConfig, pd: PreparedData, nc, pairs: np.ndarray, eps_
     return PairJob(nc, gx, ey, pairs[:, 0], pairs[:, 1] + offset, params)
 
 
+def natural_units(pd: PreparedData, nc) -> float:
+    """Natural units per circuit output unit: the grid step (gini), 1 (kendall), 1/2 (the circuit's AUC is 2x)."""
+    return float(nc.unit) * {"gini": pd.scale, "kendall": 1.0, "auc": 0.5}[pd.statistic]
+
+
+def release_interval(config: UStatConfig, pd: PreparedData, nc, pairs: int):
+    """The (1 - alpha) interval width of a run (:func:`pairwise.protocols.ustat.interval.ustat_interval`), natural
+    units: a function of the public design, domain and circuit only."""
+    two = pd.statistic == "auc"
+    return ustat_interval(nc, R=pd.range_, design=config.design, two_sample=two, n_rows=pd.x.size,
+                          n_cols=pd.y.size if two else pd.x.size, P=int(config.pairs_per_user), pairs=pairs,
+                          alpha=config.alpha, to_natural=natural_units(pd, nc))
+
+
 def _result(config: UStatConfig, pd: PreparedData, nc, ran, x, y, labels, *, n: int, eps_pair: Fraction,
             releases: int, d_pair: Fraction, t_start: float) -> UStatResult:
     """Assemble the typed result groups of one run."""
@@ -312,9 +326,7 @@ def _result(config: UStatConfig, pd: PreparedData, nc, ran, x, y, labels, *, n: 
     slope, intercept = nc.debias  # the mean of the per-pair estimates, from the exact sum of reported values
     estimate = (float(slope) * (ran.total / ran.count) + float(intercept)) * unit * conv
     lo_nat, hi_nat = natural_range(pd)
-    iw = ustat_interval(nc, R=pd.range_, design=design, two_sample=statistic == "auc", n_rows=pd.x.size,
-                        n_cols=pd.x.size if pd.y is None or statistic != "auc" else pd.y.size, P=P, pairs=m,
-                        alpha=config.alpha, to_natural=unit * conv)
+    iw = release_interval(config, pd, nc, m)
     interval = iw.around(estimate)
     delta = releases * delta_pair + (config.delta_slack if design == "all" else 0.0)
     ci = ran.cluster
