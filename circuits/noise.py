@@ -123,6 +123,7 @@ __all__ = [
     "discrete_laplace_gadget",
     "randomized_response_gadget",
     "noisy_kernel",
+    "noisy_spec_kernel",
     "noisy_binary_kernel",
     "random_input_bits",
     "simulate_random_input_bits",
@@ -646,6 +647,60 @@ def noisy_kernel(
         sensitivity=noise.sensitivity,
         kernel=name,
     )
+
+
+def noisy_spec_kernel(
+    spec,
+    bits: int,
+    span: int,
+    *,
+    epsilon: object,
+    mechanism: str = "auto",
+    delta: object | None = None,
+    variance_tolerance: object = DEFAULT_VARIANCE_TOLERANCE,
+) -> NoisyCircuit:
+    """A declared kernel (:class:`pairwise.circuits.kernel_spec.KernelSpec`) followed by in-circuit noise.
+
+    The sensitivity is the declared range hi - lo for grid span ``span``
+    (never the data); k-ary randomized response applies when the spec
+    declares its 2 or 3 ``values`` (the code of a value is its index, found
+    by comparisons with the constants).  The caller verifies the declaration
+    against the circuit first (:func:`pairwise.circuits.kernel_spec.verify_kernel`).
+    Output units are the kernel's circuit units (t = 0).
+    """
+    from . import kernels as K
+    from .kernel_spec import KernelRangeError
+
+    K._check(bits)
+    lo, hi = spec.output_range(span)
+    values = spec.values
+    noise = choose_kernel_noise(spec.name, epsilon, hi - lo, mechanism=mechanism, delta=delta,
+                                variance_tolerance=variance_tolerance, krr_values=values)
+    b = Builder(f"noisy_{spec.name}{bits}u_{noise.mechanism}_acc{noise.acc}")
+    x = b.input("x", bits, GARBLER)
+    y = b.input("y", bits, EVALUATOR)
+    h = spec.build(b, x, y)
+    if not isinstance(h, Int):
+        raise KernelRangeError(f"kernel {spec.name!r} must return a builder Int, got {type(h).__name__}")
+    st = _random_groups(b, noise.random_bits)
+    if isinstance(noise, KaryRRParams):
+        code = [h.eq(v).bits[0] for v in values[1:]]  # one-hot of the non-zero codes: (c0, c1) = ([h = v1], [h = v2])
+        b.output("out", Int(b, krr_value(b, st, code, noise), False))
+        st.check_used()
+        return NoisyCircuit(b.build(), "krr", noise, krr_guarantee(noise), noise.random_bits, value_range=(lo, hi),
+                            sensitivity=hi - lo, kernel=spec.name, codes=values)
+    z = discrete_laplace_value(b, st, noise)
+    st.check_used()
+    zlo, zhi = noise.noise_range
+    width = _signed_width(min(lo, 0) + zlo, max(hi, 0) + zhi)
+    if width > 64:
+        raise KernelRangeError(f"kernel {spec.name!r}: the noisy output needs {width} bits (more than 64); "
+                               "narrow the domain or lower the decimals")
+    hw = max(width, h.width + 1)
+    out = h.extend(hw).extend(hw, True) + z.extend(hw)
+    b.output("out", out.extend(width, True).as_signed())
+    return NoisyCircuit(b.build(), noise.mechanism, noise, discrete_laplace_guarantee(noise), noise.random_bits,
+                        value_range=(lo, hi), sensitivity=noise.sensitivity, kernel=spec.name)
 
 
 def _greater_value(b: Builder, x: Int, y: Int) -> Int:

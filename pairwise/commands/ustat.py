@@ -98,7 +98,11 @@ DEFAULTS = {
     "gini": ("diabetes", ["progression"], None),
     "kendall": ("fair", ["rate_marriage", "religious"], None),
     "auc": ("breast_cancer", ["mean_radius"], "malignant"),
+    "variance": ("diabetes", ["progression"], None),
+    "collision": ("fair", ["rate_marriage"], None),
 }
+NAMES = {"gini": "Gini mean difference", "kendall": "Kendall's tau-a", "auc": "AUC",
+         "variance": "variance ((x - y)^2 / 2)", "collision": "collision probability ([x = y])"}
 
 #: JSON keys of the Algorithm 1 baseline, a second epsilon-LDP release (``--compare`` only).
 BASELINE_KEYS = ("rr_estimate", "rr_estimate_clamped", "rr_interval")
@@ -121,8 +125,13 @@ def register(root, groups) -> None:
                         description="Estimate a U-statistic of n users' private values with differential "
                                     "privacy: sampled pairs of users run the kernel plus discrete-Laplace noise "
                                     "in a garbled circuit (ustats paper, Sec. 5).")
-    p.add_argument("--statistic", required=True, choices=sorted(DEFAULTS),
-                   help="gini (Gini mean difference), kendall (Kendall's tau-a) or auc (area under the ROC)")
+    p.add_argument("--statistic", choices=sorted(DEFAULTS),
+                   help="gini (Gini mean difference), kendall (Kendall's tau-a), auc (area under the ROC), variance "
+                        "((x - y)^2 / 2: the sample variance) or collision ([x = y]: the collision probability)")
+    p.add_argument("--kernel", metavar="MODULE:FUNCTION",
+                   help="any degree-2 kernel instead of --statistic: a function decorated with "
+                        "pairwise.circuits.kernel_spec.kernel(range=..., symmetric=...) (one column, --data, "
+                        "--columns A, --lower/--upper); its declared range is checked against its circuit")
     add_epsilon(p, what="privacy budget per user")
     p.add_argument("--pairs-per-user", type=positive_int, default=1, metavar="P",
                    help="pairs each user takes part in, 1..n-1 (default 1)")
@@ -169,6 +178,17 @@ def _load(args):
     from pairwise.protocols.datasets import dataset_info, load_csv, load_dataset
 
     stat = args.statistic
+    if args.kernel is not None:
+        if args.data is None and args.builtin is None or not args.columns or len(args.columns) != 1:
+            raise ValueError("--kernel needs its data: --data FILE.csv (or --builtin NAME) and --columns A (one column)")
+        if args.label:
+            raise ValueError("--kernel takes one-sample kernels of one column: no --label")
+        cols = list(args.columns)
+        builtin = None if args.data is not None else args.builtin
+        domains = resolve_domains(args, cols, builtin)
+        path, source = (args.data, args.data) if builtin is None else (dataset_path(builtin), f"{builtin} (shipped)")
+        d = load_csv(path, cols)
+        return [d[cols[0]]], None, source, cols, None, domains
     if args.data is not None and args.builtin is not None:
         raise ValueError("give either --data FILE.csv or --builtin NAME, not both")
     if args.label and stat != "auc":
@@ -217,7 +237,9 @@ def _rr_protocol(stat: str, domains, epsilon: float):
         q = Quantizer.discrete([(d.lower + np.arange(d.span + 1) * d.step).tolist() for d in domains])
     else:
         q = Quantizer.uniform([d.lower for d in domains], [d.upper for d in domains], RR_BINS)
-    return QuantizedUStatistic(stat, q, epsilon)
+    kernels = {"variance": lambda a, b: (np.asarray(a) - np.asarray(b)) ** 2 / 2,
+               "collision": lambda a, b: (np.asarray(a) == np.asarray(b)).astype(float)}
+    return QuantizedUStatistic(kernels.get(stat, stat), q, epsilon)
 
 
 def _rr_baseline(proto, cols, lab, domains, alpha: float) -> tuple[float, list[float]]:
@@ -241,6 +263,10 @@ def _rr_baseline(proto, cols, lab, domains, alpha: float) -> tuple[float, list[f
     return est, iw.around(est)
 
 
+def _g(v) -> str:
+    return "n/a (too many pairs to evaluate)" if v is None else f"{v:.6g}"
+
+
 def cmd_ustat(args) -> int:
     from pairwise.dp.bounds import clamp_estimate
     from pairwise.protocols.ustat.driver import run_ustat
@@ -249,6 +275,16 @@ def cmd_ustat(args) -> int:
 
     if args.signed:
         deprecated("--signed", "--lower/--upper (values are shifted by the public lower bound)")
+    spec = None
+    if (args.statistic is None) == (args.kernel is None):
+        raise ValueError("give --statistic NAME or --kernel MODULE:FUNCTION (one of them)")
+    if args.kernel is not None:
+        from pairwise.circuits.kernel_spec import load_kernel
+
+        spec = load_kernel(args.kernel)  # imported and validated before any data is read
+        if args.compare:
+            raise ValueError("--compare's Algorithm 1 baseline needs a named statistic; --kernel has none")
+        args.statistic = spec.name
     cols, lab, source, names, label, domains = _load(args)
     stat = args.statistic
     for dom in domains:
@@ -262,7 +298,7 @@ def cmd_ustat(args) -> int:
                         workers=args.workers, bits=args.bits, batch=args.batch, timeout=args.timeout,
                         connect_timeout=args.connect_timeout, progress=progress, tls_dir=args.tls,
                         noise=args.noise, pair_delta=args.pair_delta, cluster=args.cluster, alpha=args.alpha,
-                        compute_theorem5=args.compare, **bounds)
+                        compute_theorem5=args.compare, kernel=spec, **bounds)
     d = res.as_dict()
     lo_nat, hi_nat = d["natural_range"]
     if args.compare:
@@ -279,7 +315,7 @@ def cmd_ustat(args) -> int:
     if args.json:
         print(json.dumps(d))
         return 0
-    name = "Kendall's tau-a" if stat == "kendall" else ("Gini mean difference" if stat == "gini" else "AUC")
+    name = NAMES.get(stat, f"kernel {args.kernel}") if spec is None else f"kernel {args.kernel}"
     dom = ", ".join(f"{c} in [{x['lower']:g}, {x['upper']:g}] ({x['decimals']} decimals)"
                     for c, x in zip(names, d["domain"]))
     pct = f"{100 * (1 - args.alpha):g}%"
@@ -290,8 +326,11 @@ def cmd_ustat(args) -> int:
     print(f"  {pct} interval{' ' * max(1, 8 - len(pct))}{interval_line(d['interval'], None, (lo_nat, hi_nat))} "
           f"for the statistic of the clamped grid data; width {d['interval_width']:.4g} from public parameters "
           f"only (part of the release)")
+    if d.get("kernel_check"):
+        print(f"  kernel range     {d['natural_range'][0]:.6g} .. {d['natural_range'][1]:.6g} as declared, checked "
+              f"{d['kernel_check']}")
     if args.compare:
-        print(f"  exact            {d['exact']:.6g} {NOT_PRIVATE}; on the clamped grid {d['exact_quantized']:.6g} "
+        print(f"  exact            {_g(d['exact'])} {NOT_PRIVATE}; on the clamped grid {_g(d['exact_quantized'])} "
               f"{NOT_PRIVATE}")
         if d["sample_mse"] is not None:
             print(f"  predicted RMSE   {d['sample_mse'] ** 0.5:.4g} around the clamped-grid value {NOT_PRIVATE}")

@@ -69,9 +69,32 @@ class UStatConfig:
     lam: int | None = None
     compute_theorem5: bool = True
     alpha: float = 0.05
+    kernel: Any = None
     transport: Transport = field(default_factory=Transport)
 
     def __post_init__(self) -> None:
+        from pairwise.circuits.kernel_spec import BUILTIN_SPECS, KernelSpec
+
+        if self.kernel is None and self.statistic in BUILTIN_SPECS:
+            object.__setattr__(self, "kernel", BUILTIN_SPECS[self.statistic])
+        if self.kernel is not None:
+            if not isinstance(self.kernel, KernelSpec):
+                raise UStatError(f"kernel must be a pairwise.circuits.kernel_spec.KernelSpec (@kernel(range=..., "
+                                 f"symmetric=...)), got {type(self.kernel).__name__}")
+            if self.statistic != self.kernel.name:
+                raise UStatError(f"statistic {self.statistic!r} and kernel {self.kernel.name!r} disagree")
+            if self.design == "all" and not self.kernel.symmetric:
+                raise UStatError(f"kernel {self.kernel.name!r} is not symmetric: the all-pairs design would fix each "
+                                 "pair's orientation; use the subsample design (random orientation)")
+            if self.noise == "krr" and self.kernel.values is None:
+                raise UStatError(f"k-ary randomized response needs a kernel that declares its 2 or 3 values; "
+                                 f"{self.kernel.name!r} does not")
+            if self.mode == "network" and self.kernel.path is None:
+                raise UStatError(f"network mode rebuilds kernel {self.kernel.name!r} in each worker process: define "
+                                 "it at module level in an importable module (module:function)")
+        elif self.statistic not in STATISTICS:
+            raise UStatError(f"unknown statistic {self.statistic!r}; choose from "
+                             f"{STATISTICS + tuple(sorted(BUILTIN_SPECS))} or pass kernel=")
         eps = self.epsilon
         if not (isinstance(eps, (int, float)) and not isinstance(eps, bool) and math.isfinite(eps) and eps > 0):
             raise UStatError(f"epsilon must be a positive finite number, got {eps!r}")

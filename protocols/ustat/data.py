@@ -45,6 +45,9 @@ class PreparedData:
     range_: int  # public range R of the kernel in circuit units
     domains: tuple = ()  # PublicDomain per private column (kendall: 2)
     clamped: int = 0  # values moved into the public domain: private, a diagnostic only
+    kernel: object = None  # a declared kernel (KernelSpec), or None for gini/kendall/auc
+    table: np.ndarray | None = None  # the declared kernel on the whole public grid (small grids): public
+    kernel_check: str | None = None  # how the kernel's declared range was verified
 
 
 def _domains(statistic: str, lower, upper, decimals) -> tuple:
@@ -96,7 +99,7 @@ def _width(span: int) -> int:
 
 
 def prepare_data(statistic: str, x, y=None, labels=None, bits: int | None = None, *,
-                 lower=None, upper=None, decimals=None) -> PreparedData:
+                 lower=None, upper=None, decimals=None, kernel=None) -> PreparedData:
     """Map real data to unsigned fixed-point integers on the public grid.
 
     gini: x values; kendall: x and y columns (``lower``/``upper``/``decimals``
@@ -106,9 +109,12 @@ def prepare_data(statistic: str, x, y=None, labels=None, bits: int | None = None
     (``decimals`` default: :func:`pairwise.dp.bounds.default_decimals`). The
     circuit width is the smallest of 8/16/32/64 bits holding the public span,
     or ``bits`` if given (it must hold the span). Sensitivity, width and
-    scale are functions of the public bounds only.
+    scale are functions of the public bounds only.  ``kernel`` (a
+    :class:`pairwise.circuits.kernel_spec.KernelSpec`, one column ``x``): its
+    declared range is checked against its circuit here, before any noise
+    (:func:`pairwise.circuits.kernel_spec.verify_kernel`).
     """
-    if statistic not in STATISTICS:
+    if kernel is None and statistic not in STATISTICS:
         raise UStatError(f"unknown statistic {statistic!r}; choose from {STATISTICS}")
     doms = _domains(statistic, lower, upper, decimals)
     width = _width(max(d.span for d in doms))
@@ -120,7 +126,26 @@ def prepare_data(statistic: str, x, y=None, labels=None, bits: int | None = None
             raise UStatError(f"the public domain needs {need} bits ({max(d.span for d in doms)} grid steps); "
                              f"--bits {bits} is too narrow: widen it or lower the decimals")
         width = int(bits)
+    if kernel is not None:
+        return _prepare_kernel(kernel, x, y, labels, doms, width)
     return _prepare(statistic, x, y, labels, doms, width)
+
+
+def _prepare_kernel(spec, x, y, labels, doms, width: int) -> PreparedData:
+    from pairwise.circuits.kernel_spec import KernelRangeError, verify_kernel
+
+    if y is not None or labels is not None:
+        raise UStatError(f"kernel {spec.name!r} is a one-sample kernel of one column: no y or labels")
+    d = doms[0]
+    try:
+        (lo, hi), table, how = verify_kernel(spec, width, d.span)
+    except KernelRangeError as exc:
+        raise UStatError(str(exc)) from None
+    x = np.asarray(x, dtype=np.float64)
+    if x.ndim != 1 or x.size < 2:
+        raise UStatError("need at least 2 data points")
+    xi, moved = _fixed_point(x, d, "x")
+    return PreparedData(spec.name, xi, None, width, d.step, hi - lo, doms, moved, spec, table, how)
 
 
 def _prepare(statistic: str, x, y, labels, doms, width: int) -> PreparedData:
@@ -172,8 +197,12 @@ def _pair_inputs(pd: PreparedData, pairs: np.ndarray) -> tuple[list[int] | np.nd
     return pd.x[pairs[:, 0]], pd.x[pairs[:, 1]]
 
 
-def _exact_raw(statistic: str, x, y, labels) -> float:
-    """The U-statistic of the raw (unclamped, unrounded) data: not private, for evaluation only."""
+def _exact_raw(statistic: str, x, y, labels, pd: PreparedData | None = None) -> float | None:
+    """The U-statistic of the raw (unclamped, unrounded) data: not private, for evaluation only.
+
+    A declared kernel is a circuit on the grid: its raw value is its value on the clamped grid data."""
+    if pd is not None and pd.kernel is not None:
+        return _exact(pd)
     x = np.asarray(x, dtype=np.float64)
     if statistic == "gini":
         return u_statistic("gini", x)
@@ -183,18 +212,68 @@ def _exact_raw(statistic: str, x, y, labels) -> float:
     return u_statistic("auc", x[lab == 1], x[lab == 0])
 
 
+def kernel_factor(pd: PreparedData) -> float:
+    """Natural units per kernel unit (circuit units before any fixed-point shift)."""
+    if pd.kernel is not None:
+        return pd.kernel.natural_factor(pd.scale)
+    return {"gini": pd.scale, "kendall": 1.0, "auc": 0.5}[pd.statistic]
+
+
 def natural_range(pd: PreparedData) -> tuple[float, float]:
-    """The statistic's natural range: gini [0, upper - lower], kendall's tau-a [-1, 1], AUC [0, 1]."""
+    """The statistic's natural range: gini [0, upper - lower], kendall's tau-a [-1, 1], AUC [0, 1]; a declared
+    kernel's range in natural units."""
+    if pd.kernel is not None:
+        lo, hi = pd.kernel.output_range(pd.domains[0].span)
+        f = kernel_factor(pd)
+        return lo * f, hi * f
     if pd.statistic == "gini":
         return 0.0, pd.domains[0].upper - pd.domains[0].lower
     return (-1.0, 1.0) if pd.statistic == "kendall" else (0.0, 1.0)
 
 
-def _exact(pd: PreparedData) -> float:
-    """The U-statistic of the clamped fixed-point data (what the estimate is unbiased for): not private."""
+def _exact(pd: PreparedData) -> float | None:
+    """The U-statistic of the clamped fixed-point data (what the estimate is unbiased for): not private.
+
+    A declared kernel: from its table on the grid (mean over ordered pairs i != j), or by evaluating its
+    circuit on every pair when n (n - 1) is small; None when neither fits."""
+    if pd.kernel is not None:
+        return _exact_kernel(pd)
     if pd.statistic == "gini":
         return u_statistic("gini", pd.x.astype(np.float64)) * pd.scale
     if pd.statistic == "kendall":
         return u_statistic("kendall", pd.x, pd.y)
     return u_statistic("auc", pd.x, pd.y)
 
+
+
+def _exact_kernel(pd: PreparedData) -> float | None:
+    from pairwise.circuits.kernel_spec import EXHAUSTIVE_LIMIT, _bits_of, kernel_circuit
+    from pairwise.circuits.ir import bits_to_ints
+
+    n = pd.x.size
+    if pd.table is not None:
+        t = pd.table.astype(np.float64)
+        c = np.bincount(pd.x, minlength=t.shape[0]).astype(np.float64)
+        total = float(c @ t @ c - c @ np.diag(t))
+    elif n * (n - 1) <= EXHAUSTIVE_LIMIT:
+        circuit, _ = kernel_circuit(pd.kernel, pd.bits)
+        i, j = np.nonzero(~np.eye(n, dtype=bool))
+        out = circuit.evaluate_bits([_bits_of(pd.x[i], pd.bits), _bits_of(pd.x[j], pd.bits)])[0]
+        total = float(np.asarray(bits_to_ints(out, circuit.outputs[0].signed), dtype=np.float64).sum())
+    else:
+        return None
+    return total / (n * (n - 1)) * kernel_factor(pd)
+
+
+def kernel_sums_from_table(pd: PreparedData):
+    """:class:`pairwise.protocols.ustat.stats.KernelSums` of a symmetric declared kernel (kernel units), from its
+    grid table; None when there is no table or the kernel is not symmetric."""
+    from .stats import KernelSums
+
+    if pd.table is None or not pd.kernel.symmetric:
+        return None
+    t = pd.table.astype(np.float64)
+    c = np.bincount(pd.x, minlength=t.shape[0]).astype(np.float64)
+    rows = (t @ c)[pd.x]
+    total_sq = float(c @ (t * t) @ c)
+    return KernelSums(pd.x.size, pd.x.size, float(rows.sum()), total_sq, rows, rows.copy(), np.diag(t)[pd.x])

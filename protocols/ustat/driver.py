@@ -87,7 +87,8 @@ from fractions import Fraction
 import numpy as np
 
 from .config import DEFAULT_PAIR_DELTA, NOISE_MECHANISMS, STATISTICS, UStatConfig, UStatError
-from .data import PreparedData, _exact, _exact_raw, _pair_inputs, natural_range, prepare_data
+from .data import PreparedData, _exact, _exact_raw, _pair_inputs, kernel_factor, kernel_sums_from_table, natural_range, \
+    prepare_data
 from .interval import ustat_interval
 from .result import Costs, NotPrivate, PublicParameters, Release, UStatResult
 from .runners import PairJob, _aggregate, _run_network, _run_simulate, runner_for
@@ -157,10 +158,21 @@ def _predicted_mse(statistic: str, pd: PreparedData, nc, design: str, P: int) ->
     the AUC (:func:`pairwise.protocols.ustat.stats.two_sample_mse`); None for the ``all`` design.
     The sample MSE is :func:`pairwise.protocols.ustat.stats.fixed_sample_mse`.
     """
+    if pd.kernel is not None:
+        sums = kernel_sums_from_table(pd)
+        if sums is None:  # no grid table (large grid) or an asymmetric kernel: no prediction
+            return None, None
+        return _predicted_from_sums(pd, nc, sums, design, P)
     scale = 2.0 if statistic == "auc" else 1.0  # kernel_sums' AUC is [x > y] + [x = y]/2; the circuit's is twice that
     sums = kernel_sums(statistic, pd.x, pd.y)
     sums = type(sums)(sums.n_rows, sums.n_cols, sums.total * scale, sums.total_sq * scale**2,
                       sums.rows * scale, sums.cols * scale, sums.diag)
+    return _predicted_from_sums(pd, nc, sums, design, P)
+
+
+def _predicted_from_sums(pd: PreparedData, nc, sums, design: str, P: int) -> tuple[float | None, float]:
+    """Theorem 5 (or its two-sample analogue) and the fixed-sample MSE from the kernel sums (circuit units)."""
+    statistic = pd.statistic
     coeffs = nc.variance_coefficients
     sample = fixed_sample_mse(sums, design, P, coeffs)
     if design != "subsample":
@@ -223,6 +235,14 @@ def run_ustat(statistic: str, x, y=None, labels=None, *, config: UStatConfig | N
     ``theorem5_mse`` (uses the data's zetas), ``sample_mse`` (the predicted
     MSE around ``exact_quantized``), ``clamped``, ``seconds``.
     """
+    from pairwise.circuits.kernel_spec import KernelSpec
+
+    if isinstance(statistic, KernelSpec):
+        if options.get("kernel") not in (None, statistic):
+            raise UStatError("give the kernel once: as the statistic or as kernel=, not two different ones")
+        statistic, options = statistic.name, {**options, "kernel": statistic}
+    elif statistic is None and isinstance(options.get("kernel"), KernelSpec):
+        statistic = options["kernel"].name
     if config is None:
         config = UStatConfig.from_options(statistic, options)
     elif options:
@@ -234,7 +254,7 @@ def run_ustat(statistic: str, x, y=None, labels=None, *, config: UStatConfig | N
                       DeprecationWarning, stacklevel=2)
     t_start = time.perf_counter()
     pd = prepare_data(statistic, x, y, labels, config.bits, lower=config.lower, upper=config.upper,
-                      decimals=config.decimals)
+                      decimals=config.decimals, kernel=config.kernel)
     pairs, n = _sample_design(config, pd, rng)
     if progress:
         progress(0, pairs.shape[0])
@@ -265,15 +285,22 @@ def _sample_design(config: UStatConfig, pd: PreparedData, rng: np.random.Generat
 
 def _noisy_circuit(config: UStatConfig, pd: PreparedData, n: int, m: int):
     """The public kernel + noise circuit of one pair's release: (nc, eps_pair, releases per user, delta_pair)."""
-    from pairwise.circuits.noise import noisy_kernel
+    from pairwise.circuits.kernel_spec import KernelRangeError
+    from pairwise.circuits.noise import noisy_kernel, noisy_spec_kernel
     from pairwise.dp.errors import NoiseParameterError
 
     eps_pair, releases = per_pair_epsilon(config.epsilon, config.design, int(config.pairs_per_user), n,
                                           config.delta_slack)
     d_pair = Fraction(1, (1 << config.lam) * m) if config.lam is not None else config.per_pair_delta
     try:
-        nc = noisy_kernel(pd.statistic, pd.bits, False, epsilon=eps_pair, sensitivity=pd.range_,
-                          mechanism=config.noise, delta=d_pair)
+        if pd.kernel is not None:
+            nc = noisy_spec_kernel(pd.kernel, pd.bits, pd.domains[0].span, epsilon=eps_pair, mechanism=config.noise,
+                                   delta=d_pair)
+        else:
+            nc = noisy_kernel(pd.statistic, pd.bits, False, epsilon=eps_pair, sensitivity=pd.range_,
+                              mechanism=config.noise, delta=d_pair)
+    except KernelRangeError as exc:
+        raise UStatError(str(exc)) from None
     except NoiseParameterError as exc:
         raise UStatError(f"no {config.noise} noise for this statistic and budget: {exc}") from None
     return nc, eps_pair, releases, d_pair
@@ -286,14 +313,21 @@ def _pair_job(config: UStatConfig, pd: PreparedData, nc, pairs: np.ndarray, eps_
     params = {"statistic": pd.statistic, "bits": pd.bits, "epsilon_num": eps_pair.numerator,
               "epsilon_den": eps_pair.denominator, "sensitivity": pd.range_, "mechanism": nc.mechanism,
               "delta_num": d_pair.numerator, "delta_den": d_pair.denominator}
+    if pd.kernel is not None:  # the worker imports the same declared kernel and rebuilds the same circuit
+        params.update(kernel=pd.kernel.path, span=pd.domains[0].span)
     # AUC: positives and negatives are distinct users, so the evaluators' indices follow the positives'
     offset = pd.x.size if pd.statistic == "auc" else 0
     return PairJob(nc, gx, ey, pairs[:, 0], pairs[:, 1] + offset, params)
 
 
+def _float(v) -> float | None:
+    return None if v is None else float(v)
+
+
 def natural_units(pd: PreparedData, nc) -> float:
-    """Natural units per circuit output unit: the grid step (gini), 1 (kendall), 1/2 (the circuit's AUC is 2x)."""
-    return float(nc.unit) * {"gini": pd.scale, "kendall": 1.0, "auc": 0.5}[pd.statistic]
+    """Natural units per circuit output unit: the grid step (gini), 1 (kendall), 1/2 (the circuit's AUC is 2x),
+    a declared kernel's scale * step^power."""
+    return float(nc.unit) * kernel_factor(pd)
 
 
 def release_interval(config: UStatConfig, pd: PreparedData, nc, pairs: int):
@@ -310,11 +344,9 @@ def _result(config: UStatConfig, pd: PreparedData, nc, ran, x, y, labels, *, n: 
     """Assemble the typed result groups of one run."""
     statistic, design, P = pd.statistic, config.design, int(config.pairs_per_user)
     m = ran.count
-    unit = float(nc.unit)
     guarantee = nc.guarantee
     delta_pair = float(guarantee.delta) if guarantee is not None else 0.0
-    conv = {"gini": pd.scale, "kendall": 1.0, "auc": 0.5}[statistic]
-    to_natural = (unit * conv) ** 2
+    to_natural = natural_units(pd, nc) ** 2
     # Public: the largest per-pair estimate variance over the kernel's values (no data involved).
     noise_var = float(nc.max_estimate_variance) * to_natural
     pop_mse = sample_mse = None
@@ -322,9 +354,9 @@ def _result(config: UStatConfig, pd: PreparedData, nc, ran, x, y, labels, *, n: 
     if config.compute_theorem5 and work <= PREDICTION_MAX_WORK:
         pop_mse, sample_mse = _predicted_mse(statistic, pd, nc, design, P)
         pop_mse = None if pop_mse is None else pop_mse * to_natural
-        sample_mse *= to_natural
+        sample_mse = None if sample_mse is None else sample_mse * to_natural
     slope, intercept = nc.debias  # the mean of the per-pair estimates, from the exact sum of reported values
-    estimate = (float(slope) * (ran.total / ran.count) + float(intercept)) * unit * conv
+    estimate = (float(slope) * (ran.total / ran.count) + float(intercept)) * natural_units(pd, nc)
     lo_nat, hi_nat = natural_range(pd)
     iw = release_interval(config, pd, nc, m)
     interval = iw.around(estimate)
@@ -336,7 +368,7 @@ def _result(config: UStatConfig, pd: PreparedData, nc, ran, x, y, labels, *, n: 
         domain=[d.as_dict() for d in pd.domains], natural_range=[lo_nat, hi_nat], epsilon_per_pair=float(eps_pair),
         noise=nc.mechanism, noise_epsilon_per_pair=guarantee.epsilon, noise_delta_per_pair=delta_pair,
         noise_delta_method=guarantee.method, noise_variance_per_pair=noise_var, pair_delta=float(d_pair),
-        alpha=float(config.alpha), interval_method=iw.method, interval_width=iw.width)
+        alpha=float(config.alpha), interval_method=iw.method, interval_width=iw.width, kernel_check=pd.kernel_check)
     costs = Costs(
         and_gates=nc.circuit.n_and * m, and_gates_per_pair=nc.circuit.n_and, noise_and_gates_per_pair=nc.noise_and_gates,
         random_bits_per_pair=nc.random_width, bytes=int(ran.bytes), bytes_per_pair=ran.bytes / m,
@@ -345,7 +377,7 @@ def _result(config: UStatConfig, pd: PreparedData, nc, ran, x, y, labels, *, n: 
     release = Release(estimate=float(estimate), estimate_clamped=min(max(float(estimate), lo_nat), hi_nat),
                       interval=interval, interval_clamped=[min(max(v, lo_nat), hi_nat) for v in interval])
     not_private = NotPrivate(
-        exact=float(_exact_raw(statistic, x, y, labels)), exact_quantized=float(_exact(pd)), sample_mse=sample_mse,
+        exact=_float(_exact_raw(statistic, x, y, labels, pd)), exact_quantized=_float(_exact(pd)), sample_mse=sample_mse,
         theorem5_mse=pop_mse, clamped=int(pd.clamped), seconds=time.perf_counter() - t_start,
         cluster_task_seconds=None if ci is None else ci.task_seconds)
     return UStatResult(public, costs, release, not_private, outputs=ran.outputs)

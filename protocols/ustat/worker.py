@@ -4,7 +4,8 @@ What it does
     Run as ``python -m pairwise.protocols.ustat.worker [--tls DIR --name NAME]``;
     reads one JSON job on stdin:
 
-    ``{"worker": k, "params": {...noisy_kernel arguments: statistic, bits, epsilon, sensitivity, mechanism, delta...},
+    ``{"worker": k, "params": {...noisy_kernel arguments: statistic, bits, epsilon, sensitivity, mechanism, delta...;
+      for a declared kernel also "kernel": "module:function" and "span"},
       "sessions": [{"id": s, "role": "garbler"|"evaluator", "port": p,
                     "peer": "worker-j", "inputs": [v, ...]}, ...], "timeout": t, "connect_timeout": c}``
 
@@ -49,8 +50,14 @@ from fractions import Fraction
 
 
 def _build(params: dict):
-    from pairwise.circuits.noise import noisy_kernel
+    from pairwise.circuits.noise import noisy_kernel, noisy_spec_kernel
 
+    if params.get("kernel"):  # a declared kernel, imported by its module:function path (public)
+        from pairwise.circuits.kernel_spec import load_kernel
+
+        return noisy_spec_kernel(load_kernel(params["kernel"]), params["bits"], params["span"],
+                                 epsilon=Fraction(params["epsilon_num"], params["epsilon_den"]),
+                                 mechanism=params["mechanism"], delta=Fraction(params["delta_num"], params["delta_den"]))
     return noisy_kernel(
         params["statistic"],
         params["bits"],

@@ -1,0 +1,93 @@
+"""Declared kernels (pairwise.circuits.kernel_spec): the declaration is checked against the circuit, never trusted.
+
+Python ints are the reference: every table entry is compared with the kernel's closed form, and a kernel
+whose circuit can leave its declared range, values or symmetry is refused with an error naming the values.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pairwise.circuits.kernel_spec import (
+    COLLISION,
+    EXHAUSTIVE_LIMIT,
+    VARIANCE,
+    KernelRangeError,
+    kernel,
+    kernel_table,
+    load_kernel,
+    verify_kernel,
+)
+
+
+def _gini(b, x, y):
+    w = x.width + 1
+    return abs(x.extend(w, True) - y.extend(w, True))[: x.width]
+
+
+@pytest.mark.parametrize("span,bits", [(5, 8), (40, 8), (255, 8), (300, 16)])
+def test_shipped_kernels_match_their_closed_forms_on_the_whole_grid(span, bits):
+    g = np.arange(span + 1)
+    assert np.array_equal(kernel_table(VARIANCE, bits, span), (g[:, None] - g[None, :]) ** 2)
+    assert np.array_equal(kernel_table(COLLISION, bits, span), (g[:, None] == g[None, :]).astype(np.int64))
+    for spec in (VARIANCE, COLLISION):
+        (lo, hi), t, how = verify_kernel(spec, bits, span)
+        assert how.startswith("exhaustive") and t.min() >= lo and t.max() <= hi
+    assert VARIANCE.output_range(span) == (0, span * span) and VARIANCE.natural_factor(0.1) == pytest.approx(0.005)
+
+
+def test_a_range_too_narrow_is_refused_with_the_values_it_misses():
+    narrow = kernel(range=(0, 10), symmetric=True, name="gini10")(_gini)
+    with pytest.raises(KernelRangeError, match=r"declares the range \[0, 10\].*\[0, 40\]"):
+        verify_kernel(narrow, 8, 40)
+    assert verify_kernel(narrow, 8, 10)[0] == (0, 10)  # on a grid 0..10 it holds
+    wide = kernel(range=lambda span: (0, span), symmetric=True, name="gini")(_gini)
+    assert verify_kernel(wide, 8, 40)[0] == (0, 40)
+
+
+def test_values_and_symmetry_are_checked():
+    sign = kernel(range=(-1, 1), symmetric=True, name="sign")(lambda b, x, y: (x.extend(9) - y.extend(9)).as_signed().sign())
+    with pytest.raises(KernelRangeError, match="declared symmetric but h"):
+        verify_kernel(sign, 8, 20)
+    asym = kernel(range=(-1, 1), symmetric=False, values=(0, 1, -1), name="sign")(sign.build)
+    assert verify_kernel(asym, 8, 20)[0] == (-1, 1)
+    twovals = kernel(range=(0, 1), symmetric=True, values=(0, 1), name="gt")(lambda b, x, y: _gini(b, x, y))
+    with pytest.raises(KernelRangeError, match=r"(declares the values|declares the range)"):
+        verify_kernel(twovals, 8, 3)
+
+
+def test_large_grids_use_the_sound_word_bound():
+    span = int(EXHAUSTIVE_LIMIT ** 0.5) + 10
+    gini = kernel(range=lambda s: (0, s), symmetric=True, name="gini")(_gini)
+    with pytest.raises(KernelRangeError, match="too large to check exhaustively.*16-bit unsigned output word"):
+        verify_kernel(gini, 16, span)
+    word = kernel(range=(0, 2**16 - 1), symmetric=True, name="gini")(_gini)
+    assert verify_kernel(word, 16, span)[2].startswith("sound bound")
+    assert verify_kernel(VARIANCE, 16, span)[2].startswith("by construction")  # shipped, proven by construction
+
+
+@pytest.mark.parametrize("bad,match", [
+    (dict(range=(1, 1), symmetric=True), "lo < hi"),
+    (dict(range=(0, 1.5), symmetric=True), "integers"),
+    (dict(range=(0, 1), symmetric="yes"), "symmetric=True or False"),
+    (dict(range=(0, 1), symmetric=True, power=3), "power"),
+    (dict(range=(0, 1), symmetric=True, scale=-1), "positive"),
+    (dict(range=(0, 1), symmetric=True, values=(0, 1, 2, 3)), "2 or 3"),
+    (dict(range=(0, 2), symmetric=True, values=(0, 1)), "do not span"),
+])
+def test_bad_declarations_are_refused(bad, match):
+    with pytest.raises(KernelRangeError, match=match):
+        kernel(**bad)(_gini).output_range(10)
+
+
+def test_load_kernel_errors_say_what_to_do():
+    with pytest.raises(KernelRangeError, match="module:function"):
+        load_kernel("nocolon")
+    with pytest.raises(KernelRangeError, match="cannot import"):
+        load_kernel("no_such_module_xyz:k")
+    with pytest.raises(KernelRangeError, match="has no attribute"):
+        load_kernel("pairwise.circuits.kernel_spec:nothing")
+    with pytest.raises(KernelRangeError, match="is not a kernel"):
+        load_kernel("pairwise.circuits.kernel_spec:kernel")
+    assert load_kernel("pairwise.circuits.kernel_spec:VARIANCE") is VARIANCE

@@ -1,0 +1,143 @@
+"""Any degree-2 kernel through the 2PC protocol: the shipped variance and collision kernels against their closed
+forms, a user-written kernel (docs/examples/wilcoxon_kernel.py) through the API, the command line and network
+mode, and the refusals (a range the circuit exceeds, an unimportable kernel in network mode)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import pairwise
+from pairwise.circuits.kernel_spec import VARIANCE, kernel, load_kernel
+from pairwise.protocols.ustat import UStatError, run_ustat
+
+EXAMPLES = Path(__file__).resolve().parents[3] / "docs" / "examples"
+
+
+@pytest.fixture
+def wilcoxon(monkeypatch):
+    monkeypatch.syspath_prepend(str(EXAMPLES))
+    return load_kernel("wilcoxon_kernel:walsh_positive")
+
+
+def test_variance_and_collision_against_their_closed_forms():
+    rng = np.random.default_rng(3)
+    x = np.round(rng.uniform(0, 30, 60))
+    r = pairwise.ustat("variance", x, epsilon=8, lower=0, upper=30, decimals=0, rng=np.random.default_rng(1))
+    d = r.as_dict()
+    assert d["exact_quantized"] == pytest.approx(np.var(x, ddof=1), rel=1e-12)  # (x - y)^2 / 2 gives the sample variance
+    assert d["natural_range"] == [0, 450] and d["noise"] in ("signed_geometric", "discrete_laplace")
+    lab = np.round(rng.uniform(1, 5, 80))
+    r = pairwise.ustat("collision", lab, epsilon=8, lower=1, upper=5, decimals=0, rng=np.random.default_rng(1))
+    d = r.as_dict()
+    c = np.bincount(lab.astype(int))
+    assert d["exact_quantized"] == pytest.approx(((c * c).sum() - lab.size) / (lab.size * (lab.size - 1)), rel=1e-12)
+    assert d["noise"] == "krr" and d["natural_range"] == [0, 1]
+
+
+@pytest.mark.parametrize("stat", ["variance", "collision"])
+def test_the_release_is_unbiased_for_the_closed_form(stat):
+    """All pairs at a high budget, averaged over runs: the 2PC estimate centres on the closed form (a 99.9%
+    interval of the mean of 8 runs, each run's own published interval as its scale)."""
+    rng = np.random.default_rng(7)
+    x = np.round(rng.uniform(0, 6, 24))
+    truth = np.var(x, ddof=1) if stat == "variance" else None
+    runs = [run_ustat(stat, x, epsilon=40.0, design="all", lower=0, upper=6, decimals=0, alpha=0.001,
+                      rng=np.random.default_rng(s), compute_theorem5=False) for s in range(8)]
+    if truth is None:
+        c = np.bincount(x.astype(int))
+        truth = ((c * c).sum() - x.size) / (x.size * (x.size - 1))
+    est = np.mean([r.estimate for r in runs])
+    half = runs[0].as_dict()["interval_width"] / 2
+    assert abs(est - truth) <= half / np.sqrt(8) * 2  # well inside: the noise is independent across runs
+
+
+def test_per_pair_outputs_are_the_kernel_plus_the_stated_noise():
+    """The aggregator's per-pair values minus the kernel of the sampled pairs (known from the seeded design)."""
+    from pairwise.protocols.ustat.stats import sample_pairs
+
+    x = np.round(np.random.default_rng(2).uniform(0, 20, 4000))
+    r = run_ustat("variance", x, epsilon=64.0, lower=0, upper=20, decimals=0, rng=np.random.default_rng(9),
+                  compute_theorem5=False)
+    pairs = sample_pairs(x.size, 1, np.random.default_rng(9))
+    h = (x[pairs[:, 0]] - x[pairs[:, 1]]) ** 2  # circuit units: (x - y)^2 on the grid
+    z = r.outputs - h  # additive noise at sensitivity 400, eps 64, variance from the gadget
+    d = r.as_dict()
+    var = d["noise_variance_per_pair"] / 0.5**2  # natural units are (x - y)^2 / 2
+    mean = {"signed_geometric": -0.5, "discrete_laplace": 0.0}[d["noise"]]
+    assert abs(z.mean() - mean) < 5 * np.sqrt(var / z.size)
+    assert abs(z.var() / var - 1) < 0.25  # 5 standard errors of a Laplace sample variance at 2000 pairs
+
+
+def test_a_user_kernel_through_the_api(wilcoxon):
+    rng = np.random.default_rng(1)
+    d = np.clip(np.round(rng.normal(1.0, 3, 500)), -10, 10)
+    n = d.size
+    s = d[:, None] + d[None, :]
+    closed = ((s > 0).sum() - (2 * d > 0).sum()) / (n * (n - 1))  # P(Walsh average > 0) over i != j
+    for call in (lambda: pairwise.ustat(wilcoxon, d, epsilon=2, lower=-10, upper=10, decimals=0),
+                 lambda: pairwise.ustat(None, d, kernel=wilcoxon, epsilon=2, lower=-10, upper=10, decimals=0)):
+        res = call().as_dict()
+        assert res["statistic"] == "walsh_positive" and res["noise"] == "krr"
+        assert res["exact_quantized"] == pytest.approx(closed, rel=1e-12)
+        assert res["kernel_check"] == "exhaustive over the 441 grid pairs"
+        lo, hi = res["interval"]
+        assert hi - lo == pytest.approx(res["interval_width"])
+
+
+def test_a_kernel_whose_circuit_exceeds_its_declared_range_is_refused_before_any_noise(monkeypatch):
+    @kernel(range=(0, 5), symmetric=True, name="too_narrow")
+    def gini(b, x, y):
+        w = x.width + 1
+        return abs(x.extend(w, True) - y.extend(w, True))[: x.width]
+
+    def tripwire(*_a, **_k):
+        raise AssertionError("noise was drawn before the kernel was checked")
+
+    monkeypatch.setattr(os, "urandom", tripwire)
+    with pytest.raises(UStatError, match=r"declares the range \[0, 5\] but its circuit outputs values in \[0, 30\]"):
+        run_ustat(gini, np.arange(31.0), epsilon=1, lower=0, upper=30, decimals=0, rng=np.random.default_rng(0))
+
+
+def test_refusals_of_the_configuration():
+    asym = kernel(range=(0, 1), symmetric=False, name="gt")(lambda b, x, y: x > y)
+    with pytest.raises(UStatError, match="not symmetric"):
+        run_ustat(asym, np.arange(10.0), epsilon=1, design="all", lower=0, upper=9, decimals=0)
+    with pytest.raises(UStatError, match="importable module"):
+        run_ustat(asym, np.arange(10.0), epsilon=1, mode="network", lower=0, upper=9, decimals=0)
+    with pytest.raises(UStatError, match="declares its 2 or 3 values"):
+        run_ustat(VARIANCE, np.arange(10.0), epsilon=1, noise="krr", lower=0, upper=9, decimals=0)
+    with pytest.raises(UStatError, match="disagree"):
+        run_ustat("gini", np.arange(10.0), kernel=VARIANCE, epsilon=1, lower=0, upper=9, decimals=0)
+
+
+def _cli(*args, env=None, timeout=300):
+    e = dict(os.environ, PYTHONPATH=str(EXAMPLES) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    return subprocess.run([sys.executable, "-m", "pairwise", *args], capture_output=True, text=True, timeout=timeout,
+                          env=e)
+
+
+@pytest.mark.slow
+def test_the_documented_user_kernel_on_the_command_line_and_in_network_mode(tmp_path):
+    d = np.clip(np.round(np.random.default_rng(4).normal(0.5, 3, 120)), -10, 10)
+    f = tmp_path / "diffs.csv"
+    f.write_text("d\n" + "".join(f"{v:g}\n" for v in d))
+    base = ["ustat", "--kernel", "wilcoxon_kernel:walsh_positive", "--epsilon", "2", "--data", str(f), "--columns",
+            "d", "--lower", "-10", "--upper", "10", "--decimals", "0", "--json"]
+    for extra in ([], ["--mode", "network", "--workers", "2"]):
+        r = _cli(*base, *extra)
+        assert r.returncode == 0, r.stderr
+        out = json.loads(r.stdout)
+        assert out["statistic"] == "walsh_positive" and out["mode"] == (extra[1] if extra else "simulate")
+        assert out["interval_width"] > 0 and "exact" not in out
+    r = _cli("ustat", "--kernel", "wilcoxon_kernel:nope", "--epsilon", "1", "--data", str(f), "--columns", "d",
+             "--lower", "-10", "--upper", "10")
+    assert r.returncode == 2 and "has no attribute" in r.stderr
+    r = _cli("ustat", "--statistic", "gini", "--kernel", "wilcoxon_kernel:walsh_positive", "--epsilon", "1")
+    assert r.returncode == 2 and "one of them" in r.stderr
