@@ -120,6 +120,11 @@ COMPARE_ONLY_KEYS = ("exact", "exact_quantized", "sample_mse", "theorem5_mse")
 RR_BINS = 16
 
 
+def _pairs_per_user(text: str):
+    """``auto`` or a positive integer."""
+    return "auto" if text == "auto" else positive_int(text)
+
+
 def register(root, groups) -> None:
     p = root.add_parser("ustat", help="DP U-statistic (gini, kendall, auc) with the 2PC subsampling protocol",
                         description="Estimate a U-statistic of n users' private values with differential "
@@ -133,8 +138,9 @@ def register(root, groups) -> None:
                         "pairwise.circuits.kernel_spec.kernel(range=..., symmetric=...) (one column, --data, "
                         "--columns A, --lower/--upper); its declared range is checked against its circuit")
     add_epsilon(p, what="privacy budget per user")
-    p.add_argument("--pairs-per-user", type=positive_int, default=1, metavar="P",
-                   help="pairs each user takes part in, 1..n-1 (default 1)")
+    p.add_argument("--pairs-per-user", type=_pairs_per_user, default=1, metavar="P",
+                   help="pairs each user takes part in, 1..n-1 (default 1), or auto: the P minimizing Theorem 5's "
+                        "bound with worst-case variances, from n, epsilon and the kernel's public range")
     p.add_argument("--mode", choices=["simulate", "network"], default="simulate",
                    help="simulate: all pairs as real 2PC executions over an in-memory channel in this process; "
                         "network: users hosted by --workers processes, real 2PC over loopback TCP")
@@ -346,6 +352,8 @@ def cmd_ustat(args) -> int:
                             if args.compare else ""))
     print(f"  noise            {d['noise']} in the circuit, variance <= {d['noise_variance_per_pair']:.4g} per pair "
           f"(eps {d['noise_epsilon_per_pair']:.4g}, delta {d['noise_delta_per_pair']:.3g} per pair)")
+    if d.get("pairs_per_user_rule"):
+        print(f"  pairs per user   auto: P = {res.pairs_per_user} ({d['pairs_per_user_rule']})")
     print(f"  users / pairs    {res.n} / {res.pairs} 2PC executions of the kernel + noise circuit "
           f"({d['and_gates_per_pair']} AND each, {d['noise_and_gates_per_pair']} of them noise, {d['bits']}-bit words, "
           f"SIMD batches: {res.executions})")

@@ -56,7 +56,7 @@ class UStatConfig:
     lower: Any = None
     upper: Any = None
     decimals: Any = None
-    pairs_per_user: int = 1
+    pairs_per_user: int | str = 1
     mode: str = "simulate"
     design: str = "subsample"
     delta_slack: float = 1e-8
@@ -98,9 +98,12 @@ class UStatConfig:
         eps = self.epsilon
         if not (isinstance(eps, (int, float)) and not isinstance(eps, bool) and math.isfinite(eps) and eps > 0):
             raise UStatError(f"epsilon must be a positive finite number, got {eps!r}")
-        if isinstance(self.pairs_per_user, bool) or int(self.pairs_per_user) != self.pairs_per_user \
+        if self.pairs_per_user == "auto":
+            if self.design != "subsample":
+                raise UStatError("pairs_per_user='auto' chooses P for the subsample design; the all design has none")
+        elif isinstance(self.pairs_per_user, (bool, str)) or int(self.pairs_per_user) != self.pairs_per_user \
                 or self.pairs_per_user < 1:
-            raise UStatError(f"pairs per user must be a positive integer, got {self.pairs_per_user!r}")
+            raise UStatError(f"pairs per user must be a positive integer or 'auto', got {self.pairs_per_user!r}")
         if self.mode not in MODES:
             raise UStatError(f"mode must be 'simulate' or 'network', got {self.mode!r}")
         if self.design not in DESIGNS:

@@ -82,6 +82,7 @@ from __future__ import annotations
 
 import time
 import warnings
+from dataclasses import replace
 from fractions import Fraction
 
 import numpy as np
@@ -255,6 +256,12 @@ def run_ustat(statistic: str, x, y=None, labels=None, *, config: UStatConfig | N
     t_start = time.perf_counter()
     pd = prepare_data(statistic, x, y, labels, config.bits, lower=config.lower, upper=config.upper,
                       decimals=config.decimals, kernel=config.kernel)
+    rule = None
+    if config.pairs_per_user == "auto":  # from n, epsilon and the public range only (Theorem 5, worst case)
+        from .planning import choose_pairs_per_user
+
+        choice = choose_pairs_per_user(config, pd)
+        config, rule = replace(config, pairs_per_user=choice.pairs_per_user), choice.reason
     pairs, n = _sample_design(config, pd, rng)
     if progress:
         progress(0, pairs.shape[0])
@@ -262,7 +269,7 @@ def run_ustat(statistic: str, x, y=None, labels=None, *, config: UStatConfig | N
     job = _pair_job(config, pd, nc, pairs, eps_pair, d_pair)
     ran = runner_for(config).run(job, progress)
     return _result(config, pd, nc, ran, x, y, labels, n=n, eps_pair=eps_pair, releases=releases, d_pair=d_pair,
-                   t_start=t_start)
+                   t_start=t_start, rule=rule)
 
 
 def _sample_design(config: UStatConfig, pd: PreparedData, rng: np.random.Generator | None) -> tuple[np.ndarray, int]:
@@ -340,7 +347,7 @@ def release_interval(config: UStatConfig, pd: PreparedData, nc, pairs: int):
 
 
 def _result(config: UStatConfig, pd: PreparedData, nc, ran, x, y, labels, *, n: int, eps_pair: Fraction,
-            releases: int, d_pair: Fraction, t_start: float) -> UStatResult:
+            releases: int, d_pair: Fraction, t_start: float, rule: str | None = None) -> UStatResult:
     """Assemble the typed result groups of one run."""
     statistic, design, P = pd.statistic, config.design, int(config.pairs_per_user)
     m = ran.count
@@ -368,7 +375,8 @@ def _result(config: UStatConfig, pd: PreparedData, nc, ran, x, y, labels, *, n: 
         domain=[d.as_dict() for d in pd.domains], natural_range=[lo_nat, hi_nat], epsilon_per_pair=float(eps_pair),
         noise=nc.mechanism, noise_epsilon_per_pair=guarantee.epsilon, noise_delta_per_pair=delta_pair,
         noise_delta_method=guarantee.method, noise_variance_per_pair=noise_var, pair_delta=float(d_pair),
-        alpha=float(config.alpha), interval_method=iw.method, interval_width=iw.width, kernel_check=pd.kernel_check)
+        alpha=float(config.alpha), interval_method=iw.method, interval_width=iw.width, kernel_check=pd.kernel_check,
+        pairs_per_user_rule=rule)
     costs = Costs(
         and_gates=nc.circuit.n_and * m, and_gates_per_pair=nc.circuit.n_and, noise_and_gates_per_pair=nc.noise_and_gates,
         random_bits_per_pair=nc.random_width, bytes=int(ran.bytes), bytes_per_pair=ran.bytes / m,

@@ -59,6 +59,7 @@ class PublicParameters:
     interval_method: str
     interval_width: float
     kernel_check: str | None = None
+    pairs_per_user_rule: str | None = None
 
 
 @dataclass(frozen=True)
@@ -112,7 +113,7 @@ _ORDER = ("statistic", "estimate", "exact", "epsilon", "delta", "n", "pairs", "p
           "clamped", "domain", "and_gates_per_pair", "bits", "noise_delta_per_pair", "epsilon_per_pair", "design",
           "noise_variance_per_pair", "noise", "bytes_per_pair", "noise_and_gates_per_pair", "random_bits_per_pair",
           "noise_epsilon_per_pair", "noise_delta_method", "pair_delta", "sample_mse", "cluster", "interval",
-          "interval_clamped", "interval_method", "interval_width", "alpha", "kernel_check")
+          "interval_clamped", "interval_method", "interval_width", "alpha", "kernel_check", "pairs_per_user_rule")
 
 
 def _names(cls) -> tuple[str, ...]:
