@@ -123,7 +123,6 @@ __all__ = [
     "discrete_laplace_gadget",
     "randomized_response_gadget",
     "noisy_kernel",
-    "noisy_spec_kernel",
     "noisy_binary_kernel",
     "random_input_bits",
     "simulate_random_input_bits",
