@@ -1,0 +1,148 @@
+"""Source-level mutation run with cosmic-ray over dp/, the noise gadgets and the estimators (issue 25 item 6).
+
+Unlike ``tests/mutation/run.py`` (deliberate faults patched in at the public
+entry points), this mutates the source itself: cosmic-ray
+(https://cosmic-ray.readthedocs.io) rewrites one operator, number or
+condition of a module on disk, runs that module's test command, and counts
+the mutant killed when the tests fail.  Not part of CI (hours for every
+mutant); run it by hand after changing the modules below, in a checkout you
+are not editing (files are rewritten in place and restored):
+
+    .venv/bin/pip install cosmic-ray
+    .venv/bin/python tests/mutation/source_mutants.py --per-module 12 --out /tmp/mutants.json
+
+Operators: cosmic-ray's full set makes 11 replacements of every binary
+operator (a + b -> a - b, a * b, a / b, a // b, a ** b, a % b, a << b, ...),
+most of them killed by any test; we keep one natural mutation per site
+(+ <-> -, * <-> /, // -> /, ** -> *, comparison boundaries < <-> <=,
+> <-> >=, == <-> !=), numbers, ``not``, True/False, and/or, unary minus and
+zero-iteration loops, then draw ``--per-module`` of them uniformly (seeded)
+per module.  The score is killed / (killed + survived); timeouts count as
+killed, as cosmic-ray does.  Survivors are written with their diffs to
+``--out`` for review (benchmarks/RESULTS.md lists each with its fate).
+
+The ECDF modules (dp/ecdf.py, dp/tree.py, protocols/ecdf/) are another
+run's (issue 25, ECDF part).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import re
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PYTEST = f"{sys.executable} -m pytest -x -q -p no:cacheprovider"
+
+#: module -> the tests that must notice a change in it
+TARGETS = {
+    "dp/concentration.py": "tests/dp/test_concentration.py",
+    "protocols/ustat/interval.py": "tests/dp/test_concentration.py",
+    "protocols/ldp/interval.py": "tests/dp/test_concentration.py tests/protocols/test_interval_neighbours.py",
+    "protocols/ustat/planning.py": "tests/protocols/ustat/test_pairs_auto.py",
+    "circuits/kernel_spec.py": "tests/circuits/test_kernel_spec.py",
+    "circuits/noise.py": "tests/test_noise.py tests/test_dp_dyadic.py",
+    "dp/mechanisms.py": "tests/test_dp_mechanisms.py",
+    "dp/dyadic/params.py": "tests/test_dp_dyadic.py tests/test_dp_mechanisms.py",
+    "dp/dyadic/guarantee.py": "tests/test_dp_dyadic.py tests/test_noise.py",
+    "dp/dyadic/search.py": "tests/test_dp_dyadic.py tests/test_noise.py",
+    "dp/samplers.py": "tests/test_dp_samplers.py",
+    "dp/accounting.py": "tests/test_dp_accounting.py",
+    "dp/exact.py": "tests/test_dp_dyadic.py tests/test_dp_accounting.py",
+    "dp/bounds.py": "tests/test_bounds.py",
+    "dp/smoothing.py": "tests/test_dp_ecdf.py",
+    "protocols/ustat/stats.py": "tests/test_ustat.py",
+    "protocols/ldp/ustat.py": "tests/test_ldp_ustat.py",
+}
+
+KEEP = re.compile(r"core/(ReplaceBinaryOperator_(Add_Sub|Sub_Add|Mul_Div|Div_Mul|FloorDiv_Div|Pow_Mul|Mod_FloorDiv)"
+                  r"|ReplaceComparisonOperator_(Lt_LtE|LtE_Lt|Gt_GtE|GtE_Gt|Eq_NotEq|NotEq_Eq)"
+                  r"|NumberReplacer|AddNot|ReplaceTrueWithFalse|ReplaceFalseWithTrue|ReplaceAndWithOr|ReplaceOrWithAnd"
+                  r"|ReplaceUnaryOperator_USub_UAdd|ReplaceUnaryOperator_Delete_USub|ZeroIterationForLoop)$")
+
+
+def _config(module: str, tests: str, path: Path, timeout: float) -> None:
+    path.write_text(f'''[cosmic-ray]
+module-path = "{module}"
+timeout = {timeout}
+excluded-modules = []
+test-command = "{PYTEST} {tests}"
+[cosmic-ray.distributor]
+name = "local"
+''')
+
+
+def _sample(db: Path, k: int, seed: int) -> int:
+    con = sqlite3.connect(db)
+    rows = con.execute("select job_id, operator_name from mutation_specs").fetchall()
+    keep = sorted(j for j, op in rows if KEEP.match(op))
+    chosen = set(random.Random(seed).sample(keep, min(k, len(keep))))
+    drop = [(j,) for j, _ in rows if j not in chosen]
+    con.executemany("delete from mutation_specs where job_id = ?", drop)
+    con.executemany("delete from work_items where job_id = ?", drop)
+    con.commit()
+    con.close()
+    return len(keep)
+
+
+def run(per_module: int, seed: int, modules: list[str], timeout: float) -> dict:
+    out = {}
+    cr = str(Path(sys.executable).with_name("cosmic-ray"))
+    for module in modules:
+        tests = TARGETS[module]
+        with tempfile.TemporaryDirectory() as tmp:
+            cfg, db = Path(tmp) / "c.toml", Path(tmp) / "s.sqlite"
+            _config(module, tests, cfg, timeout)
+            subprocess.run([cr, "init", str(cfg), str(db)], cwd=ROOT, check=True, capture_output=True)
+            eligible = _sample(db, per_module, seed)
+            t0 = time.time()
+            subprocess.run([cr, "exec", str(cfg), str(db)], cwd=ROOT, check=True, capture_output=True)
+            dump = subprocess.run([cr, "dump", str(db)], cwd=ROOT, check=True, capture_output=True, text=True).stdout
+        res = {"tests": tests, "eligible": eligible, "killed": 0, "survived": 0, "incompetent": 0, "survivors": [],
+               "seconds": round(time.time() - t0, 1)}
+        for line in dump.splitlines():
+            spec, result = json.loads(line)
+            outcome = (result or {}).get("test_outcome")
+            if outcome == "killed" or (result or {}).get("worker_outcome") == "timeout":
+                res["killed"] += 1
+            elif outcome == "survived":
+                res["survived"] += 1
+                res["survivors"].append({"operator": spec["operator_name"], "line": spec["start_pos"][0],
+                                         "function": spec.get("definition_name"), "diff": result.get("diff")})
+            else:
+                res["incompetent"] += 1
+        out[module] = res
+        print(f"{module}: {res['killed']} killed, {res['survived']} survived, {res['incompetent']} incompetent "
+              f"(of {eligible} eligible; {res['seconds']} s)", flush=True)
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True,
+                           text=True).stdout
+    if dirty.strip():
+        raise SystemExit(f"the tree is not clean after the run:\n{dirty}")
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--per-module", type=int, default=12, help="mutants drawn per module (default 12)")
+    ap.add_argument("--seed", type=int, default=25)
+    ap.add_argument("--timeout", type=float, default=600.0, help="seconds per mutant's test command")
+    ap.add_argument("--modules", nargs="*", default=sorted(TARGETS))
+    ap.add_argument("--out", default="mutants.json")
+    args = ap.parse_args()
+    res = run(args.per_module, args.seed, args.modules, args.timeout)
+    killed = sum(r["killed"] for r in res.values())
+    survived = sum(r["survived"] for r in res.values())
+    Path(args.out).write_text(json.dumps(res, indent=1))
+    print(f"score {killed}/{killed + survived} = {killed / max(1, killed + survived):.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
