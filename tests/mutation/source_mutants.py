@@ -108,13 +108,14 @@ def run(per_module: int, seed: int, modules: list[str], timeout: float) -> dict:
         res = {"tests": tests, "eligible": eligible, "killed": 0, "survived": 0, "incompetent": 0, "survivors": [],
                "seconds": round(time.time() - t0, 1)}
         for line in dump.splitlines():
-            spec, result = json.loads(line)
+            item, result = json.loads(line)
+            spec = (item.get("mutations") or [item])[0]
             outcome = (result or {}).get("test_outcome")
             if outcome == "killed" or (result or {}).get("worker_outcome") == "timeout":
                 res["killed"] += 1
             elif outcome == "survived":
                 res["survived"] += 1
-                res["survivors"].append({"operator": spec["operator_name"], "line": spec["start_pos"][0],
+                res["survivors"].append({"operator": spec["operator_name"], "line": (spec.get("start_pos") or [None])[0],
                                          "function": spec.get("definition_name"), "diff": result.get("diff")})
             else:
                 res["incompetent"] += 1
