@@ -54,6 +54,7 @@ if TYPE_CHECKING:
     from pairwise.mpc.channel import Channel, MemoryChannel, TCPChannel
     from pairwise.mpc.garble import garble_and_evaluate
     from pairwise.mpc.twopc import EvaluatorSession, ExecutionResult, GarblerSession
+    from pairwise.circuits.kernel_spec import KernelSpec
     from pairwise.protocols.ustat import UStatResult
 
 __all__ = [
@@ -111,25 +112,34 @@ def __dir__() -> list[str]:
 
 
 def ustat(
-    statistic: str,
-    x: np.ndarray | list[float],
+    statistic: str | KernelSpec | None = None,
+    x: np.ndarray | list[float] | None = None,
     y: np.ndarray | list[float] | None = None,
     labels: np.ndarray | list[int] | None = None,
     *,
     epsilon: float,
+    kernel: KernelSpec | None = None,
     progress: Callable[[int, int], None] | None = None,
     **options: Any,
 ) -> UStatResult:
-    """A differentially private U-statistic by the 2PC subsampling protocol.
+    """A differentially private U-statistic by the 2PC subsampling protocol, with its (1 - alpha) interval.
 
     ``statistic`` is ``"gini"`` (one column ``x``), ``"kendall"`` (columns
-    ``x`` and ``y``) or ``"auc"`` (scores ``x`` and 0/1 ``labels``). Every
+    ``x`` and ``y``), ``"auc"`` (scores ``x`` and 0/1 ``labels``),
+    ``"variance"`` or ``"collision"`` (one column); or give ``kernel=``, any
+    degree-2 kernel declared with
+    :func:`pairwise.circuits.kernel_spec.kernel` (one column ``x``). Every
     sampled pair of users computes its kernel plus noise in a real garbled
     circuit; ``options`` are those of
     :func:`pairwise.protocols.ustat.run_ustat` (public bounds, pairs per
-    user, mode, design, ...). Returns the result object (estimate, the
-    guarantee, costs; ``as_dict()`` gives the CLI's JSON keys).
+    user or ``"auto"``, ``alpha``, mode, design, ...). Returns the result
+    object (``release.estimate``, ``release.interval``, the guarantee,
+    costs; ``as_dict()`` gives the CLI's JSON keys).
     """
     from pairwise.protocols.ustat import run_ustat
 
+    if x is None:
+        raise TypeError("ustat() needs the data x")
+    if kernel is not None:
+        options["kernel"] = kernel
     return run_ustat(statistic, x, y, labels, epsilon=epsilon, progress=progress, **options)
