@@ -92,10 +92,12 @@ def _sample(db: Path, k: int, seed: int) -> int:
     return len(keep)
 
 
-def run(per_module: int, seed: int, modules: list[str], timeout: float) -> dict:
-    out = {}
+def run(per_module: int, seed: int, modules: list[str], timeout: float, out_path: Path | None = None) -> dict:
+    out = json.loads(out_path.read_text()) if out_path is not None and out_path.exists() else {}
     cr = str(Path(sys.executable).with_name("cosmic-ray"))
     for module in modules:
+        if module in out:  # resumed run: done already
+            continue
         tests = TARGETS[module]
         with tempfile.TemporaryDirectory() as tmp:
             cfg, db = Path(tmp) / "c.toml", Path(tmp) / "s.sqlite"
@@ -120,6 +122,8 @@ def run(per_module: int, seed: int, modules: list[str], timeout: float) -> dict:
             else:
                 res["incompetent"] += 1
         out[module] = res
+        if out_path is not None:
+            out_path.write_text(json.dumps(out, indent=1))  # after every module, so a long run can resume
         print(f"{module}: {res['killed']} killed, {res['survived']} survived, {res['incompetent']} incompetent "
               f"(of {eligible} eligible; {res['seconds']} s)", flush=True)
     dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True,
@@ -135,12 +139,11 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=25)
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds per mutant's test command")
     ap.add_argument("--modules", nargs="*", default=sorted(TARGETS))
-    ap.add_argument("--out", default="mutants.json")
+    ap.add_argument("--out", default="mutants.json", help="results (JSON); an existing file resumes the run")
     args = ap.parse_args()
-    res = run(args.per_module, args.seed, args.modules, args.timeout)
+    res = run(args.per_module, args.seed, args.modules, args.timeout, Path(args.out))
     killed = sum(r["killed"] for r in res.values())
     survived = sum(r["survived"] for r in res.values())
-    Path(args.out).write_text(json.dumps(res, indent=1))
     print(f"score {killed}/{killed + survived} = {killed / max(1, killed + survived):.3f}")
     return 0
 
