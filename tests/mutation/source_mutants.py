@@ -81,10 +81,12 @@ name = "local"
 
 def _sample(db: Path, k: int, seed: int) -> int:
     con = sqlite3.connect(db)
-    rows = con.execute("select job_id, operator_name from mutation_specs").fetchall()
-    keep = sorted(j for j, op in rows if KEEP.match(op))
+    rows = con.execute("select job_id, operator_name, start_pos_row, start_pos_col, occurrence from mutation_specs"
+                       ).fetchall()
+    # job ids are random: order by what the mutant is, so the same seed draws the same mutants every run
+    keep = [j for j, op, *pos in sorted(rows, key=lambda r: (r[1], r[2], r[3], r[4])) if KEEP.match(op)]
     chosen = set(random.Random(seed).sample(keep, min(k, len(keep))))
-    drop = [(j,) for j, _ in rows if j not in chosen]
+    drop = [(j,) for j, *_ in rows if j not in chosen]
     con.executemany("delete from mutation_specs where job_id = ?", drop)
     con.executemany("delete from work_items where job_id = ?", drop)
     con.commit()
