@@ -91,3 +91,39 @@ def test_load_kernel_errors_say_what_to_do():
     with pytest.raises(KernelRangeError, match="is not a kernel"):
         load_kernel("pairwise.circuits.kernel_spec:kernel")
     assert load_kernel("pairwise.circuits.kernel_spec:VARIANCE") is VARIANCE
+
+
+@kernel(range=(0, 1), symmetric=True, values=(0, 1))
+def module_level_kernel(b, x, y):
+    return x.eq(y)
+
+
+def test_a_module_level_kernel_knows_its_import_path_and_others_do_not():
+    """Network workers import a kernel by its path: set for module-level functions, never for __main__ or locals."""
+    assert module_level_kernel.path == f"{__name__}:module_level_kernel"
+
+    def local(b, x, y):
+        return x.eq(y)
+
+    assert kernel(range=(0, 1), symmetric=True)(local).path is None  # '<locals>' in the qualified name
+    local.__module__, local.__qualname__ = "__main__", "local"
+    assert kernel(range=(0, 1), symmetric=True)(local).path is None
+
+
+def test_a_spec_built_directly_has_dimensionless_defaults():
+    from fractions import Fraction
+
+    from pairwise.circuits.kernel_spec import KernelSpec
+
+    spec = KernelSpec("eq", lambda b, x, y: x.eq(y), (0, 1), True)
+    assert (spec.scale, spec.power, spec.values, spec.proven) == (Fraction(1), 0, None, False)
+    assert spec.natural_factor(0.01) == 1.0
+    assert COLLISION.power == 0 and COLLISION.natural_factor(0.001) == 1.0  # an indicator has no unit
+    assert VARIANCE.power == 2 and VARIANCE.scale == Fraction(1, 2)
+
+
+def test_undeclarable_values_on_a_large_grid_name_the_grid():
+    span = int(EXHAUSTIVE_LIMIT ** 0.5) + 10
+    eq = kernel(range=(0, 1), symmetric=True, values=(0, 1), name="eq")(lambda b, x, y: x.eq(y))
+    with pytest.raises(KernelRangeError, match=f"cannot be checked on a grid of {span + 1} points"):
+        verify_kernel(eq, 16, span)

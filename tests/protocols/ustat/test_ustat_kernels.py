@@ -39,6 +39,11 @@ def test_variance_and_collision_against_their_closed_forms():
     c = np.bincount(lab.astype(int))
     assert d["exact_quantized"] == pytest.approx(((c * c).sum() - lab.size) / (lab.size * (lab.size - 1)), rel=1e-12)
     assert d["noise"] == "krr" and d["natural_range"] == [0, 1]
+    # an indicator has no unit: at 1 decimal (step 0.1) it is still a probability
+    r = pairwise.ustat("collision", lab / 2, epsilon=8, lower=0.5, upper=2.5, decimals=1, rng=np.random.default_rng(1))
+    d = r.as_dict()
+    assert d["natural_range"] == [0, 1] and 0 <= d["interval_width"] <= 2
+    assert d["exact_quantized"] == pytest.approx(((c * c).sum() - lab.size) / (lab.size * (lab.size - 1)), rel=1e-12)
 
 
 @pytest.mark.parametrize("stat", ["variance", "collision"])
