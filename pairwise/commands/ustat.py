@@ -1,6 +1,7 @@
 """``pairwise ustat``: the main job, DP U-statistics with the 2PC subsampling protocol.
 
-``pairwise ustat --statistic (gini|kendall|auc) --epsilon E [--pairs-per-user P]
+``pairwise ustat (--statistic gini|kendall|auc|variance|collision | --kernel MODULE:FUNCTION) --epsilon E
+[--pairs-per-user P|auto] [--alpha A] [--compare]
 [--mode simulate|network] [--cluster local[:N]|tcp://HOST:PORT] [--design subsample|all] [--workers W] [--tls DIR] [--bits W]
 [--data FILE.csv --columns A[,B] [--label COLUMN] --lower L[,L2] --upper U[,U2] [--decimals D[,D2]]]
 [--noise auto|krr|discrete_laplace|signed_geometric] [--pair-delta D]

@@ -2,7 +2,11 @@
 
 What it does
     :func:`run_ustat` estimates the Gini mean difference (Eq. 4), Kendall's
-    tau-a (Eq. 6) or the AUC (Eq. 7, ties 1/2) of n users' private values:
+    tau-a (Eq. 6), the AUC (Eq. 7, ties 1/2), the variance, the collision
+    probability or any declared degree-2 kernel
+    (:mod:`pairwise.circuits.kernel_spec`) of n users' private values, with a
+    (1 - alpha) interval whose width is public
+    (:mod:`pairwise.protocols.ustat.interval`):
 
     1. the aggregator samples P independent permutations of the users, giving
        P n / 2 pairs (Sec. 5, step 1; :func:`pairwise.protocols.ustat.stats.sample_pairs`;
