@@ -86,7 +86,7 @@ from __future__ import annotations
 
 import time
 import warnings
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from fractions import Fraction
 
 import numpy as np
@@ -272,8 +272,8 @@ def run_ustat(statistic: str, x, y=None, labels=None, *, config: UStatConfig | N
     nc, eps_pair, releases, d_pair = _noisy_circuit(config, pd, n, pairs.shape[0])
     job = _pair_job(config, pd, nc, pairs, eps_pair, d_pair)
     ran = runner_for(config).run(job, progress)
-    return _result(config, pd, nc, ran, x, y, labels, n=n, eps_pair=eps_pair, releases=releases, d_pair=d_pair,
-                   t_start=t_start, rule=rule)
+    budget = _Budget(n, eps_pair, releases, d_pair)
+    return _result(config, pd, nc, ran, (x, y, labels), budget, t_start=t_start, rule=rule)
 
 
 def _sample_design(config: UStatConfig, pd: PreparedData, rng: np.random.Generator | None) -> tuple[np.ndarray, int]:
@@ -350,9 +350,21 @@ def release_interval(config: UStatConfig, pd: PreparedData, nc, pairs: int):
                           alpha=config.alpha, to_natural=natural_units(pd, nc))
 
 
-def _result(config: UStatConfig, pd: PreparedData, nc, ran, x, y, labels, *, n: int, eps_pair: Fraction,
-            releases: int, d_pair: Fraction, t_start: float, rule: str | None = None) -> UStatResult:
-    """Assemble the typed result groups of one run."""
+@dataclass(frozen=True)
+class _Budget:
+    """How a run spent its budget: users, the per-pair epsilon, releases per user and the per-pair delta."""
+
+    n: int
+    eps_pair: Fraction
+    releases: int
+    d_pair: Fraction
+
+
+def _result(config: UStatConfig, pd: PreparedData, nc, ran, raw: tuple, budget: _Budget, *, t_start: float,
+            rule: str | None = None) -> UStatResult:
+    """Assemble the typed result groups of one run (``raw``: the caller's x, y, labels, for the exact value)."""
+    x, y, labels = raw
+    n, eps_pair, releases, d_pair = budget.n, budget.eps_pair, budget.releases, budget.d_pair
     statistic, design, P = pd.statistic, config.design, int(config.pairs_per_user)
     m = ran.count
     guarantee = nc.guarantee
