@@ -1,0 +1,52 @@
+"""Tests written for the survivors of the source-level mutation run (tests/mutation/source_mutants.py).
+
+Each test names the mutant it kills (module, line, change).  The survivors explained as equivalent instead
+are listed with their reasons in benchmarks/RESULTS.md ("Source-level mutation run").
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import pytest
+
+from pairwise.dp.accounting import EPSILON_MIN, advanced_composition, check_epsilon
+from pairwise.dp.errors import PrivacyParameterError
+
+
+# ----------------------------------------------------------------------------- dp/accounting.py
+
+
+def test_the_smallest_epsilon_is_exactly_two_to_the_minus_32():
+    """Kills EPSILON_MIN = 3.0**-32 / 1.0**-32 and ``EPSILON_MIN < value`` in check_epsilon."""
+    assert EPSILON_MIN == 2.0**-32
+    assert check_epsilon(2.0**-32) == 2.0**-32  # the bound itself is accepted
+    with pytest.raises(PrivacyParameterError, match=r"\[2\^-32"):
+        check_epsilon(2.0**-32 * (1 - 2**-20))  # just below is refused
+
+
+def test_a_composition_whose_deltas_reach_one_is_refused():
+    """Kills ``delta_total >= 2.0`` in advanced_composition: a total delta of 1 or more guarantees nothing."""
+    with pytest.raises(PrivacyParameterError, match="is >= 1: no guarantee"):
+        advanced_composition(0.1, 0.5, 2, 1e-9)  # 2 * 0.5 + 1e-9 > 1
+    with pytest.raises(PrivacyParameterError, match="is >= 1"):
+        advanced_composition(0.1, 0.3, 3, 0.2)  # 1.1
+    assert advanced_composition(0.1, 0.3, 3, 0.05).delta == pytest.approx(0.95)
+
+
+# ----------------------------------------------------------------------------- circuits/noise.py
+
+
+def test_bare_gadgets_state_their_sensitivity_and_noise_law():
+    """Kills krr_gadget's ``sensitivity=params.k - 0``, noisy_binary_kernel's ``sensitivity=2`` and the
+    randomized-response pmf keyed ``-1`` instead of ``0`` (the shift d = reported - true is 0 or 1)."""
+    from pairwise.circuits.noise import krr_gadget, noisy_binary_kernel
+    from pairwise.dp.dyadic import choose_krr
+
+    for k in (2, 3):
+        nc = krr_gadget(choose_krr(Fraction(1), k))
+        assert nc.sensitivity == k - 1 and nc.value_range == (0, k - 1) and nc.codes == tuple(range(k))
+    rr = noisy_binary_kernel("collision", 8, epsilon=Fraction(1))
+    assert rr.sensitivity == 1 and rr.value_range == (0, 1)
+    phi = rr.params.flip_probability
+    assert rr.noise_pmf() == {0: 1 - phi, 1: phi}
