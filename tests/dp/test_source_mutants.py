@@ -50,3 +50,30 @@ def test_bare_gadgets_state_their_sensitivity_and_noise_law():
     assert rr.sensitivity == 1 and rr.value_range == (0, 1)
     phi = rr.params.flip_probability
     assert rr.noise_pmf() == {0: 1 - phi, 1: phi}
+
+
+def test_the_signed_shape_counts_one_geometric_in_its_distance_to_the_ideal():
+    """Kills ``(2 if difference else 2) * tv`` in dp/dyadic/guarantee._tv_to_ideal: the difference construction
+    draws two geometrics, the signed one a single one, so its total-variation bound is half."""
+    from pairwise.dp.dyadic import choose_discrete_laplace, discrete_laplace_guarantee
+
+    p = choose_discrete_laplace(Fraction(1), 400, construction="signed")
+    twin = type(p)(p.epsilon, p.sensitivity, p.bits, p.acc, p.numerators, p.target_delta, p.accs, "difference")
+    signed, diff = discrete_laplace_guarantee(p).tv_to_ideal, discrete_laplace_guarantee(twin).tv_to_ideal
+    assert 0 < signed < 0.5 and diff == pytest.approx(2 * signed, rel=1e-12)
+
+
+# ----------------------------------------------------------------------------- dp/concentration.py
+
+
+def test_finite_log_mgf_keeps_the_shape_of_u():
+    """Kills ``sum(axis=1)`` for ``axis=-1`` in finite_log_mgf: u may be any array (one log-MGF per entry)."""
+    import numpy as np
+
+    from pairwise.dp.concentration import finite_log_mgf
+
+    u = np.array([[0.1, -0.4, 2.0], [0.0, 1.5, -3.0]])
+    got = finite_log_mgf([0.0, 1.0, 5.0], [0.5, 0.3, 0.2], 1.0, u)
+    assert got.shape == u.shape
+    flat = finite_log_mgf([0.0, 1.0, 5.0], [0.5, 0.3, 0.2], 1.0, u.ravel()).reshape(u.shape)
+    assert np.allclose(got, flat, rtol=1e-14)
