@@ -77,3 +77,45 @@ def test_finite_log_mgf_keeps_the_shape_of_u():
     assert got.shape == u.shape
     flat = finite_log_mgf([0.0, 1.0, 5.0], [0.5, 0.3, 0.2], 1.0, u.ravel()).reshape(u.shape)
     assert np.allclose(got, flat, rtol=1e-14)
+
+
+# ----------------------------------------------------------------------------- dp/dyadic/params.py
+
+
+def test_krr_params_refuse_a_flip_probability_below_the_dp_threshold():
+    """Kills ``+ self.k + 1`` in KaryRRParams' certificate: phi >= (k - 1) / (e^eps + k - 1) is what makes k-RR
+    eps-DP, so the largest numerator below the threshold must be refused and the smallest above accepted."""
+    import math
+
+    from pairwise.dp.dyadic import KaryRRParams
+    from pairwise.dp.errors import NoiseParameterError
+
+    for k, eps in ((3, 1), (2, 2), (3, 4)):
+        acc = 12
+        threshold = (k - 1) / (math.exp(eps) + k - 1)
+        below = math.floor(threshold * (1 << acc))
+        with pytest.raises(NoiseParameterError, match="not eps-DP"):
+            KaryRRParams(Fraction(eps), k, acc, below)
+        KaryRRParams(Fraction(eps), k, acc, below + 1)
+
+
+def test_a_coin_that_never_fires_is_refused():
+    """Kills ``0 <= m`` in _check_numerator: a numerator of 0 is a constant coin, not noise."""
+    from pairwise.dp.dyadic import KaryRRParams
+    from pairwise.dp.errors import NoiseParameterError
+
+    with pytest.raises(NoiseParameterError, match=r"numerator 0 must lie in \(0, 2\^8\)"):
+        KaryRRParams(Fraction(1), 3, 8, 0)
+
+
+@pytest.mark.parametrize("eps,s,i", [(Fraction(1), 3, 0), (Fraction(1, 2), 400, 5), (Fraction(2), 1, 3)])
+def test_digit_ratio_bounds_bracket_the_ideal_ratio(eps, s, i):
+    """Kills ``exp_bounds(+...)`` in _digit_ratio_bounds: r*_i = exp(-2^i eps / S) < 1."""
+    import math
+
+    from pairwise.dp.dyadic.params import _digit_ratio_bounds
+
+    lo, hi = _digit_ratio_bounds(eps, s, i)
+    exact = math.exp(-(2**i) * float(eps) / s)
+    assert lo <= hi <= 1 and hi - lo < 1e-9
+    assert abs(float(lo) - exact) < 1e-12 and abs(float(hi) - exact) < 1e-12
