@@ -119,3 +119,36 @@ def test_digit_ratio_bounds_bracket_the_ideal_ratio(eps, s, i):
     exact = math.exp(-(2**i) * float(eps) / s)
     assert lo <= hi <= 1 and hi - lo < 1e-9
     assert abs(float(lo) - exact) < 1e-12 and abs(float(hi) - exact) < 1e-12
+
+
+# ----------------------------------------------------------------------------- dp/exact.py
+
+
+def _decimal(fn, x: Fraction, prec: int = 250):
+    from decimal import Decimal, localcontext
+
+    with localcontext() as ctx:
+        ctx.prec = prec
+        return Fraction(getattr(Decimal(x.numerator) / Decimal(x.denominator), fn)())
+
+
+@pytest.mark.parametrize("t", [Fraction(1, 2), Fraction(-3, 7), Fraction(5), Fraction(-40), Fraction(1, 3)])
+def test_exp_bounds_bracket_exp_at_250_digits(t):
+    """Kills ``vf / (1 + margin)`` for the upper bound: exp(t) at 250 digits must lie in [lo, hi]."""
+    from pairwise.dp.exact import exp_bounds
+
+    lo, hi = exp_bounds(t)
+    e = _decimal("exp", t)
+    assert lo <= e <= hi and (hi - lo) / e < Fraction(1, 10**100)
+
+
+def test_ln_lower_is_below_ln_at_250_digits():
+    """Kills the zeroed margin of ln_lower: the 110-digit ln rounds up about half the time, so without the
+    margin some of these would lie above the true value."""
+    from pairwise.dp.exact import ln_lower, ln_upper
+
+    for k in range(1, 60):
+        x = Fraction(10**k + 7 * k, 3 + k)
+        ln = _decimal("ln", x)
+        assert ln_lower(x) <= ln <= ln_upper(x)
+        assert ln - ln_lower(x) < Fraction(1, 10**100)
