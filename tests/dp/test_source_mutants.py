@@ -152,3 +152,16 @@ def test_ln_lower_is_below_ln_at_250_digits():
         ln = _decimal("ln", x)
         assert ln_lower(x) <= ln <= ln_upper(x)
         assert ln - ln_lower(x) < Fraction(1, 10**100)
+
+
+# ----------------------------------------------------------------------------- dp/mechanisms.py
+
+
+def test_one_bit_flip_vector_refuses_mismatched_or_empty_parameters():
+    """Kills ``... and len(epsilons) == 0``: mismatched lengths were silently truncated by zip."""
+    from pairwise.dp.mechanisms import OneBitFlipVector
+
+    for eps, lo, hi in (([1.0, 1.0], [0.0], [1.0, 1.0]), ([1.0], [0.0, 0.0], [1.0]), ([], [], [])):
+        with pytest.raises(PrivacyParameterError, match="non-empty and of equal length"):
+            OneBitFlipVector(eps, lo, hi)
+    assert len(OneBitFlipVector([1.0, 0.5], [0.0, 0.0], [1.0, 2.0]).components) == 2
