@@ -165,3 +165,67 @@ def test_one_bit_flip_vector_refuses_mismatched_or_empty_parameters():
         with pytest.raises(PrivacyParameterError, match="non-empty and of equal length"):
             OneBitFlipVector(eps, lo, hi)
     assert len(OneBitFlipVector([1.0, 0.5], [0.0, 0.0], [1.0, 2.0]).components) == 2
+
+
+# ----------------------------------------------------------------------------- dp/samplers.py
+
+
+@pytest.mark.parametrize("acc", [63, 64, 126, 127])
+def test_exact_coins_at_word_boundaries(acc):
+    """Kills ``nw = (w + 63) // 63`` in _coins: a 63-bit (or 126-bit) coin needs one (two) 64-bit words; the
+    mutant asks for one too many and shifts by a negative count.  The frequency of an odd numerator just above
+    half is checked too (5 sigma at 20,000 coins)."""
+    import os
+
+    import numpy as np
+
+    from pairwise.dp.samplers import _coins
+
+    m = (1 << (acc - 1)) + 1  # odd: all acc bits are used; probability 1/2 + 2^-acc
+    c = _coins([m], [acc], 20000, os.urandom)
+    assert c.shape == (20000, 1) and abs(c.mean() - 0.5) < 5 * 0.5 / np.sqrt(20000)
+
+
+# ----------------------------------------------------------------------------- protocols/ldp/interval.py
+
+
+def _alg1_reference(beta, R, alpha, n=None, n_pos=None, n_neg=None):
+    """alg1_interval's half-width from docs/intervals.md, written out independently."""
+    import math
+
+    q = 1 - beta
+    if n is None:
+        wsq, wmax, d2, mcd = 1 / n_pos + 1 / n_neg, max(1 / n_pos, 1 / n_neg), 4 * beta * R * R / (n_pos * n_neg * q**4), \
+            1 / n_pos + 1 / n_neg
+    else:
+        wsq, wmax, d2, mcd = 4 / n, 2 / n, 8 * beta * R * R / (n * (n - 1) * q**4), 4 / n
+    best = math.inf
+    for frac in (0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.98, 0.99):
+        a_l, a_d = alpha * frac, alpha * (1 - frac)
+        L = math.log(2 / a_l)
+        v, b = beta * R * R / q**2 * wsq, R / q * wmax
+        bern = b * L / 3 + math.sqrt((b * L / 3) ** 2 + 2 * v * L)
+        hoef = math.sqrt((R / q) ** 2 * wsq * L / 2)
+        best = min(best, min(bern, hoef) + math.sqrt(d2 / a_d))
+    rf = R * (1 + beta) ** 2 / q**2
+    return min(best, math.sqrt(rf * rf * mcd * math.log(2 / alpha) / 2))
+
+
+@pytest.mark.parametrize("beta,R,alpha,sizes", [(0.3, 1.0, 0.05, {"n": 12}), (0.8, 2.0, 0.1, {"n": 500}),
+                                                (0.05, 400.0, 0.05, {"n": 40}),
+                                                (0.5, 1.0, 0.01, {"n_pos": 7, "n_neg": 30}),
+                                                (0.95, 1.0, 0.05, {"n_pos": 300, "n_neg": 200})])
+def test_alg1_interval_is_the_documented_bound(beta, R, alpha, sizes):
+    """Kills ``b = a_l * 2``, ``if not d2 > 0`` and ``n * (n - 2)`` in alg1_interval: the half-width equals the
+    bound of docs/intervals.md recomputed here (small n makes n - 1 against n - 2 visible)."""
+    from pairwise.protocols.ldp.interval import alg1_interval
+
+    iw = alg1_interval(beta, R, alpha=alpha, **sizes)
+    assert iw.below == iw.above == pytest.approx(_alg1_reference(beta, R, alpha, **sizes), rel=1e-7)
+
+
+def test_histogram_band_defaults_to_a_95_percent_band():
+    """Kills the default ``alpha=1.05`` of histogram_band."""
+    from pairwise.protocols.ldp.interval import histogram_band
+
+    assert histogram_band(5000, 6, 0.6) == histogram_band(5000, 6, 0.6, 0.05)
