@@ -229,3 +229,18 @@ def test_histogram_band_defaults_to_a_95_percent_band():
     from pairwise.protocols.ldp.interval import histogram_band
 
     assert histogram_band(5000, 6, 0.6) == histogram_band(5000, 6, 0.6, 0.05)
+
+
+# ----------------------------------------------------------------------------- protocols/ldp/ustat.py
+
+
+def test_data_bounds_of_one_column_are_per_coordinate_arrays():
+    """Kills ``if not x.ndim == 1`` in data_bounds: 1-d data is one coordinate, so the bounds have shape (1,)."""
+    import numpy as np
+
+    from pairwise.protocols.ldp.ustat import data_bounds
+
+    lo, hi = data_bounds(np.array([3.0, 1.0, 2.0]))
+    assert lo.shape == hi.shape == (1,) and lo[0] == 1.0 and 3.0 < hi[0] < 3.0 + 1e-12
+    lo2, hi2 = data_bounds(np.array([[1.0, 5.0], [2.0, 5.0]]))
+    assert list(lo2) == [1.0, 5.0] and hi2[1] > 5.0  # a constant coordinate is widened

@@ -28,6 +28,8 @@ def test_low_budgets_take_one_pair_and_high_budgets_more():
                                                                                   decimals=0)
     assert low.pairs_per_user == 1 and high.pairs_per_user > 1
     assert low.bounds[1] < low.bounds[2] < low.bounds[3]  # the survey's observation: more pairs, more error
+    assert sorted(low.bounds) == [1, 2, 3, 4]  # the search stops after three rises in a row
+    assert "P=6:" in high.reason and "P=7:" not in high.reason  # the reason shows the first six bounds
     assert min(high.bounds.values()) == high.bounds[high.pairs_per_user] and "Theorem 5" in high.reason
 
 
