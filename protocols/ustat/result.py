@@ -15,7 +15,7 @@ What it does
 
     ``as_dict()`` flattens them into the ``pairwise ustat --json`` keys, and
     :func:`release_keys` / :func:`not_private_keys` give the key lists the
-    privacy audit (``tests/test_privacy_audit.py``) checks, from the types.
+    privacy audit (``tests/protocols/test_privacy_audit.py``) checks, from the types.
     The flat attributes of earlier releases (``estimate``, ``exact``,
     ``pairs``, ..., and the ``extra`` dict) stay as read-only properties.
 

@@ -8,7 +8,7 @@ What it does
     gadget's exact distribution (:func:`pairwise.dp.samplers.simulate_krr`,
     :func:`pairwise.dp.samplers.simulate_dyadic_laplace`), read with the
     protocol's own estimator (:meth:`pairwise.circuits.noise.NoisyCircuit.estimates`).
-    The garbled circuit outputs exactly this law (``tests/test_noise_garbled.py``,
+    The garbled circuit outputs exactly this law (``tests/statistical/test_noise_garbled.py``,
     the noise-power tests), so the interval-coverage tests and
     ``benchmarks/interval_coverage.py`` use it instead of garbling every draw.
 

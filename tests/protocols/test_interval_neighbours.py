@@ -1,6 +1,6 @@
 """The published intervals are part of the DP release: their widths are identical on neighbouring datasets.
 
-The privacy audit (``tests/test_privacy_audit.py``) already compares every
+The privacy audit (``tests/protocols/test_privacy_audit.py``) already compares every
 public key on D and D' (``interval_width``, ``interval_method`` and ``alpha``
 among them); this file checks the intervals themselves: the published
 interval is [estimate - below, estimate + above] with a width that does not
