@@ -28,7 +28,7 @@ are coalesced into one write).  With ``--tls DIR`` every connection is mutual
 TLS 1.3 with the certificates ``garbler`` and ``evaluator`` of DIR, each side
 pinning the other's name; the evaluator's connect time (TCP + TLS handshake +
 admission) is reported as ``first.connect_seconds`` (plaintext: TCP only).  ``--frame-target N`` / ``--first-frame N`` set
-mpc.twopc.FRAME_TARGET / FIRST_FRAME (experiments on the garbler's frame sizes).
+mpc.twopc.wire.FRAME_TARGET / FIRST_FRAME (experiments on the garbler's frame sizes).
 
 Security model: none of its own; it only drives mpc.twopc (semi-honest Yao).
 """
@@ -90,10 +90,10 @@ def main(argv: list[str]) -> int:
         from pairwise.mpc.tls import TLSConfig
 
         TLS = TLSConfig(argv[argv.index("--tls") + 1], role)
-    if "--frame-target" in argv:  # experiment: the garbler's frame size (mpc.twopc.FRAME_TARGET)
-        twopc.FRAME_TARGET = int(argv[argv.index("--frame-target") + 1])
-    if "--first-frame" in argv:  # experiment: the garbler's first frame (mpc.twopc.FIRST_FRAME)
-        twopc.FIRST_FRAME = int(argv[argv.index("--first-frame") + 1])
+    if "--frame-target" in argv:  # experiment: the garbler's frame size (mpc.twopc.wire.FRAME_TARGET)
+        twopc.wire.FRAME_TARGET = int(argv[argv.index("--frame-target") + 1])
+    if "--first-frame" in argv:  # experiment: the garbler's first frame (mpc.twopc.wire.FIRST_FRAME)
+        twopc.wire.FIRST_FRAME = int(argv[argv.index("--first-frame") + 1])
     port, bits, seed = int(port), int(bits), int(seed)
     first_reps, executions, simd, cots = int(first_reps), int(executions), int(simd), int(cots)
     circuit = resolve_circuit(spec, bits, False)

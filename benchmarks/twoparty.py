@@ -207,9 +207,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=1,
                     help="repeat every circuit x channel run this many times, interleaved (A/B on a noisy machine)")
     ap.add_argument("--frame-target", type=int, default=None,
-                    help="override mpc.twopc.FRAME_TARGET (bytes per garbler frame) in both workers")
+                    help="override mpc.twopc.wire.FRAME_TARGET (bytes per garbler frame) in both workers")
     ap.add_argument("--first-frame", type=int, default=None,
-                    help="override mpc.twopc.FIRST_FRAME (bytes of the garbler's first frame) in both workers")
+                    help="override mpc.twopc.wire.FIRST_FRAME (bytes of the garbler's first frame) in both workers")
     ap.add_argument("--profile", metavar="DIR", default=None, help="write cProfile stats of the amortized loop here")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)

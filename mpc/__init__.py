@@ -18,8 +18,8 @@ Modules, in dependency order:
 - :mod:`pairwise.mpc.baseot`, :mod:`pairwise.mpc.iknp`, :mod:`pairwise.mpc.ot`: Chou-Orlandi base OT and
   IKNP correlated / chosen-message OT.
 - :mod:`pairwise.mpc.twopc`: semi-honest Yao sessions (:class:`GarblerSession`,
-  :class:`EvaluatorSession`); the garbler's input labels come from a per-execution
-  seed, and random input groups (``run(..., random=...)``) are drawn by their owner
+  :class:`EvaluatorSession`); the garbler's input labels come from a label stream
+  keyed once per session, and random input groups (``run(..., random=...)``) are drawn by their owner
   inside the runtime at no label cost on the wire.
 
 Security model: semi-honest parties; secrets from ``os.urandom``; the channel
@@ -27,5 +27,5 @@ is assumed authentic and private: TCP channels give that with ``tls=`` (mutual
 TLS, :mod:`pairwise.mpc.tls`) and refuse plaintext off loopback unless told
 ``insecure=True``.  Fixed-key AES is modelled as a random permutation (the
 assumption of both the hash and the PRG), the OT extension's seed expansion
-needs AES as a PRF, the base OTs CDH on P-256.
+needs AES as a PRF, the base OTs CDH in the prime-order group of edwards25519.
 """

@@ -1,4 +1,4 @@
-"""Base oblivious transfer: the Chou-Orlandi "simplest OT" on NIST P-256.
+"""Base oblivious transfer: Chou-Orlandi "simplest OT" in the prime-order group of edwards25519.
 
 What it does
     ``n`` 1-out-of-2 OTs of 128-bit strings in two messages, batched with one
@@ -9,50 +9,53 @@ What it does
     (:mod:`pairwise.mpc.iknp`) uses 128 random base OTs as its seeds.
 
 Protocol (Chou and Orlandi, "The Simplest Protocol for Oblivious Transfer",
-LATINCRYPT 2015, Fig. 1, batched; group of prime order q, generator G)::
+LATINCRYPT 2015, Fig. 1, batched; G the edwards25519 base point, of prime
+order l; u(P) the X25519 (Montgomery) coordinate of P, equal for P and -P)::
 
-    S: a <- [1, q),  A = aG                     --- (index0, n, A) --->
-    R: b_j <- [1, q),  B_j = b_j G + c_j A      <--- B_1 .. B_n (frames of 32) ---
-       k_j  = KDF(sid, index0 + j, A, B_j, x(b_j A))
-    S: k0_j = KDF(sid, index0 + j, A, B_j, x(a B_j))
-       k1_j = KDF(sid, index0 + j, A, B_j, x(a (B_j - A)))
+    S: a <- 32 bytes, a' = clamp(a),  A = a'G    --- (index0, n, A) --->
+    R: b_j <- [1, l),  B_j = b_j G + c_j A       <--- B_1 .. B_n (frames of 32) ---
+       k_j  = KDF(sid, index0 + j, A, B_j, u(b_j A))
+    S: k0_j = KDF(sid, index0 + j, A, B_j, u(a' B_j))
+       k1_j = KDF(sid, index0 + j, A, B_j, u(a' (B_j - A)))
 
-    Correct: c = 0 gives a B = ab G = b A; c = 1 gives a (B - A) = ab G = b A.
-    KDF(sid, i, A, B, X) = SHA-256("pairwise/co-ot/v2" || len(sid) || sid
-                                   || i (uint64) || A || B || X)[:16], X the
-    32-byte x-coordinate of the shared point (as ECDH outputs it).
+    Correct: c = 0 gives a'B = a'b G = bA; c = 1 gives a'(B - A) = a'b G = bA.
+    KDF(sid, i, A, B, U) = SHA-256("pairwise/co-ot/v3" || len(sid) || sid
+                                   || i (uint64) || A || B || U)[:16].
+    Points travel as 32-byte Ed25519 encodings (RFC 8032: y and the sign of x).
 
-    Speed: the scalar multiplications are OpenSSL's (``cryptography``: fixed-base
-    key generation for b_j G, ECDH for the x-coordinates), ~3x faster than
-    pycryptodome's; point additions are two-line affine formulas, a frame's
-    worth at once with one modular inversion (Montgomery's trick,
-    :func:`_add_many`).  The receiver
-    sends its points in frames of ``POINTS_PER_FRAME`` as they are ready, so
-    the sender's multiplications start early.  (v1 hashed the whole shared
-    point, sent the points in one frame and ran every multiplication in
-    pycryptodome.)
+    Where the operations come from: X25519 (``cryptography``, OpenSSL) for the
+    sender's u(a'P) with its clamped key a; libsodium (PyNaCl) for b G
+    (``crypto_scalarmult_ed25519_base_noclamp``), additions and subtractions
+    of points, the receiver's u(b A) (``crypto_scalarmult``, X25519, with the
+    clamped scalar s = +-b mod l that :func:`_x25519_scalar` finds), and the
+    full check of A; u(P) = (1 + y)/(1 - y) mod p in Python ints, one
+    inversion per frame (Montgomery's trick).  The receiver's b is uniform in
+    [1, l), so B_j is uniform in the group whatever c_j is.  (Version 2 ran on
+    NIST P-256 and cost about 1.5-2x the CPU: benchmarks/RESULTS.md, "Base OT".)
 
-    The session id and the global OT index are inside every key derivation
-    (so keys of different sessions / transfers are independent even if points
-    repeat), and hashing A and B_j binds the key to this transcript.
-
-Points on the wire are 64 bytes: x || y, big-endian.  Every received point is
-validated: coordinates in [0, p), on the curve (pycryptodome checks), and not
-the point at infinity.  P-256 has prime order (cofactor 1), so these checks
-place the point in the prime-order group.  A bad point raises
-:class:`pairwise.mpc.errors.ProtocolError`.
-
-Security model
-    Semi-honest sender and receiver; security of the random keys rests on CDH
-    in P-256 with SHA-256 as a random oracle, the key derived from the
-    x-coordinate of the shared point as in ECDH (Chou-Orlandi, Thm 1; the known
-    caveats of the simplest OT concern malicious/UC security, not the
-    semi-honest setting used here).  Both parties must call in the same order
-    so that OT indices agree; a desynchronised batch header raises
-    :class:`pairwise.mpc.errors.ProtocolError`.  Secrets (a, b_j, keys) come from
-    :mod:`secrets` / the OS CSPRNG and never leave the object except as return
-    values.  The session id must be unique per pair of parties and run (e.g.
-    the ``run_id`` of :func:`pairwise.mpc.channel.handshake`).
+Security model and proof
+    Semi-honest sender and receiver.  Receiver privacy is perfect (B_j is a
+    uniform group element for either choice).  Sender privacy: the other key
+    needs a'(B - A) or a'B, i.e. CDH in the prime-order group (a' is an X25519
+    scalar) with SHA-256 as a random oracle (CO15, Thm 1).  Known caveat: the
+    UC proof of CO15 is flawed (Genc, Iovino, Rial, ePrint 2017/370; Hauck,
+    Loss, ePrint 2017/1011): a receiver who picks B_j after seeing A can
+    relate keys, e.g. B_j = B_i + A makes k1_j and k0_i use the same point.
+    Here the session id, the global OT index and the transcript (A, B_j) enter
+    every key derivation, so keys of different OTs and sessions are
+    independent random-oracle outputs even when points repeat; the scheme
+    is used only in the semi-honest setting (malicious security would need a
+    fixed protocol, e.g. Masny-Rindal endemic OT).  Received points are checked:
+    32 bytes, canonical (y < p), not one of the 8 small-order points, on the
+    curve (libsodium's subtraction refuses other encodings), and A also in
+    the prime-order subgroup (``crypto_core_ed25519_is_valid_point``); a B
+    with a small-order component is harmless because a' is a multiple of 8.
+    A bad point raises :class:`pairwise.mpc.errors.ProtocolError`.  Secrets
+    (a, b_j, keys) come from :mod:`secrets` / the OS CSPRNG and never leave
+    the object except as return values.  Both parties must call in the same
+    order so that OT indices agree (a desynchronised batch header raises
+    ProtocolError); the session id must be unique per pair of parties and run
+    (e.g. the ``run_id`` of :func:`pairwise.mpc.channel.handshake`).
 """
 
 from __future__ import annotations
@@ -61,138 +64,106 @@ import hashlib
 import secrets
 import struct
 
+import nacl.bindings as _na
 import numpy as np
-from Crypto.PublicKey import ECC
-from Crypto.PublicKey.ECC import EccPoint
-from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
+from nacl.exceptions import RuntimeError as _NaClError
 
 from .channel import Channel, session_bytes
 from .errors import ProtocolError
 
-__all__ = ["CURVE", "POINT_BYTES", "BaseOTSender", "BaseOTReceiver", "derive_key", "encode_point", "decode_point"]
+__all__ = ["CURVE", "POINT_BYTES", "OT_VERSION", "BaseOTSender", "BaseOTReceiver", "derive_key", "check_point",
+           "u_coordinates"]
 
-#: The group: NIST P-256 (prime order, cofactor 1).
-CURVE = "P-256"
-_C = ECC._curves[CURVE]
-_G = _C.G
-_ORDER = int(_C.order)
-_P = int(_C.p)
-_COORD = 32
-#: Bytes of an encoded point (x || y).
-POINT_BYTES = 2 * _COORD
-_DOMAIN = b"pairwise/co-ot/v2\x00"
-_CURVE = ec.SECP256R1()
-_ECDH = ec.ECDH()
+#: The group: the prime-order subgroup of edwards25519 (keys through X25519 coordinates).
+CURVE = "edwards25519"
+#: Wire version of the base OT (2 was CO15 on NIST P-256); :mod:`pairwise.mpc.twopc` puts it in its handshake.
+OT_VERSION = 3
+#: Bytes of an encoded point (Ed25519 compressed encoding).
+POINT_BYTES = 32
+_P = 2**255 - 19
+#: Order of the base point.
+_L = 2**252 + 27742317777372353535851937790883648493
+_INV8 = pow(8, -1, _L)
+_Y_MASK = (1 << 255) - 1
+#: y of the small-order points (orders 1, 2, 4 and 8), as libsodium's blacklist lists them.
+_SMALL_ORDER_Y = frozenset((
+    0,
+    1,
+    _P - 1,
+    2707385501144840649318225287225658788936804267575313519463743609750303402022,
+    55188659117513257062467267217118295137698188065244968500265048394206261417927,
+))
+_DOMAIN = b"pairwise/co-ot/v3\x00"
 _HEADER = struct.Struct("!QI")  # first OT index, number of OTs
 #: The receiver sends its points in frames of this many, so the sender starts on the first ones
 #: while the receiver computes the rest.
 POINTS_PER_FRAME = 32
 
 
-def encode_point(point: EccPoint) -> bytes:
-    """x || y, 32 bytes each, big-endian (the point at infinity encodes as zeros and is never valid)."""
-    x, y = point.xy
-    return int(x).to_bytes(_COORD, "big") + int(y).to_bytes(_COORD, "big")
-
-
-def decode_point(data: bytes, what: str = "point") -> EccPoint:
-    """Parse and validate a point from the peer: coordinates < p, on the curve, not the identity."""
-    if len(data) != POINT_BYTES:
-        raise ProtocolError(f"{what}: expected {POINT_BYTES} bytes, got {len(data)}")
-    x = int.from_bytes(data[:_COORD], "big")
-    y = int.from_bytes(data[_COORD:], "big")
-    if x >= _P or y >= _P:
-        raise ProtocolError(f"{what}: coordinate not reduced modulo p")
-    if x == 0 and y == 0:
-        raise ProtocolError(f"{what} is the point at infinity (identity)")
-    try:
-        point = EccPoint(x, y, CURVE)
-    except ValueError:
-        raise ProtocolError(f"{what} is not on the curve {CURVE}") from None
-    if point.is_point_at_infinity():  # defensive: (0, 0) is the only encoding of infinity
-        raise ProtocolError(f"{what} is the point at infinity (identity)")
-    return point
-
-
-def derive_key(session_id: bytes, index: int, a_enc: bytes, b_enc: bytes, p_enc: bytes) -> bytes:
-    """KDF(sid, index, A, B, P): the 16-byte key of OT number ``index`` (see module docstring)."""
+def derive_key(session_id: bytes, index: int, a_enc: bytes, b_enc: bytes, u_enc: bytes) -> bytes:
+    """KDF(sid, index, A, B, U): the 16-byte key of OT number ``index`` (see module docstring)."""
     h = hashlib.sha256(_DOMAIN)
     h.update(struct.pack("!H", len(session_id)))
     h.update(session_id)
     h.update(struct.pack("!Q", index))
     h.update(a_enc)
     h.update(b_enc)
-    h.update(p_enc)
+    h.update(u_enc)
     return h.digest()[:16]
 
 
-def _openssl_point(data: bytes, what: str) -> ec.EllipticCurvePublicKey:
-    """A received point (x || y) as an OpenSSL public key, validated like :func:`decode_point`."""
+def check_point(data: bytes, what: str = "point") -> int:
+    """Check a received encoding: 32 bytes, canonical, not of small order; returns its y.
+
+    (On the curve is checked by the libsodium operation that uses the point.)
+    """
     if len(data) != POINT_BYTES:
         raise ProtocolError(f"{what}: expected {POINT_BYTES} bytes, got {len(data)}")
-    if int.from_bytes(data[:_COORD], "big") >= _P or int.from_bytes(data[_COORD:], "big") >= _P:
-        raise ProtocolError(f"{what}: coordinate not reduced modulo p")
-    try:  # OpenSSL checks that the point is on the curve ((0, 0), the identity's encoding, is not)
-        return ec.EllipticCurvePublicKey.from_encoded_point(_CURVE, b"\x04" + bytes(data))
-    except ValueError:
-        raise ProtocolError(f"{what} is not on the curve {CURVE} (or is the point at infinity)") from None
+    y = int.from_bytes(data, "little") & _Y_MASK
+    if y >= _P:
+        raise ProtocolError(f"{what}: non-canonical encoding (y >= p)")
+    if y in _SMALL_ORDER_Y:
+        raise ProtocolError(f"{what} is a point of small order (the identity or a torsion point)")
+    return y
 
 
-def _add(x1: int, y1: int, x2: int, y2: int, what: str) -> bytes:
-    """Encoding of the sum of two affine points with x1 != x2 (the chord rule; doubling and P + (-P) are
-    refused: an honest party meets them with probability 2^-255)."""
-    return _add_many([(x1, y1)], x2, y2, [what])[0]
+def u_coordinates(ys: list[int]) -> list[bytes]:
+    """X25519 coordinates u = (1 + y) / (1 - y) mod p of Edwards points, with one modular inversion.
 
-
-def _add_many(points: list[tuple[int, int]], x2: int, y2: int, whats: list[str]) -> list[bytes]:
-    """Encodings of P_j + (x2, y2) for affine points P_j = (x_j, y_j), all with x_j != x2 (as :func:`_add`).
-
-    One modular inversion for the whole list (Montgomery's trick: invert the
-    product of the denominators, then peel one factor off per point), so a
-    frame of base-OT points costs one ``pow(.., -1, p)`` instead of one each.
+    Montgomery's trick: invert the product of the denominators, then peel one
+    factor off per point.  Every y must differ from 1 (the identity).
     """
-    dens = []
-    for (x1, _), what in zip(points, whats):
-        if x1 == x2:
-            raise ProtocolError(f"{what}: a point equals A or -A")
-        dens.append((x2 - x1) % _P)
-    prefix = [1] * (len(dens) + 1)  # prefix[j] = dens[0] * ... * dens[j-1]
+    dens = [(1 - y) % _P for y in ys]
+    prefix = [1] * (len(dens) + 1)
     for j, d in enumerate(dens):
         prefix[j + 1] = prefix[j] * d % _P
-    inv = pow(prefix[-1], -1, _P)  # nonzero: every factor is in [1, p) and p is prime
+    inv = pow(prefix[-1], -1, _P) if dens else 1
     out = [b""] * len(dens)
     for j in range(len(dens) - 1, -1, -1):
-        inv_j = inv * prefix[j] % _P  # 1 / dens[j]
-        inv = inv * dens[j] % _P  # 1 / (dens[0] * ... * dens[j-1])
-        x1, y1 = points[j]
-        lam = (y2 - y1) * inv_j % _P
-        x = (lam * lam - x1 - x2) % _P
-        y = (lam * (x1 - x) - y1) % _P
-        out[j] = x.to_bytes(_COORD, "big") + y.to_bytes(_COORD, "big")
+        inv_j = inv * prefix[j] % _P
+        inv = inv * dens[j] % _P
+        out[j] = ((1 + ys[j]) * inv_j % _P).to_bytes(32, "little")
     return out
 
 
-def _private_key(k: int) -> ec.EllipticCurvePrivateKey:
-    """The OpenSSL key with scalar ``k`` (1 <= k < q)."""
-    return ec.derive_private_key(k, _CURVE)
+def _x25519_scalar(b: int) -> bytes:
+    """A clamped X25519 scalar s (8k, 2^251 <= k < 2^252) with s = +-b mod l, so u(sP) = u(bP) on the group.
 
-
-def _public_key(point: EccPoint) -> ec.EllipticCurvePublicKey:
-    x, y = point.xy
-    return ec.EllipticCurvePublicNumbers(int(x), int(y), _CURVE).public_key()
-
-
-def _from_public_key(key: ec.EllipticCurvePublicKey) -> EccPoint:
-    nums = key.public_numbers()
-    return EccPoint(nums.x, nums.y, CURVE)
+    k0 = b / 8 mod l lies in [2^251, 2^252), or else l - k0 does (except when
+    k0 is within 2^125 of 2^252 or of 0, probability ~2^-126): either gives
+    u(8k P) = u(+-b P).
+    """
+    k = b * _INV8 % _L
+    if not (1 << 251) <= k < (1 << 252):
+        k = _L - k
+        if not (1 << 251) <= k < (1 << 252):
+            raise ValueError("scalar has no X25519 form")  # caller draws another b
+    return (8 * k).to_bytes(32, "little")
 
 
 def _keys_to_blocks(keys: list[bytes]) -> np.ndarray:
     return np.frombuffer(b"".join(keys), dtype="<u8").astype(np.uint64).reshape(len(keys), 2)
-
-
-def _scalar() -> int:
-    return secrets.randbelow(_ORDER - 1) + 1
 
 
 def _check_blocks(m: np.ndarray, n: int | None, name: str) -> np.ndarray:
@@ -222,35 +193,43 @@ class BaseOTSender:
         if n < 0 or n > 1 << 24:
             raise ValueError(f"number of base OTs must be in 0..2^24, got {n}")
         start = self.index
-        key_a = _private_key(_scalar())
-        big_a = _from_public_key(key_a.public_key())
-        a_enc = encode_point(big_a)
+        secret = secrets.token_bytes(32)
+        key_a = X25519PrivateKey.from_private_bytes(secret)
+        a_enc = _na.crypto_scalarmult_ed25519_base(secret)  # clamp(secret) G, the same clamping as X25519
+        del secret
         self.channel.send(_HEADER.pack(start, n) + a_enc)
         self.channel.flush()
         k0, k1 = [], []
         sid = self.session_id
-        a_x, a_y = (int(v) for v in big_a.xy)
         for j0 in range(0, n, POINTS_PER_FRAME):  # frame by frame, as the receiver sends its points
             k = min(POINTS_PER_FRAME, n - j0)
             raw = self.channel.recv(max_size=POINT_BYTES * k)
             if len(raw) != POINT_BYTES * k:
                 raise ProtocolError(f"base OT: expected {k} points ({POINT_BYTES * k} bytes), got {len(raw)} bytes")
-            b_encs, whats, pubs_b, bs = [], [], [], []
+            b_encs, ys = [], []
             for i in range(k):  # validated in order: the first bad point is the one reported
-                b_enc = bytes(raw[i * POINT_BYTES : (i + 1) * POINT_BYTES])
+                b_enc = raw[i * POINT_BYTES : (i + 1) * POINT_BYTES]
                 what = f"base OT {start + j0 + i}: receiver's point B"
-                pubs_b.append(_openssl_point(b_enc, what))
-                bx = int.from_bytes(b_enc[:_COORD], "big")
-                if bx == a_x:
-                    raise ProtocolError(f"{what}: a point equals A or -A")
+                y_b = check_point(b_enc, what)
+                try:
+                    d_enc = _na.crypto_core_ed25519_sub(b_enc, a_enc)  # B - A (refuses points off the curve)
+                except _NaClError:
+                    raise ProtocolError(f"{what} is not on the curve {CURVE}") from None
+                y_d = int.from_bytes(d_enc, "little") & _Y_MASK
+                if y_d in _SMALL_ORDER_Y:
+                    raise ProtocolError(f"{what}: B - A has small order (B equals A up to torsion)")
                 b_encs.append(b_enc)
-                whats.append(what)
-                bs.append((bx, int.from_bytes(b_enc[_COORD:], "big")))
-            d_encs = _add_many(bs, a_x, _P - a_y, whats)  # B - A
-            for i, (b_enc, pub_b, d_enc) in enumerate(zip(b_encs, pubs_b, d_encs)):
-                pub_d = ec.EllipticCurvePublicKey.from_encoded_point(_CURVE, b"\x04" + d_enc)
-                k0.append(derive_key(sid, start + j0 + i, a_enc, b_enc, key_a.exchange(_ECDH, pub_b)))
-                k1.append(derive_key(sid, start + j0 + i, a_enc, b_enc, key_a.exchange(_ECDH, pub_d)))
+                ys += (y_b, y_d)
+            us = u_coordinates(ys)
+            for i, b_enc in enumerate(b_encs):
+                idx = start + j0 + i
+                try:
+                    s0 = key_a.exchange(X25519PublicKey.from_public_bytes(us[2 * i]))
+                    s1 = key_a.exchange(X25519PublicKey.from_public_bytes(us[2 * i + 1]))
+                except ValueError:  # an all-zero shared secret: a point of small order slipped through
+                    raise ProtocolError(f"base OT {idx}: receiver's point B gives a small-order shared point") from None
+                k0.append(derive_key(sid, idx, a_enc, b_enc, s0))
+                k1.append(derive_key(sid, idx, a_enc, b_enc, s1))
         self.index = start + n
         return _keys_to_blocks(k0), _keys_to_blocks(k1)
 
@@ -286,27 +265,29 @@ class BaseOTReceiver:
                 f"receiver expects {start}..{start + n - 1}"
             )
         a_enc = bytes(raw[_HEADER.size:])
-        big_a = decode_point(a_enc, "base OT: sender's point A")
-        pub_a = _public_key(big_a)
+        y_a = check_point(a_enc, "base OT: sender's point A")
+        if not _na.crypto_core_ed25519_is_valid_point(a_enc):  # on the curve and in the prime-order group
+            raise ProtocolError(f"base OT: sender's point A is not a point of the prime-order group of {CURVE}")
+        (u_a,) = u_coordinates([y_a])
         sid = self.session_id
-        a_x, a_y = (int(v) for v in big_a.xy)
-        keys_b, b_encs = [], []
+        encs, scalars = [], []
         for j0 in range(0, n, POINTS_PER_FRAME):  # a frame as soon as it is ready: the sender starts on it
-            js = range(j0, min(n, j0 + POINTS_PER_FRAME))
-            frame_keys = [_private_key(_scalar()) for _ in js]
-            nums = [key_b.public_key().public_numbers() for key_b in frame_keys]  # b_j G
-            ones = [i for i, j in enumerate(js) if c[j]]
-            sums = _add_many([(nums[i].x, nums[i].y) for i in ones], a_x, a_y,
-                             [f"base OT {start + j0 + i}" for i in ones])  # b_j G + A where c_j = 1
-            encs = [nm.x.to_bytes(_COORD, "big") + nm.y.to_bytes(_COORD, "big") for nm in nums]
-            for i, e in zip(ones, sums):
-                encs[i] = e
-            keys_b += frame_keys
-            b_encs += encs
-            self.channel.send(b"".join(encs))
+            for j in range(j0, min(n, j0 + POINTS_PER_FRAME)):
+                while True:
+                    b = secrets.randbelow(_L - 1) + 1
+                    try:
+                        scalars.append(_x25519_scalar(b))
+                        break
+                    except ValueError:  # probability ~2^-126
+                        continue
+                b_enc = _na.crypto_scalarmult_ed25519_base_noclamp(b.to_bytes(32, "little"))
+                encs.append(_na.crypto_core_ed25519_add(b_enc, a_enc) if c[j] else b_enc)
+                del b
+            self.channel.send(b"".join(encs[j0:]))
             self.channel.flush()
-        # then derive: the sender's a*B_j and our b_j*A run at the same time
-        keys = [derive_key(sid, start + j, a_enc, b_encs[j], key_b.exchange(_ECDH, pub_a)) for j, key_b in enumerate(keys_b)]
+        # then u(b_j A): the sender's two multiplications per OT run at the same time
+        keys = [derive_key(sid, start + j, a_enc, b_enc, _na.crypto_scalarmult(s, u_a))
+                for j, (b_enc, s) in enumerate(zip(encs, scalars))]
         self.index = start + n
         return _keys_to_blocks(keys)
 

@@ -3,8 +3,9 @@
 What it does
     Re-exports the two layers so callers write ``from pairwise.mpc.ot import ...``:
 
-    * :mod:`pairwise.mpc.baseot` -- 128-bit base OTs, Chou-Orlandi "simplest OT" on
-      NIST P-256 (pycryptodome), with received points validated and the
+    * :mod:`pairwise.mpc.baseot` -- 128-bit base OTs, Chou-Orlandi "simplest OT" in
+      the prime-order group of edwards25519 (libsodium through PyNaCl, X25519
+      through ``cryptography``), with received points validated and the
       session id and OT index inside every key derivation:
       :class:`BaseOTSender`, :class:`BaseOTReceiver`.
     * :mod:`pairwise.mpc.iknp` -- the IKNP extension with the garbler as extension
@@ -26,8 +27,8 @@ How the Yao runtime uses it (both parties, same session id and batch size)::
     # zero[i] xor x_i*delta == active[i]
 
 Security model
-    Semi-honest parties; CDH on P-256 and SHA-256 (random oracle) for the base
-    OTs; AES as a PRF for the seed expansion and the tweakable circular
+    Semi-honest parties; CDH in the prime-order group of edwards25519 and
+    SHA-256 (random oracle) for the base OTs; AES as a PRF for the seed expansion and the tweakable circular
     correlation-robust hash TMMO (fixed-key AES as a random permutation,
     Guo-Katz-Wang-Yu 2020) for chosen OT on the extension (IKNP 2003; the
     correlated variant of ALSZ 2013 / emp-ot).  Details in each module.

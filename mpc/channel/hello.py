@@ -170,7 +170,8 @@ def handshake(channel: Channel, role: str, session_id: bytes | str, extra: bytes
     digest both sides must hold identically (the Yao runtime passes a hash of
     the circuit and parameters); on a difference both sides raise
     :class:`HandshakeError` with ``"<extra_label> mismatch"`` in the message
-    (``"circuit mismatch"`` by default).  The checks run in the same order on
+    (``"circuit mismatch"`` by default) and the peer's ``extra`` as the
+    exception's ``peer_extra`` attribute.  The checks run in the same order on
     both sides, so both report the same first mismatch.
     """
     role = _check_role(role)
@@ -201,9 +202,11 @@ def handshake(channel: Channel, role: str, session_id: bytes | str, extra: bytes
     if theirs.extra != extra:
         mine_d = hashlib.sha256(extra).hexdigest()[:16]
         theirs_d = hashlib.sha256(theirs.extra).hexdigest()[:16]
-        raise HandshakeError(
+        err = HandshakeError(
             f"{extra_label} mismatch: this side has digest {mine_d}, the peer has {theirs_d}; "
             f"both parties must use the same {extra_label}"
         )
+        err.peer_extra = theirs.extra  # for callers that put a version tag in extra and want to name it
+        raise err
     run_id = hashlib.sha256(b"pairwise/run-id\x00" + b"".join(sorted((mine, bytes(theirs_raw))))).digest()[:16]
     return HandshakeResult(role=role, peer_role=theirs.role, session_id=sid, extra=extra, run_id=run_id)

@@ -12,20 +12,12 @@ import threading
 
 import numpy as np
 import pytest
-from cryptography.hazmat.primitives.asymmetric import ec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
 from pairwise.mpc.aes import aes_ecb_reference, random_blocks, tccr_hash
-from pairwise.mpc.baseot import (
-    POINT_BYTES,
-    BaseOTReceiver,
-    BaseOTSender,
-    decode_point,
-    derive_key,
-    encode_point,
-)
+from pairwise.mpc.baseot import BaseOTReceiver, BaseOTSender, derive_key
 from pairwise.mpc.channel import MemoryChannel, TranscriptChannel
 from pairwise.mpc.errors import ChannelError, ProtocolError
 from pairwise.mpc.iknp import (
@@ -148,35 +140,97 @@ def test_row_prg_is_aes_ctr_continued_across_calls():
 # =========================================================================== base OT
 
 
-def test_point_encoding_matches_cryptography_reference():
-    key = ec.generate_private_key(ec.SECP256R1())
-    nums = key.public_key().public_numbers()
-    from pairwise.mpc.baseot import _G
-
-    point = _G * key.private_numbers().private_value
-    enc = encode_point(point)
-    assert enc == nums.x.to_bytes(32, "big") + nums.y.to_bytes(32, "big")
-    assert decode_point(enc).xy == point.xy
+# Independent reference for edwards25519: pycryptodome's own point arithmetic (not libsodium, not OpenSSL).
+_P25519 = 2**255 - 19
 
 
-def test_decode_point_rejects_invalid_points():
-    from pairwise.mpc.baseot import _G, _P
+def _ed_point(enc: bytes):
+    """pycryptodome point of an Ed25519 encoding (y, sign of x), by its own decoder."""
+    from Crypto.PublicKey import ECC
 
-    good = encode_point(_G)
-    with pytest.raises(ProtocolError, match="not on the curve"):
-        decode_point(good[:32] + (int.from_bytes(good[32:], "big") ^ 1).to_bytes(32, "big"))
-    with pytest.raises(ProtocolError, match="point at infinity"):
-        decode_point(b"\x00" * POINT_BYTES)
-    with pytest.raises(ProtocolError, match="not reduced"):
-        decode_point((int.from_bytes(good[:32], "big") + _P).to_bytes(33, "big")[1:] + b"\xff" * 32)
-    with pytest.raises(ProtocolError, match="expected 64 bytes"):
-        decode_point(good[:63])
+    return ECC.import_key(b"\x30\x2a\x30\x05\x06\x03\x2b\x65\x70\x03\x21\x00" + enc).pointQ
+
+
+def _ed_encode(point) -> bytes:
+    x, y = (int(v) for v in point.xy)
+    return (y | (x & 1) << 255).to_bytes(32, "little")
+
+
+def _u_of(point) -> bytes:
+    y = int(point.xy[1])
+    return ((1 + y) * pow(1 - y, -1, _P25519) % _P25519).to_bytes(32, "little")
+
+
+def _clamp(secret: bytes) -> int:
+    k = bytearray(secret)
+    k[0] &= 248
+    k[31] &= 127
+    k[31] |= 64
+    return int.from_bytes(k, "little")
+
+
+def test_point_encoding_and_u_coordinates_match_pycryptodome():
+    from Crypto.PublicKey import ECC
+
+    import nacl.bindings as na
+
+    from pairwise.mpc.baseot import u_coordinates
+
+    g = ECC._curves["ed25519"].G
+    for k in (1, 2, 12345, 2**200 + 7):
+        enc = na.crypto_scalarmult_ed25519_base_noclamp(k.to_bytes(32, "little"))
+        assert enc == _ed_encode(g * k) and _ed_point(enc) == g * k
+    pts = [g * (int.from_bytes(os.urandom(31), "little") + 1) for _ in range(33)]
+    assert u_coordinates([int(p.xy[1]) for p in pts]) == [_u_of(p) for p in pts]
+    assert u_coordinates([]) == []
+    # u of a clamped multiple of G is the X25519 public key of the same secret (cryptography's X25519)
+    from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
+
+    secret = os.urandom(32)
+    pub = X25519PrivateKey.from_private_bytes(secret).public_key().public_bytes_raw()
+    assert _u_of(g * _clamp(secret)) == pub == u_coordinates([int((g * _clamp(secret)).xy[1])])[0]
+
+
+def test_x25519_scalar_is_a_clamped_plus_minus_b():
+    from pairwise.mpc.baseot import _L, _x25519_scalar
+
+    for b in [1, 2, 7, _L - 1, _L // 2, _L // 2 + 1] + [int.from_bytes(os.urandom(32), "little") % (_L - 1) + 1
+                                                        for _ in range(200)]:
+        s = int.from_bytes(_x25519_scalar(b), "little")
+        assert s & 7 == 0 and s >> 254 == 1  # X25519's clamping leaves it unchanged
+        assert s % _L in (b, _L - b)
+
+
+def test_small_order_list_is_exactly_the_torsion_points():
+    """The 5 y values refused as small order: every point with such a y has order dividing 8 (pycryptodome)."""
+    from pairwise.mpc.baseot import _SMALL_ORDER_Y, check_point
+
+    for y in _SMALL_ORDER_Y:
+        for sign in (0, 1):
+            enc = (y | sign << 255).to_bytes(32, "little")
+            with pytest.raises(ProtocolError, match="small order"):
+                check_point(enc)
+            try:
+                point = _ed_point(enc)
+            except ValueError:  # x = 0 with the sign bit set has no point
+                continue
+            assert (point * 8).is_point_at_infinity() or (point * 8).xy == (0, 1)
+
+
+def test_check_point_rejects_malformed_encodings():
+    from pairwise.mpc.baseot import check_point
+
+    with pytest.raises(ProtocolError, match="expected 32 bytes"):
+        check_point(b"\x05" * 31)
+    with pytest.raises(ProtocolError, match="non-canonical"):
+        check_point((_P25519 + 2).to_bytes(32, "little"))
+    assert check_point((9).to_bytes(32, "little")) == 9
 
 
 def test_kdf_matches_hashlib_and_binds_session_and_index():
-    a, b, p = os.urandom(64), os.urandom(64), os.urandom(64)
+    a, b, p = os.urandom(32), os.urandom(32), os.urandom(32)
     ref = hashlib.sha256(
-        b"pairwise/co-ot/v2\x00" + struct.pack("!H", 3) + b"sid" + struct.pack("!Q", 7) + a + b + p
+        b"pairwise/co-ot/v3\x00" + struct.pack("!H", 3) + b"sid" + struct.pack("!Q", 7) + a + b + p
     ).digest()[:16]
     assert derive_key(b"sid", 7, a, b, p) == ref
     assert derive_key(b"sie", 7, a, b, p) != ref
@@ -199,40 +253,47 @@ def test_base_random_ot(n):
 
 
 def test_base_ot_keys_match_pycryptodome_reference(monkeypatch):
-    """The keys (OpenSSL multiplications) recomputed from the recorded scalars with pycryptodome's arithmetic."""
-    import threading
+    """The keys (libsodium and OpenSSL) recomputed from the recorded secrets with pycryptodome's arithmetic."""
+    from Crypto.PublicKey import ECC
 
     import pairwise.mpc.baseot as B
 
-    drawn: dict[str, list[int]] = {}
-    real = B._scalar
+    drawn: dict[str, list] = {}
+    real_bytes, real_below = B.secrets.token_bytes, B.secrets.randbelow
 
-    def recording():
-        k = real()
-        drawn.setdefault(threading.current_thread().name, []).append(k)
-        return k
+    class Recording:
+        @staticmethod
+        def token_bytes(n):
+            v = real_bytes(n)
+            drawn.setdefault("a", []).append(v)
+            return v
 
-    monkeypatch.setattr(B, "_scalar", recording)
+        @staticmethod
+        def randbelow(n):
+            v = real_below(n)
+            drawn.setdefault("b", []).append(v + 1)
+            return v
+
+    monkeypatch.setattr(B, "secrets", Recording)
     n = 6
     choices = np.array([0, 1, 1, 0, 1, 0], dtype=np.uint8)
     (k0, k1), k = ok(*run_pair(
         lambda ch: BaseOTSender(ch, "ref").send_random(n),
         lambda ch: BaseOTReceiver(ch, "ref").recv_random(choices),
     ))
-    (a,), bs = sorted(drawn.values(), key=len)  # the sender draws one scalar, the receiver n
-    big_a = B._G * a
-    a_enc = encode_point(big_a)
-
-    def x_of(point) -> bytes:
-        return int(point.xy[0]).to_bytes(32, "big")
-
+    g = ECC._curves["ed25519"].G
+    (secret,), bs = drawn["a"], drawn["b"]
+    a = _clamp(secret)
+    big_a = g * a
+    a_enc = _ed_encode(big_a)
+    assert len(bs) == n
     for j, (b, c) in enumerate(zip(bs, choices)):
-        big_b = B._G * b + big_a if c else B._G * b
-        b_enc = encode_point(big_b)
-        want0 = derive_key(b"ref", j, a_enc, b_enc, x_of(big_b * a))
-        want1 = derive_key(b"ref", j, a_enc, b_enc, x_of((big_b + (-big_a)) * a))
+        big_b = g * b + big_a if c else g * b
+        b_enc = _ed_encode(big_b)
+        want0 = derive_key(b"ref", j, a_enc, b_enc, _u_of(big_b * a))
+        want1 = derive_key(b"ref", j, a_enc, b_enc, _u_of((big_b + (-big_a)) * a))
         assert k0[j].astype("<u8").tobytes() == want0 and k1[j].astype("<u8").tobytes() == want1
-        mine = derive_key(b"ref", j, a_enc, b_enc, x_of(big_a * b))
+        mine = derive_key(b"ref", j, a_enc, b_enc, _u_of(big_a * b))
         assert mine == (want1 if c else want0)
     assert np.array_equal(k, np.where(choices[:, None].astype(bool), k1, k0))
 
@@ -269,38 +330,98 @@ def test_base_ot_desync_detected():
     assert isinstance(rr, ProtocolError) and "desynchronised" in str(rr)
 
 
-def test_base_ot_receiver_rejects_invalid_sender_point():
+def _torsion_encoding() -> bytes:
+    """An encoding of a point of order 8 (libsodium's blacklist)."""
+    return (2707385501144840649318225287225658788936804267575313519463743609750303402022).to_bytes(32, "little")
+
+
+def _off_curve_encoding() -> bytes:
+    """y = 2: no x with (x, 2) on edwards25519."""
+    return (2).to_bytes(32, "little")
+
+
+def _mixed_order_encoding() -> bytes:
+    """y = 3: on the curve, not in the prime-order subgroup."""
+    return (3).to_bytes(32, "little")
+
+
+@pytest.mark.parametrize("bad, word", [
+    (b"\x00" * 32, "small order"),
+    ((1).to_bytes(32, "little"), "small order"),  # the identity
+    (_torsion_encoding(), "small order"),
+    (_off_curve_encoding(), "prime-order group"),
+    (_mixed_order_encoding(), "prime-order group"),
+    ((_P25519 + 3).to_bytes(32, "little"), "non-canonical"),
+])
+def test_base_ot_receiver_rejects_invalid_sender_point(bad, word):
     def bad_sender(ch):
-        ch.send(struct.pack("!QI", 0, 3) + b"\x00" * POINT_BYTES)  # identity as A
+        ch.send(struct.pack("!QI", 0, 3) + bad)
         return None
 
     _, rr = run_pair(bad_sender, lambda ch: BaseOTReceiver(ch, "s").recv_random([1, 0, 1]), timeout=3)
-    assert isinstance(rr, ProtocolError) and "point at infinity" in str(rr)
-
-    def off_curve_sender(ch):
-        ch.send(struct.pack("!QI", 0, 1) + (1).to_bytes(32, "big") + (2).to_bytes(32, "big"))
-
-    _, rr = run_pair(off_curve_sender, lambda ch: BaseOTReceiver(ch, "s").recv_random([1]), timeout=3)
-    assert isinstance(rr, ProtocolError) and "not on the curve" in str(rr)
+    assert isinstance(rr, ProtocolError) and word in str(rr), rr
 
 
-def test_base_ot_sender_rejects_invalid_receiver_points():
-    from pairwise.mpc.baseot import _G
+@pytest.mark.parametrize("bad, word", [
+    (b"\x00" * 32, "small order"),
+    ((_P25519 - 1).to_bytes(32, "little"), "small order"),  # order 2
+    (_torsion_encoding(), "small order"),
+    (_off_curve_encoding(), "not on the curve"),
+    ((_P25519 + 3).to_bytes(32, "little"), "non-canonical"),
+])
+def test_base_ot_sender_rejects_invalid_receiver_points(bad, word):
+    import nacl.bindings as na
+
+    good = na.crypto_scalarmult_ed25519_base_noclamp((5).to_bytes(32, "little"))
 
     def bad_receiver(ch):
         ch.recv()
-        ch.send(encode_point(_G) + b"\x00" * POINT_BYTES)  # second point is the identity
+        ch.send(good + bad)  # the second point is bad
         return None
 
     rs, _ = run_pair(lambda ch: BaseOTSender(ch, "s").send_random(2), bad_receiver, timeout=3)
-    assert isinstance(rs, ProtocolError) and "base OT 1" in str(rs) and "infinity" in str(rs)
+    assert isinstance(rs, ProtocolError) and "base OT 1" in str(rs) and word in str(rs), rs
 
     def short_receiver(ch):
         ch.recv()
         ch.send(b"\x01" * 100)
 
     rs, _ = run_pair(lambda ch: BaseOTSender(ch, "s").send_random(2), short_receiver, timeout=3)
-    assert isinstance(rs, (ProtocolError, ChannelError)) and "128 bytes" in str(rs)
+    assert isinstance(rs, (ProtocolError, ChannelError)) and "64 bytes" in str(rs)
+
+
+def test_base_ot_sender_accepts_a_torsion_component_without_effect():
+    """B + T (T of order 8) gives the sender the same shared point as B: its scalar is a multiple of 8."""
+    from Crypto.PublicKey import ECC
+
+    from pairwise.mpc.baseot import _L
+
+    g = ECC._curves["ed25519"].G
+    t = _ed_point(_torsion_encoding())
+    b = int.from_bytes(os.urandom(32), "little") % (_L - 1) + 1
+    res = {}
+
+    def receiver(ch):
+        raw = ch.recv()
+        a_enc = bytes(raw[-32:])
+        encs = [_ed_encode(g * b), _ed_encode(g * b + t)]
+        ch.send(b"".join(encs))
+        shared = _u_of(_ed_point(a_enc) * b)  # what an honest receiver with choice 0 derives
+        res["want"] = [derive_key(b"t", j, a_enc, e, shared) for j, e in enumerate(encs)]
+        return None
+
+    (k0, _), _ = ok(*run_pair(lambda ch: BaseOTSender(ch, "t").send_random(2), receiver, timeout=10))
+    assert [k0[j].astype("<u8").tobytes() for j in range(2)] == res["want"]
+
+
+def test_base_ot_sender_refuses_b_equal_to_a():
+    def receiver(ch):
+        raw = ch.recv()
+        ch.send(bytes(raw[-32:]))  # B = A: B - A is the identity
+        return None
+
+    rs, _ = run_pair(lambda ch: BaseOTSender(ch, "s").send_random(1), receiver, timeout=3)
+    assert isinstance(rs, ProtocolError) and "B - A has small order" in str(rs), rs
 
 
 def test_base_ot_validates_arguments():
@@ -610,57 +731,9 @@ def test_setup_is_idempotent_and_base_traffic():
 
     _, (extra, s_recv), r_recv, _ = cot_pair(fs, fr)
     assert extra == 0
-    # base OTs with reversed roles: the COT sender (base-OT receiver) got (index, n, A) = 12 + 64
-    # bytes; the COT receiver (base-OT sender) got 128 points of 64 bytes in frames of
+    # base OTs with reversed roles: the COT sender (base-OT receiver) got (index, n, A) = 12 + 32
+    # bytes; the COT receiver (base-OT sender) got 128 points of 32 bytes in frames of
     # POINTS_PER_FRAME; +4 per frame prefix
     from pairwise.mpc.baseot import POINTS_PER_FRAME
 
-    assert s_recv == 12 + 64 + 4 and r_recv == 128 * 64 + 4 * -(-128 // POINTS_PER_FRAME)
-
-
-def test_batched_point_addition_matches_pycryptodome():
-    """_add_many (one inversion per frame, Montgomery's trick) against pycryptodome's own point addition."""
-    import secrets
-
-    from Crypto.PublicKey import ECC
-
-    from pairwise.mpc.baseot import _add_many
-
-    g = ECC._curves["P-256"].G
-    q = g * (secrets.randbelow(2**255) + 1)
-    ps = [g * (secrets.randbelow(2**255) + 1) for _ in range(33)]
-    got = _add_many([(int(p.x), int(p.y)) for p in ps], int(q.x), int(q.y), ["p"] * len(ps))
-    for p, enc in zip(ps, got):
-        s = p + q
-        assert enc == int(s.x).to_bytes(32, "big") + int(s.y).to_bytes(32, "big")
-    assert _add_many([], int(q.x), int(q.y), []) == []
-    neg = -q  # same x as q: refused, naming the offending point
-    with pytest.raises(ProtocolError, match="third: a point equals A or -A"):
-        _add_many([(int(ps[0].x), int(ps[0].y)), (int(neg.x), int(neg.y))], int(q.x), int(q.y), ["first", "third"])
-
-
-def test_base_ot_sender_reports_the_first_bad_point_of_a_frame():
-    """Frame [P, A, P, off-curve]: the sender validates points in order and names OT 1 (B = A), as before
-    the additions were batched per frame."""
-    from Crypto.PublicKey import ECC
-
-    from pairwise.mpc.baseot import _COORD, POINT_BYTES
-
-    a, b = MemoryChannel.pair(timeout=30)
-    res = {}
-
-    def run():
-        try:
-            BaseOTSender(a, b"sid").send_random(4)
-        except ProtocolError as e:
-            res["err"] = str(e)
-
-    t = threading.Thread(target=run)
-    t.start()
-    a_enc = bytes(b.recv())[-POINT_BYTES:]
-    p = ECC._curves["P-256"].G * 5
-    pe = int(p.x).to_bytes(_COORD, "big") + int(p.y).to_bytes(_COORD, "big")
-    b.send(pe + a_enc + pe + (1).to_bytes(_COORD, "big") * 2)
-    b.flush()
-    t.join(60)
-    assert res["err"].startswith("base OT 1: receiver's point B: a point equals A or -A"), res
+    assert s_recv == 12 + 32 + 4 and r_recv == 128 * 32 + 4 * -(-128 // POINTS_PER_FRAME)

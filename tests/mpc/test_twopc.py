@@ -34,10 +34,12 @@ from pairwise.circuits.catalog import resolve_circuit
 from pairwise.circuits.ir import EVALUATOR, Circuit, CircuitError
 from pairwise.circuits.kernels import KERNELS, build_kernel, kernel_reference, pack_pair
 from pairwise.mpc.channel import HEADER_BYTES, MemoryChannel, PeerClosed, TranscriptChannel
-from pairwise.mpc.errors import HandshakeError
-from pairwise.mpc.twopc import EvaluatorSession, ExecutionMismatch, GarblerSession, circuit_digest
+from pairwise.mpc.errors import HandshakeError, ProtocolError
+from pairwise.mpc.twopc import EXEC, EvaluatorSession, ExecutionMismatch, GarblerSession, circuit_digest
 
 from tests.support.twopc import EXEC_HEADER, WAIT, Pair
+
+assert EXEC_HEADER.size == 80  # the execution header of mpc/twopc/wire.py
 
 
 # --------------------------------------------------------------------------- two parties in one process
@@ -115,7 +117,7 @@ def aes128() -> Circuit:
 def garbler_payload(circuit: Circuit, batch: int, output: str) -> int:
     """Bytes the garbler must send in one execution, without the 4-byte frame prefixes.
 
-    Its input labels travel as the 16-byte seed inside the execution header: nothing per input bit.
+    Its header opens the stream; its input labels come from the session's label stream: nothing per input bit.
     """
     n_out = sum(g.width for g in circuit.outputs)
     decode_bits = -(-n_out * batch // 8) if output in ("both", "evaluator") else 0
@@ -126,9 +128,9 @@ def evaluator_bytes(circuit: Circuit, batch: int, output: str, new_ot_batches: i
     """Bytes the evaluator must send in one execution, frame prefixes included."""
     n_e = sum(g.width for g in circuit.groups_of(EVALUATOR))
     n_out = sum(g.width for g in circuit.outputs)
-    total = EXEC_HEADER.size + HEADER_BYTES
+    total = HEADER_BYTES + EXEC_HEADER.size  # the request: header and d in one frame ...
     total += new_ot_batches * (HEADER_BYTES + 16 + 16 * ot_batch)  # IKNP: (batch#, m) header + 128 x m bits
-    total += HEADER_BYTES + -(-n_e * batch // 8)  # d = r xor x
+    total += (HEADER_BYTES if new_ot_batches and n_e else 0) + -(-n_e * batch // 8)  # ... d apart after a batch
     if output in ("both", "garbler"):
         total += HEADER_BYTES + -(-n_out * batch // 8)  # permute bits of the output labels
     return total
@@ -320,7 +322,7 @@ def test_many_circuits_in_one_session_base_ots_once(monkeypatch):
             # no base-OT traffic after the setup: the bytes are exactly the per-execution messages
             assert rg.bytes_sent - HEADER_BYTES * rg.messages_sent == garbler_payload(c, batch, output)
             assert re_.bytes_sent == evaluator_bytes(c, batch, output, e_cot.batches - b0, e_cot.batch_size)
-            header = EXEC_HEADER.unpack(p.garbler_channel.sent[first_frame])
+            header = EXEC_HEADER.unpack_from(p.garbler_channel.sent[first_frame])  # the stream opens with it
             assert header[1].hex() == c.content_hash and header[3] == batch
             offsets.append(header[5])
             assert header[5] == expected_offset  # instance ids never repeat under the session Delta
@@ -359,7 +361,7 @@ def test_second_execution_sends_no_setup_traffic():
 
 def test_tables_split_over_many_small_frames(monkeypatch):
     """The evaluator reassembles tables cut at arbitrary frame boundaries (STREAM_FRAME patched to 1000 bytes)."""
-    monkeypatch.setattr(twopc, "STREAM_FRAME", 1000)
+    monkeypatch.setattr(twopc.wire, "STREAM_FRAME", 1000)
     c = build_kernel("variance", 16)
     g, e, want = kernel_inputs("variance", 16, False, 30, seed=3)
     p = Pair(ot_batch=1024)
@@ -402,12 +404,14 @@ def test_circuit_mismatch_fails_on_both_sides_before_any_label(other):
         for ok, exc in (g, e):
             assert not ok
             assert isinstance(exc, ExecutionMismatch) and "circuit mismatch" in str(exc)
-        # the only frame either side sent is its execution header: no label, no OT message
-        assert len(p.garbler_channel.sent) == before_g + 1 and len(p.evaluator_channel.sent) == before_e + 1
-        assert len(p.garbler_channel.sent[-1]) == EXEC_HEADER.size == len(p.evaluator_channel.sent[-1])
-        # both sides consumed exactly the peer's header, so the session goes on with a matching circuit
-        rg, re_ = p.run(mine, 10, 3)
-        assert rg.outputs == re_.outputs == [7]
+        # the garbler sent its header alone: no label, no table; the evaluator's request opens with its header
+        # (then, as its COT pool was empty, an IKNP batch and its correction bits, which the garbler never read)
+        assert len(p.garbler_channel.sent) == before_g + 1 and len(p.garbler_channel.sent[-1]) == EXEC_HEADER.size
+        assert EXEC_HEADER.unpack(p.evaluator_channel.sent[before_e])[1].hex() == theirs.content_hash
+        # a mismatch ends the session on both sides: the next call says so instead of misreading the stream
+        g, e = p.run_both(mine, 10, mine, 3)
+        for ok, exc in (g, e):
+            assert not ok and isinstance(exc, ProtocolError) and "unusable" in str(exc), exc
     finally:
         p.close()
 
@@ -450,6 +454,50 @@ def test_handshake_circuit_digest_mismatch_fails_on_both_sides():
     t.join(WAIT)
     assert isinstance(errors.get("e"), HandshakeError) and "circuit mismatch" in str(errors["e"])
     assert a.messages_sent == b.messages_sent == 1  # only the hellos moved: no base OT
+
+
+def test_handshake_circuit_digest_mismatch_is_an_execution_mismatch():
+    """A peer of the same runtime version with another circuit digest: ExecutionMismatch (the CLI stops on it)."""
+    a, b = MemoryChannel.pair(timeout=10)
+    t = threading.Thread(target=lambda: _swallow(lambda: EvaluatorSession(b, extra=b"one")), daemon=True)
+    t.start()
+    with pytest.raises(ExecutionMismatch, match="circuit mismatch"):
+        GarblerSession(a, extra=b"two")
+    t.join(WAIT)
+
+
+def _swallow(f):
+    try:
+        f()
+    except Exception:  # noqa: BLE001 - the peer's failure is asserted elsewhere
+        pass
+
+
+@pytest.mark.parametrize("old_extra", [
+    b"pairwise-yao/4",  # version 4 without a circuit digest (no separator: the tag and the digest were joined)
+    b"pairwise-yao/4" + bytes.fromhex("39") + b"\x17" * 15,  # a digest that starts with a digit
+    b"pairwise-yao/5 ot=co15-P-256/2\x00",  # another base OT
+])
+@pytest.mark.parametrize("role", ["garbler", "evaluator"])
+def test_older_runtime_is_refused_naming_both_versions(old_extra, role):
+    """A peer that speaks runtime version 4 (or another base OT): refused at the handshake, both versions named."""
+    from pairwise.mpc.channel import handshake
+    from pairwise.mpc.twopc import VERSION_TAG, VersionMismatch
+
+    a, b = MemoryChannel.pair(timeout=10)
+    peer_role = "evaluator" if role == "garbler" else "garbler"
+    t = threading.Thread(target=lambda: _swallow(lambda: handshake(b, peer_role, b"pairwise-2pc", old_extra)),
+                         daemon=True)
+    t.start()
+    Session = GarblerSession if role == "garbler" else EvaluatorSession
+    with pytest.raises(VersionMismatch) as info:
+        Session(a)
+    t.join(WAIT)
+    msg = str(info.value)
+    theirs = old_extra.split(b"\x00")[0][:14] if b"ot=" not in old_extra else old_extra.rstrip(b"\x00")
+    assert VERSION_TAG.decode() in msg and theirs.decode() in msg and "same pairwise release" in msg, msg
+    assert isinstance(info.value, HandshakeError)
+    assert a.messages_sent == 1  # only our hello: no label key, no base OT
 
 
 def test_role_conflict_fails():

@@ -214,9 +214,10 @@ def aes_ecb(key: bytes, block: bytes) -> bytes:
 
 
 def stream_frames(frames: list[bytes]) -> list[bytes]:
-    """The garbler's frames of one execution after its header (its input labels are the header's seed)."""
-    assert len(frames[0]) == twopc._EXEC.size
-    return frames[1:]
+    """The garbler's frames of one execution without the header that opens its stream (its input labels
+    come from the session's label stream: no bytes)."""
+    assert bytes(frames[0][:4]) == b"EXEC" and len(frames[0]) >= twopc.EXEC.size
+    return [bytes(frames[0][twopc.EXEC.size:])] + list(frames[1:])
 
 
 def test_aes128_frames_and_bytes_per_execution():
@@ -233,28 +234,33 @@ def test_aes128_frames_and_bytes_per_execution():
             assert sum(map(len, stream)) == tables + 16  # tables + 128 decoding bits
             # a handful of frames, not one per AND level (60): first FIRST_FRAME.., then up to FRAME_TARGET
             assert 3 <= len(stream) <= 12, [len(f) for f in stream]
-            assert twopc.FIRST_FRAME <= len(stream[0]) < 2 * twopc.FIRST_FRAME
-            assert max(map(len, stream)) < twopc.FRAME_TARGET + 32 * 280  # + one AND level's segment
-            assert rg.messages_sent == 1 + len(stream)
-            assert rg.bytes_sent == HEADER_BYTES * rg.messages_sent + twopc._EXEC.size + tables + 16
-            # the evaluator: header, the OT bits d, the output bits (+ an IKNP batch in the first execution)
-            assert re_.messages_sent == 3 + (i == 0)
-            assert [len(f) for f in p.evaluator_channel.sent[e0:]][-2:] == [16, 16]
+            first = p.garbler_channel.sent[f0]
+            assert twopc.wire.FIRST_FRAME <= len(first) < 2 * twopc.wire.FIRST_FRAME
+            assert max(map(len, stream)) < twopc.wire.FRAME_TARGET + 32 * 280  # + one AND level's segment
+            assert rg.messages_sent == len(stream)  # the header rides in the first frame of the stream
+            assert rg.bytes_sent == HEADER_BYTES * rg.messages_sent + twopc.EXEC.size + tables + 16
+            # the evaluator: one request (header + the OT bits d), the output bits; in the first execution
+            # the pool is empty: header, an IKNP batch, d, the output bits
+            sent = [len(f) for f in p.evaluator_channel.sent[e0:]]
+            if i == 0:
+                assert re_.messages_sent == 4 and sent[0] == twopc.EXEC.size and sent[-2:] == [16, 16]
+            else:
+                assert re_.messages_sent == 2 and sent == [twopc.EXEC.size + 16, 16]
     finally:
         p.close()
 
 
 def test_small_kernel_frame_overhead():
-    """gini32: two frames, 32 B/AND plus a fixed 101 + 4 bytes (the garbler's 32 input bits cost no label bytes)."""
+    """gini32: one frame, 32 B/AND plus a fixed 80 + 4 + 4 bytes (the garbler's 32 input bits cost no label bytes)."""
     c = build_kernel("gini", 32)
     p = Pair(ot_batch=1024)
     try:
         p.run_ok(c, 5, 9)
         rg, _ = p.run_ok(c, 7, 3)
         assert rg.outputs == [4]
-        assert rg.messages_sent == 2  # header (with the label seed), one frame of tables + decoding bits
+        assert rg.messages_sent == 1  # one frame: header, tables, decoding bits
         n_out = sum(g.width for g in c.outputs)
-        assert rg.bytes_sent == 2 * HEADER_BYTES + twopc._EXEC.size + 32 * c.n_and + n_out // 8
+        assert rg.bytes_sent == HEADER_BYTES + twopc.EXEC.size + 32 * c.n_and + n_out // 8
     finally:
         p.close()
 
@@ -263,9 +269,9 @@ def test_small_kernel_frame_overhead():
 def test_stream_paths_and_frame_limits(monkeypatch, buffer, frame):
     """The reused-buffer path and the segment-writer path (stream > STREAM_BUFFER), with tiny frame limits."""
     if buffer is not None:
-        monkeypatch.setattr(twopc, "STREAM_BUFFER", buffer)
+        monkeypatch.setattr(twopc.wire, "STREAM_BUFFER", buffer)
     if frame is not None:
-        monkeypatch.setattr(twopc, "STREAM_FRAME", frame)
+        monkeypatch.setattr(twopc.wire, "STREAM_FRAME", frame)
     c = build_kernel("variance", 16)
     rng = np.random.default_rng(5)
     g, e = [int(v) for v in rng.integers(0, 1 << 16, 40)], [int(v) for v in rng.integers(0, 1 << 16, 40)]
@@ -278,10 +284,11 @@ def test_stream_paths_and_frame_limits(monkeypatch, buffer, frame):
         stream = stream_frames(p.garbler_channel.sent[f0:])
         n_out = sum(gr.width for gr in c.outputs)
         assert sum(map(len, stream)) == 32 * c.n_and * 40 + -(-n_out * 40 // 8)
-        limit = twopc.STREAM_FRAME
-        assert max(map(len, stream)) <= limit
+        limit = twopc.wire.STREAM_FRAME
+        frames = p.garbler_channel.sent[f0:]
+        assert max(map(len, frames)) <= limit
         if buffer is not None:  # segment writer: every frame but the last has FRAME_TARGET .. STREAM_FRAME bytes
-            assert all(min(twopc.FRAME_TARGET, limit) <= len(f) for f in stream[:-1])
+            assert all(min(twopc.wire.FRAME_TARGET, limit) <= len(f) for f in frames[:-1])
     finally:
         p.close()
 

@@ -1,13 +1,13 @@
-"""Random input groups and seed-derived garbler labels in the Yao runtime (mpc.twopc).
+"""Random input groups and stream-derived garbler labels in the Yao runtime (mpc.twopc).
 
-Garbler input labels come from a per-execution seed (the evaluator holds the
-*active* labels, expanded from the seed); groups named in ``random=`` are drawn
-by their owner inside the runtime: the garbler's from ``os.urandom`` (labels
-from the seed, nothing else sent), the evaluator's as the choice bits of random
-correlated OTs (no correction bits).  References: ``Circuit.evaluate_bits`` on
-the bits the runtime reports, ``cryptography``'s AES-CTR for the seed
-expansion, byte counts of the wire format, and two-sample tests of the parties'
-views (alpha stated where used).
+Garbler input labels come from the session's label stream (the evaluator holds
+the *active* labels, AES-128-CTR blocks under the garbler's label key); groups
+named in ``random=`` are drawn by their owner inside the runtime: the garbler's
+from ``os.urandom`` (labels from the stream, nothing sent), the evaluator's as
+the choice bits of random correlated OTs (no correction bits).  References:
+``Circuit.evaluate_bits`` on the bits the runtime reports, ``cryptography``'s
+AES-CTR for the label stream, byte counts of the wire format, and two-sample
+tests of the parties' views (alpha stated where used).
 """
 
 from __future__ import annotations
@@ -111,8 +111,9 @@ def test_random_bits_are_fresh_and_balanced(rpair):
     assert not np.array_equal(seen[0], seen[1])
 
 
-def test_seed_labels_are_the_aes_ctr_stream_and_fresh_per_execution(rpair, monkeypatch):
-    """The evaluator's labels of the garbler's wires are AES-128-CTR(seed); the seed changes every execution."""
+def test_garbler_labels_are_the_aes_ctr_label_stream_never_rewound(monkeypatch):
+    """The evaluator's labels of the garbler's wires are the AES-128-CTR keystream under the garbler's label key
+    (its frame right after the hello), block after block across executions: fresh labels every execution."""
     c = mixed_circuit()
     labels = []
 
@@ -121,21 +122,28 @@ def test_seed_labels_are_the_aes_ctr_stream_and_fresh_per_execution(rpair, monke
             labels.append(np.array(active_inputs))
             return super().evaluate(active_inputs, tables)
 
-    monkeypatch.setattr(twopc, "Evaluator", Recording)
-    seeds = []
-    rng = np.random.default_rng(4)
-    for _ in range(3):
-        f0 = len(rpair.garbler_channel.sent)
-        x = bits(rng, 5)
-        rg, _ = rpair.run(c, {"x": x}, {"y": bits(rng, 5)}, random=("rx", "ry"))
-        seed = EXEC_HEADER.unpack(rpair.garbler_channel.sent[f0])[-1]
-        seeds.append(seed)
+    monkeypatch.setattr(twopc.session, "Evaluator", Recording)
+    p = Pair(transcript=True, ot_batch=1024)
+    try:
+        key = bytes(p.garbler_channel.sent[1])  # hello, then the label key
+        assert len(key) == 16 and key != bytes(16)
         n_g = sum(g.width for g in c.groups_of(GARBLER))
-        ref = Cipher(algorithms.AES(seed), modes.CTR(bytes(16))).encryptor().update(bytes(16 * n_g * 5))
-        want = np.frombuffer(ref, dtype="<u8").reshape(n_g, 5, 2)
         gw = np.concatenate([g.wires for g in c.groups_of(GARBLER)])
-        assert np.array_equal(labels[-1][gw], want)
-    assert len(set(seeds)) == 3 and bytes(16) not in seeds
+        rng = np.random.default_rng(4)
+        batches = (5, 1, 7)
+        for x in batches:
+            p.run(c, {"x": bits(rng, x)}, {"y": bits(rng, x)}, random=("rx", "ry"))
+        ref = Cipher(algorithms.AES(key), modes.CTR(bytes(16))).encryptor().update(bytes(16 * n_g * sum(batches)))
+        blocks = np.frombuffer(ref, dtype="<u8").reshape(-1, 2)
+        pos = 0
+        for lab, batch in zip(labels, batches):
+            want = np.concatenate([blocks[pos + g0 * batch: pos + (g0 + g.width) * batch].reshape(g.width, batch, 2)
+                                   for g0, g in zip((0, W), c.groups_of(GARBLER))])
+            assert np.array_equal(lab[gw], want)
+            pos += n_g * batch
+        assert len({lab[gw].tobytes() for lab in labels}) == 3
+    finally:
+        p.close()
 
 
 # --------------------------------------------------------------------------- bytes on the wire
@@ -156,13 +164,14 @@ def test_random_bits_cost_no_bytes(rpair):
     n_out = sum(g.width for g in c.outputs)
     tables = 32 * c.n_and * batch
     dec = -(-n_out * batch // 8)
-    for r in (rg, rg2):  # the garbler: header (with the seed) + tables + decoding bits, whatever its input bits
+    for r in (rg, rg2):  # the garbler: header + tables + decoding bits, whatever its input bits
         assert r.bytes_sent - HEADER_BYTES * r.messages_sent == EXEC_HEADER.size + tables + dec
-    iknp_bytes = lambda k: k * (HEADER_BYTES + 16 + 16 * ev.batch_size)  # noqa: E731
+    # an IKNP batch in between puts d in a frame of its own
+    iknp_bytes = lambda k: k * (HEADER_BYTES + 16 + 16 * ev.batch_size) + (HEADER_BYTES if k else 0)  # noqa: E731
     out_bits = HEADER_BYTES + -(-n_out * batch // 8)
     # the evaluator: d bits for y and ry before; for y only now (ry are COT choice bits)
-    assert re_.bytes_sent == EXEC_HEADER.size + HEADER_BYTES + iknp_bytes(b1 - b0) + HEADER_BYTES + 2 * W * batch // 8 + out_bits
-    assert re2.bytes_sent == EXEC_HEADER.size + HEADER_BYTES + iknp_bytes(b2 - b1) + HEADER_BYTES + W * batch // 8 + out_bits
+    assert re_.bytes_sent == EXEC_HEADER.size + HEADER_BYTES + iknp_bytes(b1 - b0) + 2 * W * batch // 8 + out_bits
+    assert re2.bytes_sent == EXEC_HEADER.size + HEADER_BYTES + iknp_bytes(b2 - b1) + W * batch // 8 + out_bits
 
 
 def test_only_random_groups_needs_batch_and_sends_no_correction(rpair):
@@ -182,18 +191,22 @@ def test_only_random_groups_needs_batch_and_sends_no_correction(rpair):
 # --------------------------------------------------------------------------- mismatches and bad calls
 
 
-def test_random_group_sets_must_match_on_both_sides(rpair):
+def test_random_group_sets_must_match_on_both_sides():
     c = mixed_circuit()
     rng = np.random.default_rng(6)
-    f0g, f0e = len(rpair.garbler_channel.sent), len(rpair.evaluator_channel.sent)
-    g, e = rpair.run_both(c, {"x": bits(rng, 3)}, c, {"y": bits(rng, 3), "ry": bits(rng, 3)},
+    p = Pair(transcript=True, ot_batch=1024)
+    try:
+        p.run(c, {"x": bits(rng, 3)}, {"y": bits(rng, 3)}, random=("rx", "ry"))  # the COT pool is filled
+        f0g, f0e = len(p.garbler_channel.sent), len(p.evaluator_channel.sent)
+        g, e = p.run_both(c, {"x": bits(rng, 3)}, c, {"y": bits(rng, 3), "ry": bits(rng, 3)},
                           g_kw={"random": ("rx", "ry")}, e_kw={"random": ("rx",)})
-    for ok, exc in (g, e):
-        assert not ok and isinstance(exc, ExecutionMismatch) and "random input groups" in str(exc)
-    # only the headers moved, so the session goes on
-    assert len(rpair.garbler_channel.sent) == f0g + 1 and len(rpair.evaluator_channel.sent) == f0e + 1
-    rg, _ = rpair.run(c, {"x": bits(rng, 3)}, {"y": bits(rng, 3)}, random=("rx", "ry"))
-    assert rg.outputs is not None
+        for ok, exc in (g, e):
+            assert not ok and isinstance(exc, ExecutionMismatch) and "random input groups" in str(exc)
+        # the evaluator's request, the garbler's header alone: no label, no table
+        assert len(p.garbler_channel.sent) == f0g + 1 and len(p.garbler_channel.sent[-1]) == EXEC_HEADER.size
+        assert len(p.evaluator_channel.sent) == f0e + 1
+    finally:
+        p.close()
 
 
 @pytest.mark.parametrize("inputs, random, message", [
@@ -228,8 +241,8 @@ def _max_z(group0: np.ndarray, group1: np.ndarray) -> tuple[float, float]:
 def _evaluator_view(pair, circuit: Circuit, monkeypatch, r_value: bool, reps: int, batch: int) -> np.ndarray:
     """(reps * batch, F) bool: per instance, what the evaluator sees with the garbler's random bits all = r_value.
 
-    Features: the permute bit of its label on every wire, those bits xor the permute bits of the seed's
-    labels on the garbler's input wires, every bit of the instance's tables, the decoding bits, its outputs.
+    Features: the permute bit of its label on every wire, every bit of the instance's tables, the decoding
+    bits, its outputs.
     """
     recs = []
 
@@ -238,18 +251,16 @@ def _evaluator_view(pair, circuit: Circuit, monkeypatch, r_value: bool, reps: in
             super().__init__(*a, record_wires=True, **kw)
             recs.append(self)
 
-    monkeypatch.setattr(twopc, "Evaluator", Recording)
-    monkeypatch.setattr(twopc, "urandom_bits", lambda b, w: np.full((b, w), r_value, bool))
+    monkeypatch.setattr(twopc.session, "Evaluator", Recording)
+    monkeypatch.setattr(twopc.session, "urandom_bits", lambda b, w: np.full((b, w), r_value, bool))
     rng = np.random.default_rng()
     n_out = sum(g.width for g in circuit.outputs)
-    gw = np.concatenate([g.wires for g in circuit.groups_of(GARBLER)])
     rows = []
     for _ in range(reps):
         f0 = len(pair.garbler_channel.sent)
         _, re_ = pair.run(circuit, {"x": bits(rng, batch)}, {"y": bits(rng, batch)}, random=("rx",), output="evaluator")
         frames = pair.garbler_channel.sent[f0:]
-        seed = EXEC_HEADER.unpack(frames[0])[-1]
-        stream = np.frombuffer(b"".join(frames[1:]), dtype=np.uint8)
+        stream = np.frombuffer(b"".join(frames)[EXEC_HEADER.size:], dtype=np.uint8)  # after the garbler's header
         n_tab = 32 * circuit.n_and * batch
         words = stream[:n_tab].view("<u8")
         # one chunk (batch <= chunk): segments (2, 2, k, batch) per AND level, in order: instance n is column n
@@ -262,9 +273,8 @@ def _evaluator_view(pair, circuit: Circuit, monkeypatch, r_value: bool, reps: in
         tab = np.unpackbits(words_n.T.copy().view(np.uint8), axis=1).astype(bool)
         dec = np.unpackbits(stream[n_tab:], count=n_out * batch, bitorder="little").reshape(n_out, batch).T
         lab = (recs[-1].wire_labels[..., 0] & np.uint64(1)).astype(bool)  # (n_wires, batch)
-        seed_lsb = (twopc.ctr_blocks(seed, gw.size * batch).reshape(gw.size, batch, 2)[..., 0] & np.uint64(1)).astype(bool)
         outs = np.concatenate(re_.output_bits, axis=1)
-        rows.append(np.concatenate([lab.T, (lab[gw] ^ seed_lsb).T, tab, dec, outs], axis=1))
+        rows.append(np.concatenate([lab.T, tab, dec, outs], axis=1))
     return np.concatenate(rows)
 
 
@@ -285,19 +295,18 @@ def test_evaluator_view_same_for_garbler_random_bits_0_and_1(rpair, monkeypatch,
         assert z < bound, (z, bound)
 
 
-def test_evaluator_view_exact_with_a_fixed_seed(rpair, monkeypatch):
-    """With the garbler's seed fixed, the frame that carries its inputs is the same for any x and rx (offset aside)."""
+def test_garbler_header_is_the_same_for_any_inputs_and_random_bits(rpair, monkeypatch):
+    """The header that opens the garbler's stream carries no input: the same for any x and rx (offset aside)."""
     c = masked_circuit(GARBLER)
-    monkeypatch.setattr(twopc, "_fresh_label_seed", lambda: b"\x5a" * 16)
     heads = []
     for r_value, xv in ((False, 0), (True, 1), (True, 0)):
-        monkeypatch.setattr(twopc, "urandom_bits", lambda b, w, v=r_value: np.full((b, w), v, bool))
+        monkeypatch.setattr(twopc.session, "urandom_bits", lambda b, w, v=r_value: np.full((b, w), v, bool))
         f0 = len(rpair.garbler_channel.sent)
         rpair.run(c, {"x": np.full((3, W), bool(xv))}, {"y": np.zeros((3, W), bool)}, random=("rx",))
-        h = list(EXEC_HEADER.unpack(rpair.garbler_channel.sent[f0]))
+        h = list(EXEC_HEADER.unpack_from(rpair.garbler_channel.sent[f0]))
         h[5] = 0  # the instance offset advances per execution
         heads.append(h)
-    assert heads[0] == heads[1] == heads[2] and heads[0][-1] == b"\x5a" * 16
+    assert heads[0] == heads[1] == heads[2] and heads[0][1].hex() == c.content_hash
 
 
 def _garbler_view(pair, circuit: Circuit, monkeypatch, r_value: bool, reps: int) -> np.ndarray:

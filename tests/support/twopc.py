@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import queue
-import struct
 import threading
 
 from pairwise.circuits.ir import Circuit
 from pairwise.mpc.channel import MemoryChannel, TranscriptChannel
-from pairwise.mpc.twopc import EvaluatorSession, GarblerSession
+from pairwise.mpc.twopc import EXEC, EvaluatorSession, GarblerSession
 
 WAIT = 30.0  # bound on any wait for the worker thread (the code under test answers in far less)
 
 
-EXEC_HEADER = struct.Struct("<4s32sQQQQB8s16s")  # the execution header of mpc/twopc.py (93 bytes)
+EXEC_HEADER = EXEC  # the execution header of mpc/twopc/wire.py (80 bytes)
 
 
 class Pair:

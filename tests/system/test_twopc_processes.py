@@ -329,10 +329,11 @@ def test_evaluator_killed_mid_tables_garbler_reports_connection_error():
         c = resolve_circuit("aes128")
         ch = TCPChannel.connect("127.0.0.1", int(sys.argv[1]), deadline=180, timeout=60)
         s = EvaluatorSession(ch, ot_batch=_ot_batch(c), extra=circuit_digest(c))
-        twopc._exchange_headers(ch, twopc._exec_header(c, 1, default_chunk(c, 1), 0, "both"), c)
-        s.cot.recv_labels(np.zeros(128, bool))  # the real OT message (the garbler's labels come from its seed)
+        ch.send(twopc.wire.exec_header(c, 1, default_chunk(c, 1), 0, "both"))  # the request: header alone,
+        r, _ = s.cot.recv_random(128)            # the pool is empty: an IKNP batch,
+        ch.send_bits(r)                          # then d = r xor x for x = 0 (the garbler's labels: its stream)
         for _ in range(3):
-            ch.recv()                            # the first table segments
+            ch.recv()                            # the first frames of the garbler's stream
         say(killing=True)
         die()
         """,
@@ -358,11 +359,13 @@ def test_garbler_killed_mid_tables_evaluator_reports_connection_error():
         ch = TCPChannel.listen("127.0.0.1", int(sys.argv[1]), timeout=180, recv_timeout=60)
         s = GarblerSession(ch, ot_batch=_ot_batch(c), extra=circuit_digest(c))
         from pairwise.mpc.garble import Garbler
-        twopc._exchange_headers(ch, twopc._exec_header(c, 1, default_chunk(c, 1), 0, "both"), c)
-        zero = s.cot.send_labels(32).reshape(32, 1, 2)
-        gb = Garbler(c, 1, delta=s.delta, input_zero={"y": zero}, chunk=default_chunk(c, 1))
+        header = twopc.wire.exec_header(c, 1, default_chunk(c, 1), 0, "both")
+        assert ch.recv() == header               # the evaluator's request: its header alone (its pool is empty),
+        q = s.cot.send_random(32)                # an IKNP batch,
+        q[ch.recv_bits(32)] ^= s.delta           # then its correction bits d
+        gb = Garbler(c, 1, delta=s.delta, input_zero={"y": q.reshape(32, 1, 2)}, chunk=default_chunk(c, 1))
         seg = next(iter(gb.iter_tables()))
-        ch.send(seg[: len(seg) // 2])            # half a segment, then gone
+        ch.send(header + bytes(seg[: len(seg) // 2]))  # our header and half a segment, then gone
         say(killing=True)
         die()
         """,
@@ -489,7 +492,11 @@ def test_oversized_frame_after_setup_rejected():
         assert read_line(ev)["sent"]
         rc, out, err = finish(g)
         assert rc == 2
-        assert f"exceeds the limit of {struct.calcsize('<4s32sQQQQB8s16s')} bytes" in err, err  # the execution header
+        from pairwise.mpc.twopc import EXEC
+        from pairwise.mpc.twopc.session import REQUEST_SLACK
+
+        limit = EXEC.size + REQUEST_SLACK  # the header alone (the evaluator's COT pool is empty), + slack
+        assert f"exceeds the limit of {limit} bytes" in err, err
     finally:
         kill(g, ev)
 

@@ -1,0 +1,549 @@
+"""The two roles of a Yao session: :class:`GarblerSession` and :class:`EvaluatorSession`.
+
+What it does
+    A session runs the steps of :mod:`pairwise.mpc.twopc` over one channel:
+    the setup once (handshake, label key, base OTs inside IKNP), then any
+    number of executions, each one phase method per step (numbered as in the
+    package docstring).  What an execution's shape fixes (groups, COT counts,
+    stream sizes, header) is computed once per circuit and parameters and
+    kept (:class:`_Shape`).
+
+Security model
+    Semi-honest parties (package docstring).  Delta, the label key and the
+    garbler's random bits come from ``os.urandom``; the evaluator's random
+    bits are COT choice bits.  After any failure inside an execution the
+    session is unusable (the two sides may be at different points of the
+    protocol): later calls raise :class:`~pairwise.mpc.errors.ProtocolError`.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Self
+
+import numpy as np
+
+from pairwise.circuits.ir import Circuit, CircuitError, EVALUATOR, GARBLER, InputGroup
+
+from ..aes import random_blocks
+from ..channel import Channel, handshake
+from ..errors import HandshakeError, ProtocolError
+from ..garble import Evaluator, Garbler, decode, default_chunk, urandom_bits, wire_slice
+from ..iknp import DEFAULT_BATCH, COTReceiver, COTSender
+from . import wire as _w
+from .inputs import (
+    OUTPUT_MODES,
+    PartyInputs,
+    RandomGroups,
+    outputs_from_bits,
+    prepare_inputs,
+    random_groups,
+    resolve_batch,
+)
+from .wire import EXEC, ExecutionMismatch, FrameReader, FrameWriter, LabelStream, compare_headers, unpack_bits
+
+__all__ = ["GarblerSession", "EvaluatorSession", "ExecutionResult", "FIRST_COT_BATCH"]
+
+#: COT batch of a session created with ``ot_batch=None``: the first IKNP batch, then each new
+#: batch is at least twice the previous one, up to :data:`pairwise.mpc.iknp.DEFAULT_BATCH`.
+FIRST_COT_BATCH = 1024
+_HDR = EXEC.size
+#: The garbler accepts an evaluator request of up to this many bytes more than it expects, so that a peer
+#: with a somewhat larger circuit still gets "circuit mismatch" (from the header) rather than a frame error.
+REQUEST_SLACK = 8192
+
+
+@dataclass
+class ExecutionResult:
+    """Outputs of one execution and what it cost on the wire (this party's view).
+
+    ``outputs`` has one entry per output group, decoded as the group declares
+    (signed or not): a Python int for a batch of 1 given as scalars, else an
+    array/list of ints; ``None`` when this party does not learn the output.
+    """
+
+    outputs: list | None
+    output_bits: list[np.ndarray] | None
+    and_gates: int
+    batch: int
+    bytes_sent: int
+    bytes_received: int
+    messages_sent: int
+    messages_received: int
+    seconds: float
+    extra: dict = field(default_factory=dict)
+    #: this party's own random input groups (``random=`` of run): name -> (batch, width) bool bits
+    random_bits: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def named_outputs(self, circuit: Circuit) -> dict | None:
+        """The outputs as {output group name: value} (``None`` when this party does not learn them)."""
+        if self.outputs is None:
+            return None
+        return {g.name: v for g, v in zip(circuit.outputs, self.outputs)}
+
+    def as_dict(self) -> dict:
+        def conv(v):
+            if isinstance(v, (np.ndarray, list)):
+                return [int(x) for x in v]
+            return int(v)
+
+        return {
+            "outputs": None if self.outputs is None else [conv(o) for o in self.outputs],
+            "and_gates": self.and_gates,
+            "batch": self.batch,
+            "bytes_sent": self.bytes_sent,
+            "bytes_received": self.bytes_received,
+            "messages_sent": self.messages_sent,
+            "messages_received": self.messages_received,
+            "seconds": self.seconds,
+        }
+
+
+class _Shape:
+    """What a circuit and the execution parameters fix, the same on both sides; computed once and kept."""
+
+    __slots__ = ("circuit", "batch", "chunk", "output", "random", "rnames", "g_groups", "e_ord", "e_rnd",
+                 "n_ord", "n_rnd", "n_g", "n_tab", "n_out", "n_dec", "header_args", "ord_slice")
+
+    def __init__(self, circuit: Circuit, batch: int, chunk: int, output: str, rnd: tuple[InputGroup, ...]) -> None:
+        self.circuit, self.batch, self.chunk, self.output, self.random = circuit, batch, chunk, output, rnd
+        self.rnames = frozenset(g.name for g in rnd)
+        self.g_groups = circuit.groups_of(GARBLER)
+        e_groups = circuit.groups_of(EVALUATOR)
+        self.e_ord = tuple(g for g in e_groups if g.name not in self.rnames)
+        self.e_rnd = tuple(g for g in e_groups if g.name in self.rnames)
+        self.n_ord = sum(g.width for g in self.e_ord) * batch
+        self.n_rnd = sum(g.width for g in self.e_rnd) * batch
+        self.n_g = sum(g.width for g in self.g_groups) * batch
+        self.n_tab = 32 * circuit.n_and * batch
+        self.n_out = sum(g.width for g in circuit.outputs)
+        self.n_dec = -(-self.n_out * batch // 8) if output in ("both", "evaluator") else 0
+        self.header_args = (_w.EXEC_MAGIC, bytes.fromhex(circuit.content_hash), circuit.n_and, batch, chunk,
+                            OUTPUT_MODES.index(output), _w.random_digest(rnd))
+        # one ordinary evaluator group with consecutive wires: its COTs go straight into the label storage
+        self.ord_slice = wire_slice(self.e_ord[0]) if len(self.e_ord) == 1 else None
+        if not isinstance(self.ord_slice, slice):
+            self.ord_slice = None
+
+    def header(self, offset: int) -> bytes:
+        m, h, n_and, batch, chunk, mode, digest = self.header_args
+        return EXEC.pack(m, h, n_and, batch, chunk, offset, mode, digest)
+
+
+@dataclass
+class _Execution:
+    """One execution as both sides' phases see it: its shape, this party's inputs, its costs so far."""
+
+    shape: _Shape
+    bits: list[np.ndarray]  # this party's ordinary input groups, in circuit order
+    scalar: bool
+    offset: int  # instance id of the first instance
+    header: bytes
+    t0: float
+    c0: tuple[int, int, int, int]
+    random_bits: dict[str, np.ndarray] = field(default_factory=dict)
+
+    @property
+    def batch(self) -> int:
+        return self.shape.batch
+
+    @property
+    def circuit(self) -> Circuit:
+        return self.shape.circuit
+
+
+class _Session:
+    role: str
+    peer_role: str
+
+    def __init__(self, channel: Channel, session_id: bytes | str, ot_batch: int | None, extra: bytes) -> None:
+        self.channel = channel
+        self.session_id = session_id
+        self._ot_batch = ot_batch
+        self.executions = 0
+        self._next_instance = 0
+        self.setup_seconds = 0.0
+        self._labels: np.ndarray | None = None  # reused storage of the input labels (see _label_buffer)
+        self._shapes: dict[tuple, _Shape] = {}
+        self._broken: BaseException | None = None
+        self._t_setup = time.perf_counter()
+        try:
+            self._hs = handshake(channel, self.role, session_id, _w.session_extra(extra), peer_role=self.peer_role,
+                                 extra_label="circuit" if extra else "runtime")
+        except HandshakeError as exc:
+            err = _w.explain_handshake_error(exc)
+            if err is exc:
+                raise
+            raise err from None
+
+    # -- shared helpers
+    def _shape(self, circuit: Circuit, batch: int, chunk: int | None, output: str, rnd: tuple[InputGroup, ...]) -> _Shape:
+        key = (id(circuit), batch, chunk, output, tuple(g.name for g in rnd))
+        sh = self._shapes.get(key)
+        if sh is None or sh.circuit is not circuit:
+            if len(self._shapes) >= 64:
+                self._shapes.clear()
+            sh = self._shapes[key] = _Shape(circuit, batch, default_chunk(circuit, batch) if chunk is None else chunk,
+                                           output, rnd)
+        return sh
+
+    def _label_buffer(self, circuit: Circuit, batch: int) -> np.ndarray:
+        """(n_inputs, batch, 2) storage for one execution's input labels, reused across executions.
+
+        Large batches would otherwise write hundreds of MB of fresh memory per
+        execution (page faults); the session keeps the largest buffer it has
+        needed until it is closed.
+        """
+        n = 2 * circuit.n_inputs * batch
+        if self._labels is None or self._labels.shape[0] < n:
+            self._labels = np.empty(n, np.uint64)
+        return self._labels[:n].reshape(circuit.n_inputs, batch, 2)
+
+    def _size_cot_batch(self, need: int) -> None:
+        """Before taking ``need`` COTs: size the next IKNP batch (sessions made with ``ot_batch=None``).
+
+        Both parties call this at the same point with the same ``need`` and the
+        same COT state, so their batch sizes stay equal: the shortfall rounded up
+        to 1024, at least twice the previous batch, at most DEFAULT_BATCH.  A
+        short session thus pushes 16 KiB of OT traffic, not 1 MiB, and a long one
+        soon runs in full-size batches.
+        """
+        short = need - self.cot.available
+        if self._ot_batch is not None or short <= 0:
+            return
+        size = -(-short // FIRST_COT_BATCH) * FIRST_COT_BATCH
+        if self.cot.batches:
+            size = max(size, 2 * self.cot.batch_size)
+        self.cot.batch_size = min(size, DEFAULT_BATCH)
+
+    def _counters(self) -> tuple[int, int, int, int]:
+        ch = self.channel
+        return ch.bytes_sent, ch.bytes_received, ch.messages_sent, ch.messages_received
+
+    def _check_usable(self) -> None:
+        if self._broken is not None:
+            raise ProtocolError(f"this {self.role} session is unusable after an earlier failure ({self._broken}); "
+                                "open a new session")
+
+    def _start(self, circuit: Circuit, output: str, random: RandomGroups, chunk: int | None, inputs: PartyInputs,
+               batch: int | None, party) -> _Execution:
+        """Step 1: the inputs converted and checked (nothing is sent before); the clock and counters start."""
+        self._check_usable()
+        if output not in OUTPUT_MODES:
+            raise ValueError(f"output must be one of {OUTPUT_MODES}, got {output!r}")
+        rnd = random_groups(circuit, random)
+        rnames = {g.name for g in rnd}
+        own = circuit.groups_of(party)
+        ordinary = [g for g in own if g.name not in rnames]
+        if party == EVALUATOR and not ordinary and batch is None:  # older spellings: the batch as the inputs, or 1
+            if isinstance(inputs, (int, np.integer)) and not isinstance(inputs, bool):
+                batch, inputs = int(inputs), None
+            elif not own:
+                inputs, batch = None, 1
+        bits, batch_in, scalar = prepare_inputs(circuit, party, inputs, skip=rnames)
+        batch = resolve_batch(batch_in, bool(ordinary), batch, party.value)
+        if party == EVALUATOR and not own:
+            scalar = True
+        sh = self._shape(circuit, batch, chunk, output, rnd)
+        t0 = time.perf_counter()
+        return _Execution(sh, bits, scalar, self._next_instance, sh.header(self._next_instance), t0, self._counters())
+
+    def _finish(self, ex: _Execution, outs: list | None, per_group: list[np.ndarray] | None) -> ExecutionResult:
+        """Close the execution: advance the instance ids (fresh tweaks for the next one) and count its cost."""
+        self._next_instance += ex.batch
+        self.executions += 1
+        c0, c1 = ex.c0, self._counters()
+        return ExecutionResult(outs, per_group, ex.circuit.n_and * ex.batch, ex.batch, c1[0] - c0[0], c1[1] - c0[1],
+                               c1[2] - c0[2], c1[3] - c0[3], time.perf_counter() - ex.t0, random_bits=ex.random_bits)
+
+    def close(self) -> None:
+        self.channel.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class GarblerSession(_Session):
+    """The garbler side of a Yao session (one base-OT setup, many executions).
+
+    >>> # with a connected channel ch and a matching EvaluatorSession on the peer:
+    >>> # s = GarblerSession(ch); r = s.run(circuit, {"x": 5})
+    """
+
+    role, peer_role = "garbler", "evaluator"
+
+    def __init__(self, channel: Channel, session_id: bytes | str = b"pairwise-2pc", *, ot_batch: int | None = None,
+                 extra: bytes = b"") -> None:
+        super().__init__(channel, session_id, ot_batch, extra)
+        self.delta = random_blocks(1)[0]
+        self.delta[0] |= np.uint64(1)
+        key = LabelStream.new_key()
+        channel.send(key)  # the label key, once per session: no message per execution for the garbler's inputs
+        self._label_stream = LabelStream(key)
+        self.cot = COTSender(channel, self.delta, self._hs.run_id,
+                             batch_size=FIRST_COT_BATCH if ot_batch is None else ot_batch)
+        self._stream: np.ndarray | None = None  # reused buffer of the per-execution stream
+        self._scratch: np.ndarray | None = None  # reused buffer of the table segments of larger streams
+        self.cot.setup()
+        self.setup_seconds = time.perf_counter() - self._t_setup
+
+    def run(self, circuit: Circuit, inputs: PartyInputs, *, output: str = "both", chunk: int | None = None,
+            random: RandomGroups = (), batch: int | None = None) -> ExecutionResult:
+        """Run one execution with the garbler's ``inputs``.
+
+        ``random``: names of the input groups (of either party) whose bits are
+        random and private to their owner; the evaluator must name the same
+        groups.  The garbler's random bits come from ``os.urandom`` and are
+        returned in ``random_bits``; ``inputs`` holds only the other groups.
+        The batch is that of the inputs, or ``batch`` when the garbler feeds
+        no input group.  Steps as in the package docstring.
+        """
+        ex = self._start(circuit, output, random, chunk, inputs, batch, GARBLER)  # 1. inputs checked
+        try:
+            gar = self._own_labels(ex)  # 3. labels of the garbler's groups: the label stream, no message
+            d = self._receive_request(ex)  # 2. the evaluator's header (checked) and correction bits
+            self._evaluator_labels(ex, gar, d)  # 4. the evaluator's groups' zero labels, from COTs
+            self._send_stream(ex, gar)  # 5. our header, the tables, the decoding bits
+            outs = self._outputs(ex, gar)  # 6. the output, if the garbler learns it
+        except BaseException as exc:
+            self._broken = exc
+            raise
+        return self._finish(ex, *outs)
+
+    def _own_labels(self, ex: _Execution) -> Garbler:
+        """Step 3: a Garbler whose zero labels for the garbler's groups are A xor b*Delta, A from the label stream."""
+        sh = ex.shape
+        batch = sh.batch
+        gar = Garbler(sh.circuit, batch, delta=self.delta, instance_offset=ex.offset, chunk=sh.chunk,
+                      keep_scratch=True, input_buffer=self._label_buffer(sh.circuit, batch))
+        it = iter(ex.bits)
+        for g in sh.g_groups:  # active labels: the stream, group after group, wire-major
+            if g.name in sh.rnames:
+                b = ex.random_bits[g.name] = urandom_bits(batch, g.width)
+            else:
+                b = next(it)
+            n = g.width * batch
+            if isinstance(wire_slice(g), slice):  # expanded straight into the label storage
+                view = gar.input_view(g.name)
+                self._label_stream.fill(view.reshape(n, 2))
+            else:
+                view = np.empty((g.width, batch, 2), np.uint64)
+                self._label_stream.fill(view.reshape(n, 2))
+            gar.set_active_labels(g.name, view, b)
+        return gar
+
+    def _receive_request(self, ex: _Execution) -> np.ndarray | None:
+        """Step 2: the evaluator's header, compared with ours (on a mismatch ours goes back alone and both
+        sides raise), and its correction bits d when they came in the same frame."""
+        sh = ex.shape
+        self._size_cot_batch(sh.n_ord + sh.n_rnd)
+        combined = self.cot.available >= sh.n_ord + sh.n_rnd  # (the evaluator decides alike)
+        expect = _HDR + (-(-sh.n_ord // 8) if combined else 0)
+        frame = self.channel.recv_frame(max_size=expect + REQUEST_SLACK)
+        try:
+            compare_headers(ex.header, memoryview(frame)[:_HDR], sh.circuit)
+        except ExecutionMismatch:
+            self.channel.send(ex.header)  # the evaluator reads it where it expects our stream, and raises too
+            self.channel.flush()
+            raise
+        if len(frame) != expect:
+            raise ProtocolError(f"the evaluator's request has {len(frame)} bytes, expected {expect}")
+        if not combined:
+            return None
+        return unpack_bits(memoryview(frame)[_HDR:], sh.n_ord, "the evaluator's correction bits")
+
+    def _evaluator_labels(self, ex: _Execution, gar: Garbler, d: np.ndarray | None) -> None:
+        """Step 4: zero labels q xor d*Delta of the evaluator's ordinary groups, q of its random ones."""
+        sh = ex.shape
+        if sh.n_ord:
+            if sh.ord_slice is not None:
+                q = self.cot.send_random(sh.n_ord, out=gar.input_view(sh.e_ord[0].name).reshape(sh.n_ord, 2))
+            else:
+                q = self.cot.send_random(sh.n_ord)
+            if d is None:  # (the request was the header alone: an IKNP batch came between)
+                d = self.channel.recv_bits(sh.n_ord)
+            q[d] ^= self.delta
+            pos = 0
+            for g in sh.e_ord:
+                n = g.width * sh.batch
+                gar.set_zero_labels(g.name, q[pos : pos + n].reshape(g.width, sh.batch, 2))
+                pos += n
+        for g in sh.e_rnd:  # q of random COTs, written straight into the label storage when it can be
+            n = g.width * sh.batch
+            if isinstance(wire_slice(g), slice):
+                view = gar.input_view(g.name)
+                self.cot.send_random(n, out=view.reshape(n, 2))
+            else:
+                view = self.cot.send_random(n).reshape(g.width, sh.batch, 2)
+            gar.set_zero_labels(g.name, view)
+
+    def _send_stream(self, ex: _Execution, gar: Garbler) -> None:
+        """Step 5: garble while sending: our header, the tables, then (if the evaluator learns the output) the
+        decoding bits, in frames that grow from FIRST_FRAME to FRAME_TARGET and shrink towards the end."""
+        sh = ex.shape
+        n_tab, n_dec = sh.n_tab, sh.n_dec
+        total = _HDR + n_tab + n_dec
+        if total <= _w.STREAM_BUFFER:
+            # garble into a reused buffer after our header; send each piece as it is ready (no copies)
+            if self._stream is None or self._stream.nbytes < total:
+                self._stream = np.empty(-(-total // 8), np.uint64)
+            buf = self._stream.view(np.uint8)[:total]
+            buf[:_HDR] = np.frombuffer(ex.header, np.uint8)
+            mv = memoryview(buf)
+            first, target = _w.FIRST_FRAME, _w.FRAME_TARGET
+            sent, size = 0, first
+            for done in gar.iter_into(mv[_HDR : _HDR + n_tab], first):  # (no need to hear of less than a frame)
+                done += _HDR
+                # frames grow from FIRST_FRAME to FRAME_TARGET and shrink again towards the end (at most
+                # half of what remains), so the evaluator starts early and finishes soon after the garbler
+                if done - sent >= max(first, min(size, (total - sent) >> 1), 1):
+                    sent = self._send_range(mv, sent, done)
+                    size = min(2 * size, target)
+            if n_dec:
+                buf[_HDR + n_tab :] = np.packbits(gar.decode_bits.reshape(-1), bitorder="little")
+            self._send_range(mv, sent, total)
+        else:  # segment by segment through one reused scratch buffer
+            need = gar.max_segment_words()
+            if self._scratch is None or self._scratch.shape[0] < need:
+                self._scratch = np.empty(need, np.uint64)
+            out = FrameWriter(self.channel)
+            out.write(ex.header)
+            for seg in gar.iter_tables(scratch=self._scratch):
+                out.write(seg)
+            if n_dec:
+                out.write(np.packbits(gar.decode_bits.reshape(-1), bitorder="little"))
+            out.close()
+        self.channel.flush()
+
+    def _send_range(self, mv: memoryview, start: int, end: int) -> int:
+        """Send ``mv[start:end]`` in frames of at most STREAM_FRAME bytes; returns ``end``."""
+        while start < end:
+            n = min(end - start, _w.STREAM_FRAME)
+            self.channel.send(mv[start : start + n])
+            start += n
+        return end
+
+    def _outputs(self, ex: _Execution, gar: Garbler) -> tuple[list | None, list[np.ndarray] | None]:
+        """Step 6: if the garbler learns the output, the permute bits of the evaluator's output labels, decoded."""
+        if ex.shape.output not in ("both", "garbler"):
+            return None, None
+        n_out = gar.decode_bits.shape[0]
+        lsb = self.channel.recv_bits(n_out * ex.batch).reshape(n_out, ex.batch)
+        return outputs_from_bits(ex.circuit, lsb ^ gar.decode_bits, ex.scalar)
+
+
+class EvaluatorSession(_Session):
+    """The evaluator side of a Yao session."""
+
+    role, peer_role = "evaluator", "garbler"
+
+    def __init__(self, channel: Channel, session_id: bytes | str = b"pairwise-2pc", *, ot_batch: int | None = None,
+                 extra: bytes = b"") -> None:
+        super().__init__(channel, session_id, ot_batch, extra)
+        key = channel.recv(max_size=16)
+        if len(key) != 16:
+            raise ProtocolError(f"expected the garbler's 16-byte label key, got {len(key)} bytes")
+        self._label_stream = LabelStream(key)
+        self.cot = COTReceiver(channel, self._hs.run_id, batch_size=FIRST_COT_BATCH if ot_batch is None else ot_batch)
+        self.cot.setup()
+        self.setup_seconds = time.perf_counter() - self._t_setup
+
+    def run(self, circuit: Circuit, inputs: PartyInputs, *, output: str = "both", chunk: int | None = None,
+            random: RandomGroups = (), batch: int | None = None) -> ExecutionResult:
+        """Run one execution with the evaluator's ``inputs`` (same batch as the garbler's).
+
+        ``random`` names the same groups as the garbler's call; the
+        evaluator's random bits are the choice bits of random correlated OTs
+        and are returned in ``random_bits``.  ``batch`` gives the batch when
+        the evaluator feeds no input group (an int ``inputs`` is accepted
+        for that too, as before).  Steps as in the package docstring.
+        """
+        ex = self._start(circuit, output, random, chunk, inputs, batch, EVALUATOR)  # 1. inputs checked
+        try:
+            sh = ex.shape
+            active = self._label_buffer(sh.circuit, sh.batch)
+            self._send_request(ex, active)  # 2. + 4. our header and correction bits; our labels from COTs
+            self._garbler_labels(ex, active)  # 3. the garbler's active labels: the label stream
+            ev = Evaluator(sh.circuit, sh.batch, instance_offset=ex.offset, chunk=sh.chunk, keep_scratch=True)
+            out_labels, dec = self._receive_stream(ex, ev, active)  # 5. evaluated as it arrives
+            outs = self._outputs(ex, out_labels, dec)  # 6. the garbler's output first, then ours
+        except BaseException as exc:
+            self._broken = exc
+            raise
+        return self._finish(ex, *outs)
+
+    def _send_request(self, ex: _Execution, active: np.ndarray) -> None:
+        """Steps 2 and 4: our header and the correction bits d = r xor x of our ordinary groups in one frame
+        (when an IKNP batch must run first: the header, the batch, then d), then our random groups' COTs."""
+        sh = ex.shape
+        self._size_cot_batch(sh.n_ord + sh.n_rnd)
+        combined = self.cot.available >= sh.n_ord + sh.n_rnd  # (the garbler decides alike)
+        if not combined:
+            self.channel.send(ex.header)
+        if sh.n_ord:
+            if sh.ord_slice is not None:
+                r, t = self.cot.recv_random(sh.n_ord, out=active[sh.ord_slice].reshape(sh.n_ord, 2))
+            else:
+                r, t = self.cot.recv_random(sh.n_ord)
+                pos = 0
+                for g in sh.e_ord:
+                    n = g.width * sh.batch
+                    active[g.wires] = t[pos : pos + n].reshape(g.width, sh.batch, 2)
+                    pos += n
+            x = ex.bits[0].T.reshape(-1) if len(ex.bits) == 1 else np.concatenate([b.T for b in ex.bits]).reshape(-1)
+            d = np.packbits(r ^ x, bitorder="little")  # wire-major, as the garbler reshapes
+        else:
+            d = np.zeros(0, np.uint8)
+        if combined:
+            self.channel.send(ex.header + d.tobytes())
+        elif sh.n_ord:
+            self.channel.send(d)
+        self.channel.flush()
+        for g in sh.e_rnd:
+            k, w = g.width * sh.batch, wire_slice(g)
+            if isinstance(w, slice):
+                r, _ = self.cot.recv_random(k, out=active[w].reshape(k, 2))
+            else:
+                r, t = self.cot.recv_random(k)
+                active[w] = t.reshape(g.width, sh.batch, 2)
+            ex.random_bits[g.name] = np.ascontiguousarray(r.reshape(g.width, sh.batch).T)
+
+    def _garbler_labels(self, ex: _Execution, active: np.ndarray) -> None:
+        """Step 3: the garbler's active labels, the label stream group after group (no message)."""
+        sh = ex.shape
+        for g in sh.g_groups:
+            k, w = g.width * sh.batch, wire_slice(g)
+            if isinstance(w, slice):
+                self._label_stream.fill(active[w].reshape(k, 2))
+            else:
+                tmp = np.empty((k, 2), np.uint64)
+                self._label_stream.fill(tmp)
+                active[w] = tmp.reshape(g.width, sh.batch, 2)
+
+    def _receive_stream(self, ex: _Execution, ev: Evaluator, active: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        """Step 5: the garbler's header (compared with ours), then the tables evaluated frame by frame as they
+        arrive, then the decoding bits, if sent."""
+        sh = ex.shape
+        stream = FrameReader(self.channel, _HDR + sh.n_tab + sh.n_dec)
+        compare_headers(ex.header, stream.read(_HDR), sh.circuit)
+        out_labels = ev.evaluate(active, stream.pieces(sh.n_tab))
+        dec = None
+        if sh.n_dec:
+            dec = unpack_bits(stream.read(sh.n_dec), sh.n_out * sh.batch, "decoding bits").reshape(sh.n_out, sh.batch)
+        stream.finish()
+        return out_labels, dec
+
+    def _outputs(self, ex: _Execution, out_labels: np.ndarray,
+                 dec: np.ndarray | None) -> tuple[list | None, list[np.ndarray] | None]:
+        """Step 6: send the permute bits of the output labels if the garbler learns the output (first, so it
+        is not kept waiting), then decode ours if we got the decoding bits."""
+        if ex.shape.output in ("both", "garbler"):
+            self.channel.send_bits(((out_labels[..., 0] & np.uint64(1)).astype(bool)).reshape(-1))
+            self.channel.flush()
+        if dec is None:
+            return None, None
+        return outputs_from_bits(ex.circuit, decode(out_labels, dec), ex.scalar)
