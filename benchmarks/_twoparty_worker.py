@@ -3,7 +3,7 @@
 Usage (by twoparty.py, not by hand)::
 
     python benchmarks/_twoparty_worker.py ROLE PORT CIRCUIT BITS SEED FIRST_REPS EXECUTIONS SIMD COTS
-        [--profile FILE] [--buffered] [--tls DIR] [--frame-target N] [--first-frame N]
+        [--profile FILE] [--buffered] [--tls DIR] [--frame-target N] [--min-frame N] [--split K]
 
 ROLE is ``garbler`` (listens) or ``evaluator`` (connects).  The party runs, in
 order, over loopback TCP with the real runtime (mpc.twopc):
@@ -27,8 +27,9 @@ of step 2 runs under cProfile (CPU-time clock) and the stats are dumped to FILE.
 are coalesced into one write).  With ``--tls DIR`` every connection is mutual
 TLS 1.3 with the certificates ``garbler`` and ``evaluator`` of DIR, each side
 pinning the other's name; the evaluator's connect time (TCP + TLS handshake +
-admission) is reported as ``first.connect_seconds`` (plaintext: TCP only).  ``--frame-target N`` / ``--first-frame N`` set
-mpc.twopc.wire.FRAME_TARGET / FIRST_FRAME (experiments on the garbler's frame sizes).
+admission) is reported as ``first.connect_seconds`` (plaintext: TCP only).  ``--frame-target N`` /
+``--min-frame N`` / ``--split K`` set mpc.twopc.wire.FRAME_TARGET / MIN_FRAME / SPLIT (experiments on the
+garbler's frames).
 
 Security model: none of its own; it only drives mpc.twopc (semi-honest Yao).
 """
@@ -90,10 +91,9 @@ def main(argv: list[str]) -> int:
         from pairwise.mpc.tls import TLSConfig
 
         TLS = TLSConfig(argv[argv.index("--tls") + 1], role)
-    if "--frame-target" in argv:  # experiment: the garbler's frame size (mpc.twopc.wire.FRAME_TARGET)
-        twopc.wire.FRAME_TARGET = int(argv[argv.index("--frame-target") + 1])
-    if "--first-frame" in argv:  # experiment: the garbler's first frame (mpc.twopc.wire.FIRST_FRAME)
-        twopc.wire.FIRST_FRAME = int(argv[argv.index("--first-frame") + 1])
+    for flag, name in (("--frame-target", "FRAME_TARGET"), ("--min-frame", "MIN_FRAME"), ("--split", "SPLIT")):
+        if flag in argv:  # experiments on the garbler's frames (mpc.twopc.wire)
+            setattr(twopc.wire, name, int(argv[argv.index(flag) + 1]))
     port, bits, seed = int(port), int(bits), int(seed)
     first_reps, executions, simd, cots = int(first_reps), int(executions), int(simd), int(cots)
     circuit = resolve_circuit(spec, bits, False)

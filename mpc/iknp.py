@@ -335,9 +335,9 @@ class _IKNPParty:
         """
         self._require_setup()
         if out is not None:
-            for dst, ref in zip(out, self._alloc(0)):
-                if dst.shape != (n,) + ref.shape[1:] or dst.dtype != ref.dtype or not dst.flags.c_contiguous:
-                    raise ValueError(f"out must hold {n} COTs like {ref.dtype} {('n',) + ref.shape[1:]}, C-contiguous")
+            for dst, (dtype, tail) in zip(out, self._layout):
+                if dst.shape != (n,) + tail or dst.dtype != dtype or not dst.flags.c_contiguous:
+                    raise ValueError(f"out must hold {n} COTs like {dtype} {('n',) + tail}, C-contiguous")
         elif n <= self._available:
             parts: list[tuple[np.ndarray, ...]] = []
             need = n
@@ -407,6 +407,7 @@ class COTSender(_IKNPParty):
     """
 
     _role = "sender"
+    _layout = ((np.dtype(np.uint64), (2,)),)  # what _alloc returns: dtype and shape after the COT axis
 
     def __init__(self, channel: Channel, delta, session_id: bytes | str, *, batch_size: int = DEFAULT_BATCH) -> None:
         super().__init__(channel, session_id, batch_size)
@@ -508,6 +509,7 @@ class COTReceiver(_IKNPParty):
     """
 
     _role = "receiver"
+    _layout = ((np.dtype(np.bool_), ()), (np.dtype(np.uint64), (2,)))
 
     def __init__(self, channel: Channel, session_id: bytes | str, *, batch_size: int = DEFAULT_BATCH) -> None:
         super().__init__(channel, session_id, batch_size)

@@ -29,16 +29,16 @@ What it does
     5. one byte stream from the garbler: its header (so that on a mismatch
        both sides raise :class:`ExecutionMismatch` before any label moves: the
        garbler then sends its header alone), the garbled tables, then the
-       decoding bits if the evaluator learns the output, in frames that grow
-       from ``FIRST_FRAME`` to ``FRAME_TARGET`` bytes and shrink towards the
-       end, so the evaluator works on the first frames while the garbler
-       garbles the rest;
+       decoding bits if the evaluator learns the output, in ``SPLIT`` (3)
+       frames of about equal size (fewer for short streams, frames of about
+       ``FRAME_TARGET`` for long ones), so the evaluator works on the first
+       frames while the garbler garbles the rest;
     6. if the garbler learns the output, the evaluator sends the permute bits
        of its output labels (before decoding its own).
 
     An AES-128 execution is thus one frame from the evaluator plus one for
-    the output, and the garbler's stream (about 9 frames before version 5:
-    a header each way, the correction bits and the stream).  Instance ids
+    the output, and three from the garbler (before version 5: 9 frames from
+    the garbler, 3 from the evaluator, a header each way, a label seed).  Instance ids
     (the garbling tweak's high word) advance with every execution, so the
     session Delta never sees a repeated tweak.  A session made with
     ``ot_batch=None`` runs IKNP batches of 1024, 2048, ... 65536 COTs.
@@ -68,10 +68,11 @@ from .inputs import OUTPUT_MODES, GroupValue, PartyInputs, RandomGroups, prepare
 from .session import FIRST_COT_BATCH, EvaluatorSession, ExecutionResult, GarblerSession
 from .wire import (
     EXEC,
-    FIRST_FRAME,
     FRAME_TARGET,
+    MIN_FRAME,
     RUNTIME_VERSION,
     STREAM_BUFFER,
+    SPLIT,
     STREAM_FRAME,
     VERSION_TAG,
     ExecutionMismatch,
@@ -95,7 +96,8 @@ __all__ = [
     "VERSION_TAG",
     "EXEC",
     "STREAM_FRAME",
-    "FIRST_FRAME",
+    "SPLIT",
+    "MIN_FRAME",
     "FRAME_TARGET",
     "STREAM_BUFFER",
     "FIRST_COT_BATCH",

@@ -100,6 +100,17 @@ class ExecutionResult:
         }
 
 
+def _yield_every(ends: list[int]) -> int:
+    """How often the garbler needs to hear of progress: an eighth of a frame (a frame then ends at most that,
+    plus one AND level, after its share of the stream)."""
+    return max(1 << 12, ends[0] >> 3)
+
+
+def _bit_masks(bits: np.ndarray) -> np.ndarray:
+    """(batch, width) bits -> (width, batch, 1) uint64 masks, all ones where the bit is 1 (no branch on a bit)."""
+    return np.negative(bits.T.astype(np.uint64))[..., None]
+
+
 class _Shape:
     """What a circuit and the execution parameters fix, the same on both sides; computed once and kept."""
 
@@ -166,6 +177,7 @@ class _Session:
         self.setup_seconds = 0.0
         self._labels: np.ndarray | None = None  # reused storage of the input labels (see _label_buffer)
         self._shapes: dict[tuple, _Shape] = {}
+        self._calls: dict[tuple, tuple] = {}  # per circuit, output mode and random groups: what run() resolves
         self._broken: BaseException | None = None
         self._t_setup = time.perf_counter()
         try:
@@ -230,12 +242,19 @@ class _Session:
                batch: int | None, party) -> _Execution:
         """Step 1: the inputs converted and checked (nothing is sent before); the clock and counters start."""
         self._check_usable()
-        if output not in OUTPUT_MODES:
-            raise ValueError(f"output must be one of {OUTPUT_MODES}, got {output!r}")
-        rnd = random_groups(circuit, random)
-        rnames = {g.name for g in rnd}
-        own = circuit.groups_of(party)
-        ordinary = [g for g in own if g.name not in rnames]
+        rkey = random if isinstance(random, str) or random is None else tuple(random)
+        key = (id(circuit), output, rkey)
+        hit = self._calls.get(key)
+        if hit is None or hit[0] is not circuit:
+            if output not in OUTPUT_MODES:
+                raise ValueError(f"output must be one of {OUTPUT_MODES}, got {output!r}")
+            rnd = random_groups(circuit, rkey)
+            rnames = frozenset(g.name for g in rnd)
+            own = circuit.groups_of(party)
+            if len(self._calls) >= 64:
+                self._calls.clear()
+            hit = self._calls[key] = (circuit, rnd, rnames, own, [g for g in own if g.name not in rnames])
+        _, rnd, rnames, own, ordinary = hit
         if party == EVALUATOR and not ordinary and batch is None:  # older spellings: the batch as the inputs, or 1
             if isinstance(inputs, (int, np.integer)) and not isinstance(inputs, bool):
                 batch, inputs = int(inputs), None
@@ -304,9 +323,11 @@ class GarblerSession(_Session):
         """
         ex = self._start(circuit, output, random, chunk, inputs, batch, GARBLER)  # 1. inputs checked
         try:
-            gar = self._own_labels(ex)  # 3. labels of the garbler's groups: the label stream, no message
+            zero = self._label_buffer(ex.circuit, ex.batch)  # the zero labels of every input wire
+            self._own_labels(ex, zero)  # 3. the garbler's groups: the label stream, no message
             d = self._receive_request(ex)  # 2. the evaluator's header (checked) and correction bits
-            self._evaluator_labels(ex, gar, d)  # 4. the evaluator's groups' zero labels, from COTs
+            self._evaluator_labels(ex, zero, d)  # 4. the evaluator's groups' zero labels, from COTs
+            gar = self._garbler(ex, zero)
             self._send_stream(ex, gar)  # 5. our header, the tables, the decoding bits
             outs = self._outputs(ex, gar)  # 6. the output, if the garbler learns it
         except BaseException as exc:
@@ -314,26 +335,38 @@ class GarblerSession(_Session):
             raise
         return self._finish(ex, *outs)
 
-    def _own_labels(self, ex: _Execution) -> Garbler:
-        """Step 3: a Garbler whose zero labels for the garbler's groups are A xor b*Delta, A from the label stream."""
+    def _own_labels(self, ex: _Execution, zero: np.ndarray) -> None:
+        """Step 3: zero labels A xor b*Delta of the garbler's groups, A the next blocks of the label stream."""
         sh = ex.shape
         batch = sh.batch
-        gar = Garbler(sh.circuit, batch, delta=self.delta, instance_offset=ex.offset, chunk=sh.chunk,
-                      keep_scratch=True, input_buffer=self._label_buffer(sh.circuit, batch))
         it = iter(ex.bits)
-        for g in sh.g_groups:  # active labels: the stream, group after group, wire-major
+        for g in sh.g_groups:  # the stream, group after group, wire-major
             if g.name in sh.rnames:
                 b = ex.random_bits[g.name] = urandom_bits(batch, g.width)
             else:
                 b = next(it)
+            w = wire_slice(g)
             n = g.width * batch
-            if isinstance(wire_slice(g), slice):  # expanded straight into the label storage
-                view = gar.input_view(g.name)
+            if isinstance(w, slice):  # expanded straight into the label storage
+                view = zero[w]
                 self._label_stream.fill(view.reshape(n, 2))
+                view ^= _bit_masks(b) & self.delta
             else:
-                view = np.empty((g.width, batch, 2), np.uint64)
-                self._label_stream.fill(view.reshape(n, 2))
-            gar.set_active_labels(g.name, view, b)
+                a = np.empty((g.width, batch, 2), np.uint64)
+                self._label_stream.fill(a.reshape(n, 2))
+                zero[w] = a ^ (_bit_masks(b) & self.delta)
+
+    def _garbler(self, ex: _Execution, zero: np.ndarray) -> Garbler:
+        """The Garbler of the execution, with every input wire's zero label from ``zero``."""
+        sh = ex.shape
+        if zero.nbytes <= 1 << 16:  # small: one copy in the constructor
+            return Garbler(sh.circuit, sh.batch, delta=self.delta, input_zero=zero, instance_offset=ex.offset,
+                           chunk=sh.chunk, keep_scratch=True)
+        gar = Garbler(sh.circuit, sh.batch, delta=self.delta, instance_offset=ex.offset, chunk=sh.chunk,
+                      keep_scratch=True, input_buffer=zero)  # large batches: no copy, the groups set in place
+        for g in sh.circuit.inputs:
+            w = wire_slice(g)
+            gar.set_zero_labels(g.name, zero[w] if isinstance(w, slice) else zero[w].copy())
         return gar
 
     def _receive_request(self, ex: _Execution) -> np.ndarray | None:
@@ -356,34 +389,33 @@ class GarblerSession(_Session):
             return None
         return unpack_bits(memoryview(frame)[_HDR:], sh.n_ord, "the evaluator's correction bits")
 
-    def _evaluator_labels(self, ex: _Execution, gar: Garbler, d: np.ndarray | None) -> None:
+    def _evaluator_labels(self, ex: _Execution, zero: np.ndarray, d: np.ndarray | None) -> None:
         """Step 4: zero labels q xor d*Delta of the evaluator's ordinary groups, q of its random ones."""
         sh = ex.shape
         if sh.n_ord:
-            if sh.ord_slice is not None:
-                q = self.cot.send_random(sh.n_ord, out=gar.input_view(sh.e_ord[0].name).reshape(sh.n_ord, 2))
+            if sh.ord_slice is not None:  # straight into the label storage
+                q = self.cot.send_random(sh.n_ord, out=zero[sh.ord_slice].reshape(sh.n_ord, 2))
             else:
                 q = self.cot.send_random(sh.n_ord)
             if d is None:  # (the request was the header alone: an IKNP batch came between)
                 d = self.channel.recv_bits(sh.n_ord)
-            q[d] ^= self.delta
-            pos = 0
-            for g in sh.e_ord:
-                n = g.width * sh.batch
-                gar.set_zero_labels(g.name, q[pos : pos + n].reshape(g.width, sh.batch, 2))
-                pos += n
+            q ^= d.view(np.uint8).astype(np.uint64)[:, None] * self.delta  # no index depends on d
+            if sh.ord_slice is None:
+                pos = 0
+                for g in sh.e_ord:
+                    n = g.width * sh.batch
+                    zero[g.wires] = q[pos : pos + n].reshape(g.width, sh.batch, 2)
+                    pos += n
         for g in sh.e_rnd:  # q of random COTs, written straight into the label storage when it can be
-            n = g.width * sh.batch
-            if isinstance(wire_slice(g), slice):
-                view = gar.input_view(g.name)
-                self.cot.send_random(n, out=view.reshape(n, 2))
+            n, w = g.width * sh.batch, wire_slice(g)
+            if isinstance(w, slice):
+                self.cot.send_random(n, out=zero[w].reshape(n, 2))
             else:
-                view = self.cot.send_random(n).reshape(g.width, sh.batch, 2)
-            gar.set_zero_labels(g.name, view)
+                zero[w] = self.cot.send_random(n).reshape(g.width, sh.batch, 2)
 
     def _send_stream(self, ex: _Execution, gar: Garbler) -> None:
         """Step 5: garble while sending: our header, the tables, then (if the evaluator learns the output) the
-        decoding bits, in frames that grow from FIRST_FRAME to FRAME_TARGET and shrink towards the end."""
+        decoding bits, in the frames of :func:`pairwise.mpc.twopc.wire.frame_ends`."""
         sh = ex.shape
         n_tab, n_dec = sh.n_tab, sh.n_dec
         total = _HDR + n_tab + n_dec
@@ -394,15 +426,14 @@ class GarblerSession(_Session):
             buf = self._stream.view(np.uint8)[:total]
             buf[:_HDR] = np.frombuffer(ex.header, np.uint8)
             mv = memoryview(buf)
-            first, target = _w.FIRST_FRAME, _w.FRAME_TARGET
-            sent, size = 0, first
-            for done in gar.iter_into(mv[_HDR : _HDR + n_tab], first):  # (no need to hear of less than a frame)
+            ends = _w.frame_ends(total)
+            sent, i = 0, 0
+            for done in gar.iter_into(mv[_HDR : _HDR + n_tab], _yield_every(ends)):
                 done += _HDR
-                # frames grow from FIRST_FRAME to FRAME_TARGET and shrink again towards the end (at most
-                # half of what remains), so the evaluator starts early and finishes soon after the garbler
-                if done - sent >= max(first, min(size, (total - sent) >> 1), 1):
+                if done >= ends[i] and i < len(ends) - 1:  # a frame is complete: out it goes, while we garble on
                     sent = self._send_range(mv, sent, done)
-                    size = min(2 * size, target)
+                    while i < len(ends) - 1 and ends[i] <= done:
+                        i += 1
             if n_dec:
                 buf[_HDR + n_tab :] = np.packbits(gar.decode_bits.reshape(-1), bitorder="little")
             self._send_range(mv, sent, total)

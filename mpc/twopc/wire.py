@@ -42,15 +42,22 @@ from .inputs import OUTPUT_MODES
 
 #: Largest frame used for streaming garbled tables.
 STREAM_FRAME = 1 << 22
-#: The garbler's per-execution stream goes out in frames of at most this many bytes once it is under
-#: way (the last ones shrink): few system calls and wake-ups per execution, yet the evaluator starts
-#: on the first frame while the garbler garbles the rest.
-FRAME_TARGET = 1 << 16
+#: The garbler's per-execution stream is cut into SPLIT frames of about equal size (fewer when they would
+#: be smaller than MIN_FRAME), or into frames of about FRAME_TARGET bytes when it is longer: each frame
+#: costs both sides a system call and a wake-up (about 20 us of CPU each, benchmarks/RESULTS.md), and
+#: with k frames the evaluator finishes about 1/k of an execution after the garbler.
+SPLIT = 3
+MIN_FRAME = 1 << 15
+FRAME_TARGET = 1 << 18
 #: Executions whose garbler stream fits in this many bytes are garbled into one buffer that the
 #: session reuses, and sent from it without copies.
 STREAM_BUFFER = 8 << 20
-#: Size of the garbler's first frame (frames then double up to FRAME_TARGET).
-FIRST_FRAME = 1 << 13
+
+
+def frame_ends(total: int) -> list[int]:
+    """Where the frames of a ``total``-byte stream end (the schedule above); the last is ``total``."""
+    k = max(-(-total // FRAME_TARGET), min(SPLIT, total // MIN_FRAME), 1)
+    return [-(-i * total // k) for i in range(1, k + 1)]
 
 #: Runtime protocol version: 5 = one request frame from the evaluator (header + correction bits),
 #: the garbler's header inside its stream, a session label stream, base OTs on edwards25519.

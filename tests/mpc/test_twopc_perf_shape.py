@@ -35,6 +35,7 @@ from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
 import pairwise.mpc.garble as garble
 import pairwise.mpc.twopc as twopc
+from pairwise.mpc.twopc import session
 from pairwise.circuits.builder import Builder
 from pairwise.circuits.catalog import resolve_circuit
 from pairwise.circuits.ir import AND, EVALUATOR, GARBLER, INV, Circuit
@@ -232,11 +233,15 @@ def test_aes128_frames_and_bytes_per_execution():
             stream = stream_frames(p.garbler_channel.sent[f0:])
             tables = 32 * c.n_and
             assert sum(map(len, stream)) == tables + 16  # tables + 128 decoding bits
-            # a handful of frames, not one per AND level (60): first FIRST_FRAME.., then up to FRAME_TARGET
-            assert 3 <= len(stream) <= 12, [len(f) for f in stream]
-            first = p.garbler_channel.sent[f0]
-            assert twopc.wire.FIRST_FRAME <= len(first) < 2 * twopc.wire.FIRST_FRAME
-            assert max(map(len, stream)) < twopc.wire.FRAME_TARGET + 32 * 280  # + one AND level's segment
+            # SPLIT (3) frames, not one per AND level (60): each ends at the first level boundary after its
+            # share of the stream (frame_ends), the last one takes the rest with the decoding bits
+            frames = p.garbler_channel.sent[f0:]
+            assert len(frames) == twopc.wire.SPLIT == 3, [len(f) for f in frames]
+            ends = twopc.wire.frame_ends(twopc.EXEC.size + tables + 16)
+            pos = 0
+            for f, end in zip(frames[:-1], ends):
+                pos += len(f)
+                assert end <= pos < end + session._yield_every(ends) + 32 * 280  # + the engine's yield step
             assert rg.messages_sent == len(stream)  # the header rides in the first frame of the stream
             assert rg.bytes_sent == HEADER_BYTES * rg.messages_sent + twopc.EXEC.size + tables + 16
             # the evaluator: one request (header + the OT bits d), the output bits; in the first execution
@@ -314,11 +319,11 @@ def test_garbler_gone_in_the_middle_of_the_stream():
     try:
         f0 = len(p.garbler_channel.sent)
         p.run_ok(c, 1, 2)
-        n_stream = len(p.garbler_channel.sent) - f0 - 2
+        n_stream = len(p.garbler_channel.sent) - f0  # the execution's frames: its header opens the first
     finally:
         p.close()
     assert n_stream >= 3
-    for cut in range(2, 2 + n_stream):  # after the header and the labels, inside the tables and decoding bits
+    for cut in range(n_stream):  # before the first frame, inside the tables, before the decoding bits
         p = Pair(ot_batch=1024, garbler_channel=CutChannel)
         try:
             p.garbler_channel.cut_after = cut
