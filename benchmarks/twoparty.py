@@ -17,14 +17,16 @@ For each circuit (AES-128 from Bristol Fashion, the gini and kendall kernels at
 * connect: the evaluator's ``TCPChannel.connect`` (TCP; with channel kind
   ``tls`` also the TLS 1.3 handshake and the admission step, throwaway CA).
 
-Targets (issue 13, item 4): AES-128 amortized <= 1.5x EMP-toolkit and first
-execution <= 2x EMP-toolkit.  EMP-toolkit cannot be built on this machine (no
-way to fetch its source), so the comparison is against the EMP numbers issue 13
-records for this machine kind: amortized 1.85 ms (v0.3.x) / 2.7 ms (main),
-first execution 22-34 ms, CPU 1.2 ms per execution.  Earlier targets (issue 4):
-amortized <= 5 ms, first <= 300 ms, garbler bytes within 3% of 32 bytes per AND
-+ input labels + OT (input labels are now one 16-byte seed per execution),
->= 2 M correlated OTs per second.
+EMP-toolkit, measured in the same run (issue 23): with ``--emp PATH`` (the
+``emp_2pc`` driver of a local EMP-toolkit build, see benchmarks/RESULTS.md,
+"Yao two-party runtime against EMP-toolkit") every round first runs EMP's two
+parties on the same AES-128 Bristol file (``PATH 1 PORT FILE N --first-reps F``
+and ``PATH 2 PORT FILE N --first-reps F``, N = executions + 1), then
+pairwise's, and the report gives both sides' medians and the median of the
+per-round ratios pairwise / EMP, with ``uptime`` before every run.  Without
+``--emp`` no ratio is printed: a figure recorded elsewhere is no yardstick.
+Issue 23's targets: AES-128 amortized at batch 1 <= 1.0x EMP in wall time and in
+CPU per execution on each side; first execution <= 1.5x EMP.
 
 Usage::
 
@@ -32,6 +34,9 @@ Usage::
     python benchmarks/twoparty.py --quick              # fewer repetitions
     python benchmarks/twoparty.py --profile DIR        # also cProfile the amortized loop of both parties
     python benchmarks/twoparty.py --json               # one JSON object instead of the table
+    python benchmarks/twoparty.py --emp /tmp/emp/driver/build/bin/emp_2pc --circuits aes128 \
+        --channels unbuffered --first-reps 5 --executions 300 --simd 1 --cots 65536 --rounds 5
+                                                       # against EMP-toolkit, interleaved (ABAB), 5 rounds
     python benchmarks/twoparty.py --circuits aes128 --channels unbuffered,tls --rounds 5
                                                        # plaintext vs mutual TLS, interleaved
     python benchmarks/twoparty.py --circuits aes128 --channels unbuffered --engines compiled,numpy --rounds 4
@@ -51,15 +56,13 @@ import json
 import os
 import pstats
 import socket
+import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_twoparty_worker.py")
-#: EMP-toolkit's AES-128 figures recorded in issue 13 (ms): amortized v0.3.x / main, first execution, CPU.
-EMP_AES_MS = (1.85, 2.7)
-EMP_FIRST_MS = (22.0, 34.0)
-EMP_CPU_MS = 1.2
 CIRCUITS = [("aes128", 0), ("gini", 32), ("kendall", 32)]
 
 
@@ -82,7 +85,8 @@ def run_circuit(spec: str, bits: int, args, profile_dir: str | None, buffered: b
         extra += ["--buffered"] if buffered else []
         extra += ["--tls", tls_dir] if tls_dir else []
         extra += ["--frame-target", str(args.frame_target)] if args.frame_target else []
-        extra += ["--first-frame", str(args.first_frame)] if args.first_frame else []
+        extra += ["--min-frame", str(args.min_frame)] if args.min_frame else []
+        extra += ["--split", str(args.split)] if args.split else []
         env = dict(os.environ, PAIRWISE_JIT="0" if engine == "numpy" else "1")
         procs[role] = subprocess.Popen([sys.executable, WORKER, role, str(port), *common, *extra],
                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
@@ -107,7 +111,7 @@ def summarize(res: dict) -> dict:
     n_and = g["and_gates"]
     am_g, am_e = g["amortized"], e["amortized"]
     first_g, first_e = g["first"], e["first"]
-    ideal = 32 * n_and + 16  # tables + the garbler's label seed (its input bits cost nothing else)
+    ideal = 32 * n_and  # the tables (the garbler's input bits cost nothing: the session's label stream)
     return {
         "circuit": g["circuit"],
         "channel": ("buffered" if g["buffered"] else "unbuffered") + (" + TLS" if g.get("tls") else ""),
@@ -190,6 +194,135 @@ def profile_summary(path: str, top: int = 14) -> str:
     return "\n".join(lines)
 
 
+# --------------------------------------------------------------------------- EMP-toolkit, same run
+
+
+def load() -> str:
+    """The 1-, 5- and 15-minute load averages (as ``uptime`` prints them)."""
+    return " ".join(f"{v:.2f}" for v in os.getloadavg())
+
+
+def bristol_file(spec: str, tmp: str) -> str | None:
+    """A plain Bristol Fashion file for EMP's driver: the packaged AES-128 file unpacked, or the user's file."""
+    import gzip
+    from importlib import resources
+
+    from pairwise.circuits.catalog import BUILTIN_FILES
+    from pairwise.circuits.kernels import KERNELS
+
+    if spec in KERNELS:
+        return None  # a kernel has no Bristol file EMP could read
+    if spec in BUILTIN_FILES:
+        path = os.path.join(tmp, BUILTIN_FILES[spec].removesuffix(".gz"))
+        if not os.path.exists(path):
+            ref = resources.files("pairwise.circuits").joinpath("data", BUILTIN_FILES[spec])
+            with resources.as_file(ref) as src, gzip.open(src, "rb") as fh, open(path, "wb") as out:
+                out.write(fh.read())
+        return path
+    return spec if not spec.endswith(".gz") else None
+
+
+def run_emp(binary: str, circuit_file: str, args) -> dict:
+    """One EMP-toolkit session pair (garbler = party 1 listens, evaluator = party 2): its JSON per party."""
+    port = free_port()
+    common = [circuit_file, str(args.executions + 1), "--first-reps", str(args.first_reps)]
+    g = subprocess.Popen([binary, "1", str(port), *common], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(0.3)  # let it listen (EMP's evaluator also retries)
+    e = subprocess.Popen([binary, "2", str(port), *common], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        out = {}
+        for role, p in (("garbler", g), ("evaluator", e)):
+            so, se = p.communicate(timeout=1800)
+            if p.returncode:
+                raise RuntimeError(f"EMP {role} failed ({p.returncode}): {se.strip()}")
+            out[role] = json.loads(so.strip().splitlines()[-1])
+    finally:
+        for p in (g, e):
+            if p.poll() is None:
+                p.kill()
+    gd, ed = out["garbler"], out["evaluator"]
+    return {
+        "circuit": os.path.basename(circuit_file),
+        "amortized_ms": max(gd["amortized_ms"], ed["amortized_ms"]),
+        "median_exec_ms": max(gd["median_exec_ms"], ed["median_exec_ms"]),
+        "cpu_ms_garbler": gd["cpu_ms_per_exec"],
+        "cpu_ms_evaluator": ed["cpu_ms_per_exec"],
+        "first_ms": max(gd["first_ms"], ed["first_ms"]),
+        "first_cpu_ms_garbler": gd["first_cpu_ms"],
+        "first_cpu_ms_evaluator": ed["first_cpu_ms"],
+        "first_setup_ms": max(gd["setup_ms"], ed["setup_ms"]),
+        "connect_ms": ed["connect_ms"],
+        "g_to_e_bytes": gd["bytes_sent_per_exec"],
+        "e_to_g_bytes": ed["bytes_sent_per_exec"],
+        "check": _emp_check(gd, ed),
+    }
+
+
+def _emp_check(gd: dict, ed: dict) -> bool | None:
+    """EMP's first execution against ``cryptography``'s AES-128 (None for other circuits)."""
+    from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+
+    key, pt, ct = gd.get("exec1_input_hex"), ed.get("exec1_input_hex"), ed.get("exec1_output_hex")
+    if not (key and pt and ct) or len(key) != 32 or len(pt) != 32:
+        return None
+    enc = Cipher(algorithms.AES(bytes.fromhex(key)), modes.ECB()).encryptor()
+    return enc.update(bytes.fromhex(pt)).hex() == ct
+
+
+#: (key, label) of the rows compared with EMP: time or CPU, smaller is better.
+EMP_KEYS = (
+    ("amortized_ms", "AES-128 2PC amortized wall / exec (max of parties), ms"),
+    ("median_exec_ms", "median single-execution wall, ms"),
+    ("cpu_ms_garbler", "CPU / exec, garbler, ms"),
+    ("cpu_ms_evaluator", "CPU / exec, evaluator, ms"),
+    ("first_ms", "first execution (setup + exec 1, max of parties), ms"),
+    ("first_setup_ms", "  of which setup (base OTs + first COT batch), ms"),
+    ("first_cpu_ms_garbler", "first execution CPU, garbler, ms"),
+    ("first_cpu_ms_evaluator", "first execution CPU, evaluator, ms"),
+    ("g_to_e_bytes", "garbler -> evaluator bytes / exec"),
+    ("e_to_g_bytes", "evaluator -> garbler bytes / exec"),
+)
+
+
+def emp_ratios(rows: list[dict], emp_rows: list[dict]) -> list[dict]:
+    """Per pairwise configuration (circuit, channel, engine) and metric: medians of both sides over the
+    rounds and the median of the per-round ratios pairwise / EMP."""
+    out = []
+    for cfg in dict.fromkeys((r["spec"], r["channel"], r["engine"]) for r in rows):
+        ours = {r["round"]: r for r in rows if (r["spec"], r["channel"], r["engine"]) == cfg}
+        emp = {r["round"]: r for r in emp_rows if r["spec"] == cfg[0]}
+        rounds = sorted(set(ours) & set(emp))
+        if not rounds:
+            continue
+        for key, label in EMP_KEYS:
+            a = [emp[k][key] for k in rounds]
+            b = [ours[k][key] for k in rounds]
+            out.append({"spec": cfg[0], "channel": cfg[1], "engine": cfg[2], "metric": key, "label": label,
+                        "rounds": len(rounds), "emp_median": statistics.median(a), "emp_min": min(a),
+                        "emp_max": max(a), "pairwise_median": statistics.median(b), "pairwise_min": min(b),
+                        "pairwise_max": max(b),
+                        "ratio_median": statistics.median(y / x for x, y in zip(a, b) if x)})
+    return out
+
+
+def print_emp_comparison(rows: list[dict], emp_rows: list[dict], ratios: list[dict]) -> None:
+    print(f"\nEMP-toolkit in the same run ({len(emp_rows)} sessions, interleaved: EMP then pairwise in every round); "
+          f"EMP's first execution checked against cryptography's AES: "
+          f"{[r['check'] for r in emp_rows]}")
+    print("load (1/5/15 min) before each run: " + "; ".join(
+        f"r{r['round']} EMP {r['load']}" for r in emp_rows) + "; " + "; ".join(
+        f"r{r['round']} pairwise {r['load']}" for r in rows))
+    for cfg in dict.fromkeys((r["spec"], r["channel"], r["engine"]) for r in ratios):
+        sel = [r for r in ratios if (r["spec"], r["channel"], r["engine"]) == cfg]
+        print(f"\n{cfg[0]} ({cfg[1]}, {cfg[2]}), {sel[0]['rounds']} rounds")
+        print("| metric | EMP median [min-max] | pairwise median [min-max] | pairwise / EMP (median of per-round ratios) |")
+        print("|---|---|---|---|")
+        for r in sel:
+            print(f"| {r['label']} | {r['emp_median']:.3g} [{r['emp_min']:.3g}-{r['emp_max']:.3g}] "
+                  f"| {r['pairwise_median']:.3g} [{r['pairwise_min']:.3g}-{r['pairwise_max']:.3g}] "
+                  f"| {r['ratio_median']:.2f}x |")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="fewer repetitions (first-reps 3, executions 30, cots 1M)")
@@ -208,8 +341,13 @@ def main(argv: list[str] | None = None) -> int:
                     help="repeat every circuit x channel run this many times, interleaved (A/B on a noisy machine)")
     ap.add_argument("--frame-target", type=int, default=None,
                     help="override mpc.twopc.wire.FRAME_TARGET (bytes per garbler frame) in both workers")
-    ap.add_argument("--first-frame", type=int, default=None,
-                    help="override mpc.twopc.wire.FIRST_FRAME (bytes of the garbler's first frame) in both workers")
+    ap.add_argument("--min-frame", type=int, default=None,
+                    help="override mpc.twopc.wire.MIN_FRAME (smallest frame of the garbler's stream) in both workers")
+    ap.add_argument("--split", type=int, default=None,
+                    help="override mpc.twopc.wire.SPLIT (frames per garbler stream) in both workers")
+    ap.add_argument("--emp", metavar="PATH", default=None,
+                    help="EMP-toolkit's emp_2pc driver: run it interleaved with pairwise on the same Bristol "
+                         "circuits and print same-run ratios (no ratio without it)")
     ap.add_argument("--profile", metavar="DIR", default=None, help="write cProfile stats of the amortized loop here")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
@@ -228,25 +366,33 @@ def main(argv: list[str] | None = None) -> int:
     for eng in engines:
         if eng not in ("compiled", "numpy"):
             ap.error(f"unknown engine {eng!r}")
-    rows = []
-    with throwaway_credentials([("garbler", "client"), ("evaluator", "client")]) as certs:
+    rows, emp_rows = [], []
+    if args.emp and not os.access(args.emp, os.X_OK):
+        ap.error(f"--emp {args.emp!r} is not an executable file (EMP-toolkit's emp_2pc driver)")
+    with throwaway_credentials([("garbler", "client"), ("evaluator", "client")]) as certs, \
+            tempfile.TemporaryDirectory() as tmp:
         for rnd in range(args.rounds):
             for item in args.circuits.split(","):
                 spec, _, b = item.partition(":")
                 bits = int(b) if b else 0
+                bristol = bristol_file(spec, tmp) if args.emp else None
+                if bristol:  # A: EMP-toolkit, then B: pairwise, in every round
+                    emp_rows.append(dict(run_emp(args.emp, bristol, args), round=rnd + 1, spec=spec, load=load()))
                 for kind in kinds:
                     for eng in engines:
+                        before = load()
                         res = run_circuit(spec, bits or 32, args, args.profile, kind == "buffered",
                                           certs if kind == "tls" else None, eng)
-                        rows.append(dict(summarize(res), round=rnd + 1))
+                        rows.append(dict(summarize(res), round=rnd + 1, spec=spec, load=before))
+    ratios = emp_ratios(rows, emp_rows) if emp_rows else []
     if args.json:
-        print(json.dumps({"rows": rows, "args": vars(args)}))
+        print(json.dumps({"rows": rows, "emp_rows": emp_rows, "ratios": ratios, "args": vars(args)}))
         return 0
     print(f"two processes over loopback TCP; first = median of {args.first_reps} fresh sessions; "
           f"amortized over {args.executions} executions (batch 1) in one session")
     hdr = ("| round | circuit | channel | engine | AND | connect ms | first ms | (setup ms) | first CPU ms G / E | first ms, default COT batch | amortized ms/exec | median ms/exec | CPU ms/exec G / E "
            f"| SIMD x{args.simd} ms/inst | frames/exec G->E / E->G | garbler->evaluator B/exec | evaluator->garbler B/exec | B/AND (garbler) "
-           "| garbler / (32 AND + 16) | first: garbler / (ideal + base OT) | COT/s | ok |")
+           "| garbler / (32 AND) | first: garbler / (32 AND + base OT) | COT/s | ok |")
     print(hdr)
     print("|" + "---|" * (hdr.count("|") - 1))
     for r in rows:
@@ -257,16 +403,8 @@ def main(argv: list[str] | None = None) -> int:
               f"| {r['cot_per_s'] / 1e6:.2f} M | {'yes' if r['check'] else 'NO'} |")
     tls_overhead(rows)
     engine_ab(rows)
-    for aes in (r for r in rows if r["circuit"].startswith("aes")):
-        lo, hi = EMP_AES_MS
-        flo, fhi = EMP_FIRST_MS
-        print(f"\nAES-128 ({aes['channel']}, {aes['engine']}"
-              + (f", loaded in {aes['jit_warm_up_s']:.2f} s at worker start" if aes["engine"] == "compiled" else "")
-              + f") amortized {aes['amortized_ms']:.2f} ms/exec = {aes['amortized_ms'] / lo:.2f}x / "
-              f"{aes['amortized_ms'] / hi:.2f}x EMP-toolkit's {lo} / {hi} ms (recorded in issue 13, not run here; target <= 1.5x); "
-              f"CPU {aes['cpu_ms_garbler']:.2f} / {aes['cpu_ms_evaluator']:.2f} ms G / E (EMP {EMP_CPU_MS}); "
-              f"first execution {aes['first_ms']:.0f} ms = {aes['first_ms'] / fhi:.2f}x-{aes['first_ms'] / flo:.2f}x EMP's "
-              f"{flo:.0f}-{fhi:.0f} ms (target <= 2x)")
+    if emp_rows:
+        print_emp_comparison(rows, emp_rows, ratios)
     if args.profile:
         for name in sorted(os.listdir(args.profile)):
             if name.endswith(".prof"):

@@ -1,18 +1,28 @@
 """``pairwise 2pc garbler|evaluator`` and ``pairwise demo 2pc``: semi-honest Yao between two processes.
 
 Commands
-    ``pairwise 2pc garbler --listen HOST:PORT --circuit (KERNEL|aes128|FILE) [--bits W] [--signed] --input V
+    ``pairwise 2pc garbler --listen HOST:PORT --circuit SPEC [--bits W] [--signed] --input V [--input V ...]
     [--tls DIR --name NAME [--peer NAME] | --insecure] [--timeout S] [--connect-timeout S] [--json]``
-    ``pairwise 2pc evaluator --connect HOST:PORT --circuit ... --input V [--tls DIR --name NAME [--peer NAME]]
+    ``pairwise 2pc evaluator --connect HOST:PORT --circuit SPEC ... --input V [--input V ...] [--tls DIR ...]
     [--timeout S] [--connect-timeout S] [--json]``
-        V is the party's input: for a kernel, an integer (for ``kendall``, the
-        pair ``x,y``); for a Bristol file, the hex of the party's input group
-        (garbler: group 1, evaluator: group 2), big-endian as in SOURCE.md.
-        Each side prints the outputs, AND gates, bytes sent and received,
-        messages and seconds, and what was computed (JSON keys ``computed``, ``outputs``, ``and_gates``,
-        ``bytes_sent``, ``bytes_received``, ``messages_sent``,
-        ``messages_received``, ``seconds``, ``setup_seconds``, ``tls``,
-        ``peer_name``).  Kernel outputs print as integers, Bristol outputs as hex.
+        SPEC is a kernel name, ``aes128``, a Bristol Fashion file, or
+        ``FILE.py:FUNCTION`` / ``MODULE:FUNCTION``: a function that builds the
+        circuit with :class:`pairwise.circuits.builder.Builder` and returns it
+        (or the Builder); both parties must build the same circuit (the
+        session handshake compares digests).  V is the party's input:
+        ``NAME=v1,v2,...`` gives input group NAME as integers (signed where the
+        group is declared signed; several values make a SIMD batch; a name
+        ``x`` with groups ``x0 .. x{k-1}`` or ``x[0] ..`` takes one value per
+        group), one ``--input`` per group; the older forms stay: for a kernel
+        an integer (for ``kendall`` the pair ``x,y``), for a Bristol file the
+        hex of the party's input group (big-endian as in SOURCE.md).  Each
+        side prints what was computed and the outputs per named output group
+        (signed where declared), AND gates, bytes and messages each way and
+        seconds (JSON keys ``computed``, ``outputs`` (kernels and builder
+        circuits: integers; Bristol files: hex, as before), ``named_outputs``
+        ({group: integer or list}), ``and_gates``, ``bytes_sent``,
+        ``bytes_received``, ``messages_sent``, ``messages_received``,
+        ``seconds``, ``setup_seconds``, ``tls``, ``peer_name``).
     ``pairwise demo 2pc [--circuit ...] [--garbler-input V] [--evaluator-input V] [--json]``
         Makes a throwaway CA in a temporary directory, starts both parties as
         two processes on loopback in mutual TLS, and prints both summaries.
@@ -28,22 +38,31 @@ Transport (:mod:`pairwise.protocols.transport`)
     bounds every wait on a message.
     The garbler keeps listening until ``--connect-timeout`` when a connection fails
     TLS, admission or the session handshake (a stray connection, a port
-    scanner, an evaluator with another circuit): it prints each rejection
-    on stderr and serves the first valid evaluator.
+    scanner): it prints each rejection on stderr and serves the first valid
+    evaluator.  An evaluator that speaks the runtime but holds another circuit
+    (or another version) stops both parties at once: each prints the mismatch
+    and exits with status 2.
 
 Security model: semi-honest Yao (:mod:`pairwise.mpc.twopc`); inputs are range-checked
-before the socket is opened, so a bad input never moves a secret.
+before the socket is opened, so a bad input never moves a secret.  ``FILE.py:FUNCTION``
+runs that file's code in this process, as ``python FILE.py`` would: name only code you trust.
 """
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import json
+import os
+import re
 import subprocess
 import sys
 import time
 
+import numpy as np
+
 from pairwise.circuits.catalog import resolve_circuit
-from pairwise.circuits.ir import EVALUATOR, GARBLER, Circuit, CircuitError
+from pairwise.circuits.ir import EVALUATOR, GARBLER, Circuit, CircuitError, InputGroup
 from pairwise.circuits.kernels import KERNELS, pack_pair
 from pairwise.protocols.transport import add_transport_args, tls_from_args, transport_argv
 
@@ -65,10 +84,14 @@ def _hostport(text: str) -> tuple[str, int]:
 
 
 def _add_common(p) -> None:
-    p.add_argument("--circuit", required=True, help=f"kernel ({', '.join(KERNELS)}), aes128, or a Bristol Fashion file")
+    p.add_argument("--circuit", required=True,
+                   help=f"kernel ({', '.join(KERNELS)}), aes128, a Bristol Fashion file, or FILE.py:FUNCTION / "
+                        "MODULE:FUNCTION (a function that builds the circuit)")
     p.add_argument("--bits", type=int, default=32, help="kernel width (8..64), default 32")
     p.add_argument("--signed", action="store_true", help="kernel inputs are signed")
-    p.add_argument("--input", required=True, help="this party's input (integer for kernels, x,y for kendall, hex for files)")
+    p.add_argument("--input", required=True, action="append", metavar="V",
+                   help="this party's input: NAME=v1,v2,... per input group (integers; repeat --input per group), "
+                        "or the older forms: an integer for kernels, x,y for kendall, hex for a Bristol file")
     p.add_argument("--output", choices=["both", "evaluator", "garbler"], default="both", help="who learns the output")
     add_json(p)
     add_transport_args(p)
@@ -114,12 +137,142 @@ def _is_kernel(spec: str) -> bool:
     return spec in KERNELS
 
 
-def parse_party_input(circuit: Circuit, spec: str, party, text: str, bits: int, signed: bool,
+_BUILDER_SPEC = re.compile(r"(?P<target>.+):(?P<func>[A-Za-z_][A-Za-z0-9_]*)")
+
+
+def builder_spec(spec: str) -> tuple[str, str] | None:
+    """(module or file, function) when ``spec`` is ``FILE.py:FUNCTION`` or ``MODULE:FUNCTION``, else None."""
+    m = _BUILDER_SPEC.fullmatch(spec)
+    if m is None or os.path.exists(spec):  # a file whose name has a colon stays a file
+        return None
+    return m["target"], m["func"]
+
+
+def load_builder(target: str, func: str) -> Circuit:
+    """Import ``target`` (a .py file or a module name), call ``func()``, return the Circuit it builds."""
+    from pairwise.circuits.builder import Builder
+
+    where = f"{target}:{func}"
+    if target.endswith(".py") or os.sep in target or os.path.exists(target):
+        if not os.path.isfile(target):
+            raise CircuitError(f"--circuit {where}: no such file {target!r}")
+        name = "_pairwise_circuit_" + re.sub(r"\W", "_", os.path.abspath(target))
+        mod_spec = importlib.util.spec_from_file_location(name, target)
+        if mod_spec is None or mod_spec.loader is None:
+            raise CircuitError(f"--circuit {where}: cannot load {target!r} as Python")
+        module = importlib.util.module_from_spec(mod_spec)
+        sys.modules[name] = module
+        mod_spec.loader.exec_module(module)
+    else:
+        try:
+            module = importlib.import_module(target)
+        except ModuleNotFoundError as exc:
+            raise CircuitError(f"--circuit {where}: no module {target!r} ({exc}); give FILE.py:FUNCTION or an "
+                               "importable MODULE:FUNCTION") from None
+    fn = getattr(module, func, None)
+    if not callable(fn):
+        raise CircuitError(f"--circuit {where}: {target!r} has no function {func!r}")
+    built = fn()
+    if isinstance(built, Builder):
+        built = built.build()
+    if not isinstance(built, Circuit):
+        raise CircuitError(f"--circuit {where}: {func}() returned {type(built).__name__}, expected a Circuit "
+                           "(Builder.build()) or a Builder")
+    return built
+
+
+def load_circuit(spec: str, bits: int = 32, signed: bool = False) -> Circuit:
+    """A kernel, ``aes128``, a Bristol Fashion file, or a builder function ``FILE.py:FUNCTION``."""
+    target = builder_spec(spec)
+    if target is not None and not _is_kernel(spec):
+        return load_builder(*target)
+    return resolve_circuit(spec, bits, signed)
+
+
+def _group_values(text: str, flag: str) -> tuple[str, list[int]]:
+    name, _, values = text.partition("=")
+    name = name.strip()
+    try:
+        vals = [int(t.strip(), 0) for t in values.split(",")]
+    except ValueError:
+        raise CircuitError(f"{flag} {text!r}: expected NAME=v1,v2,... with integers (decimal, or 0x.. hex)") from None
+    return name, vals
+
+
+def _vector_groups(groups: tuple[InputGroup, ...], name: str) -> list[InputGroup]:
+    """The groups NAME0 .. NAME{k-1} (or NAME[0] ..) of a vector input, in index order (empty if none)."""
+    pat = re.compile(re.escape(name) + r"(?:\[(\d+)\]|(\d+))")
+    found = {}
+    for g in groups:
+        m = pat.fullmatch(g.name)
+        if m:
+            found[int(m[1] or m[2])] = g
+    if not found or sorted(found) != list(range(len(found))):
+        return []
+    return [found[i] for i in range(len(found))]
+
+
+def parse_named_inputs(circuit: Circuit, party, texts: list[str], flag: str = "--input") -> dict:
+    """``NAME=v1,v2,...`` per input group of ``party`` -> {group: int or [ints]} (range checks come later)."""
+    groups = circuit.groups_of(party)
+    by_name = {g.name: g for g in groups}
+    got: dict[str, list[int]] = {}
+    for text in texts:
+        name, vals = _group_values(text, flag)
+        if name in by_name:
+            targets = [(by_name[name], vals)]
+        else:
+            vec = _vector_groups(groups, name)
+            if not vec:
+                raise CircuitError(f"{flag} {text!r}: the {party.value} has no input group {name!r}; its groups: "
+                                   + ", ".join(_describe_group(g) for g in groups))
+            if len(vals) != len(vec):
+                raise CircuitError(f"{flag} {text!r}: {name} stands for the {len(vec)} groups "
+                                   f"{vec[0].name} .. {vec[-1].name}, got {len(vals)} value(s)")
+            targets = [(g, [v]) for g, v in zip(vec, vals)]
+        for g, v in targets:
+            if g.name in got:
+                raise CircuitError(f"{flag}: input group {g.name!r} given twice")
+            got[g.name] = v
+    missing = [g for g in groups if g.name not in got]
+    if missing:
+        raise CircuitError(f"missing {flag} for the {party.value}'s input group(s): "
+                           + ", ".join(_describe_group(g) for g in missing))
+    sizes = {len(v) for v in got.values()}
+    if len(sizes) > 1:
+        raise CircuitError(f"{flag}: every group needs the same number of values (the SIMD batch), got "
+                           + ", ".join(f"{k}: {len(v)}" for k, v in got.items()))
+    if sizes == {1}:
+        return {k: v[0] for k, v in got.items()}
+    return got
+
+
+def _describe_group(g: InputGroup) -> str:
+    return f"{g.name} ({g.width}-bit {'signed' if g.signed else 'unsigned'})"
+
+
+def _is_named(texts: list[str]) -> bool:
+    return any(re.match(r"\s*[A-Za-z_][\w\[\]]*\s*=", t) for t in texts)
+
+
+def parse_party_input(circuit: Circuit, spec: str, party, text, bits: int, signed: bool,
                       flag: str = "--input") -> dict:
-    """The party's input as {group: int}, validated against the circuit before anything is sent; errors name ``flag``."""
+    """The party's input as {group: int or [ints]}, validated against the circuit before anything is sent;
+    errors name ``flag``.  ``text``: one string or the list of ``--input`` values."""
+    texts = [text] if isinstance(text, str) else list(text)
+    if _is_named(texts) or builder_spec(spec) is not None and not _is_kernel(spec):
+        values = parse_named_inputs(circuit, party, texts, flag)
+        from pairwise.mpc.twopc import prepare_inputs
+
+        prepare_inputs(circuit, party, values)  # range checks, with the group's name in the message
+        return values
+    if len(texts) != 1:
+        raise CircuitError(f"{flag} given {len(texts)} times: repeat it only with the NAME=values form")
+    text = texts[0]
     groups = circuit.groups_of(party)
     if len(groups) != 1:
-        raise CircuitError(f"{party.value} owns {len(groups)} input groups; this command takes exactly one")
+        raise CircuitError(f"{party.value} owns {len(groups)} input groups ("
+                           + ", ".join(_describe_group(g) for g in groups) + f"): give {flag} NAME=value for each")
     g = groups[0]
     if _is_kernel(spec):
         try:
@@ -166,23 +319,32 @@ def describe(circuit: Circuit, spec: str, bits: int, signed: bool) -> str:
                 f"x = garbler's input, y = evaluator's input")
     if spec == "aes128":
         return "AES-128 encryption: output = AES(key, plaintext), key = garbler's input, plaintext = evaluator's input"
-    ins = ", ".join(f"{g.name} ({g.party.value}, {g.width} bits)" for g in circuit.inputs)
-    outs = ", ".join(f"{g.name} ({g.width} bits)" for g in circuit.outputs)
-    return f"Bristol Fashion circuit {circuit.name}: {ins} -> {outs}"
+    ins = ", ".join(f"{g.name} ({g.party.value}, {g.width}-bit{' signed' if g.signed else ''})" for g in circuit.inputs)
+    outs = ", ".join(f"{g.name} ({g.width}-bit{' signed' if g.signed else ''})" for g in circuit.outputs)
+    kind = f"circuit {circuit.name} built by {spec}" if builder_spec(spec) else f"Bristol Fashion circuit {circuit.name}"
+    return f"{kind}: {ins} -> {outs}"
+
+
+def _plain(v):
+    """An output value as JSON: an int, or a list of ints for a SIMD batch."""
+    return int(v) if isinstance(v, (int, np.integer)) else [int(x) for x in v]
 
 
 def _report(args, circuit: Circuit, res, setup_s: float, role: str, ch) -> None:
-    outs = None
+    outs = named = None
     if res.outputs is not None:
-        if _is_kernel(args.circuit):
-            outs = [int(o) for o in res.outputs]
-        else:
-            outs = [format_hex_output(int(o), g.width) for o, g in zip(res.outputs, circuit.outputs)]
+        named = {g.name: _plain(o) for g, o in zip(circuit.outputs, res.outputs)}  # signed where declared
+        if _is_kernel(args.circuit) or builder_spec(args.circuit) is not None:
+            outs = [_plain(o) for o in res.outputs]
+        else:  # Bristol files: hex, as before (a batch: one hex string per instance)
+            outs = [format_hex_output(int(o), g.width) if isinstance(o, (int, np.integer))
+                    else [format_hex_output(int(x), g.width) for x in o] for o, g in zip(res.outputs, circuit.outputs)]
     d = {
         "role": role,
         "circuit": circuit.name,
         "computed": describe(circuit, args.circuit, args.bits, args.signed),
         "outputs": outs,
+        "named_outputs": named,
         "and_gates": res.and_gates,
         "bytes_sent": res.bytes_sent,
         "bytes_received": res.bytes_received,
@@ -199,6 +361,8 @@ def _report(args, circuit: Circuit, res, setup_s: float, role: str, ch) -> None:
         print(f"{role}: {circuit.name}")
         print(f"  computed        {d['computed']}")
         print(f"  outputs         {outs if outs is not None else '(not revealed to this party)'}")
+        for name, v in (named or {}).items():  # per named output group, signed where declared
+            print(f"    {name:<13} {v}")
         for k in ("and_gates", "bytes_sent", "bytes_received", "messages_sent", "messages_received", "seconds", "setup_seconds"):
             print(f"  {k:<15} {d[k]}")
         print(f"  {'peer':<15} {ch.peer_identity if ch.peer_identity is not None else '(plaintext, loopback)'} at {ch.peer}")
@@ -209,7 +373,7 @@ def _run_party(args, party) -> int:
     tls = tls_from_args(args)
     if args.peer is not None and tls is None:
         raise ValueError("--peer NAME needs --tls DIR --name NAME (a plaintext peer has no verified name)")
-    circuit = resolve_circuit(args.circuit, args.bits, args.signed)
+    circuit = load_circuit(args.circuit, args.bits, args.signed)
     inputs = parse_party_input(circuit, args.circuit, party, args.input, args.bits, args.signed)
     circuit.levels  # compute the (cached) schedule before any socket opens: off the peer's clock
     # one execution: the numpy program beats loading the compiled loops (0.4-0.9 s per process, mpc.jit),
@@ -232,7 +396,7 @@ def _run_session(args, party, tls, circuit: Circuit, inputs) -> int:
         with TCPListener(host, port, tls=tls, insecure=args.insecure) as lst:
             # a stray connection is rejected and the garbler keeps waiting for its evaluator
             accept = args.timeout if args.connect_timeout is None else args.connect_timeout
-            ch, s = lst.accept_first(accept, lambda c: GarblerSession(c, **session_args),
+            ch, s = lst.accept_first(accept, lambda c: _stop_on_mismatch(lambda: GarblerSession(c, **session_args), circuit),
                                      recv_timeout=args.timeout, peer_names=args.peer,
                                      on_reject=lambda msg: print(f"pairwise: {msg}", file=sys.stderr, flush=True))
         t0 = time.perf_counter() - s.setup_seconds
@@ -244,7 +408,7 @@ def _run_session(args, party, tls, circuit: Circuit, inputs) -> int:
     try:
         if s is None:
             t0 = time.perf_counter()
-            s = EvaluatorSession(ch, **session_args)
+            s = _stop_on_mismatch(lambda: EvaluatorSession(ch, **session_args), circuit)
         setup = time.perf_counter() - t0
         res = s.run(circuit, inputs, output=args.output)
         # report totals for the whole session, setup traffic included
@@ -255,6 +419,22 @@ def _run_session(args, party, tls, circuit: Circuit, inputs) -> int:
     finally:
         ch.close()
     return 0
+
+
+class PeerMismatch(RuntimeError):
+    """The peer runs the pairwise runtime with another circuit or version: both parties stop (exit status 2)."""
+
+
+def _stop_on_mismatch(make, circuit: Circuit | None = None):
+    """Run ``make()``; a circuit or version mismatch becomes :class:`PeerMismatch`, which is no channel error,
+    so the listener stops at once instead of waiting for another evaluator (strays still do not stop it)."""
+    from pairwise.mpc.twopc import ExecutionMismatch, VersionMismatch
+
+    try:
+        return make()
+    except (ExecutionMismatch, VersionMismatch) as exc:
+        mine = f" (this side runs {circuit.name}: {circuit.n_and} AND gates)" if circuit is not None else ""
+        raise PeerMismatch(f"{exc}{mine}") from exc
 
 
 def cmd_garbler(args) -> int:
@@ -273,21 +453,30 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _demo_inputs(text: str) -> list[str]:
+    """A demo input: one value, or NAME=values groups separated by ';'."""
+    return [t for t in text.split(";") if t.strip()] if "=" in text else [text]
+
+
 def cmd_demo(args) -> int:
     from pairwise.mpc.tls import throwaway_credentials
     from pairwise.protocols.processes import spawn, terminate
 
-    circuit = resolve_circuit(args.circuit, args.bits, args.signed)
+    circuit = load_circuit(args.circuit, args.bits, args.signed)
     if _is_kernel(args.circuit):
         small = args.bits < 12  # 1234 needs 11 bits (12 signed): 8-bit demos get inputs that fit
         gi = args.garbler_input or ("12,7" if args.circuit == "kendall" else "123" if small else "1234")
         ei = args.evaluator_input or ("3,9" if args.circuit == "kendall" else "98" if small else "987")
+    elif builder_spec(args.circuit) is not None and not (args.garbler_input and args.evaluator_input):
+        raise ValueError("demo 2pc with a builder circuit needs --garbler-input and --evaluator-input "
+                         "(NAME=v1,v2,... per input group, ';' between groups)")
     else:
         gi = args.garbler_input or "000102030405060708090a0b0c0d0e0f"
         ei = args.evaluator_input or "00112233445566778899aabbccddeeff"
     # validate both inputs here so a typo fails before any process starts
-    parse_party_input(circuit, args.circuit, GARBLER, gi, args.bits, args.signed, "--garbler-input")
-    parse_party_input(circuit, args.circuit, EVALUATOR, ei, args.bits, args.signed, "--evaluator-input")
+    gis, eis = _demo_inputs(gi), _demo_inputs(ei)
+    parse_party_input(circuit, args.circuit, GARBLER, gis, args.bits, args.signed, "--garbler-input")
+    parse_party_input(circuit, args.circuit, EVALUATOR, eis, args.bits, args.signed, "--evaluator-input")
     port = _free_port()
     common = ["--circuit", args.circuit, "--bits", str(args.bits), "--json", "--timeout", str(args.timeout),
               "--connect-timeout", str(args.connect_timeout)]
@@ -299,10 +488,10 @@ def cmd_demo(args) -> int:
     # a throwaway CA: both parties authenticate each other and pin the other's name
     with throwaway_credentials([("garbler", "client"), ("evaluator", "client")]) as certs:
         try:
-            g = spawn(exe + ["garbler", "--listen", f"127.0.0.1:{port}", f"--input={gi}", "--peer", "evaluator"]
+            g = spawn(exe + ["garbler", "--listen", f"127.0.0.1:{port}", *[f"--input={v}" for v in gis], "--peer", "evaluator"]
                       + transport_argv(certs, "garbler") + common, **pipes)
             procs.append(g)
-            e = spawn(exe + ["evaluator", "--connect", f"127.0.0.1:{port}", f"--input={ei}", "--peer", "garbler"]
+            e = spawn(exe + ["evaluator", "--connect", f"127.0.0.1:{port}", *[f"--input={v}" for v in eis], "--peer", "garbler"]
                       + transport_argv(certs, "evaluator") + common, **pipes)
             procs.append(e)
             limit = args.connect_timeout + 4 * args.timeout + 60  # each party gives up on its own long before this

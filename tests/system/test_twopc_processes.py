@@ -262,8 +262,8 @@ def test_cli_output_to_garbler_only_and_text_report():
 
 
 def test_cli_circuit_mismatch_both_fail():
-    """The evaluator fails with "circuit mismatch"; the garbler rejects that connection (it says so) and
-    keeps waiting for a valid evaluator, so the test stops it once the rejection is printed."""
+    """An evaluator with another circuit stops both parties at once: each prints "circuit mismatch" and exits
+    with status 2 (the garbler does not wait out its --connect-timeout, which is BOUND here)."""
     gini32 = ["--circuit", "gini", "--bits", "32"]
     others = {
         "width": ["--circuit", "gini", "--bits", "16"],
@@ -273,18 +273,40 @@ def test_cli_circuit_mismatch_both_fail():
 
     def collect(pair):
         g, e = pair
-        erc, eout, eerr = finish(e)
-        rejected = wait_stderr(g, "circuit mismatch")
-        grc, gout, gerr = stop(g)
-        return (grc, gout, rejected + gerr), (erc, eout, eerr)
+        return finish(g), finish(e)
 
     results = in_waves([(gini32 + ["--input", "5"], other + ["--input", "6"]) for other in others.values()],
                        lambda c: start_pair(*c), collect, per_job=2)
     for what, ((grc, gout, gerr), (erc, eout, eerr)) in zip(others, results):
-        assert erc == 2 and "circuit mismatch" in eerr, (what, eerr)
-        assert "rejected connection" in gerr and "circuit mismatch" in gerr, (what, gerr)
-        assert grc == 143, (what, gerr)  # still waiting for a valid evaluator when stopped
+        assert erc == 2 and "circuit mismatch" in eerr and "this side runs" in eerr, (what, eerr)
+        assert grc == 2 and "circuit mismatch" in gerr and "gini32u" in gerr, (what, gerr)
         assert not gout and not eout  # nothing was computed
+
+
+def test_cli_stray_connection_does_not_stop_the_garbler():
+    """A connection that is no pairwise peer is rejected and the garbler goes on to serve its evaluator."""
+    port = free_port()
+    g = cli("2pc", "garbler", "--listen", f"127.0.0.1:{port}", "--circuit", "gini", "--input", "5",
+            "--timeout", PARTY_TIMEOUT, "--connect-timeout", ACCEPT)
+    try:
+        deadline = time.monotonic() + BOUND
+        while True:  # the stray: garbage bytes, then gone
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+                    sock.sendall(b"GET / HTTP/1.0\r\n\r\n")
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "the garbler never listened"
+                time.sleep(0.1)
+        wait_stderr(g, "rejected connection")
+        e = cli("2pc", "evaluator", "--connect", f"127.0.0.1:{port}", "--circuit", "gini", "--input", "9",
+                "--json", "--timeout", PARTY_TIMEOUT, "--connect-timeout", ACCEPT)
+        erc, eout, eerr = finish(e)
+        grc, gout, gerr = finish(g)
+        assert erc == grc == 0, (eerr, gerr)
+        assert last_json(eout)["outputs"] == [4]
+    finally:
+        kill(g)
 
 
 def test_execution_header_mismatch_between_processes():
