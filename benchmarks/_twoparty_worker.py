@@ -9,7 +9,8 @@ ROLE is ``garbler`` (listens) or ``evaluator`` (connects).  The party runs, in
 order, over loopback TCP with the real runtime (mpc.twopc):
 
 1. FIRST_REPS fresh sessions (new connection each), each: handshake, base OTs
-   and one execution with the command line's COT batch size; then the same with
+   and one execution with the command line's COT source and batch size (base OTs
+   per COT for at most 128 evaluator bits, else IKNP); then the same with IKNP and
    the session's default (``ot_batch=None``: a first IKNP batch of 1024 COTs that
    grows with use);
 2. one session with one warm-up execution and then EXECUTIONS executions of
@@ -53,7 +54,7 @@ from pairwise.mpc.channel import TCPChannel, TCPListener, handshake
 from pairwise.mpc.iknp import DEFAULT_BATCH, COTReceiver, COTSender
 from pairwise.mpc import jit, twopc
 from pairwise.mpc.twopc import EvaluatorSession, GarblerSession, circuit_digest
-from pairwise.commands.twopc import _ot_batch
+from pairwise.commands.twopc import _cot_source, _ot_batch
 
 TIMEOUT = 120.0
 
@@ -120,14 +121,15 @@ def main(argv: list[str]) -> int:
         return {g.name: (v[0] if scalar else v) for g, v in zip(circuit.groups_of(party), vals)}
 
     # 1. first execution of a fresh session: handshake + base OTs + one execution
-    for label, ot_batch in (("first", _ot_batch(circuit)), ("first_default_ot_batch", None)):
+    for label, ot_batch, cot in (("first", _ot_batch(circuit), _cot_source(circuit)),
+                                 ("first_default_ot_batch", None, "iknp")):
         rows = []
         for rep in range(first_reps):
             tc = time.perf_counter()
             ch = connect(role, listener, port)
             c0 = time.process_time()
             t0 = time.perf_counter()
-            s = Session(ch, ot_batch=ot_batch, extra=digest)
+            s = Session(ch, ot_batch=ot_batch, extra=digest, cot=cot)
             t1 = time.perf_counter()
             r = s.run(circuit, mine(1, rep, scalar=True))
             t2 = time.perf_counter()
@@ -136,6 +138,7 @@ def main(argv: list[str]) -> int:
             ch.close()
         result[label] = {
             "ot_batch": ot_batch,
+            "cot": cot,
             "seconds": statistics.median(x[0] for x in rows),
             "setup_seconds": statistics.median(x[1] for x in rows),
             "cpu_seconds": statistics.median(x[5] for x in rows),

@@ -18,6 +18,8 @@ Usage::
     python benchmarks/ot.py                 # full run (~1 minute)
     python benchmarks/ot.py --quick         # smaller sizes
     python benchmarks/ot.py --json          # one JSON object instead of the table
+    python benchmarks/ot.py --fresh-session 31,47,79,128,256 --repeats 5
+                                            # a fresh session's OTs: 128 base OTs + IKNP vs a base OT per bit
 
 Timings are wall-clock medians over ``--repeats`` runs; the machine is shared,
 so numbers vary by tens of percent between runs.
@@ -39,6 +41,7 @@ import numpy as np
 
 from pairwise.mpc.aes import random_blocks
 from pairwise.mpc.channel import MemoryChannel, TCPChannel, TCPListener, handshake
+from pairwise.mpc.baseot import BaseOTReceiver, BaseOTSender
 from pairwise.mpc.iknp import KAPPA, COTReceiver, COTSender, transpose_bit_matrix
 
 
@@ -76,6 +79,23 @@ def child_main(argv: list[str]) -> int:
             cot.recv_random(n)
             cpu += time.process_time() - c0
         ch.send(struct.pack("!d", cpu / repeats))
+    elif mode in ("fresh-iknp", "fresh-direct"):
+        n_inputs = int(argv[2])
+        x = (np.frombuffer(os.urandom(n_inputs), dtype=np.uint8) & 1).astype(bool)
+        c0 = time.process_time()
+        hs = handshake(ch, "evaluator", "bench-fresh")
+        if mode == "fresh-iknp":  # 128 base OTs (we send), a first IKNP batch, derandomized labels
+            cot = COTReceiver(ch, hs.run_id, batch_size=1024)
+            cot.setup()
+            labels = cot.recv_labels(x)
+        else:  # n base OTs with our input bits as choices (we receive), then the garbler's corrections
+            k = BaseOTReceiver(ch, hs.run_id).recv_random(x)
+            corr = ch.recv_blocks(n_inputs)
+            labels = k ^ (x[:, None].astype(np.uint64) * corr)  # k_x xor x (k0 xor k1 xor Delta) = k0 xor x Delta
+        cpu = time.process_time() - c0
+        ch.send(struct.pack("!d", cpu))
+        ch.send_bits(x)  # for the parent's correctness check only (a benchmark: x is not a secret here)
+        ch.send_blocks(labels)
     else:
         raise SystemExit(f"unknown child mode {mode}")
     ch.recv()  # wait for the parent's goodbye so its measurements end first
@@ -132,6 +152,61 @@ def first_use_tcp(repeats: int, n_inputs: int = 128) -> dict[str, float]:
         rows.append((t3 - t0, t2 - t1, c2 - c1, child_cpu))
     med = [statistics.median(col) for col in zip(*rows)]
     return {"total": med[0], "base_wall": med[1], "base_cpu_sender": med[2], "base_cpu_receiver": med[3]}
+
+
+def fresh_session_labels(mode: str, n_inputs: int) -> dict[str, float]:
+    """A fresh session's OT part for ``n_inputs`` evaluator bits between two processes (this one the garbler):
+    ``iknp`` = 128 base OTs + a first IKNP batch of 1024 COTs + derandomized labels (the runtime today);
+    ``direct`` = one base OT per input bit, the garbler as sender, plus 16 bytes of correction per bit
+    (zero label k0, correction k0 xor k1 xor Delta).  Wall from the connection to the evaluator's labels,
+    CPU of each side; the evaluator's labels are checked against zero xor x*Delta."""
+    with TCPListener("127.0.0.1", 0) as lst:
+        child = _spawn_child(f"fresh-{mode}", lst.port, n_inputs)
+        try:
+            ch = lst.accept(60)
+            t0, c0 = time.perf_counter(), time.process_time()
+            hs = handshake(ch, "garbler", "bench-fresh")
+            delta = _delta()
+            if mode == "iknp":
+                cot = COTSender(ch, delta, hs.run_id, batch_size=1024)
+                cot.setup()
+                zero = cot.send_labels(n_inputs)
+            else:
+                k0, k1 = BaseOTSender(ch, hs.run_id).send_random(n_inputs)
+                ch.send_blocks(k0 ^ k1 ^ delta)
+                ch.flush()
+                zero = k0
+            cpu = time.process_time() - c0
+            (child_cpu,) = struct.unpack("!d", ch.recv())
+            wall = time.perf_counter() - t0
+            x = ch.recv_bits(n_inputs)
+            labels = ch.recv_blocks(n_inputs)
+            ok = bool(np.array_equal(labels, zero ^ (x[:, None].astype(np.uint64) * delta)))
+            sent, received = ch.bytes_sent, ch.bytes_received
+            ch.send(b"bye")
+            ch.close()
+            child.wait(60)
+        finally:
+            if child.poll() is None:
+                child.kill()
+    return {"wall_ms": 1e3 * wall, "cpu_ms_garbler": 1e3 * cpu, "cpu_ms_evaluator": 1e3 * child_cpu, "ok": ok,
+            "bytes": sent + received - 16 * n_inputs - -(-n_inputs // 8) - 2 * 4 - 8 - 4}  # without the check
+
+
+def fresh_session_table(sizes: list[int], rounds: int) -> list[dict]:
+    """Both modes for every size, interleaved (ABAB) over ``rounds``: medians per mode and size."""
+    raw: dict[tuple[str, int], list[dict]] = {}
+    for _ in range(rounds):
+        for n in sizes:
+            for mode in ("iknp", "direct"):
+                raw.setdefault((mode, n), []).append(fresh_session_labels(mode, n))
+    rows = []
+    for (mode, n), runs in raw.items():
+        row = {"mode": mode, "bits": n, "rounds": len(runs), "ok": all(r["ok"] for r in runs)}
+        for key in ("wall_ms", "cpu_ms_garbler", "cpu_ms_evaluator", "bytes"):
+            row[key] = statistics.median(r[key] for r in runs)
+        rows.append(row)
+    return rows
 
 
 def cot_memory(n: int, batch: int, repeats: int) -> dict[str, float]:
@@ -244,7 +319,26 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--quick", action="store_true", help="n = 2^20, 2 repeats, fewer batch sizes")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--fresh-session", metavar="BITS", default=None,
+                   help="only the fresh-session comparison: 128 base OTs + IKNP vs one base OT per evaluator input "
+                        "bit, for these bit counts (e.g. 31,47,79,128,256), --repeats interleaved rounds")
     args = p.parse_args(argv)
+    if args.fresh_session:
+        sizes = [int(b) for b in args.fresh_session.split(",")]
+        load0 = os.getloadavg()
+        rows = fresh_session_table(sizes, args.repeats)
+        if args.json:
+            print(json.dumps({"rows": rows, "load_before": load0, "load_after": os.getloadavg()}))
+            return 0
+        print(f"# fresh session, OT part: two processes over loopback TCP, medians of {args.repeats} interleaved "
+              f"rounds; load {' '.join(f'{v:.2f}' for v in load0)} -> {' '.join(f'{v:.2f}' for v in os.getloadavg())}\n")
+        print("| evaluator input bits | mode | wall ms | CPU ms garbler | CPU ms evaluator | bytes | labels correct |")
+        print("|---:|---|---:|---:|---:|---:|---|")
+        for r in sorted(rows, key=lambda r: (r["bits"], r["mode"])):
+            what = "128 base OTs + IKNP (1024)" if r["mode"] == "iknp" else "one base OT per bit"
+            print(f"| {r['bits']} | {what} | {r['wall_ms']:.1f} | {r['cpu_ms_garbler']:.1f} | "
+                  f"{r['cpu_ms_evaluator']:.1f} | {r['bytes']:.0f} | {r['ok']} |")
+        return 0
     n, repeats = args.n, args.repeats
     batches = [1 << 14, 1 << 16, 1 << 18, 1 << 20]
     if args.quick:
@@ -268,7 +362,7 @@ def main(argv: list[str] | None = None) -> int:
           f"load average {res['load_average']:.1f} -> {res['load_average_end']:.1f})\n")
     print("| measurement | wall | CPU |")
     print("|---|---:|---:|")
-    print(f"| 128 base OTs (Chou-Orlandi, P-256), in memory, 2 threads | {res['base_ot_memory_ms']:.1f} ms "
+    print(f"| 128 base OTs (Chou-Orlandi, edwards25519), in memory, 2 threads | {res['base_ot_memory_ms']:.1f} ms "
           f"| {res['base_ot_memory_cpu_ms']:.1f} ms (both parties) |")
     print(f"| 128 base OTs, TCP loopback, 2 processes | {fu['base_wall']:.1f} ms "
           f"| {fu['base_cpu_sender']:.1f} ms garbler, {fu['base_cpu_receiver']:.1f} ms evaluator |")

@@ -16,6 +16,9 @@ What it does
       one message of n bits), chosen-message OT (``send_chosen`` /
       ``recv_chosen``) with the TCCR hash (TMMO) of :mod:`pairwise.mpc.aes`, and the
       vectorised bit-matrix transpose :func:`transpose_bit_matrix`.
+    * :mod:`pairwise.mpc.basecot` -- the same correlated OTs with one base OT each
+      (:class:`BaseCOTSender`, :class:`BaseCOTReceiver`), for sessions with few
+      evaluator input bits, where 128 base OTs and an IKNP batch cost more.
 
 How the Yao runtime uses it (both parties, same session id and batch size)::
 
@@ -36,6 +39,7 @@ Security model
 
 from __future__ import annotations
 
+from .basecot import BaseCOTReceiver, BaseCOTSender
 from .baseot import BaseOTReceiver, BaseOTSender
 from .iknp import (
     DEFAULT_BATCH,
@@ -51,6 +55,8 @@ from .iknp import (
 __all__ = [
     "BaseOTSender",
     "BaseOTReceiver",
+    "BaseCOTSender",
+    "BaseCOTReceiver",
     "COTSender",
     "COTReceiver",
     "transpose_bit_matrix",

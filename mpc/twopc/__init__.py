@@ -10,7 +10,10 @@ What it does
     ``extra`` digest (a peer of another version is refused naming both
     versions: :class:`VersionMismatch`); the garbler's 16-byte *label key*;
     then 128 base OTs inside IKNP, the garbler's base-OT choice bits being its
-    session Delta, so every extended OT is correlated with Delta.
+    session Delta, so every extended OT is correlated with Delta.  A session
+    made with ``cot="base"`` skips IKNP and takes every correlated OT from its
+    own base OT (:mod:`pairwise.mpc.basecot`): cheaper for a fresh session with
+    up to ~128 evaluator input bits (the command line picks it then).
 
     Per execution (the phase methods of ``run`` carry these numbers):
 
@@ -65,7 +68,7 @@ Follows
 from __future__ import annotations
 
 from .inputs import OUTPUT_MODES, GroupValue, PartyInputs, RandomGroups, prepare_inputs
-from .session import FIRST_COT_BATCH, EvaluatorSession, ExecutionResult, GarblerSession
+from .session import COT_SOURCES, FIRST_COT_BATCH, EvaluatorSession, ExecutionResult, GarblerSession
 from .wire import (
     EXEC,
     FRAME_TARGET,
@@ -101,4 +104,5 @@ __all__ = [
     "FRAME_TARGET",
     "STREAM_BUFFER",
     "FIRST_COT_BATCH",
+    "COT_SOURCES",
 ]

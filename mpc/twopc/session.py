@@ -30,6 +30,7 @@ from ..aes import random_blocks
 from ..channel import Channel, handshake
 from ..errors import HandshakeError, ProtocolError
 from ..garble import Evaluator, Garbler, decode, default_chunk, urandom_bits, wire_slice
+from ..basecot import BaseCOTReceiver, BaseCOTSender
 from ..iknp import DEFAULT_BATCH, COTReceiver, COTSender
 from . import wire as _w
 from .inputs import (
@@ -43,7 +44,11 @@ from .inputs import (
 )
 from .wire import EXEC, ExecutionMismatch, FrameReader, FrameWriter, LabelStream, compare_headers, unpack_bits
 
-__all__ = ["GarblerSession", "EvaluatorSession", "ExecutionResult", "FIRST_COT_BATCH"]
+__all__ = ["GarblerSession", "EvaluatorSession", "ExecutionResult", "FIRST_COT_BATCH", "COT_SOURCES"]
+
+#: Where the correlated OTs come from: ``iknp`` (128 base OTs once, then extension batches) or ``base``
+#: (one base OT per COT, no extension: for sessions with few evaluator input bits, mpc.basecot).
+COT_SOURCES = ("iknp", "base")
 
 #: COT batch of a session created with ``ot_batch=None``: the first IKNP batch, then each new
 #: batch is at least twice the previous one, up to :data:`pairwise.mpc.iknp.DEFAULT_BATCH`.
@@ -168,7 +173,11 @@ class _Session:
     role: str
     peer_role: str
 
-    def __init__(self, channel: Channel, session_id: bytes | str, ot_batch: int | None, extra: bytes) -> None:
+    def __init__(self, channel: Channel, session_id: bytes | str, ot_batch: int | None, extra: bytes,
+                 cot: str = "iknp") -> None:
+        if cot not in COT_SOURCES:
+            raise ValueError(f"cot must be one of {COT_SOURCES}, got {cot!r}")
+        self.cot_source = cot
         self.channel = channel
         self.session_id = session_id
         self._ot_batch = ot_batch
@@ -180,11 +189,12 @@ class _Session:
         self._calls: dict[tuple, tuple] = {}  # per circuit, output mode and random groups: what run() resolves
         self._broken: BaseException | None = None
         self._t_setup = time.perf_counter()
+        my_extra = _w.session_extra(extra, cot)
         try:
-            self._hs = handshake(channel, self.role, session_id, _w.session_extra(extra), peer_role=self.peer_role,
+            self._hs = handshake(channel, self.role, session_id, my_extra, peer_role=self.peer_role,
                                  extra_label="circuit" if extra else "runtime")
         except HandshakeError as exc:
-            err = _w.explain_handshake_error(exc)
+            err = _w.explain_handshake_error(exc, my_extra)
             if err is exc:
                 raise
             raise err from None
@@ -222,7 +232,12 @@ class _Session:
         soon runs in full-size batches.
         """
         short = need - self.cot.available
-        if self._ot_batch is not None or short <= 0:
+        if short <= 0:
+            return
+        if self.cot_source == "base":  # exactly the shortfall: every COT costs a base OT
+            self.cot.batch_size = short
+            return
+        if self._ot_batch is not None:
             return
         size = -(-short // FIRST_COT_BATCH) * FIRST_COT_BATCH
         if self.cot.batches:
@@ -296,15 +311,18 @@ class GarblerSession(_Session):
     role, peer_role = "garbler", "evaluator"
 
     def __init__(self, channel: Channel, session_id: bytes | str = b"pairwise-2pc", *, ot_batch: int | None = None,
-                 extra: bytes = b"") -> None:
-        super().__init__(channel, session_id, ot_batch, extra)
+                 extra: bytes = b"", cot: str = "iknp") -> None:
+        super().__init__(channel, session_id, ot_batch, extra, cot)
         self.delta = random_blocks(1)[0]
         self.delta[0] |= np.uint64(1)
         key = LabelStream.new_key()
         channel.send(key)  # the label key, once per session: no message per execution for the garbler's inputs
         self._label_stream = LabelStream(key)
-        self.cot = COTSender(channel, self.delta, self._hs.run_id,
-                             batch_size=FIRST_COT_BATCH if ot_batch is None else ot_batch)
+        if cot == "base":
+            self.cot = BaseCOTSender(channel, self.delta, self._hs.run_id)
+        else:
+            self.cot = COTSender(channel, self.delta, self._hs.run_id,
+                                 batch_size=FIRST_COT_BATCH if ot_batch is None else ot_batch)
         self._stream: np.ndarray | None = None  # reused buffer of the per-execution stream
         self._scratch: np.ndarray | None = None  # reused buffer of the table segments of larger streams
         self.cot.setup()
@@ -473,13 +491,16 @@ class EvaluatorSession(_Session):
     role, peer_role = "evaluator", "garbler"
 
     def __init__(self, channel: Channel, session_id: bytes | str = b"pairwise-2pc", *, ot_batch: int | None = None,
-                 extra: bytes = b"") -> None:
-        super().__init__(channel, session_id, ot_batch, extra)
+                 extra: bytes = b"", cot: str = "iknp") -> None:
+        super().__init__(channel, session_id, ot_batch, extra, cot)
         key = channel.recv(max_size=16)
         if len(key) != 16:
             raise ProtocolError(f"expected the garbler's 16-byte label key, got {len(key)} bytes")
         self._label_stream = LabelStream(key)
-        self.cot = COTReceiver(channel, self._hs.run_id, batch_size=FIRST_COT_BATCH if ot_batch is None else ot_batch)
+        if cot == "base":
+            self.cot = BaseCOTReceiver(channel, self._hs.run_id)
+        else:
+            self.cot = COTReceiver(channel, self._hs.run_id, batch_size=FIRST_COT_BATCH if ot_batch is None else ot_batch)
         self.cot.setup()
         self.setup_seconds = time.perf_counter() - self._t_setup
 

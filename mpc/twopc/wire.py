@@ -77,9 +77,11 @@ class VersionMismatch(HandshakeError):
     """The peer runs another version of the runtime (or of its base OT)."""
 
 
-def session_extra(extra: bytes) -> bytes:
-    """The handshake ``extra`` of a session: the version tag, a NUL, the caller's digest."""
-    return VERSION_TAG + b"\x00" + bytes(extra)
+def session_extra(extra: bytes, cot: str = "iknp") -> bytes:
+    """The handshake ``extra`` of a session: the version tag (with the COT source unless it is IKNP), a NUL,
+    the caller's digest."""
+    tag = VERSION_TAG if cot == "iknp" else VERSION_TAG + f" cot={cot}".encode()
+    return tag + b"\x00" + bytes(extra)
 
 
 def peer_version(peer_extra: bytes) -> str | None:
@@ -94,13 +96,14 @@ def peer_version(peer_extra: bytes) -> str | None:
     return tag.decode("ascii", "replace")
 
 
-def explain_handshake_error(exc: HandshakeError) -> HandshakeError:
-    """A handshake failure as a :class:`VersionMismatch` or :class:`ExecutionMismatch` when it is one."""
+def explain_handshake_error(exc: HandshakeError, my_extra: bytes) -> HandshakeError:
+    """A handshake failure as a :class:`VersionMismatch` or :class:`ExecutionMismatch` when it is one
+    (``my_extra``: what this side sent, :func:`session_extra`)."""
     peer_extra = getattr(exc, "peer_extra", None)
     if peer_extra is None:
         return exc
     theirs = peer_version(peer_extra)
-    mine = VERSION_TAG.decode()
+    mine = peer_version(my_extra)
     if theirs != mine:
         err = VersionMismatch(
             f"runtime version mismatch: this side runs {mine}, the peer runs "

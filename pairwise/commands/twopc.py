@@ -293,6 +293,17 @@ def parse_party_input(circuit: Circuit, spec: str, party, text, bits: int, signe
     return {g.name: parse_hex_input(text, g.width, g.name)}
 
 
+#: A session of the command line (one execution) takes its correlated OTs straight from base OTs when the
+#: evaluator has at most this many input bits, else from 128 base OTs and IKNP (benchmarks/RESULTS.md,
+#: "A fresh session's OTs"); both parties derive the choice from the circuit.
+BASE_COT_MAX_BITS = 128
+
+
+def _cot_source(circuit: Circuit) -> str:
+    n = sum(g.width for g in circuit.groups_of(EVALUATOR))
+    return "base" if n <= BASE_COT_MAX_BITS else "iknp"
+
+
 def _ot_batch(circuit: Circuit) -> int:
     """COT batch sized to the evaluator's input (both sides compute the same value)."""
     n = sum(g.width for g in circuit.groups_of(EVALUATOR))
@@ -389,7 +400,7 @@ def _run_session(args, party, tls, circuit: Circuit, inputs) -> int:
     from pairwise.mpc.channel import TCPChannel, TCPListener
     from pairwise.mpc.twopc import EvaluatorSession, GarblerSession, circuit_digest
 
-    session_args = {"ot_batch": _ot_batch(circuit), "extra": circuit_digest(circuit)}
+    session_args = {"ot_batch": _ot_batch(circuit), "extra": circuit_digest(circuit), "cot": _cot_source(circuit)}
     t0 = time.perf_counter()
     if party == GARBLER:
         host, port = _hostport(args.listen)

@@ -737,3 +737,40 @@ def test_setup_is_idempotent_and_base_traffic():
     from pairwise.mpc.baseot import POINTS_PER_FRAME
 
     assert s_recv == 12 + 32 + 4 and r_recv == 128 * 32 + 4 * -(-128 // POINTS_PER_FRAME)
+
+
+# =========================================================================== COTs from base OTs (mpc.basecot)
+
+
+@pytest.mark.parametrize("sizes", [[1], [79], [5, 200, 3]])
+def test_base_cots_are_delta_correlated_across_batches(sizes):
+    from pairwise.mpc.basecot import BaseCOTReceiver, BaseCOTSender
+
+    delta = new_delta()
+
+    def sender(ch):
+        s = BaseCOTSender(ch, delta, "bcot")
+        s.setup()
+        out = []
+        for n in sizes:
+            s.batch_size = n
+            out.append(s.send_random(n))
+        return out
+
+    def receiver(ch):
+        r = BaseCOTReceiver(ch, "bcot")
+        r.setup()
+        out = []
+        for n in sizes:
+            r.batch_size = n
+            out.append(r.recv_random(n))
+        return out
+
+    qs, rts = ok(*run_pair(sender, receiver))
+    q = np.concatenate(qs)
+    r = np.concatenate([x for x, _ in rts])
+    t = np.concatenate([y for _, y in rts])
+    assert np.array_equal(t, q ^ (r[:, None].astype(np.uint64) * delta))
+    assert len(set(block_ints(q))) == q.shape[0]  # fresh keys for every COT
+    if r.size >= 200:  # the choice bits are uniform: P(|ones - n/2| > 4.9 sigma) < ALPHA
+        assert abs(r.sum() - r.size / 2) < 4.9 * np.sqrt(r.size) / 2

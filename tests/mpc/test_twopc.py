@@ -500,6 +500,44 @@ def test_older_runtime_is_refused_naming_both_versions(old_extra, role):
     assert a.messages_sent == 1  # only our hello: no label key, no base OT
 
 
+@pytest.mark.parametrize("name, width, signed, batch", [("kendall", 16, True, 1), ("gini", 8, False, 9)])
+def test_base_cot_sessions_match_the_references(name, width, signed, batch):
+    """cot="base": every COT from its own base OT; same outputs as the formulas, AES as cryptography, and
+    exactly the shortfall of base OTs per execution (no IKNP batch, no base OT at setup)."""
+    p = Pair(cot="base")
+    try:
+        assert p.garbler.cot.batches == 0 and p.garbler_channel.messages_sent == 2  # hello, label key
+        c = build_kernel(name, width, signed)
+        g, e, want = kernel_inputs(name, width, signed, batch, seed=11)
+        if batch == 1:
+            g, e, want = g[0], e[0], [want[0]]
+        for _ in range(2):
+            rg, re_ = p.run(c, g, e)
+            assert [int(v) for v in np.atleast_1d(np.asarray(rg.outputs[0], dtype=object))] == want
+            assert [int(v) for v in np.atleast_1d(np.asarray(re_.outputs[0], dtype=object))] == want
+        n_e = sum(gr.width for gr in c.groups_of(EVALUATOR)) * batch
+        assert p.garbler.cot.index == p.evaluator.cot.index == 2 * n_e  # one COT per evaluator input bit, used once
+        key, pt = os.urandom(16), os.urandom(16)
+        rg, re_ = p.run(aes128(), int.from_bytes(key, "big"), int.from_bytes(pt, "big"))
+        assert rg.outputs[0] == re_.outputs[0] == int.from_bytes(aes_ecb(key, pt), "big")
+    finally:
+        p.close()
+
+
+def test_cot_sources_must_agree():
+    """A base-COT session against an IKNP one: refused at the handshake, naming both."""
+    from pairwise.mpc.twopc import VersionMismatch
+
+    a, b = MemoryChannel.pair(timeout=10)
+    t = threading.Thread(target=lambda: _swallow(lambda: EvaluatorSession(b)), daemon=True)
+    t.start()
+    with pytest.raises(VersionMismatch, match="cot=base.*the peer runs pairwise-yao/5 ot=co15-edwards25519/3;"):
+        GarblerSession(a, cot="base")
+    t.join(WAIT)
+    with pytest.raises(ValueError, match="cot must be one of"):
+        GarblerSession(MemoryChannel.pair()[0], cot="silent")
+
+
 def test_role_conflict_fails():
     a, b = MemoryChannel.pair(timeout=10)
     errors = {}
