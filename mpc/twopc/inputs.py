@@ -140,6 +140,10 @@ def outputs_from_bits(circuit: Circuit, bits: np.ndarray, scalar: bool) -> tuple
     per_group = split_outputs(circuit, bits)
     outs = []
     for g, b in zip(circuit.outputs, per_group):
+        if scalar and b.shape[0] == 1:  # one instance: the bits' bytes as one Python int
+            v = int.from_bytes(np.packbits(b[0], bitorder="little").tobytes(), "little")
+            outs.append(v - (1 << g.width) if g.signed and g.width and v >> (g.width - 1) else v)
+            continue
         ints = bits_to_ints(b, g.signed)
         outs.append(int(ints[0]) if scalar else ints)
     return outs, per_group

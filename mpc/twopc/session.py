@@ -35,6 +35,7 @@ from ..iknp import DEFAULT_BATCH, COTReceiver, COTSender
 from . import wire as _w
 from .inputs import (
     OUTPUT_MODES,
+    _scalar_bits,
     PartyInputs,
     RandomGroups,
     outputs_from_bits,
@@ -106,9 +107,22 @@ class ExecutionResult:
 
 
 def _yield_every(ends: list[int]) -> int:
-    """How often the garbler needs to hear of progress: an eighth of a frame (a frame then ends at most that,
-    plus one AND level, after its share of the stream)."""
-    return max(1 << 12, ends[0] >> 3)
+    """How often the garbler needs to hear of progress: once per frame (each yield is a round trip through
+    the engine's Python driver; a frame then ends within one AND batch after its share of the stream)."""
+    return max(1 << 12, ends[0] - 32)
+
+
+def _scalar_inputs(inputs, ordinary: list[InputGroup]) -> list[np.ndarray] | None:
+    """Bits of ``{group: int}`` naming exactly the ordinary groups (range-checked), else None (general path)."""
+    if type(inputs) is not dict or len(inputs) != len(ordinary) or not ordinary:
+        return None
+    out = []
+    for g in ordinary:
+        v = inputs.get(g.name)
+        if type(v) is not int:
+            return None
+        out.append(_scalar_bits(v, g))
+    return out
 
 
 def _bit_masks(bits: np.ndarray) -> np.ndarray:
@@ -275,7 +289,11 @@ class _Session:
                 batch, inputs = int(inputs), None
             elif not own:
                 inputs, batch = None, 1
-        bits, batch_in, scalar = prepare_inputs(circuit, party, inputs, skip=rnames)
+        fast = _scalar_inputs(inputs, ordinary)
+        if fast is not None:  # the common call: {group: int} for every ordinary group, batch 1
+            bits, batch_in, scalar = fast, 1, True
+        else:
+            bits, batch_in, scalar = prepare_inputs(circuit, party, inputs, skip=rnames)
         batch = resolve_batch(batch_in, bool(ordinary), batch, party.value)
         if party == EVALUATOR and not own:
             scalar = True
