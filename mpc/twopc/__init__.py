@@ -21,9 +21,10 @@ What it does
     2. the evaluator sends ONE frame: its execution header (circuit content
        hash, AND count, batch, chunk, instance offset, output mode, digest of
        the random groups' names) and the correction bits d = r xor x of its
-       ordinary inputs (when an IKNP batch must run first: header, batch, d);
-       the garbler compares the header with its own (step 5 tells the
-       evaluator);
+       ordinary inputs; the garbler compares the header with its own (step 5
+       tells the evaluator).  When the COT pool must grow first (a session's
+       first execution, a refill), the two headers cross on their own and are
+       checked on both sides before any OT message, then the batch, then d;
     3. the garbler's input labels cost no message: both sides take the next
        blocks of the session's AES-CTR *label stream* as the garbler's
        *active* labels, and the garbler sets zero labels A xor b*Delta;

@@ -173,6 +173,8 @@ class _Execution:
     t0: float
     c0: tuple[int, int, int, int]
     random_bits: dict[str, np.ndarray] = field(default_factory=dict)
+    #: the headers were exchanged on their own (the COT pool had to grow first): the stream starts without one
+    headers_apart: bool = False
 
     @property
     def batch(self) -> int:
@@ -421,7 +423,10 @@ class GarblerSession(_Session):
             raise
         if len(frame) != expect:
             raise ProtocolError(f"the evaluator's request has {len(frame)} bytes, expected {expect}")
-        if not combined:
+        if not combined:  # the pool must grow first: our header goes back now, the evaluator waits for it
+            self.channel.send(ex.header)
+            self.channel.flush()
+            ex.headers_apart = True
             return None
         return unpack_bits(memoryview(frame)[_HDR:], sh.n_ord, "the evaluator's correction bits")
 
@@ -462,8 +467,9 @@ class GarblerSession(_Session):
             buf = self._stream.view(np.uint8)[:total]
             buf[:_HDR] = np.frombuffer(ex.header, np.uint8)
             mv = memoryview(buf)
-            ends = _w.frame_ends(total)
-            sent, i = 0, 0
+            sent = _HDR if ex.headers_apart else 0  # (the header went out on its own already)
+            ends = [sent + e for e in _w.frame_ends(total - sent)]
+            i = 0
             for done in gar.iter_into(mv[_HDR : _HDR + n_tab], _yield_every(ends)):
                 done += _HDR
                 if done >= ends[i] and i < len(ends) - 1:  # a frame is complete: out it goes, while we garble on
@@ -478,7 +484,8 @@ class GarblerSession(_Session):
             if self._scratch is None or self._scratch.shape[0] < need:
                 self._scratch = np.empty(need, np.uint64)
             out = FrameWriter(self.channel)
-            out.write(ex.header)
+            if not ex.headers_apart:
+                out.write(ex.header)
             for seg in gar.iter_tables(scratch=self._scratch):
                 out.write(seg)
             if n_dec:
@@ -547,13 +554,17 @@ class EvaluatorSession(_Session):
         return self._finish(ex, *outs)
 
     def _send_request(self, ex: _Execution, active: np.ndarray) -> None:
-        """Steps 2 and 4: our header and the correction bits d = r xor x of our ordinary groups in one frame
-        (when an IKNP batch must run first: the header, the batch, then d), then our random groups' COTs."""
+        """Steps 2 and 4: our header and the correction bits d = r xor x of our ordinary groups in one frame;
+        when the COT pool must grow first: our header alone, the garbler's header back (both checked), the
+        COT batch, then d.  Then our random groups' COTs."""
         sh = ex.shape
         self._size_cot_batch(sh.n_ord + sh.n_rnd)
         combined = self.cot.available >= sh.n_ord + sh.n_rnd  # (the garbler decides alike)
-        if not combined:
+        if not combined:  # the pool must grow first: headers on their own, both checked before any OT message
             self.channel.send(ex.header)
+            self.channel.flush()
+            compare_headers(ex.header, self.channel.recv(max_size=_HDR), sh.circuit)
+            ex.headers_apart = True
         if sh.n_ord:
             if sh.ord_slice is not None:
                 r, t = self.cot.recv_random(sh.n_ord, out=active[sh.ord_slice].reshape(sh.n_ord, 2))
@@ -598,8 +609,9 @@ class EvaluatorSession(_Session):
         """Step 5: the garbler's header (compared with ours), then the tables evaluated frame by frame as they
         arrive, then the decoding bits, if sent."""
         sh = ex.shape
-        stream = FrameReader(self.channel, _HDR + sh.n_tab + sh.n_dec)
-        compare_headers(ex.header, stream.read(_HDR), sh.circuit)
+        stream = FrameReader(self.channel, (0 if ex.headers_apart else _HDR) + sh.n_tab + sh.n_dec)
+        if not ex.headers_apart:
+            compare_headers(ex.header, stream.read(_HDR), sh.circuit)
         out_labels = ev.evaluate(active, stream.pieces(sh.n_tab))
         dec = None
         if sh.n_dec:

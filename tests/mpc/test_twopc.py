@@ -349,7 +349,10 @@ def test_second_execution_sends_no_setup_traffic():
         r1g, r1e = p.run(c, 3, 4)
         r2g, r2e = p.run(c, 3, 4)
         assert r1g.outputs == r2g.outputs == [1]
-        assert r2g.bytes_sent == r1g.bytes_sent < setup_g  # same circuit, same traffic: no setup in either
+        # same circuit, same traffic: no setup in either (the first sent its header in a frame of its own, as
+        # the COT pool had to grow: 4 bytes of frame prefix more)
+        assert r2g.bytes_sent + HEADER_BYTES == r1g.bytes_sent < setup_g
+        assert r2g.messages_sent + 1 == r1g.messages_sent
         # the first execution ran the first IKNP batch (1024 COTs, 16 KiB); the second takes COTs from its pool
         assert r1e.bytes_sent > 16 * 1024 > 100 * r2e.bytes_sent
     finally:
@@ -393,10 +396,11 @@ def test_explicit_chunk_on_both_sides(pair):
     ],
     ids=["width", "signedness", "kernel", "aes"],
 )
-def test_circuit_mismatch_fails_on_both_sides_before_any_label(other):
+@pytest.mark.parametrize("cot", ["iknp", "base"])
+def test_circuit_mismatch_fails_on_both_sides_before_any_label(other, cot):
     mine = build_kernel("gini", 32)
     theirs = aes128() if other[0] == "aes128" else build_kernel(*other)
-    p = Pair(transcript=True, ot_batch=1024)
+    p = Pair(transcript=True, ot_batch=1024, cot=cot)
     try:
         before_g, before_e = len(p.garbler_channel.sent), len(p.evaluator_channel.sent)
         e_in = 1 if other[0] != "aes128" else 2
@@ -404,9 +408,10 @@ def test_circuit_mismatch_fails_on_both_sides_before_any_label(other):
         for ok, exc in (g, e):
             assert not ok
             assert isinstance(exc, ExecutionMismatch) and "circuit mismatch" in str(exc)
-        # the garbler sent its header alone: no label, no table; the evaluator's request opens with its header
-        # (then, as its COT pool was empty, an IKNP batch and its correction bits, which the garbler never read)
+        # each side sent its header alone (the COT pools were empty, so the headers cross before any OT
+        # message): no label, no table, no OT message
         assert len(p.garbler_channel.sent) == before_g + 1 and len(p.garbler_channel.sent[-1]) == EXEC_HEADER.size
+        assert len(p.evaluator_channel.sent) == before_e + 1
         assert EXEC_HEADER.unpack(p.evaluator_channel.sent[before_e])[1].hex() == theirs.content_hash
         # a mismatch ends the session on both sides: the next call says so instead of misreading the stream
         g, e = p.run_both(mine, 10, mine, 3)

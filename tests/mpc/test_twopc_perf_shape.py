@@ -215,9 +215,11 @@ def aes_ecb(key: bytes, block: bytes) -> bytes:
 
 
 def stream_frames(frames: list[bytes]) -> list[bytes]:
-    """The garbler's frames of one execution without the header that opens its stream (its input labels
-    come from the session's label stream: no bytes)."""
+    """The garbler's frames of one execution without its header: the header opens the stream, or goes alone
+    first when the COT pool had to grow (its input labels come from the session's label stream: no bytes)."""
     assert bytes(frames[0][:4]) == b"EXEC" and len(frames[0]) >= twopc.EXEC.size
+    if len(frames[0]) == twopc.EXEC.size:
+        return list(frames[1:])
     return [bytes(frames[0][twopc.EXEC.size:])] + list(frames[1:])
 
 
@@ -236,13 +238,14 @@ def test_aes128_frames_and_bytes_per_execution():
             # SPLIT (3) frames, not one per AND level (60): each ends at the first level boundary after its
             # share of the stream (frame_ends), the last one takes the rest with the decoding bits
             frames = p.garbler_channel.sent[f0:]
-            assert len(frames) == twopc.wire.SPLIT == 3, [len(f) for f in frames]
-            ends = twopc.wire.frame_ends(twopc.EXEC.size + tables + 16)
+            apart = i == 0  # the first execution grows the COT pool: the headers cross on their own first
+            assert len(frames) == twopc.wire.SPLIT + apart == 3 + apart, [len(f) for f in frames]
+            ends = twopc.wire.frame_ends((0 if apart else twopc.EXEC.size) + tables + 16)
             pos = 0
-            for f, end in zip(frames[:-1], ends):
+            for f, end in zip(frames[apart:-1], ends):
                 pos += len(f)
                 assert end <= pos < end + session._yield_every(ends) + 32 * 280  # + the engine's yield step
-            assert rg.messages_sent == len(stream)  # the header rides in the first frame of the stream
+            assert rg.messages_sent == len(stream) + apart  # else the header rides in the stream's first frame
             assert rg.bytes_sent == HEADER_BYTES * rg.messages_sent + twopc.EXEC.size + tables + 16
             # the evaluator: one request (header + the OT bits d), the output bits; in the first execution
             # the pool is empty: header, an IKNP batch, d, the output bits
@@ -290,7 +293,8 @@ def test_stream_paths_and_frame_limits(monkeypatch, buffer, frame):
         n_out = sum(gr.width for gr in c.outputs)
         assert sum(map(len, stream)) == 32 * c.n_and * 40 + -(-n_out * 40 // 8)
         limit = twopc.wire.STREAM_FRAME
-        frames = p.garbler_channel.sent[f0:]
+        frames = p.garbler_channel.sent[f0 + 1:]  # (the first execution: the garbler's header went alone)
+        assert len(p.garbler_channel.sent[f0]) == twopc.EXEC.size
         assert max(map(len, frames)) <= limit
         if buffer is not None:  # segment writer: every frame but the last has FRAME_TARGET .. STREAM_FRAME bytes
             assert all(min(twopc.wire.FRAME_TARGET, limit) <= len(f) for f in frames[:-1])
@@ -371,5 +375,40 @@ def test_explicit_cot_batch_is_kept():
         p.run_ok(k, [1] * 100, [2] * 100)  # 6400 COTs: four batches of 2048
         assert (p.evaluator.cot.batch_size, p.evaluator.cot.batches) == (2048, 4) == (
             p.garbler.cot.batch_size, p.garbler.cot.batches)
+    finally:
+        p.close()
+
+
+# --------------------------------------------------------------------------- the runtime leaves the engine's bytes alone
+
+
+def test_stream_tables_are_the_engines_tables_bit_for_bit(monkeypatch):
+    """The tables in the garbler's stream equal a standalone Garbler's for the same zero labels, Delta and
+    instance offset, and the decoding bits its decode bits: frames and buffers change nothing."""
+    from pairwise.mpc.garble import Garbler, table_bytes
+
+    made = []
+    real = session.Garbler
+
+    def recording(*a, **kw):
+        g = real(*a, **kw)
+        made.append((a, dict(kw), np.array(g.input_zero)))
+        return g
+
+    monkeypatch.setattr(session, "Garbler", recording)
+    c = resolve_circuit("aes128")
+    p = Pair(ot_batch=1024)
+    try:
+        for i in range(3):
+            f0 = len(p.garbler_channel.sent)
+            p.run_ok(c, 1000 + i, 2000 + i)
+            stream = b"".join(stream_frames(p.garbler_channel.sent[f0:]))
+            (circuit, batch), kw, zero = made[-1]
+            ref = Garbler(circuit, batch, delta=kw["delta"], input_zero=zero, instance_offset=kw["instance_offset"],
+                          chunk=kw["chunk"])
+            tables = bytes(ref.garble().tables)
+            n = table_bytes(c, 1)
+            assert stream[:n] == tables and kw["instance_offset"] == i
+            assert stream[n:] == np.packbits(ref.decode_bits.reshape(-1), bitorder="little").tobytes()
     finally:
         p.close()

@@ -52,7 +52,9 @@ PREAMBLE = textwrap.dedent(
     from pairwise.mpc.channel import TCPChannel
     from pairwise.mpc.garble import default_chunk
     from pairwise.mpc.twopc import EvaluatorSession, GarblerSession, circuit_digest
-    from pairwise.commands.twopc import _ot_batch
+    from pairwise.commands.twopc import _cot_source, _ot_batch
+    def session_args(c):  # what `pairwise 2pc` passes for circuit c
+        return {"ot_batch": _ot_batch(c), "extra": circuit_digest(c), "cot": _cot_source(c)}
     def say(**kw):
         print(json.dumps(kw), flush=True)
     def die():
@@ -350,9 +352,12 @@ def test_evaluator_killed_mid_tables_garbler_reports_connection_error():
         """
         c = resolve_circuit("aes128")
         ch = TCPChannel.connect("127.0.0.1", int(sys.argv[1]), deadline=180, timeout=60)
-        s = EvaluatorSession(ch, ot_batch=_ot_batch(c), extra=circuit_digest(c))
-        ch.send(twopc.wire.exec_header(c, 1, default_chunk(c, 1), 0, "both"))  # the request: header alone,
-        r, _ = s.cot.recv_random(128)            # the pool is empty: an IKNP batch,
+        s = EvaluatorSession(ch, **session_args(c))
+        header = twopc.wire.exec_header(c, 1, default_chunk(c, 1), 0, "both")
+        ch.send(header)                          # the pool is empty: the headers cross on their own,
+        assert ch.recv() == header
+        s.cot.batch_size = 128                   # (as the session sizes a base-OT batch: the shortfall)
+        r, _ = s.cot.recv_random(128)            # then the COTs (128 bits: from base OTs, as the CLI does),
         ch.send_bits(r)                          # then d = r xor x for x = 0 (the garbler's labels: its stream)
         for _ in range(3):
             ch.recv()                            # the first frames of the garbler's stream
@@ -379,15 +384,17 @@ def test_garbler_killed_mid_tables_evaluator_reports_connection_error():
         """
         c = resolve_circuit("variance", 32)
         ch = TCPChannel.listen("127.0.0.1", int(sys.argv[1]), timeout=180, recv_timeout=60)
-        s = GarblerSession(ch, ot_batch=_ot_batch(c), extra=circuit_digest(c))
+        s = GarblerSession(ch, **session_args(c))
         from pairwise.mpc.garble import Garbler
         header = twopc.wire.exec_header(c, 1, default_chunk(c, 1), 0, "both")
-        assert ch.recv() == header               # the evaluator's request: its header alone (its pool is empty),
-        q = s.cot.send_random(32)                # an IKNP batch,
+        assert ch.recv() == header               # the evaluator's header alone (its pool is empty),
+        ch.send(header)                          # ours back,
+        s.cot.batch_size = 32                    # (as the session sizes a base-OT batch: the shortfall)
+        q = s.cot.send_random(32)                # the COTs (32 bits: from base OTs, as the CLI does),
         q[ch.recv_bits(32)] ^= s.delta           # then its correction bits d
         gb = Garbler(c, 1, delta=s.delta, input_zero={"y": q.reshape(32, 1, 2)}, chunk=default_chunk(c, 1))
         seg = next(iter(gb.iter_tables()))
-        ch.send(header + bytes(seg[: len(seg) // 2]))  # our header and half a segment, then gone
+        ch.send(bytes(seg[: len(seg) // 2]))     # half a segment, then gone
         say(killing=True)
         die()
         """,
@@ -414,7 +421,7 @@ def test_silent_evaluator_garbler_times_out_not_hangs():
         """
         c = resolve_circuit("gini", 32)
         ch = TCPChannel.connect("127.0.0.1", int(sys.argv[1]), deadline=180, timeout=60)
-        s = EvaluatorSession(ch, ot_batch=_ot_batch(c), extra=circuit_digest(c))
+        s = EvaluatorSession(ch, **session_args(c))
         say(ready=True)
         time.sleep(300)  # killed when the test ends
         """,
@@ -503,7 +510,7 @@ def test_oversized_frame_after_setup_rejected():
         """
         c = resolve_circuit("gini", 32)
         ch = TCPChannel.connect("127.0.0.1", int(sys.argv[1]), deadline=180, timeout=60)
-        s = EvaluatorSession(ch, ot_batch=_ot_batch(c), extra=circuit_digest(c))
+        s = EvaluatorSession(ch, **session_args(c))
         ch._sock.sendall(struct.pack("!I", 1 << 27) + b"\\0" * 1000)
         say(sent=True)
         time.sleep(300)  # killed when the test ends
