@@ -24,7 +24,7 @@ from typing import Self
 
 import numpy as np
 
-from pairwise.circuits.ir import Circuit, CircuitError, EVALUATOR, GARBLER, InputGroup
+from pairwise.circuits.ir import EVALUATOR, GARBLER, Circuit, InputGroup
 
 from ..aes import random_blocks
 from ..channel import Channel, handshake

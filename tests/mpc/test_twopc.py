@@ -35,7 +35,7 @@ from pairwise.circuits.ir import EVALUATOR, Circuit, CircuitError
 from pairwise.circuits.kernels import KERNELS, build_kernel, kernel_reference, pack_pair
 from pairwise.mpc.channel import HEADER_BYTES, MemoryChannel, PeerClosed, TranscriptChannel
 from pairwise.mpc.errors import HandshakeError, ProtocolError
-from pairwise.mpc.twopc import EXEC, EvaluatorSession, ExecutionMismatch, GarblerSession, circuit_digest
+from pairwise.mpc.twopc import EvaluatorSession, ExecutionMismatch, GarblerSession, circuit_digest
 
 from tests.support.twopc import EXEC_HEADER, WAIT, Pair
 
