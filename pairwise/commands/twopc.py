@@ -121,13 +121,16 @@ def register(root, groups) -> None:
 
     d = groups["demo"].add_parser("2pc", help="garbler and evaluator as two processes on loopback")
     d.add_argument("--circuit", default="gini",
-                   help=f"kernel ({', '.join(KERNELS)}), aes128, or a Bristol Fashion file (default gini)")
+                   help=f"kernel ({', '.join(KERNELS)}), aes128, a Bristol Fashion file, or FILE.py:FUNCTION "
+                        "(default gini)")
     d.add_argument("--bits", type=int, default=32, help="kernel width (8..64), default 32")
     d.add_argument("--signed", action="store_true", help="kernel inputs are signed")
     d.add_argument("--garbler-input", default=None, metavar="V",
-                   help="the garbler's input (default: a value that fits --bits, e.g. 1234; FIPS-197 key for aes128)")
+                   help="the garbler's input (default: a value that fits --bits, e.g. 1234; FIPS-197 key for aes128), "
+                        "or NAME=v1,v2,... per input group, ';' between groups")
     d.add_argument("--evaluator-input", default=None, metavar="V",
-                   help="the evaluator's input (default: a value that fits --bits, e.g. 987; FIPS-197 plaintext)")
+                   help="the evaluator's input (default: a value that fits --bits, e.g. 987; FIPS-197 plaintext), "
+                        "or NAME=v1,v2,... per input group, ';' between groups")
     add_timeouts(d, timeout=30.0, connect_timeout=30.0, timeout_what="the other party")
     add_json(d)
     d.set_defaults(func=cmd_demo)
@@ -330,10 +333,34 @@ def describe(circuit: Circuit, spec: str, bits: int, signed: bool) -> str:
                 f"x = garbler's input, y = evaluator's input")
     if spec == "aes128":
         return "AES-128 encryption: output = AES(key, plaintext), key = garbler's input, plaintext = evaluator's input"
-    ins = ", ".join(f"{g.name} ({g.party.value}, {g.width}-bit{' signed' if g.signed else ''})" for g in circuit.inputs)
-    outs = ", ".join(f"{g.name} ({g.width}-bit{' signed' if g.signed else ''})" for g in circuit.outputs)
+    ins = ", ".join(_compact_groups([(g.name, f"{g.party.value}, ", g.width, g.signed) for g in circuit.inputs]))
+    outs = ", ".join(_compact_groups([(g.name, "", g.width, g.signed) for g in circuit.outputs]))
     kind = f"circuit {circuit.name} built by {spec}" if builder_spec(spec) else f"Bristol Fashion circuit {circuit.name}"
     return f"{kind}: {ins} -> {outs}"
+
+
+def _compact_groups(groups: list[tuple[str, str, int, bool]]) -> list[str]:
+    """'x0 .. x7 (garbler, 8 x 16-bit signed)' for runs of numbered groups of one kind, else one entry each."""
+    out, i = [], 0
+    while i < len(groups):
+        name, owner, width, signed = groups[i]
+        m = re.fullmatch(r"(.*?)(\[?)(\d+)(\]?)", name)
+        j = i + 1
+        if m:
+            while j < len(groups):
+                n2, o2, w2, s2 = groups[j]
+                want = f"{m[1]}{m[2]}{int(m[3]) + (j - i)}{m[4]}"
+                if (n2, o2, w2, s2) != (want, owner, width, signed):
+                    break
+                j += 1
+        kind = f"{width}-bit{' signed' if signed else ''}"
+        if j - i > 2:
+            out.append(f"{name} .. {groups[j - 1][0]} ({owner}{j - i} x {kind})")
+        else:
+            j = i + 1
+            out.append(f"{name} ({owner}{kind})")
+        i = j
+    return out
 
 
 def _plain(v):
