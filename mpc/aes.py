@@ -81,6 +81,9 @@ __all__ = [
     "blocks_to_bytes",
     "aes_ecb_reference",
     "BlockBuffer",
+    "round_keys",
+    "round_keys_x4",
+    "FIXED_ROUND_KEYS_X4",
 ]
 
 #: Public fixed key of the permutation pi (first 16 bytes of SHA-256("pairwise fixed-key AES")).
@@ -350,3 +353,56 @@ class BlockBuffer:
         if m:
             (aes or default_aes())._enc.update_into(self._mv[: 16 * m], self._mv[: 16 * m + 15])
         return self.blocks[:m]
+
+
+def _sbox() -> bytes:
+    """The AES S-box (FIPS 197, Sec. 5.1.1): the inverse in GF(2^8) (by powers of the generator 3), then
+    the affine map."""
+    exp, x = [0] * 255, 1
+    for i in range(255):
+        exp[i] = x
+        x ^= ((x << 1) ^ (0x1B if x & 0x80 else 0)) & 0xFF  # x * 3
+    log = {v: i for i, v in enumerate(exp)}
+    out = bytearray(256)
+    for a in range(256):
+        x = s = exp[(255 - log[a]) % 255] if a else 0
+        for _ in range(4):
+            x = ((x << 1) | (x >> 7)) & 0xFF
+            s ^= x
+        out[a] = s ^ 0x63
+    return bytes(out)
+
+
+def round_keys(key: bytes) -> np.ndarray:
+    """The 11 round keys of AES-128 under ``key`` (FIPS 197, Sec. 5.2), as an (11, 2) block array.
+
+    For *public* keys only (the fixed key of :data:`FIXED_KEY`): the S-box
+    lookups here are table lookups, fine for a public key, not for a secret
+    one.  Used by the compiled AES-NI kernels of :mod:`pairwise.mpc.garble`,
+    whose AES rounds take the round keys from memory; the tests check the
+    keys against ``cryptography``'s AES.
+    """
+    if len(key) != 16:
+        raise ValueError(f"AES-128 key must be 16 bytes, got {len(key)}")
+    sbox = _SBOX
+    w = [list(key[4 * i : 4 * i + 4]) for i in range(4)]
+    rcon = 1
+    for i in range(4, 44):
+        t = list(w[i - 1])
+        if i % 4 == 0:
+            t = [sbox[b] for b in t[1:] + t[:1]]
+            t[0] ^= rcon
+            rcon = ((rcon << 1) ^ (0x1B if rcon & 0x80 else 0)) & 0xFF
+        w.append([a ^ b for a, b in zip(w[i - 4], t)])
+    return np.frombuffer(bytes(b for word in w for b in word), dtype="<u8").astype(np.uint64).reshape(11, 2)
+
+
+def round_keys_x4(key: bytes) -> np.ndarray:
+    """:func:`round_keys` with each round key repeated four times: 88 words, for the four-block AES rounds."""
+    return np.ascontiguousarray(np.repeat(round_keys(key)[:, None, :], 4, axis=1).reshape(-1))
+
+
+_SBOX = _sbox()
+#: Round keys of pi (:data:`FIXED_KEY`), each repeated four times (public).
+FIXED_ROUND_KEYS_X4 = round_keys_x4(FIXED_KEY)
+FIXED_ROUND_KEYS_X4.flags.writeable = False

@@ -31,6 +31,7 @@ from pairwise.circuits.ir import Circuit
 
 from ..aes import FixedKeyAES, default_aes
 from .format import _U64, GarbledCircuit, GarbleError, _as_blocks, _Reader
+from . import jit as _jit_mod
 from .jit import _jit_eval1, _use_jit
 from .kernels import _eval_ands, _eval_ands1, _eval_direct, _xor
 from .plan import _check_batch, _check_chunk, _check_offset, _chunks, _plan, _segment_sizes
@@ -102,6 +103,17 @@ class Evaluator:
         out = np.empty((plan.out_slots.shape[0], self.batch, 2), _U64)
         if self.record_wires:
             self.wire_labels = np.empty((self.circuit.n_wires, self.batch, 2), _U64)
+        if _jit_mod.fused_ready():  # every chunk shape, AES inside the compiled loops
+            from . import fused
+
+            def finish_all(b0: int, b1: int, lab: np.ndarray) -> None:
+                out[:, b0:b1] = lab[plan.out_slots]
+                if self.record_wires:
+                    self.wire_labels[:, b0:b1] = lab[: self.circuit.n_wires]
+
+            fused.evaluate(plan, act, self.instance_offset, self.batch, self.chunk, reader, self._keep, finish_all)
+            reader.finish()
+            return out
         aes = self._aes or default_aes()
         w = None
         jit1 = _use_jit(plan, self.chunk)

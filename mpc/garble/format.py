@@ -83,7 +83,9 @@ class _Reader:
 
     def __init__(self, source) -> None:
         self._scratch = np.empty(0, _U64)
-        if isinstance(source, (bytes, bytearray, memoryview, np.ndarray)):
+        #: True when the tables are held whole (bytes, an array): any later segment can be read at once
+        self.whole = isinstance(source, (bytes, bytearray, memoryview, np.ndarray))
+        if self.whole:
             self._it: Iterator | None = None
             self._set(memoryview(source).cast("B") if not isinstance(source, np.ndarray) else memoryview(
                 np.ascontiguousarray(source)
@@ -110,6 +112,18 @@ class _Reader:
             self._pos = pos + n
             return self._words, pos >> 3
         return self.read(n, (n >> 3,)), 0
+
+    def contiguous(self) -> int:
+        """Bytes that :meth:`read_at` can return without a copy: the rest of the current chunk when the
+        position is word-aligned (waiting for the next chunk of a stream when this one is used up)."""
+        while self._pos == len(self._cur) and self._it is not None:
+            nxt = next(self._it, None)
+            if nxt is None:
+                return 0
+            self._set(memoryview(nxt).cast("B"))
+        if self._words is None or self._pos & 7:
+            return 0
+        return len(self._cur) - self._pos
 
     def read(self, n: int, shape: tuple[int, ...]) -> np.ndarray:
         while self._pos == len(self._cur) and n and self._it is not None:  # chunk used up: the next one

@@ -38,6 +38,7 @@ from pairwise.circuits.ir import Circuit
 
 from ..aes import FixedKeyAES, default_aes, random_blocks
 from .format import _ONE, _U64, GarbledCircuit, GarbleError, _as_blocks, table_bytes
+from . import jit as _jit_mod
 from .jit import _jit_garble1, _use_jit
 from .kernels import _garble_ands, _garble_ands1, _garble_direct, _xor
 from .plan import _check_batch, _check_chunk, _check_offset, _chunks, _plan, _segment_sizes, wire_slice
@@ -311,14 +312,16 @@ class Garbler:
         return np.frombuffer(mv, dtype=_U64) if size else np.empty(0, _U64)
 
     def _run(self, dest: np.ndarray | None, scratch: np.ndarray | None = None,
-             every: int = 0) -> Iterator[np.ndarray]:
+             every: int = 0, whole: bool = False) -> Iterator[np.ndarray]:
         """Garble; yield each segment as a (2, 2, k, b) array, (2, 2, k) for one-instance chunks.
 
         Segments are views of ``dest`` (all tables, in order) if given, else
         views of the start of ``scratch`` (reused) if given, else fresh arrays.
-        With ``dest``, one-instance chunks on the compiled path yield flat
-        views of what was written since the last yield, once that reaches
-        ``every`` bytes (fewer Python round trips; same bytes).
+        With ``dest``, the compiled paths yield flat views of what was
+        written since the last yield, once that reaches ``every`` bytes
+        (fewer Python round trips; same bytes); ``whole`` (``garble()``: no
+        progress needed) lets the AES-NI path yield once per chunk and use
+        every thread (:mod:`~pairwise.mpc.garble.fused`).
         """
         if self._used:
             raise GarbleError("this Garbler has already garbled; make a new one (fresh labels) per garbling")
@@ -332,6 +335,18 @@ class Garbler:
         pos = 0
         aes = self._aes or default_aes()
         zero = self.input_zero  # (fills the groups still open with fresh labels)
+        if _jit_mod.fused_ready():  # every chunk shape, AES inside the compiled loops
+            from . import fused
+
+            def finish_all(b0: int, b1: int, lab: np.ndarray) -> None:
+                self.output_zero[:, b0:b1] = lab[plan.out_slots]
+                if self.record_wires:
+                    self.wire_zero[:, b0:b1] = lab[: self.circuit.n_wires]
+
+            yield from fused.garble(plan, zero, self.delta, self.instance_offset, self.batch, self.chunk, dest,
+                                    scratch, every, whole, self._keep, finish_all)
+            self.decode_bits = (self.output_zero[..., 0] & _ONE).astype(bool)
+            return
         w = None
         jit1 = _use_jit(plan, self.chunk)
         for b0, b1 in _chunks(self.batch, self.chunk):
@@ -402,7 +417,7 @@ class Garbler:
             return None
         size = table_bytes(self.circuit, self.batch)
         dest = np.empty(size // 8, _U64) if out is None else self._dest(out)
-        for _ in self._run(dest):
+        for _ in self._run(dest, whole=True):
             pass
         return GarbledCircuit(
             self.circuit.content_hash, self.circuit.n_and, self.batch, self.chunk, self.instance_offset,

@@ -49,7 +49,8 @@ from .format import _U64, _Reader
 from .plan import _Plan
 from .program import _keep_spare
 
-__all__ = ["ENABLED", "HEADER", "disabled", "kernels", "program", "ready", "warm_up"]
+__all__ = ["ENABLED", "AESNI", "HEADER", "disabled", "kernels", "fused_kernels", "fused_ready", "path", "program",
+           "ready", "warm_up"]
 
 # (the logger keeps the module's former name, so existing logging configuration still applies)
 log = logging.getLogger("pairwise.mpc.jit")
@@ -60,7 +61,12 @@ HEADER = 3
 #: False when ``PAIRWISE_JIT=0``: the engine then runs its numpy program (tests switch it per call).
 ENABLED = os.environ.get("PAIRWISE_JIT", "1") != "0"
 
+#: False when ``PAIRWISE_AESNI=0``: no AES-NI kernels; the compiled path is then the OpenSSL one (one-instance
+#: chunks) and other chunks run the numpy program, as on a CPU without AES-NI (tests switch it per call).
+AESNI = os.environ.get("PAIRWISE_AESNI", "1") != "0"
+
 _K: types.SimpleNamespace | bool | None = None  # the compiled kernels; False: numba failed; None: not tried
+_F: types.ModuleType | bool | None = None  # the AES-NI kernels; False: no AES-NI or they failed; None: not tried
 _OFF: contextvars.ContextVar[bool] = contextvars.ContextVar("pairwise_jit_off", default=False)
 
 
@@ -87,6 +93,27 @@ def ready() -> bool:
     return _K is not False
 
 
+def fused_ready() -> bool:
+    """True if the AES-NI kernels (:mod:`pairwise.mpc.garble.fused`) can run: compiled loops enabled, the CPU
+    has AES-NI, and :data:`AESNI` is on."""
+    global _F
+    if not (AESNI and ready()):
+        return False
+    if _F is None:
+        _F = _load_fused()
+    return _F is not False
+
+
+def fused_kernels() -> types.ModuleType:
+    """The AES-NI kernels (:mod:`._fused_kernels`); call :func:`fused_ready` first."""
+    return _F  # type: ignore[return-value]
+
+
+def path() -> str:
+    """The path one-instance chunks take now: "aesni", "openssl" (compiled loops, AES by OpenSSL) or "numpy"."""
+    return "aesni" if fused_ready() else "openssl" if ready() else "numpy"
+
+
 def kernels() -> types.SimpleNamespace:
     """The compiled functions (``garble_step``, ``eval_step``, ``tweak``); call :func:`ready` first."""
     return _K  # type: ignore[return-value]
@@ -103,7 +130,7 @@ def warm_up() -> bool:
     garbling or evaluation does.  Returns :func:`ready`.  If numba is missing
     or fails, logs one warning and leaves the engine on its numpy program.
     """
-    global _K
+    global _K, _F
     if not ENABLED:
         return False
     if _K is None:
@@ -127,7 +154,43 @@ def warm_up() -> bool:
         except Exception as exc:  # noqa: BLE001 - any numba failure means: use the numpy program
             log.warning("compiled garbling loops unavailable (%s: %s); using the numpy program", type(exc).__name__, exc)
             _K = False
+    if _F is None and _K is not False and AESNI:
+        _F = _load_fused()
     return _K is not False
+
+
+def _load_fused() -> types.ModuleType | bool:
+    """Import and check the AES-NI kernels: False (with one warning if they fail) when the CPU has no AES-NI."""
+    try:
+        from . import _aesni  # noqa: F401 - raises ImportError without AES-NI
+    except ImportError:
+        log.info("no AES-NI on this CPU: garbling hashes with OpenSSL's AES")
+        return False
+    try:
+        from . import _fused_kernels as f
+        from ..aes import FIXED_ROUND_KEYS_X4, aes_ecb_reference, FIXED_KEY
+
+        # known answer against OpenSSL, then one call per argument type the engine passes
+        x = np.arange(10, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+        y = np.empty_like(x)
+        f.aes_blocks(x, y, FIXED_ROUND_KEYS_X4)
+        if y.tobytes() != aes_ecb_reference(FIXED_KEY, x.tobytes()):
+            raise RuntimeError("AES-NI kernels disagree with OpenSSL's AES")
+        prog = program([0], [1], [2], [0], [1], [2], [(0, 1, 0, 0, 0), (1, 1, 0, 1, 0)])
+        lab = np.zeros(6, np.uint64)
+        tab = np.zeros(4, np.uint64)
+        d = np.ones(2, np.uint64)
+        frozen = np.frombuffer(bytes(32), np.uint64)
+        f.garble_batches(lab, prog, 0, 2, 1, 0, 1, d, np.uint64(0), FIXED_ROUND_KEYS_X4, tab, 0)
+        f.garble_ands(lab, prog, 0, 0, 1, 1, 0, 1, d, np.uint64(0), FIXED_ROUND_KEYS_X4, tab, 0)
+        f.linear(lab, prog, 0, 1, 1, 0, 1)
+        for tables in (tab, frozen):
+            f.eval_batches(lab, prog, 0, 2, 1, 0, 1, np.uint64(0), FIXED_ROUND_KEYS_X4, tables, 0)
+            f.eval_ands(lab, prog, 0, 0, 1, 1, 0, 1, np.uint64(0), FIXED_ROUND_KEYS_X4, tables, 0)
+        return f
+    except Exception as exc:  # noqa: BLE001 - any failure: the OpenSSL path
+        log.warning("AES-NI garbling kernels unavailable (%s: %s); hashing with OpenSSL", type(exc).__name__, exc)
+        return False
 
 
 def program(and_a, and_b, and_o, lin_a, lin_b, lin_o, batches) -> np.ndarray:

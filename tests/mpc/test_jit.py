@@ -102,6 +102,7 @@ def test_compiled_path_equals_numpy_program(monkeypatch, name, make, batch, kw):
 def test_compiled_path_is_used_and_pools_its_scratch(monkeypatch):
     """Batch 1 runs the compiled loops (not the numpy program) and reuses one scratch per role."""
     monkeypatch.setattr(jit, "ENABLED", True)
+    monkeypatch.setattr(jit, "AESNI", False)  # the OpenSSL compiled path (CPUs without AES-NI)
     c = build_kernel("gini", 16)
     bits = [np.ones((1, g.width), bool) for g in c.inputs]
     calls = []
@@ -144,8 +145,10 @@ def _compiled_runs(monkeypatch) -> list:
 
 @pytest.mark.parametrize("batch,chunk,compiled", [(1, None, True), (3, 1, True), (3, 2, False), (5, None, False)])
 def test_only_all_one_instance_chunks_run_compiled(monkeypatch, batch, chunk, compiled):
-    """A one-instance tail of a larger batch (3 = 2 + 1) stays on numpy: it never waits for numba to load."""
+    """Without AES-NI, a one-instance tail of a larger batch (3 = 2 + 1) stays on numpy: it never waits for
+    numba to load."""
     monkeypatch.setattr(jit, "ENABLED", True)
+    monkeypatch.setattr(jit, "AESNI", False)
     calls = _compiled_runs(monkeypatch)
     c = build_kernel("gini", 16)
     bits = [np.ones((batch, g.width), bool) for g in c.inputs]
@@ -156,8 +159,9 @@ def test_only_all_one_instance_chunks_run_compiled(monkeypatch, batch, chunk, co
 
 def test_wide_levels_stay_on_numpy_and_scratch_stays_within_the_pool_budget(monkeypatch):
     """Hash buffers hold one whole level on the compiled path, so levels wider than JIT_MAX_WIDTH run numpy;
-    what either path keeps for the next run stays within POOL_BYTES."""
+    what either path keeps for the next run stays within POOL_BYTES (the OpenSSL compiled path)."""
     monkeypatch.setattr(jit, "ENABLED", True)
+    monkeypatch.setattr(jit, "AESNI", False)
     calls = _compiled_runs(monkeypatch)
     for n, compiled in ((garble.JIT_MAX_WIDTH, True), (garble.JIT_MAX_WIDTH + 1, False)):
         c = _wide(n)
@@ -174,6 +178,7 @@ def test_wide_levels_stay_on_numpy_and_scratch_stays_within_the_pool_budget(monk
 
 def test_compiled_scratch_obeys_the_pool_budget(monkeypatch):
     monkeypatch.setattr(jit, "ENABLED", True)
+    monkeypatch.setattr(jit, "AESNI", False)
     monkeypatch.setattr(program_module, "POOL_BYTES", 100)  # smaller than one scratch: nothing is kept
     c = build_kernel("gini", 16)
     garble._plan(c).pool.clear()  # (the plan is shared with earlier tests)

@@ -1,0 +1,282 @@
+"""The AES-NI path: every chunk shape on compiled loops with the hash's AES inside them, on all cores.
+
+What it does
+    When the CPU has AES-NI and numba loads (:func:`pairwise.mpc.garble.jit.fused_ready`),
+    :class:`~pairwise.mpc.garble.garbler.Garbler` and
+    :class:`~pairwise.mpc.garble.evaluator.Evaluator` run every chunk here,
+    whatever its instance count and level widths: :func:`garble` and
+    :func:`evaluate` hand the program of the circuit
+    (:func:`pairwise.mpc.garble.jit._jit_program`) to the kernels of
+    :mod:`._fused_kernels`, one call per run of AND levels, with no OpenSSL
+    call and no Python work per level beyond that call.  The labels of a
+    chunk live in one pooled (n_slots, bc, 2) buffer (:class:`_Scratch`).
+
+    Both cores: when the caller needs no progress in between (``garble()``
+    into memory, ``evaluate`` of tables held whole), a chunk of at least
+    2 :data:`MIN_THREAD_ITEMS` AND gate-instances is split into instance
+    ranges, one per thread, each running all levels with no synchronisation;
+    a chunk with too few instances has its *wide* levels (at least
+    :data:`MIN_THREAD_ITEMS` gate-instances) split into gate ranges, with
+    one join per wide level.  The kernels are ``nogil``; the threads
+    (:data:`THREADS`, default: the CPUs this process may use) are a pool
+    started on first use, and a part that no pool thread has taken yet is
+    run by the caller (so a busy pool never makes it wait).  Tables and
+    labels do not depend on the split.  Streaming runs (``iter_tables``,
+    ``iter_into``, tables arriving as a stream) use one thread, since their
+    consumer or producer is the other core's work.
+
+Security model
+    As :mod:`._fused_kernels`: semi-honest half-gates, TMMO over fixed-key
+    AES (Guo-Katz-Wang-Yu 2020, Sec. 7.4), no branch or memory index on
+    secrets; the split into threads depends only on public sizes.  Scratch
+    is pooled like the numpy program's (it keeps the labels of a finished
+    run in this process's memory).
+
+Follows
+    Zahur-Rosulek-Evans 2015, Fig. 2; docs/garbling.md "The AES-NI path".
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Callable, Iterator
+
+import numpy as np
+
+from ..aes import FIXED_ROUND_KEYS_X4
+from .format import _U64, _Reader
+from .jit import HEADER, _jit_program, fused_kernels
+from .plan import _chunks, _Plan
+from .program import _keep_spare
+
+__all__ = ["THREADS", "MIN_THREAD_ITEMS", "garble", "evaluate"]
+
+
+def _cpus() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+#: Threads one garbling or evaluation may use (``PAIRWISE_THREADS``, default: the CPUs of this process).
+THREADS = int(os.environ.get("PAIRWISE_THREADS", "0") or 0) or _cpus()
+#: A thread gets at least this many AND gate-instances (about 100 us of work) or XOR/INV gate-instances x 8.
+MIN_THREAD_ITEMS = 1 << 13
+
+_POOL: ThreadPoolExecutor | None = None
+_POOL_LOCK = threading.Lock()
+
+
+def _pool() -> ThreadPoolExecutor:
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None:
+            _POOL = ThreadPoolExecutor(max_workers=max(1, THREADS - 1), thread_name_prefix="pairwise-garble")
+        return _POOL
+
+
+def _parallel(parts: list[Callable[[], object]]) -> list:
+    """Run the callables on the calling thread and the pool; a part no pool thread has started yet is run
+    by the caller itself, so a pool busy with another garbling never makes this one wait for it."""
+    if len(parts) == 1:
+        return [parts[0]()]
+    futs = [_pool().submit(p) for p in parts[1:]]
+    res = [parts[0]()]
+    for p, f in zip(parts[1:], futs):
+        res.append(p() if f.cancel() else f.result())
+    return res
+
+
+def _split(lo: int, hi: int, parts: int) -> list[tuple[int, int]]:
+    step = -(-(hi - lo) // parts)
+    return [(a, min(hi, a + step)) for a in range(lo, hi, step)]
+
+
+class _Scratch:
+    """The labels of one chunk, (n_slots, chunk, 2) words, and (garbler) its Delta per instance."""
+
+    def __init__(self, plan: _Plan, chunk: int) -> None:
+        self.lab = np.empty(plan.n_slots * chunk * 2, _U64)
+        self.delta = np.empty(chunk * 2, _U64)
+        self.nbytes = self.lab.nbytes + self.delta.nbytes
+
+    @classmethod
+    def acquire(cls, plan: _Plan, role: str, chunk: int) -> "_Scratch":
+        try:
+            return plan.pool.get(("fused", role, chunk), []).pop()
+        except IndexError:
+            return cls(plan, chunk)
+
+    def release(self, plan: _Plan, role: str, chunk: int, keep: bool) -> None:
+        _keep_spare(plan.pool, ("fused", role, chunk), self, keep)
+
+
+def _batches(plan: _Plan) -> tuple[np.ndarray, np.ndarray, list[list[tuple[int, int]]]]:
+    """The program, its AND count per batch (the last row: 0), and per batch its XOR/INV gates split by
+    level (the ranges that are independent gates, so threads may share them)."""
+    got = plan.jit.get("fused")
+    if got is None:
+        P, _ = _jit_program(plan)
+        nb = int(P[2])
+        rows = P[HEADER + 3 * int(P[0]) + 3 * int(P[1]) :].reshape(nb + 1, 5)
+        lins: list[list[tuple[int, int]]] = [[] for _ in range(nb + 1)]
+        i, pos = 0, 0
+        for lv in plan.levels:  # (the order of jit._jit_program: a level's ANDs start batch i, its XORs follow)
+            if lv.k:
+                i += 1
+            if lv.n_lin:
+                lins[i].append((pos, pos + lv.n_lin))
+                pos += lv.n_lin
+        for r, ranges in zip(rows, lins):
+            assert sum(b - a for a, b in ranges) == r[3] - r[2] and (not ranges or ranges[0][0] == r[2])
+        got = plan.jit["fused"] = (P, (rows[:, 1] - rows[:, 0]).copy(), lins)
+    return got
+
+
+def _run_whole(K, role: str, lab, P, ks, lins, bc, args_tail, tab, off) -> int:
+    """All batches of a chunk, on up to THREADS threads (instance ranges, or gate ranges of wide levels)."""
+    nb = len(ks) - 1
+    total = int(ks.sum()) * bc
+    threads = THREADS
+    run = K.garble_batches if role == "garbler" else K.eval_batches
+    ands = K.garble_ands if role == "garbler" else K.eval_ands
+    if threads > 1 and bc >= 2 and total >= 2 * MIN_THREAD_ITEMS:
+        parts = min(threads, bc, total // MIN_THREAD_ITEMS)
+        res = _parallel([lambda n0=n0, n1=n1: run(lab, P, 0, nb + 1, bc, n0, n1, *args_tail, tab, off)
+                         for n0, n1 in _split(0, bc, parts)])
+        return int(res[0])
+    if threads == 1 or int(ks.max(initial=0)) * bc < 2 * MIN_THREAD_ITEMS:
+        return int(run(lab, P, 0, nb + 1, bc, 0, bc, *args_tail, tab, off))
+    i = 0
+    while i <= nb:  # runs of narrow levels in one call each; wide levels split by gates
+        j = i
+        while j <= nb and int(ks[j]) * bc < 2 * MIN_THREAD_ITEMS:
+            j += 1
+        if j > i:
+            off = int(run(lab, P, i, j, bc, 0, bc, *args_tail, tab, off))
+        if j > nb:
+            break
+        for l0, l1 in lins[j]:  # XOR/INV gates level by level (a level's gates are independent)
+            lp = min(threads, max(1, (l1 - l0) * bc // (8 * MIN_THREAD_ITEMS)))
+            _parallel([lambda a=a, b=b: K.linear(lab, P, a, b, bc, 0, bc) for a, b in _split(l0, l1, lp)])
+        k = int(ks[j])
+        parts = min(threads, k * bc // MIN_THREAD_ITEMS)
+        _parallel([lambda a=a, b=b: ands(lab, P, j, a, b, bc, 0, bc, *args_tail, tab, off)
+                   for a, b in _split(0, k, parts)])
+        off += 4 * k * bc
+        i = j + 1
+    return off
+
+
+def _spans(ks: np.ndarray, bc: int, every: int) -> list[tuple[int, int]]:
+    """Runs of batches [i, j) whose tables reach ``every`` bytes (the last run ends with the last row)."""
+    out, i, acc = [], 0, 0
+    nb = len(ks) - 1
+    for j in range(nb + 1):
+        acc += 32 * int(ks[j]) * bc
+        if (acc >= every and acc > 0) or j == nb:
+            out.append((i, j + 1))
+            i, acc = j + 1, 0
+    return out
+
+
+def garble(plan: _Plan, zero: np.ndarray, delta: np.ndarray, instance_offset: int, batch: int, chunk: int,
+           dest: np.ndarray | None, scratch: np.ndarray | None, every: int, whole: bool, keep: bool,
+           finish: Callable[[int, int, np.ndarray], None]) -> Iterator[np.ndarray]:
+    """Garble every chunk; yield table segments as :meth:`Garbler._run` does.
+
+    With ``dest`` (all tables, flat words): views of what was written since
+    the last yield once that reaches ``every`` bytes (``whole``: once per
+    chunk, the chunk then being free to use every thread); without: each
+    AND level's segment, in ``scratch`` (reused) or a fresh array.
+    ``finish(b0, b1, labels (n_slots, bc, 2))`` gets each chunk's zero labels.
+    """
+    K = fused_kernels()
+    P, ks, lins = _batches(plan)
+    nb = len(ks) - 1
+    rk = FIXED_ROUND_KEYS_X4
+    n_in = plan.in_slots.shape[0]
+    w = _Scratch.acquire(plan, "garbler", chunk)
+    pos = 0
+    try:
+        for b0, b1 in _chunks(batch, chunk):
+            bc = b1 - b0
+            lab = w.lab[: plan.n_slots * bc * 2]
+            lab3 = lab.reshape(plan.n_slots, bc, 2)
+            lab3[:n_in] = zero[:, b0:b1]
+            lab3[plan.one_slot] = delta[b0:b1]
+            dl = w.delta[: 2 * bc]
+            dl.reshape(bc, 2)[...] = delta[b0:b1]
+            inst = _U64(instance_offset + b0)
+            tail = (dl, inst, rk)
+            if dest is not None and whole:
+                end = _run_whole(K, "garbler", lab, P, ks, lins, bc, tail, dest, pos)
+                yield dest[pos:end]
+                pos = end
+            elif dest is not None:
+                for i, j in _spans(ks, bc, every):
+                    end = int(K.garble_batches(lab, P, i, j, bc, 0, bc, *tail, dest, pos))
+                    if end > pos:
+                        yield dest[pos:end]
+                    pos = end
+            else:
+                for i in range(nb + 1):
+                    size = 4 * int(ks[i]) * bc
+                    seg = (scratch[:size] if scratch is not None else np.empty(size, _U64)) if size else _EMPTY
+                    K.garble_batches(lab, P, i, i + 1, bc, 0, bc, *tail, seg, 0)
+                    if size:
+                        yield seg
+            finish(b0, b1, lab3)
+    finally:
+        w.release(plan, "garbler", chunk, keep)
+
+
+def evaluate(plan: _Plan, act: np.ndarray, instance_offset: int, batch: int, chunk: int, reader: _Reader,
+             keep: bool, finish: Callable[[int, int, np.ndarray], None]) -> None:
+    """Evaluate every chunk, pulling each run of tables from ``reader``; ``finish(b0, b1, labels)`` per chunk.
+
+    Tables held whole (``reader.whole``) let a chunk use every thread;
+    from a stream, each run of levels whose tables lie in the piece at hand
+    is one call (a level spanning pieces is copied once by the reader).
+    """
+    K = fused_kernels()
+    P, ks, lins = _batches(plan)
+    nb = len(ks) - 1
+    rk = FIXED_ROUND_KEYS_X4
+    n_in = plan.in_slots.shape[0]
+    w = _Scratch.acquire(plan, "evaluator", chunk)
+    try:
+        for b0, b1 in _chunks(batch, chunk):
+            bc = b1 - b0
+            lab = w.lab[: plan.n_slots * bc * 2]
+            lab3 = lab.reshape(plan.n_slots, bc, 2)
+            lab3[:n_in] = act[:, b0:b1]
+            lab3[plan.one_slot] = 0
+            inst = _U64(instance_offset + b0)
+            tail = (inst, rk)
+            need = 32 * int(ks.sum()) * bc
+            if reader.whole:
+                tab, off = reader.read_at(need)
+                _run_whole(K, "evaluator", lab, P, ks, lins, bc, tail, tab, off)
+            else:
+                i = 0
+                while i <= nb:
+                    avail = reader.contiguous()
+                    j, size = i, 0
+                    while j <= nb and size + 32 * int(ks[j]) * bc <= avail:
+                        size += 32 * int(ks[j]) * bc
+                        j += 1
+                    if j == i:  # the next level's tables span pieces: one copy
+                        j, size = i + 1, 32 * int(ks[i]) * bc
+                    tab, off = reader.read_at(size) if size else (_EMPTY, 0)
+                    K.eval_batches(lab, P, i, j, bc, 0, bc, *tail, tab, off)
+                    i = j
+            finish(b0, b1, lab3)
+    finally:
+        w.release(plan, "evaluator", chunk, keep)
+
+
+_EMPTY = np.zeros(0, _U64)
