@@ -145,6 +145,43 @@ def _tmmo(x, t, rk):
     return q_xor(q_aes(q_xor(p, t), rk), p)
 
 
+@_nb.njit(**_inl)
+def _g_in1(lab, P, aa, ab, j, d, t0, inst):
+    """Garbler, one gate of a one-instance chunk (slot s at words 2s): as :func:`_g_in`."""
+    a = x_load(lab, 2 * ld(P, aa + j))
+    b = x_load(lab, 2 * ld(P, ab + j))
+    t = t0 + np.uint64(2 * j)
+    return a, b, q_make(a, b, x_xor(a, d), x_xor(b, d)), q_dup(x_make(t, inst), x_make(t | _ONE, inst))
+
+
+@_nb.njit(**_opts)
+def _garble_ands1(lab, P, aa, ab, ao, k, base, j0, j1, delta, inst, rk, out, off):
+    """:func:`garble_ands` for a one-instance chunk: four gates at a time, no instance counter."""
+    d = x_load(delta, 0)
+    t0 = np.uint64(2 * base)
+    last = j1 - 1
+    for j in range(j0, j1, 4):
+        j2 = min(j + 1, last)
+        j3 = min(j + 2, last)
+        j4 = min(j + 3, last)
+        a1, b1, x1, t1 = _g_in1(lab, P, aa, ab, j, d, t0, inst)
+        a2, b2, x2, t2 = _g_in1(lab, P, aa, ab, j2, d, t0, inst)
+        a3, b3, x3, t3 = _g_in1(lab, P, aa, ab, j3, d, t0, inst)
+        a4, b4, x4, t4 = _g_in1(lab, P, aa, ab, j4, d, t0, inst)
+        p1 = q_aes(x1, rk)
+        p2 = q_aes(x2, rk)
+        p3 = q_aes(x3, rk)
+        p4 = q_aes(x4, rk)
+        y1 = q_xor(q_aes(q_xor(p1, t1), rk), p1)
+        y2 = q_xor(q_aes(q_xor(p2, t2), rk), p2)
+        y3 = q_xor(q_aes(q_xor(p3, t3), rk), p3)
+        y4 = q_xor(q_aes(q_xor(p4, t4), rk), p4)
+        _g_out(lab, P, ao, j, 0, 1, a1, b1, d, y1, out, off + j, k)
+        _g_out(lab, P, ao, j2, 0, 1, a2, b2, d, y2, out, off + j2, k)
+        _g_out(lab, P, ao, j3, 0, 1, a3, b3, d, y3, out, off + j3, k)
+        _g_out(lab, P, ao, j4, 0, 1, a4, b4, d, y4, out, off + j4, k)
+
+
 @_nb.njit(**_opts)
 def garble_ands(lab, P, i, j0, j1, bc, n0, n1, delta, inst, rk, out, off):
     """Garble AND gates [j0, j1) of batch ``i`` for instances [n0, n1): tables into ``out`` from word ``off``
@@ -158,6 +195,9 @@ def garble_ands(lab, P, i, j0, j1, bc, n0, n1, delta, inst, rk, out, off):
     aa = HEADER + a0
     ab = aa + n_and
     ao = ab + n_and
+    if bc == 1:
+        _garble_ands1(lab, P, aa, ab, ao, k, base, j0, j1, delta, inst, rk, out, off)
+        return
     s = k * bc
     total = (j1 - j0) * (n1 - n0)
     j, n = j0, n0
@@ -206,6 +246,49 @@ def _e_out(lab, P, ao, j, n, bc, a, b, ha, hb, tab, e, s):
     x_store(lab, 2 * (ld(P, ao + j) * bc + n), c)
 
 
+@_nb.njit(**_inl)
+def _e_in1(lab, P, aa, ab, j, t0, inst):
+    a = x_load(lab, 2 * ld(P, aa + j))
+    b = x_load(lab, 2 * ld(P, ab + j))
+    t = t0 + np.uint64(2 * j)
+    return a, b, x_make(t, inst), x_make(t | _ONE, inst)
+
+
+@_nb.njit(**_opts)
+def _eval_ands1(lab, P, aa, ab, ao, k, base, j0, j1, inst, rk, tab, off):
+    """:func:`eval_ands` for a one-instance chunk: eight gates at a time, no instance counter."""
+    t0 = np.uint64(2 * base)
+    last = j1 - 1
+    for j in range(j0, j1, 8):
+        j2 = min(j + 1, last)
+        j3 = min(j + 2, last)
+        j4 = min(j + 3, last)
+        j5 = min(j + 4, last)
+        j6 = min(j + 5, last)
+        j7 = min(j + 6, last)
+        j8 = min(j + 7, last)
+        a1, b1, s1, u1 = _e_in1(lab, P, aa, ab, j, t0, inst)
+        a2, b2, s2, u2 = _e_in1(lab, P, aa, ab, j2, t0, inst)
+        a3, b3, s3, u3 = _e_in1(lab, P, aa, ab, j3, t0, inst)
+        a4, b4, s4, u4 = _e_in1(lab, P, aa, ab, j4, t0, inst)
+        a5, b5, s5, u5 = _e_in1(lab, P, aa, ab, j5, t0, inst)
+        a6, b6, s6, u6 = _e_in1(lab, P, aa, ab, j6, t0, inst)
+        a7, b7, s7, u7 = _e_in1(lab, P, aa, ab, j7, t0, inst)
+        a8, b8, s8, u8 = _e_in1(lab, P, aa, ab, j8, t0, inst)
+        y1 = _tmmo(q_make(a1, b1, a2, b2), q_make(s1, u1, s2, u2), rk)
+        y2 = _tmmo(q_make(a3, b3, a4, b4), q_make(s3, u3, s4, u4), rk)
+        y3 = _tmmo(q_make(a5, b5, a6, b6), q_make(s5, u5, s6, u6), rk)
+        y4 = _tmmo(q_make(a7, b7, a8, b8), q_make(s7, u7, s8, u8), rk)
+        _e_out(lab, P, ao, j, 0, 1, a1, b1, q_p0(y1), q_p1(y1), tab, off + j, k)
+        _e_out(lab, P, ao, j2, 0, 1, a2, b2, q_p2(y1), q_p3(y1), tab, off + j2, k)
+        _e_out(lab, P, ao, j3, 0, 1, a3, b3, q_p0(y2), q_p1(y2), tab, off + j3, k)
+        _e_out(lab, P, ao, j4, 0, 1, a4, b4, q_p2(y2), q_p3(y2), tab, off + j4, k)
+        _e_out(lab, P, ao, j5, 0, 1, a5, b5, q_p0(y3), q_p1(y3), tab, off + j5, k)
+        _e_out(lab, P, ao, j6, 0, 1, a6, b6, q_p2(y3), q_p3(y3), tab, off + j6, k)
+        _e_out(lab, P, ao, j7, 0, 1, a7, b7, q_p0(y4), q_p1(y4), tab, off + j7, k)
+        _e_out(lab, P, ao, j8, 0, 1, a8, b8, q_p2(y4), q_p3(y4), tab, off + j8, k)
+
+
 @_nb.njit(**_opts)
 def eval_ands(lab, P, i, j0, j1, bc, n0, n1, inst, rk, tab, off):
     """Evaluate AND gates [j0, j1) of batch ``i`` for instances [n0, n1) with the tables in ``tab`` from word
@@ -218,6 +301,9 @@ def eval_ands(lab, P, i, j0, j1, bc, n0, n1, inst, rk, tab, off):
     aa = HEADER + a0
     ab = aa + n_and
     ao = ab + n_and
+    if bc == 1:
+        _eval_ands1(lab, P, aa, ab, ao, k, base, j0, j1, inst, rk, tab, off)
+        return
     s = k * bc
     total = (j1 - j0) * (n1 - n0)
     j, n = j0, n0
@@ -318,3 +404,19 @@ def tmmo_blocks(x, t, out, rk):
         x_store(out, 2 * i1, q_p1(y))
         x_store(out, 2 * i2, q_p2(y))
         x_store(out, 2 * i3, q_p3(y))
+
+
+@_nb.njit(**_opts)
+def gather_out(lab, slots, bc, dst, batch, b0, bits):
+    """Output labels of a chunk: block (o, b0 + n) of ``dst`` (flat words of (n_out, batch, 2)) = the label of
+    slot ``slots[o]`` in instance n; if ``bits`` (flat uint8 of (n_out, batch)) is not empty, its permute bits
+    too (the garbler's decoding bits)."""
+    with_bits = bits.shape[0] > 0
+    for o in range(slots.shape[0]):
+        s = ld(slots, o) * bc
+        d = o * batch + b0
+        for n in range(bc):
+            v = x_load(lab, 2 * (s + n))
+            x_store(dst, 2 * (d + n), v)
+            if with_bits:
+                st(bits, d + n, np.uint8(x_lo(v) & _ONE))

@@ -106,12 +106,8 @@ class Evaluator:
         if _jit_mod.fused_ready():  # every chunk shape, AES inside the compiled loops
             from . import fused
 
-            def finish_all(b0: int, b1: int, lab: np.ndarray) -> None:
-                out[:, b0:b1] = lab[plan.out_slots]
-                if self.record_wires:
-                    self.wire_labels[:, b0:b1] = lab[: self.circuit.n_wires]
-
-            fused.evaluate(plan, act, self.instance_offset, self.batch, self.chunk, reader, self._keep, finish_all)
+            fused.evaluate(plan, act, self.instance_offset, self.batch, self.chunk, reader, self._keep, out,
+                           self.wire_labels)
             reader.finish()
             return out
         aes = self._aes or default_aes()

@@ -114,11 +114,12 @@ class _Scratch:
         _keep_spare(plan.pool, ("fused", role, chunk), self, keep)
 
 
-def _batches(plan: _Plan) -> tuple[np.ndarray, np.ndarray, list[list[tuple[int, int]]]]:
-    """The program, its AND count per batch (the last row: 0), and per batch its XOR/INV gates split by
-    level (the ranges that are independent gates, so threads may share them)."""
-    got = plan.jit.get("fused")
-    if got is None:
+class _Info:
+    """What the AES-NI path needs of a plan, computed once: the program, AND count per batch (the last row:
+    0), per batch its XOR/INV gates split by level (ranges of independent gates, which threads may share),
+    and the output slots."""
+
+    def __init__(self, plan: _Plan) -> None:
         P, _ = _jit_program(plan)
         nb = int(P[2])
         rows = P[HEADER + 3 * int(P[0]) + 3 * int(P[1]) :].reshape(nb + 1, 5)
@@ -132,37 +133,48 @@ def _batches(plan: _Plan) -> tuple[np.ndarray, np.ndarray, list[list[tuple[int, 
                 pos += lv.n_lin
         for r, ranges in zip(rows, lins):
             assert sum(b - a for a, b in ranges) == r[3] - r[2] and (not ranges or ranges[0][0] == r[2])
-        got = plan.jit["fused"] = (P, (rows[:, 1] - rows[:, 0]).copy(), lins)
+        self.P = P
+        self.nb = nb
+        self.ks = [int(k) for k in rows[:, 1] - rows[:, 0]]
+        self.lins = lins
+        self.n_and = sum(self.ks)
+        self.max_k = max(self.ks)
+        self.out_slots = np.ascontiguousarray(plan.out_slots, dtype=np.int64)
+
+
+def _info(plan: _Plan) -> _Info:
+    got = plan.jit.get("fused")
+    if got is None:
+        got = plan.jit["fused"] = _Info(plan)
     return got
 
 
-def _run_whole(K, role: str, lab, P, ks, lins, bc, args_tail, tab, off) -> int:
+def _run_whole(K, role: str, lab, info: _Info, bc: int, args_tail: tuple, tab, off: int) -> int:
     """All batches of a chunk, on up to THREADS threads (instance ranges, or gate ranges of wide levels)."""
-    nb = len(ks) - 1
-    total = int(ks.sum()) * bc
+    P, nb, ks = info.P, info.nb, info.ks
     threads = THREADS
     run = K.garble_batches if role == "garbler" else K.eval_batches
-    ands = K.garble_ands if role == "garbler" else K.eval_ands
-    if threads > 1 and bc >= 2 and total >= 2 * MIN_THREAD_ITEMS:
-        parts = min(threads, bc, total // MIN_THREAD_ITEMS)
+    if threads == 1 or info.max_k * bc < 2 * MIN_THREAD_ITEMS and (bc < 2 or info.n_and * bc < 2 * MIN_THREAD_ITEMS):
+        return int(run(lab, P, 0, nb + 1, bc, 0, bc, *args_tail, tab, off))
+    if bc >= 2 and info.n_and * bc >= 2 * MIN_THREAD_ITEMS:
+        parts = min(threads, bc, info.n_and * bc // MIN_THREAD_ITEMS)
         res = _parallel([lambda n0=n0, n1=n1: run(lab, P, 0, nb + 1, bc, n0, n1, *args_tail, tab, off)
                          for n0, n1 in _split(0, bc, parts)])
         return int(res[0])
-    if threads == 1 or int(ks.max(initial=0)) * bc < 2 * MIN_THREAD_ITEMS:
-        return int(run(lab, P, 0, nb + 1, bc, 0, bc, *args_tail, tab, off))
+    ands = K.garble_ands if role == "garbler" else K.eval_ands
     i = 0
     while i <= nb:  # runs of narrow levels in one call each; wide levels split by gates
         j = i
-        while j <= nb and int(ks[j]) * bc < 2 * MIN_THREAD_ITEMS:
+        while j <= nb and ks[j] * bc < 2 * MIN_THREAD_ITEMS:
             j += 1
         if j > i:
             off = int(run(lab, P, i, j, bc, 0, bc, *args_tail, tab, off))
         if j > nb:
             break
-        for l0, l1 in lins[j]:  # XOR/INV gates level by level (a level's gates are independent)
+        for l0, l1 in info.lins[j]:  # XOR/INV gates level by level (a level's gates are independent)
             lp = min(threads, max(1, (l1 - l0) * bc // (8 * MIN_THREAD_ITEMS)))
             _parallel([lambda a=a, b=b: K.linear(lab, P, a, b, bc, 0, bc) for a, b in _split(l0, l1, lp)])
-        k = int(ks[j])
+        k = ks[j]
         parts = min(threads, k * bc // MIN_THREAD_ITEMS)
         _parallel([lambda a=a, b=b: ands(lab, P, j, a, b, bc, 0, bc, *args_tail, tab, off)
                    for a, b in _split(0, k, parts)])
@@ -171,12 +183,12 @@ def _run_whole(K, role: str, lab, P, ks, lins, bc, args_tail, tab, off) -> int:
     return off
 
 
-def _spans(ks: np.ndarray, bc: int, every: int) -> list[tuple[int, int]]:
+def _spans(ks: list[int], bc: int, every: int) -> list[tuple[int, int]]:
     """Runs of batches [i, j) whose tables reach ``every`` bytes (the last run ends with the last row)."""
     out, i, acc = [], 0, 0
     nb = len(ks) - 1
     for j in range(nb + 1):
-        acc += 32 * int(ks[j]) * bc
+        acc += 32 * ks[j] * bc
         if (acc >= every and acc > 0) or j == nb:
             out.append((i, j + 1))
             i, acc = j + 1, 0
@@ -185,20 +197,22 @@ def _spans(ks: np.ndarray, bc: int, every: int) -> list[tuple[int, int]]:
 
 def garble(plan: _Plan, zero: np.ndarray, delta: np.ndarray, instance_offset: int, batch: int, chunk: int,
            dest: np.ndarray | None, scratch: np.ndarray | None, every: int, whole: bool, keep: bool,
-           finish: Callable[[int, int, np.ndarray], None]) -> Iterator[np.ndarray]:
+           output_zero: np.ndarray, decode_bits: np.ndarray, wire_zero: np.ndarray | None) -> Iterator[np.ndarray]:
     """Garble every chunk; yield table segments as :meth:`Garbler._run` does.
 
     With ``dest`` (all tables, flat words): views of what was written since
     the last yield once that reaches ``every`` bytes (``whole``: once per
     chunk, the chunk then being free to use every thread); without: each
-    AND level's segment, in ``scratch`` (reused) or a fresh array.
-    ``finish(b0, b1, labels (n_slots, bc, 2))`` gets each chunk's zero labels.
+    AND level's segment, in ``scratch`` (reused) or a fresh array.  Fills
+    ``output_zero`` (n_out, batch, 2), ``decode_bits`` (n_out, batch) and,
+    if given, ``wire_zero`` (n_wires, batch, 2).
     """
     K = fused_kernels()
-    P, ks, lins = _batches(plan)
-    nb = len(ks) - 1
+    info = _info(plan)
+    P, nb, ks = info.P, info.nb, info.ks
     rk = FIXED_ROUND_KEYS_X4
     n_in = plan.in_slots.shape[0]
+    out_flat, bits_flat = output_zero.reshape(-1), decode_bits.reshape(-1).view(np.uint8)
     w = _Scratch.acquire(plan, "garbler", chunk)
     pos = 0
     try:
@@ -210,10 +224,9 @@ def garble(plan: _Plan, zero: np.ndarray, delta: np.ndarray, instance_offset: in
             lab3[plan.one_slot] = delta[b0:b1]
             dl = w.delta[: 2 * bc]
             dl.reshape(bc, 2)[...] = delta[b0:b1]
-            inst = _U64(instance_offset + b0)
-            tail = (dl, inst, rk)
+            tail = (dl, _U64(instance_offset + b0), rk)
             if dest is not None and whole:
-                end = _run_whole(K, "garbler", lab, P, ks, lins, bc, tail, dest, pos)
+                end = _run_whole(K, "garbler", lab, info, bc, tail, dest, pos)
                 yield dest[pos:end]
                 pos = end
             elif dest is not None:
@@ -224,29 +237,32 @@ def garble(plan: _Plan, zero: np.ndarray, delta: np.ndarray, instance_offset: in
                     pos = end
             else:
                 for i in range(nb + 1):
-                    size = 4 * int(ks[i]) * bc
+                    size = 4 * ks[i] * bc
                     seg = (scratch[:size] if scratch is not None else np.empty(size, _U64)) if size else _EMPTY
                     K.garble_batches(lab, P, i, i + 1, bc, 0, bc, *tail, seg, 0)
                     if size:
                         yield seg
-            finish(b0, b1, lab3)
+            K.gather_out(lab, info.out_slots, bc, out_flat, batch, b0, bits_flat)
+            if wire_zero is not None:
+                wire_zero[:, b0:b1] = lab3[: wire_zero.shape[0]]
     finally:
         w.release(plan, "garbler", chunk, keep)
 
 
 def evaluate(plan: _Plan, act: np.ndarray, instance_offset: int, batch: int, chunk: int, reader: _Reader,
-             keep: bool, finish: Callable[[int, int, np.ndarray], None]) -> None:
-    """Evaluate every chunk, pulling each run of tables from ``reader``; ``finish(b0, b1, labels)`` per chunk.
+             keep: bool, out: np.ndarray, wire_labels: np.ndarray | None) -> None:
+    """Evaluate every chunk, pulling each run of tables from ``reader``; output labels into ``out``.
 
     Tables held whole (``reader.whole``) let a chunk use every thread;
     from a stream, each run of levels whose tables lie in the piece at hand
     is one call (a level spanning pieces is copied once by the reader).
     """
     K = fused_kernels()
-    P, ks, lins = _batches(plan)
-    nb = len(ks) - 1
+    info = _info(plan)
+    P, nb, ks = info.P, info.nb, info.ks
     rk = FIXED_ROUND_KEYS_X4
     n_in = plan.in_slots.shape[0]
+    out_flat = out.reshape(-1)
     w = _Scratch.acquire(plan, "evaluator", chunk)
     try:
         for b0, b1 in _chunks(batch, chunk):
@@ -255,28 +271,29 @@ def evaluate(plan: _Plan, act: np.ndarray, instance_offset: int, batch: int, chu
             lab3 = lab.reshape(plan.n_slots, bc, 2)
             lab3[:n_in] = act[:, b0:b1]
             lab3[plan.one_slot] = 0
-            inst = _U64(instance_offset + b0)
-            tail = (inst, rk)
-            need = 32 * int(ks.sum()) * bc
+            tail = (_U64(instance_offset + b0), rk)
             if reader.whole:
-                tab, off = reader.read_at(need)
-                _run_whole(K, "evaluator", lab, P, ks, lins, bc, tail, tab, off)
+                tab, off = reader.read_at(32 * info.n_and * bc)
+                _run_whole(K, "evaluator", lab, info, bc, tail, tab, off)
             else:
                 i = 0
                 while i <= nb:
                     avail = reader.contiguous()
                     j, size = i, 0
-                    while j <= nb and size + 32 * int(ks[j]) * bc <= avail:
-                        size += 32 * int(ks[j]) * bc
+                    while j <= nb and size + 32 * ks[j] * bc <= avail:
+                        size += 32 * ks[j] * bc
                         j += 1
                     if j == i:  # the next level's tables span pieces: one copy
-                        j, size = i + 1, 32 * int(ks[i]) * bc
+                        j, size = i + 1, 32 * ks[i] * bc
                     tab, off = reader.read_at(size) if size else (_EMPTY, 0)
                     K.eval_batches(lab, P, i, j, bc, 0, bc, *tail, tab, off)
                     i = j
-            finish(b0, b1, lab3)
+            K.gather_out(lab, info.out_slots, bc, out_flat, batch, b0, _NO_BITS)
+            if wire_labels is not None:
+                wire_labels[:, b0:b1] = lab3[: wire_labels.shape[0]]
     finally:
         w.release(plan, "evaluator", chunk, keep)
 
 
 _EMPTY = np.zeros(0, _U64)
+_NO_BITS = np.zeros(0, np.uint8)

@@ -338,14 +338,10 @@ class Garbler:
         if _jit_mod.fused_ready():  # every chunk shape, AES inside the compiled loops
             from . import fused
 
-            def finish_all(b0: int, b1: int, lab: np.ndarray) -> None:
-                self.output_zero[:, b0:b1] = lab[plan.out_slots]
-                if self.record_wires:
-                    self.wire_zero[:, b0:b1] = lab[: self.circuit.n_wires]
-
+            self.decode_bits = np.empty((n_out, self.batch), bool)
             yield from fused.garble(plan, zero, self.delta, self.instance_offset, self.batch, self.chunk, dest,
-                                    scratch, every, whole, self._keep, finish_all)
-            self.decode_bits = (self.output_zero[..., 0] & _ONE).astype(bool)
+                                    scratch, every, whole, self._keep, self.output_zero, self.decode_bits,
+                                    self.wire_zero)
             return
         w = None
         jit1 = _use_jit(plan, self.chunk)
