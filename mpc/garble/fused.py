@@ -195,14 +195,23 @@ def _spans(ks: list[int], bc: int, every: int) -> list[tuple[int, int]]:
     return out
 
 
+def _groups(chunks: list[tuple[int, int]], parts: int) -> list[list[tuple[int, int]]]:
+    """Consecutive chunks in ``parts`` groups of about equal instance counts."""
+    total = chunks[-1][1]
+    groups: list[list[tuple[int, int]]] = [[] for _ in range(parts)]
+    for b0, b1 in chunks:
+        groups[min(parts - 1, b0 * parts // total)].append((b0, b1))
+    return [g for g in groups if g]
+
+
 def garble(plan: _Plan, zero: np.ndarray, delta: np.ndarray, instance_offset: int, batch: int, chunk: int,
            dest: np.ndarray | None, scratch: np.ndarray | None, every: int, whole: bool, keep: bool,
            output_zero: np.ndarray, decode_bits: np.ndarray, wire_zero: np.ndarray | None) -> Iterator[np.ndarray]:
     """Garble every chunk; yield table segments as :meth:`Garbler._run` does.
 
     With ``dest`` (all tables, flat words): views of what was written since
-    the last yield once that reaches ``every`` bytes (``whole``: once per
-    chunk, the chunk then being free to use every thread); without: each
+    the last yield once that reaches ``every`` bytes, or (``whole``) all of
+    it at the end, the chunks then going to every thread; without: each
     AND level's segment, in ``scratch`` (reused) or a fresh array.  Fills
     ``output_zero`` (n_out, batch, 2), ``decode_bits`` (n_out, batch) and,
     if given, ``wire_zero`` (n_wires, batch, 2).
@@ -213,18 +222,42 @@ def garble(plan: _Plan, zero: np.ndarray, delta: np.ndarray, instance_offset: in
     rk = FIXED_ROUND_KEYS_X4
     n_in = plan.in_slots.shape[0]
     out_flat, bits_flat = output_zero.reshape(-1), decode_bits.reshape(-1).view(np.uint8)
+
+    def start(w: _Scratch, b0: int, b1: int) -> tuple:
+        bc = b1 - b0
+        lab = w.lab[: plan.n_slots * bc * 2]
+        lab3 = lab.reshape(plan.n_slots, bc, 2)
+        lab3[:n_in] = zero[:, b0:b1]
+        lab3[plan.one_slot] = delta[b0:b1]
+        dl = w.delta[: 2 * bc]
+        dl.reshape(bc, 2)[...] = delta[b0:b1]
+        return bc, lab, lab3, (dl, _U64(instance_offset + b0), rk)
+
+    def finish(lab, lab3, bc: int, b0: int, b1: int) -> None:
+        K.gather_out(lab, info.out_slots, bc, out_flat, batch, b0, bits_flat)
+        if wire_zero is not None:
+            wire_zero[:, b0:b1] = lab3[: wire_zero.shape[0]]
+
+    chunks = _chunks(batch, chunk)
+    if dest is not None and whole and THREADS > 1 and len(chunks) > 1 and info.n_and * batch >= 2 * MIN_THREAD_ITEMS:
+        def group(cs: list[tuple[int, int]]) -> None:  # a thread's chunks, one call each, tables in place
+            w = _Scratch.acquire(plan, "garbler", chunk)
+            try:
+                for b0, b1 in cs:
+                    bc, lab, lab3, tail = start(w, b0, b1)
+                    K.garble_batches(lab, P, 0, nb + 1, bc, 0, bc, *tail, dest, 4 * info.n_and * b0)
+                    finish(lab, lab3, bc, b0, b1)
+            finally:
+                w.release(plan, "garbler", chunk, keep)
+
+        _parallel([lambda cs=cs: group(cs) for cs in _groups(chunks, THREADS)])
+        yield dest
+        return
     w = _Scratch.acquire(plan, "garbler", chunk)
     pos = 0
     try:
-        for b0, b1 in _chunks(batch, chunk):
-            bc = b1 - b0
-            lab = w.lab[: plan.n_slots * bc * 2]
-            lab3 = lab.reshape(plan.n_slots, bc, 2)
-            lab3[:n_in] = zero[:, b0:b1]
-            lab3[plan.one_slot] = delta[b0:b1]
-            dl = w.delta[: 2 * bc]
-            dl.reshape(bc, 2)[...] = delta[b0:b1]
-            tail = (dl, _U64(instance_offset + b0), rk)
+        for b0, b1 in chunks:
+            bc, lab, lab3, tail = start(w, b0, b1)
             if dest is not None and whole:
                 end = _run_whole(K, "garbler", lab, info, bc, tail, dest, pos)
                 yield dest[pos:end]
@@ -242,9 +275,7 @@ def garble(plan: _Plan, zero: np.ndarray, delta: np.ndarray, instance_offset: in
                     K.garble_batches(lab, P, i, i + 1, bc, 0, bc, *tail, seg, 0)
                     if size:
                         yield seg
-            K.gather_out(lab, info.out_slots, bc, out_flat, batch, b0, bits_flat)
-            if wire_zero is not None:
-                wire_zero[:, b0:b1] = lab3[: wire_zero.shape[0]]
+            finish(lab, lab3, bc, b0, b1)
     finally:
         w.release(plan, "garbler", chunk, keep)
 
@@ -253,9 +284,10 @@ def evaluate(plan: _Plan, act: np.ndarray, instance_offset: int, batch: int, chu
              keep: bool, out: np.ndarray, wire_labels: np.ndarray | None) -> None:
     """Evaluate every chunk, pulling each run of tables from ``reader``; output labels into ``out``.
 
-    Tables held whole (``reader.whole``) let a chunk use every thread;
-    from a stream, each run of levels whose tables lie in the piece at hand
-    is one call (a level spanning pieces is copied once by the reader).
+    Tables held whole (``reader.whole``) let the chunks (or a single
+    chunk's instances or wide levels) use every thread; from a stream, each
+    run of levels whose tables lie in the piece at hand is one call (a
+    level spanning pieces is copied once by the reader).
     """
     K = fused_kernels()
     info = _info(plan)
@@ -263,15 +295,40 @@ def evaluate(plan: _Plan, act: np.ndarray, instance_offset: int, batch: int, chu
     rk = FIXED_ROUND_KEYS_X4
     n_in = plan.in_slots.shape[0]
     out_flat = out.reshape(-1)
+
+    def start(w: _Scratch, b0: int, b1: int) -> tuple:
+        bc = b1 - b0
+        lab = w.lab[: plan.n_slots * bc * 2]
+        lab3 = lab.reshape(plan.n_slots, bc, 2)
+        lab3[:n_in] = act[:, b0:b1]
+        lab3[plan.one_slot] = 0
+        return bc, lab, lab3, (_U64(instance_offset + b0), rk)
+
+    def finish(lab, lab3, bc: int, b0: int, b1: int) -> None:
+        K.gather_out(lab, info.out_slots, bc, out_flat, batch, b0, _NO_BITS)
+        if wire_labels is not None:
+            wire_labels[:, b0:b1] = lab3[: wire_labels.shape[0]]
+
+    chunks = _chunks(batch, chunk)
+    if reader.whole and THREADS > 1 and len(chunks) > 1 and info.n_and * batch >= 2 * MIN_THREAD_ITEMS:
+        tab, off = reader.read_at(32 * info.n_and * batch)
+
+        def group(cs: list[tuple[int, int]]) -> None:
+            w = _Scratch.acquire(plan, "evaluator", chunk)
+            try:
+                for b0, b1 in cs:
+                    bc, lab, lab3, tail = start(w, b0, b1)
+                    K.eval_batches(lab, P, 0, nb + 1, bc, 0, bc, *tail, tab, off + 4 * info.n_and * b0)
+                    finish(lab, lab3, bc, b0, b1)
+            finally:
+                w.release(plan, "evaluator", chunk, keep)
+
+        _parallel([lambda cs=cs: group(cs) for cs in _groups(chunks, THREADS)])
+        return
     w = _Scratch.acquire(plan, "evaluator", chunk)
     try:
-        for b0, b1 in _chunks(batch, chunk):
-            bc = b1 - b0
-            lab = w.lab[: plan.n_slots * bc * 2]
-            lab3 = lab.reshape(plan.n_slots, bc, 2)
-            lab3[:n_in] = act[:, b0:b1]
-            lab3[plan.one_slot] = 0
-            tail = (_U64(instance_offset + b0), rk)
+        for b0, b1 in chunks:
+            bc, lab, lab3, tail = start(w, b0, b1)
             if reader.whole:
                 tab, off = reader.read_at(32 * info.n_and * bc)
                 _run_whole(K, "evaluator", lab, info, bc, tail, tab, off)
@@ -288,9 +345,7 @@ def evaluate(plan: _Plan, act: np.ndarray, instance_offset: int, batch: int, chu
                     tab, off = reader.read_at(size) if size else (_EMPTY, 0)
                     K.eval_batches(lab, P, i, j, bc, 0, bc, *tail, tab, off)
                     i = j
-            K.gather_out(lab, info.out_slots, bc, out_flat, batch, b0, _NO_BITS)
-            if wire_labels is not None:
-                wire_labels[:, b0:b1] = lab3[: wire_labels.shape[0]]
+            finish(lab, lab3, bc, b0, b1)
     finally:
         w.release(plan, "evaluator", chunk, keep)
 

@@ -38,8 +38,11 @@ from pairwise.circuits.ir import Circuit, CircuitError
 from ..halfgates import TWEAK_INSTANCE_LIMIT
 from .format import _ONE, _U64, GarbleError
 
-#: Labels of one instance chunk may use at most this many bytes (by default).
-CHUNK_LABEL_BYTES = 96 << 20
+#: Labels of one instance chunk may use at most this many bytes (by default): half the 2 MiB L2 cache, so a
+#: chunk's labels stay in cache from level to level (was 96 MiB; the AES-NI path garbles AES-128 at
+#: B = 1024 about 1.3x faster per core in chunks of ~50 than of 1024, kendall in ~500 than in 8192; the
+#: numpy program is as fast at either size).
+CHUNK_LABEL_BYTES = 1 << 20
 #: Largest default instance chunk (2^13 since the TMMO hash: circuits with one AND per level garble
 #: a whole level per step, and a 2^14-instance step no longer fits the cache).
 MAX_CHUNK = 8192

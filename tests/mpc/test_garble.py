@@ -346,11 +346,11 @@ def test_corrupting_one_table_byte_changes_output():
     rng = np.random.default_rng(4)
     bits = random_bits(rng, c, batch)
     want = c.evaluate_bits(bits)[0]
-    g = Garbler(c, batch)
+    g = Garbler(c, batch, chunk=batch)  # one chunk (the layout decoded below)
     active = g.encode_all(bits)
     gc = g.garble()
     tables = np.frombuffer(bytes(gc.tables), dtype=np.uint8)
-    assert np.array_equal(split_outputs(c, decode(Evaluator(c, batch).evaluate(active, tables.tobytes()), g.decode_bits))[0], want)
+    assert np.array_equal(split_outputs(c, decode(Evaluator(c, batch, chunk=batch).evaluate(active, tables.tobytes()), g.decode_bits))[0], want)
     positions = rng.integers(0, 32 * c.n_and, size=12)  # a byte of some ciphertext of some gate
     for p in positions:
         gate_bytes = tables.reshape(-1)  # one chunk: layout (level segments of (2, 2, k, batch) words)
@@ -365,7 +365,7 @@ def test_corrupting_one_table_byte_changes_output():
         for n in range(batch):
             off = base + (((h * 2 + w) * k + gi) * batch + n) * 8 + byte
             bad[off] ^= 0x5A
-        out = Evaluator(c, batch).evaluate(active, bad.tobytes())
+        out = Evaluator(c, batch, chunk=batch).evaluate(active, bad.tobytes())
         got = split_outputs(c, decode(out, g.decode_bits))[0]
         assert not np.array_equal(got, want), f"corrupted byte {p} went unnoticed"
 
@@ -470,8 +470,11 @@ def test_sink_and_chunking_give_same_results():
 def test_default_chunk_is_deterministic_and_bounded():
     c = aes128()
     assert default_chunk(c, 1) == 1
-    assert default_chunk(c, 1000) == 1000
-    assert default_chunk(c, 10**4) == default_chunk(c, 10**4) <= 16384
+    assert default_chunk(c, 1000) == default_chunk(c, 10**4) == default_chunk(c, 10**4) <= 16384
+    from pairwise.mpc.garble import CHUNK_LABEL_BYTES, _plan
+
+    plan = _plan(c)  # a chunk's labels fit CHUNK_LABEL_BYTES (the L2 cache), and not much less
+    assert CHUNK_LABEL_BYTES // 2 < 16 * (plan.n_slots + plan.max_width) * default_chunk(c, 10**4) <= CHUNK_LABEL_BYTES
     assert Garbler(c, 10**4).chunk == Evaluator(c, 10**4).chunk
 
 
