@@ -17,9 +17,12 @@ Usage::
     .venv/bin/python benchmarks/garbling.py --profile  # cProfile breakdown (AES B=1024, layer)
     .venv/bin/python benchmarks/garbling.py --two-process 1024  # both cores: garbler and evaluator processes
 
-Per-machine throughput with both cores (``--two-process B``): the rows above run
-the garbler and the evaluator one after the other in one process (one core).
-``--two-process B`` runs AES-128 for B instances (and gini-32 for 10^5, as in
+Per core and per machine: the SIMD rows (AES-128 at B = 64, 1024, gini, the AND
+layer) run twice, ``T=1`` (one thread: the per-core rate) and ``T=`` every CPU of
+the process (the engine splits the batch's chunks, or a chunk's instances, or a
+wide level's gates, over its threads: ``mpc.garble.fused``); the garbler and the
+evaluator still run one after the other.  The same-run comparison with
+EMP-toolkit is ``benchmarks/garbling_vs_emp.py``.  ``--two-process B`` runs AES-128 for B instances (and gini-32 for 10^5, as in
 (b)) as one SIMD execution between a garbler process and an evaluator process over
 loopback TCP (benchmarks/_twoparty_worker.py: real session, IKNP OT for the
 evaluator's inputs), so garbling and evaluation overlap on the two cores, and
@@ -30,10 +33,11 @@ garbler/evaluator pairs, one per core: that is what ``pairwise ustat
 measures it).
 
 Every run also checks the decoded outputs against plaintext evaluation.
-Timings are wall-clock best-of-N; the CPU time of the best run is printed
-next to it, since the machine's 2 cores are often shared.  The first run
-garbles into freshly allocated memory (``fresh``: first-touch page faults
-cost ~2 ms per MiB on this VM); later runs reuse that buffer.
+Timings are wall-clock best-of-N, next to AND gates per CPU second over all N
+runs (robust when the machine's 2 cores are shared; a per-core figure, not a
+per-machine one).  The first run garbles into freshly allocated memory
+(``fresh``: first-touch page faults); later runs reuse that buffer and the
+engine's scratch (``keep_scratch``, as a session repeating executions does).
 """
 
 from __future__ import annotations
@@ -52,11 +56,6 @@ from pairwise.circuits.catalog import resolve_circuit
 from pairwise.circuits.ir import AND, EVALUATOR, GARBLER, Circuit, InputGroup, OutputGroup
 from pairwise.mpc.garble import Evaluator, Garbler, decode, jit, split_outputs
 
-#: Published figures for scale (see benchmarks/results/garbling.md).
-EMP_GARBLE_MANDS = (28.0, 44.0)
-EMP_EVAL_MANDS = (48.0, 53.0)
-
-
 def and_layer_circuit(n: int) -> Circuit:
     """n independent AND gates: garbler bits a[i], evaluator bits b[i], outputs a[i] & b[i]."""
     return Circuit(
@@ -71,38 +70,63 @@ def and_layer_circuit(n: int) -> Circuit:
     )
 
 
-def measure(circuit: Circuit, batch: int, repeat: int) -> dict:
-    """Best-of-``repeat`` garble() and evaluate() times (wall and CPU) for one configuration."""
+def measure(circuit: Circuit, batch: int, repeat: int, threads: int | None = None) -> dict:
+    """Best-of-``repeat`` garble() and evaluate() times (wall and CPU) for one configuration.
+
+    ``threads``: the engine's threads for this run (``mpc.garble.fused.THREADS``; None: its default,
+    every CPU of the process; 1: the per-core figure).  Garbler and Evaluator keep their scratch for the
+    next run (``keep_scratch``, as a session repeating executions does), and tables go into the first
+    run's buffer, so only the first run touches fresh memory (``garble_fresh_mands``).  CPU rates
+    (``*_cpu_mands``) divide the AND gates of every run but the first by their process CPU time.
+    """
+    from pairwise.mpc.garble import fused
+
     rng = np.random.default_rng()
     bits = [rng.integers(0, 2, size=(batch, g.width)).astype(bool) for g in circuit.inputs]
     want = circuit.evaluate_bits(bits)
-    jit.warm_up()  # one-instance chunks run compiled (mpc.jit): load it before the timers, as bench garble does
+    jit.warm_up()  # the compiled loops (mpc.garble.jit): load them before the timers, as bench garble does
+    saved = fused.THREADS
+    if threads is not None:
+        fused.THREADS = threads
     best = {"garble": (float("inf"), 0.0), "eval": (float("inf"), 0.0), "both": (float("inf"), 0.0)}
+    cpu = {"garble": 0.0, "eval": 0.0}
     ok = True
     buf = None
     fresh = None
-    for _ in range(repeat):
-        g = Garbler(circuit, batch)
-        active = g.encode_all(bits)
-        w0, c0 = time.perf_counter(), time.process_time()
-        gc = g.garble(out=buf)  # first run: fresh memory; later runs reuse it
-        w1, c1 = time.perf_counter(), time.process_time()
-        if buf is None:
-            buf, fresh = gc.tables, w1 - w0
-        out = Evaluator(circuit, batch).evaluate(active, gc)
-        w2, c2 = time.perf_counter(), time.process_time()
-        for key, wall, cpu in (("garble", w1 - w0, c1 - c0), ("eval", w2 - w1, c2 - c1), ("both", w2 - w0, c2 - c0)):
-            if wall < best[key][0]:
-                best[key] = (wall, cpu)
-        got = split_outputs(circuit, decode(out, g.decode_bits))
-        ok &= all(np.array_equal(a, b) for a, b in zip(got, want))
+    runs = 0
+    try:
+        for r in range(repeat):
+            g = Garbler(circuit, batch, keep_scratch=True)
+            active = g.encode_all(bits)
+            w0, c0 = time.perf_counter(), time.process_time()
+            gc = g.garble(out=buf)  # first run: fresh memory; later runs reuse it
+            w1, c1 = time.perf_counter(), time.process_time()
+            if buf is None:
+                buf, fresh = gc.tables, w1 - w0
+            out = Evaluator(circuit, batch, keep_scratch=True).evaluate(active, gc)
+            w2, c2 = time.perf_counter(), time.process_time()
+            for key, wall, c in (("garble", w1 - w0, c1 - c0), ("eval", w2 - w1, c2 - c1), ("both", w2 - w0, c2 - c0)):
+                if wall < best[key][0]:
+                    best[key] = (wall, c)
+            if r > 0 or repeat == 1:
+                cpu["garble"] += c1 - c0
+                cpu["eval"] += c2 - c1
+                runs += 1
+            got = split_outputs(circuit, decode(out, g.decode_bits))
+            ok &= all(np.array_equal(a, b) for a, b in zip(got, want))
+    finally:
+        fused.THREADS = saved
     n = circuit.n_and * batch
     return {
         "circuit": circuit.name,
         "and_gates": circuit.n_and,
         "batch": batch,
+        "threads": threads if threads is not None else fused.THREADS,
+        "path": jit.path(),
         "garble_mands": n / best["garble"][0] / 1e6,
         "eval_mands": n / best["eval"][0] / 1e6,
+        "garble_cpu_mands": n * runs / cpu["garble"] / 1e6 if cpu["garble"] > 0 else float("inf"),
+        "eval_cpu_mands": n * runs / cpu["eval"] / 1e6 if cpu["eval"] > 0 else float("inf"),
         "garble_ms": best["garble"][0] * 1e3,
         "eval_ms": best["eval"][0] * 1e3,
         "garble_cpu_ms": best["garble"][1] * 1e3,
@@ -160,16 +184,21 @@ def _streamed_child(circuit_spec: str, batch: int) -> dict:
     }
 
 
-def cases(quick: bool) -> list[tuple[str, Circuit, int, int]]:
+def cases(quick: bool) -> list[tuple[str, Circuit, int, int, tuple]]:
+    """(label, circuit, batch, repeat, thread counts): SIMD batches and the wide layer run per core (1 thread)
+    and per machine (every CPU); one AES-128 instance has nothing to split (one thread)."""
+    from pairwise.mpc.garble import fused
+
     aes = resolve_circuit("aes128")
     gini = resolve_circuit("gini", 32)
     layer = and_layer_circuit(1 << (16 if quick else 20))
+    both = (1, fused.THREADS) if fused.THREADS > 1 else (1,)
     out = [
-        ("(a) AES-128", aes, 1, 20),
-        ("(a) AES-128", aes, 64, 5),
-        ("(a) AES-128", aes, 1024, 3),
-        ("(b) gini 32-bit", gini, 10**4 if quick else 10**5, 3),
-        ("(c) AND layer", layer, 1, 5),
+        ("(a) AES-128", aes, 1, 20, (1,)),
+        ("(a) AES-128", aes, 64, 5, both),
+        ("(a) AES-128", aes, 1024, 3, both),
+        ("(b) gini 32-bit", gini, 10**4 if quick else 10**5, 3, both),
+        ("(c) AND layer", layer, 1, 5, both),
     ]
     return out
 
@@ -334,19 +363,20 @@ def main(argv=None) -> int:
             print(json.dumps(rows, indent=1))
         return 0 if all(r["correct"] for r in rows) else 1
     rows = []
-    for label, c, batch, repeat in cases(args.quick):
-        r = measure(c, batch, repeat)
-        r["case"] = label
-        rows.append(r)
-        if not args.json:
-            print(
-                f"{label:<16} {c.name:<14} B={batch:<7} AND/inst={c.n_and:<8} "
-                f"garble {r['garble_mands']:7.2f} M/s ({r['garble_ms']:9.1f} ms, cpu {r['garble_cpu_ms']:9.1f}, "
-                f"fresh {r['garble_fresh_mands']:6.2f} M/s)  "
-                f"eval {r['eval_mands']:7.2f} M/s ({r['eval_ms']:9.1f} ms, cpu {r['eval_cpu_ms']:9.1f})  "
-                f"g+e {r['garble_eval_ms']:9.1f} ms  ok={r['correct']}",
-                flush=True,
-            )
+    for label, c, batch, repeat, thread_counts in cases(args.quick):
+        for threads in thread_counts:
+            r = measure(c, batch, repeat, threads)
+            r["case"] = label
+            rows.append(r)
+            if not args.json:
+                print(
+                    f"{label:<16} {c.name:<14} B={batch:<7} T={threads} "
+                    f"garble {r['garble_mands']:7.2f} M/s ({r['garble_ms']:9.1f} ms; {r['garble_cpu_mands']:7.2f} per CPU s, "
+                    f"fresh {r['garble_fresh_mands']:6.2f} M/s)  "
+                    f"eval {r['eval_mands']:7.2f} M/s ({r['eval_ms']:9.1f} ms; {r['eval_cpu_mands']:7.2f} per CPU s)  "
+                    f"g+e {r['garble_eval_ms']:9.1f} ms  ok={r['correct']}",
+                    flush=True,
+                )
     for spec, batch in (("aes128", 2000 if args.quick else 10**4),):
         r = measure_streamed(spec, batch)
         c = resolve_circuit(spec)

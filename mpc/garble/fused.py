@@ -195,6 +195,34 @@ def _spans(ks: list[int], bc: int, every: int) -> list[tuple[int, int]]:
     return out
 
 
+#: Label copies (inputs in, outputs out) of at least this many blocks are split over the threads.
+MIN_THREAD_COPY = 1 << 16
+
+
+def _copy_in(dst: np.ndarray, src: np.ndarray, par: bool) -> None:
+    """dst[...] = src, (rows, bc, 2) blocks, split by rows over the threads when ``par`` and large
+    (numpy copies release the GIL)."""
+    rows = dst.shape[0]
+    if not par or dst.size < 2 * MIN_THREAD_COPY * 2 or rows < 2:
+        dst[...] = src
+        return
+    parts = min(THREADS, rows, dst.size // (2 * MIN_THREAD_COPY))
+    _parallel([lambda a=a, b=b: np.copyto(dst[a:b], src[a:b]) for a, b in _split(0, rows, parts)])
+
+
+def _gather(K, lab, slots: np.ndarray, bc: int, out_flat: np.ndarray, batch: int, b0: int, bits_flat: np.ndarray,
+            par: bool) -> None:
+    """K.gather_out, split by output rows over the threads when ``par`` and large."""
+    n_out = slots.shape[0]
+    if not par or n_out * bc < 2 * MIN_THREAD_COPY or n_out < 2:
+        K.gather_out(lab, slots, bc, out_flat, batch, b0, bits_flat)
+        return
+    parts = min(THREADS, n_out, n_out * bc // MIN_THREAD_COPY)
+    _parallel([lambda a=a, b=b: K.gather_out(lab, slots[a:b], bc, out_flat[2 * a * batch :], batch, b0,
+                                             bits_flat[a * batch :] if bits_flat.shape[0] else bits_flat)
+               for a, b in _split(0, n_out, parts)])
+
+
 def _groups(chunks: list[tuple[int, int]], parts: int) -> list[list[tuple[int, int]]]:
     """Consecutive chunks in ``parts`` groups of about equal instance counts."""
     total = chunks[-1][1]
@@ -223,18 +251,18 @@ def garble(plan: _Plan, zero: np.ndarray, delta: np.ndarray, instance_offset: in
     n_in = plan.in_slots.shape[0]
     out_flat, bits_flat = output_zero.reshape(-1), decode_bits.reshape(-1).view(np.uint8)
 
-    def start(w: _Scratch, b0: int, b1: int) -> tuple:
+    def start(w: _Scratch, b0: int, b1: int, par: bool = False) -> tuple:
         bc = b1 - b0
         lab = w.lab[: plan.n_slots * bc * 2]
         lab3 = lab.reshape(plan.n_slots, bc, 2)
-        lab3[:n_in] = zero[:, b0:b1]
+        _copy_in(lab3[:n_in], zero[:, b0:b1], par)
         lab3[plan.one_slot] = delta[b0:b1]
         dl = w.delta[: 2 * bc]
         dl.reshape(bc, 2)[...] = delta[b0:b1]
         return bc, lab, lab3, (dl, _U64(instance_offset + b0), rk)
 
-    def finish(lab, lab3, bc: int, b0: int, b1: int) -> None:
-        K.gather_out(lab, info.out_slots, bc, out_flat, batch, b0, bits_flat)
+    def finish(lab, lab3, bc: int, b0: int, b1: int, par: bool = False) -> None:
+        _gather(K, lab, info.out_slots, bc, out_flat, batch, b0, bits_flat, par)
         if wire_zero is not None:
             wire_zero[:, b0:b1] = lab3[: wire_zero.shape[0]]
 
@@ -255,9 +283,10 @@ def garble(plan: _Plan, zero: np.ndarray, delta: np.ndarray, instance_offset: in
         return
     w = _Scratch.acquire(plan, "garbler", chunk)
     pos = 0
+    par = whole and dest is not None and THREADS > 1
     try:
         for b0, b1 in chunks:
-            bc, lab, lab3, tail = start(w, b0, b1)
+            bc, lab, lab3, tail = start(w, b0, b1, par)
             if dest is not None and whole:
                 end = _run_whole(K, "garbler", lab, info, bc, tail, dest, pos)
                 yield dest[pos:end]
@@ -275,7 +304,7 @@ def garble(plan: _Plan, zero: np.ndarray, delta: np.ndarray, instance_offset: in
                     K.garble_batches(lab, P, i, i + 1, bc, 0, bc, *tail, seg, 0)
                     if size:
                         yield seg
-            finish(lab, lab3, bc, b0, b1)
+            finish(lab, lab3, bc, b0, b1, par)
     finally:
         w.release(plan, "garbler", chunk, keep)
 
@@ -296,16 +325,16 @@ def evaluate(plan: _Plan, act: np.ndarray, instance_offset: int, batch: int, chu
     n_in = plan.in_slots.shape[0]
     out_flat = out.reshape(-1)
 
-    def start(w: _Scratch, b0: int, b1: int) -> tuple:
+    def start(w: _Scratch, b0: int, b1: int, par: bool = False) -> tuple:
         bc = b1 - b0
         lab = w.lab[: plan.n_slots * bc * 2]
         lab3 = lab.reshape(plan.n_slots, bc, 2)
-        lab3[:n_in] = act[:, b0:b1]
+        _copy_in(lab3[:n_in], act[:, b0:b1], par)
         lab3[plan.one_slot] = 0
         return bc, lab, lab3, (_U64(instance_offset + b0), rk)
 
-    def finish(lab, lab3, bc: int, b0: int, b1: int) -> None:
-        K.gather_out(lab, info.out_slots, bc, out_flat, batch, b0, _NO_BITS)
+    def finish(lab, lab3, bc: int, b0: int, b1: int, par: bool = False) -> None:
+        _gather(K, lab, info.out_slots, bc, out_flat, batch, b0, _NO_BITS, par)
         if wire_labels is not None:
             wire_labels[:, b0:b1] = lab3[: wire_labels.shape[0]]
 
@@ -326,9 +355,10 @@ def evaluate(plan: _Plan, act: np.ndarray, instance_offset: int, batch: int, chu
         _parallel([lambda cs=cs: group(cs) for cs in _groups(chunks, THREADS)])
         return
     w = _Scratch.acquire(plan, "evaluator", chunk)
+    par = reader.whole and THREADS > 1
     try:
         for b0, b1 in chunks:
-            bc, lab, lab3, tail = start(w, b0, b1)
+            bc, lab, lab3, tail = start(w, b0, b1, par)
             if reader.whole:
                 tab, off = reader.read_at(32 * info.n_and * bc)
                 _run_whole(K, "evaluator", lab, info, bc, tail, tab, off)
@@ -345,7 +375,7 @@ def evaluate(plan: _Plan, act: np.ndarray, instance_offset: int, batch: int, chu
                     tab, off = reader.read_at(size) if size else (_EMPTY, 0)
                     K.eval_batches(lab, P, i, j, bc, 0, bc, *tail, tab, off)
                     i = j
-            finish(lab, lab3, bc, b0, b1)
+            finish(lab, lab3, bc, b0, b1, par)
     finally:
         w.release(plan, "evaluator", chunk, keep)
 

@@ -187,6 +187,9 @@ def _load_fused() -> types.ModuleType | bool:
         for tables in (tab, frozen):
             f.eval_batches(lab, prog, 0, 2, 1, 0, 1, np.uint64(0), FIXED_ROUND_KEYS_X4, tables, 0)
             f.eval_ands(lab, prog, 0, 0, 1, 1, 0, 1, np.uint64(0), FIXED_ROUND_KEYS_X4, tables, 0)
+        f.gather_out(lab, np.zeros(1, np.int64), 1, np.zeros(2, np.uint64), 1, 0, np.zeros(1, np.uint8))
+        from . import fused  # noqa: F401 - (its import, too, before any timer)
+
         return f
     except Exception as exc:  # noqa: BLE001 - any failure: the OpenSSL path
         log.warning("AES-NI garbling kernels unavailable (%s: %s); hashing with OpenSSL", type(exc).__name__, exc)

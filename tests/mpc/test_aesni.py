@@ -109,6 +109,7 @@ def _set_path(monkeypatch, path: str) -> None:
     monkeypatch.setattr(jit, "AESNI", path.startswith("aesni"))
     monkeypatch.setattr(fused, "THREADS", 3 if path == "aesni-threads" else 1)
     monkeypatch.setattr(fused, "MIN_THREAD_ITEMS", 2)
+    monkeypatch.setattr(fused, "MIN_THREAD_COPY", 2)
 
 
 def _garble_evaluate(monkeypatch, path: str, c: Circuit, batch: int, seed: int, mode: str = "whole", **kw):
@@ -199,6 +200,7 @@ def test_threads_split_wide_levels_and_instances_identically(monkeypatch, batch)
         _set_path(monkeypatch, "aesni")
         monkeypatch.setattr(fused, "THREADS", t)
         monkeypatch.setattr(fused, "MIN_THREAD_ITEMS", 64)
+        monkeypatch.setattr(fused, "MIN_THREAD_COPY", 100)
         runs[t] = _run_threads(c, batch)
     _same(runs)
 
