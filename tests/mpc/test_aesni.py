@@ -279,3 +279,24 @@ def test_a_width_the_cpu_lacks_is_refused():
                          capture_output=True, text=True, timeout=300)
     assert res.returncode != 0 and "PAIRWISE_AES_WIDTH" in res.stderr
     assert _aesni.WIDTH in (128, 256, 512)
+
+
+def test_bench_garble_reports_per_core_and_per_machine_rates(capsys):
+    from pairwise.circuits.catalog import resolve_circuit
+    from pairwise.cli import main
+    from pairwise.commands.garble import bench_garble
+    from pairwise.mpc.garble import GarbleError
+
+    c = resolve_circuit("gini", 8, False)
+    for threads in (1, 2):
+        r = bench_garble(c, 300, repeat=2, threads=threads)
+        assert r["correct"] and r["threads"] == threads and r["path"] == "aesni"
+        for key in ("garble_mands", "eval_mands", "garble_mands_per_core", "eval_mands_per_core"):
+            assert r[key] > 0
+    assert fused.THREADS >= 1  # restored after the runs
+    with pytest.raises(GarbleError, match="threads"):
+        bench_garble(c, 4, threads=0)
+    assert main(["bench", "garble", "--circuit", "gini", "--bits", "8", "--batch", "64", "--repeat", "2",
+                 "--threads", "1", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "per machine" in out and "per core" in out and "1 thread(s)" in out
