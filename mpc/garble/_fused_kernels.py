@@ -376,6 +376,25 @@ def eval_batches(lab, P, i0, i1, bc, n0, n1, inst, rk, tab, off):
 
 
 @_nb.njit(**_opts)
+def eval_fit(lab, P, i0, i1, bc, inst, rk, tab, off, end):
+    """:func:`eval_batches` from batch ``i0`` while the next batch's tables lie in ``tab[off:end]`` (a piece of
+    a stream); returns (the first batch not run, the word offset after the tables read)."""
+    rows = HEADER + 3 * ld(P, 0) + 3 * ld(P, 1)
+    i = i0
+    while i < i1:
+        r = rows + 5 * i
+        k = ld(P, r + 1) - ld(P, r)
+        if off + 4 * k * bc > end:
+            break
+        linear(lab, P, ld(P, r + 2), ld(P, r + 3), bc, 0, bc)
+        if k > 0:
+            eval_ands(lab, P, i, 0, k, bc, 0, bc, inst, rk, tab, off)
+            off += 4 * k * bc
+        i += 1
+    return i, off
+
+
+@_nb.njit(**_opts)
 def aes_blocks(x, out, rk):
     """out = pi(x) for the blocks of flat uint64 arrays (tests: against ``cryptography``)."""
     m = x.shape[0] // 2

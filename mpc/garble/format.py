@@ -53,6 +53,7 @@ HEADER_SIZE = _HEADER.size  # 72 bytes
 
 _U64 = np.uint64
 _ONE = np.uint64(1)
+_NO_WORDS = np.zeros(0, _U64)
 
 
 class GarbleError(ValueError):
@@ -113,17 +114,24 @@ class _Reader:
             return self._words, pos >> 3
         return self.read(n, (n >> 3,)), 0
 
-    def contiguous(self) -> int:
-        """Bytes that :meth:`read_at` can return without a copy: the rest of the current chunk when the
-        position is word-aligned (waiting for the next chunk of a stream when this one is used up)."""
+    def peek(self) -> tuple[np.ndarray, int, int]:
+        """(words, offset, n): the rest of the current chunk, ``words[offset:offset + n]``, readable with no
+        copy (n = 0 when the position is not word-aligned); waits for the next chunk of a stream when this
+        one is used up.  :meth:`skip` then consumes what was used."""
         while self._pos == len(self._cur) and self._it is not None:
             nxt = next(self._it, None)
             if nxt is None:
-                return 0
+                return _NO_WORDS, 0, 0
             self._set(memoryview(nxt).cast("B"))
         if self._words is None or self._pos & 7:
-            return 0
-        return len(self._cur) - self._pos
+            return _NO_WORDS, 0, 0
+        return self._words, self._pos >> 3, (len(self._cur) - self._pos) >> 3
+
+    def skip(self, n: int) -> None:
+        """Consume ``n`` bytes of the current chunk (after :meth:`peek`)."""
+        if n > len(self._cur) - self._pos:  # pragma: no cover - callers skip what peek showed
+            raise GarbleError("skip past the current chunk")
+        self._pos += n
 
     def read(self, n: int, shape: tuple[int, ...]) -> np.ndarray:
         while self._pos == len(self._cur) and n and self._it is not None:  # chunk used up: the next one

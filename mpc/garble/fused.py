@@ -101,6 +101,7 @@ class _Scratch:
     def __init__(self, plan: _Plan, chunk: int) -> None:
         self.lab = np.empty(plan.n_slots * chunk * 2, _U64)
         self.delta = np.empty(chunk * 2, _U64)
+        self.tables: np.ndarray | None = None  # (garbler, streaming) the tables of one chunk
         self.nbytes = self.lab.nbytes + self.delta.nbytes
 
     @classmethod
@@ -194,6 +195,10 @@ def _spans(ks: list[int], bc: int, every: int) -> list[tuple[int, int]]:
             i, acc = j + 1, 0
     return out
 
+
+#: A streaming garbler (``iter_tables``) garbles a chunk in one call when its tables take at most this many
+#: bytes (then yields the chunk's segments one by one), else level by level.
+CHUNK_TABLE_BYTES = 16 << 20
 
 #: Label copies (inputs in, outputs out) of at least this many blocks are split over the threads.
 MIN_THREAD_COPY = 1 << 16
@@ -297,6 +302,21 @@ def garble(plan: _Plan, zero: np.ndarray, delta: np.ndarray, instance_offset: in
                     if end > pos:
                         yield dest[pos:end]
                     pos = end
+            elif 32 * info.n_and * bc <= CHUNK_TABLE_BYTES:  # the chunk in one call, then its segments
+                if w.tables is None:
+                    w.tables = np.empty(4 * info.n_and * chunk, _U64)
+                    w.nbytes += w.tables.nbytes
+                K.garble_batches(lab, P, 0, nb + 1, bc, 0, bc, *tail, w.tables, 0)
+                pos = 0
+                for k in ks:
+                    if k:
+                        seg = w.tables[pos : pos + 4 * k * bc]
+                        pos += 4 * k * bc
+                        if scratch is None:
+                            yield seg.copy()
+                        else:
+                            scratch[: seg.shape[0]] = seg
+                            yield scratch[: seg.shape[0]]
             else:
                 for i in range(nb + 1):
                     size = 4 * ks[i] * bc
@@ -362,19 +382,18 @@ def evaluate(plan: _Plan, act: np.ndarray, instance_offset: int, batch: int, chu
             if reader.whole:
                 tab, off = reader.read_at(32 * info.n_and * bc)
                 _run_whole(K, "evaluator", lab, info, bc, tail, tab, off)
-            else:
+            else:  # one call per piece of the stream: every level whose tables lie in it
                 i = 0
                 while i <= nb:
-                    avail = reader.contiguous()
-                    j, size = i, 0
-                    while j <= nb and size + 32 * ks[j] * bc <= avail:
-                        size += 32 * ks[j] * bc
-                        j += 1
-                    if j == i:  # the next level's tables span pieces: one copy
-                        j, size = i + 1, 32 * ks[i] * bc
-                    tab, off = reader.read_at(size) if size else (_EMPTY, 0)
-                    K.eval_batches(lab, P, i, j, bc, 0, bc, *tail, tab, off)
-                    i = j
+                    words, off, n = reader.peek()
+                    i2, end = K.eval_fit(lab, P, i, nb + 1, bc, *tail, words, off, off + n)
+                    if i2 > i:
+                        reader.skip(8 * (end - off))
+                        i = i2
+                    else:  # the next level's tables span pieces: one copy
+                        tab, o = reader.read_at(32 * ks[i] * bc)
+                        K.eval_batches(lab, P, i, i + 1, bc, 0, bc, *tail, tab, o)
+                        i += 1
             finish(lab, lab3, bc, b0, b1, par)
     finally:
         w.release(plan, "evaluator", chunk, keep)

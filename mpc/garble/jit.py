@@ -185,6 +185,7 @@ def _load_fused() -> types.ModuleType | bool:
         f.garble_ands(lab, prog, 0, 0, 1, 1, 0, 1, d, np.uint64(0), FIXED_ROUND_KEYS_X4, tab, 0)
         f.linear(lab, prog, 0, 1, 1, 0, 1)
         for tables in (tab, frozen):
+            f.eval_fit(lab, prog, 0, 2, 1, np.uint64(0), FIXED_ROUND_KEYS_X4, tables, 0, 4)
             f.eval_batches(lab, prog, 0, 2, 1, 0, 1, np.uint64(0), FIXED_ROUND_KEYS_X4, tables, 0)
             f.eval_ands(lab, prog, 0, 0, 1, 1, 0, 1, np.uint64(0), FIXED_ROUND_KEYS_X4, tables, 0)
         f.gather_out(lab, np.zeros(1, np.int64), 1, np.zeros(2, np.uint64), 1, 0, np.zeros(1, np.uint8))
