@@ -9,9 +9,11 @@ Modules, in dependency order:
   trees (a PRG on secret uniform seeds in the same model).
 - :mod:`pairwise.mpc.halfgates`: pure half-gates ``garble_and`` / ``eval_and``
   (Zahur-Rosulek-Evans 2015).
-- :mod:`pairwise.mpc.garble`: the vectorized SIMD garbler and evaluator (a package: plan,
-  program, kernels, byte format, the two roles, and the compiled one-instance path in
-  :mod:`pairwise.mpc.garble.jit`, also importable as ``pairwise.mpc.jit``; see docs/garbling.md).
+- :mod:`pairwise.mpc.garble`: the SIMD garbler and evaluator (a package: plan, program,
+  kernels, byte format, the two roles; the AES-NI path, every chunk shape on compiled loops
+  with the hash's AES inside, on all cores, in :mod:`pairwise.mpc.garble.fused`; the loader
+  in :mod:`pairwise.mpc.garble.jit`, also importable as ``pairwise.mpc.jit``; see
+  docs/garbling.md).
 - :mod:`pairwise.mpc.errors`, :mod:`pairwise.mpc.tls`, :mod:`pairwise.mpc.channel`: channels
   (memory, TCP, null, transcript), mutual TLS 1.3 with role certificates, and the
   session handshake.

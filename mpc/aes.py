@@ -29,7 +29,15 @@ The correlation-robust hash: ``tccr_hash`` (every correlation-robust use)
     linear orthomorphism sigma, is circular correlation robust without
     tweaks (GKWY's MMO^sigma) but not tweakable-CCR: two queries with
     sigma(x xor x') = i xor i' meet inside pi for every Delta.  It is gone
-    from every correlation-robust use.
+    from every correlation-robust use.  MITCCRH (Guo-Katz-Wang-Weng-Yu,
+    CRYPTO 2020; EMP-toolkit's hash: AES keyed per tweak from a random start
+    key, ideal-cipher model), whose concrete bound does not degrade with
+    the number of hash calls under one fixed key as TMMO's does (about
+    q p / 2^128 for q calls and p offline AES evaluations), costs 1.5x
+    (garbler) to 2.7x (evaluator) TMMO per AND gate on the engine's AES-NI
+    kernels (benchmarks/garbling_hash.py), so garbling keeps TMMO
+    (docs/garbling.md, "Hash and assumption").  :func:`round_keys` gives
+    the AES-NI kernels the round keys of pi.
 
 The PRG: ``mmo_prg`` (FSS trees, ECDF share expansion)
     ``mmo_prg(s, n)`` outputs the blocks G(s)_j = pi(sigma(s) xor j) xor

@@ -3,17 +3,23 @@
 What it does
     :class:`Garbler` garbles a :class:`~pairwise.circuits.ir.Circuit` for
     ``B`` independent instances at once and :class:`Evaluator` evaluates the
-    result, level by level, with fixed-key AES calls that cover a whole level
-    step and no Python loop over gates or instances; one-instance chunks run
-    on compiled loops when numba is available (``PAIRWISE_JIT=0`` selects
-    the numpy program; same tables).  Modules, in dependency order:
+    result, with no Python loop over gates or instances.  Three paths, one
+    chosen at start-up (:func:`.jit.path`), give the same tables: with numba
+    and AES-NI, every chunk runs on compiled loops that compute the hash's
+    AES rounds themselves, on all cores (:mod:`.fused`); without AES-NI,
+    one-instance chunks run compiled loops around OpenSSL; otherwise (or
+    with ``PAIRWISE_JIT=0``) the numpy program runs level by level with
+    fixed-key AES calls that cover a whole level step.  Modules, in
+    dependency order:
 
     - :mod:`.format`: :class:`GarbleError`, the table bytes and their header
       (:class:`GarbledCircuit`), the table reader, output decoding;
     - :mod:`.plan`: the level schedule mapped to label slots; instance chunks;
     - :mod:`.program`: scratch and per-level programs of the numpy path;
     - :mod:`.kernels`: the per-level AND kernels of the numpy path;
-    - :mod:`.jit` (with :mod:`._jit_kernels`): the compiled one-instance path;
+    - :mod:`.jit`: the loader of the compiled paths, the program array;
+    - :mod:`.fused` (with :mod:`._fused_kernels`, :mod:`._aesni`): the AES-NI path;
+    - :mod:`._jit_kernels`: the OpenSSL compiled path (one-instance chunks);
     - :mod:`.garbler`, :mod:`.evaluator`: the two roles;
     - :mod:`.local`: :func:`garble_and_evaluate`, both roles in one process.
 

@@ -3,8 +3,9 @@
 What it does
     :class:`Evaluator` evaluates the tables of a
     :class:`~pairwise.mpc.garble.garbler.Garbler` run with the same circuit,
-    batch, chunk and ``instance_offset``, level by level (the numpy program,
-    or, for one-instance chunks, the compiled path of
+    batch, chunk and ``instance_offset``, level by level (the AES-NI path of
+    :mod:`~pairwise.mpc.garble.fused`, or without AES-NI the numpy program
+    or, for one-instance chunks, the OpenSSL compiled path of
     :mod:`~pairwise.mpc.garble.jit`).  It pulls exactly each level's bytes
     from a :class:`~pairwise.mpc.garble.format.GarbledCircuit` (header
     checked), raw bytes, or a stream split in any way, and refuses streams

@@ -2,9 +2,10 @@
 
 What it does
     :class:`Garbler` garbles a circuit for ``B`` instances at once, chunk by
-    chunk and level by level (the numpy program of
-    :mod:`~pairwise.mpc.garble.program` and :mod:`~pairwise.mpc.garble.kernels`,
-    or, for one-instance chunks, the compiled path of
+    chunk and level by level (on the AES-NI path of
+    :mod:`~pairwise.mpc.garble.fused`; without AES-NI, the numpy program of
+    :mod:`~pairwise.mpc.garble.program` and :mod:`~pairwise.mpc.garble.kernels`
+    or, for one-instance chunks, the OpenSSL compiled path of
     :mod:`~pairwise.mpc.garble.jit`), and yields the tables segment by segment
     (:meth:`~Garbler.iter_tables`, :meth:`~Garbler.iter_into`) or returns
     them whole (:meth:`~Garbler.garble`).  Input labels are drawn here, set

@@ -1,36 +1,40 @@
-"""The compiled one-instance path: numba loader, program packing, and the engine's glue.
+"""The compiled paths' loader and program, and the OpenSSL compiled path (CPUs without AES-NI).
 
 What it does
-    When every chunk is one instance and no level has more than
-    :data:`JIT_MAX_WIDTH` AND gates (:func:`_use_jit`), the garbler and the
-    evaluator run each chunk through :func:`_jit_garble1` / :func:`_jit_eval1`
-    instead of the numpy program.  Per AND level that is one compiled call
-    (finish the previous level, run the XOR/INV gates, gather the hash
-    inputs: :mod:`~pairwise.mpc.garble._jit_kernels`), one OpenSSL AES-ECB
-    call, one compiled tweak call and a second AES-ECB call.  :func:`program`
-    packs a schedule into one int64 array (cached per plan by
-    :func:`_jit_program`); :class:`_Jit1` is the pooled scratch.  Same
-    algebra, tweaks, label layout and table bytes as the numpy program
-    (``tests/mpc/test_jit.py`` compares them).
+    :func:`warm_up` / :func:`ready` load numba's kernels (importing numba
+    only then: 0.4-0.9 s with numba's on-disk cache, ``cache=True``) and
+    decide the path of this process (:func:`path`): ``aesni`` when the CPU
+    has AES-NI (:func:`fused_ready`; the AES-NI path is
+    :mod:`pairwise.mpc.garble.fused`, every chunk shape), else ``openssl``,
+    else ``numpy``.  :func:`program` packs a schedule into one int64 array
+    (cached per plan by :func:`_jit_program`); both compiled paths take it.
+    :data:`ENABLED` is False with ``PAIRWISE_JIT=0`` (numpy program),
+    :data:`AESNI` False with ``PAIRWISE_AESNI=0`` (the OpenSSL path, as on
+    a CPU without AES-NI), :func:`disabled` turns both off for a block, and
+    if numba is missing or fails one warning is logged and the engine stays
+    on numpy.  ``pairwise.mpc.jit`` is this module (its former name).
 
-    :func:`ready` / :func:`warm_up` load the kernels, importing numba only
-    then (0.4-0.9 s with numba's on-disk cache, ``cache=True``).
-    :data:`ENABLED` is False with ``PAIRWISE_JIT=0``, :func:`disabled` turns
-    the path off for a block, and if numba is missing or fails one warning
-    is logged and the engine stays on numpy.  ``pairwise.mpc.jit`` is this
-    module (the name of its former home, kept).
+    The OpenSSL path: when every chunk is one instance and no level has more
+    than :data:`JIT_MAX_WIDTH` AND gates (:func:`_use_jit`), the garbler
+    and the evaluator run each chunk through :func:`_jit_garble1` /
+    :func:`_jit_eval1`: per AND level one compiled call (finish the previous
+    level, run the XOR/INV gates, gather the hash inputs:
+    :mod:`~pairwise.mpc.garble._jit_kernels`), one OpenSSL AES-ECB call, one
+    compiled tweak call and a second AES-ECB call; :class:`_Jit1` is its
+    pooled scratch.  Same algebra, tweaks, label layout and table bytes as
+    the numpy program (``tests/mpc/test_jit.py``, ``tests/mpc/test_aesni.py``).
 
 Security model
-    As the numpy program: semi-honest half-gates, the TMMO hash through
-    ``cryptography`` (OpenSSL, AES-NI, constant time).  The compiled loops
-    have no branch and no memory index that depends on a label or a permute
-    bit (selection by masks ``0 - bit``); indices come from the public
+    As the numpy program: semi-honest half-gates, the TMMO hash (OpenSSL or
+    AES-NI instructions, constant time).  The compiled loops have no branch
+    and no memory index that depends on a label or a permute bit
+    (selection by masks ``0 - bit``); indices come from the public
     schedule.  numba's cache holds machine code, no data; nothing is logged
-    but the fallback warning.
+    but the fallback warnings.
 
 Follows
     Zahur-Rosulek-Evans 2015, Fig. 2; Guo-Katz-Wang-Yu 2020, Sec. 7 (TMMO);
-    docs/garbling.md "The compiled one-instance path".
+    docs/garbling.md "Three paths, chosen at start-up".
 """
 
 from __future__ import annotations
