@@ -84,9 +84,16 @@ def _parallel(parts: list[Callable[[], object]]) -> list:
     if len(parts) == 1:
         return [parts[0]()]
     futs = [_pool().submit(p) for p in parts[1:]]
-    res = [parts[0]()]
-    for p, f in zip(parts[1:], futs):
-        res.append(p() if f.cancel() else f.result())
+    res: list = []
+    err: BaseException | None = None
+    for i, p in enumerate(parts):  # every part runs to its end (they share buffers) before anything is raised
+        try:
+            res.append(p() if i == 0 or futs[i - 1].cancel() else futs[i - 1].result())
+        except BaseException as exc:  # noqa: BLE001 - re-raised below, once all parts are done
+            err = err or exc
+            res.append(None)
+    if err is not None:
+        raise err
     return res
 
 
@@ -155,9 +162,11 @@ def _run_whole(K, role: str, lab, info: _Info, bc: int, args_tail: tuple, tab, o
     P, nb, ks = info.P, info.nb, info.ks
     threads = THREADS
     run = K.garble_batches if role == "garbler" else K.eval_batches
-    if threads == 1 or info.max_k * bc < 2 * MIN_THREAD_ITEMS and (bc < 2 or info.n_and * bc < 2 * MIN_THREAD_ITEMS):
+    wide = info.max_k * bc >= 2 * MIN_THREAD_ITEMS  # a level worth splitting by gates
+    split = bc >= 2 and info.n_and * bc >= 2 * MIN_THREAD_ITEMS  # instances worth splitting
+    if threads == 1 or not (wide or split):
         return int(run(lab, P, 0, nb + 1, bc, 0, bc, *args_tail, tab, off))
-    if bc >= 2 and info.n_and * bc >= 2 * MIN_THREAD_ITEMS:
+    if split:
         parts = min(threads, bc, info.n_and * bc // MIN_THREAD_ITEMS)
         res = _parallel([lambda n0=n0, n1=n1: run(lab, P, 0, nb + 1, bc, n0, n1, *args_tail, tab, off)
                          for n0, n1 in _split(0, bc, parts)])
