@@ -68,6 +68,7 @@ Security model / assumption
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 
@@ -314,9 +315,8 @@ def ctr_blocks(key: bytes, n: int, *, start: int = 0, out: np.ndarray | None = N
 
 def random_blocks(*shape: int) -> np.ndarray:
     """Uniform 128-bit blocks from the OS CSPRNG (``os.urandom``), shape (*shape, 2)."""
-    count = int(np.prod(shape, dtype=np.int64)) if shape else 1
-    buf = os.urandom(16 * count)
-    return np.frombuffer(buf, dtype=np.uint64).reshape(*shape, 2).copy()
+    count = math.prod(shape) if shape else 1
+    return np.frombuffer(bytearray(os.urandom(16 * count)), dtype=np.uint64).reshape(*shape, 2)
 
 
 def blocks_from_bytes(data: bytes | bytearray | memoryview) -> np.ndarray:
