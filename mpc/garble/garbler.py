@@ -212,7 +212,11 @@ class Garbler:
         if b.shape != (self.batch, g.width):
             raise GarbleError(f"bits for {group!r} must have shape ({self.batch}, {g.width}), got {b.shape}")
         w = wire_slice(g)
-        if isinstance(w, slice):  # in place, word plane by word plane, through a bounded temporary
+        if isinstance(w, slice) and g.width * self.batch <= 1 << 12:  # small: one masked XOR (fewest calls)
+            z = self._zero[w]
+            mask = np.negative(b.T.view(np.uint8), dtype=_U64)[..., None]  # all-ones where bit = 1
+            np.bitwise_xor(a, np.bitwise_and(mask, self.delta[None], out=np.empty_like(z)), out=z)
+        elif isinstance(w, slice):  # in place, word plane by word plane, through a bounded temporary
             z = self._zero[w]
             if not _same_memory(a, z):
                 np.copyto(z, a)
