@@ -22,10 +22,13 @@ What it does
     them to one generation of keys, so a server holding keys of another
     upload (or none) has another digest.
 
-    Uploads are *staged* per connection (:class:`StagedUpload`) and become
-    visible only when committed; while staged, their client ids are claimed
+    Uploads are *staged* per connection (on disk,
+    :mod:`pairwise.protocols.ecdf.staging`) and become visible only when
+    committed; while staged, their client ids are claimed
     (:meth:`Dataset.claim`), so two concurrent uploads cannot both add a
-    client.
+    client.  Client ids, committed and claimed, are held in :class:`IdSet`
+    (sorted arrays, 8 bytes per id); the key material of a committed upload
+    is parsed from storage by the first release that needs it.
 
 Security model
     Server-local bookkeeping; see :mod:`pairwise.protocols.ecdf.server`.
@@ -44,7 +47,7 @@ from .shares import PointwiseShares, grid_points, parse_keys, reduce_mod
 from .storage import ChunkRecord, DatasetRecord, Storage, StorageError
 from .wire import DatasetError
 
-__all__ = ["Dataset", "Snapshot", "StagedChunk", "StagedUpload", "split_keys"]
+__all__ = ["Dataset", "IdSet", "Snapshot", "split_keys"]
 
 
 def split_keys(lens: np.ndarray, data: bytes) -> list[bytes]:
@@ -54,54 +57,55 @@ def split_keys(lens: np.ndarray, data: bytes) -> list[bytes]:
     return [bytes(mv[offs[i]:offs[i + 1]]) for i in range(len(lens))]
 
 
-def take_raw(lens: np.ndarray, data: bytes, rows: np.ndarray, k: int) -> tuple[np.ndarray, bytes]:
-    """Rows ``rows`` of k stored records: variable-size keys (``lens`` per record) or, with empty
-    ``lens``, k records of equal size (pointwise share words)."""
-    mv = memoryview(data)
-    if lens.size:
-        offs = np.concatenate([[0], np.cumsum(lens, dtype=np.int64)])
-        return lens[rows], b"".join(mv[offs[r]:offs[r + 1]] for r in rows)
-    width = len(data) // max(1, k)
-    return lens, b"".join(mv[r * width:(r + 1) * width] for r in rows)
+def __getattr__(name: str):
+    """Names that moved to :mod:`pairwise.protocols.ecdf.staging` (kept importable from here)."""
+    if name in ("StagedChunk", "StagedUpload", "take_raw"):
+        from . import staging
+
+        return getattr(staging, name)
+    raise AttributeError(name)
 
 
-@dataclass
-class StagedChunk:
-    """One received chunk of an upload: accepted clients' ids, their positions in the upload, raw keys
-    (or share words) and parsed shares per series."""
+class IdSet:
+    """A set of client ids as a few sorted, disjoint uint64 arrays (8 bytes per id).
 
-    ids: np.ndarray
-    pos: np.ndarray
-    raw: dict[str, tuple[np.ndarray, bytes]]  # series -> (lens, concatenated keys / LE share words)
-    shares: dict[str, object]
+    :meth:`add` takes ids known to be new; arrays of similar size are merged
+    (as the digits of a binary counter), so there are O(log n) of them and a
+    membership test of k ids costs O(k log^2 n).
+    """
 
-    def drop(self, positions: np.ndarray) -> StagedChunk:
-        """This chunk without the clients at upload ``positions``."""
-        keep = ~np.isin(self.pos, positions)
-        if keep.all():
-            return self
-        rows = np.flatnonzero(keep)
-        raw = {s: take_raw(lens, data, rows, self.ids.size) for s, (lens, data) in self.raw.items()}
-        return StagedChunk(self.ids[rows], self.pos[rows], raw, {s: sh.take(rows) for s, sh in self.shares.items()})
+    def __init__(self) -> None:
+        self._arrays: list[np.ndarray] = []
+        self._size = 0
 
+    def __len__(self) -> int:
+        return self._size
 
-@dataclass
-class StagedUpload:
-    """An upload received on one connection, not yet committed (discarded if the connection ends)."""
+    def add(self, ids: np.ndarray) -> None:
+        new = np.unique(np.asarray(ids, dtype=np.uint64))
+        if not new.size:
+            return
+        self._size += new.size
+        self._arrays.append(new)
+        while len(self._arrays) > 1 and self._arrays[-2].size <= 2 * self._arrays[-1].size:
+            b = self._arrays.pop()
+            a = self._arrays.pop()
+            self._arrays.append(np.union1d(a, b))
 
-    upload_id: str
-    record: DatasetRecord
-    create: bool
-    replace: bool
-    chunks: list[StagedChunk] = field(default_factory=list)
-    claimed: set[int] = field(default_factory=set)
-    dataset: Dataset | None = None  # where the client ids are claimed
-    live: Dataset | None = None  # the existing dataset (append, new round), None for a new dataset
-    announced: int = 0  # clients announced by the header (positions 0 .. announced - 1)
+    def contains(self, ids: np.ndarray) -> np.ndarray:
+        """A boolean mask: which of ``ids`` are in the set."""
+        ids = np.asarray(ids, dtype=np.uint64)
+        out = np.zeros(ids.size, dtype=bool)
+        for a in self._arrays:
+            at = np.searchsorted(a, ids)
+            hit = at < a.size
+            out[hit] |= a[at[hit]] == ids[hit]
+        return out
 
-    @property
-    def accepted(self) -> int:
-        return sum(c.ids.size for c in self.chunks)
+    def sorted(self) -> np.ndarray:
+        if not self._arrays:
+            return np.zeros(0, dtype=np.uint64)
+        return np.sort(np.concatenate(self._arrays)) if len(self._arrays) > 1 else self._arrays[0]
 
 
 @dataclass
@@ -124,13 +128,13 @@ class Dataset:
         self.record = record
         self.server_id = server_id
         self.lock = threading.Lock()
-        self._ids: list[np.ndarray] = []
-        self._id_set: set[int] = set()
+        self._ids = IdSet()
         self._uploads: list[str] = []
         # None: key material not loaded yet (a new dataset has nothing to load)
         self._parts: dict[str, list] | None = {s: [] for s in record.series} if new else None
+        self._unparsed: list[str] = []  # committed uploads whose keys are not in _parts yet
         self._cache: dict[str, object] = {}
-        self._pending: set[int] = set()
+        self._pending: dict[int, IdSet] = {}  # the ids claimed by each staged upload (by its claim token)
         self._digest: str | None = None
 
     # ------------------------------------------------------------------ public parameters
@@ -161,7 +165,7 @@ class Dataset:
     @property
     def count(self) -> int:
         with self.lock:
-            return len(self._id_set)
+            return len(self._ids)
 
     def params(self) -> tuple:
         r = self.record
@@ -192,18 +196,22 @@ class Dataset:
     def _add_ids(self, upload_id: str, ids: np.ndarray) -> None:
         if not self._uploads or self._uploads[-1] != upload_id:
             self._uploads.append(upload_id)
-        self._ids.append(ids)
-        self._id_set.update(int(c) for c in ids.tolist())
+        self._ids.add(ids)
         self._digest = None
 
-    def _load_keys(self, storage: Storage) -> None:
+    def _load_keys(self, storage: Storage, upload_id: str | None = None) -> None:
+        """Parse the stored keys of every upload (or of ``upload_id`` only, appended to the parsed ones)."""
         parts: dict[str, list] = {s: [] for s in self.series}
-        for c in storage.chunks(self.name):
+        for c in storage.chunks(self.name, upload_id=upload_id):
             for s in self.series:
                 if s not in c.keys:
                     raise StorageError(f"stored dataset {self.name!r} lacks series {s!r} in upload {c.upload_id}")
                 parts[s].append(self._parse_stored(c, s))
-        self._parts = parts
+        if upload_id is None or self._parts is None:
+            self._parts = parts
+        else:
+            for s, got in parts.items():
+                self._parts[s].extend(got)
         self._cache = {}
 
     def _parse_stored(self, c: ChunkRecord, s: str):
@@ -226,44 +234,55 @@ class Dataset:
                                f"{next(iter(bad.values()))}")
         return shares
 
-    def claim(self, ids: np.ndarray, mine: set[int]) -> tuple[np.ndarray, dict[int, str]]:
-        """Claim client ids for a staged upload that already claimed ``mine`` (updated in place):
-        (mask of the newly claimed, {index: reason} for the others)."""
-        ok = np.ones(ids.size, dtype=bool)
+    def claim(self, ids: np.ndarray, token: int) -> tuple[np.ndarray, dict[int, str]]:
+        """Claim client ids for the staged upload ``token`` (an id of the caller's choosing, e.g. ``id(upload)``):
+        (mask of the newly claimed, {index: reason} for the others: already committed or claimed by this
+        upload, an earlier repeat in ``ids``, or claimed by a concurrent upload)."""
+        ids = np.asarray(ids, dtype=np.uint64)
         reasons: dict[int, str] = {}
         with self.lock:
-            for i, cid in enumerate(ids.tolist()):
-                cid = int(cid)
-                if cid in self._id_set or cid in mine:
-                    ok[i], reasons[i] = False, f"duplicate client id {cid}"
-                elif cid in self._pending:
-                    ok[i], reasons[i] = False, f"client id {cid} is being uploaded by a concurrent upload"
-                else:
-                    self._pending.add(cid)
-                    mine.add(cid)
+            mine = self._pending.setdefault(token, IdSet())
+            _, first = np.unique(ids, return_index=True)
+            repeat = np.ones(ids.size, dtype=bool)
+            repeat[first] = False
+            dup = repeat | self._ids.contains(ids) | mine.contains(ids)
+            busy = np.zeros(ids.size, dtype=bool)
+            for other, claims in self._pending.items():
+                if other != token:
+                    busy |= claims.contains(ids)
+            busy &= ~dup
+            for i in np.flatnonzero(dup):
+                reasons[int(i)] = f"duplicate client id {int(ids[i])}"
+            for i in np.flatnonzero(busy):
+                reasons[int(i)] = f"client id {int(ids[i])} is being uploaded by a concurrent upload"
+            ok = ~(dup | busy)
+            mine.add(ids[ok])
         return ok, reasons
 
-    def unclaim(self, ids) -> None:
+    def unclaim(self, token: int) -> None:
+        """Forget every id claimed by the staged upload ``token``."""
         with self.lock:
-            self._pending.difference_update(int(c) for c in ids)
+            self._pending.pop(token, None)
 
-    def add_upload(self, staged: StagedUpload) -> None:
-        """Make a committed upload visible (after :meth:`Storage.commit_upload` returned)."""
+    def add_upload(self, upload_id: str, ids: list[np.ndarray], *, token: int, record: DatasetRecord | None = None,
+                   replace: bool = False) -> None:
+        """Make a committed upload visible (after :meth:`Storage.commit_upload` returned): its client ids,
+        and its keys parsed from storage by the next release.  ``replace``: a new pointwise round
+        (``record``) replaces every client."""
         with self.lock:
-            if staged.replace:
-                self.record = staged.record
-                self._ids, self._id_set, self._uploads = [], set(), []
+            if replace:
+                self.record = record
+                self._ids, self._uploads = IdSet(), []
                 self._parts = {s: [] for s in self.series}
+                self._unparsed = []
                 self._cache = {}
-            for c in staged.chunks:
-                self._add_ids(staged.upload_id, c.ids)
-                if self._parts is not None:
-                    for s, sh in c.shares.items():
-                        self._parts[s].append(sh)
-                        self._cache.pop(s, None)
-            if not self._uploads or self._uploads[-1] != staged.upload_id:
-                self._uploads.append(staged.upload_id)
-            self._pending.difference_update(staged.claimed)
+            for chunk_ids in ids:
+                self._add_ids(upload_id, chunk_ids)
+            if not self._uploads or self._uploads[-1] != upload_id:
+                self._uploads.append(upload_id)
+            if self._parts is not None:
+                self._unparsed.append(upload_id)
+            self._pending.pop(token, None)
             self._digest = None
 
     def upload_ids(self) -> list[str]:
@@ -278,9 +297,10 @@ class Dataset:
             if upload_id not in self._uploads:
                 raise DatasetError(f"dataset {self.name!r} has no upload {upload_id!r} on server {self.server_id}")
             storage.drop_upload(self.name, upload_id)
-            self._ids, self._id_set, self._uploads = [], set(), []
+            self._ids, self._uploads = IdSet(), []
             self._load_ids_locked(storage)
             self._parts = None
+            self._unparsed = []
             self._cache = {}
             self._digest = None
 
@@ -305,11 +325,15 @@ class Dataset:
         """
         need = sorted({b for s in series for b in self.base_series(s)})
         with self.lock:
-            count = len(self._id_set)
+            count = len(self._ids)
             if count == 0:
                 raise DatasetError(f"dataset {self.name!r} holds no clients")
             if self._parts is None:
                 self._load_keys(storage)
+                self._unparsed = []
+            while self._unparsed:
+                self._load_keys(storage, self._unparsed[0])
+                self._unparsed.pop(0)
             shares = {}
             for s in need:
                 sh = self._shares(s)
@@ -333,15 +357,14 @@ class Dataset:
             h = hashlib.sha256(b"pairwise-ecdf/dataset\x00")
             h.update(json.dumps(params, sort_keys=True).encode())
             h.update(json.dumps(sorted(self._uploads)).encode())
-            ids = np.sort(np.concatenate(self._ids)) if self._ids else np.zeros(0, np.uint64)
-            h.update(ids.astype("<u8").tobytes())
+            h.update(self._ids.sorted().astype("<u8").tobytes())
             self._digest = h.hexdigest()
         return self._digest
 
     def info(self) -> dict:
         r = self.record
         with self.lock:
-            count, uploads = len(self._id_set), len(self._uploads)
+            count, uploads = len(self._ids), len(self._uploads)
             digest = self._digest_locked()
         return {"dataset": r.name, "scheme": r.scheme, "m": r.m, "domain_bits": r.n, "output_bits": r.l,
                 "series": dict(r.series), "clients": count, "uploads": uploads, "sealed": True,

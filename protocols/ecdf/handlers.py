@@ -21,11 +21,18 @@ Uploads (ops ``upload`` / ``pointwise``, then ``commit`` or ``discard``)
        shares; the budget stays).  Each chunk's client count must be at most
        :func:`pairwise.protocols.ecdf.wire.chunk_clients` of the scheme's
        per-client size, so every frame size is known before it is read.
-    2. The chunks arrive: ids, key lengths (each at most the scheme's key
+    2. The header reserves the most disk its chunks can take
+       (:class:`pairwise.protocols.ecdf.staging.StagingBudget`; refused if
+       the connection's or the server's staging budget cannot hold it).
+       The chunks arrive: ids, key lengths (each at most the scheme's key
        size), keys (exactly the sum of the lengths) -- or the pointwise
-       share words.  A malformed key rejects its client; a client id that
+       share words.  A malformed key rejects its client, as does an
+       ``mshare`` key of the wrong kind for its position (this server holds
+       the vector keys of positions p = server id mod m); a client id that
        is already in the dataset or in a concurrent upload is rejected.
-       The reply lists the rejected positions of the upload.
+       Each chunk's accepted clients are written to the upload's staged file
+       before the next chunk is read, so memory holds one chunk.  The reply
+       lists the rejected positions of the upload.
     3. The uploader sends every server the union of all servers' rejected
        positions (``commit``); each server drops them and commits the rest
        in one transaction (:meth:`pairwise.protocols.ecdf.storage.Storage.commit_upload`),
@@ -65,7 +72,7 @@ from pairwise.mpc.errors import ProtocolError
 
 from ..cluster import ClusterError
 from .auth import op_of
-from .dataset import Dataset, Snapshot, StagedChunk, StagedUpload, split_keys, take_raw
+from .dataset import Dataset, Snapshot, split_keys
 from .ledger import Ledger
 from .ops import (
     MAX_CLIENTS,
@@ -87,7 +94,8 @@ from .ops import (
 )
 from .peers import PeerHub, connect_peer, garbler_session
 from .release import ReleasePlan, plan_release, release_points, run_release
-from .shares import PointwiseShares, grid_points, parse_keys
+from .shares import KIND_VECTOR, parse_keys
+from .staging import StagedUpload, StagingBudget
 from .storage import ChunkRecord, DatasetRecord, Storage, StorageError
 from .wire import (
     DatasetError,
@@ -113,8 +121,10 @@ class ServerState:
     def __init__(self, server_id: int, storage: Storage, *, budget: Fraction, dataset_budgets: dict,
                  timeout: float, peers: dict[int, tuple[str, int]], policy, log, tls=None,
                  insecure: bool = False, cluster=None, owner_budget: Fraction | None = None,
-                 total_budget: Fraction | None = None) -> None:
+                 total_budget: Fraction | None = None, staging: StagingBudget | None = None) -> None:
         self.server_id = server_id
+        #: disk for uploads staged but not committed (:mod:`pairwise.protocols.ecdf.staging`)
+        self.staging = staging if staging is not None else StagingBudget()
         #: this server's own Dask cluster (:class:`pairwise.protocols.ecdf.cluster.ClusterKeys`), or None
         self.cluster = cluster
         self.tls, self.insecure = tls, insecure
@@ -335,44 +345,63 @@ class Session:
                 st.claims[name] = upload_id
         # claims on client ids: the live dataset for an append, a fresh one for a new dataset or round
         target = ds if ds is not None and not replace_round else Dataset(record, self.sid, new=True)
-        self.staged = StagedUpload(upload_id, record, create, replace_round, dataset=target, live=ds,
-                                   announced=sum(chunks))
+        staged = StagedUpload(upload_id, record, create, replace_round, dataset=target, live=ds,
+                              announced=sum(chunks))
+        try:
+            # the most this upload can stage, from its header alone: reserved before a single key is read
+            bound = self._staged_bound(req, lens_allowed)
+            st.staging.reserve(bound, self.sid)
+            staged.reserved = bound
+            staged.file = st.staging.open()
+        except BaseException:
+            self._release(staged)
+            raise
+        self.staged = staged
         send_json(self.ch, {"ok": True, "ready": True})
         rejected: list[tuple[int, str]] = []
         rejected_pos: list[int] = []
         base = 0
         for k in chunks:
             if pointwise:
-                chunk, bad = self._recv_pointwise(k, series, l, g, thr, base)
+                bad = self._recv_pointwise(k, series, l, thr, base)
             else:
-                chunk, bad = self._recv_keys(k, series, scheme, m, n, l, lens_allowed, base)
+                bad = self._recv_keys(k, series, scheme, m, n, l, lens_allowed, base)
             for pos, cid, why in bad:
                 rejected.append((cid, why))
                 rejected_pos.append(pos)
-            if chunk is not None:
-                self.staged.chunks.append(chunk)
             base += k
-        send_json(self.ch, {"ok": True, "staged": True, "accepted": self.staged.accepted,
+        staged.rejected = np.array(rejected_pos, dtype=np.int64)
+        send_json(self.ch, {"ok": True, "staged": True, "accepted": staged.accepted,
                             "rejected_count": len(rejected), "rejected": _reject_report(rejected)})
         self.ch.send_array(np.array(rejected_pos, dtype=np.uint64))
 
-    def _finish_chunk(self, ids, ok, reasons, raw, shares, base) -> tuple[StagedChunk | None, list]:
-        """Claim the ids of the parsed-good clients; returns the staged chunk and [(position, id, reason)]."""
+    def _staged_bound(self, req: UploadRequest, lens_allowed: tuple[int, ...]) -> int:
+        """The most disk bytes ``req`` can stage: 16 bytes of id and position per client, plus its keys at their
+        largest (``mshare``: a vector key only for the positions p = server id mod m, a seed key elsewhere)."""
+        K, S = sum(req.chunks), len(req.series)
+        if isinstance(req, PointwiseRequest):
+            return 16 * K + 8 * K * S * len(req.thresholds)
+        if req.scheme == "mshare":
+            vec = max(0, (K - self.sid + req.m - 1) // req.m)
+            return 16 * K + S * (vec * max(lens_allowed) + (K - vec) * min(lens_allowed))
+        return 16 * K + S * K * max(lens_allowed)
+
+    def _stage(self, ids: np.ndarray, ok: np.ndarray, reasons: dict[int, str], raw, base: int) -> list:
+        """Claim the ids of the parsed-good clients and append them to the staged file.
+
+        ``raw(rows)``: series -> (lens, bytes) of those rows.  Returns
+        [(position, id, reason)] for the clients not staged.
+        """
+        staged = self.staged
         good = np.flatnonzero(ok)
-        claimed, dup = self.staged.dataset.claim(ids[good], self.staged.claimed)
+        claimed, dup = staged.dataset.claim(ids[good], id(staged))
         for j, why in dup.items():
             reasons[int(good[j])] = why
         rows = good[claimed]
-        bad = [(base + i, int(ids[i]), reasons[i]) for i in sorted(reasons)]
-        if rows.size == 0:
-            return None, bad
-        sel = {int(r): j for j, r in enumerate(good)}
-        take = np.array([sel[int(r)] for r in rows], dtype=np.intp)  # rows among the parsed-good clients
-        chunk = StagedChunk(ids[rows], base + rows.astype(np.int64), {}, {})
-        for s, (lens, data) in raw.items():
-            chunk.raw[s] = take_raw(lens, data, rows, ids.size)
-            chunk.shares[s] = shares[s].take(take)
-        return chunk, bad
+        if rows.size:
+            staged.file.put(ids[rows], base + rows.astype(np.int64), raw(rows))
+            staged.accepted += int(rows.size)
+        return [(base + i, int(ids[i]), reasons[i]) for i in sorted(reasons)]
 
     def _recv_keys(self, k, series, scheme, m, n, l, lens_allowed, base):
         names = list(series)
@@ -390,35 +419,40 @@ class Session:
         del data
         ok = np.ones(k, dtype=bool)
         reasons: dict[int, str] = {}
-        parsed = {}
         for j, s in enumerate(names):
             shares, kept, bad = parse_keys(scheme, flat[j::S], party=self.sid, m=m, n=n, l=l)
             for i, why in bad.items():
                 ok[i] = False
                 reasons.setdefault(i, f"series {s}: {why}")
-            parsed[s] = (shares, kept)
-        good = np.flatnonzero(ok)
-        aligned, raw = {}, {}
-        for j, (s, (shares, kept)) in enumerate(parsed.items()):
-            where = {c: r for r, c in enumerate(kept)}
-            aligned[s] = shares.take(np.array([where[int(i)] for i in good], dtype=np.intp))
-            raw[s] = (lens[:, j], b"".join(flat[i * S + j] for i in range(k)))
-        return self._finish_chunk(ids, ok, reasons, raw, aligned, base)
+            if scheme == "mshare":  # the public rotation: this server holds vector keys at positions p = id mod m
+                mine = (base + np.asarray(kept, dtype=np.int64)) % m == self.sid
+                for i, vector, want in zip(kept, shares.kinds == KIND_VECTOR, mine):
+                    if vector != want:
+                        ok[i] = False
+                        reasons.setdefault(i, f"series {s}: mshare key {i}: server {self.sid} holds the vector key "
+                                              f"of the clients at upload positions p = {self.sid} mod {m} and a seed "
+                                              f"key otherwise; position {base + i} sent a "
+                                              f"{'vector' if vector else 'seed'} key")
+            del shares
 
-    def _recv_pointwise(self, k, series, l, g, thr, base):
+        def raw(rows):
+            return {s: (lens[rows, j], b"".join(flat[int(i) * S + j] for i in rows)) for j, s in enumerate(names)}
+
+        return self._stage(ids, ok, reasons, raw, base)
+
+    def _recv_pointwise(self, k, series, l, thr, base):
         names = list(series)
         ids = self.ch.recv_array(np.uint64, k)
         word = np.uint32 if l <= 32 else np.uint64  # shares travel as 4-byte words when they fit
         vals = self.ch.recv_array(word, (k, len(names), thr.size)).astype(np.uint64)
         bad = (vals > np.uint64((1 << l) - 1)).any(axis=(1, 2)) if l < 64 else np.zeros(k, bool)
-        ok = ~bad
         reasons = {int(i): f"share not below 2^{l}" for i in np.flatnonzero(bad)}
-        good = np.flatnonzero(ok)
-        pts = grid_points(self.staged.record.n, g)[thr]
-        shares = {s: PointwiseShares(pts, vals[good, j, :].copy(), l) for j, s in enumerate(names)}
-        raw = {s: (np.zeros(0, np.int64), np.ascontiguousarray(vals[:, j, :], dtype="<u8").tobytes())
-               for j, s in enumerate(names)}
-        return self._finish_chunk(ids, ok, reasons, raw, shares, base)
+
+        def raw(rows):
+            return {s: (np.zeros(0, np.int64), np.ascontiguousarray(vals[rows, j, :], dtype="<u8").tobytes())
+                    for j, s in enumerate(names)}
+
+        return self._stage(ids, ~bad, reasons, raw, base)
 
     def op_commit(self, req: CommitRequest) -> None:
         st, staged = self.state, self.staged
@@ -428,39 +462,53 @@ class Session:
         announced = staged.announced
         if not d <= announced:
             raise ProtocolError(f"drop count {d!r} out of range")
-        drop = self.ch.recv_array(np.uint64, d).astype(np.int64)
+        drop = np.unique(self.ch.recv_array(np.uint64, d).astype(np.int64))
         if d and (drop.max() >= announced):
             raise ProtocolError("a dropped position lies outside the upload")
-        staged.chunks = [c for c in (c.drop(drop) for c in staged.chunks) if c.ids.size]
         self.staged = None
+        # the clients this server staged and no server rejected
+        kept = staged.accepted - int(np.setdiff1d(drop, staged.rejected, assume_unique=True).size)
+        ids: list[np.ndarray] = []
         try:
             live = staged.live
             if live is not None and not staged.replace and live.record.round != staged.record.round:
                 raise DatasetError(f"a new round of {staged.record.name!r} replaced the one this upload appends to")
-            if staged.accepted:
-                records = [ChunkRecord(staged.upload_id, i, c.ids, c.raw) for i, c in enumerate(staged.chunks)]
-                st.storage.commit_upload(staged.record, staged.upload_id, records, create=staged.create,
+            if kept:
+                def records():  # one staged chunk in memory at a time
+                    for c in staged.file.chunks():
+                        c = c.drop(drop)
+                        if c.ids.size:
+                            ids.append(c.ids)
+                            yield ChunkRecord(staged.upload_id, len(ids) - 1, c.ids, c.raw)
+
+                st.storage.commit_upload(staged.record, staged.upload_id, records(), create=staged.create,
                                          replace=staged.replace, owner=self.owner)
+                target = staged.dataset if staged.create else live
+                target.add_upload(staged.upload_id, ids, token=id(staged), record=staged.record,
+                                  replace=staged.replace)
                 if staged.create:
-                    staged.dataset.add_upload(replace(staged, create=False))
                     st.ledger.load(staged.record.name)
                     with st.lock:
-                        st.datasets[staged.record.name] = staged.dataset
-                else:
-                    live.add_upload(staged)
+                        st.datasets[staged.record.name] = target
         finally:
             self._release(staged)
         ds = st.datasets.get(staged.record.name)
         what = "new round of" if staged.replace else ("new dataset" if staged.create else "append to")
-        st.log(f"upload {staged.upload_id} ({what} {staged.record.name!r}): committed {staged.accepted} client(s)")
-        send_json(self.ch, {"ok": True, "accepted": staged.accepted, "clients": 0 if ds is None else ds.count,
+        st.log(f"upload {staged.upload_id} ({what} {staged.record.name!r}): committed {kept} client(s)")
+        send_json(self.ch, {"ok": True, "accepted": kept, "clients": 0 if ds is None else ds.count,
                             "digest": None if ds is None else ds.digest()})
 
     def _release(self, staged: StagedUpload) -> None:
-        staged.dataset.unclaim(staged.claimed)
+        """Forget a staged upload: its claimed ids, its claim on a new dataset id, its disk and reserved bytes."""
+        staged.dataset.unclaim(id(staged))
         with self.state.lock:
             if self.state.claims.get(staged.record.name) == staged.upload_id:
                 del self.state.claims[staged.record.name]
+        if staged.file is not None:
+            staged.file.close()
+            staged.file = None
+        self.state.staging.release(staged.reserved)
+        staged.reserved = 0
 
     def op_discard(self, req: DiscardRequest) -> None:
         self.discard()

@@ -272,6 +272,8 @@ class UploadRequest(Request):
             raise QueryRefused("the dcf scheme needs exactly 2 servers; use mshare for m > 2")
         if scheme == "mshare" and n > MSHARE_MAX_BITS:
             raise QueryRefused(f"mshare keys need domain bits <= {MSHARE_MAX_BITS}, got {n}")
+        if scheme == "mshare" and m == 2:  # a key kind two servers never use: one of them would hold 2^n words
+            raise QueryRefused("mshare keys are for 3 or more servers; two servers use dcf keys (scheme auto)")
         series = _series_specs(obj.get("series"), l)
         upload_id = _hex_id(obj.get("upload_id"), "upload_id")
         append = obj.get("append", False)

@@ -53,7 +53,12 @@ Bounded resources (this module)
     ``request_timeout`` for a whole request; a reaper thread shuts down the
     socket of a connection past its deadline, which unblocks its thread
     wherever it waits.  Bulk frame sizes are fixed by the request before they
-    are read (:mod:`pairwise.protocols.ecdf.wire`).
+    are read (:mod:`pairwise.protocols.ecdf.wire`).  An upload's accepted
+    keys are staged on disk, not in memory, until it commits, within
+    ``--max-staged-bytes`` per server and ``--max-staged-bytes-per-connection``
+    (:mod:`pairwise.protocols.ecdf.staging`); key kinds the servers do not
+    use are refused (``mshare`` with two servers, an ``mshare`` vector key
+    at a position the public rotation does not give this server).
 
 Cluster (``cluster=``, ``--cluster local[:N] | tcp://HOST:PORT | tls://HOST:PORT``)
     The server evaluates its key shares on its own Dask cluster
@@ -142,6 +147,7 @@ from .auth import Policy, peer_of
 from .cluster import ClusterKeys
 from .handlers import ServerState, Session
 from .release import LAMBDA, MAX_SERIES
+from .staging import DEFAULT_STAGED_BYTES, DEFAULT_STAGED_BYTES_PER_CONNECTION, StagingBudget, parse_size
 from .storage import Storage, open_storage
 from .wire import (
     PROTOCOL_DIGEST,
@@ -196,7 +202,9 @@ class ECDFServer:
                  storage: Storage | None = None, peers: dict | None = None, policy: Policy | None = None,
                  tls=None, insecure: bool = False, log=None, cluster=None,
                  owner_budget: Fraction | float | str | None = SAME_AS_BUDGET,
-                 total_budget: Fraction | float | str | None = None) -> None:
+                 total_budget: Fraction | float | str | None = None,
+                 max_staged_bytes: int | str = DEFAULT_STAGED_BYTES,
+                 max_staged_bytes_per_connection: int | str = DEFAULT_STAGED_BYTES_PER_CONNECTION) -> None:
         if isinstance(server_id, bool) or not isinstance(server_id, int) or not 0 <= server_id < 255:
             raise ValueError(f"server id must be an integer in [0, 254], got {server_id!r}")
         self.server_id = server_id
@@ -218,6 +226,9 @@ class ECDFServer:
             None if owner_budget is None else parse_epsilon(owner_budget, "budget per owner"))
         total_budget = None if total_budget is None else parse_epsilon(total_budget, "total budget")
         budgets = {str(k): parse_epsilon(v, f"budget of dataset {k!r}") for k, v in (dataset_budgets or {}).items()}
+        staging = StagingBudget(parse_size(max_staged_bytes, "max staged bytes"),
+                                parse_size(max_staged_bytes_per_connection, "max staged bytes per connection"),
+                                directory=state_dir)
         peers = {int(j): (str(a[0]), int(a[1])) for j, a in (peers or {}).items()}
         if server_id in peers:
             raise ValueError(f"--peer names this server ({server_id}) itself")
@@ -236,7 +247,7 @@ class ECDFServer:
             self.state = ServerState(server_id, self.storage, budget=budget, dataset_budgets=budgets,
                                      timeout=self.timeout, peers=peers, policy=self.policy, log=self._log,
                                      tls=tls, insecure=insecure, cluster=self.cluster,
-                                     owner_budget=owner_budget, total_budget=total_budget)
+                                     owner_budget=owner_budget, total_budget=total_budget, staging=staging)
             self.listener = TCPListener(host, port, backlog=min(128, 2 * max_connections), tls=tls,
                                         insecure=insecure)
         except BaseException:

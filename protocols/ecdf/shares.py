@@ -17,7 +17,7 @@ What it does
         key's tree once (:func:`dcf_full_domain_sum`).  A client sends one
         key of ~n(16 + l/8) bytes per server.
 
-    ``mshare`` (m >= 2, used for m > 2; the "trivial" m-party FSS)
+    ``mshare`` (m > 2; the "trivial" m-party FSS; two servers refuse it)
         Our FSS library is two-party, so for m > 2 servers the client
         additively shares the weighted one-hot vector beta e_x of length 2^n
         mod 2^l: m - 1 servers get a 16-byte PRG seed (expanded with the

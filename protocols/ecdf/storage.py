@@ -48,7 +48,7 @@ import json
 import os
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from fractions import Fraction
 
@@ -127,15 +127,17 @@ class Storage(ABC):
         """Every dataset's public parameters."""
 
     @abstractmethod
-    def chunks(self, dataset: str, *, with_keys: bool = True) -> Iterator[ChunkRecord]:
-        """The stored chunks of ``dataset``, in commit order (``with_keys=False``: client ids only)."""
+    def chunks(self, dataset: str, *, with_keys: bool = True, upload_id: str | None = None) -> Iterator[ChunkRecord]:
+        """The stored chunks of ``dataset`` (or of its upload ``upload_id`` only), in commit order
+        (``with_keys=False``: client ids only)."""
 
     @abstractmethod
-    def commit_upload(self, record: DatasetRecord, upload_id: str, chunks: list[ChunkRecord], *,
+    def commit_upload(self, record: DatasetRecord, upload_id: str, chunks: Iterable[ChunkRecord], *,
                       create: bool, replace: bool, owner: str = "") -> None:
         """Atomically: create the dataset (``create``) or replace its round (``replace``: drop its
         stored clients, store the record's new round), then store the upload's chunks, made by the
-        data owner ``owner`` (its certificate name; ``""`` without one)."""
+        data owner ``owner`` (its certificate name; ``""`` without one).  ``chunks`` may be a generator
+        (read from the staged upload one at a time); if it raises, nothing is stored."""
 
     @abstractmethod
     def owners(self, dataset: str) -> list[str]:
@@ -240,10 +242,11 @@ class SQLiteStorage(SQLiteStore, Storage):
                               thresholds=None if r[9] is None else json.loads(r[9]), round=r[10], created=r[11])
                 for r in rows]
 
-    def chunks(self, dataset: str, *, with_keys: bool = True) -> Iterator[ChunkRecord]:
+    def chunks(self, dataset: str, *, with_keys: bool = True, upload_id: str | None = None) -> Iterator[ChunkRecord]:
         heads = self._read("SELECT c.upload_id, c.chunk, c.ids FROM chunks c JOIN uploads u "
                            "ON u.dataset = c.dataset AND u.upload_id = c.upload_id "
-                           "WHERE c.dataset = ? ORDER BY u.seq, c.chunk", (dataset,))
+                           "WHERE c.dataset = ?" + ("" if upload_id is None else " AND c.upload_id = ?")
+                           + " ORDER BY u.seq, c.chunk", (dataset,) if upload_id is None else (dataset, upload_id))
         for upload_id, chunk, ids in heads:
             keys = {}
             for series, lens, data in [] if not with_keys else self._read("SELECT series, lens, data FROM chunk_keys WHERE dataset = ? "
@@ -251,7 +254,7 @@ class SQLiteStorage(SQLiteStore, Storage):
                 keys[series] = (np.frombuffer(lens, dtype="<u4").astype(np.int64), bytes(data))
             yield ChunkRecord(upload_id, chunk, np.frombuffer(ids, dtype="<u8").astype(np.uint64), keys)
 
-    def commit_upload(self, record: DatasetRecord, upload_id: str, chunks: list[ChunkRecord], *,
+    def commit_upload(self, record: DatasetRecord, upload_id: str, chunks: Iterable[ChunkRecord], *,
                       create: bool, replace: bool, owner: str = "") -> None:
         def work(db) -> None:
             name = record.name

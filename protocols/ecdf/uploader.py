@@ -162,6 +162,8 @@ def _scheme(scheme: str, m: int, domain_bits: int) -> str:
         raise ShareParameterError(f"key scheme must be auto, dcf or mshare, got {scheme!r}")
     if scheme == "dcf" and m != 2:
         raise ShareParameterError("dcf keys are two-party: use --scheme mshare (or auto) for m > 2 servers")
+    if scheme == "mshare" and m == 2:
+        raise ShareParameterError("mshare keys are for 3 or more servers: two servers use dcf keys (--scheme auto)")
     if scheme == "mshare" and domain_bits > MSHARE_MAX_BITS:
         raise ShareParameterError(f"mshare keys need a domain of at most 2^{MSHARE_MAX_BITS} points")
     return scheme

@@ -164,7 +164,9 @@ class SQLiteStore:
         try:
             with self._tx() as db:
                 return fn(db)
-        except sqlite3.Error as exc:
+        except StorageError:
+            raise
+        except (sqlite3.Error, OSError) as exc:  # OSError: a full disk, data that ``fn`` streams in failed
             raise StorageError(f"writing the {self.what} {self.path or ':memory:'} failed ({exc}); "
                                "nothing of this request was stored") from exc
 

@@ -4,7 +4,8 @@ Commands
     ``pairwise ecdf serve --server-id I --listen HOST:PORT [--state DIR] [--budget E]
     [--dataset-budget NAME=E ...] [--budget-per-owner E|none] [--budget-total E]
     [--peer J=HOST:PORT ...] [--peer-name J=NAME ...] [--timeout S]
-    [--request-timeout S] [--max-connections N] [--cluster SPEC] [--exit-with-parent]
+    [--request-timeout S] [--max-connections N] [--max-staged-bytes SIZE]
+    [--max-staged-bytes-per-connection SIZE] [--cluster SPEC] [--exit-with-parent]
     [--tls DIR --name NAME | --insecure]``
         Run server I until SIGTERM or SIGINT (a clean shutdown in a few
         seconds).  Prints ``{"event": "listening", ...}`` on stdout once it
@@ -191,6 +192,12 @@ def register(root, groups) -> None:
                    help="seconds one request (an upload, a release) may take in total (default max(1800, 10 x --timeout))")
     s.add_argument("--max-connections", type=positive_int, default=64, metavar="N",
                    help="connections served at once; more are answered 'busy' (default 64)")
+    s.add_argument("--max-staged-bytes", default="16G", metavar="SIZE",
+                   help="disk that the uploads staged but not yet committed may take together, e.g. 512M, 16G "
+                        "(default 16G); an upload that would exceed it is told 'busy'")
+    s.add_argument("--max-staged-bytes-per-connection", default="8G", metavar="SIZE",
+                   help="disk one connection's staged upload may take (default 8G); a larger upload is refused "
+                        "(upload it in several appends)")
     s.add_argument("--peer", action="append", default=[], metavar="J=HOST:PORT",
                    help="address of server J for the server-to-server noise (server 0 connects to server 1); "
                         "default: the address the querier names")

@@ -64,6 +64,8 @@ def cmd_serve(args) -> int:
                      total_budget=args.budget_total,
                      dataset_budgets=_budgets(args.dataset_budget), timeout=args.timeout,
                      request_timeout=args.request_timeout, max_connections=args.max_connections,
+                     max_staged_bytes=args.max_staged_bytes,
+                     max_staged_bytes_per_connection=args.max_staged_bytes_per_connection,
                      state_dir=args.state, peers=_peers(args.peer), tls=tls, insecure=args.insecure,
                      policy=Policy(server_names=names, tls=tls is not None), cluster=args.cluster)
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -1,0 +1,150 @@
+"""The attacks of issue 22 on the ECDF service, each against real server processes.
+
+A hostile client certificate, a hostile querier and strangers without any
+certificate try to exhaust a server's memory, lock the analyst out, delete
+other owners' data, or fool an owner's upload.  Servers are ``python -m
+pairwise ecdf serve`` processes (:class:`pairwise.protocols.ecdf.client.ServerProcesses`);
+the attackers speak the wire protocol directly.  Memory is read from
+``/proc/PID/status`` (VmRSS) against a stated bound far above what a server
+needs; no test measures time, every wait is bounded.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+import pytest
+
+from pairwise.protocols.ecdf.client import ECDFQuerier, ServerProcesses, upload
+from pairwise.protocols.ecdf.shares import mshare_client_keys
+from pairwise.protocols.ecdf.wire import ROLE_CLIENT, chunk_clients, connect, recv_json, send_json
+
+NB = 6
+HUGE = 1e4
+#: what staging may add to a server's resident memory while two connections hold staged uploads
+STAGING_RSS_BOUND_MIB = 64
+
+
+def rss_mib(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    raise AssertionError("no VmRSS")
+
+
+def exact_counts(x, bits: int = NB) -> np.ndarray:
+    return np.array([(np.asarray(x) <= t).sum() for t in range(1 << bits)], dtype=float)
+
+
+# --------------------------------------------------------------------------- staging memory
+def _stage(addr, header: dict, keys: list[bytes], tls=None):
+    """Stage ``keys`` (one series) as a client and never commit: (staged reply or refusal, channel)."""
+    ch = connect(addr, ROLE_CLIENT, label="server", connect_timeout=10, timeout=120, tls=tls)
+    send_json(ch, header)
+    reply = recv_json(ch)
+    if not reply["ok"]:
+        return reply, ch
+    c0 = 0
+    for k in header["chunks"]:
+        part = keys[c0:c0 + k]
+        ch.send_array(np.arange(c0, c0 + k, dtype=np.uint64) + header["_id0"])
+        ch.send_array(np.array([[len(b)] for b in part], dtype=np.uint32))
+        ch.send(b"".join(part))
+        c0 += k
+    reply = recv_json(ch)
+    ch.recv_array(np.uint64, int(reply["rejected_count"]))
+    return reply, ch
+
+
+def _staged_files(pid: int, directory) -> int:
+    """How many unlinked files in ``directory`` (staged uploads) process ``pid`` holds open."""
+    n = 0
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:  # closed meanwhile
+            continue
+        n += target.startswith(str(directory)) and target.endswith("(deleted)")
+    return n
+
+
+def _header(dataset: str, m: int, clients: int, per_client: int, id0: int) -> dict:
+    cap = chunk_clients(per_client)
+    return {"op": "upload", "dataset": dataset, "scheme": "mshare", "m": m, "server_id": 0, "domain_bits": 16,
+            "output_bits": 64, "append": False, "meta": {}, "series": [{"name": "all", "max_weight": 1}],
+            "chunks": [min(cap, clients - c) for c in range(0, clients, cap)], "upload_id": os.urandom(16).hex(),
+            "_id0": id0}
+
+
+def _vector_key(party: int, m: int) -> bytes:
+    """A well-formed mshare vector key (n = 16, l = 64): 524,294 bytes."""
+    return bytes((1, 0x22, party, m, 16, 64)) + os.urandom(8 << 16)
+
+
+def test_staging_mshare_vector_keys_without_committing_does_not_grow_the_server(tmp_path):
+    """Issue 22: a client certificate stages 524,294-byte mshare vector keys (accepted even with 2 servers)
+    from two connections and never commits: +1.06 MB per staged client.  Now two servers refuse mshare keys,
+    and three servers keep staged keys on disk (vector keys only at the positions the public rotation gives
+    them): the server's memory grows by less than STAGING_RSS_BOUND_MIB."""
+    clients = 150
+    with ServerProcesses(2, timeout=120, tls=True) as sp:
+        pid = sp.pids[0]
+        before = rss_mib(pid)
+        held, replies = [], []
+        for c in range(2):
+            reply, ch = _stage(sp.addresses[0], _header(f"huge-{c}", 2, clients, 524294, c * clients),
+                               [_vector_key(0, 2)] * clients, tls=sp.client_tls)
+            held.append(ch)
+            replies.append(reply)
+        grew = rss_mib(pid) - before
+        for ch in held:
+            ch.close()
+        assert grew < STAGING_RSS_BOUND_MIB, f"server 0 grew by {grew:.0f} MiB with {2 * clients} clients staged"
+        for reply in replies:
+            assert not reply["ok"] and "mshare keys are for 3 or more servers" in reply["error"], reply
+    with ServerProcesses(3, budget="1000000", timeout=120, state_dir=tmp_path / "state") as sp:
+        pid = sp.pids[0]
+        x = np.random.default_rng(1).integers(0, 1 << NB, 40)
+        upload(sp.addresses, "honest", x, domain_bits=NB)
+        before = rss_mib(pid)
+        held = []
+        for c in range(2):  # keys as the public rotation gives them: a vector at positions 0, 3, 6, ... of server 0
+            keys = mshare_client_keys(np.zeros(3 * clients, np.int64), None, m=3, domain_bits=16, output_bits=64)[0]
+            reply, ch = _stage(sp.addresses[0], _header(f"big-{c}", 3, 3 * clients, 524294, c * 3 * clients), keys)
+            del keys
+            held.append(ch)
+            assert reply["ok"] and reply["accepted"] == 3 * clients, reply
+        # a vector key at every position: only those of the rotation are staged
+        reply, ch = _stage(sp.addresses[0], _header("every", 3, 48, 524294, 10**6), [_vector_key(0, 3)] * 48)
+        held.append(ch)
+        assert reply["accepted"] == 16 and reply["rejected_count"] == 32, reply
+        assert "holds the vector key of the clients at upload positions p = 0 mod 3" in \
+            reply["rejected"][0]["reason"]
+        grew = rss_mib(pid) - before
+        print(f"staged {2 * clients} vector keys: server 0 grew by {grew:.1f} MiB")
+        assert grew < STAGING_RSS_BOUND_MIB, f"server 0 grew by {grew:.0f} MiB with {2 * clients} vector keys staged"
+        q = ECDFQuerier(sp.addresses, timeout=120, connect_timeout=10)
+        assert np.array_equal(q.ecdf("honest", HUGE).cumulative, exact_counts(x))  # still serving
+        assert _staged_files(pid, tmp_path / "state") == 3
+        for ch in held:
+            ch.close()
+        for _ in range(300):  # the staged files go with their connections
+            if not _staged_files(pid, tmp_path / "state"):
+                break
+            time.sleep(0.1)
+        else:
+            pytest.fail("server 0 still holds staged files after the connections closed")
+        assert q.holders("big-0") == [False, False, False]
+
+
+def test_a_staged_upload_beyond_the_staging_budget_is_refused_before_any_key_is_read():
+    with ServerProcesses(2, timeout=60, extra_args=("--max-staged-bytes", "1M",
+                                                    "--max-staged-bytes-per-connection", "512K")) as sp:
+        x = np.arange(4000) % (1 << NB)  # 4000 dcf keys of 2 x 16 + ... bytes: more than 512 KiB
+        with pytest.raises(Exception, match="more than the 524288 bytes one connection may stage"):
+            upload(sp.addresses, "big", x, domain_bits=NB)
+        small = upload(sp.addresses, "small", x[:100], domain_bits=NB)
+        assert small.accepted == [100, 100]
