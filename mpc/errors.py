@@ -15,6 +15,8 @@ What it does
     FrameError            a frame is malformed: oversized, wrong length,
                           non-zero padding bits, garbage
     ConnectError          could not connect before the deadline / bad host
+    PeerBusy              the peer serves its maximum of connections and
+                          cancelled the handshake: retry later
     AddressInUse          the port to listen on is taken
     HandshakeError        session parameters differ (magic, version, session
                           id, role, circuit digest)
@@ -42,6 +44,7 @@ __all__ = [
     "TruncatedFrame",
     "FrameError",
     "ConnectError",
+    "PeerBusy",
     "AddressInUse",
     "HandshakeError",
     "AuthenticationError",
@@ -73,6 +76,14 @@ class TruncatedFrame(FrameError, PeerClosed):
 
 class ConnectError(ChannelError, ConnectionError):
     """Could not reach the peer: unresolvable host, or nobody listening before the deadline."""
+
+
+class PeerBusy(ConnectError):
+    """The peer is busy: it cancelled the TLS handshake (a ``user_canceled`` alert) before reading anything.
+
+    Not an authentication failure; :meth:`pairwise.mpc.channel.TCPChannel.connect`
+    retries it until its deadline, then raises it.
+    """
 
 
 class AddressInUse(ChannelError):

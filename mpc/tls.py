@@ -68,7 +68,7 @@ import tempfile
 from dataclasses import dataclass
 from typing import Iterable, Iterator
 
-from .errors import AuthenticationError, ChannelTimeout, InsecureTransport, PeerClosed
+from .errors import AuthenticationError, ChannelTimeout, InsecureTransport, PeerBusy, PeerClosed
 
 __all__ = [
     "ROLES",
@@ -87,6 +87,7 @@ __all__ = [
     "check_plaintext",
     "throwaway_credentials",
     "TLS_REQUIRED",
+    "BUSY_ALERT",
 ]
 
 #: The roles a certificate can carry.
@@ -100,6 +101,10 @@ _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 _CA_DAYS = 3650
 #: First bytes a TLS endpoint sends to a plaintext peer before closing (see ``Hello.decode``).
 TLS_REQUIRED = b"PAIRWISE/TLS-REQUIRED"
+#: What a busy TLS endpoint sends instead of a ServerHello: a plaintext fatal ``user_canceled`` alert record
+#: (RFC 8446, Sec. 6.1: "canceling the handshake for some reason unrelated to a protocol failure").  The
+#: connecting side reports :class:`PeerBusy`, never an authentication failure.
+BUSY_ALERT = bytes((21, 3, 3, 0, 2, 2, 90))
 
 
 class CertificateError(ValueError):
@@ -490,8 +495,11 @@ def describe_ssl_error(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
 
-def _handshake(sock: socket.socket, config: TLSConfig, *, server: bool, timeout: float, peer: str):
+def _handshake(sock: socket.socket, config: TLSConfig, *, server: bool, timeout: float, peer: str,
+               on_wrap=None):
     ssock = config.context(server=server).wrap_socket(sock, server_side=server, do_handshake_on_connect=False)
+    if on_wrap is not None:
+        on_wrap(ssock)
     try:
         ssock.settimeout(timeout)
         ssock.do_handshake()
@@ -510,6 +518,9 @@ def _handshake(sock: socket.socket, config: TLSConfig, *, server: bool, timeout:
             _drain_and_close(ssock)  # so the alert OpenSSL just sent reaches the peer (no reset)
         else:
             ssock.close()
+        if not server and getattr(exc, "reason", None) == "TLSV1_ALERT_USER_CANCELLED":
+            raise PeerBusy(f"{peer} is busy: it cancelled the TLS handshake (it serves its maximum of "
+                           "connections); retry later") from None
         raise AuthenticationError(f"TLS handshake with {peer} failed: {describe_ssl_error(exc)}") from None
     except BaseException:
         ssock.close()
@@ -517,12 +528,14 @@ def _handshake(sock: socket.socket, config: TLSConfig, *, server: bool, timeout:
     return ssock, ident
 
 
-def server_handshake(sock: socket.socket, config: TLSConfig, *, timeout: float, peer: str):
+def server_handshake(sock: socket.socket, config: TLSConfig, *, timeout: float, peer: str, on_wrap=None):
     """Accepting side: (ssl socket, :class:`PeerIdentity`) or :class:`AuthenticationError` (socket closed).
 
     A peer whose first byte is not a TLS handshake record is told
     :data:`TLS_REQUIRED` in one plaintext frame (the pairwise handshake of a
     plaintext peer reports it), then the connection is closed.
+    ``on_wrap(ssl_socket)`` is called as soon as the TLS socket exists (so
+    another thread can interrupt the handshake).
     """
     sock.settimeout(timeout)
     try:
@@ -542,7 +555,7 @@ def server_handshake(sock: socket.socket, config: TLSConfig, *, timeout: float, 
             f"{peer} did not start a TLS handshake (a plaintext pairwise peer, or another protocol); "
             "this endpoint requires TLS, and the peer was told so"
         )
-    return _handshake(sock, config, server=True, timeout=timeout, peer=peer)
+    return _handshake(sock, config, server=True, timeout=timeout, peer=peer, on_wrap=on_wrap)
 
 
 def client_handshake(sock: socket.socket, config: TLSConfig, *, timeout: float, peer: str):

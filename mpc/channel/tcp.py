@@ -56,6 +56,7 @@ from ..errors import (
     ConnectError,
     FrameError,
     HandshakeError,
+    PeerBusy,
     PeerClosed,
     TruncatedFrame,
 )
@@ -218,7 +219,9 @@ class TCPChannel(Channel):
         ``insecure=True`` (:class:`InsecureTransport`).  Raises
         :class:`ConnectError` at once if the host name cannot be resolved,
         and when the deadline passes without a connection; TLS failures
-        (:class:`AuthenticationError`) are not retried.
+        (:class:`AuthenticationError`) are not retried.  A busy peer
+        (:class:`PeerBusy`: it cancelled the TLS handshake) is retried with
+        backoff until the deadline, then raised.
         """
         from ..tls import check_plaintext, client_handshake
 
@@ -250,7 +253,13 @@ class TCPChannel(Channel):
                 if tls is None:
                     return cls(sock, timeout=timeout, max_frame=max_frame, peer=label, buffered=buffered)
                 hs_timeout = _check_timeout(timeout)
-                ssock, ident = client_handshake(sock, tls, timeout=hs_timeout, peer=label)
+                try:
+                    ssock, ident = client_handshake(sock, tls, timeout=hs_timeout, peer=label)
+                except PeerBusy as exc:
+                    last, attempts = exc, attempts + 1
+                    if end - time.monotonic() <= delay:
+                        raise
+                    continue
                 return _admitted(cls(ssock, timeout=timeout, max_frame=max_frame, peer=label, buffered=buffered,
                                      peer_identity=ident), roles, names, hs_timeout)
             remaining = end - time.monotonic()
@@ -435,13 +444,46 @@ class PendingConnection:
 
     A server that serves each connection in its own thread calls
     :meth:`open` in that thread, so a slow or stalled peer never blocks the
-    accept loop.
+    accept loop; another thread may cut a stalled handshake with
+    :meth:`interrupt`, or refuse the connection at once as busy
+    (:meth:`tell_busy`).
     """
 
     def __init__(self, listener: "TCPListener", sock: socket.socket, peer: str) -> None:
         self._listener = listener
         self._sock: socket.socket | None = sock
+        self._live: socket.socket | None = sock  # the socket a handshake in progress uses (raw, then TLS)
         self.peer = peer
+
+    def _track(self, sock: socket.socket) -> None:
+        self._live = sock
+
+    def interrupt(self) -> None:
+        """Shut the connection down from any thread: a handshake in :meth:`open` fails at once."""
+        live = self._live
+        if live is not None:
+            try:
+                socket.socket.shutdown(live, socket.SHUT_RDWR)  # the plain call: never touches TLS state
+            except OSError:
+                pass
+
+    def tell_busy(self) -> None:
+        """Refuse this (TLS) connection as busy without opening it, without blocking: the peer is sent
+        :data:`pairwise.mpc.tls.BUSY_ALERT` (it raises :class:`PeerBusy`) and our side is half-closed.
+        Call :meth:`close` a moment later (it first reads what the peer sent, so the close sends no reset
+        that could destroy the alert)."""
+        from ..tls import BUSY_ALERT
+
+        sock = self._sock
+        if sock is None:
+            return
+        self._refused = True
+        try:
+            sock.setblocking(False)
+            sock.send(BUSY_ALERT)
+            sock.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
 
     def open(self, *, recv_timeout: float = DEFAULT_TIMEOUT, max_frame: int = DEFAULT_MAX_FRAME,
              buffered: bool = False, handshake_timeout: float | None = None, peer_roles: PeerFilter = None,
@@ -470,12 +512,21 @@ class PendingConnection:
             return TCPChannel(sock, timeout=recv_timeout, max_frame=max_frame, peer=self.peer, buffered=buffered)
         hs_timeout = _check_timeout(handshake_timeout if handshake_timeout is not None
                                     else min(_check_timeout(recv_timeout), DEFAULT_HANDSHAKE_TIMEOUT))
-        ssock, ident = server_handshake(sock, tls, timeout=hs_timeout, peer=self.peer)
+        ssock, ident = server_handshake(sock, tls, timeout=hs_timeout, peer=self.peer, on_wrap=self._track)
         return _admitted(TCPChannel(ssock, timeout=recv_timeout, max_frame=max_frame, peer=self.peer,
                                     buffered=buffered, peer_identity=ident), roles, names, hs_timeout)
 
     def close(self) -> None:
+        self._live = None
         if self._sock is not None:
+            if getattr(self, "_refused", False):  # read what the peer sent (without blocking): a FIN, not a reset
+                try:
+                    self._sock.setblocking(False)
+                    for _ in range(16):
+                        if not self._sock.recv(1 << 16):
+                            break
+                except OSError:
+                    pass
             self._sock.close()
             self._sock = None
 
@@ -568,50 +619,115 @@ class TCPListener:
     def accept_first(self, timeout: float, setup, *, recv_timeout: float | None = None,
                      max_frame: int = DEFAULT_MAX_FRAME, buffered: bool = False,
                      handshake_timeout: float = DEFAULT_HANDSHAKE_TIMEOUT, peer_roles=None, peer_names=None,
-                     on_reject=None):
+                     on_reject=None, max_pending: int = 64, per_address: int = 16):
         """Accept peers until one passes TLS, admission and ``setup(channel)``; return ``(channel, setup_result)``.
 
         ``setup`` runs the application's first exchange (e.g. the session
-        handshake).  A connection that fails TLS or admission, or whose
-        ``setup`` raises :class:`HandshakeError` or fails before the peer sent
-        a single frame (a stray connection: garbage, a port scanner, the wrong
-        protocol, a peer with another circuit), is closed, reported to
-        ``on_reject(message)``, and the listener keeps waiting.  Each attempt
-        gets at most ``handshake_timeout`` seconds until ``setup`` returns;
-        the whole wait at most ``timeout``, after which :class:`ChannelTimeout`
+        handshake).  Every connection is handshaken in a thread of its own as
+        soon as it arrives, so a silent or slow connection delays nobody: the
+        first to finish ``setup`` wins and the others are closed.  A connection
+        that fails TLS or admission, or whose ``setup`` raises
+        :class:`HandshakeError` or fails before the peer sent a single frame (a
+        stray connection: garbage, a port scanner, the wrong protocol, a peer
+        with another circuit), is closed, reported to ``on_reject(message)``,
+        and the listener keeps waiting; a connection that fails later raises.
+        Each attempt gets at most ``handshake_timeout`` seconds until ``setup``
+        returns; at most ``max_pending`` attempts run at once, at most
+        ``per_address`` from one address, and a newcomer beyond either limit
+        takes the place of the oldest such attempt (which is cut).  The whole
+        wait lasts at most ``timeout``, after which :class:`ChannelTimeout`
         names the rejected connections.
         """
+        import threading
+
         timeout = _check_timeout(timeout)
         recv_timeout = _check_timeout(recv_timeout if recv_timeout is not None else timeout, "recv_timeout")
+        hs_limit = _check_timeout(handshake_timeout, "handshake_timeout")
         end = time.monotonic() + timeout
+        cond = threading.Condition()
+        attempts: dict[PendingConnection, tuple[float, str]] = {}
+        cut: set[PendingConnection] = set()
         rejected: list[str] = []
-        while True:
-            remaining = end - time.monotonic()
-            if remaining <= 0:
-                break
-            try:
-                pending = self.accept_socket(remaining)
-            except ChannelTimeout:
-                break
-            budget = max(0.05, min(remaining, _check_timeout(handshake_timeout, "handshake_timeout")))
+        out: dict = {}
+
+        def reject(msg: str) -> None:
+            rejected.append(msg)
+            if on_reject is not None:
+                on_reject(msg)
+
+        def attempt(pending: PendingConnection) -> None:
             ch = None
+            budget = max(0.05, min(end - time.monotonic(), hs_limit))
             try:
                 ch = pending.open(recv_timeout=recv_timeout, max_frame=max_frame, buffered=buffered,
                                   handshake_timeout=budget, peer_roles=peer_roles, peer_names=peer_names)
                 ch.timeout = min(recv_timeout, budget)  # the first exchange of a stray must not hold us long
                 result = setup(ch)
                 ch.timeout = recv_timeout
-                return ch, result
+                with cond:
+                    if "winner" not in out and "error" not in out:
+                        out["winner"] = (ch, result)
+                        attempts.pop(pending, None)  # never interrupted below
+                        ch = None
             except ChannelError as exc:
                 stray = ch is None or isinstance(exc, HandshakeError) or ch.messages_received == 0
+                with cond:
+                    if pending in cut or "winner" in out:
+                        reject(f"closed connection from {pending.peer}: "
+                               + ("a valid peer was accepted meanwhile" if "winner" in out else
+                                  "newer connections took its place"))
+                    elif stray:
+                        reject(f"rejected connection from {pending.peer}: {exc}")
+                    else:
+                        out.setdefault("error", exc)
+            except BaseException as exc:  # noqa: BLE001 - a failed setup ends the wait, as it always did
+                with cond:
+                    out.setdefault("error", exc)
+            finally:
                 if ch is not None:
                     ch.close()
-                if not stray:
-                    raise
-                msg = f"rejected connection from {pending.peer}: {exc}"
-                rejected.append(msg)
-                if on_reject is not None:
-                    on_reject(msg)
+                with cond:
+                    attempts.pop(pending, None)
+                    cond.notify_all()
+
+        def evict(among: list) -> None:
+            oldest = min(among, key=lambda p: attempts[p][0])
+            cut.add(oldest)
+            oldest.interrupt()
+
+        while True:
+            with cond:
+                if out:
+                    break
+            remaining = end - time.monotonic()
+            if remaining <= 0:
+                break
+            try:
+                pending = self.accept_socket(min(remaining, 0.25))
+            except ChannelTimeout:
+                continue
+            host = pending.peer.rpartition(":")[0] or pending.peer
+            with cond:
+                live = [p for p in attempts if p not in cut]
+                mine = [p for p in live if attempts[p][1] == host]
+                if len(mine) >= per_address:
+                    evict(mine)
+                elif len(live) >= max_pending:
+                    evict(live)
+                attempts[pending] = (time.monotonic(), host)
+            threading.Thread(target=attempt, args=(pending,), daemon=True, name=f"accept-{pending.peer}").start()
+        with cond:
+            if out:  # a winner or an error: cut every other attempt now
+                for p in attempts:
+                    p.interrupt()
+            while attempts:  # each attempt ends within its own budget (<= handshake_timeout)
+                cond.wait(timeout=1.0)
+            if "winner" in out and "error" in out:
+                out.pop("error")
+        if "winner" in out:
+            return out["winner"]
+        if "error" in out:
+            raise out["error"]
         if not rejected:
             raise ChannelTimeout(f"no peer connected to {self.host}:{self.port} within {timeout:g} s")
         raise ChannelTimeout(

@@ -36,11 +36,14 @@ Transport (:mod:`pairwise.protocols.transport`)
     (default 10 s; ``--connect-deadline`` is its deprecated spelling) and the
     garbler waits for a valid evaluator (default: ``--timeout``); ``--timeout``
     bounds every wait on a message.
-    The garbler keeps listening until ``--connect-timeout`` when a connection fails
-    TLS, admission or the session handshake (a stray connection, a port
-    scanner): it prints each rejection on stderr and serves the first valid
-    evaluator.  An evaluator that speaks the runtime but holds another circuit
-    (or another version) stops both parties at once: each prints the mismatch
+    The garbler handshakes every waiting connection at once, each in its own
+    thread, and keeps listening until ``--connect-timeout`` when a connection
+    fails TLS, admission or the session handshake (a stray connection, a
+    port scanner, a silent connection): it prints each rejection on stderr
+    and serves the first valid evaluator, so silent connections neither
+    delay nor stop it (:meth:`pairwise.mpc.channel.TCPListener.accept_first`).
+    An evaluator that speaks the runtime but holds another circuit (or
+    another version) stops both parties at once: each prints the mismatch
     and exits with status 2.
 
 Security model: semi-honest Yao (:mod:`pairwise.mpc.twopc`); inputs are range-checked

@@ -42,13 +42,23 @@ Bounded resources (this module)
     then the protocol handshake) within ``PREAUTH_TIMEOUT`` (10 s), as one of
     at most ``2 * max_connections + PREAUTH_PER_ADDRESS`` connections
     authenticating at once and at most ``PREAUTH_PER_ADDRESS`` (8) from one
-    address (strangers spread over many addresses can still fill this
-    stage; put a network filter in front of a public server); only then
-    does it take one of the ``max_connections`` serving slots, so peers that
-    never authenticate cannot hold them.  An authenticated connection that
-    finds every serving slot taken is answered ``busy`` and closed; when even
-    the authentication stage is full, one more is answered ``busy`` by one
-    small thread (short timeout) and anything beyond that is closed at once.
+    address.  When either limit is reached, the newcomer takes the place of
+    the oldest connection of its address, or else of the address with the
+    most connections authenticating, if that one has been authenticating
+    for ``PREAUTH_MIN_AGE`` (2 s; an honest handshake takes milliseconds):
+    strangers holding idle connections, from any number of addresses, are
+    pushed out by whoever comes next (:meth:`ECDFServer._admit`).  Only a
+    flood of connections all younger than that is told busy: under TLS by a
+    ``user_canceled`` alert instead of a handshake, which the client reports
+    as :class:`pairwise.mpc.errors.PeerBusy` and retries until its connect
+    deadline (then :class:`pairwise.protocols.ecdf.wire.ServerBusy`), never
+    as an authentication failure.  Only an authenticated connection takes a
+    serving slot: one of ``max_connections``, else, for a querier or another
+    server, one of the ``max(2, max_connections / 8)`` reserved for its
+    role, so neither strangers nor a crowd of uploading clients can keep the
+    analyst or the other server out.  An authenticated connection that finds
+    no slot is answered ``busy`` (code ``busy``: :class:`ServerBusy`) and
+    closed.
     Every connection has a deadline: ``timeout`` while it waits for a request (and per receive), and
     ``request_timeout`` for a whole request; a reaper thread shuts down the
     socket of a connection past its deadline, which unblocks its thread
@@ -169,12 +179,16 @@ DEFAULT_BUDGET = Fraction(10)
 SAME_AS_BUDGET = "same"
 #: Connections served at once by default.
 DEFAULT_MAX_CONNECTIONS = 64
-_BUSY_QUEUE = 16
+_BUSY_QUEUE = 64
 #: Seconds a new connection may take to authenticate (TLS handshake with a certificate of the CA, then the
 #: protocol handshake) before it holds a serving slot; and how many connections from one address may be
 #: authenticating at once.  Peers that never authenticate thus cannot hold the serving slots.
 PREAUTH_TIMEOUT = 10.0
 PREAUTH_PER_ADDRESS = 8
+#: Seconds a connection must have been authenticating before a newcomer may take its place.
+PREAUTH_MIN_AGE = 2.0
+_BUSY_LINGER = 1.0
+_CLOSING_MAX = 1024
 _REAP_EVERY = 0.25
 _JOIN_ON_STOP = 5.0
 
@@ -183,6 +197,24 @@ def _address_of(peer: str) -> str:
     """The host part of a channel's ``peer`` ("HOST:PORT", "[v6]:PORT" or a name)."""
     host, sep, _port = str(peer).rpartition(":")
     return host if sep else str(peer)
+
+
+@dataclass(eq=False)
+class _Pending:
+    """A connection in the authentication stage: its address, since when, and whether it was cut."""
+
+    pending: object  # the listener's PendingConnection
+    addr: str
+    since: float
+    ch: object = None  # its channel once TLS is done
+    cut: bool = False
+
+    def interrupt(self) -> None:
+        (self.ch if self.ch is not None else self.pending).interrupt()
+
+
+#: the handshake's role claim -> the role a plaintext (loopback) connection is given for the serving slots
+_CLAIMED_ROLES = {ROLE_QUERIER: "querier", ROLE_PEER: "server", ROLE_CLIENT: "client"}
 
 
 @dataclass
@@ -259,11 +291,15 @@ class ECDFServer:
         self._conns: dict[int, _Conn] = {}
         self._conns_lock = threading.Lock()
         self._threads: set[threading.Thread] = set()
-        self._slots = threading.BoundedSemaphore(max_connections)  # authenticated connections being served
-        # connections still authenticating: room for every serving slot plus a few addresses' worth more
-        self._pending = threading.BoundedSemaphore(2 * max_connections + PREAUTH_PER_ADDRESS)
-        self._pending_by_addr: dict[str, int] = {}
-        self._busy: queue.Queue = queue.Queue(maxsize=_BUSY_QUEUE)
+        # authenticated connections being served: max_connections for anyone, plus a reserve per role that
+        # a crowd of clients cannot take (queriers; the other servers, for the two-server noise)
+        self.reserved_per_role = max(2, max_connections // 8)
+        self._serving = {"any": 0, "querier": 0, "server": 0}
+        # connections still authenticating (TLS, then the protocol handshake), by their arrival
+        self.preauth_capacity = 2 * max_connections + PREAUTH_PER_ADDRESS
+        self._preauth: dict[int, _Pending] = {}
+        self._busy: queue.Queue = queue.Queue(maxsize=_BUSY_QUEUE)  # plaintext: told busy by one thread
+        self._closing: list[tuple[float, object]] = []  # TLS: told busy; closed by the reaper a moment later
         self.stop_reason = ""
 
     # ------------------------------------------------------------------ cluster
@@ -311,25 +347,15 @@ class ECDFServer:
                         break
                     self._log(f"accept failed: {exc}")
                     continue
-                addr = _address_of(ch.peer)
-                with self._conns_lock:
-                    crowded = self._pending_by_addr.get(addr, 0) >= PREAUTH_PER_ADDRESS
-                if crowded:  # this address already has its share of connections authenticating
-                    ch.close()
+                pre = self._admit(ch)  # ch: a PendingConnection
+                if pre is None:
+                    self._refuse(ch)
                     continue
-                if self._pending.acquire(blocking=False):
-                    with self._conns_lock:
-                        self._pending_by_addr[addr] = self._pending_by_addr.get(addr, 0) + 1
-                    t = threading.Thread(target=self._serve_connection, args=(ch, addr), daemon=True,
-                                         name=f"ecdf-conn-{ch.peer}")  # ch: a PendingConnection
-                    with self._conns_lock:
-                        self._threads.add(t)
-                    t.start()
-                else:
-                    try:
-                        self._busy.put_nowait(ch)
-                    except queue.Full:
-                        ch.close()
+                t = threading.Thread(target=self._serve_connection, args=(pre,), daemon=True,
+                                     name=f"ecdf-conn-{ch.peer}")
+                with self._conns_lock:
+                    self._threads.add(t)
+                t.start()
         finally:
             self._shutdown()
 
@@ -357,6 +383,10 @@ class ECDFServer:
                 self._busy.get_nowait().close()
             except queue.Empty:
                 break
+        with self._conns_lock:
+            closing, self._closing = self._closing, []
+        for _, pending in closing:
+            pending.close()
         self._close_cluster()
         self.storage.close()
         self._log(f"stopped ({self.stop_reason or 'listener closed'}); state closed")
@@ -367,6 +397,10 @@ class ECDFServer:
             now = time.monotonic()
             with self._conns_lock:
                 late = [c for c in self._conns.values() if c.deadline < now]
+                due = [p for t, p in self._closing if t <= now]
+                self._closing = [(t, p) for t, p in self._closing if t > now]
+            for pending in due:  # told busy a moment ago: the alert has reached the peer
+                pending.close()
             for c in late:
                 self._log(f"connection {c.ch.peer} passed its deadline; closing it")
                 c.deadline = float("inf")
@@ -377,6 +411,88 @@ class ECDFServer:
         return {"ok": False, "code": "busy", "server_id": self.server_id,
                 "error": f"server {self.server_id} serves its maximum of {self.max_connections} connections; "
                          "retry later"}
+
+    def _refuse(self, pending) -> None:
+        """Tell a connection that arrived while the authentication stage is full that the server is busy.
+
+        TLS: a ``user_canceled`` alert at once, without blocking (the client
+        raises :class:`pairwise.mpc.errors.PeerBusy`, which it retries until its
+        connect deadline, then reports as busy), and the socket is closed by
+        the reaper a moment later.  Plaintext (loopback): one thread answers the
+        protocol handshake with a ``busy`` reply.
+        """
+        if self.tls is not None:
+            pending.tell_busy()
+            with self._conns_lock:
+                if len(self._closing) < _CLOSING_MAX:
+                    self._closing.append((time.monotonic() + _BUSY_LINGER, pending))
+                    return
+            pending.close()
+            return
+        try:
+            self._busy.put_nowait(pending)
+        except queue.Full:
+            pending.close()
+
+    # ------------------------------------------------------------------ admission
+    def _admit(self, pending) -> _Pending | None:
+        """Admit a new connection to the authentication stage, or None (the server is busy).
+
+        At most ``PREAUTH_PER_ADDRESS`` connections from one address and
+        :attr:`preauth_capacity` in all authenticate at once.  When a limit is
+        reached the newcomer takes the place of the oldest connection -- of its
+        own address, or else of the address with the most connections
+        authenticating -- provided that one has been authenticating for
+        ``PREAUTH_MIN_AGE`` seconds (an honest handshake takes milliseconds):
+        strangers holding idle connections are pushed out by whoever comes
+        next, and cannot lock anyone out for longer than that.  Only a flood
+        of connections all younger than that is told busy.
+        """
+        addr = _address_of(pending.peer)
+        now = time.monotonic()
+        with self._conns_lock:
+            live = [p for p in self._preauth.values() if not p.cut]
+            mine = [p for p in live if p.addr == addr]
+            victim = None
+            if len(mine) >= PREAUTH_PER_ADDRESS:
+                victim = min(mine, key=lambda p: p.since)
+            elif len(live) >= self.preauth_capacity:
+                per: dict[str, list] = {}
+                for p in live:
+                    per.setdefault(p.addr, []).append(p)
+                crowd = max(per.values(), key=lambda ps: (len(ps), -min(q.since for q in ps)))
+                victim = min(crowd, key=lambda p: p.since)
+                if now - victim.since < PREAUTH_MIN_AGE:
+                    victim = min(live, key=lambda p: p.since)
+            if victim is not None:
+                if now - victim.since < PREAUTH_MIN_AGE:
+                    return None
+                victim.cut = True
+            pre = _Pending(pending, addr, now)
+            self._preauth[id(pre)] = pre
+        if victim is not None:
+            victim.interrupt()
+        return pre
+
+    def _end_preauth(self, pre: _Pending) -> None:
+        with self._conns_lock:
+            self._preauth.pop(id(pre), None)
+
+    def _take_slot(self, role: str) -> str | None:
+        """A serving slot for an authenticated connection of ``role``: one of ``max_connections``, else one of
+        the reserve of queriers and servers; None when there is none (the connection is told busy)."""
+        with self._conns_lock:
+            if self._serving["any"] < self.max_connections:
+                self._serving["any"] += 1
+                return "any"
+            if role in ("querier", "server") and self._serving[role] < self.reserved_per_role:
+                self._serving[role] += 1
+                return role
+        return None
+
+    def _give_slot(self, slot: str) -> None:
+        with self._conns_lock:
+            self._serving[slot] -= 1
 
     def _refuse_busy(self) -> None:
         while not self._stop.is_set():
@@ -394,21 +510,12 @@ class ECDFServer:
                 ch.close()
 
     # ------------------------------------------------------------------ connections
-    def _end_preauth(self, addr: str) -> None:
-        with self._conns_lock:
-            left = self._pending_by_addr.get(addr, 1) - 1
-            if left > 0:
-                self._pending_by_addr[addr] = left
-            else:
-                self._pending_by_addr.pop(addr, None)
-        self._pending.release()
-
-    def _serve_connection(self, pending, addr: str) -> None:
+    def _serve_connection(self, pre: _Pending) -> None:
+        pending = pre.pending
         session: Session | None = None
         parked = False
         key = None
-        serving = False
-        preauth = True
+        slot = None
         try:
             limit = min(self.timeout, PREAUTH_TIMEOUT)
             try:
@@ -416,25 +523,31 @@ class ECDFServer:
                 # request is then authorized by role (Policy.authorize)
                 ch = pending.open(recv_timeout=limit, handshake_timeout=limit)
             except ChannelError as exc:
-                self._log(f"connection from {pending.peer} refused: {exc}")
+                why = "its place was taken by a newer connection" if pre.cut else str(exc)
+                self._log(f"connection from {pending.peer} refused: {why}")
                 return
+            pre.ch = ch
             conn = _Conn(ch, time.monotonic() + limit)  # the reaper cuts a handshake that stalls past it
             key = id(conn)
             with self._conns_lock:
                 self._conns[key] = conn
+            if pre.cut:
+                ch.interrupt()
             try:
                 hs = handshake(ch, ROLE_SERVER, SESSION_ID, PROTOCOL_DIGEST, extra_label="protocol",
                                timeout=limit)
             except (ChannelError, ValueError) as exc:
-                self._log(f"handshake with {ch.peer} failed: {exc}")
+                why = "its place was taken by a newer connection" if pre.cut else str(exc)
+                self._log(f"handshake with {ch.peer} failed: {why}")
                 return
-            preauth = False
-            self._end_preauth(addr)
-            if not self._slots.acquire(blocking=False):  # authenticated, but every serving slot is taken
+            self._end_preauth(pre)
+            peer = peer_of(ch)
+            role = peer.role if peer is not None else _CLAIMED_ROLES.get(hs.peer_role, "client")
+            slot = self._take_slot(role)
+            if slot is None:  # authenticated, but every serving slot (and this role's reserve) is taken
                 with contextlib.suppress(ChannelError, OSError):
                     send_json(ch, self._busy_reply())
                 return
-            serving = True
             conn.deadline = time.monotonic() + self.timeout
             ch.timeout = self.timeout  # authenticated: the server's own wait for requests from now on
             if hs.peer_role == ROLE_PEER:
@@ -443,10 +556,9 @@ class ECDFServer:
             if hs.peer_role not in (ROLE_CLIENT, ROLE_QUERIER):
                 self._log(f"{ch.peer} claims unknown role {hs.peer_role!r}; closing")
                 return
-            peer = peer_of(ch)
             session = Session(self.state, ch, owner=peer.name if peer is not None else "")
             session.on_channel = conn.extra.append
-            self._requests(ch, conn, session, peer_of(ch))
+            self._requests(ch, conn, session, peer)
         finally:
             if session is not None:
                 session.close()
@@ -455,10 +567,9 @@ class ECDFServer:
             with self._conns_lock:
                 self._conns.pop(key, None)
                 self._threads.discard(threading.current_thread())
-            if preauth:
-                self._end_preauth(addr)
-            if serving:
-                self._slots.release()
+            self._end_preauth(pre)
+            if slot is not None:
+                self._give_slot(slot)
 
     def _requests(self, ch: TCPChannel, conn: _Conn, session: Session, peer) -> None:
         try:

@@ -204,9 +204,11 @@ def connect(addr: tuple[str, int], role: str, *, label: str, connect_timeout: fl
     of ``peer_names``, if given); a refused identity raises
     :class:`pairwise.mpc.errors.AuthenticationError` or ``AccessDenied``.
     Without ``tls`` the address must be loopback unless ``insecure``.  A
-    server that cannot be reached raises :class:`ServerUnavailable`.
+    server that cannot be reached raises :class:`ServerUnavailable`; one that
+    stays busy until ``connect_timeout`` (it cancels TLS handshakes while its
+    authentication stage is full) raises :class:`ServerBusy`.
     """
-    from pairwise.mpc.errors import HandshakeError, InsecureTransport
+    from pairwise.mpc.errors import HandshakeError, InsecureTransport, PeerBusy
 
     host, port = addr
     where = f"{label} at {format_address(addr)}"
@@ -215,6 +217,9 @@ def connect(addr: tuple[str, int], role: str, *, label: str, connect_timeout: fl
                                 peer_roles=None if tls is None else ("server",), peer_names=peer_names)
     except (HandshakeError, InsecureTransport) as exc:  # an identity or transport refusal: keep its class
         raise type(exc)(f"{where}: {exc}") from exc
+    except PeerBusy as exc:  # retried until connect_timeout: still busy
+        raise ServerBusy(f"{where} is busy (it serves its maximum of connections; tried for "
+                         f"{connect_timeout:g} s): retry later") from exc
     except ChannelError as exc:
         raise ServerUnavailable(f"{where} is unavailable: {exc}") from exc
     try:

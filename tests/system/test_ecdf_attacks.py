@@ -148,3 +148,37 @@ def test_a_staged_upload_beyond_the_staging_budget_is_refused_before_any_key_is_
             upload(sp.addresses, "big", x, domain_bits=NB)
         small = upload(sp.addresses, "small", x[:100], domain_bits=NB)
         assert small.accepted == [100, 100]
+
+
+# --------------------------------------------------------------------------- strangers
+def test_eighty_idle_strangers_on_eighty_addresses_do_not_lock_the_analyst_out():
+    """Issue 22: idle TCP connections without a certificate locked the analyst out for as long as they lasted
+    (and she was told AuthenticationError, 'rejected our certificate').  80 of them from 127.0.0.2 ...
+    127.0.0.81 against a TLS server with 8 serving slots (an authentication stage of 24): newcomers take
+    the place of connections that have been authenticating for 2 s, so the analyst is served -- as busy
+    retries within her connect timeout, never an authentication failure."""
+    import socket
+
+    from pairwise.mpc.errors import AuthenticationError
+
+    with ServerProcesses(2, budget="1000000", timeout=60, tls=True, extra_args=("--max-connections", "8")) as sp:
+        x = np.random.default_rng(3).integers(0, 1 << NB, 60)
+        upload(sp.addresses, "d", x, domain_bits=NB, tls=sp.client_tls)
+        host, port = sp.addresses[0]
+        strangers = []
+        try:
+            for k in range(80):
+                strangers.append(socket.create_connection((host, port), timeout=10,
+                                                          source_address=(f"127.0.0.{2 + k}", 0)))
+            q = ECDFQuerier(sp.addresses, timeout=120, connect_timeout=60, tls=sp.querier_tls)
+            try:
+                status = q.status("d")
+                rel = q.ecdf("d", HUGE)
+            except AuthenticationError as exc:  # what main said
+                pytest.fail(f"the analyst was told {exc!r}")
+            assert [s["info"]["clients"] for s in status] == [60, 60]
+            assert np.array_equal(rel.cumulative, exact_counts(x))
+        finally:
+            for s in strangers:
+                s.close()
+        assert "its place was taken by a newer connection" in sp.logs(0)

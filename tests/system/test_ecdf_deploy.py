@@ -35,6 +35,7 @@ from pairwise.protocols.ecdf.client import (
 from pairwise.protocols.ecdf.storage import open_storage
 from pairwise.protocols.ecdf.wire import (
     ROLE_CLIENT,
+    ROLE_QUERIER,
     UPLOAD_FRAME_MAX,
     BudgetExceeded,
     DatasetExists,
@@ -264,9 +265,21 @@ def test_huge_announced_frames_do_not_grow_the_server(tmp_path):
 
 
 def test_connections_beyond_the_cap_are_told_busy_and_the_server_recovers():
+    """Two idle clients take both serving slots: a third client is told busy, while queriers are served from
+    their own reserve (max(2, N / 8) slots) until it is full too; closing the idle ones frees the server."""
+    from pairwise.protocols.ecdf.wire import ServerBusy
+
     with ServerProcesses(2, timeout=60, extra_args=("--max-connections", "2")) as sp:
         idle = [client(sp.addresses[0]) for _ in range(2)]  # each handshake done: both slots are taken
-        with pytest.raises(ServerUnavailable, match="serves its maximum of 2 connections"):
+        third = client(sp.addresses[0])
+        send_json(third, {"op": "status", "dataset": None})
+        reply = recv_json(third)
+        third.close()
+        assert reply["code"] == "busy" and "serves its maximum of 2 connections" in reply["error"]
+        assert [r["server_id"] for r in querier(sp).status()] == [0, 1]  # the querier's reserve
+        idle += [connect(sp.addresses[0], ROLE_QUERIER, label="server", connect_timeout=10, timeout=60)
+                 for _ in range(2)]  # and now the reserve is taken too
+        with pytest.raises(ServerBusy, match="serves its maximum of 2 connections"):
             querier(sp).status()
         for ch in idle:
             ch.close()
