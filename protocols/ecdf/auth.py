@@ -16,6 +16,8 @@ What it does
     noise       ``server``, and the peer's name must be the one this
                 server's configuration expects for that server id (not
                 whatever a querier names)
+    peer        the same, for the other questions one server asks another
+                (whether it holds an upload, before a repair drops it)
     ==========  ==========================================================
 
     ``peer is None`` means a plaintext connection.  The service accepts
@@ -52,6 +54,7 @@ OPS: dict[str, tuple[str, ...]] = {
     "release": ("querier",),
     "repair": ("querier",),
     "noise": ("server",),
+    "peer": ("server",),
 }
 
 # request "op" -> operation class
@@ -107,7 +110,7 @@ class Policy(RolePolicy):
         super().authorize(op, peer)
         if peer is None:
             return
-        if op == "noise" and server_id is not None:
+        if op in ("noise", "peer") and server_id is not None:
             want = self.server_names.get(server_id) if not self.tls else self.server_name(server_id)
             if want is not None and peer.name != want:
                 raise Unauthorized(f"{peer} is not server {server_id}: this server's configuration expects "

@@ -68,7 +68,7 @@ from fractions import Fraction
 
 import numpy as np
 from pairwise.mpc.channel import TCPChannel
-from pairwise.mpc.errors import ProtocolError
+from pairwise.mpc.errors import ChannelError, ProtocolError
 
 from ..cluster import ClusterError
 from .auth import op_of
@@ -92,7 +92,7 @@ from .ops import (
     UploadRequest,
     UploadsRequest,
 )
-from .peers import PeerHub, connect_peer, garbler_session
+from .peers import PeerHub, ask_holds, connect_peer, garbler_session
 from .release import ReleasePlan, plan_release, release_points, run_release
 from .shares import KIND_VECTOR, parse_keys
 from .staging import StagedUpload, StagingBudget
@@ -100,6 +100,7 @@ from .storage import ChunkRecord, DatasetRecord, Storage, StorageError
 from .wire import (
     DatasetError,
     DatasetExists,
+    ECDFError,
     QueryRefused,
     ServerUnavailable,
     UnknownDataset,
@@ -140,6 +141,8 @@ class ServerState:
         self.claims: dict[str, str] = {}  # dataset -> upload id creating it (or starting a new round)
         self.ledger = Ledger(storage, server_id, owner_budget=owner_budget, total_budget=total_budget)
         self.hub = PeerHub(policy, timeout, log)
+        self.hub.holds = self.holds
+        self._staged: dict[tuple[str, str], int] = {}  # (dataset, upload id) -> connections staging it
         #: how this server reaches another server (:func:`pairwise.protocols.ecdf.peers.dial_peer` over TCP;
         #: in-process tests connect servers by memory channels)
         self.dial = None
@@ -157,6 +160,29 @@ class ServerState:
             ds.load_ids(storage)
             self.datasets[rec.name] = ds
         self.ledger.load()  # every dataset's charges: owner and server budgets span datasets
+
+    def stage(self, dataset: str, upload_id: str, sign: int) -> None:
+        """Count one more (``sign`` +1) or one fewer (-1) connection staging ``upload_id`` of ``dataset``."""
+        with self.lock:
+            key = (dataset, upload_id)
+            left = self._staged.get(key, 0) + sign
+            if left > 0:
+                self._staged[key] = left
+            else:
+                self._staged.pop(key, None)
+
+    def is_staged(self, dataset: str, upload_id: str) -> bool:
+        with self.lock:
+            return (dataset, upload_id) in self._staged
+
+    def holds(self, dataset: str, upload_id: str) -> dict:
+        """Another server's question before a repair: do we hold the dataset, the upload (committed), or is the
+        upload staged here right now?"""
+        with self.lock:
+            ds = self.datasets.get(dataset)
+            staged = (dataset, upload_id) in self._staged
+        return {"dataset": ds is not None, "held": ds is not None and upload_id in ds.upload_ids(),
+                "staged": staged}
 
     def budget_for(self, name: str) -> Fraction:
         return self.dataset_budgets.get(name, self.budget)
@@ -357,6 +383,8 @@ class Session:
             self._release(staged)
             raise
         self.staged = staged
+        st.stage(name, upload_id, +1)
+        staged.registered = True
         send_json(self.ch, {"ok": True, "ready": True})
         rejected: list[tuple[int, str]] = []
         rejected_pos: list[int] = []
@@ -507,6 +535,9 @@ class Session:
         if staged.file is not None:
             staged.file.close()
             staged.file = None
+        if getattr(staged, "registered", False):
+            self.state.stage(staged.record.name, staged.upload_id, -1)
+            staged.registered = False
         self.state.staging.release(staged.reserved)
         staged.reserved = 0
 
@@ -620,14 +651,54 @@ class Session:
         send_json(self.ch, self.drop_upload(req))
 
     def drop_upload(self, req: DropUploadRequest) -> dict:
-        """Repair: delete one committed upload that not every server holds (the querier checked), so the
-        servers hold the same data again.  Charges stay: the ledger is never reduced."""
+        """Repair: delete one committed upload that some other server lacks, so the servers hold the same data
+        again.  Charges stay: the ledger is never reduced.
+
+        This server asks every other server first (:func:`pairwise.protocols.ecdf.peers.ask_holds`, at its
+        ``--peer`` address or else the querier's) and drops nothing unless every one of them holds the
+        dataset, none is staging the upload right now, and at least one lacks it: an upload that every
+        server holds is the owners' data, not an interrupted commit, whoever asks.
+        """
         st = self.state
         ds = st.dataset(req.dataset)
         upload_id = req.upload_id
         with st.lock:
             if ds.name in st.claims:
                 raise DatasetError(f"dataset {ds.name!r} is being uploaded to right now; retry the repair later")
+        if upload_id not in ds.upload_ids():
+            raise DatasetError(f"dataset {ds.name!r} has no upload {upload_id!r} on server {self.sid}")
+        if req.servers is not None and len(req.servers) != ds.m:
+            raise QueryRefused(f"dataset {ds.name!r} is shared among m = {ds.m} servers, the request lists "
+                               f"{len(req.servers)}")
+        views = {}
+        for j in range(ds.m):
+            if j == self.sid:
+                continue
+            addr = st.peers.get(j) or (tuple(req.servers[j]) if req.servers is not None else None)
+            if addr is None:
+                raise QueryRefused(f"server {self.sid} cannot ask server {j} whether it holds upload {upload_id}: "
+                                   f"configure --peer {j}=HOST:PORT or send the servers' list; nothing was dropped")
+            try:
+                views[j] = ask_holds(addr, j, self.sid, ds.name, upload_id, st.policy,
+                                     connect_timeout=min(st.timeout, 10.0), timeout=min(st.timeout, 30.0),
+                                     tls=st.tls, insecure=st.insecure, dial=st.dial)
+            except (ChannelError, ECDFError) as exc:
+                raise ServerUnavailable(f"server {self.sid} could not ask server {j} whether it holds upload "
+                                        f"{upload_id} of {ds.name!r}: {exc}; nothing was dropped") from exc
+        lost = [j for j, v in views.items() if not v["dataset"]]
+        if lost:
+            raise DatasetError(f"server {lost[0]} holds no dataset {ds.name!r}: a lost state is not repaired by "
+                               "deleting the other servers' clients; nothing was dropped (upload the data again "
+                               "under a new dataset id)")
+        busy = [j for j, v in views.items() if v["staged"]]
+        if busy or st.is_staged(ds.name, upload_id):
+            raise DatasetError(f"upload {upload_id} of {ds.name!r} is being uploaded right now"
+                               + (f" (staged on server {busy[0]})" if busy else "")
+                               + "; nothing was dropped: retry the repair once it has committed or failed")
+        if all(v["held"] for v in views.values()):
+            raise DatasetError(f"every server holds upload {upload_id} of {ds.name!r}: repair drops only an upload "
+                               "that some server lacks (an upload interrupted between the servers' commits); "
+                               "nothing was dropped")
         before = ds.count
         ds.drop_upload(st.storage, upload_id)
         st.log(f"dataset {ds.name!r}: dropped upload {upload_id} ({before - ds.count} clients) by repair")

@@ -55,6 +55,7 @@ __all__ = [
     "DiscardRequest",
     "DropUploadRequest",
     "GoRequest",
+    "HoldsRequest",
     "LedgerRequest",
     "LinkRequest",
     "PeerHello",
@@ -66,6 +67,7 @@ __all__ = [
     "UploadRequest",
     "UploadsRequest",
     "check_rid",
+    "parse_peer_request",
     "parse_request",
     "parse_thresholds",
 ]
@@ -429,13 +431,7 @@ class PrepareRequest(Request):
         _op(obj, cls.op)
         rid = check_rid(obj.get("rid"))
         name = _dataset_ref(obj.get("dataset"))
-        servers = obj.get("servers")
-        if servers is not None:
-            if (not isinstance(servers, list) or not 2 <= len(servers) <= 254
-                    or any(not isinstance(a, list) or len(a) != 2 or not isinstance(a[0], str)
-                           or not _is_int(a[1]) for a in servers)):
-                raise QueryRefused("servers must be a list of [host, port] pairs")
-            servers = tuple((a[0], a[1]) for a in servers)
+        servers = _servers(obj.get("servers"))
         kind = obj.get("kind")
         g = obj.get("grid_bits")
         if g is not None and (not _is_int(g) or not 1 <= g <= MAX_GRID_BITS):
@@ -563,23 +559,63 @@ class UploadsRequest(Request):
         return cls(_dataset_ref(obj.get("dataset")))
 
 
+def _servers(value: object) -> tuple[tuple[str, int], ...] | None:
+    if value is None:
+        return None
+    if (not isinstance(value, list) or not 2 <= len(value) <= 254
+            or any(not isinstance(a, list) or len(a) != 2 or not isinstance(a[0], str) or not _is_int(a[1])
+                   for a in value)):
+        raise QueryRefused("servers must be a list of [host, port] pairs")
+    return tuple((a[0], a[1]) for a in value)
+
+
 @dataclass(frozen=True)
 class DropUploadRequest(Request):
-    """``drop_upload`` (repair): delete one committed upload of a dataset that not every server holds."""
+    """``drop_upload`` (repair): delete one committed upload of a dataset that not every server holds.
+
+    The server asks every other server (:class:`HoldsRequest`) before it
+    drops anything; ``servers`` (the querier's list, in server-id order) says
+    where to reach those it has no ``--peer`` address for.
+    """
 
     op: ClassVar[str] = "drop_upload"
 
     dataset: str
     upload_id: str
+    servers: tuple[tuple[str, int], ...] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"op": self.op, "dataset": self.dataset, "upload_id": self.upload_id}
+        out: dict[str, Any] = {"op": self.op, "dataset": self.dataset, "upload_id": self.upload_id}
+        if self.servers is not None:
+            out["servers"] = [[h, p] for h, p in self.servers]
+        return out
 
     @classmethod
     def from_json(cls, obj: dict) -> DropUploadRequest:
         _op(obj, cls.op)
         name = _dataset_ref(obj.get("dataset"))
-        return cls(name, _hex_id(obj.get("upload_id"), "upload_id"))
+        return cls(name, _hex_id(obj.get("upload_id"), "upload_id"), _servers(obj.get("servers")))
+
+
+@dataclass(frozen=True)
+class HoldsRequest(Request):
+    """``holds`` (server to server, before a repair drops anything): does the asked server hold upload
+    ``upload_id`` of ``dataset``, committed or still staged?  ``server_id``: the asking server."""
+
+    op: ClassVar[str] = "holds"
+
+    dataset: str
+    upload_id: str
+    server_id: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"op": self.op, "dataset": self.dataset, "upload_id": self.upload_id, "server_id": self.server_id}
+
+    @classmethod
+    def from_json(cls, obj: dict) -> HoldsRequest:
+        _op(obj, cls.op)
+        return cls(_dataset_ref(obj.get("dataset")), _hex_id(obj.get("upload_id"), "upload_id"),
+                   _int_in(obj, "server_id", 0, 253))
 
 
 @dataclass(frozen=True)
@@ -605,6 +641,11 @@ class PeerHello(Request):
 REQUESTS: dict[str, type[Request]] = {t.op: t for t in (
     UploadRequest, PointwiseRequest, CommitRequest, DiscardRequest, StatusRequest, PrepareRequest, LinkRequest,
     GoRequest, AbortRequest, LedgerRequest, AdoptRequest, UploadsRequest, DropUploadRequest)}
+
+
+def parse_peer_request(obj: dict) -> PeerHello | HoldsRequest:
+    """The first message another server sends on a server-to-server channel: a peer hello or a holds query."""
+    return HoldsRequest.from_json(obj) if obj.get("op") == HoldsRequest.op else PeerHello.from_json(obj)
 
 
 def parse_request(obj: dict) -> Request:

@@ -36,7 +36,7 @@ from pairwise.mpc.channel import TCPChannel
 from pairwise.mpc.errors import ChannelError, HandshakeError
 
 from .auth import Policy, peer_of
-from .ops import PeerHello
+from .ops import HoldsRequest, PeerHello, parse_peer_request
 from .wire import (
     ROLE_PEER,
     SESSION_ID,
@@ -51,7 +51,7 @@ from .wire import (
     send_json,
 )
 
-__all__ = ["PeerHub", "connect_peer", "dial_peer", "garbler_session"]
+__all__ = ["PeerHub", "ask_holds", "connect_peer", "dial_peer", "garbler_session"]
 
 
 def dial_peer(addr: tuple[str, int], label: str, policy: Policy, server_id: int, *, connect_timeout: float,
@@ -95,6 +95,25 @@ def connect_peer(rid: str, addr: tuple[str, int], policy: Policy, *, connect_tim
         raise
 
 
+def ask_holds(addr: tuple[str, int], server_id: int, me: int, dataset: str, upload_id: str, policy: Policy, *,
+              connect_timeout: float, timeout: float, tls=None, insecure: bool = False, dial=None) -> dict:
+    """Ask server ``server_id`` at ``addr`` whether it holds ``upload_id`` of ``dataset`` (committed, or staged
+    right now): its reply ``{"dataset", "held", "staged"}``.  Under TLS only the certificate name this
+    server's configuration expects for ``server_id`` is asked."""
+    label = f"server {server_id} ({format_address(addr)})"
+    ch = (dial or dial_peer)(addr, label, policy, server_id, connect_timeout=connect_timeout, timeout=timeout,
+                             tls=tls, insecure=insecure)
+    try:
+        policy.authorize("peer", peer_of(ch), server_id=server_id)
+        send_json(ch, HoldsRequest(dataset, upload_id, me).to_json())
+        reply = recv_json(ch, timeout=timeout)
+        if not reply.get("ok"):
+            raise_refusal(label, reply)
+        return {k: bool(reply.get(k)) for k in ("dataset", "held", "staged")}
+    finally:
+        ch.close()
+
+
 def garbler_session(rid: str, ch: TCPChannel, label: str):
     """Server 0, when the release runs: the garbler's side of the 2PC on ``ch``; (session, channel, label)."""
     from pairwise.mpc.twopc import GarblerSession
@@ -116,6 +135,8 @@ class PeerHub:
         self._cv = threading.Condition()
         self._expected: set[str] = set()
         self._parked: dict[str, tuple[TCPChannel, float]] = {}
+        #: ``holds(dataset, upload_id) -> {"dataset": bool, "held": bool, "staged": bool}`` (set by the server)
+        self.holds = lambda dataset, upload_id: {"dataset": False, "held": False, "staged": False}
 
     def expect(self, rid: str) -> None:
         with self._cv:
@@ -130,9 +151,16 @@ class PeerHub:
             got[0].close()
 
     def accept(self, ch: TCPChannel) -> bool:
-        """Serve a peer hello on ``ch``; True if the channel was parked (the caller must not close it)."""
+        """Serve another server's first message on ``ch``: a peer hello (the channel is parked for the
+        release; returns True, the caller must not close it) or a holds query (answered by
+        :attr:`holds`; returns False)."""
         try:
-            rid = PeerHello.from_json(recv_json(ch, timeout=min(self.timeout, 30.0))).rid
+            msg = parse_peer_request(recv_json(ch, timeout=min(self.timeout, 30.0)))
+            if isinstance(msg, HoldsRequest):
+                self.policy.authorize("peer", peer_of(ch), server_id=msg.server_id)
+                send_json(ch, dict(self.holds(msg.dataset, msg.upload_id), ok=True))
+                return False
+            rid = msg.rid
             self.policy.authorize("noise", peer_of(ch), server_id=0)
             with self._cv:  # the querier prepared this server first; allow a moment for its thread
                 end = time.monotonic() + min(self.timeout, 5.0)

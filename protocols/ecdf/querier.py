@@ -322,7 +322,10 @@ class ECDFQuerier:
 
         Refused, with nothing dropped, if a server does not hold the dataset
         at all (a lost state is not repaired by deleting the other servers'
-        clients) or if the servers have no upload in common.  Charges are
+        clients) or if the servers have no upload in common.  Each server
+        checks with the others itself before it drops an upload
+        (:meth:`pairwise.protocols.ecdf.handlers.Session.drop_upload`): one
+        that every server holds is refused, whoever asks.  Charges are
         kept: every ledger entry stays.  Returns per server ``{"server_id",
         "dropped": [upload ids], "clients"}`` (``clients`` after the repair;
         with ``dry_run`` nothing is dropped and ``clients`` is today's count).
@@ -342,7 +345,7 @@ class ECDFQuerier:
                 extra = [u for u in r["uploads"] if u not in common]
                 clients = r["clients"]
                 for u in [] if dry_run else extra:
-                    clients = self._ok(j, ch, DropUploadRequest(dataset, u).to_json())["clients"]
+                    clients = self._ok(j, ch, DropUploadRequest(dataset, u, tuple(self.servers)).to_json())["clients"]
                 out.append({"server_id": int(r["server_id"]), "dropped": extra, "clients": int(clients)})
             return out
         finally:

@@ -232,3 +232,4 @@ class StagedUpload:
     reserved: int = 0
     accepted: int = 0  # clients staged (parsed, claimed, written)
     rejected: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # positions this server rejected
+    registered: bool = False  # counted in the server's staged uploads (asked before a repair drops one)

@@ -182,3 +182,51 @@ def test_eighty_idle_strangers_on_eighty_addresses_do_not_lock_the_analyst_out()
             for s in strangers:
                 s.close()
         assert "its place was taken by a newer connection" in sp.logs(0)
+
+
+# --------------------------------------------------------------------------- repair
+def _drop(addr, dataset: str, upload_id: str, servers, tls) -> dict:
+    """The repair request ``drop_upload`` sent straight to one server, as a hostile querier may."""
+    from pairwise.protocols.ecdf.wire import ROLE_QUERIER
+
+    ch = connect(addr, ROLE_QUERIER, label="server", connect_timeout=10, timeout=120, tls=tls)
+    try:
+        send_json(ch, {"op": "drop_upload", "dataset": dataset, "upload_id": upload_id,
+                       "servers": [[h, p] for h, p in servers]})
+        return recv_json(ch)
+    finally:
+        ch.close()
+
+
+def test_a_querier_cannot_drop_an_upload_that_every_server_holds(tmp_path):
+    """Issue 22: `drop_upload` (the repair op) deleted an upload that every server held -- all the clients of a
+    dataset, on both servers.  Now each server asks the others first and refuses; pointing it at an impostor
+    that would claim to lack the upload fails the name pinning, and nothing is dropped either."""
+    import json
+    import subprocess
+    import sys
+
+    from pairwise.mpc.tls import create_certificate
+
+    x = np.random.default_rng(4).integers(0, 1 << NB, 120)
+    with ServerProcesses(2, budget="1000000", timeout=60, tls=True) as sp:
+        up = upload(sp.addresses, "d", x, domain_bits=NB, tls=sp.client_tls)
+        for j in range(2):
+            reply = _drop(sp.addresses[j], "d", up.upload_id, sp.addresses, sp.querier_tls)
+            assert not reply["ok"] and "every server holds upload" in reply["error"], reply
+        create_certificate(sp.tls_dir, "impostor", "server", days=1)
+        imp = subprocess.Popen([sys.executable, "-m", "pairwise", "ecdf", "serve", "--server-id", "1", "--listen",
+                                "127.0.0.1:0", "--tls", sp.tls_dir, "--name", "impostor", "--exit-with-parent"],
+                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        try:
+            line = json.loads(imp.stdout.readline())
+            reply = _drop(sp.addresses[0], "d", up.upload_id, [sp.addresses[0], (line["host"], line["port"])],
+                          sp.querier_tls)
+            assert not reply["ok"] and "nothing was dropped" in reply["error"], reply
+            assert "not the expected peer" in reply["error"]
+        finally:
+            imp.kill()
+            imp.wait(timeout=30)
+        q = ECDFQuerier(sp.addresses, timeout=120, connect_timeout=10, tls=sp.querier_tls)
+        assert [s["info"]["clients"] for s in q.status("d")] == [120, 120]
+        assert np.array_equal(q.ecdf("d", HUGE).cumulative, exact_counts(x))
