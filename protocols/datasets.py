@@ -21,7 +21,9 @@ API:
 - :func:`load_dataset` returns ``{column: float64 array}`` for a shipped
   dataset.
 - :func:`load_csv` returns the requested columns (and an optional 0/1
-  label column) of any CSV file with a header row.
+  label column) of any CSV file with a header row; :func:`iter_csv` reads
+  them block by block, in memory bounded by the block whatever the file's
+  size, with the same checks and messages.
 - :func:`check_integer_range` checks the values against a circuit width.
 - :func:`column_domain` gives the public domain a shipped dataset declares
   for a column (``protocols/data/domains.json``, documented in SOURCES.md):
@@ -51,6 +53,7 @@ __all__ = [
     "dataset_path",
     "load_dataset",
     "load_csv",
+    "iter_csv",
     "check_integer_range",
     "column_domain",
     "dataset_domains",
@@ -311,8 +314,8 @@ def _first_duplicate(names: Sequence[str]) -> str | None:
     return None
 
 
-def _read_rows(path: Path) -> tuple[list[str], list[list[str]], list[int]]:
-    """Header, data rows and their file line numbers; checks shape, not values."""
+def _iter_blocks(path: Path, size: int):
+    """The header, then blocks of at most ``size`` (data rows, their file line numbers); checks shape."""
     try:
         fh = open(path, newline="", encoding="utf-8-sig")
     except FileNotFoundError:
@@ -332,31 +335,104 @@ def _read_rows(path: Path) -> tuple[list[str], list[list[str]], list[int]]:
             dup = _first_duplicate(header)
             if dup is not None:
                 raise DataError(f"{path}: line 1: duplicate column name {dup!r}", column=dup)
+            yield header
             rows: list[list[str]] = []
             lines: list[int] = []
+            done = 0
             for row in reader:
                 line = reader.line_num
                 if not row or (len(row) == 1 and not row[0].strip()):
                     continue  # blank line
                 if len(row) != len(header):
                     raise DataError(
-                        f"{path}: line {line} (data row {len(rows) + 1}): expected "
+                        f"{path}: line {line} (data row {done + len(rows) + 1}): expected "
                         f"{len(header)} fields as in the header, found {len(row)}",
-                        row=len(rows) + 1,
+                        row=done + len(rows) + 1,
                     )
                 rows.append(row)
                 lines.append(line)
+                if len(rows) == size:
+                    yield rows, lines
+                    done += len(rows)
+                    rows, lines = [], []
+            if rows:
+                yield rows, lines
+            elif not done:
+                raise DataError(f"{path}: no data rows after the header")
         except UnicodeDecodeError as exc:
             raise DataError(f"{path}: not a UTF-8 text file ({exc.reason})") from None
         except csv.Error as exc:
             raise DataError(f"{path}: malformed CSV: {exc}") from None
-    if not rows:
-        raise DataError(f"{path}: no data rows after the header")
+
+
+def _read_rows(path: Path) -> tuple[list[str], list[list[str]], list[int]]:
+    """Header, data rows and their file line numbers; checks shape, not values."""
+    blocks = _iter_blocks(path, 1 << 62)
+    header = next(blocks)
+    rows, lines = next(blocks)
     return header, rows, lines
 
 
+def iter_csv(
+    path: str | Path,
+    columns: Sequence[str],
+    label: str | None = None,
+    *,
+    text: Sequence[str] = (),
+    rows: int = 1 << 16,
+):
+    """:func:`load_csv` block by block: dicts of the columns for at most ``rows`` data rows at a time.
+
+    Numeric ``columns`` are ``float64`` and the ``label`` 0/1 ``int64``,
+    checked as :func:`load_csv` checks them (errors name the line, the data
+    row counted from the start of the file, and the column); ``text``
+    columns are returned as they are, stripped (arrays of ``str``), and must
+    not be empty.  Memory holds one block whatever the file's size.
+    """
+    path = Path(path)
+    columns, text = list(columns), list(text)
+    if not columns and label is None and not text:
+        raise DataError("no columns requested")
+    numeric = columns + ([label] if label is not None and label not in columns else [])
+    dup = _first_duplicate(numeric + text)
+    if dup is not None:
+        raise DataError(f"column {dup!r} requested twice", column=dup)
+    if not isinstance(rows, int) or rows < 1:
+        raise ValueError(f"rows must be a positive integer, got {rows!r}")
+    blocks = _iter_blocks(path, rows)
+    header = next(blocks)
+    for name in numeric + text:
+        if name not in header:
+            raise DataError(f"{path}: no column {name!r}; columns are: {', '.join(header)}", column=name)
+    first = 0
+    for block, lines in blocks:
+        out: dict[str, np.ndarray] = {col: _column(path, header, block, lines, col, first) for col in numeric}
+        if label is not None:
+            lab = out[label]
+            bad = np.flatnonzero((lab != 0) & (lab != 1))
+            if bad.size:
+                r = int(bad[0])
+                raise DataError(
+                    f"{path}: line {lines[r]} (data row {first + r + 1}), column {label!r}: label must be "
+                    f"0 or 1, got {_fmt(lab[r])}",
+                    row=first + r + 1,
+                    column=label,
+                )
+            out[label] = lab.astype(np.int64)
+        for col in text:
+            j = header.index(col)
+            cells = [row[j].strip() for row in block]
+            for r, cell in enumerate(cells):
+                if not cell:
+                    raise DataError(f"{path}: line {lines[r]} (data row {first + r + 1}), column {col!r}: "
+                                    "empty value", row=first + r + 1, column=col)
+            out[col] = np.array(cells, dtype=str)
+        yield out
+        first += len(block)
+
+
 def _column(
-    path: Path, header: list[str], rows: list[list[str]], lines: list[int], name: str
+    path: Path, header: list[str], rows: list[list[str]], lines: list[int], name: str, first: int = 0
 ) -> np.ndarray:
     try:
         j = header.index(name)
@@ -385,8 +461,8 @@ def _column(
                     continue
                 problem = f"non-finite value {cell!r}"
         raise DataError(
-            f"{path}: line {lines[r]} (data row {r + 1}), column {name!r}: {problem}",
-            row=r + 1,
+            f"{path}: line {lines[r]} (data row {first + r + 1}), column {name!r}: {problem}",
+            row=first + r + 1,
             column=name,
         )
     raise AssertionError("unreachable: a bad cell must exist")  # pragma: no cover

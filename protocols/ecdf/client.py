@@ -27,17 +27,25 @@ from .querier import (
 )
 from .uploader import (
     DEFAULT_PROB_BITS,
+    ArraySource,
+    ClientBlock,
+    ClientSource,
     UploadReport,
     make_keys,
     make_series,
     scheme_for,
     send_keys,
+    stored_client_ids,
     upload,
     upload_pointwise,
+    upload_source,
 )
 
 __all__ = [
     "DEFAULT_PROB_BITS",
+    "ArraySource",
+    "ClientBlock",
+    "ClientSource",
     "CountsRelease",
     "ECDFQuerier",
     "ECDFRelease",
@@ -50,6 +58,8 @@ __all__ = [
     "roc_points",
     "scheme_for",
     "send_keys",
+    "stored_client_ids",
     "upload",
     "upload_pointwise",
+    "upload_source",
 ]

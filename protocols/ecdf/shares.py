@@ -307,11 +307,12 @@ def _header(kind: int, party: int, m: int, n: int, l: int) -> bytes:
 
 
 def mshare_client_keys(values: object, weights: object, *, m: int, domain_bits: int,
-                       output_bits: int) -> list[list[bytes]]:
+                       output_bits: int, first: int = 0) -> list[list[bytes]]:
     """m-party additive shares of w_i e_{x_i}: ``keys[j][i]`` is client i's key for server j.
 
-    Client i's vector key goes to server i mod m, every other server gets a
-    16-byte seed (see the module docstring).  Vectorized over clients.
+    The client at upload position p = ``first`` + i gets its vector key from
+    server p mod m (the public rotation the servers check), every other
+    server a 16-byte seed (see the module docstring).  Vectorized over clients.
     """
     m = _int(m, "number of servers m", 2, 255)
     n = _int(domain_bits, "domain bits", 1, MSHARE_MAX_BITS)
@@ -319,7 +320,7 @@ def mshare_client_keys(values: object, weights: object, *, m: int, domain_bits: 
     x = _values(values, n)
     w = _weights(weights, x.size, l)
     K, size, wb = x.size, 1 << n, (l + 7) // 8
-    holder = np.arange(K) % m
+    holder = (int(first) + np.arange(K)) % m
     seeds = random_blocks(m, K)
     keys: list[list[bytes]] = [[b""] * K for _ in range(m)]
     for j in range(m):

@@ -21,6 +21,21 @@ What it does
     ``append=True`` (new clients only; ids already present are rejected).
     For the pointwise baseline a new ``round_id`` starts a new query round.
 
+Streaming
+    :func:`upload` and :func:`upload_pointwise` (and :func:`upload_source`,
+    whose clients come block by block from a :class:`ClientSource`, e.g. a
+    CSV file read twice: once to count and check it, once to upload it)
+    reach every server first, send the header (the servers refuse a bad
+    dataset id or parameters before a single key is made), then make the
+    keys chunk by chunk in one thread while the servers' threads send the
+    previous chunks: at most two chunks wait per server, so memory stays
+    bounded whatever the number of clients.
+
+Client ids
+    Non-negative integers below 2^63, or strings (``p01000``) stored as a
+    keyed hash with the top bit set (:func:`stored_client_ids`), so several
+    data owners can append to one dataset with the ids they already use.
+
 Progress
     :func:`upload`, :func:`send_keys` and :func:`upload_pointwise` take
     ``progress=None``: a ``progress(done, total)`` callback (a progress
@@ -40,9 +55,12 @@ Security model
 from __future__ import annotations
 
 import os
+import queue
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 from pairwise.mpc.errors import ChannelError
@@ -62,6 +80,7 @@ from .wire import (
     call_ok,
     chunk_clients,
     connect_all,
+    key_lengths,
     parallel,
     parse_servers,
     raise_refusal,
@@ -72,12 +91,17 @@ from .wire import (
 
 __all__ = [
     "DEFAULT_PROB_BITS",
+    "ArraySource",
+    "ClientBlock",
+    "ClientSource",
     "UploadReport",
     "make_keys",
     "make_series",
     "send_keys",
+    "stored_client_ids",
     "upload",
     "upload_pointwise",
+    "upload_source",
 ]
 
 #: Fixed-point grid of the expected-count weights of Hosmer-Lemeshow: w = round(p 2^8).
@@ -85,13 +109,90 @@ DEFAULT_PROB_BITS = 8
 _CHUNK = 8192
 
 
-def _ids(client_ids, count: int) -> np.ndarray:
-    if client_ids is None:
+#: Stored ids of string client ids have the top bit set; numeric ids are below 2^63 (no collision between them).
+STRING_ID_BIT = np.uint64(1 << 63)
+
+
+def stored_client_ids(ids, dataset: str) -> np.ndarray:
+    """The stored form (uint64) of client ids: non-negative integers below 2^63 stand for themselves, every
+    other id is a string mapped by a keyed hash.
+
+    A string id ``s`` (``p01000``, an e-mail address, a UUID) is stored as
+    2^63 + the first 63 bits of SHA-256("pairwise-ecdf/client-id" || 0 ||
+    dataset || 0 || s) (UTF-8): every data owner of the dataset maps the same
+    person to the same id without asking anyone (the hash is keyed by the
+    dataset id only, which all of them know), all servers get identical ids
+    (their digests agree), and no new server state is needed.  String ids
+    never collide with numeric ones (the top bit); two distinct strings
+    collide with probability 2^-63 per pair (about 5e-6 for 10^7 ids), and a
+    collision can never merge two people silently: the server rejects the
+    second as a duplicate and the owner's upload report names it.  The hash
+    hides nothing: an id is a pseudonym, not a secret (numeric ids travel as
+    they are).  A cell that reads as a number (``1000``, ``1000.0``) is that
+    number, as before.
+    """
+    import hashlib
+
+    arr = np.asarray(ids)
+    if arr.ndim != 1:
+        raise ShareParameterError("client ids must be a 1-D list")
+    if np.issubdtype(arr.dtype, np.integer):
+        if (arr < 0).any():
+            raise ShareParameterError("numeric client ids must be non-negative integers")
+        if arr.size and arr.max() >= STRING_ID_BIT:
+            raise ShareParameterError("numeric client ids must be below 2^63 (larger ones are reserved for "
+                                      "the hashes of string ids)")
+        return arr.astype(np.uint64)
+    if arr.dtype.kind in "fUS":  # the common case, whole numbers as text or floats: vectorized
+        try:
+            f = arr.astype(np.float64)
+        except ValueError:
+            f = None
+        if f is not None and np.isfinite(f).all() and (f == np.floor(f)).all() and (f >= 0).all() \
+                and (f < 2.0**53).all():
+            return f.astype(np.uint64)
+    out = np.empty(arr.size, dtype=np.uint64)
+    key = b"pairwise-ecdf/client-id\x00" + dataset.encode("utf-8") + b"\x00"
+    for i, v in enumerate(arr.tolist()):
+        number = _as_number(v)
+        if number is not None:
+            out[i] = number
+            continue
+        text = str(v)
+        if not text:
+            raise ShareParameterError(f"client id at position {i} is empty")
+        h = int.from_bytes(hashlib.sha256(key + text.encode("utf-8")).digest()[:8], "big")
+        out[i] = np.uint64((h >> 1) | (1 << 63))
+    return out
+
+
+def _as_number(v) -> int | None:
+    """A client id cell that is a number: its integer value if integral, non-negative and below 2^63."""
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, (int, np.integer)):
+        n = int(v)
+    else:
+        try:
+            f = float(v)
+        except (TypeError, ValueError):
+            return None
+        if not np.isfinite(f) or f != np.floor(f):
+            return None
+        text = str(v).strip()
+        n = int(text) if text.isdigit() else int(f)
+        if not text.isdigit() and abs(f) >= 2.0**53:  # a float that cannot be exact: keep it as a string
+            return None
+    return n if 0 <= n < (1 << 63) else None
+
+
+def _ids(client_ids_, count: int, dataset: str = "") -> np.ndarray:
+    if client_ids_ is None:
         return np.arange(count, dtype=np.uint64)
-    ids = np.asarray(client_ids)
-    if ids.shape != (count,) or not np.issubdtype(ids.dtype, np.integer) or (ids < 0).any():
-        raise ShareParameterError(f"client ids must be {count} non-negative integers")
-    return ids.astype(np.uint64)
+    ids = stored_client_ids(client_ids_, dataset)
+    if ids.shape != (count,):
+        raise ShareParameterError(f"client ids must be {count} non-negative integers or strings")
+    return ids
 
 
 @dataclass
@@ -170,18 +271,60 @@ def _scheme(scheme: str, m: int, domain_bits: int) -> str:
 
 
 def make_keys(values, series: dict[str, tuple], *, scheme: str, m: int, domain_bits: int,
-              output_bits: int = 32) -> list[dict[str, list[bytes]]]:
-    """Keys of every client for every server: ``keys[j][series][i]``."""
+              output_bits: int = 32, first: int = 0) -> list[dict[str, list[bytes]]]:
+    """Keys of every client for every server: ``keys[j][series][i]``; ``first``: the upload position of the
+    first client (the public rotation of the ``mshare`` vector keys depends on it)."""
     per: list[dict[str, list[bytes]]] = [dict() for _ in range(m)]
     for name, (w, _) in series.items():
         if scheme == "dcf":
             ks = dcf_client_keys(values, w, domain_bits=domain_bits, output_bits=output_bits)
         else:
-            ks = mshare_client_keys(values, w, m=m, domain_bits=domain_bits, output_bits=output_bits)
+            ks = mshare_client_keys(values, w, m=m, domain_bits=domain_bits, output_bits=output_bits, first=first)
         for j in range(m):
             per[j][name] = ks[j]
     return per
 
+
+# ----------------------------------------------------------------------------- the clients of an upload
+@dataclass
+class ClientBlock:
+    """Consecutive clients of an upload: their values (domain points), weights per series (None: 1), ids."""
+
+    values: np.ndarray
+    weights: dict[str, np.ndarray | None]
+    ids: np.ndarray
+
+
+class ClientSource(Protocol):
+    """Where an upload's clients come from, block by block, so an upload never holds them all.
+
+    ``count``: how many clients (the upload header announces it);
+    ``series``: name -> max weight; ``blocks(size)`` yields consecutive
+    :class:`ClientBlock` of ``size`` clients (the last may be shorter), in
+    the same order every time it is called.
+    """
+
+    count: int
+    series: dict[str, int]
+
+    def blocks(self, size: int) -> Iterator[ClientBlock]: ...
+
+
+class ArraySource:
+    """The clients of in-memory arrays (values, :func:`make_series` series, ids)."""
+
+    def __init__(self, values, series: dict[str, tuple], ids: np.ndarray) -> None:
+        self.values = np.asarray(values)
+        self._series = series
+        self.ids = ids
+        self.count = int(self.values.size)
+        self.series = {s: int(w) for s, (_, w) in series.items()}
+
+    def blocks(self, size: int) -> Iterator[ClientBlock]:
+        for c0 in range(0, self.count, size):
+            sl = slice(c0, c0 + size)
+            yield ClientBlock(self.values[sl], {s: None if w is None else np.asarray(w)[sl]
+                                                for s, (w, _) in self._series.items()}, self.ids[sl])
 
 
 class _Sent:
@@ -217,40 +360,147 @@ class _Sent:
             self.progress(done, self.total)
 
 
-def _run_upload(servers, dataset: str, ids: np.ndarray, scheme: str, header, send_chunks, *, timeout: float,
-                connect_timeout: float, tls=None, insecure: bool = False, progress=None) -> UploadReport:
+class _Feed:
+    """Blocks of frames made in one thread while the servers' threads send them: a bounded queue per server.
+
+    ``make(block, first) -> [frames of server 0, frames of server 1, ...]``.
+    At most ``depth`` chunks wait per server, so memory holds a few chunks
+    whatever the upload's size; a server that fails stops the feed (the
+    others then stop too, and nothing is committed anywhere).
+    """
+
+    _END = object()
+
+    def __init__(self, source, size: int, m: int, make, depth: int = 2) -> None:
+        self.queues = [queue.Queue(maxsize=depth) for _ in range(m)]
+        self.stopped = threading.Event()
+        self.error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(source, size, make), daemon=True,
+                                        name="ecdf-upload-keys")
+        self._thread.start()
+
+    def _put(self, j: int, item) -> bool:
+        while not self.stopped.is_set():
+            try:
+                self.queues[j].put(item, timeout=0.2)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def _run(self, source, size: int, make) -> None:
+        try:
+            first = 0
+            for block in source.blocks(size):
+                frames = make(block, first)
+                for j, f in enumerate(frames):
+                    if not self._put(j, (int(block.ids.size), f)):
+                        return
+                first += int(block.ids.size)
+            if first != source.count:
+                raise ShareParameterError(f"the clients' source gave {first} clients, announced {source.count} "
+                                          "(did the file change during the upload?)")
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the servers' threads
+            self.error = exc
+            self.stopped.set()
+        finally:
+            for j in range(len(self.queues)):
+                self._put(j, self._END)
+
+    def frames(self, j: int) -> Iterator[tuple[int, list]]:
+        """Server j's chunks as (clients, frames), in order; raises the feed's error, if any."""
+        while True:
+            try:
+                item = self.queues[j].get(timeout=0.2)
+            except queue.Empty:
+                if self.stopped.is_set() and self.error is None:
+                    return
+                continue
+            if item is self._END:
+                if self.error is not None:
+                    raise self.error
+                return
+            yield item
+
+    def stop(self) -> None:
+        self.stopped.set()
+        for q in self.queues:  # unblock the maker
+            while True:
+                try:
+                    q.get_nowait()
+                except queue.Empty:
+                    break
+        self._thread.join(timeout=30)
+
+
+def _run_upload(servers, dataset: str, count: int, scheme: str, header, send_chunks, *, timeout: float,
+                connect_timeout: float, tls=None, insecure: bool = False, progress=None,
+                before_send=None, on_fail=None) -> UploadReport:
     """Both phases of an upload on every server (see the module docstring).
 
     ``header(j, upload_id)`` is server j's request (an :class:`UploadRequest`);
     ``send_chunks(j, ch, sent)`` sends server j's chunks and calls
-    ``sent(clients)`` after each one.
+    ``sent(clients)`` after each one.  ``before_send()`` runs once every
+    server has accepted its header (the keys are made from then on);
+    ``on_fail()`` when any server fails.
     """
     t0 = time.perf_counter()
     upload_id = os.urandom(16).hex()
     m = len(servers)
-    K = int(ids.size)
+    K = int(count)
     tally = _Sent(progress, m, K)
     tally.report(0)
     chans = connect_all(servers, ROLE_CLIENT, connect_timeout, timeout, tls=tls, insecure=insecure)
     staged: list = [None] * m
+    ready = threading.Barrier(m, action=before_send)
+    errors: dict[int, BaseException] = {}  # by server: refusals, and failures that were not our own interrupt
+    first_error: list[BaseException] = []
+    lock = threading.Lock()
+
+    def failed(j: int, exc: BaseException) -> None:
+        """The first failure ends the upload on every server at once (nothing is committed anywhere)."""
+        with lock:
+            if not first_error or not isinstance(exc, ChannelError):
+                errors[j] = exc
+            if first_error:
+                return
+            first_error.append(exc)
+        ready.abort()
+        if on_fail is not None:
+            on_fail()
+        for ch in chans:
+            ch.interrupt()
 
     def stage(j: int):
         label = server_label(servers, j)
         ch = chans[j]
         try:
             call_ok(servers, j, ch, header(j, upload_id).to_json())
+            try:
+                ready.wait(timeout=timeout)  # the keys are made once every server accepted its header
+            except threading.BrokenBarrierError:
+                return  # another server refused or failed: its error is the one reported
             send_chunks(j, ch, lambda k: tally.add(j, k))
             reply = recv_json(ch)
             if not reply.get("ok"):
                 raise_refusal(label, reply)
             staged[j] = (reply, ch.recv_array(np.uint64, int(reply["rejected_count"])).astype(np.int64))
         except ChannelError as exc:
-            if isinstance(exc, ServerUnavailable):
-                raise
-            raise ServerUnavailable(f"{label}: upload failed: {exc}") from exc
+            if not isinstance(exc, ServerUnavailable):
+                exc = ServerUnavailable(f"{label}: upload failed: {exc}")
+            failed(j, exc)
+            raise exc from None
+        except BaseException as exc:
+            failed(j, exc)
+            raise
 
     try:
-        parallel(stage, m)
+        try:
+            parallel(stage, m)
+        except BaseException:
+            if errors:  # the refusals and failures of their own, by server order (not what our interrupts caused)
+                raise errors[min(errors)] from None
+            raise
         drop = np.unique(np.concatenate([s[1] for s in staged])) if m else np.zeros(0, np.int64)
         if drop.size and (drop.min() < 0 or drop.max() >= K):
             raise ServerUnavailable("a server reported a rejected client outside the upload")
@@ -266,17 +516,24 @@ def _run_upload(servers, dataset: str, ids: np.ndarray, scheme: str, header, sen
         for ch in chans:
             ch.close()
     tally.report(K)
-    # report: each server's own reasons first, then the clients another server rejected
-    why: dict[int, str] = {}
-    for j, (reply, _) in enumerate(staged):
-        for r in reply.get("rejected", []):
-            why.setdefault(int(r["client"]), f"rejected by server {j}: {r['reason']}")
+    # report: each server's own reasons first, then the clients another server rejected.  A server lists the
+    # first 100 of its rejections with their ids, in the order of its rejected positions.
+    who: dict[int, tuple[int, str]] = {}
+    for j, (reply, pos) in enumerate(staged):
+        for r, p in zip(reply.get("rejected", []), pos.tolist()):
+            who.setdefault(int(p), (int(r["client"]), f"rejected by server {j}: {r['reason']}"))
     rejected = []
-    for j, (reply, _) in enumerate(staged):
+    for j, (reply, pos) in enumerate(staged):
         own = list(reply.get("rejected", []))
-        mine = {int(r["client"]) for r in own}
-        others = [{"client": int(ids[p]), "reason": why.get(int(ids[p]), "rejected by another server")}
-                  for p in drop.tolist() if int(ids[p]) not in mine]
+        mine = set(pos.tolist())
+        others = []
+        for p in drop.tolist():
+            if p in mine:
+                continue
+            if len(own) + len(others) >= 100:
+                break
+            cid, why = who.get(int(p), (None, "rejected by another server"))
+            others.append({"client": cid, "position": int(p), "reason": why})
         rejected.append((own + others)[:100])
     wire = [s["bytes_sent"] + s["bytes_received"] for s in st]
     return UploadReport(dataset, scheme, K, [int(r["accepted"]) for r in final], rejected,
@@ -284,11 +541,94 @@ def _run_upload(servers, dataset: str, ids: np.ndarray, scheme: str, header, sen
                         [int(r["clients"]) for r in final])
 
 
+def _stream(servers, dataset: str, source, scheme: str, header, make, size: int, *, timeout: float,
+            connect_timeout: float, tls=None, insecure: bool = False, progress=None) -> UploadReport:
+    """Connect, then make each chunk's frames (``make(block, first)``) while the previous ones are sent."""
+    m = len(servers)
+    feed: list[_Feed] = []
+
+    def start() -> None:
+        feed.append(_Feed(source, size, m, make))
+
+    def send_chunks(j: int, ch, sent) -> None:
+        for k, frames in feed[0].frames(j):
+            for f in frames:
+                if isinstance(f, np.ndarray):
+                    ch.send_array(f)
+                else:
+                    ch.send(f)
+            sent(k)
+
+    def fail() -> None:
+        if feed:
+            feed[0].stopped.set()
+
+    try:
+        return _run_upload(servers, dataset, source.count, scheme, header, send_chunks, timeout=timeout,
+                           connect_timeout=connect_timeout, tls=tls, insecure=insecure, progress=progress,
+                           before_send=start, on_fail=fail)
+    finally:
+        if feed:
+            feed[0].stop()
+
+
+def _key_frames(block: ClientBlock, first: int, *, names, scheme, m, domain_bits, output_bits) -> list[list]:
+    """Each server's three frames of one chunk: ids, key lengths (clients x series), the keys."""
+    series = {s: (block.weights.get(s), 1) for s in names}
+    keys = make_keys(block.values, series, scheme=scheme, m=m, domain_bits=domain_bits, output_bits=output_bits,
+                     first=first)
+    k = int(block.ids.size)
+    out = []
+    for j in range(m):
+        rows = [[keys[j][s][i] for s in names] for i in range(k)]
+        lens = np.array([[len(b) for b in row] for row in rows], dtype=np.uint32).reshape(k, len(names))
+        out.append([block.ids.astype(np.uint64), lens, b"".join(b for row in rows for b in row)])
+    return out
+
+
+def upload_source(servers, dataset: str, source, *, domain_bits: int, scheme: str = "auto",
+                  output_bits: int = 32, timeout: float = 300.0, connect_timeout: float = 5.0, append: bool = False,
+                  meta: dict | None = None, tls=None, insecure: bool = False, progress=None,
+                  chunk: int = _CHUNK) -> UploadReport:
+    """Upload the clients of ``source`` (a :class:`ClientSource`): connect to every server first, then make and
+    send their keys chunk by chunk, so memory holds a few chunks whatever the number of clients.
+
+    Every server checks the header (dataset id, parameters, staging space)
+    before a single key is made; see :func:`upload`.
+    """
+    servers = parse_servers(servers)
+    m = len(servers)
+    scheme = _scheme(scheme, m, domain_bits)
+    names = list(source.series)
+    if not names:
+        raise ShareParameterError("an upload needs at least one series")
+    K = int(source.count)
+    if K < 1:
+        raise ShareParameterError("an upload needs at least one client")
+    biggest = max(key_lengths(scheme, domain_bits, output_bits)) if K > 0 else 1
+    size = chunk_clients(max(biggest * len(names), 4 * len(names)), want=chunk)
+    chunks = tuple(min(size, K - c) for c in range(0, K, size))
+
+    def header(j: int, upload_id: str) -> UploadRequest:
+        return UploadRequest(dataset=dataset, scheme=scheme, m=m, server_id=j, domain_bits=domain_bits,
+                             output_bits=output_bits, append=bool(append), meta=dict(meta or {}),
+                             series=tuple(SeriesSpec(s, int(source.series[s])) for s in names),
+                             chunks=chunks, upload_id=upload_id)
+
+    def make(block: ClientBlock, first: int) -> list[list]:
+        return _key_frames(block, first, names=names, scheme=scheme, m=m, domain_bits=domain_bits,
+                           output_bits=output_bits)
+
+    return _stream(servers, dataset, source, scheme, header, make, size, timeout=timeout,
+                   connect_timeout=connect_timeout, tls=tls, insecure=insecure, progress=progress)
+
+
 def send_keys(servers, dataset: str, *, scheme: str, domain_bits: int, output_bits: int,
               series_meta: dict[str, int], ids: np.ndarray, keys: list[dict[str, list[bytes]]],
               timeout: float = 300.0, connect_timeout: float = 5.0, chunk: int = _CHUNK, append: bool = False,
               meta: dict | None = None, tls=None, insecure: bool = False, progress=None) -> UploadReport:
-    """Send key j of every client to server j (all servers in parallel); see :func:`upload`.
+    """Send key j of every client to server j (all servers in parallel): keys made beforehand, e.g. by
+    :func:`make_keys` (tests craft bad keys this way); see :func:`upload`.
 
     ``progress(done, total)``: clients whose keys every server has been sent (module docstring).
     """
@@ -315,7 +655,7 @@ def send_keys(servers, dataset: str, *, scheme: str, domain_bits: int, output_bi
             ch.send(b"".join(b for row in blobs for b in row))
             sent(k)
 
-    return _run_upload(servers, dataset, ids, scheme, header, send_chunks, timeout=timeout,
+    return _run_upload(servers, dataset, K, scheme, header, send_chunks, timeout=timeout,
                        connect_timeout=connect_timeout, tls=tls, insecure=insecure, progress=progress)
 
 
@@ -327,36 +667,31 @@ def upload(servers, dataset: str, values, *, labels=None, probabilities=None, cl
 
     ``labels`` (0/1) add the ROC series pos/neg; ``probabilities`` (with
     labels) add the Hosmer-Lemeshow series e1/e0.  Client i has id
-    ``client_ids[i]`` (default i).  ``append``: add these clients to an
-    existing dataset (otherwise an existing dataset id is refused).
-    ``meta``: public description stored with a new dataset (e.g. the value
-    range, ``{"range": [lo, hi]}``); it is part of the dataset digest.
-    ``tls``: this client's :class:`pairwise.mpc.tls.TLSConfig` (a ``client``
-    or ``querier`` certificate); None: plaintext, loopback only unless
-    ``insecure``.  ``progress(done, total)``: clients whose keys every
-    server has been sent, ``(0, K)`` first, before the keys are made
-    (module docstring).
+    ``client_ids[i]`` (default i): a non-negative integer below 2^63, or a
+    string (mapped by :func:`stored_client_ids`).  ``append``: add these
+    clients to an existing dataset (otherwise an existing dataset id is
+    refused).  ``meta``: public description stored with a new dataset (e.g.
+    the value range, ``{"range": [lo, hi]}``); it is part of the dataset
+    digest.  ``tls``: this client's :class:`pairwise.mpc.tls.TLSConfig` (a
+    ``client`` or ``querier`` certificate); None: plaintext, loopback only
+    unless ``insecure``.  ``progress(done, total)``: clients whose keys every
+    server has been sent, ``(0, K)`` first (module docstring).  The servers
+    are reached first; keys are made chunk by chunk while earlier chunks are
+    sent (:func:`upload_source`).
     """
-    servers = parse_servers(servers)
-    m = len(servers)
-    scheme = _scheme(scheme, m, domain_bits)
     series = make_series(labels, probabilities, prob_bits)
     vals = np.asarray(values)
-    ids = _ids(client_ids, vals.size)
-    if progress:
-        progress(0, int(ids.size))
-    keys = make_keys(vals, series, scheme=scheme, m=m, domain_bits=domain_bits, output_bits=output_bits)
-    return send_keys(servers, dataset, scheme=scheme, domain_bits=domain_bits, output_bits=output_bits,
-                     series_meta={s: w for s, (_, w) in series.items()}, ids=ids, keys=keys,
-                     timeout=timeout, connect_timeout=connect_timeout, append=append, meta=meta, tls=tls,
-                     insecure=insecure, progress=progress)
+    ids = _ids(client_ids, vals.size, dataset)
+    return upload_source(servers, dataset, ArraySource(vals, series, ids), domain_bits=domain_bits, scheme=scheme,
+                         output_bits=output_bits, timeout=timeout, connect_timeout=connect_timeout, append=append,
+                         meta=meta, tls=tls, insecure=insecure, progress=progress)
 
 
 def upload_pointwise(servers, dataset: str, values, *, grid_bits: int, domain_bits: int, thresholds=None,
                      labels=None, client_ids=None, round_id: str | None = None, output_bits: int = 32,
                      timeout: float = 300.0, connect_timeout: float = 5.0, chunk: int = _CHUNK,
                      append: bool = False, meta: dict | None = None, tls=None, insecure: bool = False,
-                     progress=None) -> UploadReport:
+                     progress=None, source=None) -> UploadReport:
     """Pointwise baseline (Sec. 4.1): every client sends additive shares of w [x <= tau_t] for each queried t.
 
     ``thresholds``: grid indices of this query round (default: the whole
@@ -364,42 +699,37 @@ def upload_pointwise(servers, dataset: str, values, *, grid_bits: int, domain_bi
     one) replaces the dataset's shares with this round's (the budget stays);
     ``append=True`` with the current round's id adds clients to it.  The
     round is then released with :meth:`ECDFQuerier.ecdf` on the same dataset.
+    ``source``: a :class:`ClientSource` instead of ``values``/``labels``/``client_ids``.
     ``progress(done, total)``: clients whose keys every server has been sent (module docstring).
     """
     servers = parse_servers(servers)
     m = len(servers)
-    series = make_series(labels)
-    vals = np.asarray(values)
-    ids = _ids(client_ids, vals.size)
-    if progress:
-        progress(0, int(ids.size))
+    if source is None:
+        vals = np.asarray(values)
+        source = ArraySource(vals, make_series(labels), _ids(client_ids, vals.size, dataset))
+    names = list(source.series)
     N = 1 << grid_bits
     thr = np.arange(N) if thresholds is None else np.unique(np.asarray(thresholds, dtype=np.int64))
     pts = grid_points(domain_bits, grid_bits)[thr]
-    shares = {s: pointwise_client_shares(vals, w, pts, m=m, domain_bits=domain_bits, output_bits=output_bits)
-              for s, (w, _) in series.items()}
-    names = list(series)
     rnd = round_id or os.urandom(8).hex()
-    K = vals.size
+    K = int(source.count)
     word = np.uint32 if output_bits <= 32 else np.uint64
-    chunk = chunk_clients(len(names) * thr.size * np.dtype(word).itemsize, want=chunk)
-    chunks = [min(chunk, K - c) for c in range(0, K, chunk)]
+    size = chunk_clients(len(names) * thr.size * np.dtype(word).itemsize, want=chunk)
+    chunks = tuple(min(size, K - c) for c in range(0, K, size))
 
     def header(j: int, upload_id: str) -> PointwiseRequest:
         return PointwiseRequest(dataset=dataset, scheme="pointwise", m=m, server_id=j, domain_bits=domain_bits,
                                 output_bits=output_bits, grid_bits=grid_bits,
                                 thresholds=tuple(int(t) for t in thr), round=rnd, append=bool(append),
                                 meta=dict(meta or {}),
-                                series=tuple(SeriesSpec(s, int(series[s][1])) for s in names),
-                                chunks=tuple(chunks), upload_id=upload_id)
+                                series=tuple(SeriesSpec(s, int(source.series[s])) for s in names),
+                                chunks=chunks, upload_id=upload_id)
 
-    def send_chunks(j: int, ch, sent) -> None:
-        for c0, k in zip(range(0, K, chunk), chunks):
-            sl = slice(c0, c0 + k)
-            ch.send_array(ids[sl])
-            block = np.stack([shares[s][j][sl] for s in names], axis=1)  # (k, S, T)
-            ch.send_array(block.astype(word))
-            sent(k)
+    def make(block: ClientBlock, first: int) -> list[list]:
+        shares = {s: pointwise_client_shares(block.values, block.weights.get(s), pts, m=m, domain_bits=domain_bits,
+                                             output_bits=output_bits) for s in names}
+        return [[block.ids.astype(np.uint64), np.stack([shares[s][j] for s in names], axis=1).astype(word)]
+                for j in range(m)]
 
-    return _run_upload(servers, dataset, ids, "pointwise", header, send_chunks, timeout=timeout,
-                       connect_timeout=connect_timeout, tls=tls, insecure=insecure, progress=progress)
+    return _stream(servers, dataset, source, "pointwise", header, make, size, timeout=timeout,
+                   connect_timeout=connect_timeout, tls=tls, insecure=insecure, progress=progress)

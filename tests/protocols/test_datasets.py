@@ -14,6 +14,7 @@ from pairwise.protocols.datasets import (
     check_integer_range,
     dataset_info,
     dataset_path,
+    iter_csv,
     list_datasets,
     load_csv,
     load_dataset,
@@ -87,6 +88,22 @@ def test_load_csv_columns_and_label(tmp_path):
     np.testing.assert_array_equal(out["b"], [2.5, 400.0, 0.0])
     assert out["y"].dtype == np.int64
     np.testing.assert_array_equal(out["y"], [0, 1, 1])
+
+
+def test_iter_csv_blocks_equal_load_csv_and_errors_count_rows_from_the_start(tmp_path):
+    rows = [f"p{i},{i * 0.5},{i % 2}\n" for i in range(10)]
+    p = write(tmp_path, "id,v,y\n" + "".join(rows[:4]) + "\n" + "".join(rows[4:]))  # a blank line inside
+    whole = load_csv(p, ["v"], label="y")
+    blocks = list(iter_csv(p, ["v"], label="y", text=["id"], rows=3))
+    assert [b["v"].size for b in blocks] == [3, 3, 3, 1]
+    np.testing.assert_array_equal(np.concatenate([b["v"] for b in blocks]), whole["v"])
+    np.testing.assert_array_equal(np.concatenate([b["y"] for b in blocks]), whole["y"])
+    assert np.concatenate([b["id"] for b in blocks]).tolist() == [f"p{i}" for i in range(10)]
+    bad = write(tmp_path, "id,v\n" + "".join(f"p{i},{i}\n" for i in range(7)) + "p7,oops\n")
+    with pytest.raises(DataError, match=r"line 9 \(data row 8\), column 'v': non-numeric value 'oops'"):
+        list(iter_csv(bad, ["v"], rows=3))
+    with pytest.raises(DataError, match=r"data row 2\), column 'id': empty value"):
+        list(iter_csv(write(tmp_path, "id,v\np0,1\n ,2\n"), ["v"], text=["id"], rows=1))
 
 
 def test_load_csv_errors_name_row_and_column(tmp_path):

@@ -239,3 +239,39 @@ def test_no_progress_prints_nothing_on_stderr(servers, csv_file):
                          "--epsilon", "1", "--no-progress")
     assert code == 0 and err == "", err
     assert "DP ECDF of dataset 'progress-quiet'" in out
+
+
+# --------------------------------------------------------------------------- several data owners (issue 22, item 8)
+
+
+def test_two_data_owners_share_a_dataset_with_string_ids_and_an_upload_rejected_whole_fails(servers, tmp_path):
+    """Issue 22: string ids (p01000) were refused, a new dataset refused --id-column, and an --append whose
+    clients were all rejected ("duplicate client id 0") exited 0.  Now the first owner chooses string ids, the
+    second appends with ids of its own (the one id both hold is rejected, alone), the release counts the union
+    exactly, and an append of ids the dataset already holds exits 1, naming --id-column."""
+    from pairwise.protocols.ecdf.client import ECDFQuerier, upload
+
+    rng = np.random.default_rng(8)
+    a, b = np.round(rng.uniform(0, 30, 40), 2), np.round(rng.uniform(0, 30, 31), 2)
+    ids_b = [f"q{i:05d}" for i in range(30)] + ["p00003"]  # p00003 is also one of the first owner's
+    (tmp_path / "a.csv").write_text("pid,score\n" + "".join(f"p{i:05d},{v}\n" for i, v in enumerate(a)))
+    (tmp_path / "b.csv").write_text("pid,score\n" + "".join(f"{i},{v}\n" for i, v in zip(ids_b, b)))
+    common = ["--servers", servers.servers, "--columns", "score", "--lower", "0", "--upper", "30",
+              "--domain-bits", "6", "--dataset", "two-owners", "--id-column", "pid", "--json"]
+    code, out, err = run("ecdf", "upload", "--data", str(tmp_path / "a.csv"), *common)
+    assert code == 0, err
+    assert json.loads(out)["accepted"] == [40, 40]
+    code, out, err = run("ecdf", "upload", "--data", str(tmp_path / "b.csv"), "--append", *common)
+    assert code == 0, err
+    up = json.loads(out)
+    assert up["accepted"] == [30, 30] and up["rejected_count"] == [1, 1]
+    rel = ECDFQuerier(servers.addresses, timeout=60).ecdf("two-owners", 1e4)
+    x = quantize(np.concatenate([a, b[:30]]), 0, 30, 6)
+    np.testing.assert_array_equal(rel.cumulative, [(x <= t).sum() for t in range(64)])
+
+    upload(servers.addresses, "numbered", quantize(a, 0, 30, 6), domain_bits=6,
+           meta={"column": "score", "range": [0.0, 30.0]})  # ids 0..39
+    code, out, err = run("ecdf", "upload", "--data", str(tmp_path / "a.csv"), *common[:-5], "--dataset",
+                         "numbered", "--append")  # no --id-column: row numbers 0..39, all taken
+    assert code == 1, (code, out, err)
+    assert "none of the 40 clients was accepted" in err and "--id-column" in err and "release it" not in out

@@ -554,11 +554,14 @@ def test_a_client_certificate_uploads_with_ecdf_upload_and_the_querier_releases(
     with ServerProcesses(2, budget="1000000", timeout=30, tls=True) as sp:
         as_client = ["--servers", sp.servers, "--tls", sp.tls_dir, "--name", "ecdf-client"]
         data = ["--data", str(csv), "--columns", "v", "--lower", "0", "--upper", "30", "--dataset", "owned"]
-        r = subprocess.run(CLI + ["ecdf", "upload", *as_client, *data, "--json"], capture_output=True, text=True,
+        r = subprocess.run(CLI + ["ecdf", "upload", *as_client, *data], capture_output=True, text=True,
                            timeout=300)
         assert r.returncode == 0, r.stderr
-        up = json.loads(r.stdout)
-        assert up["accepted"] == [6, 6] and up["clamped"] == 1 and up["range"] == [0.0, 30.0]
+        assert "6 clients, accepted per server [6, 6], public domain [0, 30]" in r.stdout
+        assert "1 value(s) clamped" in r.stdout
+        # issue 22: the "release it" hint left out the TLS flags, so it failed as printed
+        assert f"release it: pairwise ecdf query --servers {sp.servers} --dataset owned --epsilon E --tls " \
+               f"{sp.tls_dir} --name QUERIER" in r.stdout, r.stdout
         again = subprocess.run(CLI + ["ecdf", "upload", *as_client, *data], capture_output=True, text=True,
                                timeout=300)  # sealed: the same id again is refused by the servers
         assert again.returncode != 0 and "already exists" in again.stderr and "Traceback" not in again.stderr

@@ -23,7 +23,7 @@ Commands
     ``pairwise ecdf run --servers HOST:PORT,HOST:PORT[,...] --data FILE.csv --columns NAME --epsilon E
     --lower LO --upper HI [--label COL] [--roc] [--quantiles Q,...] [--domain-bits N] [--grid-bits G]
     [--mechanism paper|hierarchical] [--scheme auto|dcf|mshare|pointwise] [--dataset ID] [--json]``
-        Be the clients (one per CSV row, id = row number) and the querier:
+        Be the clients (one per CSV row, id = row number or ``--id-column``) and the querier:
         each client clamps its value into the public domain [LO, HI] and
         quantizes it to 2^N equal bins; upload the keys, release the noisy
         ECDF of the column over the grid and print exact vs DP vs smoothed.
@@ -36,9 +36,14 @@ Commands
         sealed): use ``ecdf query`` for it, a new ``--dataset``, or
         ``--append --id-column COL`` to add new clients.
     ``pairwise ecdf upload --servers ... --data FILE.csv --columns NAME --lower LO --upper HI [--label COL]
-    [--dataset ID] [--domain-bits N] [--scheme auto|dcf|mshare] [--append --id-column COL] [--json]``
+    [--dataset ID] [--domain-bits N] [--scheme auto|dcf|mshare] [--id-column COL] [--append] [--json]``
         Be the clients only, as ``run`` uploads them, with no release: the
-        command of a data owner holding a ``client`` certificate.  JSON keys:
+        command of a data owner holding a ``client`` certificate.  It
+        reaches every server first, then makes and sends the keys chunk by
+        chunk (memory bounded whatever the file's size).  Client ids are
+        the row numbers, or ``--id-column COL`` (integers, or strings that
+        every owner maps alike), which lets several data owners append to one
+        dataset.  Exits 1 when the servers accept none of the clients.  JSON keys:
         ``dataset``, ``n``, ``accepted``, ``rejected_count``, ``append``,
         ``range``, ``domain_bits``, ``series``, ``clamped`` (not private),
         ``upload_bytes``.
@@ -287,7 +292,10 @@ def _upload_args(p, pointwise: bool = False) -> None:
                         + ("; pointwise: the Sec. 4.1 baseline" if pointwise else ""))
     p.add_argument("--append", action="store_true",
                    help="add these rows as new clients of an existing dataset (otherwise an existing id is refused)")
-    p.add_argument("--id-column", help="with --append: the column of client ids (non-negative integers)")
+    p.add_argument("--id-column", metavar="COL",
+                   help="the column of client ids: integers below 2^63 or strings such as p01000 (default: the "
+                        "row number); on a new dataset too, so that other data owners can --append with ids of "
+                        "their own")
 
 
 def _query_args(p) -> None:

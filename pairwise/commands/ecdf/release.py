@@ -11,7 +11,13 @@ is labelled as such (:data:`pairwise.commands.ecdf.NOT_PRIVATE_KEYS`).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
 from pairwise.protocols.transport import tls_from_args
+
+if TYPE_CHECKING:
+    import numpy as np
 
 from ..bounds import NOT_PRIVATE, clamped_note
 
@@ -64,15 +70,40 @@ def _validate_release_args(args, m: int, n_bits: int, roc: bool) -> list[float]:
     return qs
 
 
+@dataclass
+class Reference:
+    """The uploaded data's exact counts per bin of a 2^``grid_bits`` grid (not private: the reference columns
+    of ``ecdf run``/``demo``): all clients, and positives/negatives with labels (None without)."""
+
+    n: int
+    grid_bits: int
+    all: np.ndarray
+    pos: np.ndarray | None = None
+    neg: np.ndarray | None = None
+
+    @classmethod
+    def of(cls, values, labels, n_bits: int, grid_bits: int) -> Reference:
+        import numpy as np
+
+        x = np.asarray(values, dtype=np.int64) >> np.int64(n_bits - grid_bits)
+        N = 1 << grid_bits
+        if labels is None:
+            return cls(int(x.size), grid_bits, np.bincount(x, minlength=N))
+        y = np.asarray(labels).astype(np.int64)
+        return cls(int(x.size), grid_bits, np.bincount(x, minlength=N), np.bincount(x[y == 1], minlength=N),
+                   np.bincount(x[y == 0], minlength=N))
+
+
 def _release_and_report(querier, dataset, values, lo, hi, n_bits, args, labels=None, upload_bytes=0,
                         pointwise=False, qs=(), roc=None, scheme=None, progress=None):
     """Release the ECDF (and the ROC if ``roc``, default: labels given); returns the JSON dict.
 
     ``qs``: quantile levels, validated by the caller before anything was
-    uploaded.  ``values`` (and ``labels``): the uploaded data, for the not
-    private reference columns (``ecdf run``/``demo``); None for ``ecdf
-    query``, which knows only what the servers release.  ``lo``/``hi``: the
-    public domain of the quantization (None: thresholds are domain points).
+    uploaded.  ``values`` (and ``labels``): the uploaded data, or its
+    :class:`Reference` counts, for the not private reference columns
+    (``ecdf run``/``demo``); None for ``ecdf query``, which knows only what
+    the servers release.  ``lo``/``hi``: the public domain of the
+    quantization (None: thresholds are domain points).
     ``progress(done, total)``: the stages of the release requests (one, or
     two with the ROC), as one run.
     """
@@ -83,14 +114,14 @@ def _release_and_report(querier, dataset, values, lo, hi, n_bits, args, labels=N
     from pairwise.protocols.ecdf.querier import progress_part
     from pairwise.protocols.ecdf.shares import bin_upper_edges, grid_points
 
-    roc = labels is not None if roc is None else roc
     g = args.grid_bits or n_bits
+    ref = values if isinstance(values, Reference) or values is None else Reference.of(values, labels, n_bits, g)
+    roc = (labels is not None or (ref is not None and ref.pos is not None)) if roc is None else roc
     if roc:
         _check_budget(querier, dataset, 2 * args.epsilon)
     parts = 2 if roc else 1
     rel = querier.ecdf(dataset, args.epsilon, grid_bits=g, mechanism=args.mechanism, tolerate=args.tolerate,
                        progress=progress_part(progress, 0, parts))
-    step = 1 << (n_bits - g)
     if lo is None:
         edges = grid_points(n_bits, g).astype(float)[rel.thresholds]
     else:
@@ -101,9 +132,8 @@ def _release_and_report(querier, dataset, values, lo, hi, n_bits, args, labels=N
            "scheme": scheme or ("pointwise" if pointwise else ("dcf" if rel.servers == 2 else "mshare")),
            "grid_bits": g, "domain_bits": n_bits, "range": None if lo is None else [lo, hi],
            "theorem31_rmse": None if rel.mse_per_threshold is None else float(np.sqrt(rel.mse_per_threshold) / rel.n)}
-    if values is not None:
-        x = np.asarray(values, dtype=np.int64)
-        exact = np.array([(x <= (t + 1) * step - 1).sum() for t in rel.thresholds], dtype=float) / x.size
+    if ref is not None:
+        exact = np.cumsum(ref.all)[rel.thresholds].astype(float) / ref.n
         out.update(exact=exact.tolist(), max_abs_error=float(np.abs(rel.ecdf - exact).max()),
                    max_abs_error_smoothed=float(np.abs(rel.smoothed - exact).max()))
     detail = {"upload": upload_bytes, "querier": rel.bytes.get("querier", 0), "servers": rel.bytes.get("servers", 0)}
@@ -111,7 +141,7 @@ def _release_and_report(querier, dataset, values, lo, hi, n_bits, args, labels=N
         qi = np.atleast_1d(rel.quantiles(qs))
         pos = np.searchsorted(rel.thresholds, qi)
         out["quantiles"] = {str(q): float(edges[p]) for q, p in zip(qs, pos)}
-        if values is not None:
+        if ref is not None:
             ex = np.atleast_1d(np.asarray(inverse_ecdf(np.asarray(out["exact"]), qs)))
             out["quantiles_exact"] = {str(q): float(edges[i]) for q, i in zip(qs, ex)}
     if roc:
@@ -119,11 +149,8 @@ def _release_and_report(querier, dataset, values, lo, hi, n_bits, args, labels=N
                         progress=progress_part(progress, 1, parts))
         out["roc"] = {"fpr": r.fpr.tolist(), "tpr": r.tpr.tolist(), "epsilon": r.epsilon, "delta": r.delta}
         out["auc"] = r.auc
-        if values is not None and labels is not None:
-            y = np.asarray(labels).astype(int)
-            cp = np.array([((x <= (t + 1) * step - 1) & (y == 1)).sum() for t in range(1 << g)], dtype=float)
-            cn = np.array([((x <= (t + 1) * step - 1) & (y == 0)).sum() for t in range(1 << g)], dtype=float)
-            f_ex, t_ex = roc_points(cp, cn)
+        if ref is not None and ref.pos is not None:
+            f_ex, t_ex = roc_points(np.cumsum(ref.pos).astype(float), np.cumsum(ref.neg).astype(float))
             out["roc"].update(fpr_exact=f_ex.tolist(), tpr_exact=t_ex.tolist())
             out["auc_exact"] = auc(f_ex, t_ex)
         detail["querier"] += r.positives.bytes.get("querier", 0)  # one release for both classes

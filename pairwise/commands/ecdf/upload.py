@@ -64,71 +64,155 @@ def _check_upload_args(args, servers) -> None:
 
     if args.append and args.scheme == "pointwise":
         raise ValueError("--append adds clients to a dataset of FSS keys; a pointwise round is uploaded whole")
-    if args.id_column and not args.append:
-        raise ValueError("--id-column is for --append (a new dataset numbers its clients by CSV row)")
     if args.scheme != "pointwise":
         scheme_for(args.scheme, len(servers), args.domain_bits)
 
 
-def _client_values(args, dom):
-    """The clients of the CSV: (quantized values, labels, ids, clamped count, public meta, dataset id)."""
-    import numpy as np
+class CSVClients:
+    """The clients of one CSV column, one per data row, read block by block (a ``ClientSource``).
 
-    from pairwise.dp.bounds import clamp
-    from pairwise.protocols.datasets import load_csv
-    from pairwise.protocols.ecdf.shares import quantize
+    The file is read twice: here, to count the rows and check every cell
+    (numbers, 0/1 labels, ids) before any server is contacted, and by
+    :meth:`blocks`, while the upload runs.  Each client clamps its own value
+    into the public domain and quantizes it to ``domain_bits`` bits.  Memory
+    holds one block of rows whatever the file's size.  Not private, for the
+    command's report only: ``clamped`` (values moved into the domain) and,
+    with ``grid_bits``, the exact counts per grid bin (:class:`.release.Reference`).
+    """
 
-    d = load_csv(args.data, [args.column] + ([args.id_column] if args.id_column else []), label=args.label)
-    col, clamped = clamp(d[args.column], dom.lower, dom.upper)  # each client clamps its own value
-    labels = np.asarray(d[args.label]).astype(int) if args.label else None
-    ids = None
-    if args.id_column:
-        raw = np.asarray(d[args.id_column], dtype=float)
-        if (raw < 0).any() or (raw != np.floor(raw)).any() or (raw >= 2.0**63).any():
-            raise ValueError(f"--id-column {args.id_column!r} must hold non-negative integers")
-        ids = raw.astype(np.uint64)
-    lo, hi = dom.lower, dom.upper
-    meta = {"column": args.column, "range": [lo, hi]}  # public: stored with the dataset for ecdf query
-    x = quantize(col, lo, hi, args.domain_bits)
-    dataset = args.dataset or f"{os.path.basename(args.data)}:{args.column}"
-    return x, labels, ids, clamped, meta, dataset
+    ROWS = 1 << 16
+
+    def __init__(self, args, dom, dataset: str, grid_bits: int | None = None) -> None:
+        import numpy as np
+
+        from pairwise.protocols.ecdf.client import stored_client_ids
+
+        self.path, self.column, self.label, self.id_column = args.data, args.column, args.label, args.id_column
+        self.dom, self.bits, self.dataset = dom, args.domain_bits, dataset
+        self.series = {"pos": 1, "neg": 1} if self.label else {"all": 1}
+        self.count = self.clamped = 0
+        self.reference = None
+        hist = None
+        if grid_bits is not None:
+            from .release import Reference
+
+            hist = {k: np.zeros(1 << grid_bits, dtype=np.int64) for k in ("all", "pos", "neg")}
+        for values, labels, ids in self._read(self.ROWS):
+            if self.id_column:
+                stored_client_ids(ids, dataset)  # every id is checked before anything is sent
+            self.count += values.size
+            if hist is not None:
+                b = values >> np.int64(self.bits - grid_bits)
+                hist["all"] += np.bincount(b, minlength=hist["all"].size)
+                if labels is not None:
+                    hist["pos"] += np.bincount(b, weights=labels, minlength=hist["pos"].size).astype(np.int64)
+                    hist["neg"] += np.bincount(b, weights=1 - labels, minlength=hist["neg"].size).astype(np.int64)
+        if hist is not None:
+            self.reference = Reference(self.count, grid_bits, hist["all"], hist["pos"] if self.label else None,
+                                       hist["neg"] if self.label else None)
+
+    def _read(self, rows: int):
+        """(quantized values, labels or None, raw ids or None) per block of the file."""
+        from pairwise.dp.bounds import clamp
+        from pairwise.protocols.datasets import iter_csv
+        from pairwise.protocols.ecdf.shares import quantize
+
+        clamped = 0
+        for block in iter_csv(self.path, [self.column], label=self.label,
+                              text=[self.id_column] if self.id_column else (), rows=rows):
+            col, moved = clamp(block[self.column], self.dom.lower, self.dom.upper)  # each client clamps its own
+            clamped += moved
+            yield (quantize(col, self.dom.lower, self.dom.upper, self.bits).astype("int64"),
+                   block[self.label] if self.label else None, block[self.id_column] if self.id_column else None)
+        self.clamped = clamped
+
+    def blocks(self, size: int):
+        import numpy as np
+
+        from pairwise.protocols.ecdf.client import ClientBlock, stored_client_ids
+
+        first = 0
+        for values, labels, ids in self._read(size):
+            k = values.size
+            weights = {"all": None} if labels is None else {"pos": labels.astype(np.uint64),
+                                                            "neg": (1 - labels).astype(np.uint64)}
+            stored = (np.arange(first, first + k, dtype=np.uint64) if ids is None
+                      else stored_client_ids(ids, self.dataset))
+            yield ClientBlock(values, weights, stored)
+            first += k
+
+
+def _dataset_id(args) -> str:
+    return args.dataset or f"{os.path.basename(args.data)}:{args.column}"
+
+
+def _meta(dom, args) -> dict:
+    return {"column": args.column, "range": [dom.lower, dom.upper]}  # public: stored with the dataset for ecdf query
+
+
+def _tls_flags(args) -> str:
+    """The transport flags of the release hint (``--tls DIR --name QUERIER`` or ``--insecure``): the same
+    certificate directory; the name is a querier's certificate, as a data owner's ``client`` cannot release."""
+    if getattr(args, "tls", None):
+        return f" --tls {args.tls} --name QUERIER"
+    return " --insecure" if getattr(args, "insecure", False) else ""
+
+
+def _all_rejected(rep, n: int) -> bool:
+    return n > 0 and not any(rep.accepted)
+
+
+def _rejections_note(rep) -> str:
+    return (f"rejected clients per server {rep.rejected_count} "
+            f"(first reasons: {[r[0]['reason'] for r in rep.rejected if r]})")
 
 
 def cmd_upload(args) -> int:
     """``ecdf upload``: be the clients of a CSV column, with no release (a ``client`` certificate suffices)."""
-    from pairwise.protocols.ecdf.client import upload
+    import sys
+
+    from pairwise.protocols.ecdf.client import upload_source
     from pairwise.protocols.ecdf.wire import parse_servers
 
     servers = parse_servers(args.servers)
     args.column = _run_column(args)
     _check_upload_args(args, servers)
     dom = _run_domain(args)
-    x, labels, ids, clamped, meta, dataset = _client_values(args, dom)
+    dataset = _dataset_id(args)
+    clients = CSVClients(args, dom, dataset)  # the whole file is checked before any server is contacted
     with progress_bar(args, UPLOAD_BAR, unit="client") as progress:
-        # the servers refuse an existing dataset id unless --append (datasets are sealed), before taking any key
-        rep = upload(servers, dataset, x, labels=labels, domain_bits=args.domain_bits, scheme=args.scheme,
-                     client_ids=ids, append=args.append, meta=meta, timeout=args.timeout,
-                     connect_timeout=args.connect_timeout, progress=progress, tls=tls_from_args(args),
-                     insecure=args.insecure)
-    out = {"dataset": dataset, "n": int(x.size), "accepted": rep.accepted, "rejected_count": rep.rejected_count,
+        # the servers refuse an existing dataset id unless --append (datasets are sealed), before any key is made
+        rep = upload_source(servers, dataset, clients, domain_bits=args.domain_bits, scheme=args.scheme,
+                            append=args.append, meta=_meta(dom, args), timeout=args.timeout,
+                            connect_timeout=args.connect_timeout, progress=progress, tls=tls_from_args(args),
+                            insecure=args.insecure)
+    n = clients.count
+    out = {"dataset": dataset, "n": int(n), "accepted": rep.accepted, "rejected_count": rep.rejected_count,
            "append": bool(args.append), "range": [dom.lower, dom.upper], "domain_bits": args.domain_bits,
-           "series": ["neg", "pos"] if labels is not None else ["all"], "clamped": clamped,
+           "series": ["neg", "pos"] if args.label else ["all"], "clamped": clients.clamped,
            "upload_bytes": rep.bytes}
     if args.json:
         print(json.dumps(out))
-        return 0
-    print(f"uploaded {args.column} of {args.data} as dataset {dataset!r}: {x.size} clients, accepted per server "
-          f"{rep.accepted}, public domain [{dom.lower:g}, {dom.upper:g}] on 2^{args.domain_bits} bins")
-    print(f"  clamped: {clamped_note(clamped, [dom])}")
-    if any(rep.rejected_count):
-        print(f"  note: rejected clients per server {rep.rejected_count} "
-              f"(first reasons: {[r[0]['reason'] for r in rep.rejected if r]})")
-    print(f"  release it: pairwise ecdf query --servers {args.servers} --dataset {dataset} --epsilon E")
+    else:
+        print(f"uploaded {args.column} of {args.data} as dataset {dataset!r}: {n} clients, accepted per server "
+              f"{rep.accepted}, public domain [{dom.lower:g}, {dom.upper:g}] on 2^{args.domain_bits} bins")
+        print(f"  clamped: {clamped_note(clients.clamped, [dom])}")
+        if any(rep.rejected_count):
+            print(f"  note: {_rejections_note(rep)}")
+        if not _all_rejected(rep, n):
+            print(f"  release it: pairwise ecdf query --servers {args.servers} --dataset {dataset} --epsilon E"
+                  f"{_tls_flags(args)}")
+    if _all_rejected(rep, n):
+        hint = (" (an append needs client ids that the dataset does not hold yet: --id-column COL)"
+                if args.append and not args.id_column else "")
+        print(f"pairwise: error: none of the {n} clients was accepted{hint}; {_rejections_note(rep)}",
+              file=sys.stderr)
+        return 1
     return 0
 
 
 def cmd_run(args) -> int:
-    from pairwise.protocols.ecdf.client import upload, upload_pointwise
+    from pairwise.protocols.ecdf.client import upload_pointwise, upload_source
     from pairwise.protocols.ecdf.wire import parse_servers
 
     servers = parse_servers(args.servers)
@@ -141,36 +225,36 @@ def cmd_run(args) -> int:
     dom = _run_domain(args)
     qs = _validate_release_args(args, len(servers), args.domain_bits, args.roc)
     q = _querier(args, servers)
-    x, labels, ids, clamped, meta, dataset = _client_values(args, dom)
+    dataset = _dataset_id(args)
     lo, hi = dom.lower, dom.upper
+    g = args.grid_bits or args.domain_bits
+    clients = CSVClients(args, dom, dataset, grid_bits=g)  # checked (and counted) before anything is sent
     if not args.append:
         _refuse_existing(q, dataset, args.servers)
     tls = dict(tls=q.tls, insecure=q.insecure)
     with progress_bar(args, UPLOAD_BAR, unit="client") as progress:
         if args.scheme == "pointwise":
-            g = args.grid_bits or args.domain_bits
-            rep = upload_pointwise(servers, dataset, x, grid_bits=g, domain_bits=args.domain_bits, meta=meta,
-                                   timeout=args.timeout, connect_timeout=args.connect_timeout, progress=progress,
-                                   **tls)
-            labels_for_roc = None
+            rep = upload_pointwise(servers, dataset, None, grid_bits=g, domain_bits=args.domain_bits,
+                                   meta=_meta(dom, args), timeout=args.timeout, connect_timeout=args.connect_timeout,
+                                   progress=progress, source=clients, **tls)
         else:
-            rep = upload(servers, dataset, x, labels=labels, domain_bits=args.domain_bits, scheme=args.scheme,
-                         client_ids=ids, append=args.append, meta=meta, timeout=args.timeout,
-                         connect_timeout=args.connect_timeout, progress=progress, **tls)
-            labels_for_roc = labels if args.roc else None
-    exact_x = x if not args.append else None  # after an append the servers hold more than this CSV
+            rep = upload_source(servers, dataset, clients, domain_bits=args.domain_bits, scheme=args.scheme,
+                                append=args.append, meta=_meta(dom, args), timeout=args.timeout,
+                                connect_timeout=args.connect_timeout, progress=progress, **tls)
+    if _all_rejected(rep, clients.count):
+        raise ValueError(f"none of the {clients.count} clients was accepted, nothing to release; "
+                         + _rejections_note(rep))
+    reference = clients.reference if not args.append else None  # after an append the servers hold more
     with progress_bar(args, _release_bar(args.roc), unit="stage") as progress:
-        out = _release_and_report(q, dataset, exact_x, lo, hi, args.domain_bits, args, labels=labels_for_roc,
-                                  upload_bytes=rep.bytes, pointwise=args.scheme == "pointwise", qs=qs, roc=args.roc,
-                                  progress=progress)
+        out = _release_and_report(q, dataset, reference, lo, hi, args.domain_bits, args, upload_bytes=rep.bytes,
+                                  pointwise=args.scheme == "pointwise", qs=qs, roc=args.roc, progress=progress)
     out["dataset"] = dataset
-    out["clamped"] = clamped
+    out["clamped"] = clients.clamped
     out["upload"] = {"accepted": rep.accepted, "rejected_count": rep.rejected_count}
     if args.json:
         print(json.dumps(out))
         return 0
     _print_report(out, f"DP ECDF of {args.column} in {args.data} (dataset {dataset!r}, public domain [{lo:g}, {hi:g}])")
     if any(rep.rejected_count):
-        print(f"  note: rejected clients per server {rep.rejected_count} "
-              f"(first reasons: {[r[0]['reason'] for r in rep.rejected if r]})")
+        print(f"  note: {_rejections_note(rep)}")
     return 0

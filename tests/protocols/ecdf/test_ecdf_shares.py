@@ -176,3 +176,21 @@ def test_full_domain_dcf_sum_equals_pointwise_evaluation(n, K):
     sh = DCFShares(k0, 40)
     few = np.array([0, (1 << n) - 1], dtype=np.uint64)
     assert np.array_equal(sh.cumulative_shares(few), np.array([k0.eval_sum(int(t)) for t in few], dtype=np.uint64))
+
+
+def test_stored_client_ids_numbers_stand_for_themselves_and_strings_hash_into_the_top_half():
+    import hashlib
+
+    from pairwise.protocols.ecdf.client import stored_client_ids
+    from pairwise.protocols.ecdf.shares import ShareParameterError
+
+    assert stored_client_ids(np.array([0, 7, 2**63 - 1]), "d").tolist() == [0, 7, 2**63 - 1]
+    assert stored_client_ids(np.array(["12", "3.0"]), "d").tolist() == [12, 3]
+    s = stored_client_ids(np.array(["p01000", "p01001", "17"]), "d")
+    h = int.from_bytes(hashlib.sha256(b"pairwise-ecdf/client-id\x00d\x00p01000").digest()[:8], "big")
+    assert int(s[0]) == (h >> 1) | (1 << 63) and int(s[1]) >= 2**63 and s[0] != s[1] and int(s[2]) == 17
+    assert stored_client_ids(np.array(["p01000"]), "d")[0] == s[0]  # every owner maps a person alike
+    assert stored_client_ids(np.array(["p01000"]), "other")[0] != s[0]
+    for bad in (np.array([-1]), np.array([2**63], dtype=np.uint64)):
+        with pytest.raises(ShareParameterError):
+            stored_client_ids(bad, "d")
