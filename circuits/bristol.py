@@ -46,11 +46,23 @@ __all__ = [
 class BristolFormatError(CircuitError):
     """A Bristol file is malformed; ``line`` is the 1-based line number (0 if not line-specific)."""
 
+    #: the longest message: a quoted token of a hostile file (20 MB on one line) is cut, not repeated whole
+    MAX_MESSAGE = 400
+
     def __init__(self, message: str, line: int = 0, source: str = "<string>") -> None:
         self.line = line
         self.source = source
         where = f"{source}, line {line}: " if line else f"{source}: "
+        if len(message) > self.MAX_MESSAGE:
+            message = f"{message[:self.MAX_MESSAGE]}... ({len(message)} characters in all)"
         super().__init__(where + message)
+
+
+def _quote(text: str, limit: int = 60) -> str:
+    """``repr`` of a piece of the file for a message, cut to about ``limit`` characters."""
+    if len(text) <= limit:
+        return repr(text)
+    return f"{text[:limit]!r}... ({len(text)} characters)"
 
 
 def _default_parties(n: int, parties: Sequence[Party | str] | None) -> list[Party]:
@@ -65,7 +77,7 @@ def _ints(tokens: list[str], lineno: int, src: str) -> list[int]:
     try:
         return [int(t) for t in tokens]
     except ValueError:
-        raise BristolFormatError(f"expected integers, got {' '.join(tokens)!r}", lineno, src) from None
+        raise BristolFormatError(f"expected integers, got {_quote(' '.join(tokens))}", lineno, src) from None
 
 
 def _check_wire_count(lines: list[str], first: int, nwires: int, n_in: int, src: str) -> None:
@@ -130,7 +142,7 @@ def _parse_gates(lines: list[str], first: int, ngates: int, nwires: int, n_in: i
         kind = toks[-1]
         nums = _ints(toks[:-1], lineno, src)
         if len(nums) < 2:
-            raise BristolFormatError(f"gate line too short: {raw.strip()!r}", lineno, src)
+            raise BristolFormatError(f"gate line too short: {_quote(raw.strip())}", lineno, src)
         nin, nout = nums[0], nums[1]
         if len(nums) != 2 + nin + nout:
             raise BristolFormatError(
@@ -195,12 +207,12 @@ def _parse_gates(lines: list[str], first: int, ngates: int, nwires: int, n_in: i
                 in1.append(b)
                 out.append(o)
         else:
-            raise BristolFormatError(f"unknown gate kind {kind!r}", lineno, src)
+            raise BristolFormatError(f"unknown gate kind {_quote(kind)}", lineno, src)
         count += 1
     for rest in lines[li:]:
         li += 1
         if rest.strip():
-            raise BristolFormatError(f"extra content after {ngates} gates: {rest.strip()!r}", li, src)
+            raise BristolFormatError(f"extra content after {ngates} gates: {_quote(rest.strip())}", li, src)
     return op, in0, in1, out, alias, defined, zero_wire
 
 
@@ -296,7 +308,7 @@ def parse_bristol_fashion(text: str, parties=None, name: str = "bristol", source
         if line2 is None:
             raise
         raise BristolFormatError(
-            f"this is the old Bristol format (line 2 'n1 n2 nout' = {line2!r}), not Bristol Fashion; "
+            f"this is the old Bristol format (line 2 'n1 n2 nout' = {_quote(line2)}), not Bristol Fashion; "
             f"read it with pairwise.circuits.bristol.read_bristol_old, or convert it with "
             f"'pairwise circuit export {source} --old-bristol --format bristol -o NEW.txt'", exc.line, source) from None
     n_in = sum(gin)

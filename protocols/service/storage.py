@@ -7,7 +7,8 @@ What it does
     they must not forget in one SQLite file each.  This module holds what
     they share:
 
-    * :func:`state_directory`: ``--state DIR`` created with mode 0700;
+    * :func:`state_directory`: ``--state DIR`` created with mode 0700 (an
+      existing one that group or others may enter is refused);
     * :func:`exclusive_lock`: an exclusive ``flock`` held for the life of a
       server process, so two processes never interleave writes to one state;
     * :class:`SQLiteStore`: the connection (file mode 0600, WAL journal,
@@ -15,7 +16,8 @@ What it does
       the process and of the machine, foreign keys on), one ``BEGIN
       IMMEDIATE`` transaction per write (:meth:`SQLiteStore._write`), reads
       under the same lock (:meth:`SQLiteStore._read`), and a schema version
-      kept in a ``meta`` table (a file written by a newer pairwise is refused);
+      kept in a ``meta`` table (a file written by a newer pairwise is refused,
+      and so is a zero-length file, which SQLite would open as empty);
     * :class:`StorageError`: every failure, with the file named and what to do.
 
     The standard library's :mod:`sqlite3` is the engine: no server to run,
@@ -55,13 +57,19 @@ def exclusive_lock(path: str, *, what: str = "server"):
 
 
 def state_directory(state_dir: str) -> str:
-    """``state_dir``, created with mode 0700 if absent; :class:`StorageError` if it cannot be."""
+    """``state_dir``, created with mode 0700 if absent; :class:`StorageError` if it cannot be, or if an
+    existing directory lets other users in (group or other permission bits: they could read the state)."""
     try:
         os.makedirs(state_dir, mode=0o700, exist_ok=True)
     except OSError as exc:
         raise StorageError(f"cannot create the state directory {state_dir}: {exc.strerror}") from exc
     if not os.path.isdir(state_dir):
         raise StorageError(f"--state {state_dir} is not a directory")
+    mode = os.stat(state_dir).st_mode & 0o777
+    if mode & 0o077:
+        raise StorageError(f"the state directory {state_dir} has mode {mode:04o}: other users could read the "
+                           f"secrets it holds; run 'chmod 700 {state_dir}' (or give a new --state directory, "
+                           "which is created with mode 0700)")
     return state_dir
 
 
@@ -87,6 +95,12 @@ class SQLiteStore:
         self._lockfile = None
         where = path or ":memory:"
         try:
+            if path is not None and os.path.isfile(path) and os.path.getsize(path) == 0:
+                # SQLite opens a zero-length file as an empty database: the server would start with no
+                # datasets and a fresh privacy ledger.  A state file is never empty once created.
+                raise StorageError(f"the {self.what} {path} is empty (0 bytes): it was truncated or replaced, "
+                                   "and opening it would start with nothing stored (no datasets, an unspent "
+                                   "budget); restore it from a backup, or remove it to start anew")
             if path is not None and lock:
                 base = path[:-3] if path.endswith(".db") else path
                 self._lockfile = exclusive_lock(base + ".lock", what=self.what.split()[0])
@@ -106,6 +120,14 @@ class SQLiteStore:
         except sqlite3.Error as exc:
             self._release_lock()
             raise StorageError(f"cannot open the {self.what} {where}: {exc}") from exc
+        except StorageError:
+            self._release_lock()
+            raise
+        except OSError as exc:  # a read-only or foreign state directory, a lock file that is not a file
+            self._release_lock()
+            raise StorageError(f"cannot open the {self.what} {where}: {exc.strerror or exc} "
+                               f"({exc.filename or where}); the state directory must be writable by this "
+                               "user") from exc
         except BaseException:
             self._release_lock()
             raise

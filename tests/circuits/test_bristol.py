@@ -369,6 +369,18 @@ def test_malformed_fashion_names_the_line(desc, text, line, fragment):
     assert fragment in str(err)
 
 
+@pytest.mark.parametrize("token", ["9" * (2 << 20), "x" * (2 << 20)], ids=["digits", "letters"])
+def test_an_error_on_a_huge_token_does_not_repeat_it_whole(token):
+    """Issue 22: a Bristol error repeated the offending line whole (20 MB of stderr for a 20 MB token)."""
+    for text, line in ((GOOD.replace("2 1 1 3 5 AND", f"2 1 1 {token} 5 AND"), 6),
+                       (GOOD.replace("2 1 1 3 5 AND", f"2 1 1 3 5 {token}"), 6),
+                       (GOOD + token + "\n", 8)):
+        with pytest.raises(BristolFormatError) as info:
+            parse_bristol_fashion(text, source="bad.txt")
+        assert info.value.line == line and len(str(info.value)) < 600, len(str(info.value))
+        assert "characters" in str(info.value)
+
+
 def test_malformed_old_format_names_the_line():
     text = "2 5\n2 1 1\n\n2 1 0 1 3 XOR\n2 1 0 7 4 AND\n"
     with pytest.raises(BristolFormatError) as info:

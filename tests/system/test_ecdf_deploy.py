@@ -190,6 +190,32 @@ def test_a_second_server_on_the_same_state_is_refused(tmp_path):
     assert p.returncode == 2 and "belongs to server 0" in p.stderr
 
 
+def test_a_state_that_is_empty_open_to_others_or_unwritable_is_refused_with_a_storage_error(tmp_path):
+    """Issue 22: a zero-length state database started an empty server (no datasets, an unspent budget) without
+    a warning; an existing 0755 state directory was accepted (the README promises 0700); an OSError of the
+    state directory escaped as itself, not as StorageError.  Each is now refused, naming what to do."""
+    from pairwise.protocols.ecdf.storage import StorageError
+
+    empty = tmp_path / "empty"
+    empty.mkdir(mode=0o700)
+    (empty / "ecdf-server-0.db").write_bytes(b"")
+    p = subprocess.run(CLI + ["ecdf", "serve", "--server-id", "0", "--listen", "127.0.0.1:0", "--state",
+                              str(empty)], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2 and "is empty (0 bytes)" in p.stderr and "Traceback" not in p.stderr, p.stderr
+    assert p.stdout == "" and (empty / "ecdf-server-0.db").stat().st_size == 0  # never listened, kept the file
+    shared = tmp_path / "shared"
+    shared.mkdir(mode=0o700)
+    os.chmod(shared, 0o755)
+    with pytest.raises(StorageError, match=r"has mode 0755.*chmod 700"):
+        open_storage(str(shared), 0)
+    assert not (shared / "ecdf-server-0.db").exists()
+    odd = tmp_path / "odd"
+    odd.mkdir(mode=0o700)
+    (odd / "ecdf-server-0.lock").mkdir()  # the OSError of an unwritable state, whoever runs the test (root too)
+    with pytest.raises(StorageError, match="must be writable"):
+        open_storage(str(odd), 0)
+
+
 # --------------------------------------------------------------------------- datasets cannot go stale
 def test_servers_holding_different_data_under_one_id_refuse_and_charge_nothing():
     a, b = values(4, 100), values(5, 100)

@@ -142,9 +142,9 @@ def servers(tmp_path, monkeypatch):
         monkeypatch.setattr(uploader, "connect_all", s.connect_all)
         return s
 
-    (tmp_path / "set0").mkdir()
+    (tmp_path / "set0").mkdir(mode=0o700)
     for k in range(1, 4):
-        (tmp_path / f"set{k}").mkdir()
+        (tmp_path / f"set{k}").mkdir(mode=0o700)
     yield make
     for s in made:
         s.close()
