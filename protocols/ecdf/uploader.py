@@ -413,7 +413,9 @@ class _Feed:
             try:
                 item = self.queues[j].get(timeout=0.2)
             except queue.Empty:
-                if self.stopped.is_set() and self.error is None:
+                if self.stopped.is_set():  # the maker failed (its error) or another server did (return)
+                    if self.error is not None:
+                        raise self.error
                     return
                 continue
             if item is self._END:

@@ -377,3 +377,17 @@ def test_pointwise_rounds_stream_too(two):
     assert rep.accepted == [700, 700] and max(src.ahead) <= 4 * 100, src.ahead
     rel = ECDFQuerier(two.addresses, timeout=60).ecdf("stream-pointwise", HUGE, grid_bits=4)
     np.testing.assert_array_equal(rel.cumulative, [(x <= (t + 1) * 4 - 1).sum() for t in range(16)])
+
+
+def test_a_source_that_gives_fewer_clients_than_announced_fails_the_upload_and_commits_nothing(two):
+    """A CSV that changes between the check and the upload: the keys' maker fails, every server's upload
+    stops, and nothing is committed anywhere (the dataset id stays free)."""
+    from pairwise.protocols.ecdf.shares import ShareParameterError
+
+    x = np.random.default_rng(6).integers(0, 1 << NB, 500)
+    src = CountingSource(x)
+    src.count = 800  # announced (the header); its blocks give the 500 of another source
+    src.blocks = CountingSource(x).blocks
+    with pytest.raises(ShareParameterError, match="gave 500 clients, announced 800"):
+        upload_source(two.addresses, "stream-short", src, domain_bits=NB, chunk=100)
+    assert upload(two.addresses, "stream-short", x, domain_bits=NB).accepted == [500, 500]
