@@ -12,7 +12,10 @@ from __future__ import annotations
 import json
 from fractions import Fraction
 
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pairwise.mpc.errors import ProtocolError
 from pairwise.protocols.ecdf.ops import (
@@ -250,3 +253,20 @@ def test_adopt_entries(entries, match):
 def test_other_requests(kind, obj, error, match):
     with pytest.raises(error, match=match):
         kind.from_json(obj)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 2**64 - 1), max_size=40), max_size=25), st.randoms(use_true_random=False))
+def test_idset_equals_a_python_set(batches, rnd):
+    """The committed client ids of a dataset (sorted arrays merged like a binary counter, by sorts rather than
+    numpy 2.4's slow hash-based np.unique) against a Python set: membership, size and sorted order."""
+    from pairwise.protocols.ecdf.dataset import IdSet
+
+    ids, ref = IdSet(), set()
+    for b in batches:
+        new = [v for v in b if v not in ref]  # add() takes ids known to be new (repeats within a batch allowed)
+        ids.add(np.array(new, dtype=np.uint64))
+        ref.update(new)
+        probe = list(ref)[:10] + [rnd.randrange(2**64) for _ in range(10)]
+        assert ids.contains(np.array(probe, dtype=np.uint64)).tolist() == [v in ref for v in probe]
+    assert len(ids) == len(ref) and ids.sorted().tolist() == sorted(ref)
