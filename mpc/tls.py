@@ -24,10 +24,13 @@ Certificates (the public format of this module)
     * Name: the subject common name (CN), also a DNS subjectAltName; 1..64
       characters from ``[A-Za-z0-9._-]``, starting with a letter or digit;
       ``ca`` is reserved.
-    * Role: one of ``server``, ``querier``, ``client``, carried as an
-      extended-key-usage OID under our private arc ``2.25.<UUID>`` (ITU-T
-      X.667: an OID anyone can mint from a UUID without registration):
-      ``ROLE_ARC.1`` server, ``.2`` querier, ``.3`` client.  The EKU also lists
+    * Role: one of ``server``, ``querier``, ``client``, ``user``,
+      ``collector``, carried as an extended-key-usage OID under our private
+      arc ``2.25.<UUID>`` (ITU-T X.667: an OID anyone can mint from a UUID
+      without registration): ``ROLE_ARC.1`` server, ``.2`` querier, ``.3``
+      client, ``.4`` user (a person holding one record, who joins collect
+      tasks), ``.5`` collector (an analyst who creates collect tasks and reads
+      their results).  The EKU also lists
       TLS serverAuth and clientAuth, because every party both dials and
       accepts connections.  The subject's OU repeats the role for humans
       (``openssl x509 -noout -subject``); authorization reads the EKU only.
@@ -91,7 +94,7 @@ __all__ = [
 ]
 
 #: The roles a certificate can carry.
-ROLES = ("server", "querier", "client")
+ROLES = ("server", "querier", "client", "user", "collector")
 #: Our private OID arc (2.25 + a random UUID as an integer, ITU-T X.667); role i is ``ROLE_ARC.i``.
 ROLE_ARC = "2.25.42999041829247597289551493877411152159"
 _ROLE_OID_TEXT = {role: f"{ROLE_ARC}.{i}" for i, role in enumerate(ROLES, 1)}

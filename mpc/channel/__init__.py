@@ -68,7 +68,9 @@ from .hello import (
     Hello,
     _check_role,
     _show,
+    check_hello,
     handshake,
+    hello_message,
     session_bytes,
 )
 from .memory import RECYCLE_BYTES, MemoryChannel, NullChannel, TranscriptChannel, _Pipe

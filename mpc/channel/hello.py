@@ -42,7 +42,8 @@ from dataclasses import dataclass
 from ..errors import AuthenticationError, ChannelTimeout, FrameError, HandshakeError
 from .base import Channel
 
-__all__ = ["Hello", "HandshakeResult", "handshake", "session_bytes", "MAGIC", "PROTOCOL_VERSION"]
+__all__ = ["Hello", "HandshakeResult", "handshake", "hello_message", "check_hello", "session_bytes", "MAGIC",
+           "PROTOCOL_VERSION"]
 
 
 #: First bytes of every session.
@@ -174,14 +175,7 @@ def handshake(channel: Channel, role: str, session_id: bytes | str, extra: bytes
     exception's ``peer_extra`` attribute.  The checks run in the same order on
     both sides, so both report the same first mismatch.
     """
-    role = _check_role(role)
-    if peer_role is not None:
-        _check_role(peer_role)
-    sid = session_bytes(session_id)
-    extra = bytes(extra)
-    if len(extra) > _MAX_EXTRA:
-        raise ValueError(f"handshake extra must be at most {_MAX_EXTRA} bytes (send a digest), got {len(extra)}")
-    mine = Hello(role=role, session_id=sid, extra=extra, nonce=os.urandom(_NONCE_BYTES)).encode()
+    mine = hello_message(role, session_id, extra, peer_role=peer_role)
     channel.send(mine)
     channel.flush()
     try:
@@ -190,6 +184,35 @@ def handshake(channel: Channel, role: str, session_id: bytes | str, extra: bytes
         raise HandshakeError(f"the peer did not send a pairwise handshake: {exc}") from exc
     except ChannelTimeout as exc:
         raise ChannelTimeout(f"handshake: {exc}") from exc
+    return check_hello(mine, theirs_raw, peer_role=peer_role, extra_label=extra_label)
+
+
+def hello_message(role: str, session_id: bytes | str, extra: bytes = b"", *, peer_role: str | None = None) -> bytes:
+    """This party's hello (a fresh nonce), after checking its fields: the first frame :func:`handshake` sends.
+
+    For transports that are not a :class:`Channel` (an asyncio server:
+    :mod:`pairwise.protocols.service.aio`), which then pass the peer's frame
+    to :func:`check_hello`.
+    """
+    role = _check_role(role)
+    if peer_role is not None:
+        _check_role(peer_role)
+    sid = session_bytes(session_id)
+    extra = bytes(extra)
+    if len(extra) > _MAX_EXTRA:
+        raise ValueError(f"handshake extra must be at most {_MAX_EXTRA} bytes (send a digest), got {len(extra)}")
+    return Hello(role=role, session_id=sid, extra=extra, nonce=os.urandom(_NONCE_BYTES)).encode()
+
+
+def check_hello(mine: bytes, theirs_raw: bytes, *, peer_role: str | None = None,
+                extra_label: str = "circuit") -> HandshakeResult:
+    """The checks of :func:`handshake` on our hello ``mine`` and the peer's frame ``theirs_raw``.
+
+    Raises :class:`HandshakeError` (or :class:`AuthenticationError` for a
+    peer that requires TLS) on the first mismatch, in the same order on both sides.
+    """
+    own = Hello.decode(mine)
+    role, sid, extra = own.role, own.session_id, own.extra
     theirs = Hello.decode(theirs_raw)
     if theirs.session_id != sid:
         raise HandshakeError(
@@ -208,5 +231,5 @@ def handshake(channel: Channel, role: str, session_id: bytes | str, extra: bytes
         )
         err.peer_extra = theirs.extra  # for callers that put a version tag in extra and want to name it
         raise err
-    run_id = hashlib.sha256(b"pairwise/run-id\x00" + b"".join(sorted((mine, bytes(theirs_raw))))).digest()[:16]
+    run_id = hashlib.sha256(b"pairwise/run-id\x00" + b"".join(sorted((bytes(mine), bytes(theirs_raw))))).digest()[:16]
     return HandshakeResult(role=role, peer_role=theirs.role, session_id=sid, extra=extra, run_id=run_id)

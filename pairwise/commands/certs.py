@@ -1,7 +1,7 @@
 """``pairwise certs``: a certificate authority and role certificates for mutual TLS.
 
 Commands
-    ``pairwise certs create --dir DIR --name NAME --role server|querier|client [--days N] [--json]``
+    ``pairwise certs create --dir DIR --name NAME --role server|querier|client|user|collector [--days N] [--json]``
         Creates ``DIR/ca.pem`` and ``DIR/ca.key`` (mode 0600) if they are
         absent, then ``DIR/NAME.pem`` and ``DIR/NAME.key`` (mode 0600) signed
         by that CA, with the role in the certificate.  Never overwrites a
@@ -10,9 +10,12 @@ Commands
     ``pairwise certs list --dir DIR [--json]``
         Name, role, expiry and SHA-256 fingerprint of each certificate in DIR.
 
-Roles: ``server`` (an ECDF server; also the server-to-server noise 2PC),
-``querier`` (uploads, releases, status), ``client`` (uploads only; also the
-ustat workers and any 2PC party).  Give every party only its own NAME.key
+Roles: ``server`` (an ECDF server, with the server-to-server noise 2PC; the
+collect aggregator), ``querier`` (uploads, releases, status), ``client``
+(uploads only; also the ustat workers and any 2PC party), ``user`` (one
+person who joins collect tasks with their own value, ``pairwise collect
+join``), ``collector`` (an analyst who creates collect tasks and reads their
+results).  Give every party only its own NAME.key
 and the shared ca.pem; keep ca.key where certificates are made.
 
 Security model: see :mod:`pairwise.mpc.tls`.
@@ -32,9 +35,10 @@ def register(root, groups) -> None:
     c = sub.add_parser("create", help="create DIR/NAME.pem and DIR/NAME.key (and the CA if DIR has none)")
     c.add_argument("--dir", required=True, help="certificate directory (created with mode 0700 if absent)")
     c.add_argument("--name", required=True, help="the party's name (certificate CN), e.g. server-0, alice")
-    c.add_argument("--role", required=True, choices=["server", "querier", "client"],
-                   help="server: an ECDF server; querier: uploads, releases, status; client: uploads only, "
-                        "ustat workers and 2PC parties")
+    c.add_argument("--role", required=True, choices=["server", "querier", "client", "user", "collector"],
+                   help="server: an ECDF server or the collect aggregator; querier: uploads, releases, status; "
+                        "client: uploads only, ustat workers and 2PC parties; user: joins collect tasks with "
+                        "their own value; collector: creates collect tasks and reads their results")
     c.add_argument("--days", type=positive_int, default=365, help="validity in days (default 365)")
     add_json(c)
     c.set_defaults(func=cmd_create)

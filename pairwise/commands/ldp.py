@@ -435,7 +435,7 @@ def cmd_shuffle_histogram(args) -> int:
 def cmd_ustat(args) -> int:
     from pairwise.dp.bounds import clamp, clamp_estimate
     from pairwise.protocols.ldp.interval import alg1_interval, alg1_kernel_range
-    from pairwise.protocols.ldp.ustat import QuantizedUStatistic, Quantizer, exact_ustatistic
+    from pairwise.protocols.ldp.ustat import exact_ustatistic, from_domains
 
     _epsilon(args)
     kernel = args.kernel
@@ -446,18 +446,9 @@ def cmd_ustat(args) -> int:
         raise ValueError(f"kernel {kernel} needs {need} column(s), got {len(columns)}")
     args.builtin = dataset
     doms = _domains(args, columns)
-    sizes = [d.span + 1 for d in doms]
-    small = np.prod(sizes, dtype=float) <= 8192
     # kendall defaults to the discrete grid (ratings) when it is small enough, else to --k bins
-    discrete = args.discrete or (kernel == "kendall" and small)
-    if discrete:
-        if not small:
-            raise ValueError(f"the discrete grid has {' x '.join(map(str, sizes))} cells (more than 8192): "
-                             "lower --decimals, or quantize with --k instead of --discrete")
-        quant = Quantizer.discrete([(d.lower + np.arange(d.span + 1) * d.step).tolist() for d in doms])
-    else:
-        quant = Quantizer.uniform([d.lower for d in doms], [d.upper for d in doms], args.k)
-    proto = QuantizedUStatistic(kernel, quant, args.epsilon, args.quantized_kernel)  # validated before any noise
+    proto, discrete = from_domains(kernel, doms, args.epsilon, k=args.k, discrete=args.discrete,
+                                   quantized_kernel=args.quantized_kernel)  # validated before any noise
     source = args.data if args.data else dataset_path(dataset)
     label = args.label if kernel == "auc" else None
     cols = load_csv(source, columns, label=label)

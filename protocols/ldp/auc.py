@@ -102,6 +102,7 @@ __all__ = [
     "PrivateHierarchicalHistogram",
     "AUCResult",
     "private_uauc",
+    "check_recursion_options",
     "exact_uauc",
     "default_a",
     "theorem3_mse_bound",
@@ -336,6 +337,7 @@ class PrivateHierarchicalHistogram:
             perm = secure_permutation(self.n) if rng is None else rng.permutation(self.n)
         else:
             perm = np.arange(self.n)
+        levels, indices, reports = [], [], []
         for level, members in enumerate(self._groups(perm), start=1):
             oracle = self.oracles[level]
             prefixes = v[members] >> np.uint64(self.alpha - level)
@@ -345,8 +347,40 @@ class PrivateHierarchicalHistogram:
             else:
                 idx = oracle.simulate_assign_indices(members.size, rng)
                 rep = oracle.simulate_randomize(prefixes, idx, rng)
-            self._states[level] = oracle.aggregate(idx, rep)
-            self._scale[level] = self.n / members.size
+            levels.append(np.full(members.size, level))
+            indices.append(idx)
+            reports.append(rep)
+        self.load_reports(np.concatenate(levels), np.concatenate(indices), np.concatenate(reports))
+
+    def load_reports(self, levels: np.ndarray, indices: np.ndarray, reports: np.ndarray) -> None:
+        """Server side (Algorithm 3's input): the bits the users sent, each for its (level, public index).
+
+        ``levels[i]`` in 1..alpha and ``indices[i]`` in [0, 2^level) are the
+        public assignment of report i, ``reports[i]`` its randomized bit.  With
+        ``"users"`` splitting every user sent one report, with ``"budget"`` one
+        per level; either way level l's estimates are scaled by n / (reports at
+        level l), so the split need not be exactly even (users who never
+        answered are simply absent).  For ``"users"`` the variance bound v is
+        recomputed from the smallest level (a public count, not data).
+        """
+        lv = np.asarray(levels)
+        j = np.asarray(indices)
+        b = np.asarray(reports)
+        if not (lv.shape == j.shape == b.shape) or lv.ndim != 1:
+            raise ValueError("levels, indices and reports must be 1-d arrays of the same length")
+        if lv.size and (lv.min() < 1 or lv.max() > self.alpha):
+            raise ValueError(f"levels must lie in 1..{self.alpha}")
+        counts = np.bincount(lv.astype(np.int64), minlength=self.alpha + 1)[1:]
+        if (counts == 0).any():
+            raise ValueError(f"level {int(np.flatnonzero(counts == 0)[0]) + 1} has no report: each of the "
+                             f"{self.alpha} levels needs at least one user")
+        for level in range(1, self.alpha + 1):
+            mask = lv == level
+            self._states[level] = self.oracles[level].aggregate(j[mask], b[mask])
+            self._scale[level] = self.n / int(counts[level - 1])
+        if self.splitting == "users":
+            c2 = self.oracles[1].c ** 2
+            self.variance_bound = self.n * self.n / int(counts.min()) * (c2 + 0.25)
 
     def estimate(self, level: int, nodes: np.ndarray) -> np.ndarray:
         """h_hat at ``nodes`` (l-bit prefixes) of ``level``; the root is the class size."""
@@ -482,6 +516,17 @@ class AUCResult:
     discarded: list[int]
 
 
+def check_recursion_options(a: float | None, discarded: str, ties: str) -> None:
+    """Refuse a bad threshold ``a`` (None: the default of Corollary 4/5), ``discarded`` or ``ties`` option."""
+    if discarded not in ("half", "zero"):
+        raise ValueError(f"discarded must be 'half' (Eq. 10) or 'zero' (Corollary 5), got {discarded!r}")
+    if ties not in ("zero", "half"):
+        raise ValueError(f"ties must be 'zero' (Eq. 10) or 'half', got {ties!r}")
+    if a is not None and not (isinstance(a, (int, float)) and not isinstance(a, bool) and math.isfinite(a)
+                              and a > 1.0):
+        raise ValueError(f"the threshold parameter a must be > 1 (and finite), got {a!r}")
+
+
 def _run_auc(
     pos: np.ndarray,
     neg: np.ndarray,
@@ -500,12 +545,7 @@ def _run_auc(
     if pos.ndim != 1 or neg.ndim != 1 or pos.size == 0 or neg.size == 0:
         raise ValueError("need non-empty 1-d arrays of positive and negative scores")
     # Every parameter is checked here, before any user randomizes anything.
-    if discarded not in ("half", "zero"):
-        raise ValueError(f"discarded must be 'half' (Eq. 10) or 'zero' (Corollary 5), got {discarded!r}")
-    if ties not in ("zero", "half"):
-        raise ValueError(f"ties must be 'zero' (Eq. 10) or 'half', got {ties!r}")
-    if a is not None and not (isinstance(a, (int, float)) and math.isfinite(a) and a > 1.0):
-        raise ValueError(f"the threshold parameter a must be > 1 (and finite), got {a!r}")
+    check_recursion_options(a, discarded, ties)
     hpos = PrivateHierarchicalHistogram(alpha, epsilon, pos.size, splitting, composition, delta)
     hneg = PrivateHierarchicalHistogram(alpha, epsilon, neg.size, splitting, composition, delta)
     for name, v in (("positive", pos), ("negative", neg)):

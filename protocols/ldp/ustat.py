@@ -68,6 +68,8 @@ __all__ = [
     "KERNELS",
     "Quantizer",
     "QuantizedUStatistic",
+    "DISCRETE_MAX_CELLS",
+    "from_domains",
     "data_bounds",
     "ldp_ustatistic",
     "simulate_ldp_ustatistic",
@@ -465,6 +467,33 @@ def theorem1_variance_bound(n: int, beta: float) -> float:
 
 
 # --------------------------------------------------------------------------- entry points
+
+#: Largest discrete grid (product of the columns' grid sizes) Algorithm 1 uses as its cells without quantizing.
+DISCRETE_MAX_CELLS = 8192
+
+
+def from_domains(kernel: str, domains, epsilon: float, *, k: int = 8, discrete: bool = False,
+                 quantized_kernel: str = "midpoint") -> tuple[QuantizedUStatistic, bool]:
+    """Algorithm 1 on public domains (:class:`pairwise.dp.bounds.PublicDomain`, one per coordinate).
+
+    The cells are the domain's grid lower + k 10^-D itself when ``discrete``
+    (the default for kendall when that grid has at most
+    :data:`DISCRETE_MAX_CELLS` cells, e.g. ratings), else ``k`` equal bins per
+    coordinate on [lower, upper].  Returns the protocol (validated: epsilon,
+    kernel, cells) and whether it is discrete.  Public parameters only.
+    """
+    sizes = [d.span + 1 for d in domains]
+    small = bool(np.prod(sizes, dtype=float) <= DISCRETE_MAX_CELLS)
+    discrete = bool(discrete) or (kernel == "kendall" and small)
+    if discrete:
+        if not small:
+            raise ValueError(f"the discrete grid has {' x '.join(map(str, sizes))} cells (more than "
+                             f"{DISCRETE_MAX_CELLS}): lower --decimals, or quantize with --k instead of --discrete")
+        quant = Quantizer.discrete([(d.lower + np.arange(d.span + 1) * d.step).tolist() for d in domains])
+    else:
+        quant = Quantizer.uniform([d.lower for d in domains], [d.upper for d in domains], k)
+    return QuantizedUStatistic(kernel, quant, epsilon, quantized_kernel), discrete
+
 
 
 def _build(

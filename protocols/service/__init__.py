@@ -4,6 +4,8 @@ Modules, from the bottom up:
 
 - :mod:`pairwise.protocols.service.frames`: JSON control frames (size limit
   :data:`~pairwise.protocols.service.frames.CONTROL_MAX`), ``HOST:PORT`` addresses.
+- :mod:`pairwise.protocols.service.aio`: the same frames, the TLS admission
+  step and the session handshake on asyncio streams (for asyncio servers).
 - :mod:`pairwise.protocols.service.auth`: role-based authorization from the
   transport's verified identity (``RolePolicy.authorize(op, peer)``).
 - :mod:`pairwise.protocols.service.storage`: one SQLite file per party (0700

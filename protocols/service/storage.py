@@ -134,12 +134,11 @@ class SQLiteStore:
 
     # ------------------------------------------------------------------ schema
     def _init_meta(self, version: int, meta: dict[str, str]) -> None:
-        rows = dict(self._db.execute("SELECT key, value FROM meta").fetchall())
-        if not rows:
-            with self._tx() as db:
-                db.executemany("INSERT INTO meta(key, value) VALUES (?, ?)",
-                               [("schema", str(version)), *meta.items()])
-            return
+        with self._tx() as db:  # one transaction: processes that open a new file at once agree on its meta
+            rows = dict(db.execute("SELECT key, value FROM meta").fetchall())
+            if not rows:
+                db.executemany("INSERT INTO meta(key, value) VALUES (?, ?)", [("schema", str(version)), *meta.items()])
+                return
         if int(rows.get("schema", "0")) > version:
             raise StorageError(f"the {self.what} {self.path} was written by a newer pairwise (schema "
                                f"{rows['schema']} > {version}); upgrade pairwise")

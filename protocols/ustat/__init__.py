@@ -11,6 +11,9 @@ Modules:
   simulate, cluster and network modes.
 - :mod:`pairwise.protocols.ustat.result`: :class:`UStatResult` in typed groups
   (public parameters, costs, the DP release, what is not private).
+- :mod:`pairwise.protocols.ustat.public`: the public side (parameter checks, public
+  domain and circuit width, the noisy kernel circuit, the aggregator's estimate), shared
+  with the deployment among real users (:mod:`pairwise.protocols.collect`).
 - :mod:`pairwise.protocols.ustat.driver`: :func:`run_ustat`, the protocol driver.
 - :mod:`pairwise.protocols.ustat.worker`: the worker process of network mode.
 

@@ -25,9 +25,14 @@ import numpy as np
 from pairwise.circuits.kernels import pack_pair
 
 from .config import STATISTICS, UStatError
+from .public import domains_of, word_width
 from .stats import u_statistic
 
 __all__ = ["PreparedData", "prepare_data", "natural_range"]
+
+# the public side lives in .public (shared with pairwise.protocols.collect); the old private names stay
+_domains = domains_of
+_width = word_width
 
 @dataclass(frozen=True)
 class PreparedData:
@@ -50,35 +55,6 @@ class PreparedData:
     kernel_check: str | None = None  # how the kernel's declared range was verified
 
 
-def _domains(statistic: str, lower, upper, decimals) -> tuple:
-    """One :class:`pairwise.dp.bounds.PublicDomain` per private column, from public inputs."""
-    from pairwise.dp.bounds import PublicDomain
-    from pairwise.dp.errors import PrivacyParameterError
-
-    k = 2 if statistic == "kendall" else 1
-    if lower is None or upper is None:
-        raise UStatError(
-            f"{statistic} needs the public domain of its private column(s): lower= and upper= "
-            f"({'one value per column' if k == 2 else 'one value'}), fixed in advance, never the data's min/max")
-
-    def per_column(v, name):
-        vals = list(v) if isinstance(v, (list, tuple, np.ndarray)) else [v]
-        if len(vals) != k:
-            raise UStatError(f"{statistic} needs {k} {name} value(s) (one per private column), got {len(vals)}")
-        return vals
-
-    lo, hi = per_column(lower, "lower"), per_column(upper, "upper")
-    dec = [None] * k if decimals is None else per_column(decimals, "decimals")
-    names = ("x", "y") if k == 2 else ("scores" if statistic == "auc" else "x",)
-    try:
-        doms = tuple(PublicDomain(a, b, d, f"column {nm}") for a, b, d, nm in zip(lo, hi, dec, names))
-        for d in doms:
-            d.span  # noqa: B018 - validates the grid (at least 1 step, fewer than 2^62)
-    except PrivacyParameterError as exc:
-        raise UStatError(str(exc)) from None
-    return doms
-
-
 def _fixed_point(values, domain, name: str) -> tuple[np.ndarray, int]:
     """Each owner clamps its value into the public domain and rounds it to the public grid."""
     from pairwise.dp.bounds import to_fixed_point
@@ -87,15 +63,6 @@ def _fixed_point(values, domain, name: str) -> tuple[np.ndarray, int]:
     if not np.isfinite(v).all():
         raise UStatError(f"column {name}: non-finite values")
     return to_fixed_point(v, domain)
-
-
-def _width(span: int) -> int:
-    """Circuit word (8/16/32/64 bits) holding the public grid span."""
-    need = max(1, int(span).bit_length())
-    for w in (8, 16, 32, 64):
-        if need <= w:
-            return w
-    raise UStatError(f"the public grid span {span} does not fit in 64 bits")
 
 
 def prepare_data(statistic: str, x, y=None, labels=None, bits: int | None = None, *,

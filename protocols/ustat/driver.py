@@ -96,6 +96,7 @@ from .data import PreparedData, _exact, _exact_raw, _pair_inputs, kernel_factor,
     prepare_data
 from .interval import ustat_interval
 from .result import Costs, NotPrivate, PublicParameters, Release, UStatResult
+from .public import MAX_PAIR_EPSILON, per_pair_epsilon
 from .runners import PairJob, _aggregate, _run_network, _run_simulate, runner_for
 from .stats import (
     all_pairs,
@@ -115,44 +116,11 @@ __all__ = ["UStatResult", "UStatError", "UStatConfig", "run_ustat", "prepare_dat
            "DEFAULT_PAIR_DELTA"]
 # Moved to .config, .data, .result and .runners; re-exported here (``from ...driver import prepare_data`` works).
 _MOVED = (PreparedData, natural_range, _exact, _exact_raw, _pair_inputs, _aggregate, _run_simulate, _run_network)
+# Moved to .public (shared with the deployment among real users, pairwise.protocols.collect).
+_PUBLIC = (MAX_PAIR_EPSILON, per_pair_epsilon)
 
 #: Largest number of kernel evaluations (n^2, or n_pos n_neg) for which the error predictions are computed.
 PREDICTION_MAX_WORK = 4 * 10**8
-
-#: Largest per-pair epsilon: the discrete Laplace gadget's limit (circuits.noise); at 64 the
-#: noise is nonzero with probability below 1e-27 per unit of sensitivity anyway.
-MAX_PAIR_EPSILON = Fraction(64)
-
-
-def per_pair_epsilon(epsilon: float, design: str, P: int, n: int, delta_slack: float) -> tuple[Fraction, int]:
-    """Budget of one pair's release and the number of releases per user.
-
-    ``subsample``: each user is in at most P pairs, basic composition, eps/P
-    (Theorem 5).  ``all``: each user is in n - 1 pairs; the largest eps0 whose
-    advanced composition (Dwork-Rothblum-Vadhan, via
-    :func:`pairwise.dp.accounting.advanced_composition`, rounded up) over k = n - 1
-    releases stays within eps, found by bisection.  Either is capped at
-    :data:`MAX_PAIR_EPSILON`, the noise gadget's largest epsilon (a smaller
-    per-pair budget only adds noise, so the guarantee still holds).
-    """
-    from pairwise.dp.accounting import advanced_composition
-
-    if design == "subsample":
-        eps = Fraction(repr(float(epsilon))) / P  # the decimal the user typed, exactly
-        return min(eps, MAX_PAIR_EPSILON), P
-    k = n - 1
-    lo, hi = 0.0, float(epsilon)
-    for _ in range(80):
-        mid = (lo + hi) / 2
-        if mid > 0 and advanced_composition(mid, 0.0, k, delta_slack).epsilon <= epsilon:
-            lo = mid
-        else:
-            hi = mid
-    if lo <= 0:
-        raise UStatError(f"no per-pair budget satisfies eps={epsilon} over {k} pairs")
-    return min(Fraction(lo).limit_denominator(10**12), MAX_PAIR_EPSILON), k
-
-
 
 def _predicted_mse(statistic: str, pd: PreparedData, nc, design: str, P: int) -> tuple[float | None, float]:
     """(MSE against the population value, MSE against this sample's exact value), in output units.

@@ -1,0 +1,32 @@
+"""The seed protocols among real users: an aggregator service, tasks, a user client, a relay.
+
+Every user holds only their own record, runs :func:`join` (``pairwise
+collect join``) on their own device, and connects outbound to one
+aggregator (``pairwise collect serve``); an analyst (``collector`` role)
+creates tasks and reads their results.  Modules, from the bottom up:
+
+- :mod:`pairwise.protocols.collect.wire`: roles, requests, errors, the client connection.
+- :mod:`pairwise.protocols.collect.tasks`: protocols and their public parameters
+  (``ustat-2pc``, ``ldp-ustat``, ``ldp-auc``, ``ldp-qmle``, ``shuffle-histogram``);
+  the place a protocol plugs in.
+- :mod:`pairwise.protocols.collect.storage`: the aggregator's SQLite state.
+- :mod:`pairwise.protocols.collect.relay`: the byte relay between two users' connections.
+- :mod:`pairwise.protocols.collect.aggregator`: the asyncio service.
+- :mod:`pairwise.protocols.collect.ledger`: a user's own privacy ledger.
+- :mod:`pairwise.protocols.collect.pairchannel`: the channel a pair's 2PC runs on inside the relay.
+- :mod:`pairwise.protocols.collect.user`: the user client (:func:`join`).
+- :mod:`pairwise.protocols.collect.collector`: the analyst's client.
+- :mod:`pairwise.protocols.collect.processes`: an aggregator process on loopback (tests, demos).
+
+How to run a study: ``docs/collect.md``.  Security model: semi-honest users
+and aggregator; each user's guarantee is the task protocol's (local DP, or
+computational DP of the 2PC subsampling protocol), bounded by the user's own
+cap and ledger.
+"""
+
+from .collector import Collector
+from .tasks import PROTOCOLS, validate_task
+from .user import JoinOutcome, join
+from .wire import CapExceeded, CollectError
+
+__all__ = ["PROTOCOLS", "CapExceeded", "CollectError", "Collector", "JoinOutcome", "join", "validate_task"]

@@ -1,0 +1,792 @@
+"""The collect aggregator: an asyncio service that runs tasks among real users who each hold one record.
+
+What it does
+    ``pairwise collect serve --listen HOST:PORT --state DIR --tls DIR --name NAME``
+    runs :class:`Aggregator`: one asyncio event loop that accepts mutual
+    TLS 1.3 connections (certificates of the CA with a role, :mod:`pairwise.mpc.tls`),
+    runs the admission step and the session handshake
+    (:mod:`pairwise.protocols.service.aio`), then serves JSON requests
+    (:mod:`pairwise.protocols.collect.wire`), each authorized by the peer's
+    certificate role.  Its state is one SQLite file
+    (:mod:`pairwise.protocols.collect.storage`), and every change is
+    committed there before it is acknowledged.
+
+    A collector (analyst) creates a task (:mod:`pairwise.protocols.collect.tasks`:
+    protocol and public parameters, validated), users join it, and the task
+    moves ``open`` -> (registration closes: ``min_users`` reached and the
+    deadline passed, or ``task close``) -> ``done`` with its result stored,
+    or ``failed`` with the reason.
+
+    * Local model: a joining user gets its public assignment (stored), then
+      uploads one report, which is checked against the randomizer's output
+      range and stored once (a repeat is recognised, a different second
+      report refused).  At close the analyzer runs over the stored reports.
+    * 2PC (ustats Sec. 5): a joining user's connection stays open as its
+      *control* connection (pings both ways, :data:`~pairwise.protocols.collect.wire.HEARTBEAT`).
+      At close the aggregator pairs the connected users (P permutations,
+      OS CSPRNG; the pairs are stored before anyone hears of them) and sends
+      each its sessions.  For each session both users open a connection and
+      ask to ``relay`` it; the session is marked started (stored) and the
+      :class:`~pairwise.protocols.collect.relay.Relay` splices the two
+      connections.  The evaluator then reports the noisy value on its control
+      connection; it is checked against the circuit's outputs and stored.
+      A user who disconnects, stalls past the task's ``timeout`` or reports a
+      failed session loses its pairs; its partners' other pairs go on, and
+      nobody is paired again.  When every pair is completed or dropped, the
+      result averages the completed ones.
+
+Seams (where the parallel work plugs in)
+    * a task's protocol: :data:`pairwise.protocols.collect.tasks.PROTOCOLS`;
+    * the bytes of a pair's session: :class:`~pairwise.protocols.collect.relay.Relay`
+      (opaque; ``relay_tap`` sees them) and, on the users' side, the pair
+      channel named by the task (:mod:`pairwise.protocols.collect.pairchannel`);
+    * the shuffle model: tasks of model ``shuffle`` are stored and shown, and
+      their analyzer is :meth:`~pairwise.protocols.collect.tasks.shuffle_histogram.ShuffleHistogram.finish`;
+      the message path (sealed box, shuffler process) is added beside this module.
+
+Restarts and faults
+    State is reloaded from SQLite: open tasks keep their registrations and
+    reports; a running task keeps its pairs, and a session that was started
+    before the crash is never relayed again (its evaluator may still report
+    the value it computed; else it is dropped after ``timeout``).  Every wait
+    has a timeout: 10 s to authenticate, ``timeout`` of silence on a request
+    connection, :data:`~pairwise.protocols.collect.wire.DEAD_AFTER` on a control
+    connection, the task's ``timeout`` for a partner and for a relay.  A bad
+    report or a malformed frame is refused for that user alone.  SIGTERM stops
+    the loop, drops every connection and closes the state.
+
+Security model
+    Semi-honest aggregator.  It learns the tasks, who joined (certificate
+    names, public labels), the randomized reports (local model), who is
+    paired with whom, byte counts and the noisy values (2PC); never a user's
+    value.  Results are computed once and stored, so asking again returns
+    the same release.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import secrets
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+
+from pairwise.mpc.errors import ChannelError, ProtocolError
+
+from ..service.aio import AsyncConnection, accept_connection
+from . import storage as st
+from .relay import Relay
+from .storage import StorageError, open_store
+from .tasks import protocol_of, validate_task
+from .wire import (
+    DEAD_AFTER,
+    PROTOCOL_DIGEST,
+    ROLE_AGGREGATOR,
+    ROLE_COLLECTOR,
+    ROLE_USER,
+    SESSION_ID,
+    AlreadyJoined,
+    CollectError,
+    NotFinished,
+    RegistrationClosed,
+    TaskFailed,
+    Unauthorized,
+    UnknownTask,
+    check_task_id,
+    error_code,
+    op_class,
+    policy,
+)
+
+__all__ = ["Aggregator", "DEFAULT_MAX_CONNECTIONS", "PREAUTH_TIMEOUT"]
+
+#: Seconds a new connection may take for TLS, admission and the session handshake.
+PREAUTH_TIMEOUT = 10.0
+#: Connections served at once by default (a 2PC user holds one control connection and one per running session).
+DEFAULT_MAX_CONNECTIONS = 16384
+_CHECK_EVERY = 0.5
+_HANDOFF = object()
+
+
+@dataclass
+class _Session:
+    """One sampled pair of a running task, in memory (its durable state is a row of ``pairs``)."""
+
+    row: st.PairRow
+    planned_at: float
+    waiting: dict = field(default_factory=dict)  # user name -> (connection, future)
+    relay_ended_at: float | None = None
+    evaluator_gone: bool = False
+    interrupted: bool = False  # started before the aggregator restarted: never relayed again
+
+    def role_of(self, name: str) -> str | None:
+        return "garbler" if name == self.row.garbler else ("evaluator" if name == self.row.evaluator else None)
+
+    def partner_of(self, name: str) -> str:
+        return self.row.evaluator if name == self.row.garbler else self.row.garbler
+
+
+class _Task:
+    """A task in memory: its row, registrations, live control connections and sessions."""
+
+    def __init__(self, row: st.TaskRow) -> None:
+        self.row = row
+        self.proto = protocol_of(row.protocol)
+        self.lock = asyncio.Lock()
+        self.users: dict[str, tuple[int | None, dict]] = {}
+        self.by_class: dict = {}
+        self.reports = 0
+        self.live: dict[str, AsyncConnection] = {}
+        self.sessions: dict[int, _Session] = {}
+        self.close_requested = False
+        self.started = time.monotonic()
+
+    @property
+    def spec(self) -> dict:
+        return self.row.spec
+
+    @property
+    def id(self) -> str:
+        return self.row.id
+
+    def add_user(self, name: str, label, assignment: dict) -> None:
+        self.users[name] = (label, assignment)
+        self.by_class.setdefault(label, []).append(assignment)
+
+    def counts(self) -> dict:
+        out = {"users_registered": len(self.users)}
+        if self.proto.model == "local":
+            out["reports"] = self.reports
+        if self.proto.model == "2pc":
+            states = [s.row.state for s in self.sessions.values()]
+            out.update(users_connected=len(self.live), pairs_planned=len(states),
+                       pairs_completed=states.count(st.COMPLETED), pairs_dropped=states.count(st.DROPPED))
+        return out
+
+    def view(self) -> dict:
+        r = self.row
+        return {"id": r.id, "protocol": r.protocol, "title": r.spec.get("title", ""), "state": r.state,
+                "reason": r.reason, "created": r.created, "closed": r.closed, "finished": r.finished,
+                **self.counts(), "spec": r.spec}
+
+
+class Aggregator:
+    """The collect service (see the module docstring).
+
+    ``tls``: a :class:`pairwise.mpc.tls.TLSConfig` (mutual TLS 1.3), else
+    plaintext on loopback only unless ``insecure`` (users then name
+    themselves in their requests; there is no identity to check).
+    ``timeout``: seconds of silence a request connection may keep.
+    ``relay_tap(session, direction, data)``: sees every relayed byte (tests).
+    """
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 0, *, state_dir: str | None = None, tls=None,
+                 insecure: bool = False, timeout: float = 120.0, max_connections: int = DEFAULT_MAX_CONNECTIONS,
+                 log=None, relay_tap=None) -> None:
+        from pairwise.mpc.tls import check_plaintext
+
+        if not timeout > 0:
+            raise ValueError(f"timeout must be positive, got {timeout!r}")
+        if isinstance(max_connections, bool) or not isinstance(max_connections, int) or max_connections < 1:
+            raise ValueError(f"max connections must be a positive integer, got {max_connections!r}")
+        if tls is None:
+            check_plaintext(host, port, insecure=insecure, what="listening on")
+        self.host, self.port = host, port
+        self.tls = tls
+        self.timeout = float(timeout)
+        self.max_connections = max_connections
+        self.name = tls.name if tls is not None else f"{host}:{port}"
+        self._log = log if log is not None else (lambda m: print(f"collect-aggregator: {m}", file=sys.stderr,
+                                                                 flush=True))
+        self.policy = policy()
+        self.relay = Relay(self.timeout, tap=relay_tap)
+        self.store = open_store(state_dir)
+        self.tasks: dict[str, _Task] = {}
+        self._conns: set[AsyncConnection] = set()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self._server = None
+        self._thread: threading.Thread | None = None
+        self.stop_reason = ""
+        try:
+            self._load()
+        except BaseException:
+            self.store.close()
+            raise
+
+    # ------------------------------------------------------------------ state
+    def _load(self) -> None:
+        now = time.monotonic()
+        for row in self.store.tasks():
+            t = _Task(row)
+            for name, label, assignment in self.store.users(row.id):
+                t.add_user(name, label, assignment)
+            t.reports = self.store.report_count(row.id)
+            for p in self.store.pairs(row.id):
+                s = _Session(p, planned_at=now)
+                s.interrupted = p.state == st.STARTED
+                t.sessions[p.session] = s
+            self.tasks[row.id] = t
+
+    async def _db(self, fn, *args, **kw):
+        """A storage call in a worker thread (SQLite commits wait for the disk, not the event loop)."""
+        return await asyncio.get_running_loop().run_in_executor(None, lambda: fn(*args, **kw))
+
+    # ------------------------------------------------------------------ lifecycle
+    async def start(self) -> None:
+        """Bind and start accepting (``self.port`` is then the bound port)."""
+        self._loop = asyncio.get_running_loop()
+        self._stop = asyncio.Event()
+        ssl_ctx = self.tls.context(server=True) if self.tls is not None else None
+        self._server = await asyncio.start_server(self._on_connect, self.host, self.port, ssl=ssl_ctx,
+                                                  ssl_handshake_timeout=PREAUTH_TIMEOUT if ssl_ctx else None,
+                                                  backlog=1024, reuse_address=True)
+        self.port = self._server.sockets[0].getsockname()[1]
+        if self.tls is None:
+            self.name = f"{self.host}:{self.port}"
+
+    async def serve(self, *, watch_parent: bool = False, on_listening=None) -> None:
+        """Run until :meth:`stop` (or, with ``watch_parent``, until the parent process exits)."""
+        await self.start()
+        if on_listening is not None:
+            on_listening(self)
+        parent = os.getppid()
+        try:
+            while not self._stop.is_set():
+                if watch_parent and os.getppid() != parent:
+                    self.stop("the parent process exited")
+                    break
+                await self._tick()
+                try:
+                    await asyncio.wait_for(self._stop.wait(), _CHECK_EVERY)
+                except asyncio.TimeoutError:
+                    pass
+        finally:
+            await self._shutdown()
+
+    def stop(self, reason: str = "stop requested") -> None:
+        """Ask :meth:`serve` to return (safe from a signal handler or any thread)."""
+        if not self.stop_reason:
+            self.stop_reason = reason
+        loop, ev = self._loop, self._stop
+        if loop is not None and ev is not None:
+            try:
+                loop.call_soon_threadsafe(ev.set)
+            except RuntimeError:
+                pass
+
+    async def _shutdown(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for c in list(self._conns):
+            c.abort()
+        for t in self.tasks.values():
+            for s in t.sessions.values():
+                for _, fut in list(s.waiting.values()):
+                    if not fut.done():
+                        fut.cancel()
+        await asyncio.sleep(0)
+        self.store.close()
+        self._log(f"stopped ({self.stop_reason or 'stop requested'}); state closed")
+
+    def run(self, **kw) -> None:
+        """:meth:`serve` in a fresh event loop (blocks)."""
+        asyncio.run(self.serve(**kw))
+
+    def start_in_thread(self, timeout: float = 30.0) -> Aggregator:
+        """Serve from a background thread (tests, demos); returns once listening."""
+        ready = threading.Event()
+        errors: list = []
+
+        def main() -> None:
+            try:
+                asyncio.run(self.serve(on_listening=lambda _a: ready.set()))
+            except BaseException as exc:  # noqa: BLE001 - surfaced to the starting thread
+                errors.append(exc)
+                ready.set()
+
+        self._thread = threading.Thread(target=main, name="collect-aggregator", daemon=True)
+        self._thread.start()
+        if not ready.wait(timeout) or errors:
+            raise errors[0] if errors else TimeoutError("the aggregator did not start")
+        return self
+
+    def stop_thread(self, timeout: float = 30.0) -> None:
+        self.stop()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    # ------------------------------------------------------------------ connections
+    async def _on_connect(self, reader, writer) -> None:
+        if len(self._conns) >= self.max_connections:
+            writer.close()
+            return
+        try:
+            conn, hs = await asyncio.wait_for(
+                accept_connection(reader, writer, role=ROLE_AGGREGATOR, session_id=SESSION_ID,
+                                  digest=PROTOCOL_DIGEST, timeout=PREAUTH_TIMEOUT), PREAUTH_TIMEOUT)
+        except (asyncio.TimeoutError, ChannelError, ValueError, OSError) as exc:
+            self._log(f"connection refused: {exc or 'authentication timed out'}")
+            writer.close()
+            return
+        self._conns.add(conn)
+        handed_off = False
+        try:
+            if hs.peer_role not in (ROLE_USER, ROLE_COLLECTOR):
+                self._log(f"{conn.peer} claims unknown role {hs.peer_role!r}; closing")
+                return
+            handed_off = await self._requests(conn)
+        finally:
+            self._conns.discard(conn)
+            if not handed_off:
+                await conn.close()
+
+    async def _requests(self, conn: AsyncConnection) -> bool:
+        """Serve requests until the peer closes; True when a handler kept the connection (and closed it)."""
+        peer = conn.identity
+        while self._stop is not None and not self._stop.is_set():
+            try:
+                req = await conn.recv_json(timeout=self.timeout)
+            except ChannelError:
+                return False
+            except ProtocolError as exc:  # a malformed frame: this connection alone is refused
+                self._log(f"{conn.peer}: {exc}")
+                await self._refuse(conn, CollectError(f"malformed request: {exc}"))
+                return False
+            op = req.get("op")
+            try:
+                what = op_class(op)
+                if what is None:
+                    raise CollectError(f"unknown operation {op!r}")
+                self.policy.authorize(what, peer)
+                name = self._user_name(conn, req) if what == "participate" else (peer.name if peer else "")
+                reply = await getattr(self, f"_op_{op}")(conn, name, req)
+            except (CollectError, StorageError) as exc:
+                if not isinstance(exc, (NotFinished, UnknownTask)):
+                    self._log(f"{op} from {conn.peer}: {exc}")
+                await self._refuse(conn, exc)
+                continue
+            except ChannelError:
+                return False
+            if reply is _HANDOFF:
+                return True
+            try:
+                await conn.send_json({"ok": True, **reply})
+            except ChannelError:
+                return False
+        return False
+
+    @staticmethod
+    def _user_name(conn: AsyncConnection, req: dict) -> str:
+        if conn.identity is not None:
+            return conn.identity.name
+        name = req.get("user")  # plaintext loopback: the user names itself (module docstring)
+        if not isinstance(name, str) or not 1 <= len(name) <= 64:
+            raise CollectError("a user without a certificate must name itself (\"user\": NAME) on plaintext loopback")
+        return name
+
+    async def _refuse(self, conn: AsyncConnection, exc: BaseException) -> None:
+        code = "storage" if isinstance(exc, StorageError) else error_code(exc)
+        try:
+            await conn.send_json({"ok": False, "error": str(exc), "code": code})
+        except ChannelError:
+            pass
+
+    def _task(self, req: dict) -> _Task:
+        tid = check_task_id(req.get("task"))
+        t = self.tasks.get(tid)
+        if t is None:
+            raise UnknownTask(f"no task {tid!r} on this aggregator")
+        return t
+
+    # ------------------------------------------------------------------ collector requests
+    async def _op_task_create(self, conn, name, req) -> dict:
+        protocol = req.get("protocol")
+        params = req.get("params")
+        tid = req.get("id") or secrets.token_hex(4)
+        check_task_id(tid)
+        if tid in self.tasks:
+            raise CollectError(f"task {tid!r} exists already; choose another --id")
+        spec = await self._db(validate_task, protocol, params)  # may build a circuit: off the event loop
+        row = await self._db(self.store.create_task, tid, spec, name)
+        t = self.tasks[tid] = _Task(row)
+        self._log(f"task {tid} created by {name or 'a plaintext collector'}: {protocol}")
+        return {"task": t.view()}
+
+    async def _op_task_list(self, conn, name, req) -> dict:
+        return {"tasks": [t.view() for t in self.tasks.values()]}
+
+    async def _op_task_show(self, conn, name, req) -> dict:
+        return {"task": self._task(req).view()}
+
+    async def _op_task_close(self, conn, name, req) -> dict:
+        t = self._task(req)
+        if t.row.state != st.OPEN:
+            raise RegistrationClosed(f"task {t.id} is {t.row.state}; its registration closed already")
+        t.close_requested = True
+        await self._close(t)
+        return {"task": t.view()}
+
+    async def _op_result(self, conn, name, req) -> dict:
+        t = self._task(req)
+        if t.row.state == st.DONE:
+            return {"result": t.row.result}
+        if t.row.state == st.FAILED:
+            raise TaskFailed(f"task {t.id} failed: {t.row.reason}")
+        raise NotFinished(f"task {t.id} is {t.row.state}: no result yet ({_progress(t)})")
+
+    # ------------------------------------------------------------------ user requests
+    async def _op_task_info(self, conn, name, req) -> dict:
+        t = self._task(req)
+        return {"task": {"id": t.id, "protocol": t.row.protocol, "state": t.row.state, "spec": t.spec,
+                         "aggregator": self.name, "model": t.proto.model, "describe": t.proto.describe(t.spec)}}
+
+    def _label(self, t: _Task, req: dict):
+        label = req.get("label")
+        if t.proto.needs_label(t.spec):
+            if label not in (0, 1) or isinstance(label, bool):
+                raise CollectError(f"task {t.id} needs the user's public 0/1 label")
+            return int(label)
+        if label is not None:
+            raise CollectError(f"task {t.id} takes no label")
+        return None
+
+    async def _op_join(self, conn, name, req):
+        t = self._task(req)
+        label = self._label(t, req)
+        model = t.proto.model
+        if model == "shuffle":
+            raise CollectError(f"task {t.id} is a shuffle-model task: its messages go through a shuffler "
+                               "(pairwise collect shuffler), not through join")
+        async with t.lock:
+            known = t.users.get(name)
+            if known is not None and known[0] != label:
+                raise AlreadyJoined(f"{name!r} joined task {t.id} with label {known[0]}, not {label}")
+            if t.row.state != st.OPEN and (known is None or model == "local"):
+                raise RegistrationClosed(f"task {t.id} is {t.row.state}: registration closed, nothing was stored")
+            if model == "2pc" and name in t.live:
+                raise AlreadyJoined(f"{name!r} is already connected to task {t.id} from another connection")
+            new = known is None
+            if new:
+                assignment = (t.proto.assign(t.spec, label, t.by_class.get(label, []))
+                              if model == "local" else {})
+                await self._db(self.store.add_user, t.id, name, label, assignment)  # on disk before the reply
+                t.add_user(name, label, assignment)
+            assignment = t.users[name][1]
+        if model == "local":
+            return {"assignment": assignment, "joined": new}
+        await conn.send_json({"ok": True, "registered": True, "resumed": not new, "state": t.row.state,
+                              "users": len(t.users)})
+        await self._control(t, conn, name)
+        return _HANDOFF
+
+    async def _op_report(self, conn, name, req) -> dict:
+        t = self._task(req)
+        if t.proto.model != "local":
+            raise CollectError(f"task {t.id} takes no reports ({t.proto.model} model)")
+        async with t.lock:
+            if t.row.state != st.OPEN:
+                raise RegistrationClosed(f"task {t.id} is {t.row.state}: registration closed, the report was "
+                                         "not counted")
+            if name not in t.users:
+                raise CollectError(f"{name!r} has not joined task {t.id}: join first")
+            label, assignment = t.users[name]
+            report = t.proto.check_report(t.spec, assignment, label, req.get("report"))
+            new = await self._db(self.store.add_report, t.id, name, report)
+            t.reports += int(new)
+        return {"counted": True, "duplicate": not new}
+
+    async def _op_ping(self, conn, name, req) -> dict:
+        return {}
+
+    async def _op_pair_result(self, conn, name, req):  # only on a control connection
+        raise CollectError("pair_result belongs on the control connection of a joined 2PC task")
+
+    _op_pair_done = _op_pair_failed = _op_pair_result
+
+    # ------------------------------------------------------------------ 2PC: control connections
+    async def _control(self, t: _Task, conn: AsyncConnection, name: str) -> None:
+        t.live[name] = conn
+        try:
+            if t.row.state == st.RUNNING:
+                self._send_sessions(t, name)
+            elif t.row.state in (st.DONE, st.FAILED):
+                self._event(conn, {"event": "finished", "state": t.row.state, "reason": t.row.reason})
+            while not self._stop.is_set():
+                try:
+                    msg = await conn.recv_json(timeout=DEAD_AFTER)
+                except ProtocolError as exc:
+                    self._log(f"{name} on task {t.id}: {exc}")
+                    return
+                op = msg.get("op")
+                try:
+                    if op == "ping":
+                        self._event(conn, {"event": "pong", "state": t.row.state, "users": len(t.users)})
+                    elif op in ("pair_result", "pair_done", "pair_failed"):
+                        await self._pair_report(t, name, op, msg)
+                    else:
+                        raise CollectError(f"unexpected {op!r} on a control connection")
+                except CollectError as exc:
+                    self._event(conn, {"event": "error", "session": msg.get("session"), "error": str(exc),
+                                       "code": error_code(exc)})
+        except ChannelError:
+            pass
+        finally:
+            if t.live.get(name) is conn:
+                del t.live[name]
+                await self._user_gone(t, name)
+            await conn.close()
+
+    def _event(self, conn: AsyncConnection, msg: dict) -> None:
+        from ..service.frames import encode_json
+
+        try:
+            conn.send(encode_json(msg))
+        except ChannelError:
+            pass
+
+    def _send_sessions(self, t: _Task, name: str) -> None:
+        conn = t.live.get(name)
+        if conn is None:
+            return
+        mine = [{"session": s.row.session, "role": s.role_of(name), "partner": s.partner_of(name),
+                 "round": s.row.round, "state": "started" if s.row.state == st.STARTED else s.row.state}
+                for s in t.sessions.values() if s.role_of(name) and s.row.state in (st.PLANNED, st.STARTED)]
+        self._event(conn, {"event": "sessions", "sessions": mine, "pair_channel": t.spec.get("pair_channel", "plain")})
+
+    async def _user_gone(self, t: _Task, name: str) -> None:
+        """A 2PC user's control connection ended: its unstarted sessions are dropped, its partners go on."""
+        if t.row.state != st.RUNNING:
+            return
+        for s in list(t.sessions.values()):
+            role = s.role_of(name)
+            if role is None:
+                continue
+            if s.row.state == st.PLANNED:
+                await self._drop(t, s, f"{name} left before the session started")
+            elif s.row.state == st.STARTED and role == "evaluator":
+                s.evaluator_gone = True
+                if s.relay_ended_at is not None or s.interrupted:
+                    await self._drop(t, s, f"the evaluator {name} left without reporting the value")
+        await self._maybe_finish(t)
+
+    async def _pair_report(self, t: _Task, name: str, op: str, msg: dict) -> None:
+        sid = msg.get("session")
+        s = t.sessions.get(sid) if isinstance(sid, int) and not isinstance(sid, bool) else None
+        if s is None or s.role_of(name) is None:
+            raise CollectError(f"{name!r} has no session {sid!r} in task {t.id}")
+        conn = t.live.get(name)
+        async with t.lock:
+            state = s.row.state
+            if op == "pair_result":
+                if s.role_of(name) != "evaluator":
+                    raise Unauthorized(f"only the evaluator of session {sid} reports its value")
+                if state == st.COMPLETED:
+                    if s.row.value != msg.get("value"):
+                        raise AlreadyJoined(f"session {sid} was completed with another value; nothing changed")
+                elif state == st.STARTED:
+                    value = t.proto.check_value(t.spec, msg.get("value"))  # BadReport: refused for this user
+                    await self._db(self.store.update_pair, t.id, sid, st.COMPLETED, value=value,
+                                   nbytes=s.row.bytes)
+                    s.row.state, s.row.value = st.COMPLETED, value
+                elif state == st.PLANNED:
+                    raise CollectError(f"session {sid} never started")
+            elif op == "pair_failed" and state in (st.PLANNED, st.STARTED):
+                why = str(msg.get("error", "no reason given"))[:300]
+                await self._drop_locked(t, s, f"{name} ({s.role_of(name)}) failed: {why}")
+        if conn is not None:
+            self._event(conn, {"event": "ack", "session": sid, "state": s.row.state})
+        await self._maybe_finish(t)
+
+    # ------------------------------------------------------------------ 2PC: relays
+    async def _op_relay(self, conn: AsyncConnection, name: str, req: dict):
+        t = self._task(req)
+        if t.row.state != st.RUNNING:
+            raise CollectError(f"task {t.id} is {t.row.state}: no session to relay")
+        sid = req.get("session")
+        s = t.sessions.get(sid) if isinstance(sid, int) and not isinstance(sid, bool) else None
+        if s is None or s.role_of(name) is None:
+            raise Unauthorized(f"{name!r} is not a user of session {sid!r} of task {t.id}")
+        if s.row.state != st.PLANNED or s.interrupted:
+            raise CollectError(f"session {sid} of task {t.id} is {s.row.state}: a session runs at most once")
+        if name in s.waiting:
+            raise AlreadyJoined(f"{name!r} is already waiting for session {sid}")
+        paired = asyncio.get_running_loop().create_future()
+        s.waiting[name] = (conn, paired)
+        if len(s.waiting) < 2:  # the first of the two: wait for the partner, then for the end of the relay
+            limit = t.spec["timeout"]
+            try:
+                ended = await asyncio.wait_for(asyncio.shield(paired), limit)
+            except asyncio.TimeoutError:
+                s.waiting.pop(name, None)
+                await self._drop(t, s, f"{s.partner_of(name)} did not come within {limit:g} s")
+                raise CollectError(f"session {sid}: the partner did not come within {limit:g} s; "
+                                   "the pair is dropped") from None
+            except CollectError:  # dropped while waiting (the partner left)
+                s.waiting.pop(name, None)
+                raise
+            await ended.wait()
+            return _HANDOFF
+        async with t.lock:
+            if s.row.state != st.PLANNED:  # dropped while the second user arrived
+                s.waiting.pop(name, None)
+                raise CollectError(f"session {sid} was dropped: {s.row.reason}")
+            await self._db(self.store.update_pair, t.id, sid, st.STARTED)  # on disk before any byte is relayed
+            s.row.state = st.STARTED
+        (gc, gf), (ec, ef) = s.waiting.pop(s.row.garbler), s.waiting.pop(s.row.evaluator)
+        ended = asyncio.Event()
+        for f in (gf, ef):
+            if not f.done():
+                f.set_result(ended)
+        channel = t.spec.get("pair_channel", "plain")
+        try:
+            for c, who in ((gc, s.row.garbler), (ec, s.row.evaluator)):
+                await c.send_json({"ok": True, "session": sid, "role": s.role_of(who), "partner": s.partner_of(who),
+                                   "pair_channel": channel})
+            stats = await self.relay.splice(gc, ec, f"{t.id}/{sid}", idle_timeout=t.spec["timeout"])
+            s.row.bytes = stats.total
+        except ChannelError as exc:
+            self._log(f"session {t.id}/{sid}: {exc}")
+        finally:
+            s.relay_ended_at = time.monotonic()
+            ended.set()
+            await gc.close()
+            await ec.close()
+        if s.evaluator_gone and s.row.state == st.STARTED:
+            await self._drop(t, s, f"the evaluator {s.row.evaluator} left without reporting the value")
+        await self._maybe_finish(t)
+        return _HANDOFF
+
+    async def _drop(self, t: _Task, s: _Session, reason: str) -> None:
+        async with t.lock:
+            await self._drop_locked(t, s, reason)
+
+    async def _drop_locked(self, t: _Task, s: _Session, reason: str) -> None:
+        if s.row.state in (st.COMPLETED, st.DROPPED):
+            return
+        await self._db(self.store.update_pair, t.id, s.row.session, st.DROPPED, nbytes=s.row.bytes, reason=reason)
+        s.row.state, s.row.reason = st.DROPPED, reason
+        for _, fut in list(s.waiting.values()):
+            if not fut.done():
+                fut.set_exception(CollectError(f"session {s.row.session} was dropped: {reason}"))
+        for who in (s.row.garbler, s.row.evaluator):
+            c = t.live.get(who)
+            if c is not None:
+                self._event(c, {"event": "dropped", "session": s.row.session, "reason": reason})
+
+    # ------------------------------------------------------------------ closing and finishing
+    async def _tick(self) -> None:
+        now, mono = time.time(), time.monotonic()
+        for t in list(self.tasks.values()):
+            try:
+                if t.row.state == st.OPEN and t.proto.model in ("local", "2pc"):
+                    count = t.reports if t.proto.model == "local" else len(t.live)
+                    if now >= t.spec["deadline_at"] and count >= t.spec["min_users"]:
+                        await self._close(t)
+                elif t.row.state == st.CLOSED:
+                    await self._close(t)
+                elif t.row.state == st.RUNNING:
+                    limit = t.spec["timeout"]
+                    for s in list(t.sessions.values()):
+                        if s.row.state == st.PLANNED and mono - s.planned_at > limit and not s.waiting:
+                            await self._drop(t, s, f"not started within {limit:g} s")
+                        elif s.row.state == st.STARTED and (s.interrupted or s.relay_ended_at is not None):
+                            since = s.planned_at if s.interrupted else s.relay_ended_at
+                            if mono - since > limit:
+                                await self._drop(t, s, f"no value reported within {limit:g} s")
+                    await self._maybe_finish(t)
+            except (StorageError, CollectError) as exc:
+                self._log(f"task {t.id}: {exc}")
+
+    async def _close(self, t: _Task) -> None:
+        async with t.lock:
+            if t.row.state not in (st.OPEN, st.CLOSED):
+                return
+            if t.proto.model == "2pc":
+                await self._pair(t)
+                return
+            if t.proto.model != "local":
+                await self._fail(t, f"{t.proto.model}-model tasks need their message path (a shuffler)")
+                return
+            if t.row.state == st.OPEN:
+                await self._db(self.store.set_state, t.id, st.CLOSED)
+                t.row.state = st.CLOSED
+            rows = await self._db(self._local_rows, t)
+            try:
+                result = await self._db(t.proto.finish, dict(t.spec), rows)
+            except (CollectError, ValueError) as exc:
+                await self._fail(t, str(exc))
+                return
+            await self._done(t, result, reports=len(rows), pairs_planned=None, pairs_completed=None,
+                             pairs_dropped=None)
+
+    def _local_rows(self, t: _Task) -> list:
+        return [(t.users[name][0], t.users[name][1], rep) for name, rep in self.store.reports(t.id)]
+
+    async def _pair(self, t: _Task) -> None:
+        """Sec. 5, step 1: pair the connected users (OS CSPRNG); stored before anyone hears of it."""
+        from pairwise.protocols.ustat.stats import csprng_generator
+
+        users = [(name, t.users[name][0]) for name in t.users if name in t.live]
+        try:
+            pairs = t.proto.pair(t.spec, users, csprng_generator())
+        except CollectError as exc:
+            await self._fail(t, str(exc))
+            return
+        await self._db(self.store.start_pairs, t.id, pairs)
+        t.row.state = st.RUNNING
+        now = time.monotonic()
+        t.started = now
+        for sid, (g, e, rnd) in enumerate(pairs):
+            t.sessions[sid] = _Session(st.PairRow(sid, rnd, g, e, st.PLANNED), planned_at=now)
+        self._log(f"task {t.id}: {len(users)} users paired into {len(pairs)} sessions")
+        for name in list(t.live):
+            self._send_sessions(t, name)
+
+    async def _maybe_finish(self, t: _Task) -> None:
+        if t.row.state != st.RUNNING or any(s.row.state in (st.PLANNED, st.STARTED) for s in t.sessions.values()):
+            return
+        async with t.lock:
+            if t.row.state != st.RUNNING:
+                return
+            done = [s for s in t.sessions.values() if s.row.state == st.COMPLETED]
+            users = {u for s in t.sessions.values() for u in (s.row.garbler, s.row.evaluator)}
+            stats = {"users_paired": len(users), "pairs_planned": len(t.sessions), "pairs_dropped":
+                     len(t.sessions) - len(done), "bytes": sum(s.row.bytes for s in t.sessions.values()),
+                     "seconds": time.monotonic() - t.started}
+            try:
+                result = await self._db(t.proto.finish, dict(t.spec), [s.row.value for s in done], stats)
+            except (CollectError, ValueError) as exc:
+                await self._fail(t, str(exc))
+                return
+            await self._done(t, result, pairs_planned=len(t.sessions), pairs_completed=len(done),
+                             pairs_dropped=len(t.sessions) - len(done))
+
+    async def _done(self, t: _Task, result: dict, **counts) -> None:
+        result = {**result, "task": t.id, "protocol": t.row.protocol, "users_registered": len(t.users), **counts}
+        await self._db(self.store.set_state, t.id, st.DONE, result=result)  # stored once: the same release after
+        t.row.state, t.row.result = st.DONE, result
+        self._log(f"task {t.id} done")
+        self._finished(t)
+
+    async def _fail(self, t: _Task, reason: str) -> None:
+        await self._db(self.store.set_state, t.id, st.FAILED, reason=reason)
+        t.row.state, t.row.reason = st.FAILED, reason
+        self._log(f"task {t.id} failed: {reason}")
+        self._finished(t)
+
+    def _finished(self, t: _Task) -> None:
+        for name, c in list(t.live.items()):
+            self._event(c, {"event": "finished", "state": t.row.state, "reason": t.row.reason})
+
+
+def _progress(t: _Task) -> str:
+    c = t.counts()
+    if t.proto.model == "2pc" and t.row.state == st.RUNNING:
+        return (f"{c['pairs_completed']} of {c['pairs_planned']} pairs completed, {c['pairs_dropped']} dropped")
+    if t.proto.model == "local":
+        return f"{c['reports']} report(s), {t.spec['min_users']} needed"
+    return f"{c['users_registered']} user(s) registered, {t.spec['min_users']} needed"
+

@@ -1,0 +1,424 @@
+"""The user client: one person, one record, joining a collect task from their own device.
+
+What it does
+    :func:`join` (``pairwise collect join``, and the Python API
+    ``pairwise.collect.join``) holds only this user's data and runs:
+
+    1. fetch the task's public parameters (``task_info``) and show them
+       (``show``, a callback; the command line prints them);
+    2. refuse, with nothing else sent, a task whose epsilon is above the
+       user's cap (``max_epsilon``, default 1) or above what the user's own
+       ledger has left (:mod:`pairwise.protocols.collect.ledger`, ``budget``,
+       default 10), a task whose registration closed, or input of the wrong
+       shape; then charge the ledger durably;
+    3. clamp its value into the task's public domain (every protocol does
+       this on the user's side) and run its part:
+
+       * local model: join (the aggregator answers with the public
+         assignment, e.g. the AUC's level and Hadamard index), randomize
+         with the OS CSPRNG, keep the report in the ledger, upload it once
+         (a retry re-sends the kept report);
+       * 2PC (ustats Sec. 5): join and keep the connection as the control
+         connection (pings every :data:`~pairwise.protocols.collect.wire.HEARTBEAT`
+         seconds); when registration closes the aggregator sends this user's
+         sessions; each runs in its own thread over a new connection that the
+         aggregator relays to the partner (:mod:`.pairchannel`): the garbler
+         runs :class:`pairwise.mpc.twopc.GarblerSession`, the evaluator
+         :class:`~pairwise.mpc.twopc.EvaluatorSession`, each feeding its own
+         value and its own CSPRNG noise bits into the task's noisy-kernel
+         circuit, and the evaluator reports the noisy value on its control
+         connection.
+
+    Connections lost to an aggregator that restarts are retried until
+    ``timeout``; the aggregator recognises a user who joined before, so
+    nothing is counted twice and no session runs twice.
+
+Security model
+    The user's value never leaves the device except as a randomized report
+    (local model) or inside the garbled circuit (2PC).  The aggregator must
+    hold a ``server`` certificate of the CA (``server_name`` pins its name).
+    Caps and the ledger are the user's: the aggregator cannot raise them.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+from pairwise.mpc.errors import ChannelError, ChannelTimeout
+
+from ..service.frames import parse_address, recv_json, send_json
+from .ledger import DEFAULT_BUDGET, DEFAULT_MAX_EPSILON, open_ledger
+from .pairchannel import open_pair_channel
+from .tasks import protocol_of
+from .wire import (
+    DEAD_AFTER,
+    HEARTBEAT,
+    ROLE_USER,
+    AggregatorUnavailable,
+    CapExceeded,
+    CollectError,
+    RegistrationClosed,
+    call,
+    check_task_id,
+    connect,
+)
+
+__all__ = ["JoinOutcome", "join"]
+
+#: How long a 2PC user waits for pairing beyond the task's registration deadline (seconds).
+DEFAULT_WAIT = 3600.0
+
+
+@dataclass
+class JoinOutcome:
+    """What joining did: the task, what was charged, and the outcome (``report`` or the 2PC ``sessions``)."""
+
+    task: str
+    protocol: str
+    model: str
+    aggregator: str
+    epsilon: float
+    delta: float
+    status: str
+    spec: dict = field(default_factory=dict)
+    report: dict | None = None
+    sessions: list[dict] = field(default_factory=list)
+    task_state: str = ""
+
+    def as_dict(self) -> dict:
+        return {"task": self.task, "protocol": self.protocol, "model": self.model, "aggregator": self.aggregator,
+                "epsilon": self.epsilon, "delta": self.delta, "status": self.status, "task_state": self.task_state,
+                "sessions": self.sessions, "spec": self.spec}
+
+
+class _Link:
+    """How to reach the aggregator (address, TLS, pinned name, this user's name on plaintext loopback)."""
+
+    def __init__(self, server, tls, insecure: bool, server_name, user, connect_timeout: float, timeout: float):
+        self.addr = parse_address(server) if isinstance(server, str) else (str(server[0]), int(server[1]))
+        self.tls, self.insecure, self.server_name = tls, insecure, server_name
+        self.user = user if tls is None else None
+        self.connect_timeout, self.timeout = connect_timeout, timeout
+        if tls is None and not user:
+            raise CollectError("without TLS a user names itself: pass user=NAME (plaintext loopback only)")
+
+    def open(self):
+        return connect(self.addr, ROLE_USER, tls=self.tls, insecure=self.insecure, server_name=self.server_name,
+                       connect_timeout=self.connect_timeout, timeout=self.timeout)
+
+    def msg(self, **kw) -> dict:
+        return kw if self.user is None else {**kw, "user": self.user}
+
+
+def _retrying(fn, deadline: float, what: str):
+    """``fn()``, again after an aggregator that went away, until ``deadline`` (monotonic)."""
+    delay = 0.2
+    while True:
+        try:
+            return fn()
+        except (AggregatorUnavailable, ChannelError) as exc:
+            if time.monotonic() + delay >= deadline:
+                raise AggregatorUnavailable(f"{what}: {exc}") from exc
+            time.sleep(delay + random.random() * delay)
+            delay = min(2 * delay, 2.0)
+
+
+def join(server, task: str, value, value2=None, label=None, *, tls=None, insecure: bool = False,
+         server_name: str | None = None, user: str | None = None, max_epsilon: float = DEFAULT_MAX_EPSILON,
+         budget: float = DEFAULT_BUDGET, state_dir: str | None = None, timeout: float | None = None,
+         connect_timeout: float = 30.0, wait: float = DEFAULT_WAIT, show=None, log=None) -> JoinOutcome:
+    """Join ``task`` on the aggregator at ``server`` (``HOST:PORT``) with this user's value(s).
+
+    ``tls``: this user's :class:`pairwise.mpc.tls.TLSConfig` (a ``user``
+    certificate); without it, plaintext loopback only, and ``user`` names
+    this user.  ``value`` (and ``value2``: kendall's y, the QMLE's
+    covariate) and ``label`` (the public 0/1 class of two-sample tasks) are
+    this user's own.  ``max_epsilon``: this user's cap on one task's
+    epsilon; ``budget``: the total its ledger (``state_dir``) allows.
+    ``timeout``: how long to keep retrying a lost aggregator and to wait for
+    a partner (default: the task's timeout); ``wait``: how long a 2PC user
+    waits for pairing after the registration deadline.  ``show(info)`` is
+    called with the task's public parameters before anything else happens;
+    it may raise to refuse.  Raises :class:`~pairwise.protocols.collect.wire.CapExceeded`
+    when the task asks too much (nothing sent), and the other
+    :class:`~pairwise.protocols.collect.wire.CollectError` subclasses.
+    """
+    from pairwise.dp.accounting import check_epsilon
+
+    check_task_id(task)
+    cap = Fraction(repr(check_epsilon(max_epsilon, "max_epsilon")))
+    total = Fraction(repr(check_epsilon(budget, "budget")))
+    log = log or (lambda m: None)
+    link = _Link(server, tls, insecure, server_name, user, connect_timeout, 120.0 if timeout is None else timeout)
+    ch = link.open()
+    try:
+        info = call(ch, link.msg(op="task_info", task=task))["task"]
+        aggregator = ch.peer_identity.name if ch.peer_identity is not None else f"{link.addr[0]}:{link.addr[1]}"
+        spec = info["spec"]
+        proto = protocol_of(info["protocol"])
+        if show is not None:
+            show(info)
+        eps = Fraction(repr(float(spec["epsilon"])))
+        if eps > cap:
+            raise CapExceeded(f"refusing task {task!r}: its epsilon {float(eps):g} is above this user's cap "
+                              f"--max-epsilon {float(cap):g}; nothing was sent")
+        proto.check_user(spec, value, value2, label)
+        if proto.model == "shuffle":
+            raise CollectError(f"task {task!r} runs in the shuffle model: its messages go through a shuffler")
+        ledger = open_ledger(state_dir)
+        try:
+            known = ledger.entry(aggregator, task)
+            if info["state"] != "open" and (known is None or proto.model == "local"):
+                if known is not None and known["report"] is not None:
+                    return JoinOutcome(task, proto.name, proto.model, aggregator, float(eps), proto.delta(spec),
+                                       "already reported", spec, known["report"], task_state=info["state"])
+                raise RegistrationClosed(f"task {task!r} is {info['state']}: registration closed; nothing was sent")
+            ledger.check(eps, total, aggregator=aggregator, task=task)  # refuses before anything is sent
+            if proto.model == "2pc":
+                word = proto.encode(spec, value, value2, label)  # clamped into the public domain, on the grid
+                nc = proto.circuit(spec)
+            ledger.charge(aggregator, task, proto.name, eps, proto.delta(spec), total)
+            timeout_s = float(spec["timeout"]) if timeout is None else float(timeout)
+            link.timeout = timeout_s
+            if proto.model == "local":
+                return _local(link, ch, ledger, aggregator, task, proto, spec, info, value, value2, label, eps,
+                              timeout_s, log)
+            ch.close()
+            ch = None
+            deadline = max(0.0, spec["deadline_at"] - time.time()) + wait
+            part = _Participant(link, task, spec, proto, nc, word, label, timeout_s, deadline, log)
+            sessions, state = part.run()
+            return JoinOutcome(task, proto.name, proto.model, aggregator, float(eps), proto.delta(spec),
+                               "sessions finished", spec, sessions=sessions, task_state=state)
+        finally:
+            ledger.close()
+    finally:
+        if ch is not None:
+            ch.close()
+
+
+def _local(link: _Link, ch, ledger, aggregator: str, task: str, proto, spec: dict, info: dict, value, value2, label,
+           eps: Fraction, timeout: float, log) -> JoinOutcome:
+    """Local model: join (public assignment), randomize (CSPRNG), keep the report, upload it once."""
+    deadline = time.monotonic() + timeout
+    conn = [ch]
+
+    def attempt():
+        if conn[0] is None:
+            conn[0] = link.open()
+        try:
+            reply = call(conn[0], link.msg(op="join", task=task, label=label))
+            fresh = proto.randomize(spec, reply["assignment"], value, value2, label)
+            report = ledger.keep_report(aggregator, task, fresh)  # kept before it is sent; a retry re-sends it
+            return report, call(conn[0], link.msg(op="report", task=task, report=report))
+        except (AggregatorUnavailable, ChannelError):
+            if conn[0] is not None:
+                conn[0].close()
+            conn[0] = None
+            raise
+
+    try:
+        report, reply = _retrying(attempt, deadline, f"task {task!r}: the aggregator went away")
+    finally:
+        if conn[0] is not None and conn[0] is not ch:
+            conn[0].close()
+    status = "already reported" if reply.get("duplicate") else "reported"
+    log(f"task {task}: report {status}")
+    return JoinOutcome(task, proto.name, proto.model, aggregator, float(eps), proto.delta(spec), status, spec,
+                       report, task_state=info["state"])
+
+
+class _Participant:
+    """A 2PC user: the control connection, one thread per session, reconnection after a lost aggregator."""
+
+    def __init__(self, link: _Link, task: str, spec: dict, proto, nc, word: int, label, timeout: float,
+                 wait: float, log) -> None:
+        self.link, self.task, self.spec, self.proto, self.nc, self.word = link, task, spec, proto, nc, word
+        self.label, self.timeout, self.log = label, timeout, log
+        self.wait_until = time.monotonic() + wait
+        self.lock = threading.Lock()  # guards the control channel's sends and the tables below
+        self.ctrl = None
+        self.known: dict[int, dict] = {}  # session -> outcome (state: running, completed, failed, dropped, ...)
+        self.unacked: dict[int, dict] = {}  # session -> report message not yet acknowledged
+        self.threads: list[threading.Thread] = []
+        self.heard_sessions = False
+        self.finished_state = ""
+
+    # ------------------------------------------------------------------ control connection
+    def _connect(self) -> None:
+        ch = self.link.open()
+        try:
+            call(ch, self.link.msg(op="join", task=self.task, label=self.label))
+        except BaseException:
+            ch.close()
+            raise
+        with self.lock:
+            self.ctrl = ch
+            pending = list(self.unacked.values())
+        for m in pending:
+            self._send(m)
+
+    def _send(self, msg: dict) -> None:
+        with self.lock:
+            ch = self.ctrl
+            if ch is None:
+                return
+            try:
+                send_json(ch, self.link.msg(**msg))
+            except ChannelError:
+                pass  # the reader notices the broken connection and reconnects
+
+    def _report(self, msg: dict) -> None:
+        with self.lock:
+            self.unacked[msg["session"]] = msg
+        self._send(msg)
+
+    def _done(self) -> bool:
+        with self.lock:
+            if self.finished_state:
+                return True
+            if not self.heard_sessions:
+                return False
+            return all(o["state"] not in ("running", "waiting") for o in self.known.values()) and not self.unacked
+
+    def run(self) -> tuple[list[dict], str]:
+        _retrying(self._connect, time.monotonic() + self.timeout, f"task {self.task!r}: cannot join")
+        try:
+            while not self._done():
+                if time.monotonic() > self.wait_until:
+                    raise CollectError(f"task {self.task!r}: gave up waiting for pairing and sessions")
+                try:
+                    self._read_events()
+                except (AggregatorUnavailable, ChannelError) as exc:
+                    if self._done():
+                        break
+                    self.log(f"control connection lost ({exc}); reconnecting")
+                    with self.lock:
+                        if self.ctrl is not None:
+                            self.ctrl.close()
+                        self.ctrl = None
+                    _retrying(self._connect, time.monotonic() + self.timeout,
+                              f"task {self.task!r}: the aggregator did not come back")
+        finally:
+            with self.lock:
+                if self.ctrl is not None:
+                    self.ctrl.close()
+                self.ctrl = None
+            for t in self.threads:
+                t.join(self.timeout + 60)
+        with self.lock:
+            return [dict(o) for _, o in sorted(self.known.items())], self.finished_state or "running"
+
+    def _read_events(self) -> None:
+        """Read control events until done; ping every HEARTBEAT seconds; raise when the aggregator is gone."""
+        last = sent = time.monotonic()
+        while not self._done():
+            if time.monotonic() - sent >= HEARTBEAT:
+                self._send({"op": "ping"})
+                sent = time.monotonic()
+            try:
+                ev = recv_json(self.ctrl, timeout=HEARTBEAT)
+            except ChannelTimeout:
+                if time.monotonic() - last > DEAD_AFTER:
+                    raise AggregatorUnavailable(f"the aggregator was silent for {DEAD_AFTER:g} s") from None
+                continue
+            last = time.monotonic()
+            self._event(ev)
+
+    def _event(self, ev: dict) -> None:
+        kind = ev.get("event")
+        if kind == "sessions":
+            self._sessions(ev.get("sessions") or [], ev.get("pair_channel", "plain"))
+        elif kind == "ack" or kind == "dropped":
+            sid = ev.get("session")
+            with self.lock:
+                o = self.known.get(sid)
+                if kind == "ack":
+                    self.unacked.pop(sid, None)
+                if o is None:
+                    return
+                if kind == "dropped" or ev.get("state") == "dropped":
+                    if o["state"] in ("running", "done"):  # a running session ends on its own and reports
+                        o["reason"] = ev.get("reason", "")
+                        if o["state"] == "done" and kind == "ack":
+                            o["state"] = "dropped"
+                    elif o["state"] == "failed" and kind == "ack":
+                        pass
+                elif o["state"] == "done":
+                    # the evaluator's value is stored; the garbler's part is done (its partner reports the value)
+                    o["state"] = "completed" if ev.get("state") == "completed" else "finished"
+        elif kind == "finished":
+            with self.lock:
+                self.finished_state = ev.get("state", "done")
+        elif kind == "error":
+            self.log(f"aggregator: {ev.get('error')}")
+            sid = ev.get("session")
+            with self.lock:
+                if sid in self.unacked:
+                    self.unacked.pop(sid)
+                    self.known[sid]["state"] = "refused"
+                    self.known[sid]["error"] = ev.get("error")
+
+    def _sessions(self, sessions: list[dict], kind: str) -> None:
+        with self.lock:
+            self.heard_sessions = True
+            for s in sessions:
+                sid = s.get("session")
+                if sid in self.known:
+                    continue
+                out = {"session": sid, "role": s.get("role"), "partner": s.get("partner"), "round": s.get("round")}
+                if s.get("state") != "planned":  # started before the aggregator restarted: never run again
+                    out["state"] = "interrupted"
+                    self.known[sid] = out
+                    continue
+                out["state"] = "running"
+                self.known[sid] = out
+                t = threading.Thread(target=self._session, args=(out, kind), name=f"collect-session-{sid}",
+                                     daemon=True)
+                self.threads.append(t)
+                t.start()
+
+    # ------------------------------------------------------------------ one session
+    def _session(self, out: dict, kind: str) -> None:
+        from pairwise.mpc.twopc import EvaluatorSession, GarblerSession
+
+        sid, role = out["session"], out["role"]
+        ch = None
+        try:
+            ch = self.link.open()
+            reply = call(ch, self.link.msg(op="relay", task=self.task, session=sid), timeout=self.timeout + 30)
+            if reply.get("partner") != out["partner"] or reply.get("role") != role:
+                raise CollectError(f"session {sid}: the relay announced {reply.get('partner')!r} as "
+                                   f"{reply.get('role')}, not the partner the pairing named")
+            pc = open_pair_channel(reply.get("pair_channel", kind), ch, role=role, partner=out["partner"],
+                                   tls=self.link.tls, timeout=self.timeout)
+            sess_id = f"pairwise-collect/{self.task}/{sid}".encode()
+            circuit = self.nc.circuit
+            if role == "garbler":
+                r = GarblerSession(pc, session_id=sess_id).run(circuit, {"x": self.word}, output="evaluator",
+                                                               random=("rx", "ry"))
+            else:
+                r = EvaluatorSession(pc, session_id=sess_id).run(circuit, {"y": self.word}, output="evaluator",
+                                                                 random=("rx", "ry"))
+            out["bytes"] = r.bytes_sent + r.bytes_received
+            if role == "evaluator":
+                value = int(r.outputs[0])
+                with self.lock:
+                    out["state"] = "done"
+                self._report({"op": "pair_result", "task": self.task, "session": sid, "value": value})
+            else:
+                with self.lock:
+                    out["state"] = "done"
+                self._report({"op": "pair_done", "task": self.task, "session": sid})
+        except (CollectError, ChannelError, ValueError, OSError) as exc:
+            with self.lock:
+                out["state"], out["error"] = "failed", str(exc)
+            self.log(f"session {sid} ({role} with {out['partner']}) failed: {exc}")
+            self._report({"op": "pair_failed", "task": self.task, "session": sid, "error": str(exc)[:300]})
+        finally:
+            if ch is not None:
+                ch.close()
