@@ -48,6 +48,7 @@ COMMAND_MODULES = (
     "pairwise.commands.twopc",
     "pairwise.commands.noise",
     "pairwise.commands.ecdf",
+    "pairwise.commands.collect",
     "pairwise.commands.fss",
     "pairwise.commands.ldp",
     "pairwise.commands.certs",
