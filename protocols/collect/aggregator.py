@@ -102,8 +102,9 @@ from .wire import (
 
 __all__ = ["Aggregator", "DEFAULT_MAX_CONNECTIONS", "PREAUTH_TIMEOUT"]
 
-#: Seconds a new connection may take for TLS, admission and the session handshake.
-PREAUTH_TIMEOUT = 10.0
+#: Seconds a new connection may take for TLS, admission and the session handshake (generous: thousands of
+#: users may connect at once, and one event loop runs their handshakes one after the other).
+PREAUTH_TIMEOUT = 30.0
 #: Connections served at once by default (a 2PC user holds one control connection and one per running session).
 DEFAULT_MAX_CONNECTIONS = 16384
 _CHECK_EVERY = 0.5

@@ -48,7 +48,14 @@ import time
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-from pairwise.mpc.errors import ChannelError, ChannelTimeout
+from pairwise.mpc.errors import (
+    AccessDenied,
+    AuthenticationError,
+    ChannelError,
+    ChannelTimeout,
+    InsecureTransport,
+    ProtocolError,
+)
 
 from ..service.frames import parse_address, recv_json, send_json
 from .ledger import DEFAULT_BUDGET, DEFAULT_MAX_EPSILON, open_ledger
@@ -115,12 +122,24 @@ class _Link:
 
 
 def _retrying(fn, deadline: float, what: str):
-    """``fn()``, again after an aggregator that went away, until ``deadline`` (monotonic)."""
-    delay = 0.2
+    """``fn()``, again after an aggregator that went away, until ``deadline`` (monotonic).
+
+    A refused identity or transport (``AccessDenied``, ``InsecureTransport``)
+    and a peer that speaks another protocol are not retried; a failed TLS
+    handshake is retried three times (an overloaded aggregator drops
+    handshakes; a wrong certificate fails the same way every time).
+    """
+    delay, tls_failures = 0.2, 0
     while True:
         try:
             return fn()
+        except (AccessDenied, InsecureTransport, ProtocolError):
+            raise
         except (AggregatorUnavailable, ChannelError) as exc:
+            if isinstance(exc, AuthenticationError):
+                tls_failures += 1
+                if tls_failures >= 3:
+                    raise
             if time.monotonic() + delay >= deadline:
                 raise AggregatorUnavailable(f"{what}: {exc}") from exc
             time.sleep(delay + random.random() * delay)
@@ -154,9 +173,18 @@ def join(server, task: str, value, value2=None, label=None, *, tls=None, insecur
     total = Fraction(repr(check_epsilon(budget, "budget")))
     log = log or (lambda m: None)
     link = _Link(server, tls, insecure, server_name, user, connect_timeout, 120.0 if timeout is None else timeout)
-    ch = link.open()
+
+    def first_contact():
+        c = link.open()
+        try:
+            return c, call(c, link.msg(op="task_info", task=task))["task"]
+        except BaseException:
+            c.close()
+            raise
+
+    ch, info = _retrying(first_contact, time.monotonic() + max(connect_timeout, link.timeout),
+                         f"task {task!r}: cannot reach the aggregator")
     try:
-        info = call(ch, link.msg(op="task_info", task=task))["task"]
         aggregator = ch.peer_identity.name if ch.peer_identity is not None else f"{link.addr[0]}:{link.addr[1]}"
         spec = info["spec"]
         proto = protocol_of(info["protocol"])
@@ -181,6 +209,7 @@ def join(server, task: str, value, value2=None, label=None, *, tls=None, insecur
             if proto.model == "2pc":
                 word = proto.encode(spec, value, value2, label)  # clamped into the public domain, on the grid
                 nc = proto.circuit(spec)
+                nc.circuit.levels  # the (cached) schedule, computed before any session: off the partner's clock
             ledger.charge(aggregator, task, proto.name, eps, proto.delta(spec), total)
             timeout_s = float(spec["timeout"]) if timeout is None else float(timeout)
             link.timeout = timeout_s
@@ -384,6 +413,14 @@ class _Participant:
 
     # ------------------------------------------------------------------ one session
     def _session(self, out: dict, kind: str) -> None:
+        from pairwise.mpc import jit
+
+        # a user runs a few executions: the numpy program beats loading the compiled loops (0.4-0.9 s per
+        # process, seconds on a first compile, all of it on the partner's clock), as in ``pairwise 2pc``
+        with jit.disabled():
+            self._run_session(out, kind)
+
+    def _run_session(self, out: dict, kind: str) -> None:
         from pairwise.mpc.twopc import EvaluatorSession, GarblerSession
 
         sid, role = out["session"], out["role"]

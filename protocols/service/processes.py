@@ -165,6 +165,12 @@ class ServiceProcess:
         self.kill()
         self._log.close()
 
+    def __enter__(self) -> ServiceProcess:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
 
 def stop_all(services: list[ServiceProcess]) -> None:
     """SIGTERM every running service first, then wait for each: they shut down in parallel."""
