@@ -28,6 +28,8 @@ What it does
                           without an explicit ``insecure=True``
     ProtocolError         a well-framed message with impossible content
                           (invalid curve point, batch desynchronisation)
+    TamperedStream        an end-to-end TLS record failed authentication:
+                          a relay changed, dropped or injected bytes
     ====================  =====================================================
 
 Security model
@@ -51,6 +53,7 @@ __all__ = [
     "AccessDenied",
     "InsecureTransport",
     "ProtocolError",
+    "TamperedStream",
 ]
 
 
@@ -108,3 +111,12 @@ class InsecureTransport(ChannelError):
 
 class ProtocolError(ChannelError):
     """The peer sent a correctly framed message whose content is invalid."""
+
+
+class TamperedStream(ChannelError):
+    """A TLS record failed its authentication check (or the partner reports one did).
+
+    Raised by :class:`pairwise.mpc.channel.tunnel.TLSTunnel` when a byte of the
+    end-to-end TLS stream was changed, dropped, reordered or injected on the
+    way (by a relay or the network).  The stream is unusable afterwards.
+    """

@@ -13,7 +13,10 @@ Modules, in dependency order:
   loopback only;
 - :mod:`pairwise.mpc.channel.hello`: :func:`handshake` (:class:`Hello`,
   :class:`HandshakeResult`, :func:`session_bytes`), the versioned first
-  message of every session.
+  message of every session;
+- :mod:`pairwise.mpc.channel.tunnel`: :class:`TLSTunnel`, mutual TLS 1.3
+  end to end over the frames of another channel (a relay that must see only
+  ciphertext).
 
 Every name of the former single module ``pairwise.mpc.channel`` is
 re-exported here, private helpers included, so existing imports keep working.
@@ -41,6 +44,7 @@ from ..errors import (
     InsecureTransport,
     PeerClosed,
     ProtocolError,
+    TamperedStream,
     TruncatedFrame,
 )
 from .base import (
@@ -73,6 +77,7 @@ from .hello import (
     hello_message,
     session_bytes,
 )
+from .tunnel import TLSTunnel
 from .memory import RECYCLE_BYTES, MemoryChannel, NullChannel, TranscriptChannel, _Pipe
 from .tcp import (
     _ADMIT,
@@ -102,6 +107,7 @@ __all__ = [
     "PendingConnection",
     "NullChannel",
     "TranscriptChannel",
+    "TLSTunnel",
     "Hello",
     "HandshakeResult",
     "handshake",
@@ -125,4 +131,5 @@ __all__ = [
     "AccessDenied",
     "InsecureTransport",
     "ProtocolError",
+    "TamperedStream",
 ]
