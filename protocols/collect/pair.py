@@ -101,15 +101,28 @@ def session_id(task_id: str, pair_id: str | int) -> bytes:
 
 
 def run_pair(carrier: Channel, tls: TLSConfig, *, role: str, partner: str, task_id: str, pair_id: str | int,
-             circuit: Circuit, value: int, timeout: float, partner_roles=None) -> tuple[int | None, PairCosts]:
+             circuit: Circuit, value: int, timeout: float, partner_roles=None,
+             compiled: bool = False) -> tuple[int | None, PairCosts]:
     """Run this user's side of one pair; returns (the noisy output for the evaluator, None for the garbler; costs).
 
     ``value``: this user's kernel input as the circuit's input group expects
     it (``x`` for the garbler, ``y`` for the evaluator; e.g.
     :func:`pairwise.circuits.kernels.pack_pair` for kendall), already clamped
     and quantized to the task's public domain.  ``partner``: the certificate
-    name the aggregator announced for the partner (pinned).
+    name the aggregator announced for the partner (pinned).  ``compiled``:
+    use the numba path (worth it only for a process that runs hundreds of
+    executions; a pair is one, so the default runs the numpy program, as
+    ``pairwise 2pc`` does).
     """
+    from pairwise.mpc.garble import jit
+
+    if compiled:
+        return _run_pair(carrier, tls, role, partner, task_id, pair_id, circuit, value, timeout, partner_roles)
+    with jit.disabled():
+        return _run_pair(carrier, tls, role, partner, task_id, pair_id, circuit, value, timeout, partner_roles)
+
+
+def _run_pair(carrier, tls, role, partner, task_id, pair_id, circuit, value, timeout, partner_roles):
     if role not in ROLES:
         raise ValueError(f"role must be one of {ROLES}, got {role!r}")
     garbler = role == "garbler"
