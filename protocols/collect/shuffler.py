@@ -313,3 +313,253 @@ class ShufflerStore:
                 db.execute("UPDATE task SET status = 'done' WHERE task_id = ?", (batch.task_id,))
 
         self._write(tx)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The service: requests and the forwarder (transport-independent; the server glue calls these)
+# ---------------------------------------------------------------------------------------------------------
+
+
+class Upstream:
+    """What the shuffler asks of the aggregator (implemented over the aggregator's wire format).
+
+    ``task(task_id)`` returns the task's public description (a dict with
+    ``protocol``, the histogram parameters and ``status``) or raises
+    :class:`ShuffleError` with code ``unknown_task``; ``deliver(batch)``
+    returns once the aggregator has committed the batch (idempotent in
+    ``batch.batch_id``).
+    """
+
+    def task(self, task_id: str) -> dict:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def deliver(self, batch: Batch) -> None:  # pragma: no cover - interface
+        raise NotImplementedError
+
+
+#: Task statuses (as the aggregator reports them) in which the shuffler still accepts submissions.
+OPEN_STATUSES = frozenset({"open", "registering"})
+
+
+class Shuffler:
+    """The shuffler's logic: accept submissions, cut batches, deliver them (thread-safe).
+
+    ``batch_size``: cut a batch as soon as this many users are pending (at
+    least the task's n); ``None``: one batch per task, when it closes.
+    """
+
+    def __init__(self, store: ShufflerStore, upstream: Upstream, *, batch_size: int | None = None,
+                 log=lambda msg: None) -> None:
+        if batch_size is not None and (isinstance(batch_size, bool) or int(batch_size) < 1):
+            raise ValueError(f"batch size must be a positive number of users, got {batch_size!r}")
+        self.store, self.upstream, self.batch_size, self.log = store, upstream, batch_size, log
+        self._fetch_lock = threading.Lock()
+
+    def task_info(self, task_id: str) -> TaskInfo:
+        """A task's parameters: from the store, or fetched from the aggregator once (then remembered)."""
+        if not isinstance(task_id, str) or not 0 < len(task_id) <= 128:
+            raise ShuffleError(f"a task id is a string of 1..128 characters, got {task_id!r}", "malformed")
+        known = self.store.task(task_id)
+        if known is not None:
+            return known[0]
+        with self._fetch_lock:
+            known = self.store.task(task_id)
+            if known is not None:
+                return known[0]
+            params = self.upstream.task(task_id)
+            info = TaskInfo.from_params(task_id, params)
+            if params.get("status") not in OPEN_STATUSES:
+                raise ShuffleError(f"task {task_id!r} is not open for submissions (status {params.get('status')!r})",
+                                   "closed")
+            self.store.remember_task(info)
+            return info
+
+    def submit(self, user: str, task_id: str, data: bytes) -> int:
+        """One user's submission (``user``: the name its certificate proved); committed before this returns."""
+        info = self.task_info(task_id)
+        k = self.store.submit(info, user, data)
+        if self.batch_size is not None and self.store.pending_users(task_id) >= max(self.batch_size, info.min_users):
+            self.cut(task_id, final=False)
+        return k
+
+    def cut(self, task_id: str, *, final: bool) -> Batch | None:
+        b = self.store.cut_batch(task_id, final=final, at_least=self.batch_size)
+        if b is not None:
+            self.log(f"task {task_id}: batch {b.batch} cut: {b.users} users, {b.count} boxes"
+                     + (f", {b.dropped_users} users dropped (fewer than n)" if b.dropped_users else "")
+                     + (" (final)" if final else ""))
+        return b
+
+    def step(self) -> None:
+        """One round of the forwarder: close the tasks the aggregator closed, deliver the outbox."""
+        for task_id in self.store.tasks_with_work():
+            known = self.store.task(task_id)
+            if known is None or known[1] != "open":
+                continue
+            try:
+                status = self.upstream.task(task_id).get("status")
+            except (ShuffleError, OSError) as exc:
+                self.log(f"task {task_id}: cannot read its status from the aggregator ({exc}); retrying")
+                continue
+            if status not in OPEN_STATUSES:
+                self.cut(task_id, final=True)
+        for b in self.store.outbox():
+            try:
+                self.upstream.deliver(b)
+            except (ShuffleError, OSError) as exc:
+                self.log(f"task {b.task_id}: batch {b.batch} not delivered ({exc}); retrying")
+                return  # keep the order of batches
+            self.store.acknowledge(b)
+            self.log(f"task {b.task_id}: batch {b.batch} delivered")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Transport: the shuffler's listener (users) and the users' submit call
+# ---------------------------------------------------------------------------------------------------------
+
+#: Session id and protocol digest of the hello on every shuffler connection.
+SESSION_ID = b"pairwise-collect-shuffler"
+PROTOCOL_DIGEST = b"pairwise-collect-shuffler/1"
+ROLE_SHUFFLER, ROLE_SUBMITTER = "collect-shuffler", "collect-user"
+#: Largest submission frame the shuffler reads (MAX_BINS + 1 boxes of 54 bytes is about 221 KB).
+SUBMIT_FRAME_MAX = 1 << 20
+
+
+def _json_io():
+    from pairwise.protocols.ecdf.wire import recv_json, send_json
+
+    return send_json, recv_json
+
+
+class ShufflerServer:
+    """The shuffler's listener: one thread per connection (at most ``max_connections`` at once).
+
+    ``user_roles``: certificate roles allowed to submit (``None``: any role
+    of the CA).  Each connection: TLS (the certificate names the user), the
+    hello, one ``submit`` request and its boxes, one reply, close.  A
+    forwarder thread runs :meth:`Shuffler.step` every ``poll`` seconds.
+    """
+
+    def __init__(self, shuffler: Shuffler, host: str, port: int, *, tls=None, insecure: bool = False,
+                 timeout: float = 30.0, poll: float = 1.0, max_connections: int = 64, user_roles=None,
+                 log=lambda msg: None) -> None:
+        from pairwise.mpc.channel import TCPListener
+
+        self.shuffler, self.timeout, self.poll, self.log = shuffler, float(timeout), float(poll), log
+        self.user_roles = user_roles
+        self.listener = TCPListener(host, port, backlog=min(128, 2 * max_connections), tls=tls, insecure=insecure)
+        self.host, self.port = host, self.listener.port
+        self._slots = threading.BoundedSemaphore(max_connections)
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+
+    def serve_forever(self) -> None:
+        from pairwise.mpc.errors import ChannelError, ChannelTimeout
+
+        fwd = threading.Thread(target=self._forward, name="shuffler-forwarder", daemon=True)
+        fwd.start()
+        try:
+            while not self._stop.is_set():
+                try:
+                    pending = self.listener.accept_socket(timeout=0.5)
+                except ChannelTimeout:
+                    continue
+                except ChannelError as exc:
+                    if self._stop.is_set():
+                        break
+                    self.log(f"accept failed: {exc}")
+                    continue
+                if not self._slots.acquire(timeout=self.timeout):
+                    pending.close()
+                    continue
+                t = threading.Thread(target=self._serve, args=(pending,), daemon=True)
+                self._threads = [x for x in self._threads if x.is_alive()] + [t]
+                t.start()
+        finally:
+            self._stop.set()
+            self.listener.close()
+            fwd.join(self.timeout)
+            for t in self._threads:
+                t.join(self.timeout)
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _forward(self) -> None:
+        while not self._stop.wait(self.poll):
+            try:
+                self.shuffler.step()
+            except Exception as exc:  # noqa: BLE001 - the forwarder keeps running; the outbox is durable
+                self.log(f"forwarder: {exc}")
+        try:
+            self.shuffler.step()  # a last delivery attempt on a clean stop
+        except Exception as exc:  # noqa: BLE001
+            self.log(f"forwarder: {exc}")
+
+    def _serve(self, pending) -> None:
+        from pairwise.mpc.channel import handshake
+        from pairwise.mpc.errors import ChannelError
+
+        send_json, recv_json = _json_io()
+        ch = None
+        try:
+            ch = pending.open(recv_timeout=self.timeout, handshake_timeout=min(self.timeout, 10.0),
+                              peer_roles=self.user_roles)
+            handshake(ch, ROLE_SHUFFLER, SESSION_ID, PROTOCOL_DIGEST, peer_role=ROLE_SUBMITTER,
+                      extra_label="protocol", timeout=self.timeout)
+            req = recv_json(ch)
+            user = ch.peer_identity.name if ch.peer_identity is not None else f"plaintext:{ch.peer}"
+            try:
+                if req.get("op") != "submit":
+                    raise ShuffleError(f"unknown request {req.get('op')!r} (the shuffler takes 'submit')", "malformed")
+                # the boxes follow the request at once: read them (bounded) before any refusal, so the
+                # reply is not lost to a reset on unread data
+                data = ch.recv(max_size=SUBMIT_FRAME_MAX)
+                task_id, k = req.get("task"), req.get("boxes")
+                if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k:
+                    raise ShuffleError(f"'boxes' must be a positive integer, got {k!r}", "malformed")
+                info = self.shuffler.task_info(task_id)
+                if len(data) != k * info.box_bytes:
+                    raise ShuffleError(f"announced {k} boxes ({k * info.box_bytes} bytes), sent {len(data)} bytes",
+                                       "malformed")
+                accepted = self.shuffler.submit(user, task_id, data)
+                send_json(ch, {"ok": True, "accepted": accepted})
+            except ShuffleError as exc:
+                send_json(ch, {"ok": False, "code": exc.code, "error": str(exc)})
+        except (ChannelError, ValueError, OSError) as exc:
+            self.log(f"connection from {pending.peer}: {exc}")
+        finally:
+            if ch is not None:
+                ch.close()
+            else:
+                pending.close()
+            self._slots.release()
+
+
+def submit(host: str, port: int, task_id: str, boxes: list[bytes], *, tls=None, insecure: bool = False,
+           peer_names=None, timeout: float = 30.0, connect_timeout: float = 10.0) -> int:
+    """A user's submission of its sealed boxes to the shuffler; returns the number accepted.
+
+    Raises :class:`ShuffleError` (with the shuffler's ``code``) when refused, a
+    :class:`pairwise.mpc.errors.ChannelError` when the shuffler cannot be
+    reached.  ``peer_names``: the shuffler's certificate name(s) to accept.
+    """
+    from pairwise.mpc.channel import TCPChannel, handshake
+
+    send_json, recv_json = _json_io()
+    if not boxes:
+        raise ShuffleError("nothing to submit", "malformed")
+    ch = TCPChannel.connect(host, port, deadline=connect_timeout, timeout=timeout, tls=tls, insecure=insecure,
+                            peer_names=peer_names)
+    try:
+        handshake(ch, ROLE_SUBMITTER, SESSION_ID, PROTOCOL_DIGEST, peer_role=ROLE_SHUFFLER,
+                  extra_label="protocol", timeout=timeout)
+        send_json(ch, {"op": "submit", "task": task_id, "boxes": len(boxes)})
+        ch.send(b"".join(boxes))
+        reply = recv_json(ch)
+    finally:
+        ch.close()
+    if not reply.get("ok"):
+        raise ShuffleError(f"the shuffler refused the submission: {reply.get('error', 'no reason given')}",
+                           str(reply.get("code", "refused")))
+    return int(reply["accepted"])
