@@ -23,7 +23,11 @@ What it does
     4. :meth:`finish`: both parties send a TLS ``close_notify`` and wait for
        the partner's, so a party that only sent (a garbler) still learns
        whether its partner received everything intact.  A protocol reports a
-       result only after :meth:`finish` returned.
+       result only after :meth:`finish` returned.  The close_notify that
+       arrives last can be checked only by its receiver (any protocol has a
+       last message); it carries no data, so a party whose :meth:`finish`
+       returned has received everything intact, and a protocol that needs
+       agreement counts a session only when both parties report success.
 
 Security model
     The carrier (relay) is untrusted: it sees record sizes and timing, never
@@ -65,6 +69,7 @@ from ..errors import (
     PeerClosed,
     ProtocolError,
     TamperedStream,
+    TruncatedFrame,
 )
 from .base import _HEADER, DEFAULT_MAX_FRAME, DEFAULT_TIMEOUT, Channel, _check_timeout
 from .tcp import _ADMIT, _ADMIT_MAX, PeerFilter, _admission, _check_peers
@@ -323,7 +328,16 @@ class TLSTunnel(Channel):
 
     def _feed(self, timeout: float, *, handshake_done: bool) -> None:
         """One carrier frame into OpenSSL, after checking it holds whole TLS records."""
-        frame = self.carrier.recv(timeout, max_size=max(CARRIER_CHUNK, _RECORD.size + MAX_RECORD))
+        try:
+            frame = self.carrier.recv(timeout, max_size=max(CARRIER_CHUNK, _RECORD.size + MAX_RECORD))
+        except FrameError as exc:
+            if isinstance(exc, TruncatedFrame):  # the partner or the relay vanished mid-frame
+                raise
+            # a tunnel never sends a larger or malformed carrier frame: the relay's framing was altered
+            if handshake_done:
+                self._send_abort()
+            raise TamperedStream(f"the relay delivered a corrupt frame from {self.peer} ({exc}); "
+                                 "discard this session's results") from None
         why = check_records(frame, handshake_done=handshake_done)
         if why is not None:
             if handshake_done:
