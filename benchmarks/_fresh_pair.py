@@ -47,7 +47,6 @@ def main() -> int:
     from pairwise.mpc.tls import TLSConfig
     from pairwise.mpc.twopc import EvaluatorSession, GarblerSession, circuit_digest
 
-    tls = TLSConfig(a.tls, a.name)
     nc = noisy_kernel(a.statistic, a.bits, False, epsilon=a.epsilon)
     circuit = nc.circuit
     circuit.levels  # noqa: B018 - the cached schedule, off the peer's clock (as pairwise 2pc)
@@ -62,6 +61,7 @@ def main() -> int:
         return out
 
     before = _cpu()
+    tls = phase("credentials", lambda: TLSConfig(a.tls, a.name))  # a collect user loads its own too
     with jit.disabled():
         if garbler:
             with TCPListener("127.0.0.1", a.port, tls=tls) as lst:

@@ -40,8 +40,9 @@ Privacy
 Security model
     The aggregator sees the shuffled messages and m; the shuffler sees who
     sent how many boxes (independent of the value) but cannot open them.
-    A box that does not open or carries a label outside [0, d) is dropped
-    and counted (``messages_rejected``): it cannot be traced to a user.
+    A box that does not open, carries a label outside [0, d), or repeats an
+    earlier box's ephemeral key (a replay) is dropped and counted
+    (``messages_rejected``): it cannot be traced to a user.
 """
 
 from __future__ import annotations
@@ -162,8 +163,18 @@ def analyze(batches: list[tuple[int, list[bytes]]], task: HistogramTask, private
     ctx = sealed.box_context(task_id, PURPOSE)
     counts = np.zeros(d, dtype=np.int64)
     rejected = 0
+    seen: set[bytes] = set()
     for _, boxes in batches:
         for box in boxes:
+            try:
+                enc = sealed.enc_of(box)
+            except sealed.SealedBoxError:
+                rejected += 1
+                continue
+            if enc in seen:  # the same box twice (a replay): counted once
+                rejected += 1
+                continue
+            seen.add(enc)
             try:
                 label = sealed.unpack_label(sealed.open_box(box, private_key, ctx, message_bytes=sealed.LABEL_BYTES))
             except sealed.SealedBoxError:

@@ -97,8 +97,8 @@ def test_foreign_altered_and_out_of_range_boxes_are_dropped_and_counted(keys):
     altered = bytearray(good[0])
     altered[-1] ^= 1
     out_of_range = sealed.seal(sealed.pack_label(5), pk, sealed.box_context(TID, H.PURPOSE))  # bins are 0..4
-    out = H.analyze([(TASK.min_users, good + [other_task, bytes(altered), out_of_range])], TASK, sk, TID)
-    assert out["messages_rejected"] == 3 and out["messages"] == len(good)
+    out = H.analyze([(TASK.min_users, good + [other_task, bytes(altered), out_of_range, good[5]])], TASK, sk, TID)
+    assert out["messages_rejected"] == 4 and out["messages"] == len(good)  # good[5] a second time: a replay
 
 
 def test_box_count_is_one_plus_binomial_whatever_the_value(keys):
