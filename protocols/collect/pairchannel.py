@@ -10,21 +10,23 @@ What it does
 
     * ``plain`` (:func:`plain_channel`): the frames of the 2PC go through the
       relay as they are (the connection itself, its counters restarted);
-    * other kinds register here with :func:`register_pair_channel`, e.g. a
-      channel that runs TLS 1.3 between the two users inside the relayed
-      stream, each pinning the partner certificate name the aggregator
-      announced (``partner``).
+    * ``tls`` (:func:`pairwise.protocols.collect.pair.tls_pair_channel`): TLS
+      1.3 between the two users inside the relayed stream, each pinning the
+      partner certificate name the aggregator announced (``partner``), so
+      the aggregator relays only ciphertext and a tampering relay fails both
+      users (:class:`pairwise.mpc.channel.TLSTunnel`);
+    * other kinds register here with :func:`register_pair_channel`.
 
     A factory is called as ``factory(conn, role=..., partner=..., tls=...,
     timeout=...)`` with ``conn`` the user's :class:`~pairwise.mpc.channel.TCPChannel`
     to the aggregator (positioned right after the relay reply; its socket is
     ``conn._sock`` for a factory that needs raw bytes), ``role`` ``garbler``
-    or ``evaluator`` (the garbler is the TLS client), ``partner`` the
+    or ``evaluator`` (in ``tls``, the garbler is the TLS client), ``partner`` the
     partner's certificate name and ``tls`` this user's
     :class:`pairwise.mpc.tls.TLSConfig` (None on plaintext loopback).
 
 Security model
-    ``plain``: the aggregator sees the 2PC messages it relays (labels, OT
+    ``tls``: the aggregator sees record sizes and timing only.  ``plain``: the aggregator sees the 2PC messages it relays (labels, OT
     messages, masked inputs) and could alter them undetected; the
     semi-honest 2PC still hides each user's value from the partner.  A user
     refuses a kind it does not know (nothing is sent).
@@ -48,8 +50,14 @@ def plain_channel(conn, *, role: str, partner: str, tls=None, timeout: float = 1
     return conn
 
 
+def _tls_channel(conn, **kw) -> Channel:
+    from .pair import tls_pair_channel  # TLS 1.3 between the two users inside the relayed stream
+
+    return tls_pair_channel(conn, **kw)
+
+
 #: kind -> factory (see the module docstring)
-PAIR_CHANNELS: dict[str, Callable[..., Channel]] = {"plain": plain_channel}
+PAIR_CHANNELS: dict[str, Callable[..., Channel]] = {"plain": plain_channel, "tls": _tls_channel}
 
 
 def register_pair_channel(kind: str, factory: Callable[..., Channel]) -> None:

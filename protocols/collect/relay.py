@@ -13,7 +13,11 @@ What it does
       aggregator never buffers more than a few frames per session;
     * a direction that stays silent for ``idle_timeout`` seconds ends the
       session (both connections are dropped); the end of one side's stream
-      ends the other side's after everything before it was delivered;
+      ends the other side's after everything before it was delivered; a
+      side that cannot be written to any more is gone, and what its partner
+      still sends is read and discarded, so the partner reads what the
+      departed side said last (the TLS alert of a tampered stream) instead of
+      a reset;
     * the bytes of each direction are counted (``RelayStats``), and an
       optional ``tap(session, direction, data)`` sees them as they pass
       (tests use it to check what a relay can see).
@@ -76,22 +80,33 @@ class Relay:
         stats = RelayStats()
 
         async def pump(src: AsyncConnection, dst: AsyncConnection, direction: str) -> None:
+            dst_gone = False
             try:
                 while True:
                     data = await src.read_bytes(READ_CHUNK, idle)
                     if not data:
                         stats.ended = stats.ended or f"{direction}: end of stream"
-                        dst.write_eof()
+                        if not dst_gone:
+                            dst.write_eof()
                         return
+                    if dst_gone:
+                        continue  # the receiver left: drain the sender, so it reads what the receiver said last
                     if self.tap is not None:
                         self.tap(session, direction, data)
-                    dst.write_bytes(data)
+                    try:
+                        dst.write_bytes(data)
+                        await dst.drain(idle)
+                    except (ChannelError, OSError) as exc:
+                        # the other pump delivers what the departed side sent before it left (e.g. the TLS
+                        # alert that tells this sender why), then ends its stream; this side ends on its own
+                        stats.ended = stats.ended or f"{direction}: {exc}"
+                        dst_gone = True
+                        continue
                     if direction == "forward":
                         stats.forward += len(data)
                     else:
                         stats.backward += len(data)
-                    await dst.drain(idle)
-            except (ChannelError, OSError) as exc:
+            except (ChannelError, OSError) as exc:  # a stalled or broken sender: end the session
                 stats.ended = stats.ended or f"{direction}: {exc}"
                 a.abort()
                 b.abort()

@@ -421,7 +421,7 @@ class _Participant:
             self._run_session(out, kind)
 
     def _run_session(self, out: dict, kind: str) -> None:
-        from pairwise.mpc.twopc import EvaluatorSession, GarblerSession
+        from .pair import run_pair
 
         sid, role = out["session"], out["role"]
         ch = None
@@ -431,19 +431,15 @@ class _Participant:
             if reply.get("partner") != out["partner"] or reply.get("role") != role:
                 raise CollectError(f"session {sid}: the relay announced {reply.get('partner')!r} as "
                                    f"{reply.get('role')}, not the partner the pairing named")
-            pc = open_pair_channel(reply.get("pair_channel", kind), ch, role=role, partner=out["partner"],
-                                   tls=self.link.tls, timeout=self.timeout)
-            sess_id = f"pairwise-collect/{self.task}/{sid}".encode()
-            circuit = self.nc.circuit
-            if role == "garbler":
-                r = GarblerSession(pc, session_id=sess_id).run(circuit, {"x": self.word}, output="evaluator",
-                                                               random=("rx", "ry"))
-            else:
-                r = EvaluatorSession(pc, session_id=sess_id).run(circuit, {"y": self.word}, output="evaluator",
-                                                                 random=("rx", "ry"))
-            out["bytes"] = r.bytes_sent + r.bytes_received
+            # the pair channel (tls: the partner's name pinned), the 2PC, then finish() before any report
+            value, costs = run_pair(
+                lambda: open_pair_channel(reply.get("pair_channel", kind), ch, role=role, partner=out["partner"],
+                                          tls=self.link.tls, timeout=self.timeout),
+                role=role, task_id=self.task, pair_id=sid, circuit=self.nc.circuit, value=self.word,
+                timeout=self.timeout)
+            out["bytes"] = costs.wire_sent + costs.wire_received
+            out["costs"] = costs.as_dict()
             if role == "evaluator":
-                value = int(r.outputs[0])
                 with self.lock:
                     out["state"] = "done"
                 self._report({"op": "pair_result", "task": self.task, "session": sid, "value": value})

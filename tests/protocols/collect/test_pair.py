@@ -18,7 +18,7 @@ from pairwise.circuits.noise import noisy_kernel
 from pairwise.mpc.channel import MemoryChannel
 from pairwise.mpc.errors import AccessDenied, ChannelError, TamperedStream
 from pairwise.mpc.tls import TLSConfig, create_certificate
-from pairwise.protocols.collect.pair import run_pair
+from pairwise.protocols.collect.pair import run_pair, tls_pair_channel
 
 T = 30.0
 BITS = 8
@@ -28,7 +28,8 @@ BITS = 8
 def pki(tmp_path_factory):
     d = tmp_path_factory.mktemp("pki")
     for name in ("u1", "u2", "u3"):
-        create_certificate(d, name, "client")
+        create_certificate(d, name, "user")
+    create_certificate(d, "other-role", "client")
     return d
 
 
@@ -82,10 +83,12 @@ def sign(v):
 def pair(pki, nc, x, y, *, flip=None, evaluator_name="u2", pinned="u2"):
     a, b = relay(flip)
     kw = dict(task_id="task-1", pair_id=7, circuit=nc.circuit, timeout=T)
-    return both(lambda: run_pair(a, TLSConfig(pki, "u1"), role="garbler", partner=pinned,
-                                 value=pack_pair(*x, BITS, False), **kw),
-                lambda: run_pair(b, TLSConfig(pki, evaluator_name), role="evaluator", partner="u1",
-                                 value=pack_pair(*y, BITS, False), **kw))
+    return both(lambda: run_pair(lambda: tls_pair_channel(a, role="garbler", partner=pinned,
+                                                          tls=TLSConfig(pki, "u1"), timeout=T),
+                                 role="garbler", value=pack_pair(*x, BITS, False), **kw),
+                lambda: run_pair(lambda: tls_pair_channel(b, role="evaluator", partner="u1",
+                                                          tls=TLSConfig(pki, evaluator_name), timeout=T),
+                                 role="evaluator", value=pack_pair(*y, BITS, False), **kw))
 
 
 @pytest.mark.parametrize("x,y", [((10, 20), (30, 5)), ((7, 7), (7, 9)), ((200, 1), (3, 0)), ((1, 1), (2, 2))])
@@ -119,9 +122,22 @@ def test_wrong_partner_is_refused_by_both(pki):
     assert isinstance(g, AccessDenied) and isinstance(e, AccessDenied), (g, e)
 
 
-def test_bad_role_is_a_value_error(pki):
-    a, _ = MemoryChannel.pair()
+def test_a_partner_certificate_of_another_role_is_refused(pki):
+    nc = noisy_kernel("kendall", BITS, False, epsilon=1.0)
+    g, e = pair(pki, nc, (1, 2), (3, 4), evaluator_name="other-role", pinned="other-role")
+    assert isinstance(g, AccessDenied) and "role" in str(g), g
+    assert isinstance(e, AccessDenied), e
+
+
+def test_bad_role_and_missing_certificate_are_refused_before_anything_is_sent(pki):
+    from pairwise.protocols.collect.wire import CollectError
+
+    a, peer = MemoryChannel.pair()
+    with pytest.raises(ValueError, match="role"):
+        tls_pair_channel(a, role="dealer", partner="u2", tls=TLSConfig(pki, "u1"))
+    with pytest.raises(CollectError, match="needs this user's certificate"):
+        tls_pair_channel(a, role="garbler", partner="u2", tls=None)
     nc = noisy_kernel("kendall", BITS, False, epsilon=1.0)
     with pytest.raises(ValueError, match="role"):
-        run_pair(a, TLSConfig(pki, "u1"), role="dealer", partner="u2", task_id="t", pair_id=1,
-                 circuit=nc.circuit, value=0, timeout=1.0)
+        run_pair(lambda: a, role="dealer", task_id="t", pair_id=1, circuit=nc.circuit, value=0, timeout=1.0)
+    assert peer.messages_received == 0 and a.messages_sent == 0
