@@ -16,7 +16,9 @@ Commands
         --lower --upper [--decimals] [--k K] [--discrete] [--quantized-kernel]``; ldp-auc
         ``--lower --upper [--bits ALPHA] [--splitting] [--composition] [--delta] [--a] [--discarded]
         [--ties]``; ldp-qmle ``--lower Y[,X] --upper Y[,X] [--tau] [--sigma] [--private-x]``;
-        shuffle-histogram ``--lower --upper [--delta] [--beta]``.  ``--deadline``: registration
+        shuffle-histogram ``--lower --upper --shuffler HOST:PORT [--shuffler-name NAME] [--delta]
+        [--beta]``; ustat-2pc also ``--pair-channel tls|plain`` (tls: TLS 1.3 between the two users
+        inside the relay).  ``--deadline``: registration
         stays open at least this many seconds (or until this ISO time) and until ``--min-users``
         joined (default 0: it closes as soon as they have).
     ``pairwise collect task list|show|close --server HOST:PORT [--task ID] [--json]``
@@ -36,6 +38,19 @@ Commands
         cannot know, such as ``exact``, are null) plus ``task``, ``protocol``,
         ``users_registered``, ``pairs_planned``, ``pairs_completed``,
         ``pairs_dropped`` (null for local-model tasks) and ``reports``.
+    ``pairwise collect shuffler --listen HOST:PORT --upstream HOST:PORT --tls DIR --name NAME
+    [--upstream-name NAME] [--state DIR] [--batch-size N] [--poll S] [--timeout S]``
+        Run a shuffler (:mod:`pairwise.protocols.collect.shuffler`) for
+        shuffle-model tasks: users submit their sealed messages to it; it
+        forwards uniformly permuted batches of at least n users, without
+        names, to the aggregator.  Prints ``{"event": "listening", ...}``.
+    ``pairwise collect simulate-users --server HOST:PORT --task ID --data FILE.csv --columns A[,B]
+    [--label-column L] --users N [--processes K] --tls DIR [--prefix P] [--json]``
+        A load generator (:mod:`pairwise.protocols.collect.simulate`): K
+        processes play N users at once, user i with its own certificate
+        ``P00000i`` (made if missing, with ``DIR/ca.key``), its own ledger and
+        only row i of the CSV; prints the outcomes and the users' costs per
+        session (TLS, base OTs, execution, waits, bytes).
     ``pairwise collect ledger [--state DIR] [--json]``
         What this user's own ledger has recorded.
 
@@ -88,6 +103,14 @@ _PROTOCOL_FLAGS = (
     ("--private-x", "private_x", {"action": "store_true", "default": None,
                                   "help": "ldp-qmle: the covariate is private too (one bit each, eps/2)"}),
     ("--beta", "beta", {"type": float, "help": "shuffle-histogram: failure probability of the error bound"}),
+    ("--pair-channel", "pair_channel", {"choices": ["tls", "plain"],
+                                        "help": "ustat-2pc: what the relay carries: tls (TLS 1.3 between the two "
+                                                "users, the aggregator sees ciphertext) or plain (users without "
+                                                "certificates, plaintext loopback only)"}),
+    ("--shuffler", "shuffler", {"metavar": "HOST:PORT", "help": "shuffle-histogram: where users submit (the shuffler)"}),
+    ("--shuffler-name", "shuffler_name", {"metavar": "NAME",
+                                          "help": "shuffle-histogram: the shuffler's certificate name (users pin it; "
+                                                  "only it may deliver batches)"}),
 )
 
 
@@ -168,6 +191,36 @@ def register(root, groups) -> None:
     r.add_argument("--wait", type=seconds, metavar="S", help="wait up to S seconds for the task to finish")
     r.set_defaults(func=cmd_result)
 
+    sh = sub.add_parser("shuffler", help="run a shuffler for shuffle-model tasks until SIGTERM")
+    sh.add_argument("--listen", required=True, metavar="HOST:PORT", help="address users submit to (port 0: any)")
+    sh.add_argument("--upstream", required=True, metavar="HOST:PORT", help="the aggregator's address")
+    sh.add_argument("--upstream-name", metavar="NAME", help="pin the aggregator's certificate name (with --tls)")
+    sh.add_argument("--state", metavar="DIR", help="keep submissions and undelivered batches in DIR (SQLite, 0700); "
+                                                  "without it, in memory")
+    add_transport_args(sh)
+    sh.add_argument("--batch-size", type=positive_int, metavar="N",
+                    help="forward a batch as soon as N users (at least the task's n) are pending; default: one "
+                         "batch per task, when the aggregator closes it")
+    sh.add_argument("--poll", type=seconds, default=1.0, metavar="S",
+                    help="seconds between looks at the aggregator's tasks (default 1)")
+    sh.add_argument("--timeout", type=seconds, default=60.0, metavar="S", help="bound of every wait (default 60)")
+    sh.add_argument("--exit-with-parent", action="store_true", help="exit when the starting process exits")
+    sh.set_defaults(func=cmd_shuffler)
+
+    sim = sub.add_parser("simulate-users", help="load generator: K processes playing N users of one task")
+    _server_args(sim)
+    sim.add_argument("--task", required=True, metavar="ID")
+    sim.add_argument("--data", required=True, metavar="FILE.csv", help="one row per user (header row)")
+    sim.add_argument("--columns", required=True, metavar="A[,B]", help="the users' private column(s)")
+    sim.add_argument("--label-column", metavar="COL", help="the users' public 0/1 labels (auc)")
+    sim.add_argument("--users", type=positive_int, required=True, metavar="N", help="users 0..N-1 = rows 0..N-1")
+    sim.add_argument("--processes", type=positive_int, default=2, metavar="K", help="worker processes (default 2)")
+    sim.add_argument("--prefix", default="sim", help="certificate names PREFIX000000... (default sim)")
+    sim.add_argument("--max-epsilon", type=epsilon, default=1.0, metavar="E", help="each user's cap (default 1)")
+    sim.add_argument("--wait", type=seconds, default=600.0, metavar="S",
+                     help="2PC: how long users wait for pairing (default 600)")
+    sim.set_defaults(func=cmd_simulate_users)
+
     lg = sub.add_parser("ledger", help="what this user's own ledger recorded")
     lg.add_argument("--state", metavar="DIR", help="the ledger's directory (default as for join)")
     add_json(lg)
@@ -222,6 +275,65 @@ def cmd_serve(args) -> int:
 
     agg.run(watch_parent=args.exit_with_parent, on_listening=listening)
     return 0
+
+
+def cmd_shuffler(args) -> int:
+    import os
+    import threading
+
+    from pairwise.protocols.collect.shuffler import run_shuffler
+    from pairwise.protocols.processes import exit_on_sigterm
+
+    tls = tls_from_args(args)
+    stop = threading.Event()
+    exit_on_sigterm()
+    parent = os.getppid()
+
+    def listening(srv) -> None:
+        print(json.dumps({"event": "listening", "host": srv.host, "port": srv.port, "state": args.state,
+                          "tls": tls is not None, "upstream": args.upstream}), flush=True)
+        if args.exit_with_parent:
+            def watch() -> None:
+                while not stop.wait(0.5):
+                    if os.getppid() != parent:
+                        stop.set()
+            threading.Thread(target=watch, daemon=True).start()
+
+    def log(msg: str) -> None:
+        print(f"collect-shuffler: {msg}", file=sys.stderr, flush=True)
+
+    try:
+        run_shuffler(args.listen, args.upstream, state_dir=args.state, tls=tls, insecure=args.insecure,
+                     upstream_name=args.upstream_name, batch_size=args.batch_size, poll=args.poll,
+                     timeout=args.timeout, on_listening=listening, log=log, stop_event=stop)
+    except KeyboardInterrupt:  # SIGTERM / Ctrl-C: the outbox is durable, the next start delivers it
+        stop.set()
+    return 0
+
+
+def cmd_simulate_users(args) -> int:
+    from pairwise.protocols.collect.simulate import simulate_users
+
+    out = simulate_users(args.server, args.task, args.data, [c for c in args.columns.split(",") if c],
+                         users=args.users, processes=args.processes, tls=args.tls, label=args.label_column,
+                         prefix=args.prefix, server_name=args.server_name, max_epsilon=args.max_epsilon,
+                         timeout=args.timeout, wait=args.wait, insecure=args.insecure,
+                         log=lambda m: print(f"simulate-users: {m}", file=sys.stderr, flush=True))
+    if args.json:
+        print(json.dumps(out))
+    else:
+        print(f"{out['users']} simulated users in {out['workers']} processes, {out['seconds']:.1f} s")
+        print(f"  outcomes  {out['statuses']}")
+        if out["sessions"]:
+            print(f"  sessions  {out['sessions']}")
+        for role, c in out["per_session"].items():
+            if c:
+                print(f"  {role:<9} per session: cpu {c['cpu'] * 1e3:.1f} ms (tls {c['tls_cpu'] * 1e3:.1f}, base OT "
+                      f"{c['setup_cpu'] * 1e3:.1f}, execution {c['run_cpu'] * 1e3:.1f}), waits {c['wait'] * 1e3:.0f} ms, "
+                      f"{c['wire_sent'] + c['wire_received']:.0f} bytes")
+        for e in out["errors"]:
+            print(f"  error     {e}")
+    return 0 if out["finished"] == out["users"] and "error" not in out["statuses"] else 1
 
 
 # ------------------------------------------------------------------------------ tasks

@@ -40,9 +40,9 @@ Seams (where the parallel work plugs in)
     * the bytes of a pair's session: :class:`~pairwise.protocols.collect.relay.Relay`
       (opaque; ``relay_tap`` sees them) and, on the users' side, the pair
       channel named by the task (:mod:`pairwise.protocols.collect.pairchannel`);
-    * the shuffle model: tasks of model ``shuffle`` are stored and shown, and
-      their analyzer is :meth:`~pairwise.protocols.collect.tasks.shuffle_histogram.ShuffleHistogram.finish`;
-      the message path (sealed box, shuffler process) is added beside this module.
+    * the shuffle model: :mod:`pairwise.protocols.collect.aggregator_shuffle`
+      (task keys, the shuffler's ``shuffle_task`` and ``shuffle_batch``, the
+      analyzer once the final batch is stored).
 
 Restarts and faults
     State is reloaded from SQLite: open tasks keep their registrations and
@@ -77,6 +77,7 @@ from pairwise.mpc.errors import ChannelError, ProtocolError
 
 from ..service.aio import AsyncConnection, accept_connection
 from . import storage as st
+from .aggregator_shuffle import ShuffleOps
 from .relay import Relay
 from .storage import StorageError, open_store
 from .tasks import protocol_of, validate_task
@@ -85,6 +86,7 @@ from .wire import (
     PROTOCOL_DIGEST,
     ROLE_AGGREGATOR,
     ROLE_COLLECTOR,
+    ROLE_SHUFFLER,
     ROLE_USER,
     SESSION_ID,
     AlreadyJoined,
@@ -173,8 +175,8 @@ class _Task:
                 **self.counts(), "spec": r.spec}
 
 
-class Aggregator:
-    """The collect service (see the module docstring).
+class Aggregator(ShuffleOps):
+    """The collect service (see the module docstring; the shuffle model: :mod:`.aggregator_shuffle`).
 
     ``tls``: a :class:`pairwise.mpc.tls.TLSConfig` (mutual TLS 1.3), else
     plaintext on loopback only unless ``insecure`` (users then name
@@ -335,7 +337,7 @@ class Aggregator:
         self._conns.add(conn)
         handed_off = False
         try:
-            if hs.peer_role not in (ROLE_USER, ROLE_COLLECTOR):
+            if hs.peer_role not in (ROLE_USER, ROLE_COLLECTOR, ROLE_SHUFFLER):
                 self._log(f"{conn.peer} claims unknown role {hs.peer_role!r}; closing")
                 return
             handed_off = await self._requests(conn)
@@ -411,7 +413,8 @@ class Aggregator:
         if tid in self.tasks:
             raise CollectError(f"task {tid!r} exists already; choose another --id")
         spec = await self._db(validate_task, protocol, params)  # may build a circuit: off the event loop
-        row = await self._db(self.store.create_task, tid, spec, name)
+        key = self._shuffle_keys(spec) if protocol_of(spec["protocol"]).model == "shuffle" else None
+        row = await self._db(self.store.create_task, tid, spec, name, private_key=key)
         t = self.tasks[tid] = _Task(row)
         self._log(f"task {tid} created by {name or 'a plaintext collector'}: {protocol}")
         return {"task": t.view()}
@@ -686,6 +689,8 @@ class Aggregator:
                     count = t.reports if t.proto.model == "local" else len(t.live)
                     if now >= t.spec["deadline_at"] and count >= t.spec["min_users"]:
                         await self._close(t)
+                elif t.row.state == st.OPEN and t.proto.model == "shuffle" and now >= t.spec["deadline_at"]:
+                    await self._close(t)  # only the shuffler knows how many users submitted
                 elif t.row.state == st.CLOSED:
                     await self._close(t)
                 elif t.row.state == st.RUNNING:
@@ -708,8 +713,8 @@ class Aggregator:
             if t.proto.model == "2pc":
                 await self._pair(t)
                 return
-            if t.proto.model != "local":
-                await self._fail(t, f"{t.proto.model}-model tasks need their message path (a shuffler)")
+            if t.proto.model == "shuffle":
+                await self._close_shuffle(t)
                 return
             if t.row.state == st.OPEN:
                 await self._db(self.store.set_state, t.id, st.CLOSED)

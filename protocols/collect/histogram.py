@@ -93,6 +93,15 @@ class HistogramTask:
             raise PrivacyParameterError(f"beta must lie in (0, 1), got {self.beta!r}")
         self.protocol()  # epsilon <= 1, delta, n >= 400 ln(4/delta)/eps^2 (Theorem 3.2)
 
+    @classmethod
+    def from_spec(cls, spec: dict) -> "HistogramTask":
+        """From a ``shuffle-histogram`` task's spec (:mod:`pairwise.protocols.collect.tasks.shuffle_histogram`)."""
+        lo, hi = spec["lower"], spec["upper"]
+        return cls(epsilon=float(spec["epsilon"]), delta=float(spec["delta"]),
+                   lower=lo[0] if isinstance(lo, (list, tuple)) else lo,
+                   upper=hi[0] if isinstance(hi, (list, tuple)) else hi,
+                   min_users=int(spec["min_users"]), beta=float(spec.get("beta", 0.05)))
+
     @property
     def bins(self) -> int:
         return self.upper - self.lower + 1
@@ -204,4 +213,8 @@ def analyze(batches: list[tuple[int, list[bytes]]], task: HistogramTask, private
         "bounds": [task.lower, task.upper],
         "bounds_from_data": False,
         "batches": len(batches),
+        # no party of the deployment can compute these (the one-process command's non-private keys)
+        "exact": None,
+        "max_error": None,
+        "clamped": None,
     }

@@ -55,6 +55,7 @@ import numpy as np
 
 from pairwise.protocols.ldp.shuffle import secure_permutation
 
+from ..service.storage import SQLiteStore, StorageError, state_directory
 from . import sealed
 
 __all__ = [
@@ -66,10 +67,9 @@ __all__ = [
 
 _SCHEMA_VERSION = 1
 _SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS task (
     task_id TEXT PRIMARY KEY,
-    params TEXT NOT NULL,             -- the aggregator's public parameters (JSON)
+    params TEXT NOT NULL,             -- the aggregator's public description of the task (JSON)
     status TEXT NOT NULL,             -- open | final (the last batch is cut) | done (delivered)
     next_batch INTEGER NOT NULL DEFAULT 0,
     dropped_users INTEGER NOT NULL DEFAULT 0
@@ -109,27 +109,28 @@ class ShuffleError(ValueError):
 
 @dataclass(frozen=True)
 class TaskInfo:
-    """What the shuffler needs of a task's public parameters."""
+    """What the shuffler needs of a task: from the aggregator's public description (``task_info``)."""
 
     task_id: str
     min_users: int
     max_boxes: int
     box_bytes: int
-    params: dict
+    info: dict  # {"protocol": ..., "spec": {...}} as the aggregator describes the task
 
     @classmethod
-    def from_params(cls, task_id: str, params: dict) -> "TaskInfo":
-        """From the aggregator's task description (``protocol`` must be ``shuffle-histogram``)."""
+    def from_info(cls, task_id: str, info: dict) -> "TaskInfo":
+        """From the aggregator's description of a task (``protocol`` must be ``shuffle-histogram``)."""
         from .histogram import HistogramTask, box_bytes, max_boxes
 
-        if params.get("protocol") != "shuffle-histogram":
-            raise ShuffleError(f"task {task_id!r} is a {params.get('protocol')!r} task, not a shuffle task", "wrong_task")
+        if info.get("protocol") != "shuffle-histogram":
+            raise ShuffleError(f"task {task_id!r} is a {info.get('protocol')!r} task, not a shuffle task", "wrong_task")
+        spec = info.get("spec")
         try:
-            task = HistogramTask(epsilon=params["epsilon"], delta=params["delta"], lower=params["lower"],
-                                 upper=params["upper"], min_users=params["min_users"])
-        except (KeyError, TypeError, ValueError) as exc:
+            task = HistogramTask.from_spec(spec)  # type: ignore[arg-type]
+        except (KeyError, TypeError, ValueError, IndexError) as exc:
             raise ShuffleError(f"task {task_id!r} has unusable parameters ({exc})", "bad_task") from None
-        return cls(task_id, task.min_users, max_boxes(task), box_bytes(), dict(params))
+        return cls(task_id, task.min_users, max_boxes(task), box_bytes(),
+                   {"protocol": info["protocol"], "spec": dict(spec)})  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)
@@ -149,8 +150,9 @@ class Batch:
         return 0 if not self.boxes else len(self.boxes) // sealed.box_size(sealed.LABEL_BYTES)
 
 
-class ShufflerStore:
-    """The shuffler's state in one SQLite file (WAL, ``synchronous=FULL``, committed before any reply).
+class ShufflerStore(SQLiteStore):
+    """The shuffler's state in one SQLite file (:class:`pairwise.protocols.service.storage.SQLiteStore`: WAL,
+    ``synchronous=FULL``, 0600, one lock per running shuffler); every change is committed before any reply.
 
     ``path=None`` keeps it in memory (tests).  Methods are thread-safe: the
     connection threads and the forwarder share one store.
@@ -159,45 +161,12 @@ class ShufflerStore:
     what = "shuffler state"
 
     def __init__(self, path: str | None) -> None:
-        self.path = path
-        self._lock = threading.Lock()
-        where = path or ":memory:"
-        try:
-            self._db = sqlite3.connect(where, check_same_thread=False, isolation_level=None, timeout=30.0)
-            if path is not None:
-                os.chmod(path, 0o600)
-                self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=FULL")
-            self._db.execute("PRAGMA foreign_keys=ON")
-            self._db.executescript(_SCHEMA)
-            row = self._db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
-            if row is None:
-                self._db.execute("INSERT INTO meta(key, value) VALUES ('schema', ?)", (str(_SCHEMA_VERSION),))
-            elif int(row[0]) > _SCHEMA_VERSION:
-                raise OSError(f"the {self.what} {path} was written by a newer pairwise; upgrade pairwise")
-        except sqlite3.Error as exc:
-            raise OSError(f"cannot open the {self.what} {where}: {exc}") from exc
+        super().__init__(path, schema=_SCHEMA, version=_SCHEMA_VERSION, meta={"kind": "collect-shuffler"})
 
-    def _write(self, fn):
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                out = fn(self._db)
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-            self._db.execute("COMMIT")
-            return out
-
-    def _read(self, sql: str, args: tuple = ()) -> list:
-        with self._lock:
-            return self._db.execute(sql, args).fetchall()
-
-    def close(self) -> None:
-        with self._lock:
-            if self._db is not None:
-                self._db.close()
-                self._db = None  # type: ignore[assignment]
+    def _check_meta(self, rows: dict[str, str]) -> None:
+        if rows.get("kind") != "collect-shuffler":
+            raise StorageError(f"{self.path} is not the state of a collect shuffler (it is a "
+                               f"{rows.get('kind', 'different')} file); give the shuffler its own --state")
 
     # ---------------------------------------------------------------- tasks
     def task(self, task_id: str) -> tuple[TaskInfo, str] | None:
@@ -205,12 +174,12 @@ class ShufflerStore:
         rows = self._read("SELECT params, status FROM task WHERE task_id = ?", (task_id,))
         if not rows:
             return None
-        return TaskInfo.from_params(task_id, json.loads(rows[0][0])), rows[0][1]
+        return TaskInfo.from_info(task_id, json.loads(rows[0][0])), rows[0][1]
 
     def remember_task(self, info: TaskInfo) -> None:
         """Record a task's parameters (as fetched from the aggregator) if it is new."""
         self._write(lambda db: db.execute("INSERT OR IGNORE INTO task(task_id, params, status) VALUES (?, ?, 'open')",
-                                          (info.task_id, json.dumps(info.params, sort_keys=True))))
+                                          (info.task_id, json.dumps(info.info, sort_keys=True))))
 
     def tasks_with_work(self) -> list[str]:
         """Tasks not yet delivered in full (open, or final with an outbox)."""
@@ -273,7 +242,7 @@ class ShufflerStore:
             row = db.execute("SELECT params, status, next_batch FROM task WHERE task_id = ?", (task_id,)).fetchone()
             if row is None or row[1] != "open":
                 return None
-            info = TaskInfo.from_params(task_id, json.loads(row[0]))
+            info = TaskInfo.from_info(task_id, json.loads(row[0]))
             pending = db.execute("SELECT user, boxes FROM submission WHERE task_id = ? AND batch IS NULL",
                                  (task_id,)).fetchall()
             need = max(info.min_users, int(at_least or 0))
@@ -323,8 +292,8 @@ class ShufflerStore:
 class Upstream:
     """What the shuffler asks of the aggregator (implemented over the aggregator's wire format).
 
-    ``task(task_id)`` returns the task's public description (a dict with
-    ``protocol``, the histogram parameters and ``status``) or raises
+    ``task(task_id)`` returns the task's public description (the
+    aggregator's ``task_info``: ``protocol``, ``state``, ``spec``) or raises
     :class:`ShuffleError` with code ``unknown_task``; ``deliver(batch)``
     returns once the aggregator has committed the batch (idempotent in
     ``batch.batch_id``).
@@ -337,8 +306,10 @@ class Upstream:
         raise NotImplementedError
 
 
-#: Task statuses (as the aggregator reports them) in which the shuffler still accepts submissions.
-OPEN_STATUSES = frozenset({"open", "registering"})
+#: Refusal codes of the aggregator after which a batch is discarded instead of retried.
+PERMANENT_REFUSALS = frozenset({"unknown", "unknown_task", "failed", "closed", "refused"})
+#: Task states (as the aggregator reports them) in which the shuffler still accepts submissions.
+OPEN_STATUSES = frozenset({"open"})
 
 
 class Shuffler:
@@ -366,10 +337,10 @@ class Shuffler:
             known = self.store.task(task_id)
             if known is not None:
                 return known[0]
-            params = self.upstream.task(task_id)
-            info = TaskInfo.from_params(task_id, params)
-            if params.get("status") not in OPEN_STATUSES:
-                raise ShuffleError(f"task {task_id!r} is not open for submissions (status {params.get('status')!r})",
+            desc = self.upstream.task(task_id)
+            info = TaskInfo.from_info(task_id, desc)
+            if desc.get("state") not in OPEN_STATUSES:
+                raise ShuffleError(f"task {task_id!r} is not open for submissions (it is {desc.get('state')!r})",
                                    "closed")
             self.store.remember_task(info)
             return info
@@ -397,7 +368,7 @@ class Shuffler:
             if known is None or known[1] != "open":
                 continue
             try:
-                status = self.upstream.task(task_id).get("status")
+                status = self.upstream.task(task_id).get("state")
             except (ShuffleError, OSError) as exc:
                 self.log(f"task {task_id}: cannot read its status from the aggregator ({exc}); retrying")
                 continue
@@ -406,9 +377,16 @@ class Shuffler:
         for b in self.store.outbox():
             try:
                 self.upstream.deliver(b)
-            except (ShuffleError, OSError) as exc:
+            except ShuffleError as exc:
+                if exc.code in PERMANENT_REFUSALS:  # the task is gone or finished: the batch can never count
+                    self.log(f"task {b.task_id}: batch {b.batch} refused for good ({exc}); discarded")
+                    self.store.acknowledge(b)
+                    continue
                 self.log(f"task {b.task_id}: batch {b.batch} not delivered ({exc}); retrying")
                 return  # keep the order of batches
+            except OSError as exc:
+                self.log(f"task {b.task_id}: batch {b.batch} not delivered ({exc}); retrying")
+                return
             self.store.acknowledge(b)
             self.log(f"task {b.task_id}: batch {b.batch} delivered")
 
@@ -417,16 +395,16 @@ class Shuffler:
 # Transport: the shuffler's listener (users) and the users' submit call
 # ---------------------------------------------------------------------------------------------------------
 
-#: Session id and protocol digest of the hello on every shuffler connection.
+#: Session id and protocol digest of the hello on every connection of a user to the shuffler.
 SESSION_ID = b"pairwise-collect-shuffler"
 PROTOCOL_DIGEST = b"pairwise-collect-shuffler/1"
-ROLE_SHUFFLER, ROLE_SUBMITTER = "collect-shuffler", "collect-user"
+ROLE_SHUFFLER, ROLE_SUBMITTER = "collect-shuffler", "collect-user"  # as pairwise.protocols.collect.wire
 #: Largest submission frame the shuffler reads (MAX_BINS + 1 boxes of 54 bytes is about 221 KB).
 SUBMIT_FRAME_MAX = 1 << 20
 
 
 def _json_io():
-    from pairwise.protocols.ecdf.wire import recv_json, send_json
+    from pairwise.protocols.service.frames import recv_json, send_json
 
     return send_json, recv_json
 
@@ -508,13 +486,16 @@ class ShufflerServer:
             handshake(ch, ROLE_SHUFFLER, SESSION_ID, PROTOCOL_DIGEST, peer_role=ROLE_SUBMITTER,
                       extra_label="protocol", timeout=self.timeout)
             req = recv_json(ch)
-            user = ch.peer_identity.name if ch.peer_identity is not None else f"plaintext:{ch.peer}"
             try:
                 if req.get("op") != "submit":
                     raise ShuffleError(f"unknown request {req.get('op')!r} (the shuffler takes 'submit')", "malformed")
                 # the boxes follow the request at once: read them (bounded) before any refusal, so the
                 # reply is not lost to a reset on unread data
                 data = ch.recv(max_size=SUBMIT_FRAME_MAX)
+                user = ch.peer_identity.name if ch.peer_identity is not None else req.get("user")
+                if not isinstance(user, str) or not 1 <= len(user) <= 64:  # plaintext loopback: the user names itself
+                    raise ShuffleError("a user without a certificate must name itself (\"user\": NAME) on "
+                                       "plaintext loopback", "malformed")
                 task_id, k = req.get("task"), req.get("boxes")
                 if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k:
                     raise ShuffleError(f"'boxes' must be a positive integer, got {k!r}", "malformed")
@@ -537,12 +518,14 @@ class ShufflerServer:
 
 
 def submit(host: str, port: int, task_id: str, boxes: list[bytes], *, tls=None, insecure: bool = False,
-           peer_names=None, timeout: float = 30.0, connect_timeout: float = 10.0) -> int:
+           peer_names=None, user: str | None = None, timeout: float = 30.0, connect_timeout: float = 10.0) -> int:
     """A user's submission of its sealed boxes to the shuffler; returns the number accepted.
 
     Raises :class:`ShuffleError` (with the shuffler's ``code``) when refused, a
     :class:`pairwise.mpc.errors.ChannelError` when the shuffler cannot be
-    reached.  ``peer_names``: the shuffler's certificate name(s) to accept.
+    reached.  ``peer_names``: the shuffler's certificate name(s) to accept;
+    ``user``: this user's name on a plaintext loopback connection (with TLS
+    the certificate names the user).
     """
     from pairwise.mpc.channel import TCPChannel, handshake
 
@@ -554,7 +537,8 @@ def submit(host: str, port: int, task_id: str, boxes: list[bytes], *, tls=None, 
     try:
         handshake(ch, ROLE_SUBMITTER, SESSION_ID, PROTOCOL_DIGEST, peer_role=ROLE_SHUFFLER,
                   extra_label="protocol", timeout=timeout)
-        send_json(ch, {"op": "submit", "task": task_id, "boxes": len(boxes)})
+        send_json(ch, {"op": "submit", "task": task_id, "boxes": len(boxes),
+                       **({"user": user} if tls is None and user else {})})
         ch.send(b"".join(boxes))
         reply = recv_json(ch)
     finally:
@@ -563,3 +547,93 @@ def submit(host: str, port: int, task_id: str, boxes: list[bytes], *, tls=None, 
         raise ShuffleError(f"the shuffler refused the submission: {reply.get('error', 'no reason given')}",
                            str(reply.get("code", "refused")))
     return int(reply["accepted"])
+
+
+class AggregatorUpstream(Upstream):
+    """The aggregator as the shuffler's upstream: ``shuffle_task`` and ``shuffle_batch`` over its wire format.
+
+    One connection per call (the shuffler calls rarely: once per new task,
+    once per poll of an open task, once per batch), with the shuffler's
+    ``server`` certificate; ``server_name`` pins the aggregator's name.
+    """
+
+    def __init__(self, address: str, *, tls=None, insecure: bool = False, server_name: str | None = None,
+                 timeout: float = 60.0, connect_timeout: float = 10.0) -> None:
+        from .wire import parse_address
+
+        self.addr = parse_address(address)
+        self.tls, self.insecure, self.server_name = tls, insecure, server_name
+        self.timeout, self.connect_timeout = float(timeout), float(connect_timeout)
+
+    def _connect(self):
+        from .wire import ROLE_SHUFFLER as ROLE, connect
+
+        return connect(self.addr, ROLE, tls=self.tls, insecure=self.insecure, server_name=self.server_name,
+                       connect_timeout=self.connect_timeout, timeout=self.timeout)
+
+    def task(self, task_id: str) -> dict:
+        from .wire import UnknownTask, call
+
+        ch = self._connect()
+        try:
+            return call(ch, {"op": "shuffle_task", "task": task_id}, timeout=self.timeout)["task"]
+        except UnknownTask as exc:
+            raise ShuffleError(str(exc), "unknown_task") from None
+        finally:
+            ch.close()
+
+    def deliver(self, batch: Batch) -> None:
+        """Send one batch (header, then the boxes in frames of whole boxes) and wait for the aggregator's commit."""
+        from .aggregator_shuffle import frame_boxes
+        from .wire import CollectError, raise_refusal
+
+        size = sealed.box_size(sealed.LABEL_BYTES)
+        per = frame_boxes(size) * size
+        send_json, recv_json = _json_io()
+        ch = self._connect()
+        try:
+            send_json(ch, {"op": "shuffle_batch", "task": batch.task_id, "batch": batch.batch,
+                           "batch_id": batch.batch_id, "users": batch.users, "boxes": batch.count,
+                           "final": batch.final, "dropped_users": batch.dropped_users})
+            for i in range(0, len(batch.boxes), per):
+                ch.send(batch.boxes[i:i + per])
+            ch.flush()
+            reply = recv_json(ch, timeout=self.timeout)
+        finally:
+            ch.close()
+        if not reply.get("ok"):
+            try:
+                raise_refusal("the aggregator", reply)
+            except CollectError as exc:
+                raise ShuffleError(str(exc), str(reply.get("code", "refused"))) from None
+
+
+def open_store(state_dir: str | None) -> ShufflerStore:
+    """The shuffler's state: ``STATE_DIR/collect-shuffler.db`` (directory created with mode 0700), or in memory."""
+    if state_dir is None:
+        return ShufflerStore(None)
+    state_directory(state_dir)
+    return ShufflerStore(os.path.join(state_dir, "collect-shuffler.db"))
+
+
+def run_shuffler(listen: str, upstream: str, *, state_dir: str | None = None, tls=None, insecure: bool = False,
+                 upstream_name: str | None = None, batch_size: int | None = None, poll: float = 1.0,
+                 timeout: float = 60.0, on_listening=None, log=None, stop_event: threading.Event | None = None) -> None:
+    """``pairwise collect shuffler``: serve users and forward batches until ``stop_event`` is set (or SIGTERM)."""
+    from .wire import parse_address
+
+    host, port = parse_address(listen)
+    store = open_store(state_dir)
+    try:
+        shuf = Shuffler(store, AggregatorUpstream(upstream, tls=tls, insecure=insecure, server_name=upstream_name,
+                                                  timeout=timeout),
+                        batch_size=batch_size, log=log or (lambda m: None))
+        srv = ShufflerServer(shuf, host, port, tls=tls, insecure=insecure, timeout=timeout, poll=poll,
+                             user_roles=None if tls is None else ("user",), log=log or (lambda m: None))
+        if stop_event is not None:
+            threading.Thread(target=lambda: (stop_event.wait(), srv.stop()), daemon=True).start()
+        if on_listening is not None:
+            on_listening(srv)
+        srv.serve_forever()
+    finally:
+        store.close()

@@ -15,7 +15,12 @@ What it does
       (task, user): a report can never be counted twice;
     * ``pairs``: the sampled 2PC sessions of a task (garbler, evaluator, round),
       their state (``planned``, ``started``, ``completed``, ``dropped``), the
-      evaluator's noisy value and the relayed byte count.
+      evaluator's noisy value and the relayed byte count;
+    * ``task_keys``: the private X25519 key of each shuffle task's sealed
+      boxes (:mod:`pairwise.protocols.collect.sealed`), written with the task;
+    * ``shuffle_batches``: the shuffler's batches (permuted sealed boxes and
+      their number of users, no names), primary key (task, batch id): a
+      redelivered batch is never stored or counted twice.
 
 Durability contract
     Every method that changes state is one transaction that is on disk when
@@ -31,7 +36,7 @@ Durability contract
 Security model
     The file holds public parameters, users' names, labels and assignments,
     randomized reports and noisy values: what the aggregator is allowed to
-    learn.  No user value is ever stored (none is ever received).
+    learn; and the private keys of shuffle tasks (a secret: the file is 0600).  No user value is ever stored (none is ever received).
 """
 
 from __future__ import annotations
@@ -61,6 +66,12 @@ CREATE TABLE IF NOT EXISTS pairs (
     task TEXT NOT NULL REFERENCES tasks(id), session INTEGER NOT NULL, round INTEGER NOT NULL,
     garbler TEXT NOT NULL, evaluator TEXT NOT NULL, state TEXT NOT NULL, value INTEGER, bytes INTEGER NOT NULL
     DEFAULT 0, reason TEXT NOT NULL DEFAULT '', updated REAL NOT NULL, PRIMARY KEY (task, session));
+CREATE TABLE IF NOT EXISTS task_keys (
+    task TEXT PRIMARY KEY REFERENCES tasks(id), private_key BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS shuffle_batches (
+    task TEXT NOT NULL REFERENCES tasks(id), batch_id TEXT NOT NULL, seq INTEGER NOT NULL, users INTEGER NOT NULL,
+    boxes BLOB NOT NULL, final INTEGER NOT NULL, dropped_users INTEGER NOT NULL, at REAL NOT NULL,
+    PRIMARY KEY (task, batch_id));
 """
 
 #: task states
@@ -110,7 +121,8 @@ class AggregatorStore(SQLiteStore):
                                f"{rows.get('kind', 'different')} file); give the aggregator its own --state")
 
     # ------------------------------------------------------------------ tasks
-    def create_task(self, task_id: str, spec: dict, creator: str) -> TaskRow:
+    def create_task(self, task_id: str, spec: dict, creator: str, *, private_key: bytes | None = None) -> TaskRow:
+        """Store a new task (and, for a shuffle task, the private key of its sealed boxes, in the same transaction)."""
         now = time.time()
 
         def work(db) -> None:
@@ -120,6 +132,8 @@ class AggregatorStore(SQLiteStore):
                 raise CollectError(f"task {task_id!r} exists already; choose another --id")
             db.execute("INSERT INTO tasks(id, protocol, spec, state, creator, created) VALUES (?, ?, ?, ?, ?, ?)",
                        (task_id, spec["protocol"], json.dumps(spec), OPEN, creator, now))
+            if private_key is not None:
+                db.execute("INSERT INTO task_keys(task, private_key) VALUES (?, ?)", (task_id, bytes(private_key)))
 
         self._write(work)
         return TaskRow(task_id, spec["protocol"], spec, OPEN, creator, now)
@@ -217,6 +231,36 @@ class AggregatorStore(SQLiteStore):
                        (state, value, nbytes, reason, time.time(), task_id, session))
 
         self._write(work)
+
+
+    # ------------------------------------------------------------------ shuffle model
+    def task_key(self, task_id: str) -> bytes | None:
+        """The private key of a shuffle task's sealed boxes (None for other tasks)."""
+        rows = self._read("SELECT private_key FROM task_keys WHERE task = ?", (task_id,))
+        return bytes(rows[0][0]) if rows else None
+
+    def add_shuffle_batch(self, task_id: str, batch_id: str, seq: int, users: int, boxes: bytes, final: bool,
+                          dropped_users: int) -> bool:
+        """Store one batch from the shuffler (True), or recognise a redelivered one by its id (False)."""
+        def work(db) -> bool:
+            if db.execute("SELECT 1 FROM shuffle_batches WHERE task = ? AND batch_id = ?",
+                          (task_id, batch_id)).fetchone():
+                return False
+            db.execute("INSERT INTO shuffle_batches(task, batch_id, seq, users, boxes, final, dropped_users, at) "
+                       "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                       (task_id, batch_id, seq, users, bytes(boxes), int(bool(final)), dropped_users, time.time()))
+            return True
+
+        return self._write(work)
+
+    def has_final_shuffle_batch(self, task_id: str) -> bool:
+        return bool(self._read("SELECT 1 FROM shuffle_batches WHERE task = ? AND final = 1", (task_id,)))
+
+    def shuffle_batches(self, task_id: str) -> list[tuple[int, bytes, bool, int]]:
+        """(users, boxes, final, dropped users) of every stored batch of a task, in the shuffler's order."""
+        return [(r[0], bytes(r[1]), bool(r[2]), r[3]) for r in self._read(
+            "SELECT users, boxes, final, dropped_users FROM shuffle_batches WHERE task = ? ORDER BY seq",
+            (task_id,))]
 
 
 def open_store(state_dir: str | None) -> AggregatorStore:

@@ -195,12 +195,10 @@ def join(server, task: str, value, value2=None, label=None, *, tls=None, insecur
             raise CapExceeded(f"refusing task {task!r}: its epsilon {float(eps):g} is above this user's cap "
                               f"--max-epsilon {float(cap):g}; nothing was sent")
         proto.check_user(spec, value, value2, label)
-        if proto.model == "shuffle":
-            raise CollectError(f"task {task!r} runs in the shuffle model: its messages go through a shuffler")
         ledger = open_ledger(state_dir)
         try:
             known = ledger.entry(aggregator, task)
-            if info["state"] != "open" and (known is None or proto.model == "local"):
+            if info["state"] != "open" and (known is None or proto.model in ("local", "shuffle")):
                 if known is not None and known["report"] is not None:
                     return JoinOutcome(task, proto.name, proto.model, aggregator, float(eps), proto.delta(spec),
                                        "already reported", spec, known["report"], task_state=info["state"])
@@ -216,6 +214,8 @@ def join(server, task: str, value, value2=None, label=None, *, tls=None, insecur
             if proto.model == "local":
                 return _local(link, ch, ledger, aggregator, task, proto, spec, info, value, value2, label, eps,
                               timeout_s, log)
+            if proto.model == "shuffle":
+                return _shuffle(link, ledger, aggregator, task, proto, spec, info, value, eps, timeout_s, log)
             ch.close()
             ch = None
             deadline = max(0.0, spec["deadline_at"] - time.time()) + wait
@@ -259,6 +259,32 @@ def _local(link: _Link, ch, ledger, aggregator: str, task: str, proto, spec: dic
     log(f"task {task}: report {status}")
     return JoinOutcome(task, proto.name, proto.model, aggregator, float(eps), proto.delta(spec), status, spec,
                        report, task_state=info["state"])
+
+
+def _shuffle(link: _Link, ledger, aggregator: str, task: str, proto, spec: dict, info: dict, value,
+             eps: Fraction, timeout: float, log) -> JoinOutcome:
+    """Shuffle model: seal each message to the task's key, kept in the ledger before it leaves, then submit them to
+    the task's shuffler (never to the aggregator); a retry re-sends the same boxes, never a fresh randomization."""
+    from .histogram import HistogramTask, user_messages
+    from .shuffler import ShuffleError, submit
+
+    boxes, _ = user_messages(value, HistogramTask.from_spec(spec), bytes.fromhex(spec["seal_public_key"]), task)
+    kept = ledger.keep_report(aggregator, task, {"boxes": [b.hex() for b in boxes]})
+    boxes = [bytes.fromhex(b) for b in kept["boxes"]]
+    host, port = parse_address(spec["shuffler"])
+    try:
+        _retrying(lambda: submit(host, port, task, boxes, tls=link.tls, insecure=link.insecure,
+                                 peer_names=spec.get("shuffler_name"), user=link.user, timeout=timeout,
+                                 connect_timeout=link.connect_timeout),
+                  time.monotonic() + timeout, f"task {task!r}: the shuffler at {spec['shuffler']} is unavailable")
+        status = "submitted to the shuffler"
+    except ShuffleError as exc:
+        if exc.code != "duplicate":
+            raise CollectError(str(exc)) from None
+        status = "already submitted"
+    log(f"task {task}: {len(boxes)} sealed messages {status}")
+    return JoinOutcome(task, proto.name, proto.model, aggregator, float(eps), proto.delta(spec), status, spec,
+                       {"boxes": len(boxes)}, task_state=info["state"])
 
 
 class _Participant:

@@ -37,6 +37,8 @@ Requests (``op``)
     relay           user         this connection becomes one 2PC session's
                                  byte stream, relayed to the partner
     ping, pair_*    user         on a 2PC control connection (see :mod:`.user`)
+    shuffle_task    server       the shuffler reads a shuffle task (the one it names)
+    shuffle_batch   server       the shuffler delivers a permuted batch of sealed boxes
     ==============  ===========  =================================================
 
 Security model
@@ -62,6 +64,7 @@ __all__ = [
     "PROTOCOL_DIGEST",
     "ROLE_AGGREGATOR",
     "ROLE_COLLECTOR",
+    "ROLE_SHUFFLER",
     "ROLE_USER",
     "SESSION_ID",
     "AggregatorUnavailable",
@@ -92,6 +95,7 @@ PROTOCOL_DIGEST = b"pairwise-collect/1"
 ROLE_AGGREGATOR = "collect-aggregator"
 ROLE_USER = "collect-user"
 ROLE_COLLECTOR = "collect-collector"
+ROLE_SHUFFLER = "collect-shuffler"
 #: Seconds between a 2PC user's pings on its control connection (the aggregator answers each); after
 #: DEAD_AFTER seconds of silence either side takes the connection for dead.
 HEARTBEAT = 10.0
@@ -103,6 +107,7 @@ OPS: dict[str, tuple[str, ...]] = {
     "participate": ("user",),
     "manage": ("collector",),
     "read": ("collector",),
+    "shuffle": ("server",),  # the shuffler (and, per task, only the certificate the task names)
 }
 _REQUEST_OPS = {
     "task_info": "info",
@@ -110,6 +115,7 @@ _REQUEST_OPS = {
     "task_list": "read", "task_show": "read", "result": "read",
     "join": "participate", "report": "participate", "relay": "participate", "ping": "participate",
     "pair_result": "participate", "pair_done": "participate", "pair_failed": "participate",
+    "shuffle_task": "shuffle", "shuffle_batch": "shuffle",
 }
 _TASK_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 

@@ -6,11 +6,17 @@ What it does
     the same constructor (:class:`pairwise.protocols.ldp.shuffle.HistogramProtocol`)
     with n = ``min_users``: the randomizer's noise rate depends on n, so the
     task fixes it in advance and registration closes at that many users.
-    A user's messages are :meth:`ShuffleHistogram.messages` (R^hist, OS
-    CSPRNG); they travel sealed to the aggregator's key through a shuffler
-    process that drops the senders and permutes the batch (the shuffler and
-    the sealed box plug in here: :meth:`ShuffleHistogram.finish` is the
-    analyzer A^hist the aggregator runs on the opened messages).
+    A user's messages are R^hist (:meth:`ShuffleHistogram.messages`, OS
+    CSPRNG), each sealed on its own to the task's public key
+    (``seal_public_key``, made by the aggregator with the task) and sent to
+    the shuffler named by ``--shuffler HOST:PORT`` (and ``--shuffler-name``,
+    its certificate name, which users pin and from which alone the
+    aggregator accepts batches); :mod:`pairwise.protocols.collect.histogram`
+    splits the protocol between the parties and
+    :mod:`pairwise.protocols.collect.shuffler` is the shuffler.
+    :meth:`ShuffleHistogram.finish` is the analyzer A^hist over the
+    shuffler's batches.  A user sends up to d + 1 boxes, so d is at most
+    :data:`pairwise.protocols.collect.histogram.MAX_BINS`.
 
 Security model
     (eps, delta)-DP in the shuffle model (Theorem 3.2) against the aggregator,
@@ -43,13 +49,31 @@ class ShuffleHistogram(TaskProtocol):
     summary = "shuffled-model histogram (Balcer-Cheu): messages sealed to the aggregator, mixed by a shuffler"
 
     def validate(self, params: dict, epsilon: float, min_users: int) -> dict:
+        from pairwise.mpc.tls import CertificateError, check_name
+
+        from ..histogram import MAX_BINS
+        from ..wire import parse_address
+
         lower, upper, _ = bounds_lists(params, 1, decimals=False, integer=True)
         d = upper[0] - lower[0] + 1
-        if d < 1 or d > 1 << 20:
-            raise CollectError(f"the histogram domain lower..upper must hold 1..2^20 values, got {d}")
+        if d < 1 or d > MAX_BINS:
+            raise CollectError(f"the histogram domain lower..upper must hold 1..{MAX_BINS} values (each user sends "
+                               f"up to d + 1 sealed messages), got {d}")
+        shuffler = take(params, "shuffler", required=True)
+        try:
+            parse_address(shuffler)
+        except ValueError as exc:
+            raise CollectError(f"--shuffler: {exc}") from None
+        shuffler_name = take(params, "shuffler_name")
+        if shuffler_name is not None:
+            try:
+                check_name(shuffler_name)
+            except CertificateError as exc:
+                raise CollectError(f"--shuffler-name: {exc}") from None
         spec = {"lower": lower, "upper": upper, "d": d,
                 "delta": number(take(params, "delta", 1e-5), "--delta", lo=0.0, open_lo=True),
-                "beta": number(take(params, "beta", 0.05), "--beta", lo=0.0, hi=1.0, open_lo=True)}
+                "beta": number(take(params, "beta", 0.05), "--beta", lo=0.0, hi=1.0, open_lo=True),
+                "shuffler": str(shuffler), "shuffler_name": shuffler_name}
         _proto(dict(spec, epsilon=epsilon, min_users=min_users))
         return spec
 
@@ -58,7 +82,7 @@ class ShuffleHistogram(TaskProtocol):
 
     def describe(self, spec: dict) -> str:
         return (f"histogram of {spec['lower'][0]}..{spec['upper'][0]} in the shuffle model: each user sends its "
-                f"value plus noise messages, sealed to the aggregator, through a shuffler")
+                f"value plus noise messages, sealed to the aggregator, through the shuffler at {spec['shuffler']}")
 
     def messages(self, spec: dict, value) -> np.ndarray:
         """R^hist(x) of one user: its rounded, clamped value's message plus noise messages (OS CSPRNG)."""
@@ -68,17 +92,13 @@ class ShuffleHistogram(TaskProtocol):
         k, _ = to_fixed_point([float(value)], PublicDomain(lo, hi, 0))
         return _proto(spec).randomize(int(k[0]))
 
-    def finish(self, spec: dict, messages: np.ndarray) -> dict:
-        """A^hist on the opened, shuffled messages (labels in [0, d))."""
-        proto = _proto(spec)
-        counts = proto.label_counts(np.asarray(messages, dtype=np.int64))
-        est = proto.raw_frequencies(counts)
-        return {
-            "estimate": est.tolist(), "estimate_clamped": np.clip(est, 0.0, 1.0).tolist(),
-            "estimate_thresholded": proto.analyze_counts(counts).tolist(), "exact": None,
-            "epsilon": spec["epsilon"], "delta": spec["delta"], "n": proto.n, "max_error": None,
-            "values": list(range(spec["lower"][0], spec["upper"][0] + 1)), "d": spec["d"],
-            "messages": int(np.asarray(messages).size), "zero_threshold": proto.inner.q,
-            "error_bound": proto.simultaneous_error_bound(spec["beta"]), "beta": spec["beta"],
-            "bounds": [spec["lower"][0], spec["upper"][0]], "bounds_from_data": False, "clamped": None,
-        }
+    def finish(self, spec: dict, batches: list[tuple[int, list[bytes]]], private_key: bytes, task_id: str) -> dict:
+        """A^hist on the shuffler's batches, opened with the task's key (:func:`pairwise.protocols.collect.histogram.analyze`)."""
+        from pairwise.dp.errors import PrivacyParameterError
+
+        from ..histogram import HistogramTask, analyze
+
+        try:
+            return analyze(batches, HistogramTask.from_spec(spec), private_key, task_id)
+        except PrivacyParameterError as exc:
+            raise CollectError(str(exc)) from None

@@ -27,8 +27,7 @@ from pairwise.protocols.collect.shuffler import (
 )
 
 N = 600
-PARAMS = {"protocol": "shuffle-histogram", "epsilon": 1.0, "delta": 0.9, "lower": 1, "upper": 5, "min_users": N,
-          "status": "open"}
+SPEC = {"epsilon": 1.0, "delta": 0.9, "lower": [1], "upper": [5], "min_users": N, "beta": 0.05}
 USERS = 8  # users that connect over TLS; the rest of the n are submitted to the store directly
 
 
@@ -41,7 +40,7 @@ class RecordingAggregator(Upstream):
     def task(self, task_id):
         if task_id != "t1":
             raise ShuffleError(f"unknown task {task_id!r}", "unknown_task")
-        return {**PARAMS, "status": self.status}
+        return {"protocol": "shuffle-histogram", "state": self.status, "spec": SPEC}
 
     def deliver(self, batch):
         if self.fail_next:

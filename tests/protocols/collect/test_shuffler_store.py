@@ -18,7 +18,8 @@ from pairwise.protocols.collect import sealed
 from pairwise.protocols.collect.shuffler import ShuffleError, ShufflerStore, TaskInfo
 
 N = 600  # the smallest valid n for eps = 1, delta = 0.9 (Theorem 3.2)
-PARAMS = {"protocol": "shuffle-histogram", "epsilon": 1.0, "delta": 0.9, "lower": 1, "upper": 5, "min_users": N}
+SPEC = {"epsilon": 1.0, "delta": 0.9, "lower": [1], "upper": [5], "min_users": N, "beta": 0.05}
+INFO = {"protocol": "shuffle-histogram", "state": "open", "spec": SPEC}  # as the aggregator's task_info
 BOX = H.box_bytes()
 
 
@@ -31,7 +32,7 @@ def boxes():
 
 def fresh(task_id="t") -> tuple[ShufflerStore, TaskInfo]:
     st = ShufflerStore(None)
-    info = TaskInfo.from_params(task_id, PARAMS)
+    info = TaskInfo.from_info(task_id, INFO)
     st.remember_task(info)
     return st, info
 
@@ -88,9 +89,9 @@ def test_malformed_submissions_are_refused_and_store_nothing(boxes):
             st.submit(info, "mallory", data)
     assert st.pending_users("t") == 0
     with pytest.raises(ShuffleError, match="not a shuffle task"):
-        TaskInfo.from_params("x", {**PARAMS, "protocol": "ldp-auc"})
+        TaskInfo.from_info("x", {**INFO, "protocol": "ldp-auc"})
     with pytest.raises(ShuffleError, match="unusable"):
-        TaskInfo.from_params("x", {**PARAMS, "min_users": 10})
+        TaskInfo.from_info("x", {**INFO, "spec": {**SPEC, "min_users": 10}})
 
 
 def test_batches_need_n_users_and_the_link_to_users_is_deleted(boxes):
@@ -116,7 +117,7 @@ def test_batches_need_n_users_and_the_link_to_users_is_deleted(boxes):
 def test_outbox_survives_a_restart_until_acknowledged(boxes, tmp_path):
     path = str(tmp_path / "shuffler.db")
     st = ShufflerStore(path)
-    info = TaskInfo.from_params("t", PARAMS)
+    info = TaskInfo.from_info("t", INFO)
     st.remember_task(info)
     for u in range(N):
         st.submit(info, f"u{u}", boxes[u])
