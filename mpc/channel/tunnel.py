@@ -179,6 +179,7 @@ class TLSTunnel(Channel):
                              f"({_RECORD.size + MAX_RECORD} bytes)")
         super().__init__(timeout=timeout, max_frame=max_frame)
         self.carrier = carrier
+        self._carrier_base = carrier.stats()  # what the carrier carried before the tunnel is not the tunnel's
         self.server = bool(server)
         self.peer_name = peer_name
         self.peer = f"partner {peer_name!r}"
@@ -208,8 +209,9 @@ class TLSTunnel(Channel):
         return True
 
     def wire_stats(self) -> dict[str, int]:
-        """The carrier's counters: the ciphertext bytes and frames the relay forwarded."""
-        return self.carrier.stats()
+        """The carrier's counters since the tunnel began: the TLS bytes and frames the relay forwarded."""
+        now = self.carrier.stats()
+        return {k: now[k] - self._carrier_base[k] for k in now}
 
     # --------------------------------------------------------------- handshake
     def _handshake(self, limit: float) -> None:
