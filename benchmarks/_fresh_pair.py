@@ -39,6 +39,7 @@ def main() -> int:
     p.add_argument("--epsilon", type=float, default=1.0)
     p.add_argument("--value", type=int, default=12345)
     p.add_argument("--timeout", type=float, default=60.0)
+    p.add_argument("--spec", help="a ustat-2pc task spec (JSON file): build exactly that task's circuit")
     a = p.parse_args()
 
     from pairwise.circuits.noise import noisy_kernel
@@ -47,7 +48,15 @@ def main() -> int:
     from pairwise.mpc.tls import TLSConfig
     from pairwise.mpc.twopc import EvaluatorSession, GarblerSession, circuit_digest
 
-    nc = noisy_kernel(a.statistic, a.bits, False, epsilon=a.epsilon)
+    if a.spec:
+        import json as _json
+
+        from pairwise.protocols.collect.tasks import protocol_of
+
+        with open(a.spec) as fh:
+            nc = protocol_of("ustat-2pc").circuit(_json.load(fh))
+    else:
+        nc = noisy_kernel(a.statistic, a.bits, False, epsilon=a.epsilon)
     circuit = nc.circuit
     circuit.levels  # noqa: B018 - the cached schedule, off the peer's clock (as pairwise 2pc)
     garbler = a.role == "garbler"
@@ -78,7 +87,8 @@ def main() -> int:
     out = {"role": a.role, **costs, "session_cpu": sum(v for k, v in costs.items() if k.endswith("_cpu")),
            "session_process_cpu": _cpu() - before, "startup_cpu": startup_cpu, "process_cpu": _cpu(),
            "bytes_sent": st["bytes_sent"], "bytes_received": st["bytes_received"],
-           "output": None if garbler else int(res.outputs[0]), "and_gates": circuit.n_and}
+           "output": None if garbler else int(res.outputs[0]), "and_gates": circuit.n_and,
+           "circuit_hash": circuit.content_hash}
     print(json.dumps(out), flush=True)
     return 0
 

@@ -219,6 +219,8 @@ def register(root, groups) -> None:
     sim.add_argument("--max-epsilon", type=epsilon, default=1.0, metavar="E", help="each user's cap (default 1)")
     sim.add_argument("--wait", type=seconds, default=600.0, metavar="S",
                      help="2PC: how long users wait for pairing (default 600)")
+    sim.add_argument("--rate", type=float, default=0.0, metavar="R",
+                     help="users arriving per second, over all processes (default 0: all at once)")
     sim.set_defaults(func=cmd_simulate_users)
 
     lg = sub.add_parser("ledger", help="what this user's own ledger recorded")
@@ -317,7 +319,7 @@ def cmd_simulate_users(args) -> int:
     out = simulate_users(args.server, args.task, args.data, [c for c in args.columns.split(",") if c],
                          users=args.users, processes=args.processes, tls=args.tls, label=args.label_column,
                          prefix=args.prefix, server_name=args.server_name, max_epsilon=args.max_epsilon,
-                         timeout=args.timeout, wait=args.wait, insecure=args.insecure,
+                         timeout=args.timeout, wait=args.wait, insecure=args.insecure, rate=args.rate,
                          log=lambda m: print(f"simulate-users: {m}", file=sys.stderr, flush=True))
     if args.json:
         print(json.dumps(out))

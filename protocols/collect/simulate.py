@@ -101,6 +101,7 @@ class WorkerArgs:
     wait: float
     state_root: str
     insecure: bool = False
+    rate: float = 0.0  # users started per second by this worker (0: all at once)
 
 
 def run_worker(a: WorkerArgs) -> dict:
@@ -131,7 +132,12 @@ def run_worker(a: WorkerArgs) -> dict:
             outcomes[i] = res
 
     threads = [threading.Thread(target=one, args=(i,), name=f"sim-user-{i}", daemon=True) for i in a.users]
-    for t in threads:
+    t0 = time.monotonic()
+    for k, t in enumerate(threads):
+        if a.rate:  # users arrive at a steady rate, as people do, instead of all in one instant
+            delay = t0 + k / a.rate - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
         t.start()
     for t in threads:
         t.join(a.wait + a.timeout + 600)
@@ -190,8 +196,11 @@ def per_session(costs: dict) -> dict:
 def simulate_users(server: str, task: str, data: str, columns: list[str], *, users: int, processes: int,
                    tls: str | None, label: str | None = None, prefix: str = "sim", server_name: str | None = None,
                    max_epsilon: float = 1.0, timeout: float = 120.0, wait: float = 600.0, insecure: bool = False,
-                   log=None) -> dict:
-    """Run ``users`` simulated users of ``task`` on ``processes`` worker processes; returns the merged summary."""
+                   rate: float = 0.0, log=None) -> dict:
+    """Run ``users`` simulated users of ``task`` on ``processes`` worker processes; returns the merged summary.
+
+    ``rate``: users that arrive per second over all workers (0: all at once).
+    """
     from pairwise.protocols.processes import spawn, terminate
 
     if isinstance(users, bool) or not isinstance(users, int) or users < 1:
@@ -220,7 +229,7 @@ def simulate_users(server: str, task: str, data: str, columns: list[str], *, use
             spec = {"server": server, "task": task, "data": os.path.abspath(data), "columns": columns, "label": label,
                     "users": mine, "tls": tls, "prefix": prefix, "server_name": server_name,
                     "max_epsilon": max_epsilon, "timeout": timeout, "wait": wait, "state_root": root,
-                    "insecure": insecure}
+                    "insecure": insecure, "rate": float(rate) / processes}
             p = spawn([sys.executable, "-m", "pairwise.protocols.collect.simulate"], stdin=_pipe(),
                       stdout=_pipe(), stderr=None, text=True)
             p.stdin.write(json.dumps(spec))
