@@ -19,7 +19,7 @@ GOOD = {
     "ldp-ustat": {"epsilon": 2, "kernel": "gini", "lower": 0, "upper": 10},
     "ldp-auc": {"epsilon": 2, "lower": 5, "upper": 30, "bits": 3},
     "ldp-qmle": {"epsilon": 2, "lower": 0, "upper": 3000, "tau": 0.5},
-    "shuffle-histogram": {"epsilon": 1, "lower": 1, "upper": 5, "min_users": 6000},
+    "shuffle-histogram": {"epsilon": 1, "lower": 1, "upper": 5, "min_users": 6000, "shuffler": "127.0.0.1:9000"},
 }
 
 
