@@ -9,7 +9,8 @@ What it measures (issue 21, "Benchmarks")
       process (``pairwise collect serve``, SQLite state), K worker
       processes of ``pairwise collect simulate-users`` playing the N users
       (each its own certificate, own ledger, only its own row), users
-      arriving at ``--rate`` per second.  End-to-end seconds (first user
+      arriving at ``--rate`` per second; registration closes 60 s after the
+      last arrival (users who could not join are counted, not waited for).  End-to-end seconds (first user
       arrives -> the result is stored), pairs per second, the aggregator's
       peak RSS (VmHWM) and CPU, the relayed bytes per user, and the users'
       CPU per pair split into TLS handshake, setup (the 128 base OTs),
@@ -102,10 +103,13 @@ def run_task(protocol: str, params: dict, n: int, certs: str, csv: str, columns:
     agg = AggregatorProcess(state, tls_dir=certs, timeout=timeout, extra_args=("--max-connections", str(4 * n + 64)))
     try:
         with Collector(agg.server, tls=TLSConfig(certs, "analyst"), server_name="aggregator", timeout=timeout) as c:
-            task = c.create(protocol, {**params, "min_users": n, "timeout": timeout}, task_id="bench")
+            # registration closes once the users had time to arrive (a user who could not join is not waited for)
+            arrival = n / rate if rate else 0.0
+            task = c.create(protocol, {**params, "min_users": 2, "deadline": arrival + 60.0, "timeout": timeout},
+                            task_id="bench")
             t0 = time.perf_counter()
             sim = simulate_users(agg.server, "bench", csv, columns, users=n, processes=processes, tls=certs,
-                                 server_name="aggregator", timeout=timeout, wait=max(600.0, 3 * n / max(rate, 1.0)),
+                                 server_name="aggregator", timeout=timeout, wait=max(600.0, 3 * arrival),
                                  rate=rate)
             result = c.result("bench", wait=300)
             seconds = time.perf_counter() - t0
@@ -120,7 +124,7 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--users", type=int, nargs="+", default=[1000, 10000])
     p.add_argument("--processes", type=int, default=2)
-    p.add_argument("--rate", type=float, default=200.0, help="users arriving per second (default 200)")
+    p.add_argument("--rate", type=float, default=50.0, help="users arriving per second (default 50)")
     p.add_argument("--fresh", type=int, default=6, help="fresh two-process sessions (half before, half after)")
     p.add_argument("--timeout", type=float, default=300.0)
     p.add_argument("--skip-local", action="store_true")
@@ -128,6 +132,9 @@ def main() -> int:
     a = p.parse_args()
 
     from pairwise.protocols.collect.processes import study_certificates
+    from pairwise.protocols.processes import exit_on_sigterm
+
+    exit_on_sigterm()  # SIGTERM runs the finally blocks: no aggregator or worker outlives the benchmark
     from pairwise.protocols.collect.simulate import ensure_certificates, user_names
 
     report = {"uptime_before": uptime(), "runs": []}
@@ -146,7 +153,7 @@ def main() -> int:
                       "pairs_per_user": 1, "pair_channel": "tls"}
             from pairwise.protocols.collect.tasks import validate_task
 
-            spec = validate_task("ustat-2pc", {**params, "min_users": n})
+            spec = validate_task("ustat-2pc", {**params, "min_users": 2})
             before = fresh_sessions(certs, spec, a.fresh // 2)
             two = run_task("ustat-2pc", params, n, certs, csv, ["x", "y"], a.processes, a.rate, a.timeout)
             after = fresh_sessions(certs, spec, a.fresh - a.fresh // 2)
@@ -185,8 +192,11 @@ def summary(run: dict) -> dict:
     in_session = g.get("cpu", float("nan")) + e.get("cpu", float("nan"))
     out = {
         "n": n, "certificates_seconds": round(run["certificates_seconds"], 2),
-        "twopc_seconds": round(two["seconds"], 1), "pairs_planned": res["pairs_planned"], "pairs_completed": pairs,
+        "twopc_seconds": round(two["seconds"], 1), "users_registered": res["users_registered"],
+        "user_outcomes": sim["statuses"], "pairs_planned": res["pairs_planned"], "pairs_completed": pairs,
         "pairs_dropped": res["pairs_dropped"], "pairs_per_second": round(pairs / two["seconds"], 1),
+        "sessions_seconds": round(res.get("seconds", float("nan")), 1),
+        "pairs_per_second_in_sessions": round(pairs / res["seconds"], 1) if res.get("seconds") else None,
         "aggregator_peak_rss_mib": round(two["aggregator"]["peak_rss_mib"], 1),
         "aggregator_cpu_seconds": round(two["aggregator"]["cpu_seconds"], 1),
         "relay_bytes_per_user": round(res["bytes"] / max(1, pairs), 0),  # a user sends + receives its pair's total

@@ -452,7 +452,9 @@ class _Participant:
         sid, role = out["session"], out["role"]
         ch = None
         try:
-            ch = self.link.open()
+            # when thousands of sessions start at once the aggregator's handshakes queue up: retry the connection
+            # (nothing about the session is stored until the relay request itself)
+            ch = _retrying(self.link.open, time.monotonic() + self.timeout, f"session {sid}: cannot reach the relay")
             reply = call(ch, self.link.msg(op="relay", task=self.task, session=sid), timeout=self.timeout + 30)
             if reply.get("partner") != out["partner"] or reply.get("role") != role:
                 raise CollectError(f"session {sid}: the relay announced {reply.get('partner')!r} as "
