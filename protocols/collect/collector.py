@@ -21,7 +21,7 @@ import time
 
 from ..service.frames import parse_address
 from .tasks import validate_task
-from .wire import ROLE_COLLECTOR, NotFinished, call, check_task_id, connect
+from .wire import ROLE_COLLECTOR, AggregatorUnavailable, NotFinished, call, check_task_id, connect
 
 __all__ = ["Collector"]
 
@@ -33,11 +33,21 @@ class Collector:
                  timeout: float = 120.0, connect_timeout: float = 30.0) -> None:
         self.addr = parse_address(server) if isinstance(server, str) else (str(server[0]), int(server[1]))
         self.timeout = float(timeout)
-        self.ch = connect(self.addr, ROLE_COLLECTOR, tls=tls, insecure=insecure, server_name=server_name,
-                          connect_timeout=connect_timeout, timeout=timeout)
+        self._connect = lambda: connect(self.addr, ROLE_COLLECTOR, tls=tls, insecure=insecure,
+                                        server_name=server_name, connect_timeout=connect_timeout, timeout=timeout)
+        self.ch = self._connect()
 
-    def _call(self, **msg) -> dict:
-        return call(self.ch, msg, timeout=self.timeout)
+    def _call(self, *, again: bool = False, **msg) -> dict:
+        """One request; ``again``: a read-only one, sent once more on a new connection if the old one was
+        lost (the aggregator closes connections that stay idle past its timeout)."""
+        try:
+            return call(self.ch, msg, timeout=self.timeout)
+        except AggregatorUnavailable:
+            if not again:
+                raise
+            self.ch.close()
+            self.ch = self._connect()
+            return call(self.ch, msg, timeout=self.timeout)
 
     def create(self, protocol: str, params: dict, task_id: str | None = None) -> dict:
         """A new task (its public view: id, state, counts, spec); parameters are checked here first."""
@@ -47,10 +57,10 @@ class Collector:
         return self._call(op="task_create", protocol=protocol, params=params, id=task_id)["task"]
 
     def list(self) -> list[dict]:
-        return self._call(op="task_list")["tasks"]
+        return self._call(op="task_list", again=True)["tasks"]
 
     def show(self, task: str) -> dict:
-        return self._call(op="task_show", task=check_task_id(task))["task"]
+        return self._call(op="task_show", task=check_task_id(task), again=True)["task"]
 
     def close_task(self, task: str) -> dict:
         """Close registration now (2PC: pair the connected users; local: compute the result)."""
@@ -61,7 +71,7 @@ class Collector:
         end = time.monotonic() + max(0.0, float(wait))
         while True:
             try:
-                return self._call(op="result", task=check_task_id(task))["result"]
+                return self._call(op="result", task=check_task_id(task), again=True)["result"]
             except NotFinished:
                 if time.monotonic() >= end:
                     raise
