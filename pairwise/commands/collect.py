@@ -105,8 +105,9 @@ _PROTOCOL_FLAGS = (
     ("--beta", "beta", {"type": float, "help": "shuffle-histogram: failure probability of the error bound"}),
     ("--pair-channel", "pair_channel", {"choices": ["tls", "plain"],
                                         "help": "ustat-2pc: what the relay carries: tls (TLS 1.3 between the two "
-                                                "users, the aggregator sees ciphertext) or plain (users without "
-                                                "certificates, plaintext loopback only)"}),
+                                                "users, the aggregator sees ciphertext; the default) or plain "
+                                                "(users without certificates, plaintext loopback only; the "
+                                                "default of an aggregator without TLS)"}),
     ("--shuffler", "shuffler", {"metavar": "HOST:PORT", "help": "shuffle-histogram: where users submit (the shuffler)"}),
     ("--shuffler-name", "shuffler_name", {"metavar": "NAME",
                                           "help": "shuffle-histogram: the shuffler's certificate name (users pin it; "

@@ -413,6 +413,8 @@ class Aggregator(ShuffleOps):
         check_task_id(tid)
         if tid in self.tasks:
             raise CollectError(f"task {tid!r} exists already; choose another --id")
+        if isinstance(params, dict) and protocol == "ustat-2pc" and "pair_channel" not in params and self.tls is None:
+            params = {**params, "pair_channel": "plain"}  # users without certificates cannot run TLS to each other
         spec = await self._db(validate_task, protocol, params)  # may build a circuit: off the event loop
         key = self._shuffle_keys(spec) if protocol_of(spec["protocol"]).model == "shuffle" else None
         row = await self._db(self.store.create_task, tid, spec, name, private_key=key)

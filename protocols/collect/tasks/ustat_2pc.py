@@ -96,7 +96,7 @@ class UStat2PC(PairProtocol):
         spec = {"statistic": statistic, "lower": [d.lower for d in pp.domains],
                 "upper": [d.upper for d in pp.domains], "decimals": [d.scale_decimals for d in pp.domains],
                 "bits": pp.bits, "pairs_per_user": P, "noise": noise, "pair_delta": pair_delta,
-                "pair_channel": take(params, "pair_channel", "plain")}
+                "pair_channel": take(params, "pair_channel", "tls")}
         one_of(spec["pair_channel"], ("plain", "tls"), "pair channel")
         eps_pair, _ = per_pair_epsilon(epsilon, "subsample", P, 0, 0.0)
         spec["epsilon_per_pair"] = float(eps_pair)
