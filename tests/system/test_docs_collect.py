@@ -3,9 +3,9 @@
 Its fenced ``bash`` blocks run as one bash script (``set -euo pipefail``)
 in a scratch directory laid out like a fresh clone (symlinks to the
 repository's folders and ``.venv`` to the environment running the tests), so
-the aggregator started in the background by one block serves the blocks
-after it until the last block stops it.  The example port 9100 becomes a
-free port; nothing else is changed.  Its ``python fragment`` blocks are
+the aggregator (and the shuffler) started in the background by one block
+serve the blocks after it until the last block stops them.  The example
+ports (9100, 9200) become free ports; nothing else is changed.  Its ``python fragment`` blocks are
 compiled (they need a running aggregator and certificates).
 """
 
@@ -53,10 +53,11 @@ def test_the_walkthrough_runs_in_order(tmp_path):
     for needed in ("pairwise certs create", "pairwise collect serve", "pairwise collect task create",
                    "pairwise collect join", "pairwise collect result"):
         assert needed in script, needed
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    script = re.sub(r"127\.0\.0\.1:9100\b", f"127.0.0.1:{port}", script)
+    for example in sorted(set(re.findall(r"127\.0\.0\.1:(9\d{3})\b", script))):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        script = re.sub(rf"127\.0\.0\.1:{example}\b", f"127.0.0.1:{port}", script)
     for entry in ROOT.iterdir():
         if not entry.name.startswith("."):
             (tmp_path / entry.name).symlink_to(entry)
@@ -78,4 +79,5 @@ def test_the_walkthrough_runs_in_order(tmp_path):
     assert p.returncode == 0, where
     assert "Traceback" not in err and "warning:" not in err, where
     assert "pairs      2 planned" in out and "refusing task 'greedy'" in err, where
+    assert "submitted to the shuffler" in out + err, where
     assert (tmp_path / "aggregator-state" / "collect-aggregator.db").is_file()
