@@ -98,24 +98,26 @@ class RawRelay:
         server.close()
 
 
-def parties(relay, pki):
+def parties(relay, pki, wait: float = T):
+    """Both users through ``relay``; ``wait`` bounds each of their waits (a test whose tampering leaves one user
+    waiting for bytes that never come gives a shorter one: the outcome is the same, a ChannelError)."""
     rec: dict = {}
 
     def garbler():
-        carrier = TCPChannel.connect("127.0.0.1", relay.port, timeout=T, tls=TLSConfig(pki, "alice"), peer_names="relay")
-        tun = TLSTunnel(carrier, TLSConfig(pki, "alice"), server=True, peer_name="bob", timeout=T)
+        carrier = TCPChannel.connect("127.0.0.1", relay.port, timeout=wait, tls=TLSConfig(pki, "alice"), peer_names="relay")
+        tun = TLSTunnel(carrier, TLSConfig(pki, "alice"), server=True, peer_name="bob", timeout=wait)
         ch = rec["g"] = TranscriptChannel(tun)
         GarblerSession(ch, b"p").run(NC.circuit, {"x": pack_pair(5, 6, 16, False)}, output="evaluator",
                                      random=("rx", "ry"))
-        tun.finish(T)
+        tun.finish(wait)
         return "ok"
 
     def evaluator():
-        carrier = TCPChannel.connect("127.0.0.1", relay.port, timeout=T, tls=TLSConfig(pki, "bob"), peer_names="relay")
-        tun = TLSTunnel(carrier, TLSConfig(pki, "bob"), server=False, peer_name="alice", timeout=T)
+        carrier = TCPChannel.connect("127.0.0.1", relay.port, timeout=wait, tls=TLSConfig(pki, "bob"), peer_names="relay")
+        tun = TLSTunnel(carrier, TLSConfig(pki, "bob"), server=False, peer_name="alice", timeout=wait)
         r = EvaluatorSession(TranscriptChannel(tun), b"p").run(NC.circuit, {"y": pack_pair(7, 1, 16, False)},
                                                                output="evaluator", random=("rx", "ry"))
-        tun.finish(T)
+        tun.finish(wait)
         return r
 
     out = [None, None]
@@ -182,7 +184,7 @@ def test_a_flipped_length_prefix_fails_both_users(pki, which):
     starts = frame_starts(bytes(clean.seen[1]))
     assert len(starts) > 5
     relay = RawRelay(pki, flip=(1, starts[-which] + 1))
-    (g, e), _ = parties(relay, pki)
+    (g, e), _ = parties(relay, pki, wait=8.0)
     assert isinstance(g, ChannelError) and isinstance(e, ChannelError), (g, e)
 
 
@@ -195,5 +197,5 @@ def test_the_last_confirmation_can_only_be_checked_by_its_receiver(pki):
     clean.thread.join(T)
     last = frame_starts(bytes(clean.seen[1]))[-1]
     relay = RawRelay(pki, flip=(1, last + 1))
-    (g, e), _ = parties(relay, pki)
+    (g, e), _ = parties(relay, pki, wait=8.0)
     assert isinstance(g, ChannelError), g

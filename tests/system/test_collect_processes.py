@@ -164,13 +164,13 @@ def test_fifty_user_processes_run_every_task(tmp_path, certs):
 
 
 def test_users_killed_or_stalled_during_sessions_lose_their_pairs_only(tmp_path, certs):
-    n, P = 14, 3
+    n, P = 8, 2  # the smallest study where the victims' partners keep a pair of their own
     state = tmp_path / "agg"
     with AggregatorProcess(str(state), tls_dir=str(certs)) as agg, analyst(agg, certs) as c:
         c.create("ustat-2pc", {"epsilon": 1, "statistic": "gini", "lower": 0, "upper": 10, "decimals": 0,
                                "pairs_per_user": P, "min_users": n, "timeout": 8}, "g")
         procs = {user_name(i): join_cli(agg, certs, tmp_path, i, "g", "--value", str(i % 11)) for i in range(n)}
-        killed, stalled = [user_name(0), user_name(1)], user_name(2)
+        killed, stalled = [user_name(0)], user_name(1)
         end = time.monotonic() + 120
         while not pairs_of(state, "g"):  # stop the victims as soon as the pairs are stored
             assert time.monotonic() < end, "the task was never paired"
@@ -189,6 +189,7 @@ def test_users_killed_or_stalled_during_sessions_lose_their_pairs_only(tmp_path,
     assert res["pairs_planned"] == len(pairs) == P * (n // 2)
     assert res["pairs_completed"] + res["pairs_dropped"] == res["pairs_planned"]
     assert max(per_user(pairs).values()) <= P
+    assert any(not victims & {g_, e_} for g_, e_, *_ in pairs)  # some partners keep a pair of their own
     for g_, e_, st, _ in pairs:
         if victims & {g_, e_}:
             assert st in ("dropped", "completed")
@@ -204,7 +205,7 @@ def test_users_killed_or_stalled_during_sessions_lose_their_pairs_only(tmp_path,
 
 
 def test_a_killed_aggregator_restarts_without_counting_a_report_twice(tmp_path, certs):
-    n = 24
+    n = 9
     state = tmp_path / "agg"
     agg = AggregatorProcess(str(state), tls_dir=str(certs))
     try:
@@ -236,7 +237,7 @@ def test_a_killed_aggregator_restarts_without_counting_a_report_twice(tmp_path, 
 
 
 def test_a_2pc_task_ends_cleanly_after_its_aggregator_is_killed(tmp_path, certs):
-    n, P = 10, 2
+    n, P = 6, 2
     state = tmp_path / "agg"
     agg = AggregatorProcess(str(state), tls_dir=str(certs))
     try:
