@@ -103,6 +103,9 @@ _PROTOCOL_FLAGS = (
     ("--private-x", "private_x", {"action": "store_true", "default": None,
                                   "help": "ldp-qmle: the covariate is private too (one bit each, eps/2)"}),
     ("--beta", "beta", {"type": float, "help": "shuffle-histogram: failure probability of the error bound"}),
+    ("--alpha", "alpha", {"type": float, "metavar": "A",
+                          "help": "the (1 - A) interval published with the estimate where today's command "
+                                  "publishes one (default 0.05)"}),
     ("--pair-channel", "pair_channel", {"choices": ["tls", "plain"],
                                         "help": "ustat-2pc: what the relay carries: tls (TLS 1.3 between the two "
                                                 "users, the aggregator sees ciphertext; the default) or plain "

@@ -92,6 +92,7 @@ def validate_task(protocol: str, params: dict, *, now: float | None = None) -> d
     the absolute ``deadline_at``.
     """
     from pairwise.dp.accounting import check_epsilon
+    from pairwise.dp.concentration import check_alpha
     from pairwise.dp.errors import PrivacyParameterError
 
     from .base import number, take
@@ -114,6 +115,10 @@ def validate_task(protocol: str, params: dict, *, now: float | None = None) -> d
         "timeout": number(take(p, "timeout", DEFAULT_TIMEOUT), "--timeout", lo=0.0, open_lo=True),
         "title": str(take(p, "title", "")),
     }
+    try:  # the (1 - alpha) interval published with the estimate, as today's commands' --alpha
+        common["alpha"] = check_alpha(take(p, "alpha", 0.05))
+    except ValueError as exc:
+        raise CollectError(f"--alpha: {exc}") from None
     if len(common["title"]) > 200:
         raise CollectError("--title must be at most 200 characters")
     own = proto.validate(p, epsilon, min_users)

@@ -117,6 +117,7 @@ class LDPAUC(LocalProtocol):
         return {"bits": [int(b) for b in bits]}
 
     def finish(self, spec: dict, rows: list) -> dict:
+        from pairwise.protocols.ldp.interval import NO_INTERVAL
         from pairwise.dp.bounds import clamp_estimate
         from pairwise.protocols.ldp.auc import default_a, private_uauc
 
@@ -147,5 +148,6 @@ class LDPAUC(LocalProtocol):
             "splitting": spec["splitting"], "level_epsilon": hp.level_epsilon, "a": float(a),
             "tau": float(a * (hp.variance_bound * hn.variance_bound) ** 0.5), "recursed_per_level": st.recursed,
             "discarded_per_level": st.discarded, "bounds": [spec["lower"][0], spec["upper"][0]],
-            "bounds_from_data": False, "clamped": None, "score": None, "label": None,
+            "bounds_from_data": False, "clamped": None, "score": None, "label": None, "interval": None,
+            "interval_method": NO_INTERVAL["auc"], "alpha": spec.get("alpha", 0.05),
         }

@@ -99,6 +99,7 @@ class LDPQMLE(LocalProtocol):
                         f"got {report!r}")
 
     def finish(self, spec: dict, rows: list) -> dict:
+        from pairwise.protocols.ldp.interval import NO_INTERVAL
         from pairwise.protocols.ldp.qmle import fit_qmle_private, fit_qmle_public
 
         if len(rows) < 3:
@@ -118,5 +119,6 @@ class LDPQMLE(LocalProtocol):
             "n": int(z.size), "coefficients": ["intercept", "x"], "std_errors": res.std_errors.tolist(),
             "covariance": res.covariance.tolist(), "tau": spec["tau"], "sigma": res.sigma, "bounds": [lo, hi],
             "covariate_bounds": xb, "private_x": spec["private_x"], "bounds_from_data": False, "clamped": None,
-            "converged": res.converged, "loglik": res.loglik,
+            "converged": res.converged, "loglik": res.loglik, "interval": None,
+            "interval_method": NO_INTERVAL["qmle"], "alpha": spec.get("alpha", 0.05),
         }

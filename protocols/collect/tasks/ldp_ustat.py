@@ -89,18 +89,25 @@ class LDPUStat(LocalProtocol):
     def finish(self, spec: dict, rows: list) -> dict:
         from pairwise.dp.bounds import clamp_estimate
 
+        from pairwise.protocols.ldp.interval import alg1_interval, alg1_kernel_range
+
         proto, discrete = _proto(spec)
+        alpha = spec.get("alpha", 0.05)  # tasks created before intervals: today's default
         cells = np.asarray([r["cell"] for _, _, r in rows], dtype=np.int64)
         if spec["kernel"] == "auc":
             lab = np.asarray([lab for lab, _, _ in rows])
             if not ((lab == 1).any() and (lab == 0).any()):
                 raise CollectError("the AUC needs at least one positive and one negative report")
             est = proto.estimate_two_sample(cells[lab == 1], cells[lab == 0])
+            iw = alg1_interval(proto.beta, 1.0, n_pos=int((lab == 1).sum()), n_neg=int((lab == 0).sum()),
+                               alpha=alpha)
             natural = (0.0, 1.0)
         else:
             if cells.size < 2:
                 raise CollectError(f"a U-statistic needs at least 2 reports, got {cells.size}")
             est = proto.estimate(cells)
+            iw = alg1_interval(proto.beta, alg1_kernel_range((proto.matrix + proto.matrix.T) / 2), n=int(cells.size),
+                               alpha=alpha)
             natural = (-1.0, 1.0) if spec["kernel"] == "kendall" else (0.0, spec["upper"][0] - spec["lower"][0])
         return {
             "estimate": float(est), "estimate_clamped": clamp_estimate(est, *natural), "natural_range": list(natural),
@@ -108,5 +115,7 @@ class LDPUStat(LocalProtocol):
             "kernel": spec["kernel"], "cells": proto.cells, "beta": proto.beta,
             "quantized_kernel": None if discrete else spec["quantized_kernel"], "columns": None,
             "bounds": [spec["lower"], spec["upper"]], "decimals": spec["decimals"] if discrete else None,
-            "bounds_from_data": False, "clamped": None,
+            "bounds_from_data": False, "clamped": None, "interval": iw.around(est),
+            "interval_clamped": [clamp_estimate(v, *natural) for v in iw.around(est)],
+            "interval_method": iw.method, "interval_width": iw.width, "alpha": alpha,
         }
