@@ -762,7 +762,9 @@ class Aggregator(ShuffleOps):
                 return
             done = [s for s in t.sessions.values() if s.row.state == st.COMPLETED]
             users = {u for s in t.sessions.values() for u in (s.row.garbler, s.row.evaluator)}
-            stats = {"users_paired": len(users), "pairs_planned": len(t.sessions), "pairs_dropped":
+            stats = {"users_paired": len(users), "pairs_planned": len(t.sessions),
+                     "garblers": len({s.row.garbler for s in t.sessions.values()}),
+                     "evaluators": len({s.row.evaluator for s in t.sessions.values()}), "pairs_dropped":
                      len(t.sessions) - len(done), "bytes": sum(s.row.bytes for s in t.sessions.values()),
                      "seconds": time.monotonic() - t.started}
             try:

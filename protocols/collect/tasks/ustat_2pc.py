@@ -193,6 +193,7 @@ class UStat2PC(PairProtocol):
 
     # ------------------------------------------------------------------ step 3
     def finish(self, spec: dict, values: list[int], stats: dict) -> dict:
+        from pairwise.protocols.ustat.interval import ustat_interval
         from pairwise.protocols.ustat.public import estimate_from_sum, natural_range
 
         nc = self.circuit(spec)
@@ -206,6 +207,15 @@ class UStat2PC(PairProtocol):
         g = nc.guarantee
         conv = {"gini": pp.scale, "kendall": 1.0, "auc": 0.5}[pp.statistic]
         m = len(values)
+        # the (1 - alpha) interval of today's ustat, from the public design: users paired (AUC: positives garble,
+        # negatives evaluate), P, the pairs averaged, the circuit
+        auc = pp.statistic == "auc"
+        n_rows = stats.get("garblers", stats["users_paired"]) if auc else stats["users_paired"]
+        n_cols = stats.get("evaluators", stats["users_paired"]) if auc else stats["users_paired"]
+        alpha = spec.get("alpha", 0.05)
+        iw = ustat_interval(nc, R=pp.range_, design="subsample", two_sample=auc, n_rows=n_rows, n_cols=n_cols,
+                            P=spec["pairs_per_user"], pairs=m, alpha=alpha, to_natural=float(nc.unit) * conv)
+        interval = iw.around(float(estimate))
         return {
             "statistic": spec["statistic"], "estimate": float(estimate), "exact": None,
             "epsilon": spec["epsilon"], "delta": self.delta(spec), "n": stats["users_paired"], "pairs": m,
@@ -222,5 +232,7 @@ class UStat2PC(PairProtocol):
             "noise_epsilon_per_pair": float(g.epsilon) if g is not None else None,
             "noise_delta_method": g.method if g is not None else None, "pair_delta": spec["pair_delta"],
             "sample_mse": None, "cluster": None, "rr_estimate": None, "rr_estimate_clamped": None,
-            "data": None, "columns": None,
+            "data": None, "columns": None, "interval": interval,
+            "interval_clamped": [min(max(v, lo_nat), hi_nat) for v in interval], "interval_method": iw.method,
+            "interval_width": iw.width, "alpha": alpha, "kernel_check": None, "pairs_per_user_rule": None,
         }

@@ -194,6 +194,11 @@ def test_kendall_2pc_at_a_noiseless_epsilon_is_the_average_kernel_of_the_pairs(s
     kern = [np.sign(vals[g][0] - vals[e][0]) * np.sign(vals[g][1] - vals[e][1]) for g, e, _, _ in pairs]
     # eps / P = 250 per pair is capped at 64: k-RR keeps the value with probability 1 - 2 e^-64
     assert res["estimate"] == pytest.approx(float(np.mean(kern)), abs=1e-9)
+    from pairwise.protocols.ustat.result import _ORDER  # the keys of today's pairwise ustat --json
+
+    assert set(_ORDER) - {"cluster_workers", "cluster_tasks", "cluster_task_seconds"} <= set(res)
+    lo, hi = res["interval"]
+    assert lo < res["estimate"] < hi and res["alpha"] == 0.05 and res["interval_width"] == pytest.approx(hi - lo)
     per_user: dict = {}
     for g, e, _, _ in pairs:
         per_user[g] = per_user.get(g, 0) + 1
