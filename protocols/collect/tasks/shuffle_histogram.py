@@ -98,7 +98,18 @@ class ShuffleHistogram(TaskProtocol):
 
         from ..histogram import HistogramTask, analyze
 
+        from pairwise.protocols.ldp.interval import histogram_band
+
+        task = HistogramTask.from_spec(spec)
         try:
-            return analyze(batches, HistogramTask.from_spec(spec), private_key, task_id)
+            out = analyze(batches, task, private_key, task_id)
         except PrivacyParameterError as exc:
             raise CollectError(str(exc)) from None
+        # today's band, from public values only: the m users analyzed, d, the randomizer's p, alpha
+        alpha = spec.get("alpha", 0.05)
+        below, above, method = histogram_band(out["n"], out["d"], task.protocol().inner.p, alpha)
+        est = out["estimate"]
+        out.update({"interval": [[e - below, e + above] for e in est],
+                    "interval_clamped": [[min(max(e - below, 0.0), 1.0), min(max(e + above, 0.0), 1.0)] for e in est],
+                    "interval_method": method, "interval_width": below + above, "alpha": alpha})
+        return out
