@@ -158,7 +158,7 @@ def test_2pc_through_a_tcp_relay_shows_only_ciphertext(pki):
 
 
 # offsets land in TLS payload, in TLS record headers and in the relay's own length prefixes alike
-@pytest.mark.parametrize("direction,offset", [(0, 3000), (1, 2500), (0, 9000), (0, 1500), (1, 1200), (1, 4000)])
+@pytest.mark.parametrize("direction,offset", [(0, 3000), (1, 2500), (0, 8000), (0, 1500), (1, 1200), (1, 4000)])
 def test_a_flipped_byte_in_the_tcp_relay_fails_both_users(pki, direction, offset):
     relay = RawRelay(pki, flip=(direction, offset))
     (g, e), _ = parties(relay, pki)
