@@ -37,12 +37,18 @@ Security model
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import scipy.sparse as sp
-from scipy.optimize import isotonic_regression, linprog
 
 from .errors import EmptyDataError, InvalidDataError, PrivacyParameterError
 from .tree import tree_depth
+
+# scipy.sparse and scipy.optimize are imported inside the functions that use
+# them: importing them costs about 0.7 s of CPU, which every `pairwise` process
+# (servers, workers, the command line) would otherwise pay at start.
+if TYPE_CHECKING:
+    import scipy.sparse as sp
 
 __all__ = ["smooth_ecdf", "isotonic_bounded", "path_matrix"]
 
@@ -60,12 +66,15 @@ def _values(values: object) -> np.ndarray:
 
 def isotonic_bounded(values: object, lower: float = 0.0, upper: float = 1.0) -> np.ndarray:
     """Euclidean projection onto {non-decreasing, lower <= F <= upper} (p = 2, leaf space)."""
+    from scipy.optimize import isotonic_regression
     arr = _values(values)
     fitted = isotonic_regression(arr, increasing=True).x
     return np.clip(fitted, lower, upper)
 
 
 def _l1_isotonic(arr: np.ndarray, lower: float, upper: float) -> np.ndarray:
+    import scipy.sparse as sp
+    from scipy.optimize import linprog
     n = arr.size
     # variables [F (n), t (n)]; minimise sum t, t >= |F - y|, F_{i+1} >= F_i, lower <= F <= upper
     eye = sp.identity(n, format="csr")
@@ -90,6 +99,7 @@ def path_matrix(n_thresholds: int, rows: np.ndarray | None = None) -> sp.csr_mat
 
     Nodes are numbered level by level (leaves first, root last).
     """
+    import scipy.sparse as sp
     L = tree_depth(n_thresholds)
     idx = np.arange(n_thresholds) if rows is None else np.asarray(rows)
     offsets = np.concatenate([[0], np.cumsum([1 << (L - l) for l in range(L + 1)])])
@@ -99,6 +109,7 @@ def path_matrix(n_thresholds: int, rows: np.ndarray | None = None) -> sp.csr_mat
 
 
 def _tree_constraints(arr: np.ndarray, rows: np.ndarray, n_total: int, lower: float, upper: float):
+    import scipy.sparse as sp
     z = path_matrix(n_total, rows)
     m = rows.size
     blocks = []
@@ -114,6 +125,8 @@ def _tree_constraints(arr: np.ndarray, rows: np.ndarray, n_total: int, lower: fl
 
 
 def _tree_l1(arr, rows, n_total, lower, upper):
+    import scipy.sparse as sp
+    from scipy.optimize import linprog
     a, c, z = _tree_constraints(arr, rows, n_total, lower, upper)
     m = a.shape[1]
     res = linprog(
