@@ -95,6 +95,7 @@ __all__ = [
     "dyadic_node_counts",
     "path_node_values",
     "path_sums",
+    "path_adjoint",
     "dyadic_prefix_sums",
     "tree_noise_scale",
     "theorem31_mse",
@@ -205,6 +206,24 @@ def path_sums(node_values: object) -> np.ndarray:
     for l in range(1, L + 1):
         out = out + np.repeat(levels[l], 1 << l, axis=-1)
     return out
+
+
+def path_adjoint(weights: object) -> np.ndarray:
+    """Transpose of :func:`path_sums`: node weights of sum_k weights[..., k] * path_sum[k], levels concatenated.
+
+    Node (l, j) gets the sum of the weights of the 2^l leaves below it
+    (leaves first, root last: the node order of :func:`tree_node_noise`).
+    The last axis must be a power of two.
+    """
+    w = np.asarray(weights, dtype=float)
+    size = w.shape[-1]
+    if size < 1 or size & (size - 1):
+        raise InvalidDataError(f"weights must have 2^L entries on the last axis, got {w.shape}")
+    out = [w]
+    while out[-1].shape[-1] > 1:
+        v = out[-1]
+        out.append(v[..., 0::2] + v[..., 1::2])
+    return np.concatenate(out, axis=-1)
 
 
 def dyadic_prefix_sums(node_values: object) -> np.ndarray:
