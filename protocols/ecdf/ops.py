@@ -47,6 +47,7 @@ __all__ = [
     "LEDGER_PAGE",
     "MAX_CLIENTS",
     "MAX_SERIES",
+    "MECHANISMS",
     "META_MAX",
     "REQUESTS",
     "AbortRequest",
@@ -78,6 +79,8 @@ MAX_CLIENTS = 10_000_000
 META_MAX = 4096
 #: Series per dataset.
 MAX_SERIES = 8
+#: ECDF release mechanisms: Theorem 3.1's path sums, the binary node tree (Hay et al.), the k-ary node tree.
+MECHANISMS = ("paper", "hierarchical", "kary")
 #: Ledger entries per ``ledger``/``adopt`` message.
 LEDGER_PAGE = 2000
 #: Largest epsilon of one adopted ledger entry.
@@ -442,8 +445,8 @@ class PrepareRequest(Request):
         common = dict(rid=rid, dataset=name, grid_bits=g, tolerate=tol, servers=servers)
         if kind == "ecdf":
             mech = obj.get("mechanism", "paper")
-            if mech not in ("paper", "hierarchical"):
-                raise QueryRefused(f"mechanism must be 'paper' or 'hierarchical', got {mech!r}")
+            if mech not in MECHANISMS:
+                raise QueryRefused(f"mechanism must be one of {', '.join(MECHANISMS)}, got {mech!r}")
             names = _release_names(obj.get("series", "all"), kind)
             thr = obj.get("thresholds")
             if thr is not None:

@@ -49,15 +49,19 @@ from fractions import Fraction
 import numpy as np
 from pairwise.dp.ecdf import auc as trapezoid_auc
 from pairwise.dp.ecdf import (
-    consistent_prefix_sums,
     hosmer_lemeshow_statistic,
     inverse_ecdf,
     smooth_ecdf,
 )
+from pairwise.dp.ecdf_intervals import NoiseLaw, auc_estimate, check_alpha
+from pairwise.dp.kary import consistent_prefix, level_sizes
 from pairwise.mpc.errors import ChannelError
+
+from .estimates import NoiseMap, auc_method, ecdf_band, quantile_interval, roc_auc_interval
 
 from .ops import (
     LEDGER_PAGE,
+    MECHANISMS,
     AbortRequest,
     AdoptRequest,
     DropUploadRequest,
@@ -141,6 +145,7 @@ class ECDFRelease:
     bytes: dict = field(default_factory=dict)
     seconds: float = 0.0
     server_timings: list = field(default_factory=list)
+    noise_map: NoiseMap | None = None  # the public noise structure the servers stated (None: not stated)
 
     @property
     def ecdf(self) -> np.ndarray:
@@ -163,6 +168,37 @@ class ECDFRelease:
 
         validate_quantile_levels(np.atleast_1d(np.asarray(qs, dtype=float)).tolist())
         return np.asarray(inverse_ecdf(self.smoothed, qs, thresholds=self.thresholds))
+
+    def radii(self, alpha: float = 0.05) -> np.ndarray | None:
+        """Per-threshold radii in counts: |cumulative - exact| <= r with probability >= 1 - alpha each
+        (public: mechanism, grid, epsilon, alpha); None if the interval is not computed."""
+        return None if self.noise_map is None else self.noise_map.radii(self.thresholds, alpha)
+
+    def interval(self, alpha: float = 0.05) -> tuple[np.ndarray, np.ndarray] | None:
+        """Pointwise (1 - alpha) intervals of the ECDF at each released threshold (fractions, in [0, 1])."""
+        r = self.radii(alpha)
+        if r is None:
+            return None
+        return np.clip((self.cumulative - r) / self.n, 0, 1), np.clip((self.cumulative + r) / self.n, 0, 1)
+
+    def band(self, alpha: float = 0.05) -> tuple[np.ndarray, np.ndarray] | None:
+        """A simultaneous (1 - alpha) band over the released thresholds (monotone envelope)."""
+        if self.noise_map is None or not self.noise_map.available():
+            return None
+        return ecdf_band(self.cumulative, self.noise_map.band_radii(self.thresholds, alpha), self.n)
+
+    def interval_method(self, alpha: float = 0.05) -> str:
+        return "not computed: the servers did not state the noise law" if self.noise_map is None \
+            else self.noise_map.method(alpha)
+
+    def quantile_intervals(self, qs, alpha: float = 0.05) -> list[tuple[int, int]] | None:
+        """Grid-index intervals of the true quantiles (test inversion, alpha / 2 per side; whole grid only)."""
+        N = 1 << self.grid_bits
+        if self.noise_map is None or not self.noise_map.available() or not np.array_equal(self.thresholds,
+                                                                                        np.arange(N)):
+            return None
+        r = self.noise_map.radii(self.thresholds, check_alpha(alpha))
+        return [quantile_interval(self.cumulative, r, float(q) * self.n) for q in np.atleast_1d(qs)]
 
     def as_dict(self) -> dict:
         return {"dataset": self.dataset, "series": self.series, "mechanism": self.mechanism,
@@ -188,7 +224,15 @@ class CountsRelease:
 
 @dataclass
 class ROCRelease:
-    """A private ROC curve (Sec. 5.1): two eps/2 ECDFs, smoothed, turned into (FPR, TPR) points."""
+    """A private ROC curve (Sec. 5.1): two eps/2 ECDFs, smoothed, turned into (FPR, TPR) points.
+
+    ``auc``: the plug-in U^ / (n^_pos n^_neg) of the raw releases (unbiased
+    numerator; :func:`pairwise.dp.ecdf_intervals.auc_estimate`), with its
+    ``auc_interval`` at ``alpha`` (None beyond 2^10 thresholds, see
+    ``auc_interval_method``).  ``auc_smoothed``: the trapezoids under the
+    smoothed curve (the service's AUC before issue 25), biased towards 1/2
+    when the noise is large (``benchmarks/RESULTS.md``).
+    """
 
     fpr: np.ndarray
     tpr: np.ndarray
@@ -197,10 +241,16 @@ class ROCRelease:
     negatives: ECDFRelease
     epsilon: float
     delta: float
+    auc_smoothed: float = float("nan")
+    auc_interval: tuple[float, float] | None = None
+    auc_interval_method: str = ""
+    alpha: float = 0.05
 
     def as_dict(self) -> dict:
         return {"fpr": self.fpr.tolist(), "tpr": self.tpr.tolist(), "auc": self.auc,
-                "epsilon": self.epsilon, "delta": self.delta}
+                "auc_interval": None if self.auc_interval is None else list(self.auc_interval),
+                "auc_interval_method": self.auc_interval_method, "auc_smoothed": self.auc_smoothed,
+                "alpha": self.alpha, "epsilon": self.epsilon, "delta": self.delta}
 
 
 @dataclass
@@ -265,8 +315,8 @@ class ECDFQuerier:
         """Querier-side checks of a release's public parameters: a bad request never reaches a server,
         so nothing is reserved or charged (the servers check again before they charge).  Raises
         :class:`QueryRefused`, as a server would."""
-        if mechanism not in ("paper", "hierarchical"):
-            raise QueryRefused(f"mechanism must be 'paper' or 'hierarchical', got {mechanism!r}")
+        if mechanism not in MECHANISMS:
+            raise QueryRefused(f"mechanism must be one of {', '.join(MECHANISMS)}, got {mechanism!r}")
         if smoothing not in (None, 1, 2):
             raise QueryRefused(f"smoothing must be None, 1 or 2 (Eq. 3's p), got {smoothing!r}")
         if isinstance(tolerate, bool) or not isinstance(tolerate, int) or not 0 <= tolerate < self.m \
@@ -567,31 +617,36 @@ class ECDFQuerier:
         nb = int(info["domain_bits"])
         out = []
         start = 0
+        laws = h.get("noise_laws")
         for k, name in enumerate(h["series"]):
             var = float(h["variances"][k])
+            law = None if laws is None else NoiseLaw(float(laws[k]["a"]), float(laws[k]["shape"]),
+                                                      float(laws[k]["tv"]))
             if mechanism == "paper":
                 thr = np.array(h["thresholds"], dtype=np.int64)
                 cum = vals[start:start + thr.size].astype(float)
                 start += thr.size
+                nmap = None if law is None else NoiseMap(mechanism, g, law)
             else:
+                rad = tuple(int(r) for r in h.get("radices", [2] * L))
                 levels, variances = [], []
-                for lv in range(int(h["levels"][k])):
-                    w = 1 << (L - lv)
+                for w in level_sizes(rad)[:int(h["levels"][k])]:
                     levels.append(vals[start:start + w].astype(float))
                     variances.append(var)
                     start += w
                 if h["root_public"][k]:
                     levels.append(np.array([float(n)]))
                     variances.append(0.0)
-                full = consistent_prefix_sums(levels, variances)
+                full = consistent_prefix(levels, variances, rad)
                 thr = np.arange(N) if thresholds is None else np.unique(np.asarray(thresholds, dtype=np.int64))
                 cum = full[thr]
+                nmap = None if law is None else NoiseMap(mechanism, g, law, rad, bool(h["root_public"][k]))
             sm = cum.astype(float) if smoothing is None else smooth_ecdf(cum, smoothing, lower=0.0, upper=float(n))
             out.append(ECDFRelease(dataset, name, mechanism, nb, g, thr, grid_points(nb, g)[thr], cum, n,
                                    float(Fraction(h["epsilon_per_series"])), float(h["deltas"][k]), var,
                                    np.asarray(sm, dtype=float), str(h["noise"]), self.m, meta["bytes"],
                                    meta["seconds"],
-                                   [dict(x.get("timings", {}), total=x.get("seconds")) for x in heads]))
+                                   [dict(x.get("timings", {}), total=x.get("seconds")) for x in heads], nmap))
         return out
 
     def counts(self, dataset: str, cuts, epsilon_per_value, series, *, grid_bits: int | None = None,
@@ -618,17 +673,30 @@ class ECDFQuerier:
 
     # ------------------------------------------------------------------ applications
     def roc(self, dataset: str, epsilon, *, smoothing: int = 2, higher_is_positive: bool = True,
-            grid_bits: int | None = None, mechanism: str = "paper", tolerate: int = 0, progress=None) -> ROCRelease:
+            grid_bits: int | None = None, mechanism: str = "paper", tolerate: int = 0, progress=None,
+            alpha: float = 0.05) -> ROCRelease:
         """Sec. 5.1: release the positives' and the negatives' ECDFs with eps/2 each, then the ROC curve.
 
         One request for both classes; ``progress(done, total)``: its stages (module docstring).
+        The AUC is the plug-in estimate with its (1 - ``alpha``) interval (:class:`ROCRelease`).
         """
+        alpha = check_alpha(alpha)
         eps = parse_epsilon(epsilon)
         parse_epsilon(eps / 2, "epsilon / 2 (each class)")
         pos, neg = self.ecdf_many(dataset, eps / 2, ["pos", "neg"], grid_bits=grid_bits, mechanism=mechanism,
                                   smoothing=smoothing, tolerate=tolerate, progress=progress)
         fpr, tpr = roc_points(pos.smoothed_counts, neg.smoothed_counts, higher_is_positive)
-        return ROCRelease(fpr, tpr, trapezoid_auc(fpr, tpr), pos, neg, float(eps), pos.delta + neg.delta)
+        above, below = (pos, neg) if higher_is_positive else (neg, pos)
+        n = pos.n
+        est = auc_estimate(above.cumulative, below.cumulative, n)
+        iv, why = None, auc_method(pos.grid_bits)
+        if why is None and above.noise_map is not None and below.noise_map is not None:
+            r = roc_auc_interval(above.cumulative, below.cumulative, n, above.noise_map, below.noise_map, alpha)
+            iv, why = r.interval, r.method
+        elif why is None:
+            why = "not computed: the servers did not state the noise law"
+        return ROCRelease(fpr, tpr, est, pos, neg, float(eps), pos.delta + neg.delta, trapezoid_auc(fpr, tpr), iv,
+                          why, alpha)
 
     def hosmer_lemeshow(self, dataset: str, epsilon, *, Q: int = 10, smoothing: int = 2,
                         tolerate: int = 0, progress=None) -> HLRelease:

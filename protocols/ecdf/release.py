@@ -21,9 +21,14 @@ What it does
       and sends the querier shares of C(tau_i) + sum_l eta_{ceil(i/2^l), l}.
       Answering a subset B of the grid releases a subset of Eq. (2) (still
       eps-DP).  Several series in one request are charged eps each.
-    * ``ecdf`` with ``mechanism="hierarchical"``: noisy counts of every dyadic
-      node (Hay et al. 2010; eps / (2L) per node; the root is the public n
-      for series ``all``), opened; the querier makes them consistent.
+    * ``ecdf`` with ``mechanism="hierarchical"`` or ``"kary"``: noisy counts of
+      every node of a tree over the grid, opened; the querier makes them
+      consistent.  ``hierarchical`` is the binary tree of Hay et al. (2010),
+      ``kary`` the mixed-radix tree of :func:`pairwise.dp.kary.tree_radices`
+      (radices from the grid alone, e.g. 32 x 32 for 2^10 thresholds).  A tree
+      with h levels below the root gets eps / (2h) per node (a replaced record
+      changes two nodes per level); the root is the public n for series
+      ``all`` and noised for the others.  The radices are in the reply.
     * ``counts``: noisy counts of Q threshold groups of several series, eps_v
       each (Alg. 2, lines 7-9): a record changes at most 2 groups per series,
       so the charge is 2 |series| eps_v.
@@ -31,6 +36,9 @@ What it does
     Noise no single server knows (:mod:`pairwise.protocols.ecdf.noise`): with
     m = 2 one garbled-circuit session per release over the server-to-server
     channel (:mod:`pairwise.protocols.ecdf.peers`), with m > 2 Polya shares.
+    The reply states each series' node-noise law (``noise_laws``: a, the
+    negative-binomial shape, the distance to that law per value), all public,
+    from which the querier computes intervals.
 
 Security model
     See :mod:`pairwise.protocols.ecdf.server`.  Everything published next to
@@ -40,6 +48,7 @@ Security model
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -50,6 +59,7 @@ from pairwise.mpc.errors import ChannelError
 from .dataset import Dataset, Snapshot
 from .noise import (
     MAX_VALUE_EPSILON,
+    discrete_laplace_alpha,
     gc_noise_shares,
     gc_noisy_sum,
     noise_share,
@@ -60,15 +70,28 @@ from .noise import (
     polya_table,
     value_epsilon,
 )
-from .ops import MAX_SERIES, PrepareRequest, check_rid, parse_thresholds
+from pairwise.dp.kary import tree_radices
+
+from .ops import MAX_SERIES, MECHANISMS, PrepareRequest, check_rid, parse_thresholds
 from .shares import MAX_GRID_BITS, grid_points, reduce_mod, to_signed
 from .wire import QueryRefused, ServerUnavailable
 
-__all__ = ["LAMBDA", "MAX_SERIES", "ReleasePlan", "check_rid", "parse_thresholds", "plan_release", "release_points",
-           "run_release"]
+__all__ = ["LAMBDA", "MAX_SERIES", "MECHANISMS", "ReleasePlan", "check_rid", "mechanism_radices", "parse_thresholds",
+           "plan_release", "release_points", "run_release"]
 
 #: Statistical security of the in-circuit noise: delta <= 2^-LAMBDA per release part.
 LAMBDA = 40
+
+
+def mechanism_radices(mechanism: str, grid_bits: int) -> tuple[int, ...] | None:
+    """The tree of a node-release mechanism on 2^g thresholds (public): None for the paper's path sums."""
+    if mechanism == "paper":
+        return None
+    if mechanism == "hierarchical":
+        return (2,) * int(grid_bits)
+    if mechanism == "kary":
+        return tree_radices(int(grid_bits))
+    raise QueryRefused(f"mechanism must be one of {', '.join(MECHANISMS)}, got {mechanism!r}")
 
 
 @dataclass
@@ -86,6 +109,7 @@ class ReleasePlan:
     cuts: list[int] = field(default_factory=list)
     epsilon: Fraction = Fraction(0)  # ecdf: per series; counts: per value
     servers: list[tuple[str, int]] | None = None
+    radices: tuple[int, ...] | None = None  # ecdf with a node-release mechanism (hierarchical, kary)
 
 
 def _grid_bits(ds: Dataset, req: PrepareRequest) -> int:
@@ -115,16 +139,17 @@ def plan_release(ds: Dataset, req: PrepareRequest) -> ReleasePlan:
     if kind == "ecdf":
         mech = req.mechanism
         thr = parse_thresholds(None if req.thresholds is None else list(req.thresholds), 1 << g)
+        rad = mechanism_radices(mech, g)
         if ds.scheme == "pointwise":
-            if mech == "hierarchical" and thr.size != (1 << g):
-                raise QueryRefused("the hierarchical mechanism needs the whole grid")
-            need = thr if mech == "paper" else np.arange(1 << g)
+            if rad is not None and thr.size != (1 << g):
+                raise QueryRefused(f"the {mech} mechanism needs the whole grid")
+            need = thr if rad is None else np.arange(1 << g)
             if not np.isin(need, ds.record.thresholds).all():
                 raise QueryRefused("the pointwise round does not cover the requested thresholds")
         eps = req.epsilon
         plan = ReleasePlan(rid, kind, names, g, eps * len(names), tol, mech, thr, epsilon=eps,
-                           servers=None if servers is None else list(servers))
-        changed = g + 1 if mech == "paper" else 2 * g
+                           servers=None if servers is None else list(servers), radices=rad)
+        changed = g + 1 if rad is None else 2 * len(rad)
         specs = [(value_epsilon(eps, changed), ds.series_weight(s), changed) for s in names]
     else:
         cuts, N = list(req.cuts), 1 << g
@@ -151,7 +176,7 @@ def release_points(ds: Dataset, plan: ReleasePlan) -> np.ndarray:
     a function of the grid and the requested thresholds or cuts only)."""
     pts = grid_points(ds.n, plan.grid_bits)
     if plan.kind == "ecdf":
-        return pts[plan.thresholds] if plan.mechanism == "paper" else pts
+        return pts[plan.thresholds] if plan.radices is None else pts
     return pts[np.array(plan.cuts + [(1 << plan.grid_bits) - 1], dtype=np.int64)]
 
 
@@ -178,7 +203,7 @@ def _noise(ds: Dataset, plan: ReleasePlan, specs: list[dict], open_peer, server_
     t0 = time.perf_counter()
     m, l = ds.m, ds.l
     out: list[np.ndarray] = []
-    report = {"delta": 0.0, "deltas": [], "variances": [], "and_gates": 0, "peer_bytes": 0,
+    report = {"delta": 0.0, "deltas": [], "variances": [], "laws": [], "and_gates": 0, "peer_bytes": 0,
               "noise": "polya" if m > 2 else "gc"}
     try:
         if m == 2:
@@ -194,6 +219,8 @@ def _noise(ds: Dataset, plan: ReleasePlan, specs: list[dict], open_peer, server_
                     report["deltas"].append(p["changed"] * nsc.guarantee.delta)
                     report["delta"] += p["changed"] * nsc.guarantee.delta
                     report["variances"].append(noise_variance(p["eps_v"], p["S"]))
+                    report["laws"].append({"a": discrete_laplace_alpha(p["eps_v"], p["S"]), "shape": 1.0,
+                                           "tv": float(nsc.guarantee.tv_to_ideal or 0.0)})
                     report["and_gates"] += 0 if res is None else res.and_gates
                 st = ch.stats()
                 report["peer_bytes"] = st["bytes_sent"] + st["bytes_received"]
@@ -211,6 +238,8 @@ def _noise(ds: Dataset, plan: ReleasePlan, specs: list[dict], open_peer, server_
             report["deltas"].append(p["changed"] * polya_guarantee(table, m))
             report["delta"] += p["changed"] * polya_guarantee(table, m)
             report["variances"].append(noise_variance(p["eps_v"], p["S"], shape * m))
+            report["laws"].append({"a": table.alpha, "shape": float(shape * m),
+                                   "tv": math.nextafter(2 * m * table.tv_bound, math.inf)})
         return out, report
     finally:
         timings["noise"] = timings.get("noise", 0.0) + time.perf_counter() - t0
@@ -236,7 +265,7 @@ def run_release(ds: Dataset, snap: Snapshot, plan: ReleasePlan, open_peer, serve
     if plan.kind == "ecdf":
         eps, names = plan.epsilon, plan.series
         specs, extra = [], []
-        if plan.mechanism == "paper":
+        if plan.radices is None:
             B = plan.thresholds
             offs = np.concatenate([[0], np.cumsum([1 << (L - lv) for lv in range(L + 1)])])
             node = np.concatenate([offs[lv] + (B >> lv) for lv in range(L + 1)])
@@ -254,26 +283,26 @@ def run_release(ds: Dataset, snap: Snapshot, plan: ReleasePlan, open_peer, serve
             vals = np.concatenate(parts)
             head.update(encoding="shares", thresholds=B.tolist(), nodes=int(uniq.size))
         else:
-            eps_v = value_epsilon(eps, 2 * L)
+            rad = plan.radices
+            h = len(rad)
+            eps_v = value_epsilon(eps, 2 * h)
             levels_n, roots = [], []
             for name in names:
                 c = _cum(ds, snap, name, pts, timings)
-                h = reduce_mod(c - np.concatenate([[np.uint64(0)], c[:-1]]), ds.l)
-                levels = [h]
-                while levels[-1].size > 1:
-                    lv = levels[-1]
-                    levels.append(reduce_mod(lv[0::2] + lv[1::2], ds.l))
+                levels = [reduce_mod(c - np.concatenate([[np.uint64(0)], c[:-1]]), ds.l)]
+                for k in rad:
+                    levels.append(reduce_mod(levels[-1].reshape(-1, k).sum(axis=1, dtype=np.uint64), ds.l))
                 root_public = name == "all"  # the root is n, public; other series noise it too
-                noised = levels[:L] if root_public else levels[:L + 1]
+                noised = levels[:h] if root_public else levels[:h + 1]
                 levels_n.append(len(noised))
                 roots.append(root_public)
                 specs.append({"mode": "open", "values": np.concatenate(noised), "eps_v": eps_v,
-                              "S": ds.series_weight(name), "changed": 2 * L})
+                              "S": ds.series_weight(name), "changed": 2 * h})
             res, rep = _noise(ds, plan, specs, open_peer, server_id, timings)
             enc = "values" if ds.m == 2 else "shares"
             vals = np.concatenate([to_signed(v, ds.l) if enc == "values" else v for v in res])
-            head.update(encoding=enc, levels=levels_n, root_public=roots)
-        head.update(series=names, value_epsilon=str(eps_v), variances=rep["variances"],
+            head.update(encoding=enc, levels=levels_n, root_public=roots, radices=list(rad))
+        head.update(series=names, value_epsilon=str(eps_v), variances=rep["variances"], noise_laws=rep["laws"],
                     deltas=rep["deltas"], epsilon_per_series=str(eps))
     else:
         bounds = np.array(plan.cuts + [N - 1], dtype=np.int64)
@@ -287,7 +316,7 @@ def run_release(ds: Dataset, snap: Snapshot, plan: ReleasePlan, open_peer, serve
         enc = "values" if ds.m == 2 else "shares"
         vals = np.concatenate([to_signed(v, ds.l) if enc == "values" else v for v in res])
         head.update(encoding=enc, series=plan.series, groups=len(plan.cuts) + 1, value_epsilon=str(eps_v),
-                    variances=rep["variances"])
+                    variances=rep["variances"], noise_laws=rep["laws"])
     head.update(delta=rep["delta"], peer_bytes=rep["peer_bytes"], and_gates=rep["and_gates"], noise=rep["noise"],
                 count=int(vals.size), timings=timings,
                 seconds=time.perf_counter() - t0 + snap.timings.get("cluster", 0.0))  # + the cluster, while prepared

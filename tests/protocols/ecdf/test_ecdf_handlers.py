@@ -273,3 +273,50 @@ def test_requests_are_authorized_before_they_are_parsed(servers):
     assert not session.answer(bad, None)
     assert "series must be a list" in recv_json(ours, timeout=60)["error"]
     session.close()
+
+
+@pytest.mark.parametrize("mechanism", ["hierarchical", "kary"])
+def test_node_mechanisms_release_every_label_series_exactly_at_huge_epsilon(servers, mechanism):
+    """The class series of a tree release against the exact counts: their root is noised, not the public n.
+
+    80 clients, 20 positives (issue 25: a planted fault made the positives' last count 80 instead of 20).
+    """
+    sv = servers(2)
+    x = np.random.default_rng(7).integers(0, 1 << NB, 80)
+    y = np.zeros(80, dtype=int)
+    y[::4] = 1
+    upload(sv.addresses, "lab", x, labels=y, domain_bits=NB)
+    q = sv.querier()
+    roc = q.roc("lab", 2 * HUGE, mechanism=mechanism)
+    close = lambda a, b: np.allclose(a, b, rtol=0, atol=1e-9)  # noqa: E731 (the consistent tree is real-valued)
+    assert close(roc.positives.cumulative, exact_counts(x[y == 1])), roc.positives.cumulative[-4:]
+    assert close(roc.negatives.cumulative, exact_counts(x[y == 0]))
+    assert close(roc.positives.cumulative[-1], 20) and close(roc.negatives.cumulative[-1], 60)
+    assert roc.positives.noise_map.root_public is False and roc.positives.noise_map.radices is not None
+    rel = q.ecdf("lab", HUGE, mechanism=mechanism)
+    assert close(rel.cumulative, exact_counts(x)) and rel.noise_map.root_public is True
+    # the intervals hold the exact values and have a width from public parameters (tiny at this epsilon)
+    lo, hi = rel.interval(0.05)
+    assert np.all(lo <= exact_counts(x) / 80 + 1e-12) and np.all(exact_counts(x) / 80 <= hi + 1e-12)
+    assert np.all(hi - lo < 0.1)
+    cp, cn = exact_counts(x[y == 1]), exact_counts(x[y == 0])
+    exact_auc = float(np.dot(np.diff(np.concatenate([[0], cp])),
+                             (np.concatenate([[0], cn[:-1]]) + cn) / 2) / (20 * 60))
+    assert roc.auc == pytest.approx(exact_auc, abs=1e-9)
+    assert roc.auc_interval[0] - 1e-9 <= exact_auc <= roc.auc_interval[1] + 1e-9
+
+
+def test_release_states_its_noise_law_and_radices(servers):
+    """What the servers publish next to a release is public: the radices and the node law's a (= exp(-eps_v))."""
+    sv = servers(2)
+    x = np.arange(50) % (1 << NB)
+    upload(sv.addresses, "law", x, domain_bits=NB)
+    q = sv.querier()
+    rel = q.ecdf("law", 3.0, mechanism="kary")
+    from pairwise.dp.kary import tree_radices
+
+    assert rel.noise_map.radices == tree_radices(NB)
+    h = len(rel.noise_map.radices)
+    assert rel.noise_map.law.a == pytest.approx(np.exp(-3.0 / (2 * h)))
+    rel = q.ecdf("law", 3.0)
+    assert rel.noise_map.radices is None and rel.noise_map.law.a == pytest.approx(np.exp(-3.0 / (NB + 1)))
