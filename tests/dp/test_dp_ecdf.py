@@ -359,3 +359,50 @@ def test_hosmer_lemeshow_errors():
         hosmer_lemeshow_dp([0.2], [1], 0.0)
     with pytest.raises(PrivacyParameterError, match="Q"):
         hosmer_lemeshow([0.2], [1], Q=1)
+
+
+@pytest.mark.parametrize("smoothing", [None, 2])
+def test_hosmer_lemeshow_dp_neighbours_publish_post_processing_of_noisy_counts_only(smoothing):
+    """Neighbouring datasets (one patient's probability and label replaced), the same seed (same noise).
+
+    Everything Algorithm 2 publishes is a function of the noisy tree and the noisy group statistics:
+    the tree's noise does not depend on the data (the releases differ by the exact difference), the cuts
+    are Algorithm 1 on the released ECDF (not on the exact one), each group statistic's noise is the
+    same on both, and with equal cuts the exact statistics differ in at most 2 groups by at most 1 (in
+    2^-16 units for E): the 8 eps' of Theorem 5.1.
+    """
+    from pairwise.dp.ecdf import EXPECTED_GRID_BITS
+
+    rng = np.random.default_rng(12)
+    n, L, Q, eps = 400, 6, 5, 2.0
+    p = rng.beta(2, 3, n)
+    y = (rng.random(n) < p).astype(int)
+    p2, y2 = p.copy(), y.copy()
+    p2[0], y2[0] = 0.999, 1 - y[0]
+    grid = 1 << EXPECTED_GRID_BITS
+
+    def exact_stats(pp, yy, cuts):
+        g = np.searchsorted(np.sort(cuts), probability_bins(pp, L), side="left")
+        pg = np.rint(pp * grid)
+        return np.array([np.bincount(g, weights=yy, minlength=Q), np.bincount(g, weights=1 - yy, minlength=Q),
+                         np.bincount(g, weights=pg, minlength=Q), np.bincount(g, weights=grid - pg, minlength=Q)])
+
+    out = []
+    for pp, yy in ((p, y), (p2, y2)):
+        rel = hosmer_lemeshow_dp(pp, yy, eps, Q=Q, L=L, smoothing=smoothing, rng=np.random.default_rng(99))
+        assert rel.guarantee == PrivacyGuarantee(eps) and rel.epsilon_prime == pytest.approx(eps / (L + 9))
+        assert rel.ecdf.guarantee.epsilon + 8 * rel.epsilon_prime == pytest.approx(eps)
+        f = rel.ecdf.cumulative / n
+        f = f if smoothing is None else smooth_ecdf(f, smoothing)
+        assert np.array_equal(rel.cut_bins, np.asarray(inverse_ecdf(f, np.arange(1, Q) / Q)))  # from the release
+        exact_cum = np.cumsum(np.bincount(probability_bins(pp, L), minlength=1 << L))
+        published = np.array([rel.o1, rel.o0, np.rint(rel.e1 * grid), np.rint(rel.e0 * grid)])
+        out.append((rel.ecdf.cumulative - exact_cum, published - exact_stats(pp, yy, rel.cut_bins), rel.cut_bins))
+    (tree_a, noise_a, cuts_a), (tree_b, noise_b, cuts_b) = out
+    assert np.array_equal(tree_a, tree_b) and np.abs(tree_a).max() > 0  # data-independent, non-zero noise
+    assert np.array_equal(noise_a, noise_b) and np.abs(noise_a).max() > 0
+    exact_cut = np.asarray(inverse_ecdf(np.cumsum(np.bincount(probability_bins(p, L), minlength=1 << L)) / n,
+                                        np.arange(1, Q) / Q))
+    assert not np.array_equal(cuts_a, exact_cut)  # the noise moved the cuts: a test that can fail
+    diff = np.abs(exact_stats(p2, y2, cuts_a) - exact_stats(p, y, cuts_a))
+    assert np.count_nonzero(diff.sum(axis=0)) <= 2 and diff[:2].max() <= 1 and diff[2:].max() <= grid
