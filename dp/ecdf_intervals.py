@@ -175,7 +175,7 @@ def exact_sum_radius(law: NoiseLaw, m: int, beta: float) -> int:
     return int(hi)
 
 
-def _golden_min(f, lo: np.ndarray, hi: np.ndarray, iters: int = 90) -> np.ndarray:
+def _golden_min(f, lo: np.ndarray, hi: np.ndarray, iters: int = 50) -> np.ndarray:
     """Vectorized golden-section search of a quasi-convex f over [lo, hi] per entry; returns the smallest value
     seen (any point gives a valid bound, so a search that misses the optimum only widens the radius)."""
     g = (math.sqrt(5.0) - 1.0) / 2.0
