@@ -44,7 +44,7 @@ What it does
 Security model
     Pure math on public parameters (and, for quantiles and the AUC, on
     released values: post-processing).  Derivations:
-    ``docs/ecdf-mechanisms.md``.
+    ``docs/ecdf-intervals.md``.
 """
 
 from __future__ import annotations

@@ -48,7 +48,7 @@ Security model
     Pure math on public parameters and on counts; noise as in
     :mod:`pairwise.dp.tree` (exact discrete Laplace from the OS CSPRNG, or a
     seeded numpy Generator for SIMULATION).  Derivations:
-    ``docs/ecdf-mechanisms.md``.
+    ``docs/ecdf-intervals.md``.
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ Limits
 Security model
     Post-processing of released values and public parameters (see
     :mod:`pairwise.protocols.ecdf.querier`).  Derivations:
-    ``docs/ecdf-mechanisms.md``.
+    ``docs/ecdf-intervals.md``.
 """
 
 from __future__ import annotations
@@ -50,7 +50,6 @@ from pairwise.dp.ecdf_intervals import (
     product_moment,
     chernoff_radii,
     check_alpha,
-    effective_alpha,
     exact_sum_radius,
     quantile_interval,
 )
@@ -88,8 +87,26 @@ class NoiseMap:
         sz = level_sizes(self.radices)
         return sum(sz) - (1 if self.root_public else 0)
 
+    @property
+    def threshold_values(self) -> int:
+        """Noise values one threshold's estimate depends on: L + 1 path nodes, or every node of a tree."""
+        return self.grid_bits + 1 if self.radices is None else self.nodes
+
+    def ideal_alpha(self, alpha: float, values: int) -> float | None:
+        """alpha less the noise's distance to its ideal law over ``values`` values (a coupling), or None
+        when that distance would take more than half of alpha (then the interval is not printed)."""
+        a = check_alpha(alpha) - int(values) * self.law.tv
+        return a if a > alpha / 2 else None
+
+    def tv_note(self, values: int) -> str:
+        return (f"not computed: the in-circuit noise is within total variation {self.law.tv:.3g} of its ideal law "
+                f"per value, and this interval depends on {values} values (more than half of alpha); use a "
+                "coarser grid or m > 2 servers")
+
     def method(self, alpha: float) -> str:
         pct = f"{100 * (1 - alpha):g}%"
+        if self.ideal_alpha(alpha, self.threshold_values) is None:
+            return self.tv_note(self.threshold_values)
         if self.radices is None:
             return (f"{pct} per threshold, exact: the error is the sum of L + 1 = {self.grid_bits + 1} i.i.d. node "
                     "noises (Theorem 3.1), whose exact law gives the radius; width from public parameters only")
@@ -101,16 +118,23 @@ class NoiseMap:
     def available(self) -> bool:
         return self.radices is None or self.grid_bits <= MAX_INTERVAL_BITS
 
-    def radii(self, thresholds, alpha: float) -> np.ndarray | None:
-        """Two-sided radii in counts: |C^(t) - C(t)| <= r(t) with probability >= 1 - alpha, for each t."""
-        alpha = check_alpha(alpha)
+    def radii(self, thresholds, alpha: float, values: int | None = None) -> np.ndarray | None:
+        """Two-sided radii in counts: |C^(t) - C(t)| <= r(t) with probability >= 1 - alpha, for each t
+        (for the noise actually drawn: ``values`` noise values, default one threshold's, are coupled to the
+        ideal law); None when not computed."""
+        a = self.ideal_alpha(alpha, self.threshold_values if values is None else values)
         thr = np.asarray(thresholds, dtype=np.int64)
-        return _radii(self, tuple(int(t) for t in thr), alpha) if thr.size else np.zeros(0)
+        if a is None or not self.available():
+            return None
+        return _radii(self, tuple(int(t) for t in thr), a) if thr.size else np.zeros(0)
 
     def band_radii(self, thresholds, alpha: float) -> np.ndarray | None:
-        """Radii of a simultaneous band over ``thresholds`` (Bonferroni: alpha / count each)."""
+        """Radii of a simultaneous band over ``thresholds`` (every node coupled; Bonferroni over the count)."""
         thr = np.asarray(thresholds, dtype=np.int64)
-        return self.radii(thr, check_alpha(alpha) / max(1, thr.size))
+        a = self.ideal_alpha(alpha, self.nodes)
+        if a is None or not self.available():
+            return None
+        return _radii(self, tuple(int(t) for t in thr), a / max(1, thr.size))
 
     def adjoint(self, weights) -> np.ndarray:
         """Node weights of sum_t weights[t] * error[t] (weights over the whole grid)."""
@@ -124,10 +148,8 @@ class NoiseMap:
 
 
 @lru_cache(maxsize=64)
-def _radii(nm: NoiseMap, thresholds: tuple[int, ...], alpha: float) -> np.ndarray | None:
-    if not nm.available():
-        return None
-    a = effective_alpha(alpha, nm.law, nm.nodes)
+def _radii(nm: NoiseMap, thresholds: tuple[int, ...], a: float) -> np.ndarray:
+    """Radii at miss probability ``a`` under the ideal node law."""
     if nm.radices is None:
         q = exact_sum_radius(nm.law, nm.grid_bits + 1, a)
         return np.full(len(thresholds), float(q))
@@ -161,17 +183,20 @@ def roc_auc_interval(cum_above, cum_below, n: int, above: NoiseMap, below: Noise
                      alpha: float) -> AUCInterval | None:
     """The AUC estimate with its interval (class ``above`` expected to score higher), or None beyond
     :data:`MAX_AUC_BITS` (then :func:`pairwise.dp.ecdf_intervals.auc_estimate` is the estimate alone)."""
-    if above.grid_bits > MAX_AUC_BITS:
+    if auc_method(above, below, alpha) is not None:
         return None
-    a = effective_alpha(alpha, above.law, above.nodes + below.nodes)
+    a = check_alpha(alpha) - above.nodes * above.law.tv - below.nodes * below.law.tv
     return auc_interval(cum_above, cum_below, n, a, law_above=above.law, law_below=below.law,
                         adj_above=above.adjoint, adj_below=below.adjoint,
                         product_second_moment=product_second_moment(above, below))
 
 
-def auc_method(grid_bits: int) -> str | None:
+def auc_method(above: NoiseMap, below: NoiseMap, alpha: float) -> str | None:
     """Why the AUC interval is not printed, or None when it is."""
-    if grid_bits > MAX_AUC_BITS:
+    if above.grid_bits > MAX_AUC_BITS:
         return (f"not computed: the product term's second moment needs N x N covariances, done up to "
                 f"2^{MAX_AUC_BITS} thresholds (release the ROC on a coarser grid)")
+    values = above.nodes + below.nodes
+    if above.nodes * above.law.tv + below.nodes * below.law.tv >= check_alpha(alpha) / 2:
+        return above.tv_note(values)
     return None

@@ -183,9 +183,8 @@ class ECDFRelease:
 
     def band(self, alpha: float = 0.05) -> tuple[np.ndarray, np.ndarray] | None:
         """A simultaneous (1 - alpha) band over the released thresholds (monotone envelope)."""
-        if self.noise_map is None or not self.noise_map.available():
-            return None
-        return ecdf_band(self.cumulative, self.noise_map.band_radii(self.thresholds, alpha), self.n)
+        r = None if self.noise_map is None else self.noise_map.band_radii(self.thresholds, alpha)
+        return None if r is None else ecdf_band(self.cumulative, r, self.n)
 
     def interval_method(self, alpha: float = 0.05) -> str:
         return "not computed: the servers did not state the noise law" if self.noise_map is None \
@@ -194,10 +193,11 @@ class ECDFRelease:
     def quantile_intervals(self, qs, alpha: float = 0.05) -> list[tuple[int, int]] | None:
         """Grid-index intervals of the true quantiles (test inversion, alpha / 2 per side; whole grid only)."""
         N = 1 << self.grid_bits
-        if self.noise_map is None or not self.noise_map.available() or not np.array_equal(self.thresholds,
-                                                                                        np.arange(N)):
+        if self.noise_map is None or not np.array_equal(self.thresholds, np.arange(N)):
             return None
-        r = self.noise_map.radii(self.thresholds, check_alpha(alpha))
+        r = self.noise_map.radii(self.thresholds, check_alpha(alpha), 2 * self.noise_map.threshold_values)
+        if r is None:
+            return None
         return [quantile_interval(self.cumulative, r, float(q) * self.n) for q in np.atleast_1d(qs)]
 
     def as_dict(self) -> dict:
@@ -689,12 +689,12 @@ class ECDFQuerier:
         above, below = (pos, neg) if higher_is_positive else (neg, pos)
         n = pos.n
         est = auc_estimate(above.cumulative, below.cumulative, n)
-        iv, why = None, auc_method(pos.grid_bits)
-        if why is None and above.noise_map is not None and below.noise_map is not None:
+        iv, why = None, "not computed: the servers did not state the noise law"
+        if above.noise_map is not None and below.noise_map is not None:
+            why = auc_method(above.noise_map, below.noise_map, alpha)
             r = roc_auc_interval(above.cumulative, below.cumulative, n, above.noise_map, below.noise_map, alpha)
-            iv, why = r.interval, r.method
-        elif why is None:
-            why = "not computed: the servers did not state the noise law"
+            if r is not None:
+                iv, why = r.interval, r.method
         return ROCRelease(fpr, tpr, est, pos, neg, float(eps), pos.delta + neg.delta, trapezoid_auc(fpr, tpr), iv,
                           why, alpha)
 

@@ -283,6 +283,27 @@ def test_hierarchical_mechanism_node_noise(seeded):
     test.check([err], f"hierarchical_mechanism(seeded={seeded}) nodes")
 
 
+@pytest.mark.parametrize("seeded", [False, True])
+def test_kary_mechanism_node_noise(seeded):
+    """kary_mechanism (L=8, eps=1, radices 16 x 16): nodes below the root carry i.i.d. DL(2h/eps = 4).
+
+    272 nodes, full goodness of fit; alpha 1e-5, power >= 0.99 against scale 8 and 2.
+    """
+    from pairwise.dp.kary import kary_mechanism, node_counts, tree_radices
+
+    counts = _tree_counts()
+    rad = tree_radices(TREE_L)
+    scale = 2 * len(rad) / EPS
+    exact = node_counts(counts, rad)
+    m = sum(v.size for v in exact[:-1])
+    test = GofTest([(discrete_laplace(scale), m)])
+    test.require_power(_alts(lambda f: discrete_laplace(scale * f)))
+    rel = kary_mechanism(counts, EPS, rng=np.random.default_rng() if seeded else None)
+    noisy = [np.asarray(v, float) for v in rel.node_values]
+    assert noisy[-1].tolist() == [counts.sum()]  # the root is the public n, exact
+    test.check([np.concatenate([noisy[lv] - exact[lv] for lv in range(len(rad))])], f"kary_mechanism(seeded={seeded})")
+
+
 # --------------------------------------------------------------------------- ROC and Hosmer-Lemeshow (dp.ecdf)
 def test_private_roc_noise_is_two_half_budget_trees():
     """private_roc(eps=1, L=8): pos and neg trees at eps/2, node scale (L+1)/(eps/2) = 18; paper layout.

@@ -93,7 +93,8 @@ def ecdf_servers():
         yield sp
 
 
-@pytest.mark.parametrize("mechanism,scheme", [("paper", "auto"), ("hierarchical", "auto"), ("paper", "pointwise")])
+@pytest.mark.parametrize("mechanism,scheme", [("paper", "auto"), ("hierarchical", "auto"), ("kary", "auto"),
+                                              ("paper", "pointwise")])
 def test_ecdf_run_neighbours(mechanism, scheme, ecdf_servers, tmp_path, capsys):
     """ECDF, quantiles and ROC of ``ecdf run`` on D and D' (one client moved to the top of [0, 30])."""
     v2 = EV.copy()

@@ -38,7 +38,7 @@ def _plot(out: dict, path: str) -> None:
         ax = axes[1]
         ax.plot(out["roc"]["fpr_exact"], out["roc"]["tpr_exact"], color="black",
                 label=f"exact, not private (AUC {out['auc_exact']:.3f})")
-        ax.plot(out["roc"]["fpr"], out["roc"]["tpr"], label=f"DP, smoothed (AUC {out['auc']:.3f})")
+        ax.plot(out["roc"]["fpr"], out["roc"]["tpr"], label=f"DP, smoothed (AUC {out['auc']:.3f}, plug-in)")
         ax.plot([0, 1], [0, 1], ":", color="grey", label="chance (AUC 0.5)")
         ax.set_xlabel("false positive rate (benign flagged, fraction)")
         ax.set_ylabel("true positive rate (malignant flagged, fraction)")

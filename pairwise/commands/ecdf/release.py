@@ -65,6 +65,9 @@ def _validate_release_args(args, m: int, n_bits: int, roc: bool) -> list[float]:
         raise ValueError(f"--grid-bits must be in [1, {min(n_bits, MAX_GRID_BITS)}] (at most the domain bits), got {g}")
     if g is None and n_bits > MAX_GRID_BITS:
         raise ValueError(f"a {n_bits}-bit domain needs --grid-bits G <= {MAX_GRID_BITS} (thresholds per release)")
+    rg, top = getattr(args, "roc_grid_bits", None), g or min(n_bits, MAX_GRID_BITS)
+    if roc and rg is not None and not 1 <= rg <= top:
+        raise ValueError(f"--roc-grid-bits must be in [1, {top}] (at most the ECDF's grid), got {rg}")
     if not isinstance(args.tolerate, int) or not 0 <= args.tolerate < m or (m == 2 and args.tolerate):
         raise ValueError(f"--tolerate must be in [0, m) (0 for two servers), got {args.tolerate}")
     return qs
@@ -117,6 +120,7 @@ def _release_and_report(querier, dataset, values, lo, hi, n_bits, args, labels=N
     g = args.grid_bits or n_bits
     ref = values if isinstance(values, Reference) or values is None else Reference.of(values, labels, n_bits, g)
     roc = (labels is not None or (ref is not None and ref.pos is not None)) if roc is None else roc
+    alpha = getattr(args, "alpha", 0.05)
     if roc:
         _check_budget(querier, dataset, 2 * args.epsilon)
     parts = 2 if roc else 1
@@ -131,7 +135,11 @@ def _release_and_report(querier, dataset, values, lo, hi, n_bits, args, labels=N
            "servers": rel.servers, "mechanism": rel.mechanism, "noise": rel.noise,
            "scheme": scheme or ("pointwise" if pointwise else ("dcf" if rel.servers == 2 else "mshare")),
            "grid_bits": g, "domain_bits": n_bits, "range": None if lo is None else [lo, hi],
-           "theorem31_rmse": None if rel.mse_per_threshold is None else float(np.sqrt(rel.mse_per_threshold) / rel.n)}
+           "theorem31_rmse": None if rel.mse_per_threshold is None else float(np.sqrt(rel.mse_per_threshold) / rel.n),
+           "alpha": alpha, "interval_method": rel.interval_method(alpha)}
+    iv, bd = rel.interval(alpha), rel.band(alpha)
+    out["interval"] = None if iv is None else {"lower": iv[0].tolist(), "upper": iv[1].tolist()}
+    out["band"] = None if bd is None else {"lower": bd[0].tolist(), "upper": bd[1].tolist()}
     if ref is not None:
         exact = np.cumsum(ref.all)[rel.thresholds].astype(float) / ref.n
         out.update(exact=exact.tolist(), max_abs_error=float(np.abs(rel.ecdf - exact).max()),
@@ -141,16 +149,24 @@ def _release_and_report(querier, dataset, values, lo, hi, n_bits, args, labels=N
         qi = np.atleast_1d(rel.quantiles(qs))
         pos = np.searchsorted(rel.thresholds, qi)
         out["quantiles"] = {str(q): float(edges[p]) for q, p in zip(qs, pos)}
+        qiv = rel.quantile_intervals(qs, alpha)  # grid indices = positions: the whole grid
+        out["quantile_intervals"] = None if qiv is None else {str(q): [float(edges[lo]), float(edges[hi])]
+                                                              for q, (lo, hi) in zip(qs, qiv)}
         if ref is not None:
             ex = np.atleast_1d(np.asarray(inverse_ecdf(np.asarray(out["exact"]), qs)))
             out["quantiles_exact"] = {str(q): float(edges[i]) for q, i in zip(qs, ex)}
     if roc:
-        r = querier.roc(dataset, args.epsilon, grid_bits=g, mechanism=args.mechanism, tolerate=args.tolerate,
-                        progress=progress_part(progress, 1, parts))
-        out["roc"] = {"fpr": r.fpr.tolist(), "tpr": r.tpr.tolist(), "epsilon": r.epsilon, "delta": r.delta}
-        out["auc"] = r.auc
+        rg = min(getattr(args, "roc_grid_bits", None) or g, g)  # the ROC's grid: at most the ECDF's
+        r = querier.roc(dataset, args.epsilon, grid_bits=rg, mechanism=args.mechanism, tolerate=args.tolerate,
+                        progress=progress_part(progress, 1, parts), alpha=alpha)
+        out["roc"] = {"fpr": r.fpr.tolist(), "tpr": r.tpr.tolist(), "epsilon": r.epsilon, "delta": r.delta,
+                      "grid_bits": rg}
+        out.update(auc=r.auc, auc_interval=None if r.auc_interval is None else list(r.auc_interval),
+                   auc_interval_method=r.auc_interval_method, auc_smoothed=r.auc_smoothed)
         if ref is not None and ref.pos is not None:
-            f_ex, t_ex = roc_points(np.cumsum(ref.pos).astype(float), np.cumsum(ref.neg).astype(float))
+            k = 1 << (g - rg)  # the reference's bins merged into the ROC's
+            f_ex, t_ex = roc_points(np.cumsum(ref.pos.reshape(-1, k).sum(1)).astype(float),
+                                    np.cumsum(ref.neg.reshape(-1, k).sum(1)).astype(float))
             out["roc"].update(fpr_exact=f_ex.tolist(), tpr_exact=t_ex.tolist())
             out["auc_exact"] = auc(f_ex, t_ex)
         detail["querier"] += r.positives.bytes.get("querier", 0)  # one release for both classes
@@ -187,10 +203,14 @@ def _print_report(out: dict, title: str) -> None:
     th, dp_, sm = (np.asarray(out[k]) for k in ("thresholds", "dp", "smoothed"))
     ex = np.asarray(out["exact"]) if has_exact else None
     rows = np.unique(np.linspace(0, th.size - 1, min(th.size, 11)).round().astype(int))
+    iv = out.get("interval")
+    pct = f"{100 * (1 - out.get('alpha', 0.05)):g}%"
     print(f"  {'threshold':>12}" + (f" {'exact*':>8}" if has_exact else "") + f" {'DP':>8} {'smoothed':>9}"
-          + ("   (* not private)" if has_exact else ""))
+          + (f"  {pct + ' interval':>18}" if iv else "") + ("   (* not private)" if has_exact else ""))
     for i in rows:
-        print(f"  {th[i]:12.4g}" + (f" {ex[i]:8.4f}" if has_exact else "") + f" {dp_[i]:8.4f} {sm[i]:9.4f}")
+        print(f"  {th[i]:12.4g}" + (f" {ex[i]:8.4f}" if has_exact else "") + f" {dp_[i]:8.4f} {sm[i]:9.4f}"
+              + (f"  [{iv['lower'][i]:.4f}, {iv['upper'][i]:.4f}]" if iv else ""))
+    print(f"  interval: {out.get('interval_method', 'not computed')}")
     rmse = f"Theorem 3.1 RMSE {out['theorem31_rmse']:.4f}" if out.get("theorem31_rmse") else ""
     if has_exact:
         print(f"  max |DP - exact| = {out['max_abs_error']:.4f}, smoothed {out['max_abs_error_smoothed']:.4f} "
@@ -200,12 +220,17 @@ def _print_report(out: dict, title: str) -> None:
     print("  DP: raw noisy ECDF (unbiased, may leave [0, 1]); smoothed: Eq. (3), non-decreasing in [0, 1]")
     if "quantiles" in out:
         for q, v in out["quantiles"].items():
-            print(f"  quantile {q}: DP {v:.4g}" + (f", exact {out['quantiles_exact'][q]:.4g} {NOT_PRIVATE}"
-                                                   if "quantiles_exact" in out else ""))
+            qi = (out.get("quantile_intervals") or {}).get(q)
+            print(f"  quantile {q}: DP {v:.4g}" + (f" {pct} [{qi[0]:.4g}, {qi[1]:.4g}]" if qi else "")
+                  + (f", exact {out['quantiles_exact'][q]:.4g} {NOT_PRIVATE}" if "quantiles_exact" in out else ""))
     if "auc" in out:
-        print(f"  ROC: AUC DP {out['auc']:.4f}"
+        ai = out.get("auc_interval")
+        print(f"  ROC: AUC DP {out['auc']:.4f}" + (f" {pct} [{ai[0]:.4f}, {ai[1]:.4f}]" if ai else " (no interval)")
               + (f", exact {out['auc_exact']:.4f} {NOT_PRIVATE}" if "auc_exact" in out else "")
               + f" (epsilon {out['roc']['epsilon']:g}; total spent {out['epsilon_total']:g})")
+        print(f"  AUC: plug-in pair count of the raw releases (unbiased numerator); interval: "
+              f"{out['auc_interval_method']}; the smoothed curve's area {out['auc_smoothed']:.4f} is biased "
+              "towards 1/2 (docs/ecdf-intervals.md)")
     if "clamped" in out:
         from pairwise.dp.bounds import PublicDomain
 
