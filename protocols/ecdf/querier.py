@@ -11,9 +11,11 @@ What it does
     the same noisy values) and post-process:
     :meth:`ECDFQuerier.ecdf` / :meth:`ECDFQuerier.ecdf_many` (Theorem 3.1
     tree, or the consistent hierarchical tree, then Eq. (3) smoothing),
-    quantiles by Algorithm 1 (:meth:`ECDFRelease.quantiles`),
+    quantiles by Algorithm 1 (:meth:`ECDFRelease.quantiles`), intervals from
+    the node law the servers state (:meth:`ECDFRelease.interval`, ``band``,
+    ``quantile_intervals``; :mod:`pairwise.protocols.ecdf.estimates`),
     :meth:`ECDFQuerier.roc` (positives and negatives as two ECDFs with eps/2
-    each, Sec. 5.1) and :meth:`ECDFQuerier.hosmer_lemeshow` (Algorithm 2: an
+    each, Sec. 5.1; the AUC as a plug-in pair count with its interval) and :meth:`ECDFQuerier.hosmer_lemeshow` (Algorithm 2: an
     ECDF of the predicted probabilities with (L + 1) eps', Q - 1 quantile
     cuts, then the 4Q group statistics with eps' each, eps' = eps / (L + 9)).
 
@@ -195,7 +197,8 @@ class ECDFRelease:
         N = 1 << self.grid_bits
         if self.noise_map is None or not np.array_equal(self.thresholds, np.arange(N)):
             return None
-        r = self.noise_map.radii(self.thresholds, check_alpha(alpha), 2 * self.noise_map.threshold_values)
+        nm = self.noise_map  # two thresholds' values are coupled: 2 (L + 1) path nodes, or every tree node
+        r = nm.radii(self.thresholds, check_alpha(alpha), nm.nodes if nm.radices else 2 * nm.threshold_values)
         if r is None:
             return None
         return [quantile_interval(self.cumulative, r, float(q) * self.n) for q in np.atleast_1d(qs)]

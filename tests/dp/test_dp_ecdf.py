@@ -406,3 +406,16 @@ def test_hosmer_lemeshow_dp_neighbours_publish_post_processing_of_noisy_counts_o
     assert not np.array_equal(cuts_a, exact_cut)  # the noise moved the cuts: a test that can fail
     diff = np.abs(exact_stats(p2, y2, cuts_a) - exact_stats(p, y, cuts_a))
     assert np.count_nonzero(diff.sum(axis=0)) <= 2 and diff[:2].max() <= 1 and diff[2:].max() <= grid
+
+
+def test_hosmer_lemeshow_expected_counts_are_published_on_the_documented_grid():
+    """E1, E0 are noisy sums on the 2^-16 grid (module docstring): every published value is a multiple of 2^-16
+    and, at a huge epsilon, within n 2^-17 of the exact sums of probabilities."""
+    rng = np.random.default_rng(5)
+    p = rng.random(300)
+    y = (rng.random(300) < p).astype(int)
+    rel = hosmer_lemeshow_dp(p, y, 1e9, Q=4, L=6, smoothing=None, rng=np.random.default_rng(1))
+    for e in (rel.e1, rel.e0):
+        assert np.array_equal(np.rint(e * 2 ** 16), e * 2 ** 16)
+    g = np.searchsorted(np.sort(rel.cut_bins), probability_bins(p, 6), side="left")
+    assert np.allclose(rel.e1, np.bincount(g, weights=p, minlength=4), atol=300 * 2.0 ** -17)

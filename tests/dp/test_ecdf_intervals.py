@@ -106,3 +106,52 @@ def test_product_moment_against_dense_matrices_and_simulation():
     za, zb = rng.normal(size=(80_000, 12)), rng.normal(size=(80_000, 10))
     t = np.sum((za @ A.T @ D.T) * (zb @ B.T @ Mid.T), axis=1)
     assert np.mean(t * t) == pytest.approx(dense, rel=0.05)
+
+
+def test_effective_alpha_refuses_exactly_nothing_left():
+    """Kills ``out >= 0``: a distance that uses up alpha exactly leaves no interval."""
+    with pytest.raises(PrivacyParameterError):
+        effective_alpha(0.25, NoiseLaw(0.5, tv=2.0 ** -6), 16)  # 16 * 2^-6 = 0.25 exactly
+
+
+def test_two_law_radius_is_chernoff_over_both_weight_vectors():
+    """Kills dropped weights in the class-size radius: with one law it is Chernoff over the concatenation."""
+    from pairwise.dp.ecdf_intervals import _two_law_radius
+
+    law = NoiseLaw(0.7)
+    wa, wb = np.array([0.5, 0.5, 0.0]), np.array([0.5, 0.25, 0.5])
+    assert _two_law_radius(law, wa, law, wb, 0.01) == pytest.approx(
+        chernoff_radius_weights(law, np.concatenate([wa, wb]), 0.01), rel=1e-6)
+    assert _two_law_radius(law, wa, NoiseLaw(0.0), wb, 0.01) == pytest.approx(
+        chernoff_radius_weights(law, wa, 0.01), rel=1e-6)  # a noiseless second law adds nothing
+
+
+def test_auc_interval_is_the_documented_union_bound():
+    """The AUC interval recomputed from its documented pieces (kills a changed alpha share of any term)."""
+    import math as m
+
+    from pairwise.dp.ecdf_intervals import _diff, _mid, _two_law_radius, auc_interval
+    from pairwise.dp.tree import path_adjoint
+
+    rng = np.random.default_rng(6)
+    law = NoiseLaw(0.6)
+    ca = np.cumsum(rng.integers(0, 9, 8)).astype(float) + rng.integers(-2, 3, 8)
+    cb = np.cumsum(rng.integers(0, 9, 8)).astype(float) + rng.integers(-2, 3, 8)
+    n, alpha, T = 70, 0.1, 123.0
+    r = auc_interval(ca, cb, n, alpha, law_above=law, law_below=law, adj_above=path_adjoint,
+                     adj_below=path_adjoint, product_second_moment=T)
+    b1, b2, b3, b4 = (alpha * s for s in (0.35, 0.35, 0.15, 0.15))
+    Ha, Gb = _diff(ca), _mid(cb)
+    w1 = path_adjoint(np.concatenate([Ha[:-1] / 2 + Ha[1:] / 2, [Ha[-1] / 2]]))
+    w2 = path_adjoint(np.concatenate([Gb[:-1] - Gb[1:], [Gb[-1]]]))
+    rU = (chernoff_radius_weights(law, w1, b1 / 2) + chernoff_radius_weights(law, w2, b2 / 2)
+          + m.sqrt(T / b3))
+    e = np.eye(1, 8, 7).ravel()
+    rP = _two_law_radius(law, path_adjoint(e) / 2, law, path_adjoint(e) / 2, b4 / 2)
+    assert r.radius_pairs == pytest.approx(rU, rel=1e-6) and r.radius_total == pytest.approx(rP, rel=1e-6)
+    na = (ca[-1] + n - cb[-1]) / 2
+    lo_p, hi_p = max(na - rP, 1.0), min(na + rP, n - 1.0)
+    d = [lo_p * (n - lo_p), hi_p * (n - hi_p)] + ([n * n / 4] if lo_p <= n / 2 <= hi_p else [])
+    U = float(np.dot(Ha, Gb))
+    assert r.interval[0] == pytest.approx(max(0.0, (U - rU) / max(d)), rel=1e-6)
+    assert r.interval[1] == pytest.approx(min(1.0, (U + rU) / min(d)), rel=1e-6)

@@ -167,3 +167,19 @@ def test_kary_mechanism_neighbours_and_noise_scale():
     assert abs(z.var() - var) < 5 * se
     # consistency keeps sums: the last prefix is the public n
     assert ra.cumulative[-1] == pytest.approx(300.0)
+
+
+def test_prefix_map_accepts_one_vector_and_any_batch_shape():
+    """adjoint / forward on a single vector and on a (2, 3, N) batch agree with the rows of the matrix form."""
+    pm = PrefixMap((4, 2), (1.0, 2.0, 0.0))
+    N, J = pm.sizes[0], pm.nodes
+    A = pm.adjoint(np.eye(N))
+    w = np.arange(N, dtype=float) - 3.0
+    assert np.allclose(pm.adjoint(w), w @ A)
+    batch = np.random.default_rng(2).normal(size=(2, 3, N))
+    assert pm.adjoint(batch).shape == (2, 3, J) and np.allclose(pm.adjoint(batch), batch @ A)
+    z = np.random.default_rng(3).normal(size=(2, J))
+    assert np.allclose(pm.forward(z), z @ A.T)
+    with pytest.raises(InvalidDataError):
+        pm.adjoint(np.ones((N, N + 1)))  # thresholds on the last axis, not the first
+

@@ -21,8 +21,9 @@ per module.  The score is killed / (killed + survived); timeouts count as
 killed, as cosmic-ray does.  Survivors are written with their diffs to
 ``--out`` for review (benchmarks/RESULTS.md lists each with its fate).
 
-The ECDF modules (dp/ecdf.py, dp/tree.py, protocols/ecdf/) are another
-run's (issue 25, ECDF part).
+The ECDF part of issue 25 adds dp/kary.py, dp/ecdf_intervals.py,
+dp/ecdf.py, protocols/ecdf/estimates.py and protocols/ecdf/release.py
+(``--modules`` selects them).
 """
 
 from __future__ import annotations
@@ -60,6 +61,14 @@ TARGETS = {
     "dp/smoothing.py": "tests/dp/test_dp_ecdf.py",
     "protocols/ustat/stats.py": "tests/protocols/ustat/test_ustat.py",
     "protocols/ldp/ustat.py": "tests/protocols/ldp/test_ldp_ustat.py",
+    # the ECDF part of issue 25
+    "dp/kary.py": "tests/dp/test_kary.py",
+    "dp/ecdf_intervals.py": "tests/dp/test_ecdf_intervals.py tests/statistical/test_ecdf_interval_coverage.py",
+    "protocols/ecdf/estimates.py": "tests/protocols/ecdf/test_ecdf_estimates.py "
+                                   "tests/statistical/test_ecdf_interval_coverage.py "
+                                   "tests/protocols/ecdf/test_ecdf_handlers.py",
+    "protocols/ecdf/release.py": "tests/protocols/ecdf/test_ecdf_handlers.py",
+    "dp/ecdf.py": "tests/dp/test_dp_ecdf.py",
 }
 
 KEEP = re.compile(r"core/(ReplaceBinaryOperator_(Add_Sub|Sub_Add|Mul_Div|Div_Mul|FloorDiv_Div|Pow_Mul|Mod_FloorDiv)"

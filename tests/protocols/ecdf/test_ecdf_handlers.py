@@ -320,3 +320,24 @@ def test_release_states_its_noise_law_and_radices(servers):
     assert rel.noise_map.law.a == pytest.approx(np.exp(-3.0 / (2 * h)))
     rel = q.ecdf("law", 3.0)
     assert rel.noise_map.radices is None and rel.noise_map.law.a == pytest.approx(np.exp(-3.0 / (NB + 1)))
+
+
+def test_noisy_group_counts_are_signed_and_polya_states_its_distance(servers):
+    """Group counts decode as signed values (an empty group's noise may be negative), and three servers state
+    the Polya noise's distance to its law: 2m draws of the rounded table per value (kills m draws)."""
+    import math
+
+    from pairwise.protocols.ecdf.noise import polya_shape, polya_table, value_epsilon
+
+    sv = servers(2)
+    x = np.full(40, 3)
+    upload(sv.addresses, "sg", x, domain_bits=NB)
+    cr = sv.querier().counts("sg", list(range(10, 60, 5)), 1.0, ["all"])  # ten empty groups
+    assert np.abs(cr.values["all"]).max() < 1000
+    sv3 = servers(3)
+    upload(sv3.addresses, "p3", np.arange(30) % (1 << NB), domain_bits=NB)
+    rel = sv3.querier().ecdf("p3", 2.0)
+    eps_v = value_epsilon(Fraction(2), NB + 1)
+    table = polya_table(polya_shape(3, 0), eps_v, 1)
+    assert rel.noise_map.law.tv == math.nextafter(2 * 3 * table.tv_bound, math.inf)
+    assert rel.noise_map.law.shape == pytest.approx(float(polya_shape(3, 0) * 3))
