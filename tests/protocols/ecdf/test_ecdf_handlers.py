@@ -341,3 +341,19 @@ def test_noisy_group_counts_are_signed_and_polya_states_its_distance(servers):
     table = polya_table(polya_shape(3, 0), eps_v, 1)
     assert rel.noise_map.law.tv == math.nextafter(2 * 3 * table.tv_bound, math.inf)
     assert rel.noise_map.law.shape == pytest.approx(float(polya_shape(3, 0) * 3))
+
+
+def test_a_pointwise_round_is_released_only_on_its_own_grid(servers):
+    """Kills the inverted grid check of _grid_bits: a pointwise round sent for 2^4 thresholds is refused on
+    2^5 (before anything is reserved) and released on 2^4."""
+    from pairwise.protocols.ecdf.uploader import upload_pointwise
+
+    sv = servers(2)
+    x = np.random.default_rng(3).integers(0, 1 << NB, 30)
+    upload_pointwise(sv.addresses, "pw", x, grid_bits=4, domain_bits=NB)
+    q = sv.querier()
+    with pytest.raises(QueryRefused, match="pointwise round"):
+        q.ecdf("pw", HUGE, grid_bits=5)
+    rel = q.ecdf("pw", HUGE, grid_bits=4)
+    assert np.array_equal(rel.cumulative, [(x <= (t + 1) * 4 - 1).sum() for t in range(16)])
+    assert [Fraction(s["info"]["spent"]) for s in q.status("pw")] == [Fraction(int(HUGE))] * 2
