@@ -198,7 +198,7 @@ def test_commit_fields(change, error, match):
     (ECDF, {"grid_bits": 21}, QueryRefused, "grid_bits must be in"),
     (ECDF, {"tolerate": True}, QueryRefused, "tolerate must be an integer"),
     (ECDF, {"tolerate": -1}, QueryRefused, "tolerate must be an integer"),
-    (ECDF, {"mechanism": "laplace"}, QueryRefused, "mechanism must be 'paper' or 'hierarchical'"),
+    (ECDF, {"mechanism": "laplace"}, QueryRefused, "mechanism must be one of paper, hierarchical, kary"),
     (ECDF, {"series": ["all", "all"]}, QueryRefused, "distinct names"),
     (ECDF, {"series": [1]}, QueryRefused, "distinct names"),
     (ECDF, {"thresholds": [True]}, QueryRefused, "thresholds must be integers"),
