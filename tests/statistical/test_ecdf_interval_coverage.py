@@ -78,8 +78,7 @@ def test_ecdf_pointwise_band_and_quantile_coverage(mechanism, which, eps):
         assert miss <= _max_misses(R), (q, miss)
 
 
-@pytest.mark.parametrize("mechanism,which,eps", [("paper", "shipped", 2.0), ("paper", "held-out", 8.0),
-                                                ("kary", "shipped", 8.0), ("kary", "held-out", 2.0)])
+@pytest.mark.parametrize("mechanism,which,eps", [("paper", "shipped", 2.0), ("kary", "held-out", 8.0)])
 def test_roc_auc_interval_coverage(mechanism, which, eps):
     g, R = 5, 200
     x, y = _scores(which, g)
