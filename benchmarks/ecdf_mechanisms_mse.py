@@ -53,7 +53,8 @@ def main() -> None:
     a = ap.parse_args()
     from pairwise.dp.kary import tree_radices
 
-    print("| grid | eps | radices (kary) | paper MSE | hierarchical MSE | kary MSE | paper / kary | paper / hierarchical |")
+    print("| grid | eps | radices (kary) | paper MSE | hierarchical MSE | kary MSE | paper / kary "
+          "| paper / hierarchical |")
     print("|---|---|---|---|---|---|---|---|")
     for g in (int(v) for v in a.grids.split(",")):
         for eps in (float(v) for v in a.eps.split(",")):

@@ -56,7 +56,8 @@ from pairwise.dp.ecdf_intervals import (
 from pairwise.dp.kary import PrefixMap, level_sizes
 from pairwise.dp.tree import path_adjoint
 
-__all__ = ["MAX_AUC_BITS", "MAX_INTERVAL_BITS", "NoiseMap", "auc_method", "prefix_covariance", "auc_estimate", "ecdf_band", "roc_auc_interval", "quantile_interval"]
+__all__ = ["MAX_AUC_BITS", "MAX_INTERVAL_BITS", "NoiseMap", "auc_estimate", "auc_method", "ecdf_band",
+           "prefix_covariance", "product_second_moment", "quantile_interval", "roc_auc_interval"]
 
 #: Largest grid (bits) whose tree-release radii are computed (O(N x nodes)).
 MAX_INTERVAL_BITS = 14

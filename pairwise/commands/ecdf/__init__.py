@@ -313,14 +313,15 @@ def _upload_args(p, pointwise: bool = False) -> None:
 def _mechanism_arg(p) -> None:
     p.add_argument("--mechanism", choices=list(MECHANISMS), default="paper",
                    help="paper: Theorem 3.1 (default); hierarchical: binary tree of noisy nodes + consistency; "
-                        "kary: a k-ary tree (32 x 32 at 2^10 thresholds), about 8x lower MSE than paper at 2^10 thresholds")
+                        "kary: a k-ary tree (32 x 32 at 2^10 thresholds), about 8x lower MSE than paper at 2^10 "
+                        "thresholds")
 
 
 def _roc_grid_arg(p, default: int | None = None) -> None:
     tail = f"default {default}" if default else "default: the ECDF's grid"
     p.add_argument("--roc-grid-bits", type=int, default=default, metavar="G",
-                   help=f"grid 2^G of the ROC release, at most the ECDF's ({tail}); the AUC's noise grows with the grid, and its "
-                        "interval is printed only on coarse grids (2^5 for two servers)")
+                   help=f"grid 2^G of the ROC release, at most the ECDF's ({tail}); the AUC's noise grows with the "
+                        "grid, and its interval is printed only on coarse grids (2^5 for two servers)")
 
 
 def _query_args(p) -> None:
