@@ -54,7 +54,6 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
-from scipy import stats
 
 from .errors import PrivacyParameterError
 
@@ -139,6 +138,8 @@ def effective_alpha(alpha: float, law: NoiseLaw, values: int) -> float:
 @lru_cache(maxsize=256)
 def _sum_pmf(a: float, shape: float) -> tuple[np.ndarray, float]:
     """pmf of NB(shape, a) on 0..K and its tail mass beyond K (< 1e-16)."""
+    from scipy import stats  # on use: every pairwise process would pay for it at start
+
     dist = stats.nbinom(shape, 1.0 - a)
     K = int(dist.isf(1e-17)) + 1
     k = np.arange(K + 1)
