@@ -152,7 +152,9 @@ def register(root, groups) -> None:
     c = tsub.add_parser("create", help="create a task with every public parameter of its protocol")
     _server_args(c)
     c.add_argument("--protocol", required=True,
-                   choices=["ustat-2pc", "ldp-ustat", "ldp-auc", "ldp-qmle", "shuffle-histogram"])
+                   choices=["ustat-2pc", "ldp-ustat", "ldp-auc", "ldp-qmle", "shuffle-histogram"],
+                   help="the protocol the users run: 2PC between pairs of users, a local-model randomizer, "
+                        "or the shuffle model")
     c.add_argument("--id", metavar="ID", help="the task's id (default: random)")
     c.add_argument("--title", help="a human description shown to users")
     c.add_argument("--epsilon", type=epsilon, required=True, metavar="E", help="each user's budget for this task")
@@ -170,12 +172,12 @@ def register(root, groups) -> None:
         q = tsub.add_parser(name, help=what)
         _server_args(q)
         if name != "list":
-            q.add_argument("--task", required=True, metavar="ID")
+            q.add_argument("--task", required=True, metavar="ID", help="the task's id")
         q.set_defaults(func=cmd_task, task_command=name)
 
     j = sub.add_parser("join", help="join a task as one user, with only this user's value")
     _server_args(j)
-    j.add_argument("--task", required=True, metavar="ID")
+    j.add_argument("--task", required=True, metavar="ID", help="the task to join")
     j.add_argument("--value", type=float, required=True, metavar="X", help="this user's value")
     j.add_argument("--value2", type=float, metavar="Y", help="a second value (kendall's y, the QMLE's covariate)")
     j.add_argument("--label", type=int, choices=[0, 1], help="this user's public 0/1 label (auc)")
@@ -191,7 +193,7 @@ def register(root, groups) -> None:
 
     r = sub.add_parser("result", help="the stored release of a finished task")
     _server_args(r)
-    r.add_argument("--task", required=True, metavar="ID")
+    r.add_argument("--task", required=True, metavar="ID", help="the finished task")
     r.add_argument("--wait", type=seconds, metavar="S", help="wait up to S seconds for the task to finish")
     r.set_defaults(func=cmd_result)
 
@@ -213,7 +215,7 @@ def register(root, groups) -> None:
 
     sim = sub.add_parser("simulate-users", help="load generator: K processes playing N users of one task")
     _server_args(sim)
-    sim.add_argument("--task", required=True, metavar="ID")
+    sim.add_argument("--task", required=True, metavar="ID", help="the task the simulated users join")
     sim.add_argument("--data", required=True, metavar="FILE.csv", help="one row per user (header row)")
     sim.add_argument("--columns", required=True, metavar="A[,B]", help="the users' private column(s)")
     sim.add_argument("--label-column", metavar="COL", help="the users' public 0/1 labels (auc)")
