@@ -296,14 +296,20 @@ def test_connections_beyond_the_cap_are_told_busy_and_the_server_recovers():
     from pairwise.protocols.ecdf.wire import ServerBusy
 
     with ServerProcesses(2, timeout=60, extra_args=("--max-connections", "2")) as sp:
-        idle = [client(sp.addresses[0]) for _ in range(2)]  # each handshake done: both slots are taken
+        def settled(ch):
+            # the handshake returns before the server's thread takes its slot; a served request proves it did
+            send_json(ch, {"op": "status", "dataset": None})
+            assert recv_json(ch)["ok"]
+            return ch
+
+        idle = [settled(client(sp.addresses[0])) for _ in range(2)]  # both slots are taken
         third = client(sp.addresses[0])
         send_json(third, {"op": "status", "dataset": None})
         reply = recv_json(third)
         third.close()
         assert reply["code"] == "busy" and "serves its maximum of 2 connections" in reply["error"]
         assert [r["server_id"] for r in querier(sp).status()] == [0, 1]  # the querier's reserve
-        idle += [connect(sp.addresses[0], ROLE_QUERIER, label="server", connect_timeout=10, timeout=60)
+        idle += [settled(connect(sp.addresses[0], ROLE_QUERIER, label="server", connect_timeout=10, timeout=60))
                  for _ in range(2)]  # and now the reserve is taken too
         with pytest.raises(ServerBusy, match="serves its maximum of 2 connections"):
             querier(sp).status()
