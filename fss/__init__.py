@@ -1,4 +1,4 @@
-"""Function secret sharing: DPF and DCF keys with vectorized batch evaluation (network-free).
+"""Function secret sharing: DPF, DCF and verifiable DPF keys with vectorized batch evaluation (network-free).
 
 What it does
     Two-party FSS over n-bit domains (1 <= n <= 64) with outputs in Z_2^l
@@ -14,13 +14,17 @@ What it does
       "le"/"gt"/"ge" variants (Boyle, Chandran, Gilboa, Gupta, Ishai, Kumar,
       Rathee, Eurocrypt 2021, Fig. 1): :func:`dcf_gen`, :func:`dcf_gen_batch`,
       :class:`DCFKey`, :class:`DCFKeyBatch`;
+    * verifiable distributed point functions (de Castro-Polychroniadou,
+      EUROCRYPT 2022): :func:`vdpf_gen_batch`, :class:`VDPFKeyBatch` -- two
+      servers check, with one 16-byte tag each (:class:`VDPFVerifier`), that a
+      client's two keys share one point function (:mod:`pairwise.fss.vdpf`);
     * versioned, deterministic key bytes and clear errors
       (:class:`KeyFormatError`, :class:`FSSParameterError`).
 
 Modules, in dependency order
     ``keys`` (parameters, errors, byte format) -> ``prg`` (fixed-key AES PRG
     on :mod:`pairwise.mpc.aes`) -> ``base`` (struct-of-arrays key batches) -> ``dpf``,
-    ``dcf``.
+    ``dcf`` -> ``vdpf``.
 
 Quick use (a server holding many clients' keys)::
 
@@ -45,10 +49,23 @@ from .dcf import COMPARISONS, DCFKey, DCFKeyBatch, dcf_gen, dcf_gen_batch
 from .dpf import FULL_DOMAIN_MAX_BITS, DPFKey, DPFKeyBatch, dpf_gen, dpf_gen_batch
 from .keys import (
     FORMAT_VERSION,
+    VDPF_FORMAT_VERSION,
     FSSParameterError,
     KeyFormatError,
     dcf_key_bytes,
     dpf_key_bytes,
+    vdpf_key_bytes,
+)
+from .vdpf import (
+    VDPF_MAX_BITS,
+    VERIFIER_KEY_BYTES,
+    VDPFEvaluation,
+    VDPFKey,
+    VDPFKeyBatch,
+    VDPFVerifier,
+    vdpf_gen,
+    vdpf_gen_batch,
+    vdpf_verify_pair,
 )
 
 __all__ = [
@@ -56,6 +73,17 @@ __all__ = [
     "DEFAULT_CHUNK",
     "GEN_CHUNK",
     "FORMAT_VERSION",
+    "VDPF_FORMAT_VERSION",
+    "VDPF_MAX_BITS",
+    "VERIFIER_KEY_BYTES",
+    "VDPFEvaluation",
+    "VDPFKey",
+    "VDPFKeyBatch",
+    "VDPFVerifier",
+    "vdpf_gen",
+    "vdpf_gen_batch",
+    "vdpf_key_bytes",
+    "vdpf_verify_pair",
     "FULL_DOMAIN_MAX_BITS",
     "DCFKey",
     "DCFKeyBatch",

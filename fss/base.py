@@ -13,6 +13,8 @@ What it does
                             [i, 1] = t_CW^R, each 0/1
     vcw     (n, K) uint64   value corrections V_CW^(i) mod 2^l (DCF only)
     fcw     (K,) uint64     output correction CW^(n+1) mod 2^l
+    ccw     (K, 4, 2)       check correction cs of a verifiable DPF (VDPF only:
+                            four 128-bit blocks, :mod:`pairwise.fss.vdpf`)
     ======  ==============  ===================================================
 
     Word planes instead of (lo, hi) pairs keep every numpy operation of the
@@ -29,7 +31,7 @@ Security model
     beta beyond n and l (the security theorems of Boyle-Gilboa-Ishai 2016, Sec. 3, and
     Boyle et al. 2021, Sec. 3).  The batch never prints key material (``repr`` shows only the
     public parameters).  Nothing here checks that a client's two keys are
-    consistent (that needs a verifiable DPF, out of scope).
+    consistent: that is the verifiable DPF of :mod:`pairwise.fss.vdpf`.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from pairwise.mpc.aes import FixedKeyAES
 from .keys import (
     KIND_DCF,
     KIND_NAMES,
+    KIND_VDPF,
     FSSParameterError,
     IntArrayLike,
     IntLike,
@@ -90,7 +93,8 @@ class FSSKeyBatch:
     KEY_CLASS: ClassVar[type["FSSKey"]]
 
     def __init__(self, party: int, n: int, l: int, seeds: np.ndarray, scw: np.ndarray,
-                 tcw: np.ndarray, fcw: np.ndarray, vcw: np.ndarray | None = None) -> None:
+                 tcw: np.ndarray, fcw: np.ndarray, vcw: np.ndarray | None = None,
+                 ccw: np.ndarray | None = None) -> None:
         if party not in (0, 1):
             raise FSSParameterError(f"party must be 0 or 1, got {party}")
         lay = key_layout(self.KIND, n, l)
@@ -103,6 +107,12 @@ class FSSKeyBatch:
             shapes["vcw"] = (vcw, (n, K))
         elif vcw is not None:
             raise FSSParameterError("a DPF key batch has no value corrections")
+        if self.KIND == KIND_VDPF:
+            if ccw is None:
+                raise FSSParameterError("a VDPF key batch needs check corrections ccw")
+            shapes["ccw"] = (ccw, (K, 4, 2))
+        elif ccw is not None:
+            raise FSSParameterError("only a VDPF key batch has check corrections")
         for name, (arr, shape) in shapes.items():
             if arr.shape != shape:
                 raise FSSParameterError(f"{name} has shape {arr.shape}, expected {shape}")
@@ -112,7 +122,8 @@ class FSSKeyBatch:
         self.tcw = np.ascontiguousarray(tcw, dtype=np.uint8)
         self.fcw = np.ascontiguousarray(fcw, dtype=np.uint64)
         self.vcw = None if vcw is None else np.ascontiguousarray(vcw, dtype=np.uint64)
-        for arr in (self.seeds, self.scw, self.tcw, self.fcw, self.vcw):
+        self.ccw = None if ccw is None else np.ascontiguousarray(ccw, dtype=np.uint64)
+        for arr in (self.seeds, self.scw, self.tcw, self.fcw, self.vcw, self.ccw):
             if arr is not None:
                 arr.flags.writeable = False
 
@@ -137,7 +148,8 @@ class FSSKeyBatch:
     def _take(self, idx) -> "FSSKeyBatch":
         return type(self)(self.party, self.n, self.l, self.seeds[idx], self.scw[:, :, idx],
                           self.tcw[:, :, idx], self.fcw[idx],
-                          None if self.vcw is None else self.vcw[:, idx])
+                          None if self.vcw is None else self.vcw[:, idx],
+                          None if self.ccw is None else self.ccw[idx])
 
     def __getitem__(self, item):
         if isinstance(item, (int, np.integer)):
@@ -167,7 +179,8 @@ class FSSKeyBatch:
                    np.concatenate([b.scw for b in batches], axis=2),
                    np.concatenate([b.tcw for b in batches], axis=2),
                    np.concatenate([b.fcw for b in batches]),
-                   None if b0.vcw is None else np.concatenate([b.vcw for b in batches], axis=1))
+                   None if b0.vcw is None else np.concatenate([b.vcw for b in batches], axis=1),
+                   None if b0.ccw is None else np.concatenate([b.ccw for b in batches]))
 
     @classmethod
     def from_keys(cls, keys: Sequence["FSSKey"]) -> "FSSKeyBatch":
@@ -178,7 +191,7 @@ class FSSKeyBatch:
     def to_bytes_array(self) -> np.ndarray:
         """(K, key_bytes) uint8 array, row k = the serialized key k."""
         return encode_keys(self.KIND, self.party, self.n, self.l, self.seeds, self.scw,
-                           self.tcw, self.fcw, self.vcw)
+                           self.tcw, self.fcw, self.vcw, self.ccw)
 
     def to_bytes_list(self) -> list[bytes]:
         """The serialized keys, one ``bytes`` per key."""
@@ -186,7 +199,7 @@ class FSSKeyBatch:
 
     @classmethod
     def _from_decoded(cls, d: DecodedKeys) -> "FSSKeyBatch":
-        return cls(d.party, d.n, d.l, d.seeds, d.scw, d.tcw, d.fcw, d.vcw)
+        return cls(d.party, d.n, d.l, d.seeds, d.scw, d.tcw, d.fcw, d.vcw, d.ccw)
 
     @classmethod
     def from_bytes_list(cls, blobs: Sequence[bytes], *, n: int | None = None, l: int | None = None,

@@ -57,16 +57,16 @@ def _cneg(x: np.ndarray, t: np.ndarray) -> np.ndarray:
     return (x ^ m) + t
 
 
-def _dpf_gen_from_roots(alphas: np.ndarray, betas: np.ndarray, n: int, l: int, roots: np.ndarray,
-                        aes: FixedKeyAES | None = None):
-    """Gen of BGI16 Fig. 1 for K keys from given root seeds roots (2, K, 2).
+def _tree_gen(alphas: np.ndarray, n: int, roots: np.ndarray, aes: FixedKeyAES | None = None):
+    """The seed/control-bit tree of BGI16 Fig. 1 for K points, from given root seeds roots (2, K, 2).
 
-    Returns (scw (n,K,2), tcw (n,K,2) uint8, fcw (K,)); deterministic in the
-    inputs (tests use it for known answers; callers use fresh CSPRNG roots).
+    Returns (scw (n,2,K), tcw (n,2,K) uint8, S_lo (2,K), S_hi (2,K), T (2,K)): the
+    correction words and both parties' seed words and control bits at the
+    leaf alpha.  The DPF and the verifiable DPF (:mod:`pairwise.fss.vdpf`)
+    share it; they differ only in how the leaf becomes an output.
     """
     aes = aes or default_aes()
     K = alphas.shape[0]
-    mask = np.uint64((1 << l) - 1)
     S_lo = np.ascontiguousarray(roots[..., 0])  # (2, K): party, key
     S_hi = np.ascontiguousarray(roots[..., 1])
     T = np.zeros((2, K), dtype=np.uint64)
@@ -101,6 +101,18 @@ def _dpf_gen_from_roots(alphas: np.ndarray, betas: np.ndarray, n: int, l: int, r
         S_lo = keep_lo ^ (Tm & scw[i, 0])
         S_hi = keep_hi ^ (Tm & scw[i, 1])
         T = t_keep ^ (T & tc_keep)
+    return scw, tcw, S_lo, S_hi, T
+
+
+def _dpf_gen_from_roots(alphas: np.ndarray, betas: np.ndarray, n: int, l: int, roots: np.ndarray,
+                        aes: FixedKeyAES | None = None):
+    """Gen of BGI16 Fig. 1 for K keys from given root seeds roots (2, K, 2).
+
+    Returns (scw (n,K,2), tcw (n,K,2) uint8, fcw (K,)); deterministic in the
+    inputs (tests use it for known answers; callers use fresh CSPRNG roots).
+    """
+    scw, tcw, _S_lo, S_hi, T = _tree_gen(alphas, n, roots, aes)
+    mask = np.uint64((1 << l) - 1)
     # CW^(n+1) = (-1)^{t_1} [beta - Convert(s_0) + Convert(s_1)]
     fcw = _cneg(betas - S_hi[0] + S_hi[1], T[1]) & mask
     return scw, tcw, fcw
@@ -147,9 +159,27 @@ class DPFKeyBatch(FSSKeyBatch):
 
     KIND = KIND_DPF
 
-    def _walk(self, x, key_slice, aes):
+    def _leaf_values(self, s_lo: np.ndarray, s_hi: np.ndarray, aes: FixedKeyAES | None) -> np.ndarray:
+        """Convert(s) of every leaf seed (uint64, not reduced): the seed's high word (BGI16).
+
+        The verifiable DPF overrides it with a PRG block of the seed
+        (:mod:`pairwise.fss.vdpf`).  May return ``s_hi`` itself (callers copy).
+        """
+        return s_hi
+
+    def _outputs(self, s_lo: np.ndarray, s_hi: np.ndarray, T: np.ndarray, fcw: np.ndarray,
+                 aes: FixedKeyAES | None) -> np.ndarray:
+        """(-1)^b [Convert(s) + t CW^(n+1)] mod 2^l at leaves (s, t); ``fcw`` broadcasts against them."""
+        V = self._leaf_values(s_lo, s_hi, aes) + (np.negative(T) & fcw)
+        if self.party:
+            np.negative(V, out=V)
+        V &= self.mask
+        return V
+
+    def _path(self, x, key_slice, aes):
+        """Leaf seed words and control bit (s_lo, s_hi, t) of the keys in ``key_slice`` at ``x``."""
         sl = key_slice if key_slice is not None else slice(None)
-        seeds, scw, tcw, fcw = self.seeds[sl], self.scw[:, :, sl], self.tcw[:, :, sl], self.fcw[sl]
+        seeds, scw, tcw = self.seeds[sl], self.scw[:, :, sl], self.tcw[:, :, sl]
         scalar = isinstance(x, int)
         m = seeds.shape[0] if scalar else x.shape[0]
         n = self.n
@@ -180,21 +210,22 @@ class DPFKeyBatch(FSSKeyBatch):
             s_lo &= LSB_CLEAR
             np.bitwise_and(Tm, scw[i, 1], out=s_hi)
             s_hi ^= c_hi
+        return s_lo, s_hi, T
+
+    def _walk(self, x, key_slice, aes):
+        s_lo, s_hi, T = self._path(x, key_slice, aes)
+        fcw = self.fcw[key_slice if key_slice is not None else slice(None)]
         # (-1)^b [Convert(s^(n)) + t^(n) CW^(n+1)]
-        V = s_hi + (np.negative(T) & fcw)
-        if self.party:
-            np.negative(V, out=V)
-        V &= self.mask
-        return V
+        return self._outputs(s_lo, s_hi, T, fcw, aes)
 
     # ------------------------------------------------------------------ full domain
-    def _full_domain_chunk(self, sl: slice, aes: FixedKeyAES | None) -> np.ndarray:
-        """(Kc, 2^n) shares of keys ``sl`` at every point, level by level.
+    def _full_domain_leaves(self, sl: slice, aes: FixedKeyAES | None):
+        """(s_lo, s_hi, t) at every leaf of keys ``sl``, each (Kc, 2^n), expanding level by level.
 
         Level i holds the 2^i nodes of every key in index order (children of
         node j are 2j and 2j + 1), so the leaves come out indexed by x.
         """
-        seeds, scw, tcw, fcw = self.seeds[sl], self.scw[:, :, sl], self.tcw[:, :, sl], self.fcw[sl]
+        seeds, scw, tcw = self.seeds[sl], self.scw[:, :, sl], self.tcw[:, :, sl]
         kc = seeds.shape[0]
         s_lo = seeds[:, 0].reshape(kc, 1).copy()  # (Kc, width)
         s_hi = seeds[:, 1].reshape(kc, 1).copy()
@@ -215,11 +246,12 @@ class DPFKeyBatch(FSSKeyBatch):
             s_lo = new_lo.reshape(kc, 2 * w)
             s_hi = new_hi.reshape(kc, 2 * w)
             T = new_t.reshape(kc, 2 * w)
-        V = s_hi + (np.negative(T) & fcw[:, None])
-        if self.party:
-            np.negative(V, out=V)
-        V &= self.mask
-        return V
+        return s_lo, s_hi, T
+
+    def _full_domain_chunk(self, sl: slice, aes: FixedKeyAES | None) -> np.ndarray:
+        """(Kc, 2^n) shares of keys ``sl`` at every point."""
+        s_lo, s_hi, T = self._full_domain_leaves(sl, aes)
+        return self._outputs(s_lo, s_hi, T, self.fcw[sl][:, None], aes)
 
     def _check_full_domain(self) -> None:
         if self.n > FULL_DOMAIN_MAX_BITS:

@@ -1,4 +1,4 @@
-"""Parameters, errors and the versioned byte format of DPF and DCF keys.
+"""Parameters, errors and the versioned byte format of DPF, DCF and verifiable DPF keys.
 
 What it does
     Validates the public parameters of a function-secret-sharing key (domain
@@ -8,12 +8,12 @@ What it does
     batch at once with no Python loop per key.  Malformed bytes raise
     :class:`KeyFormatError`, which names the bad key's index in a batch.
 
-Byte format, version 1 (all integers little-endian, no padding)
+Byte format, version 1 (DPF, DCF) and 2 (VDPF); integers little-endian, no padding
     ======  =====================  ==============================================
     offset  size                   field
     ======  =====================  ==============================================
-    0       1                      format version (1)
-    1       1                      kind: 1 = DPF, 2 = DCF
+    0       1                      format version (1; 2 for a VDPF key)
+    1       1                      kind: 1 = DPF, 2 = DCF, 3 = VDPF
     2       1                      party index b in {0, 1}
     3       1                      n, domain bits (1..64)
     4       1                      l, output bits (1..64)
@@ -24,17 +24,24 @@ Byte format, version 1 (all integers little-endian, no padding)
     ...     ceil(2n / 8)           control-bit corrections, bit 2(i-1) = t_CW^L(i),
                                    bit 2(i-1)+1 = t_CW^R(i), LSB-first
     ...     w                      output correction CW^(n+1)
+    ...     64                     VDPF only: check correction cs (four 16-byte
+                                   blocks, :mod:`pairwise.fss.vdpf`)
     ======  =====================  ==============================================
 
     A DCF key is therefore 5 + 16 + n(16 + w) + ceil(n/4) + w bytes: 673 bytes
     for n = l = 32 (the information-theoretic part is
     lambda + n(lambda + l + 2) + l bits = 668 bytes, as in Boyle et al. 2021,
-    Sec. 3); a DPF key is 5 + 16 + 16n + ceil(n/4) + w bytes.
+    Sec. 3); a DPF key is 5 + 16 + 16n + ceil(n/4) + w bytes and a VDPF key
+    64 bytes more.  A VDPF key has its own version byte (2), so a reader of
+    version-1 keys refuses it by version, not by a confusing size.
 
     The encoding is canonical: unused high bits of the value fields and of the
     last control-bit byte must be zero, and the lowest bit of every seed
     correction must be zero (seeds carry 127 bits, the lowest bit of each PRG
-    output block is the control bit).  Decoding rejects anything else, so
+    output block is the control bit), and a VDPF check correction is never all
+    zero (an honest one is with probability 2^-512; a zero one would let a
+    malicious client pass the check on leaves it did not program, see
+    :mod:`pairwise.fss.vdpf`).  Decoding rejects anything else, so
     ``to_bytes(from_bytes(b)) == b`` for every accepted ``b`` and equal keys
     have equal bytes.
 
@@ -56,6 +63,9 @@ __all__ = [
     "FORMAT_VERSION",
     "KIND_DPF",
     "KIND_DCF",
+    "KIND_VDPF",
+    "VDPF_FORMAT_VERSION",
+    "CHECK_BYTES",
     "HEADER_BYTES",
     "FSSParameterError",
     "KeyFormatError",
@@ -63,6 +73,8 @@ __all__ = [
     "key_layout",
     "dpf_key_bytes",
     "dcf_key_bytes",
+    "vdpf_key_bytes",
+    "format_version",
     "validate_params",
     "validate_point",
     "points_array",
@@ -80,9 +92,15 @@ IntLike: TypeAlias = int | np.integer
 IntArrayLike: TypeAlias = Sequence[int] | np.ndarray
 
 FORMAT_VERSION = 1
+#: Version byte of VDPF keys (kind 3): the format of version 1 plus the 64-byte check correction.
+VDPF_FORMAT_VERSION = 2
 KIND_DPF = 1
 KIND_DCF = 2
-KIND_NAMES = {KIND_DPF: "DPF", KIND_DCF: "DCF"}
+KIND_VDPF = 3
+KIND_NAMES = {KIND_DPF: "DPF", KIND_DCF: "DCF", KIND_VDPF: "VDPF"}
+_VERSIONS = {KIND_DPF: FORMAT_VERSION, KIND_DCF: FORMAT_VERSION, KIND_VDPF: VDPF_FORMAT_VERSION}
+#: Bytes of a VDPF check correction: four 128-bit blocks (4 lambda bits, de Castro-Polychroniadou 2022).
+CHECK_BYTES = 64
 HEADER_BYTES = 5
 SEED_BYTES = 16
 MAX_BITS = 64
@@ -220,6 +238,11 @@ def _mask(l: int) -> np.uint64:
     return np.uint64((1 << l) - 1)
 
 
+def format_version(kind: int) -> int:
+    """The version byte of keys of ``kind`` (1 for DPF and DCF, 2 for VDPF)."""
+    return _VERSIONS[kind]
+
+
 # --------------------------------------------------------------------------- layout
 
 @dataclass(frozen=True)
@@ -259,8 +282,16 @@ class KeyLayout:
         return self.bits_offset + self.bits_bytes
 
     @property
-    def size(self) -> int:
+    def check_offset(self) -> int:
         return self.final_offset + self.value_bytes
+
+    @property
+    def check_bytes(self) -> int:
+        return CHECK_BYTES if self.kind == KIND_VDPF else 0
+
+    @property
+    def size(self) -> int:
+        return self.check_offset + self.check_bytes
 
 
 def key_layout(kind: int, n: int, l: int) -> KeyLayout:
@@ -280,15 +311,21 @@ def dcf_key_bytes(n: int, l: int) -> int:
     return key_layout(KIND_DCF, n, l).size
 
 
+def vdpf_key_bytes(n: int, l: int) -> int:
+    """Serialized size in bytes of one VDPF key (a DPF key and 64 bytes of check correction)."""
+    return key_layout(KIND_VDPF, n, l).size
+
+
 # --------------------------------------------------------------------------- encode
 
 def encode_keys(kind: int, party: int, n: int, l: int, seeds: np.ndarray, scw: np.ndarray,
-                tcw: np.ndarray, fcw: np.ndarray, vcw: np.ndarray | None = None) -> np.ndarray:
+                tcw: np.ndarray, fcw: np.ndarray, vcw: np.ndarray | None = None,
+                ccw: np.ndarray | None = None) -> np.ndarray:
     """Serialize K keys given as arrays into a (K, size) uint8 array, one key per row.
 
     seeds (K, 2) uint64; scw (n, 2, K) uint64 (low/high word planes); tcw (n, 2, K)
     uint8 in {0, 1} (left/right planes); fcw (K,) uint64; vcw (n, K) uint64 for
-    a DCF.  Values must already be reduced mod 2^l.  Vectorized over keys:
+    a DCF; ccw (K, 4, 2) uint64 (four blocks) for a VDPF.  Values must already be reduced mod 2^l.  Vectorized over keys:
     the Python loop runs over the n levels, each step copies one field of
     every key (fixed-width ``void`` elements, so no per-byte loops).
     """
@@ -296,7 +333,7 @@ def encode_keys(kind: int, party: int, n: int, l: int, seeds: np.ndarray, scw: n
     K = seeds.shape[0]
     w = lay.value_bytes
     out = np.empty((K, lay.size), dtype=np.uint8)
-    header = np.frombuffer(bytes([FORMAT_VERSION, kind, party, n, l]), dtype=f"V{HEADER_BYTES}")
+    header = np.frombuffer(bytes([format_version(kind), kind, party, n, l]), dtype=f"V{HEADER_BYTES}")
     _col(out, 0, HEADER_BYTES)[:] = header[0]
     _col(out, lay.seed_offset, 16)[:] = _as_le(seeds).view("V16")[:, 0]
     pair = np.empty((K, 2), dtype="<u8")
@@ -317,6 +354,9 @@ def encode_keys(kind: int, party: int, n: int, l: int, seeds: np.ndarray, scw: n
                 acc |= tcw[lvl, 1] << np.uint8(2 * q + 1)
         out[:, lay.bits_offset + j] = acc
     _col(out, lay.final_offset, w)[:] = _low_bytes(fcw, w)
+    if kind == KIND_VDPF:
+        assert ccw is not None
+        _col(out, lay.check_offset, CHECK_BYTES)[:] = _as_le(ccw.reshape(K, 8)).view(f"V{CHECK_BYTES}")[:, 0]
     return out
 
 
@@ -350,6 +390,7 @@ class DecodedKeys:
     tcw: np.ndarray  # (n, 2, K) uint8 (left, right planes)
     fcw: np.ndarray  # (K,) uint64
     vcw: np.ndarray | None  # (n, K) uint64, DCF only
+    ccw: np.ndarray | None = None  # (K, 4, 2) uint64, VDPF only
 
 
 def _header_problem(blob: bytes, kind: int, n: int | None, l: int | None,
@@ -359,8 +400,10 @@ def _header_problem(blob: bytes, kind: int, n: int | None, l: int | None,
     if len(blob) < HEADER_BYTES:
         return f"truncated: {len(blob)} bytes, shorter than the {HEADER_BYTES}-byte header of a {name} key"
     ver, k, b, kn, kl = blob[:HEADER_BYTES]
-    if ver != FORMAT_VERSION:
-        return f"unsupported key format version {ver} (this library reads version {FORMAT_VERSION})"
+    if k in _VERSIONS and k != kind and ver == _VERSIONS[k]:
+        return f"this is a {KIND_NAMES[k]} key, expected a {name} key"
+    if ver != _VERSIONS[kind]:
+        return f"unsupported key format version {ver} (this library reads version {_VERSIONS[kind]})"
     if k != kind:
         other = KIND_NAMES.get(k)
         return (f"this is a {other} key, expected a {name} key" if other
@@ -409,6 +452,10 @@ def _canonical_problems(raw: np.ndarray, lay: KeyLayout) -> dict[int, str]:
         bad = np.flatnonzero(raw[:, lay.final_offset - 1] & top)
         for r in bad:
             problems.setdefault(int(r), "padding bits after the control-bit corrections are not zero")
+    if lay.kind == KIND_VDPF:
+        bad = np.flatnonzero(~raw[:, lay.check_offset:lay.check_offset + CHECK_BYTES].any(axis=1))
+        for r in bad:
+            problems.setdefault(int(r), "the check correction is all zero (never so in an honest VDPF key)")
     return problems
 
 
@@ -473,7 +520,7 @@ def decode_keys(blobs: Sequence[bytes | bytearray | memoryview], kind: int, *, n
             raw = np.zeros((len(blobs), lay.size), dtype=np.uint8)
             for i in np.flatnonzero(good_len):
                 raw[i] = np.frombuffer(blobs[i], dtype=np.uint8)
-        expected = np.array([FORMAT_VERSION, kind, party, n, l], dtype=np.uint8)
+        expected = np.array([format_version(kind), kind, party, n, l], dtype=np.uint8)
         head_bad = ~good_len | (raw[:, :HEADER_BYTES] != expected).any(axis=1)
         for i in np.flatnonzero(head_bad):
             problems[int(i)] = _header_problem(blobs[i], kind, n, l, party) or "header mismatch"
@@ -521,7 +568,11 @@ def _split(raw: np.ndarray, lay: KeyLayout, party: int) -> DecodedKeys:
                 tcw[lvl, 0] = (byte >> np.uint8(2 * q)) & np.uint8(1)
                 tcw[lvl, 1] = (byte >> np.uint8(2 * q + 1)) & np.uint8(1)
     fcw = _read_low_bytes(raw, lay.final_offset, w)
-    return DecodedKeys(lay.kind, party, n, lay.l, seeds, scw, tcw, fcw, vcw)
+    ccw = None
+    if lay.kind == KIND_VDPF:
+        ccw = np.ascontiguousarray(_col(raw, lay.check_offset, CHECK_BYTES)).view("<u8").reshape(K, 4, 2)
+        ccw = ccw.astype(np.uint64)
+    return DecodedKeys(lay.kind, party, n, lay.l, seeds, scw, tcw, fcw, vcw, ccw)
 
 
 def _read_low_bytes(raw: np.ndarray, off: int, w: int) -> np.ndarray:
