@@ -18,6 +18,8 @@ What it does
                 whatever a querier names)
     peer        the same, for the other questions one server asks another
                 (whether it holds an upload, before a repair drops it)
+    verify      ``server``, with the same name check: the two servers'
+                check of an upload's keys (:mod:`pairwise.protocols.ecdf.validation`)
     ==========  ==========================================================
 
     ``peer is None`` means a plaintext connection.  The service accepts
@@ -55,6 +57,7 @@ OPS: dict[str, tuple[str, ...]] = {
     "repair": ("querier",),
     "noise": ("server",),
     "peer": ("server",),
+    "verify": ("server",),
 }
 
 # request "op" -> operation class
@@ -65,6 +68,7 @@ _REQUEST_OPS = {
     "prepare": "release", "link": "release", "go": "release", "abort": "release", "ledger": "release",
     "adopt": "release",
     "peer": "noise",
+    "verify": "verify",
 }
 
 
@@ -105,12 +109,12 @@ class Policy(RolePolicy):
     def authorize(self, op: str, peer: Peer | None, *, server_id: int | None = None) -> None:
         """Raise :class:`Unauthorized` unless ``peer`` may perform operation class ``op``.
 
-        ``server_id``: for ``noise``, the server id the peer must be.
+        ``server_id``: for ``noise`` and ``verify``, the server id the peer must be.
         """
         super().authorize(op, peer)
         if peer is None:
             return
-        if op in ("noise", "peer") and server_id is not None:
+        if op in ("noise", "peer", "verify") and server_id is not None:
             want = self.server_names.get(server_id) if not self.tls else self.server_name(server_id)
             if want is not None and peer.name != want:
                 raise Unauthorized(f"{peer} is not server {server_id}: this server's configuration expects "

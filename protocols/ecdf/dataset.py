@@ -43,7 +43,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .shares import PointwiseShares, grid_points, parse_keys, reduce_mod
+from pairwise.fss import KeyFormatError
+
+from .shares import PointwiseShares, ShareParameterError, grid_points, parse_keys, reduce_mod
+from .validation import layout_for, load_series
 from .storage import ChunkRecord, DatasetRecord, Storage, StorageError
 from .wire import DatasetError
 
@@ -217,6 +220,11 @@ class Dataset:
             for s in self.series:
                 if s not in c.keys:
                     raise StorageError(f"stored dataset {self.name!r} lacks series {s!r} in upload {c.upload_id}")
+            if self.record.scheme == "vdpf":  # the series share keys: parse the chunk's bundles together
+                for s, sh in self._parse_verified(c).items():
+                    parts[s].append(sh)
+                continue
+            for s in self.series:
                 parts[s].append(self._parse_stored(c, s))
         if upload_id is None or self._parts is None:
             self._parts = parts
@@ -244,6 +252,20 @@ class Dataset:
             raise StorageError(f"stored keys of dataset {self.name!r} (upload {c.upload_id}) are corrupt: "
                                f"{next(iter(bad.values()))}")
         return shares
+
+    def _parse_verified(self, c: ChunkRecord) -> dict:
+        """Histogram shares of a stored chunk of (verified) vdpf key bundles (:func:`validation.load_series`)."""
+        r = self.record
+        keys = {}
+        for s in self.series:
+            lens, data = c.keys[s]
+            if lens.size != c.ids.size or int(lens.sum()) != len(data):
+                raise StorageError(f"stored keys of {self.name!r} (upload {c.upload_id}) are truncated")
+            keys[s] = split_keys(lens, data)
+        try:
+            return load_series(keys, layout=layout_for(dict(r.series), r.n, r.l), party=self.server_id)
+        except (KeyFormatError, ShareParameterError) as exc:
+            raise StorageError(f"stored keys of dataset {self.name!r} (upload {c.upload_id}) are corrupt: {exc}") from None
 
     def claim(self, ids: np.ndarray, token: int) -> tuple[np.ndarray, dict[int, str]]:
         """Claim client ids for the staged upload ``token`` (an id of the caller's choosing, e.g. ``id(upload)``):

@@ -92,10 +92,11 @@ from .ops import (
     UploadRequest,
     UploadsRequest,
 )
-from .peers import PeerHub, ask_holds, connect_peer, garbler_session
+from .peers import PeerHub, ask_holds, connect_peer, garbler_session, open_verify_link
 from .release import ReleasePlan, plan_release, release_points, run_release
 from .shares import KIND_VECTOR, parse_keys
 from .staging import StagedUpload, StagingBudget
+from .validation import check_chunk, layout_for
 from .storage import ChunkRecord, DatasetRecord, Storage, StorageError
 from .wire import (
     DatasetError,
@@ -103,6 +104,7 @@ from .wire import (
     ECDFError,
     QueryRefused,
     ServerUnavailable,
+    UPLOAD_FRAME_MAX,
     UnknownDataset,
     error_code,
     fmt_eps,
@@ -213,7 +215,7 @@ class ServerState:
         held, and the retry scatters the keys again.  Without a cluster, or for
         a pointwise round (share values, nothing to evaluate), ``snap`` as is.
         """
-        if self.cluster is None or ds.scheme == "pointwise":
+        if self.cluster is None or ds.scheme in ("pointwise", "vdpf"):  # vdpf: histogram shares, computed at upload
             return snap
         t0 = time.perf_counter()
         self.log(f"release {plan.rid} on {ds.name!r}: evaluating {snap.count} clients' keys on the cluster")
@@ -324,7 +326,7 @@ class Session:
             thr = np.array(req.thresholds, dtype=np.int64)
             lens_allowed: tuple[int, ...] = ()
         else:
-            lens_allowed = key_lengths(scheme, n, l)
+            lens_allowed = key_lengths(scheme, n, l, series)
         chunks = list(req.chunks)
         params = (scheme, m, n, l, tuple(sorted(series.items())))
         with st.lock:
@@ -372,13 +374,15 @@ class Session:
         # claims on client ids: the live dataset for an append, a fresh one for a new dataset or round
         target = ds if ds is not None and not replace_round else Dataset(record, self.sid, new=True)
         staged = StagedUpload(upload_id, record, create, replace_round, dataset=target, live=ds,
-                              announced=sum(chunks))
+                              announced=sum(chunks), per_client=req.per_client())
         try:
             # the most this upload can stage, from its header alone: reserved before a single key is read
             bound = self._staged_bound(req, lens_allowed)
             st.staging.reserve(bound, self.sid)
             staged.reserved = bound
             staged.file = st.staging.open()
+            if scheme == "vdpf" and self.sid == 0:  # server 0 opens the upload's check with server 1 before "ready"
+                staged.verify = self._verify_link(req)
         except BaseException:
             self._release(staged)
             raise
@@ -392,6 +396,8 @@ class Session:
         for k in chunks:
             if pointwise:
                 bad = self._recv_pointwise(k, series, l, thr, base)
+            elif scheme == "vdpf":
+                bad = self._recv_verified(k, series, n, l, base, chunks)
             else:
                 bad = self._recv_keys(k, series, scheme, m, n, l, lens_allowed, base)
             for pos, cid, why in bad:
@@ -399,7 +405,13 @@ class Session:
                 rejected_pos.append(pos)
             base += k
         staged.rejected = np.array(rejected_pos, dtype=np.int64)
+        if staged.verify is not None:
+            v = staged.verify
+            st.log(f"upload {upload_id}: checked {sum(chunks)} clients' keys with {v.label} in "
+                   f"{staged.check_seconds:.2f} s ({v.waited:.2f} s of it waiting for that server), "
+                   f"{v.bytes()} bytes on the check channel")
         send_json(self.ch, {"ok": True, "staged": True, "accepted": staged.accepted,
+                            "check_bytes": 0 if staged.verify is None else staged.verify.bytes(),
                             "rejected_count": len(rejected), "rejected": _reject_report(rejected)})
         self.ch.send_array(np.array(rejected_pos, dtype=np.uint64))
 
@@ -431,20 +443,29 @@ class Session:
             staged.accepted += int(rows.size)
         return [(base + i, int(ids[i]), reasons[i]) for i in sorted(reasons)]
 
-    def _recv_keys(self, k, series, scheme, m, n, l, lens_allowed, base):
-        names = list(series)
-        S = len(names)
+    def _recv_key_frames(self, k, S, per_client):
+        """One chunk's ids, key lengths (k, S) and keys (one bytes object per client and series, client-major).
+
+        Honest keys fill at most ``k * per_client`` bytes, which the header's chunk bound keeps within
+        UPLOAD_FRAME_MAX; the frame may use the rest of UPLOAD_FRAME_MAX, so a key of the wrong length is its
+        client's problem (rejected when parsed), not the upload's.
+        """
         ids = self.ch.recv_array(np.uint64, k)
         lens = self.ch.recv_array(np.uint32, (k, S)).astype(np.int64)
-        if lens.max(initial=0) > max(lens_allowed):
-            raise ProtocolError(f"a key length of {int(lens.max())} bytes exceeds the scheme's "
-                                f"{max(lens_allowed)} bytes")
-        total = int(lens.sum())  # <= k S max(lens_allowed) <= UPLOAD_FRAME_MAX
+        limit = max(k * per_client, UPLOAD_FRAME_MAX)
+        if int(lens.sum()) > limit:
+            raise ProtocolError(f"a key frame of {int(lens.sum())} bytes exceeds the {limit} bytes of {k} clients' "
+                                f"keys")
+        total = int(lens.sum())  # <= UPLOAD_FRAME_MAX (k per_client <= UPLOAD_FRAME_MAX by the chunk bound)
         data = self.ch.recv_frame(max_size=total)
         if len(data) != total:
             raise ProtocolError(f"key frame of {len(data)} bytes, announced {total}")
-        flat = split_keys(lens.reshape(-1), bytes(data))
-        del data
+        return ids, lens, split_keys(lens.reshape(-1), bytes(data))
+
+    def _recv_keys(self, k, series, scheme, m, n, l, lens_allowed, base):
+        names = list(series)
+        S = len(names)
+        ids, lens, flat = self._recv_key_frames(k, S, S * max(lens_allowed))
         ok = np.ones(k, dtype=bool)
         reasons: dict[int, str] = {}
         for j, s in enumerate(names):
@@ -462,6 +483,39 @@ class Session:
                                               f"key otherwise; position {base + i} sent a "
                                               f"{'vector' if vector else 'seed'} key")
             del shares
+
+        def raw(rows):
+            return {s: (lens[rows, j], b"".join(flat[int(i) * S + j] for i in rows)) for j, s in enumerate(names)}
+
+        return self._stage(ids, ok, reasons, raw, base)
+
+    def _verify_link(self, req: UploadRequest):
+        """Server 0: open this upload's check with server 1 (its configured address, else the uploader's list)."""
+        st = self.state
+        addr = st.peers.get(1) or (req.servers[1] if req.servers else None)
+        if addr is None:
+            raise QueryRefused("server 0 does not know server 1's address to check the upload's keys with "
+                               "(configure --peer 1=HOST:PORT, or send the servers' list)")
+        link = open_verify_link(req.upload_id, req.chunks, tuple(addr), st.policy, connect_timeout=min(st.timeout, 10.0),
+                                timeout=st.timeout, tls=st.tls, insecure=st.insecure, dial=st.dial)
+        self.on_channel(link.ch)
+        return link
+
+    def _recv_verified(self, k, series, n, l, base, chunks):
+        """One chunk of ``vdpf`` keys: parse, evaluate, compare digests with the other server, then stage
+        the raw keys of the clients both servers accept (a release expands them again from storage)."""
+        staged = self.staged
+        if staged.verify is None:  # server 1: server 0 opened the check when it accepted the header
+            staged.verify = self.state.hub.verify_link(staged.upload_id, chunks, "peer server 0")
+            self.on_channel(staged.verify.ch)
+        names = list(series)
+        S = len(names)
+        ids, lens, flat = self._recv_key_frames(k, S, staged.per_client)
+        t0 = time.perf_counter()
+        ok, reasons = check_chunk({s: flat[j::S] for j, s in enumerate(names)}, layout_for(series, n, l),
+                                  self.sid, staged.verify, staged.checked, shares=False)[:2]
+        staged.check_seconds += time.perf_counter() - t0
+        staged.checked += 1
 
         def raw(rows):
             return {s: (lens[rows, j], b"".join(flat[int(i) * S + j] for i in rows)) for j, s in enumerate(names)}
@@ -527,7 +581,12 @@ class Session:
                             "digest": None if ds is None else ds.digest()})
 
     def _release(self, staged: StagedUpload) -> None:
-        """Forget a staged upload: its claimed ids, its claim on a new dataset id, its disk and reserved bytes."""
+        """Forget a staged upload: its check channel, its claimed ids, its claim on a new dataset id, its disk and
+        reserved bytes."""
+        if staged.verify is not None:
+            staged.verify.close()
+        elif staged.record.scheme == "vdpf":
+            self.state.hub.forget_link(staged.upload_id)
         staged.dataset.unclaim(id(staged))
         with self.state.lock:
             if self.state.claims.get(staged.record.name) == staged.upload_id:

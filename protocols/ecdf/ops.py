@@ -40,7 +40,7 @@ from typing import Any, ClassVar
 import numpy as np
 from pairwise.mpc.errors import ProtocolError
 
-from .shares import MAX_GRID_BITS, MSHARE_MAX_BITS
+from .shares import MAX_GRID_BITS, MSHARE_MAX_BITS, ShareParameterError
 from .wire import DatasetError, QueryRefused, UnknownDataset, chunk_clients, key_lengths, parse_epsilon
 
 __all__ = [
@@ -60,6 +60,7 @@ __all__ = [
     "LedgerRequest",
     "LinkRequest",
     "PeerHello",
+    "VerifyHello",
     "PointwiseRequest",
     "PrepareRequest",
     "Request",
@@ -218,16 +219,33 @@ def _chunks(value: object, per_client: int) -> tuple[int, ...]:
     return tuple(value)
 
 
+def _servers(value: object) -> tuple[tuple[str, int], ...] | None:
+    """The servers' addresses as [[host, port], ...] (None: not given)."""
+    if value is None:
+        return None
+    if (not isinstance(value, list) or not 2 <= len(value) <= 254
+            or any(not isinstance(a, list) or len(a) != 2 or not isinstance(a[0], str) or not _is_int(a[1])
+                   for a in value)):
+        raise QueryRefused("servers must be a list of [host, port] pairs")
+    return tuple((a[0], a[1]) for a in value)
+
+
 @dataclass(frozen=True)
 class UploadRequest(Request):
-    """``upload``: stage one server's keys of a chunked upload (FSS keys: ``dcf`` or ``mshare``).
+    """``upload``: stage one server's keys of a chunked upload (FSS keys: ``vdpf`` for two servers, ``mshare``
+    for more).
 
     The header is followed by the chunks' bulk frames (ids, key lengths,
     keys), whose sizes follow from ``chunks`` and the scheme's key sizes.
+    ``vdpf`` keys are verified by the two servers together
+    (:mod:`pairwise.protocols.ecdf.validation`); ``servers`` (their
+    addresses, in server-id order) tells server 0 where server 1 is unless
+    it is configured (``--peer``).  ``dcf`` keys and two-server ``mshare``
+    keys cannot be verified and are refused.
     """
 
     op: ClassVar[str] = "upload"
-    SCHEMES: ClassVar[tuple[str, ...]] = ("dcf", "mshare")
+    SCHEMES: ClassVar[tuple[str, ...]] = ("vdpf", "mshare")
 
     dataset: str
     scheme: str
@@ -240,6 +258,7 @@ class UploadRequest(Request):
     upload_id: str
     append: bool = False
     meta: dict = field(default_factory=dict)
+    servers: tuple[tuple[str, int], ...] | None = None
 
     @property
     def series_weights(self) -> dict[str, int]:
@@ -250,21 +269,27 @@ class UploadRequest(Request):
                 "server_id": self.server_id, "domain_bits": self.domain_bits, "output_bits": self.output_bits}
 
     def _tail(self) -> dict[str, Any]:
-        return {"series": [s.to_json() for s in self.series], "chunks": list(self.chunks),
-                "upload_id": self.upload_id}
+        out = {"series": [s.to_json() for s in self.series], "chunks": list(self.chunks), "upload_id": self.upload_id}
+        if self.servers is not None:
+            out["servers"] = [[h, p] for h, p in self.servers]
+        return out
 
     def to_json(self) -> dict[str, Any]:
         return {**self._head(), "append": bool(self.append), "meta": dict(self.meta), **self._tail()}
 
     def per_client(self) -> int:
         """The most bytes one client adds to the largest bulk frame of a chunk (bounds the chunk size)."""
-        return len(self.series) * max(key_lengths(self.scheme, self.domain_bits, self.output_bits))
+        return _per_client(self.scheme, self.domain_bits, self.output_bits, self.series_weights)
 
     @classmethod
     def _common(cls, obj: dict) -> dict[str, Any]:
         _op(obj, cls.op)
         name = _dataset_name(obj.get("dataset"))
         scheme = obj.get("scheme")
+        if scheme == "dcf" and cls.op == "upload":
+            raise QueryRefused("dcf keys cannot be verified and are no longer accepted: two servers take vdpf keys, "
+                               "which both servers check before they accept a client (upgrade the uploading "
+                               "client; datasets stored with dcf keys can still be released)")
         if scheme not in cls.SCHEMES:
             raise QueryRefused(f"scheme must be one of {cls.SCHEMES}, got {scheme!r}")
         m = _int_in(obj, "m", 2, 254)
@@ -273,8 +298,11 @@ class UploadRequest(Request):
         l = _int_in(obj, "output_bits", 8, 64)
         if sid >= m:
             raise QueryRefused(f"server id {sid} is not below m = {m}")
-        if scheme == "dcf" and m != 2:
-            raise QueryRefused("the dcf scheme needs exactly 2 servers; use mshare for m > 2")
+        if scheme == "vdpf" and m != 2:
+            raise QueryRefused("the vdpf scheme needs exactly 2 servers; use mshare for m > 2")
+        if scheme == "mshare" and m == 2:
+            raise QueryRefused("mshare keys cannot be verified; two servers take vdpf keys, which both servers check "
+                               "before they accept a client")
         if scheme == "mshare" and n > MSHARE_MAX_BITS:
             raise QueryRefused(f"mshare keys need domain bits <= {MSHARE_MAX_BITS}, got {n}")
         if scheme == "mshare" and m == 2:  # a key kind two servers never use: one of them would hold 2^n words
@@ -287,14 +315,30 @@ class UploadRequest(Request):
         meta = obj.get("meta", {})
         if not isinstance(meta, dict) or len(json.dumps(meta)) > META_MAX:
             raise QueryRefused(f"meta must be a JSON object of at most {META_MAX} bytes")
+        if scheme == "vdpf":
+            try:
+                key_lengths(scheme, n, l, {s.name: s.max_weight for s in series})  # a layout the servers can verify
+            except ShareParameterError as exc:
+                raise QueryRefused(str(exc)) from None
         return dict(dataset=name, scheme=scheme, m=m, server_id=sid, domain_bits=n, output_bits=l, series=series,
-                    upload_id=upload_id, append=append, meta=meta)
+                    upload_id=upload_id, append=append, meta=meta, servers=_servers(obj.get("servers")))
 
     @classmethod
     def from_json(cls, obj: dict) -> UploadRequest:
         f = cls._common(obj)
-        per_client = len(f["series"]) * max(key_lengths(f["scheme"], f["domain_bits"], f["output_bits"]))
+        per_client = _per_client(f["scheme"], f["domain_bits"], f["output_bits"],
+                                 {s.name: s.max_weight for s in f["series"]})
         return cls(chunks=_chunks(obj.get("chunks"), per_client), **f)
+
+
+def _per_client(scheme: str, n: int, l: int, series: dict[str, int]) -> int:
+    """The most bytes one client adds to a chunk's key frame: every series' largest key (vdpf: its bundle)."""
+    if scheme == "vdpf":
+        from .validation import layout_for
+
+        lay = layout_for(series, n, l)
+        return sum(lay.blob_bytes(s) for s in series)
+    return len(series) * max(key_lengths(scheme, n, l))
 
 
 @dataclass(frozen=True)
@@ -638,6 +682,35 @@ class PeerHello(Request):
         if obj.get("op") != cls.op or obj.get("server_id") != 0 or isinstance(obj.get("server_id"), bool):
             raise ProtocolError("expected a peer hello {op: peer, rid, server_id: 0}")
         return cls(check_rid(obj.get("rid")), 0)
+
+
+@dataclass(frozen=True)
+class VerifyHello(Request):
+    """``verify``: server 0's first message on the channel that checks upload ``upload_id`` with server 1.
+
+    ``chunks``: the upload's chunk sizes, which both servers must have been
+    announced.  The 64-byte verifier key follows as one raw frame
+    (:mod:`pairwise.protocols.ecdf.peers`); it is never in JSON and never logged.
+    """
+
+    op: ClassVar[str] = "verify"
+
+    upload_id: str
+    chunks: tuple[int, ...]
+    server_id: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"op": self.op, "upload_id": self.upload_id, "chunks": list(self.chunks), "server_id": self.server_id}
+
+    @classmethod
+    def from_json(cls, obj: dict) -> VerifyHello:
+        if obj.get("op") != cls.op or obj.get("server_id") != 0 or isinstance(obj.get("server_id"), bool):
+            raise ProtocolError("expected a verification hello {op: verify, upload_id, chunks, server_id: 0}")
+        chunks = obj.get("chunks")
+        if (not isinstance(chunks, list) or not chunks or len(chunks) > MAX_CLIENTS
+                or any(not _is_int(k) or k < 1 for k in chunks) or sum(chunks) > MAX_CLIENTS):
+            raise ProtocolError("a verification hello needs the upload's chunk sizes")
+        return cls(_hex_id(obj.get("upload_id"), "upload_id"), tuple(chunks), 0)
 
 
 #: op -> request type, for the requests of clients and queriers (the peer hello is read by the peer hub).

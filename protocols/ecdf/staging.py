@@ -233,3 +233,7 @@ class StagedUpload:
     accepted: int = 0  # clients staged (parsed, claimed, written)
     rejected: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # positions this server rejected
     registered: bool = False  # counted in the server's staged uploads (asked before a repair drops one)
+    per_client: int = 0  # the most key bytes one client may send (bounds each chunk's key frame)
+    verify: object | None = None  # vdpf: the check channel with the other server (peers.VerifyLink)
+    checked: int = 0  # vdpf: chunks checked so far
+    check_seconds: float = 0.0  # vdpf: time in the checks (with the waits for the other server)

@@ -2,17 +2,20 @@
 
 What it does
     One process may host many clients.  Each client's value is quantized to
-    the public n-bit domain, its keys are made locally
-    (:mod:`pairwise.protocols.ecdf.shares`: DCF keys for m = 2, ``mshare``
-    keys for m > 2, or pointwise shares for the Sec. 4.1 baseline) and key j
+    the public n-bit domain, its keys are made locally (verifiable DPF keys,
+    ``vdpf``, for m = 2 (:mod:`pairwise.protocols.ecdf.validation`); ``mshare``
+    keys for m > 2 (:mod:`pairwise.protocols.ecdf.shares`), or pointwise shares
+    for the Sec. 4.1 baseline) and key j
     of every client goes to server j over TCP, in chunks whose frames stay
     within :data:`pairwise.protocols.ecdf.wire.UPLOAD_FRAME_MAX`.
 
     An upload is one request per server in two phases
-    (:mod:`pairwise.protocols.ecdf.handlers`): every server stages the
-    chunks and answers which clients it rejected (malformed key, duplicate
-    id); then every server is told the union of the rejections and commits
-    the remaining clients atomically.  All servers therefore hold exactly
+    (:mod:`pairwise.protocols.ecdf.handlers`): every server accepts the
+    header (for ``vdpf``, server 0 then opens the upload's check with server
+    1), and only then are the chunks sent; every server stages the
+    chunks and answers which clients it rejected (malformed key, keys that
+    fail the two servers' check, duplicate id); then every server is told
+    the union of the rejections and commits the remaining clients atomically.  All servers therefore hold exactly
     the same clients.  If any server refuses or fails before the commit,
     no server stores anything.
 
@@ -59,6 +62,7 @@ import queue
 import threading
 import time
 from collections.abc import Iterator
+import warnings
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -69,11 +73,11 @@ from .ops import CommitRequest, PointwiseRequest, SeriesSpec, UploadRequest
 from .shares import (
     MSHARE_MAX_BITS,
     ShareParameterError,
-    dcf_client_keys,
     grid_points,
     mshare_client_keys,
     pointwise_client_shares,
 )
+from .validation import VDPF_MAX_DOMAIN_BITS, vdpf_client_keys
 from .wire import (
     ROLE_CLIENT,
     ServerUnavailable,
@@ -107,6 +111,8 @@ __all__ = [
 #: Fixed-point grid of the expected-count weights of Hosmer-Lemeshow: w = round(p 2^8).
 DEFAULT_PROB_BITS = 8
 _CHUNK = 8192
+#: Clients per chunk of a vdpf upload (both servers check a chunk, together, before the next arrives).
+_VDPF_CHUNK = 4096
 
 
 #: Stored ids of string client ids have the top bit set; numeric ids are below 2^63 (no collision between them).
@@ -216,12 +222,14 @@ class UploadReport:
     seconds: float
     upload_id: str = ""
     total_clients: list[int] | None = None
+    #: bytes the servers exchanged to check the clients' keys (vdpf), as each server counted them
+    check_bytes: list[int] | None = None
 
     def as_dict(self) -> dict:
         return {"dataset": self.dataset, "scheme": self.scheme, "clients": self.clients,
                 "accepted": self.accepted, "rejected_count": self.rejected_count,
                 "rejected": self.rejected, "bytes": self.bytes, "seconds": self.seconds,
-                "upload_id": self.upload_id, "total_clients": self.total_clients}
+                "upload_id": self.upload_id, "total_clients": self.total_clients, "check_bytes": self.check_bytes}
 
 
 def make_series(labels=None, probabilities=None, prob_bits: int = DEFAULT_PROB_BITS) -> dict[str, tuple]:
@@ -252,19 +260,30 @@ def make_series(labels=None, probabilities=None, prob_bits: int = DEFAULT_PROB_B
 
 
 def scheme_for(scheme: str, m: int, domain_bits: int) -> str:
-    """The key scheme for ``m`` servers (``auto``: dcf for 2, mshare for more); raises if it cannot serve them."""
+    """The key scheme for ``m`` servers (``auto``: vdpf for 2, mshare for more); raises if it cannot serve them.
+
+    ``dcf`` is a deprecated alias of ``vdpf`` (the servers no longer accept
+    unverifiable DCF keys; the two-server scheme is the verifiable one).
+    """
     return _scheme(scheme, m, domain_bits)
 
 
 def _scheme(scheme: str, m: int, domain_bits: int) -> str:
+    if scheme == "dcf":
+        warnings.warn("key scheme 'dcf' is deprecated: two servers now take verifiable 'vdpf' keys (used instead)",
+                      DeprecationWarning, stacklevel=3)
+        scheme = "vdpf"
     if scheme == "auto":
-        return "dcf" if m == 2 else "mshare"
-    if scheme not in ("dcf", "mshare"):
-        raise ShareParameterError(f"key scheme must be auto, dcf or mshare, got {scheme!r}")
-    if scheme == "dcf" and m != 2:
-        raise ShareParameterError("dcf keys are two-party: use --scheme mshare (or auto) for m > 2 servers")
+        scheme = "vdpf" if m == 2 else "mshare"
+    if scheme not in ("vdpf", "mshare"):
+        raise ShareParameterError(f"key scheme must be auto, vdpf or mshare, got {scheme!r}")
+    if scheme == "vdpf" and m != 2:
+        raise ShareParameterError("vdpf keys are two-party: use --scheme mshare (or auto) for m > 2 servers")
+    if scheme == "vdpf" and domain_bits > VDPF_MAX_DOMAIN_BITS:
+        raise ShareParameterError(f"vdpf keys are checked on their whole domain: at most 2^{VDPF_MAX_DOMAIN_BITS} "
+                                  f"points (a release grid never has more), got domain bits {domain_bits}")
     if scheme == "mshare" and m == 2:
-        raise ShareParameterError("mshare keys are for 3 or more servers: two servers use dcf keys (--scheme auto)")
+        raise ShareParameterError("two servers take verifiable vdpf keys (mshare keys cannot be checked)")
     if scheme == "mshare" and domain_bits > MSHARE_MAX_BITS:
         raise ShareParameterError(f"mshare keys need a domain of at most 2^{MSHARE_MAX_BITS} points")
     return scheme
@@ -272,14 +291,15 @@ def _scheme(scheme: str, m: int, domain_bits: int) -> str:
 
 def make_keys(values, series: dict[str, tuple], *, scheme: str, m: int, domain_bits: int,
               output_bits: int = 32, first: int = 0) -> list[dict[str, list[bytes]]]:
-    """Keys of every client for every server: ``keys[j][series][i]``; ``first``: the upload position of the
-    first client (the public rotation of the ``mshare`` vector keys depends on it)."""
+    """Keys of every client for every server: ``keys[j][series][i]`` (``vdpf``: a bundle per series, some empty);
+    ``first``: the upload position of the first client (the public rotation of the ``mshare`` vector keys
+    depends on it)."""
+    scheme = _scheme(scheme, m, domain_bits)
+    if scheme == "vdpf":
+        return vdpf_client_keys(values, series, domain_bits=domain_bits, output_bits=output_bits)
     per: list[dict[str, list[bytes]]] = [dict() for _ in range(m)]
     for name, (w, _) in series.items():
-        if scheme == "dcf":
-            ks = dcf_client_keys(values, w, domain_bits=domain_bits, output_bits=output_bits)
-        else:
-            ks = mshare_client_keys(values, w, m=m, domain_bits=domain_bits, output_bits=output_bits, first=first)
+        ks = mshare_client_keys(values, w, m=m, domain_bits=domain_bits, output_bits=output_bits, first=first)
         for j in range(m):
             per[j][name] = ks[j]
     return per
@@ -540,7 +560,7 @@ def _run_upload(servers, dataset: str, count: int, scheme: str, header, send_chu
     wire = [s["bytes_sent"] + s["bytes_received"] for s in st]
     return UploadReport(dataset, scheme, K, [int(r["accepted"]) for r in final], rejected,
                         [int(drop.size)] * m, sum(wire), wire, time.perf_counter() - t0, upload_id,
-                        [int(r["clients"]) for r in final])
+                        [int(r["clients"]) for r in final], [int(r.get("check_bytes", 0)) for r, _ in staged])
 
 
 def _stream(servers, dataset: str, source, scheme: str, header, make, size: int, *, timeout: float,
@@ -574,9 +594,10 @@ def _stream(servers, dataset: str, source, scheme: str, header, make, size: int,
             feed[0].stop()
 
 
-def _key_frames(block: ClientBlock, first: int, *, names, scheme, m, domain_bits, output_bits) -> list[list]:
+def _key_frames(block: ClientBlock, first: int, *, names, max_weights, scheme, m, domain_bits, output_bits
+                ) -> list[list]:
     """Each server's three frames of one chunk: ids, key lengths (clients x series), the keys."""
-    series = {s: (block.weights.get(s), 1) for s in names}
+    series = {s: (block.weights.get(s), max_weights[s]) for s in names}
     keys = make_keys(block.values, series, scheme=scheme, m=m, domain_bits=domain_bits, output_bits=output_bits,
                      first=first)
     k = int(block.ids.size)
@@ -607,7 +628,9 @@ def upload_source(servers, dataset: str, source, *, domain_bits: int, scheme: st
     K = int(source.count)
     if K < 1:
         raise ShareParameterError("an upload needs at least one client")
-    biggest = max(key_lengths(scheme, domain_bits, output_bits)) if K > 0 else 1
+    biggest = max(key_lengths(scheme, domain_bits, output_bits, dict(source.series)))
+    if scheme == "vdpf":  # the servers check each chunk together before the next: keep the wait per chunk short
+        chunk = min(chunk, _VDPF_CHUNK)
     size = chunk_clients(max(biggest * len(names), 4 * len(names)), want=chunk)
     chunks = tuple(min(size, K - c) for c in range(0, K, size))
 
@@ -615,11 +638,12 @@ def upload_source(servers, dataset: str, source, *, domain_bits: int, scheme: st
         return UploadRequest(dataset=dataset, scheme=scheme, m=m, server_id=j, domain_bits=domain_bits,
                              output_bits=output_bits, append=bool(append), meta=dict(meta or {}),
                              series=tuple(SeriesSpec(s, int(source.series[s])) for s in names),
-                             chunks=chunks, upload_id=upload_id)
+                             chunks=chunks, upload_id=upload_id,
+                             servers=tuple(servers) if scheme == "vdpf" else None)
 
     def make(block: ClientBlock, first: int) -> list[list]:
-        return _key_frames(block, first, names=names, scheme=scheme, m=m, domain_bits=domain_bits,
-                           output_bits=output_bits)
+        return _key_frames(block, first, names=names, max_weights=source.series, scheme=scheme, m=m,
+                           domain_bits=domain_bits, output_bits=output_bits)
 
     return _stream(servers, dataset, source, scheme, header, make, size, timeout=timeout,
                    connect_timeout=connect_timeout, tls=tls, insecure=insecure, progress=progress)
@@ -636,9 +660,12 @@ def send_keys(servers, dataset: str, *, scheme: str, domain_bits: int, output_bi
     """
     servers = parse_servers(servers)
     m = len(servers)
+    scheme = _scheme(scheme, m, domain_bits)
     names = list(series_meta)
     K = int(ids.size)
     biggest = max((len(b) for j in range(m) for s in names for b in keys[j][s]), default=1)
+    if scheme == "vdpf":  # the servers check each chunk together before the next: keep the wait per chunk short
+        chunk = min(chunk, _VDPF_CHUNK)
     chunk = chunk_clients(max(biggest * len(names), 4 * len(names)), want=chunk)
     chunks = [min(chunk, K - c) for c in range(0, K, chunk)]
 
@@ -646,7 +673,8 @@ def send_keys(servers, dataset: str, *, scheme: str, domain_bits: int, output_bi
         return UploadRequest(dataset=dataset, scheme=scheme, m=m, server_id=j, domain_bits=domain_bits,
                              output_bits=output_bits, append=bool(append), meta=dict(meta or {}),
                              series=tuple(SeriesSpec(s, int(series_meta[s])) for s in names),
-                             chunks=tuple(chunks), upload_id=upload_id)
+                             chunks=tuple(chunks), upload_id=upload_id,
+                             servers=tuple(servers) if scheme == "vdpf" else None)
 
     def send_chunks(j: int, ch, sent) -> None:
         for c0, k in zip(range(0, K, chunk), chunks):

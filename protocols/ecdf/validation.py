@@ -56,6 +56,7 @@ __all__ = [
     "Layout",
     "VDPFSeries",
     "accepted",
+    "check_chunk",
     "layout_for",
     "load_series",
     "vdpf_client_keys",
@@ -241,7 +242,8 @@ class ChunkCheck:
             want = lay.blob_bytes(s)
             for i, b in enumerate(col):
                 if len(b) != want:
-                    bad.setdefault(i, f"series {s}: key bundle of {len(b)} bytes, expected {want}"
+                    what = "truncated" if len(b) < want else f"with {len(b) - want} trailing bytes"
+                    bad.setdefault(i, f"series {s}: key bundle {what}: {len(b)} bytes, expected {want}"
                                       + ("" if want else f" (series {s} is read from the keys of {r.source})"))
             if r.source == s:
                 size = vdpf_key_bytes(r.bits, lay.l)
@@ -342,6 +344,38 @@ def accepted(mine: np.ndarray, theirs: np.ndarray, my_ok: np.ndarray, their_ok: 
     """Clients both servers accept: parsed by both and with equal digests (constant-time per client)."""
     same = np.array([hmac.compare_digest(a.tobytes(), b.tobytes()) for a, b in zip(mine, theirs)], dtype=bool)
     return same & my_ok & their_ok
+
+
+def check_chunk(blobs: dict[str, Sequence[bytes]], layout: Layout, party: int, link, index: int, *,
+                shares: bool = True) -> tuple[np.ndarray, dict[int, str], dict[str, "VDPFSeries"] | None]:
+    """One server's check of one upload chunk with the other server: (accepted (k,), {index: reason}, shares).
+
+    ``link`` has the upload's verifier ``key`` and ``exchange(index, parsed,
+    digests) -> (their parsed, their digests)`` (a
+    :class:`pairwise.protocols.ecdf.peers.VerifyLink`).  The shares hold the
+    accepted clients only, in order (None with ``shares=False``: a server
+    that stages the raw keys and expands them again at release).
+    """
+    K = len(next(iter(blobs.values())))
+    chunk, good, bad = ChunkCheck.parse(blobs, layout=layout, party=party)
+    chunk.evaluate(link.key)
+    mine = np.zeros(K, dtype=bool)
+    mine[good] = True
+    digests = np.zeros((K, DIGEST_BYTES), dtype=np.uint8)
+    digests[good] = chunk.digests
+    theirs, their_digests = link.exchange(index, mine, digests)
+    ok = accepted(digests, their_digests, mine, theirs)
+    reasons = dict(bad)
+    for i in np.flatnonzero(~ok):
+        if int(i) not in reasons:
+            reasons[int(i)] = ("its keys did not parse at the other server" if not theirs[i] else
+                               "its keys failed the servers' check (not one point x with a weight in each series' "
+                               "public range, or not the two halves of one key pair)")
+    if not shares:
+        return ok, reasons, None
+    where = {c: r for r, c in enumerate(good)}
+    kept = chunk.take(np.array([where[int(i)] for i in np.flatnonzero(ok)], dtype=np.intp))
+    return ok, reasons, kept.series()
 
 
 class VDPFSeries:

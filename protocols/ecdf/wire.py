@@ -142,10 +142,16 @@ def fmt_eps(x: Fraction) -> str:
     return f"{float(x):.6g}"
 
 
-def key_lengths(scheme: str, domain_bits: int, output_bits: int) -> tuple[int, ...]:
-    """The byte lengths a serialized key of ``scheme`` may have (dcf: one; mshare: seed or vector key)."""
+def key_lengths(scheme: str, domain_bits: int, output_bits: int, series: dict[str, int] | None = None
+                ) -> tuple[int, ...]:
+    """The byte lengths a serialized key of ``scheme`` may have (dcf: one; mshare: seed or vector key; vdpf:
+    the key bundles of the dataset's ``series`` layout, :mod:`pairwise.protocols.ecdf.validation`)."""
     from .shares import key_bytes
 
+    if scheme == "vdpf":
+        from .validation import layout_for
+
+        return layout_for(dict(series or {"all": 1}), domain_bits, output_bits).lengths()
     if scheme == "mshare":
         return (key_bytes("mshare", domain_bits, output_bits),
                 key_bytes("mshare", domain_bits, output_bits, vector=True))

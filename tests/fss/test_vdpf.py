@@ -182,7 +182,7 @@ def test_every_bit_flip_of_every_correction_word_is_caught_or_stays_a_point_func
     Seed, control-bit and check corrections: the pair is refused (format or
     check).  The output correction only changes beta, so the pair stays one
     point function, and the ECDF's weight check refuses it
-    (tests/system/test_ecdf_validation.py).
+    (tests/system/test_ecdf_validation_processes.py).
     """
     alpha, beta = 9, 1
     k0, k1 = vdpf_gen(alpha, beta, N_BITS, L_BITS)

@@ -179,9 +179,9 @@ def test_upload_and_release_callbacks_count_chunks_and_stages(servers):
     x = rng.integers(0, 64, K).astype(np.uint64)
     y = (rng.uniform(size=K) < 0.5).astype(int)
     series = make_series(y, rng.uniform(size=K))  # pos, neg, e1, e0: enough for Hosmer-Lemeshow
-    keys = make_keys(x, series, scheme="dcf", m=2, domain_bits=6)
+    keys = make_keys(x, series, scheme="vdpf", m=2, domain_bits=6)
     calls = []
-    rep = send_keys(servers.addresses, "progress-lib", scheme="dcf", domain_bits=6, output_bits=32,
+    rep = send_keys(servers.addresses, "progress-lib", scheme="vdpf", domain_bits=6, output_bits=32,
                     series_meta={s: w for s, (_, w) in series.items()}, ids=np.arange(K, dtype=np.uint64),
                     keys=keys, chunk=100, progress=lambda d, t: calls.append((d, t)))
     assert rep.accepted == [K, K]

@@ -31,7 +31,7 @@ from pairwise.cli import main
 from pairwise.protocols.cluster import ClusterError, open_cluster
 from pairwise.protocols.ecdf.client import ECDFQuerier, ServerProcesses, make_keys, make_series, upload
 from pairwise.protocols.ecdf.cluster import ClusterKeys
-from pairwise.protocols.ecdf.shares import parse_keys, quantize
+from pairwise.protocols.ecdf.shares import dcf_client_keys, parse_keys, quantize
 from pairwise.protocols.ecdf.wire import ServerUnavailable
 
 DOMAIN, L = 10, 32
@@ -44,7 +44,15 @@ def client():
 
 
 def _server_shares(x, scheme, m, labels=None):
-    keys = make_keys(x, make_series(labels), scheme=scheme, m=m, domain_bits=DOMAIN, output_bits=L)
+    """Parsed shares of each server; ``dcf``: the keys of a dataset stored before version 2 keys (still released)."""
+    if scheme == "dcf":
+        series = make_series(labels)
+        keys = [{}, {}]
+        for s, (w, _) in series.items():
+            k = dcf_client_keys(x, w, domain_bits=DOMAIN, output_bits=L)
+            keys[0][s], keys[1][s] = k
+    else:
+        keys = make_keys(x, make_series(labels), scheme=scheme, m=m, domain_bits=DOMAIN, output_bits=L)
     out = []
     for j in range(m):
         per = {}
@@ -175,6 +183,13 @@ def clustered():
 
 
 @pytest.fixture(scope="module")
+def clustered3():
+    # m = 3 (mshare keys, evaluated at release time): server 0 on a LocalCluster of two worker processes
+    with ServerProcesses(3, budget="1000000", timeout=60, cluster=["local:2", None, None], startup_timeout=240) as sp:
+        yield sp
+
+
+@pytest.fixture(scope="module")
 def plain():
     with ServerProcesses(2, budget="1000000", timeout=60) as sp:
         yield sp
@@ -215,7 +230,9 @@ def test_releases_with_a_cluster_equal_releases_without_one(clustered, plain):
         want = ex[sorted(sub)] if "thresholds" in kw else ex
         assert np.array_equal(rc.thresholds, rp.thresholds), kw
         assert np.allclose(rc.cumulative, rp.cumulative, atol=1e-6) and np.allclose(rc.cumulative, want, atol=1e-6), kw
-        assert all("cluster" in t for t in rc.server_timings) and not any("cluster" in t for t in rp.server_timings)
+        # two servers keep verified (vdpf) keys: their histogram shares come from the upload's check, so a
+        # release evaluates no key, on a cluster or not (m > 2 evaluates on it: the worker test below)
+        assert not any("cluster" in t for t in rc.server_timings + rp.server_timings)
     cc = qc.counts("same", [10, 30], EPS, ["pos", "neg"])
     cp = qp.counts("same", [10, 30], EPS, ["pos", "neg"])
     for s, w in (("pos", y), ("neg", 1 - y)):
@@ -249,26 +266,27 @@ def _wait_for(pred, what: str, limit: float = 120.0) -> None:
         time.sleep(0.2)
 
 
-def test_a_worker_killed_during_a_release_refuses_it_charges_nothing_and_the_retry_works(clustered):
+def test_a_worker_killed_during_a_release_refuses_it_charges_nothing_and_the_retry_works(clustered3):
     """Warm the shards with one release, stop (SIGSTOP) one of server 0's workers, ask for another
     release, and once server 0 logs that it evaluates on the cluster, kill (SIGKILL) that worker: the
     release fails with ServerUnavailable (not a hang), neither server charged anything, and the next
-    release (shards scattered again) equals the exact counts."""
+    release (shards scattered again) equals the exact counts.  Three servers: their mshare keys are evaluated
+    at release time (two servers' verified keys are not, see above)."""
     rng = np.random.default_rng(12)
     x = rng.integers(0, 1 << NB, 400)
-    upload(clustered.addresses, "lost", x, domain_bits=NB)
-    q = _q(clustered)
+    upload(clustered3.addresses, "lost", x, domain_bits=NB)
+    q = _q(clustered3)
     assert np.allclose(q.ecdf("lost", EPS).cumulative, _exact(x))
     before = _spent(q, "lost")
-    _wait_for(lambda: len(_workers_of(clustered.pids[0])) == 2, "server 0's two workers")
-    victim = _workers_of(clustered.pids[0])[0]
-    marks = clustered.logs(0).count("evaluating")
+    _wait_for(lambda: len(_workers_of(clustered3.pids[0])) == 2, "server 0's two workers")
+    victim = _workers_of(clustered3.pids[0])[0]
+    marks = clustered3.logs(0).count("evaluating")
     os.kill(victim, signal.SIGSTOP)
     err: list[BaseException] = []
     t = threading.Thread(target=lambda: _capture(err, q.ecdf, "lost", EPS), daemon=True)
     t.start()
     try:
-        _wait_for(lambda: clustered.logs(0).count("evaluating") > marks, "server 0 to evaluate on its cluster")
+        _wait_for(lambda: clustered3.logs(0).count("evaluating") > marks, "server 0 to evaluate on its cluster")
         time.sleep(1.0)  # let the scheduler hand the stopped worker its shards' tasks (either way it fails)
     finally:
         os.kill(victim, signal.SIGKILL)
@@ -277,11 +295,11 @@ def test_a_worker_killed_during_a_release_refuses_it_charges_nothing_and_the_ret
     assert err and isinstance(err[0], ServerUnavailable), err
     assert "Dask cluster failed" in str(err[0]) and "Nothing was reserved or charged" in str(err[0]), err[0]
     assert _spent(q, "lost") == before  # spent and reserved unchanged on both servers
-    assert "the cluster failed; refused, nothing reserved" in clustered.logs(0)
+    assert "the cluster failed; refused, nothing reserved" in clustered3.logs(0)
     rel = q.ecdf("lost", EPS)  # the retry: shards scattered again from the server's keys
     assert np.allclose(rel.cumulative, _exact(x))
     spent = [Fraction(s) for s, _ in _spent(q, "lost")]
-    assert spent == [Fraction(before[0][0]) + EPS] * 2
+    assert spent == [Fraction(before[0][0]) + EPS] * 3
 
 
 def test_one_scheduler_for_two_servers_is_refused():

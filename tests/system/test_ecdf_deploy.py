@@ -39,6 +39,7 @@ from pairwise.protocols.ecdf.wire import (
     UPLOAD_FRAME_MAX,
     BudgetExceeded,
     DatasetExists,
+    ECDFError,
     DatasetMismatch,
     ServerUnavailable,
     Unauthorized,
@@ -82,10 +83,11 @@ def client(addr):
     return connect(addr, ROLE_CLIENT, label="server", connect_timeout=10, timeout=60)
 
 
-def upload_header(j: int, dataset: str, chunks: list[int], **extra) -> dict:
-    return dict({"op": "upload", "dataset": dataset, "scheme": "dcf", "m": 2, "server_id": j, "domain_bits": NB,
+def upload_header(j: int, dataset: str, chunks: list[int], servers, **extra) -> dict:
+    """A vdpf upload header for server j (``servers``: where server 0 finds server 1 for the keys' check)."""
+    return dict({"op": "upload", "dataset": dataset, "scheme": "vdpf", "m": 2, "server_id": j, "domain_bits": NB,
                  "output_bits": 32, "series": [{"name": "all", "max_weight": 1}], "chunks": chunks,
-                 "upload_id": os.urandom(16).hex()}, **extra)
+                 "upload_id": os.urandom(16).hex(), "servers": [list(a) for a in servers]}, **extra)
 
 
 # --------------------------------------------------------------------------- crashes and restarts
@@ -97,17 +99,19 @@ def test_kill_9_during_upload_and_release_loses_no_client_and_no_epsilon(tmp_pat
         upload(sp.addresses, "exact", x_exact, domain_bits=NB)
         q = querier(sp)
         q.ecdf("base", 1.0)
-        # kill -9 server 1 in the middle of an upload: staged on server 0, half sent to server 1
+        # kill -9 server 1 in the middle of an upload: staged (and checked) on both servers, never committed
         x_late = values(3, 50)
-        keys = make_keys(x_late, make_series(), scheme="dcf", m=2, domain_bits=NB)
+        keys = make_keys(x_late, make_series(), scheme="vdpf", m=2, domain_bits=NB)
         ids = np.arange(1000, 1050, dtype=np.uint64)
         chans = [client(a) for a in sp.addresses]
+        upload_id = os.urandom(16).hex()
         for j, ch in enumerate(chans):
-            send_json(ch, upload_header(j, "late", [50]))
+            send_json(ch, upload_header(j, "late", [50], sp.addresses, upload_id=upload_id))
             assert recv_json(ch)["ok"]
+        for j, ch in enumerate(chans):
             ch.send_array(ids)
             ch.send_array(np.full((50, 1), len(keys[j]["all"][0]), dtype=np.uint32))
-        chans[0].send(b"".join(keys[0]["all"]))
+            ch.send(b"".join(keys[j]["all"]))
         assert recv_json(chans[0])["staged"]  # server 0 staged it, never committed
         sp.kill(1, hard=True)
         for ch in chans:
@@ -254,13 +258,13 @@ def test_huge_announced_frames_do_not_grow_the_server(tmp_path):
         upload(sp.addresses, "small", values(6, 50), domain_bits=NB)
         before = _rss_kib(pid)
         stalled = []
-        key_len = len(make_keys(np.array([1]), make_series(), scheme="dcf", m=2, domain_bits=NB)[0]["all"][0])
+        key_len = len(make_keys(np.array([1]), make_series(), scheme="vdpf", m=2, domain_bits=NB)[0]["all"][0])
         cap = UPLOAD_FRAME_MAX // key_len
         for k in range(3):
             # a valid header whose chunk has the most clients allowed, then the biggest key frame it may
             # announce: 4 bytes of length prefix, a few bytes of payload, and silence
             ch = client(sp.addresses[0])
-            send_json(ch, upload_header(0, f"huge-{k}", [cap]))
+            send_json(ch, upload_header(0, f"huge-{k}", [cap], sp.addresses))
             assert recv_json(ch)["ok"]
             ch.send_array(np.arange(cap, dtype=np.uint64) + k * cap)
             ch.send_array(np.full((cap, 1), key_len, dtype=np.uint32))
@@ -273,7 +277,7 @@ def test_huge_announced_frames_do_not_grow_the_server(tmp_path):
                 ch.recv(timeout=30)
             ch.close()
         ch = client(sp.addresses[0])  # a chunk larger than the frame limit allows: refused in the header
-        send_json(ch, upload_header(0, "huge-x", [10 * cap]))
+        send_json(ch, upload_header(0, "huge-x", [10 * cap], sp.addresses))
         reply = recv_json(ch)
         assert not reply["ok"] and "exceeds the limit" in reply["error"]
         ch.close()
@@ -350,7 +354,7 @@ def _status_ok(sp) -> bool:
 def test_a_stalled_request_is_cut_at_its_deadline():
     with ServerProcesses(2, timeout=30, extra_args=("--request-timeout", "2")) as sp:
         ch = client(sp.addresses[0])
-        send_json(ch, upload_header(0, "slow", [10]))
+        send_json(ch, upload_header(0, "slow", [10], sp.addresses))
         assert recv_json(ch)["ok"]
         ch.send_array(np.arange(10, dtype=np.uint64))  # ... and nothing more, slowly
         wait_for(lambda: "passed its deadline" in sp.logs(0), "the request deadline")
@@ -559,16 +563,19 @@ def test_tls_roles_refuse_strangers_clients_and_impostors_while_serving(tmp_path
         with pytest.raises(AuthenticationError):
             ECDFQuerier(sp.addresses, timeout=30, connect_timeout=10,
                         tls=TLSConfig(tmp_path / "other-ca", "mallory")).status("t")
-        # a querier that points server 0 at an impostor: a real server process with a server certificate of the
-        # same CA, holding the same dataset, but not the server 1 that server 0 is configured with
+        # an uploader or a querier that points server 0 at an impostor: a real server process with a server
+        # certificate of the same CA, but not the server 1 that server 0 is configured with.  The upload's key
+        # check is pinned to the configured name like the release's noise: refused before anything is stored
         create_certificate(sp.tls_dir, "impostor", "server", days=1)
         imp, imp_addr = _impostor(sp.tls_dir, "impostor")
         try:
-            upload([sp.addresses[0], imp_addr], "imp", x, domain_bits=NB, tls=sp.client_tls)
+            with pytest.raises(Unauthorized, match="refusing the upload.*impostor.*not the expected peer"):
+                upload([sp.addresses[0], imp_addr], "imp", x, domain_bits=NB, tls=sp.client_tls)
+            assert q.holders("imp") == [False, False]
             fooled = ECDFQuerier([sp.addresses[0], imp_addr], timeout=60, connect_timeout=10, tls=sp.querier_tls)
-            with pytest.raises(Unauthorized, match="refusing the release.*impostor.*not the expected peer"):
-                fooled.ecdf("imp", 1.0)
-            assert fooled.status("imp")[0]["info"]["spent"] == "0"  # refused before any charge
+            with pytest.raises(ECDFError):  # the impostor holds no dataset "t": refused while preparing
+                fooled.ecdf("t", 1.0)
+            assert q.status("t")[0]["info"]["spent"] == str(int(HUGE))  # refused before any charge
         finally:
             imp.kill()
             imp.wait(timeout=30)

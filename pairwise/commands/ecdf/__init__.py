@@ -22,7 +22,7 @@ Commands
         the listening line and ``status`` name it.
     ``pairwise ecdf run --servers HOST:PORT,HOST:PORT[,...] --data FILE.csv --columns NAME --epsilon E
     --lower LO --upper HI [--label COL] [--roc] [--quantiles Q,...] [--domain-bits N] [--grid-bits G]
-    [--mechanism paper|hierarchical|kary] [--alpha A] [--scheme auto|dcf|mshare|pointwise] [--dataset ID] [--json]``
+    [--mechanism paper|hierarchical|kary] [--alpha A] [--scheme auto|vdpf|mshare|pointwise] [--dataset ID] [--json]``
         Be the clients (one per CSV row, id = row number or ``--id-column``) and the querier:
         each client clamps its value into the public domain [LO, HI] and
         quantizes it to 2^N equal bins; upload the keys, release the noisy
@@ -36,7 +36,7 @@ Commands
         sealed): use ``ecdf query`` for it, a new ``--dataset``, or
         ``--append --id-column COL`` to add new clients.
     ``pairwise ecdf upload --servers ... --data FILE.csv --columns NAME --lower LO --upper HI [--label COL]
-    [--dataset ID] [--domain-bits N] [--scheme auto|dcf|mshare] [--id-column COL] [--append] [--json]``
+    [--dataset ID] [--domain-bits N] [--scheme auto|vdpf|mshare] [--id-column COL] [--append] [--json]``
         Be the clients only, as ``run`` uploads them, with no release: the
         command of a data owner holding a ``client`` certificate.  It
         reaches every server first, then makes and sends the keys chunk by
@@ -298,10 +298,10 @@ def _upload_args(p, pointwise: bool = False) -> None:
     add_bound_args(p, "the column", shipped_default=False)
     p.add_argument("--range", help="deprecated alias of --lower LO --upper HI")
     p.add_argument("--domain-bits", type=int, default=10, help="quantization bits n (default 10)")
-    schemes = ["auto", "dcf", "mshare"] + (["pointwise"] if pointwise else [])
+    schemes = ["auto", "vdpf", "mshare", "dcf"] + (["pointwise"] if pointwise else [])
     p.add_argument("--scheme", choices=schemes, default="auto",
-                   help="auto: dcf keys for 2 servers, mshare for more"
-                        + ("; pointwise: the Sec. 4.1 baseline" if pointwise else ""))
+                   help="auto: vdpf keys (checked by both servers) for 2 servers, mshare for more; dcf: deprecated "
+                        "alias of vdpf" + ("; pointwise: the Sec. 4.1 baseline" if pointwise else ""))
     p.add_argument("--append", action="store_true",
                    help="add these rows as new clients of an existing dataset (otherwise an existing id is refused)")
     p.add_argument("--id-column", metavar="COL",

@@ -133,7 +133,7 @@ def _release_and_report(querier, dataset, values, lo, hi, n_bits, args, labels=N
     out = {"thresholds": edges.tolist(), "dp": rel.ecdf.tolist(),
            "smoothed": rel.smoothed.tolist(), "epsilon": rel.epsilon, "delta": rel.delta, "n": rel.n,
            "servers": rel.servers, "mechanism": rel.mechanism, "noise": rel.noise,
-           "scheme": scheme or ("pointwise" if pointwise else ("dcf" if rel.servers == 2 else "mshare")),
+           "scheme": scheme or ("pointwise" if pointwise else ("vdpf" if rel.servers == 2 else "mshare")),
            "grid_bits": g, "domain_bits": n_bits, "range": None if lo is None else [lo, hi],
            "theorem31_rmse": None if rel.mse_per_threshold is None else float(np.sqrt(rel.mse_per_threshold) / rel.n),
            "alpha": alpha, "interval_method": rel.interval_method(alpha)}

@@ -64,6 +64,12 @@ def _check_upload_args(args, servers) -> None:
 
     if args.append and args.scheme == "pointwise":
         raise ValueError("--append adds clients to a dataset of FSS keys; a pointwise round is uploaded whole")
+    if args.scheme == "dcf":  # deprecated spelling: the two-server scheme is the verifiable one now
+        import sys
+
+        print("note: --scheme dcf is deprecated; two servers take verifiable vdpf keys (--scheme vdpf)",
+              file=sys.stderr)
+        args.scheme = "vdpf"
     if args.scheme != "pointwise":
         scheme_for(args.scheme, len(servers), args.domain_bits)
 

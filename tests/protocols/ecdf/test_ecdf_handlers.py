@@ -186,12 +186,12 @@ def test_bad_keys_and_repeated_ids_reject_their_clients_only(servers):
     sv = servers(2)
     x = np.arange(40) % (1 << NB)
     series = make_series()
-    keys = make_keys(x, series, scheme="dcf", m=2, domain_bits=NB)
+    keys = make_keys(x, series, scheme="vdpf", m=2, domain_bits=NB)
     keys[1]["all"][3] = keys[1]["all"][3][:-1]  # truncated: client 3
     keys[0]["all"][7] = b"\x99" + keys[0]["all"][7][1:]  # another version byte: client 7
     ids = np.arange(40, dtype=np.uint64)
     ids[9] = ids[8]  # a repeated id within the upload: the second is rejected
-    rep = uploader.send_keys(sv.addresses, "k", scheme="dcf", domain_bits=NB, output_bits=32,
+    rep = uploader.send_keys(sv.addresses, "k", scheme="vdpf", domain_bits=NB, output_bits=32,
                              series_meta={"all": 1}, ids=ids, keys=keys)
     assert rep.accepted == [37, 37] and rep.rejected_count == [3, 3]
     keep = np.setdiff1d(np.arange(40), [3, 7, 9])
@@ -268,7 +268,7 @@ def test_requests_are_authorized_before_they_are_parsed(servers):
     reply = recv_json(ours, timeout=60)
     assert reply["code"] == "unauthorized" and "needs the role querier" in reply["error"]
     # an upload header with a bad field ends the connection (bulk frames may follow)
-    bad = UploadRequest(dataset="d", scheme="dcf", m=2, server_id=1, domain_bits=NB, output_bits=32,
+    bad = UploadRequest(dataset="d", scheme="vdpf", m=2, server_id=1, domain_bits=NB, output_bits=32,
                         series=(), chunks=(1,), upload_id="ab" * 8).to_json()
     assert not session.answer(bad, None)
     assert "series must be a list" in recv_json(ours, timeout=60)["error"]

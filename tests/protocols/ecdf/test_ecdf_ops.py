@@ -10,6 +10,7 @@ must be refused with the error class the handlers raised before.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from fractions import Fraction
 
 import numpy as np
@@ -35,6 +36,7 @@ from pairwise.protocols.ecdf.ops import (
     StatusRequest,
     UploadRequest,
     UploadsRequest,
+    VerifyHello,
     parse_request,
 )
 from pairwise.protocols.ecdf.wire import DatasetError, ECDFError, QueryRefused, UnknownDataset
@@ -47,8 +49,8 @@ def dumps(obj: dict) -> str:
     return json.dumps(obj, separators=(",", ":"))
 
 
-UPLOAD = UploadRequest(dataset="d", scheme="dcf", m=2, server_id=1, domain_bits=6, output_bits=32,
-                       series=(SeriesSpec("pos", 1), SeriesSpec("neg", 1), SeriesSpec("e1", 256)),
+UPLOAD = UploadRequest(dataset="d", scheme="vdpf", m=2, server_id=1, domain_bits=6, output_bits=32,
+                       series=(SeriesSpec("pos", 1), SeriesSpec("neg", 1), SeriesSpec("e1", 256), SeriesSpec("e0", 256)),
                        chunks=(50,), upload_id=UID, append=True, meta={"a": 1})
 POINTWISE = PointwiseRequest(dataset="p", scheme="pointwise", m=2, server_id=0, domain_bits=6, output_bits=32,
                              series=(SeriesSpec("all", 1),), chunks=(50,), upload_id=UID, grid_bits=4,
@@ -62,9 +64,16 @@ COUNTS = PrepareRequest(kind="counts", rid=RID, dataset="m", series=("all",), cu
                         servers=(("127.0.0.1", 1000), ("127.0.0.1", 1001), ("127.0.0.1", 1002)))
 
 GOLDEN = [
-    (UPLOAD, '{"op":"upload","dataset":"d","scheme":"dcf","m":2,"server_id":1,"domain_bits":6,"output_bits":32,'
+    (UPLOAD, '{"op":"upload","dataset":"d","scheme":"vdpf","m":2,"server_id":1,"domain_bits":6,"output_bits":32,'
              '"append":true,"meta":{"a":1},"series":[{"name":"pos","max_weight":1},{"name":"neg","max_weight":1},'
-             '{"name":"e1","max_weight":256}],"chunks":[50],"upload_id":"' + UID + '"}'),
+             '{"name":"e1","max_weight":256},{"name":"e0","max_weight":256}],"chunks":[50],"upload_id":"' + UID
+             + '"}'),
+    (replace(UPLOAD, servers=(("127.0.0.1", 1000), ("127.0.0.1", 1001))),
+     '{"op":"upload","dataset":"d","scheme":"vdpf","m":2,"server_id":1,"domain_bits":6,"output_bits":32,'
+     '"append":true,"meta":{"a":1},"series":[{"name":"pos","max_weight":1},{"name":"neg","max_weight":1},'
+     '{"name":"e1","max_weight":256},{"name":"e0","max_weight":256}],"chunks":[50],"upload_id":"' + UID + '",'
+     '"servers":[["127.0.0.1",1000],["127.0.0.1",1001]]}'),
+    (VerifyHello(UID, (50, 7)), '{"op":"verify","upload_id":"' + UID + '","chunks":[50,7],"server_id":0}'),
     (POINTWISE, '{"op":"pointwise","dataset":"p","scheme":"pointwise","m":2,"server_id":0,"domain_bits":6,'
                 '"output_bits":32,"grid_bits":4,"thresholds":[0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15],"round":"r1",'
                 '"append":false,"meta":{},"series":[{"name":"all","max_weight":1}],"chunks":[50],'
@@ -99,7 +108,7 @@ def test_requests_keep_the_bytes_of_the_dict_literals_and_parse_back(request_, w
     assert dumps(request_.to_json()) == wire
     back = type(request_).from_json(json.loads(wire))
     assert back == request_ if not isinstance(request_, UploadRequest) else back.to_json() == request_.to_json()
-    if not isinstance(request_, PeerHello):
+    if not isinstance(request_, (PeerHello, VerifyHello)):  # read by the peer hub, not by parse_request
         assert type(parse_request(json.loads(wire))) is type(request_)
 
 
@@ -136,9 +145,16 @@ def test_upload_integers_refuse_bools_floats_and_out_of_range(key, bad):
     ({"dataset": "a b"}, DatasetError, "dataset id must be"),
     ({"dataset": 7}, DatasetError, "dataset id must be"),
     ({"scheme": "pointwise"}, QueryRefused, "scheme must be one of"),
-    ({"scheme": "dcf", "m": 3, "server_id": 0}, QueryRefused, "dcf scheme needs exactly 2 servers"),
+    ({"scheme": "vdpf", "m": 3, "server_id": 0}, QueryRefused, "vdpf scheme needs exactly 2 servers"),
+    ({"scheme": "dcf"}, QueryRefused, "dcf keys cannot be verified and are no longer accepted"),
+    ({"scheme": "mshare"}, QueryRefused, "mshare keys cannot be verified; two servers take vdpf keys"),
+    ({"domain_bits": 21}, QueryRefused, r"domain bits must be in \[1, 20\]"),
+    ({"series": [{"name": "pos", "max_weight": 1}, {"name": "neg", "max_weight": 2}]}, QueryRefused,
+     "the vdpf scheme supports the series"),
+    ({"series": [{"name": "all", "max_weight": 1}], "servers": [["h", 1]]}, QueryRefused,
+     "servers must be a list of"),
     ({"server_id": 2}, QueryRefused, "server id 2 is not below m = 2"),
-    ({"scheme": "mshare", "domain_bits": 17}, QueryRefused, "mshare keys need domain bits <= 16"),
+    ({"scheme": "mshare", "m": 3, "domain_bits": 17}, QueryRefused, "mshare keys need domain bits <= 16"),
     ({"series": []}, QueryRefused, "series must be a list of 1..8"),
     ({"series": [{"name": "all", "max_weight": True}]}, QueryRefused, "max_weight of series 'all'"),
     ({"series": [{"name": "all", "max_weight": 1 << 31}]}, QueryRefused, "max_weight of series 'all'"),

@@ -3,7 +3,7 @@
 Both servers' halves run here (no network): each parses its key bundles,
 evaluates them with the same verifier key and the digests are compared, as
 the servers do over their channel (the network path is tested with real
-processes in tests/system/test_ecdf_validation.py).  References: Python-int
+processes in tests/system/test_ecdf_validation_processes.py).  References: Python-int
 histograms of the honest clients' (x, weight).
 """
 
@@ -175,7 +175,7 @@ def test_mixed_halves_truncated_extended_and_misplaced_bundles_are_rejected():
     acc, hist, reasons = both_servers(keys, meta)
     assert np.flatnonzero(~acc).tolist() == [0, 2, 3, 5]  # client 1 still holds both of its own halves
     assert "expected 0" in reasons[5] and "read from the keys of pos" in reasons[5]
-    assert "key bundle of" in reasons[2] and "key bundle of" in reasons[3]
+    assert "key bundle truncated" in reasons[2] and "with 1 trailing bytes" in reasons[3]
     for s, (w, _) in series.items():
         assert np.array_equal(hist[s], reference(x, w, acc))
 
