@@ -30,6 +30,11 @@ Uploads (ops ``upload`` / ``pointwise``, then ``commit`` or ``discard``)
        ``mshare`` key of the wrong kind for its position (this server holds
        the vector keys of positions p = server id mod m); a client id that
        is already in the dataset or in a concurrent upload is rejected.
+       ``vdpf`` keys are checked by both servers together, chunk by chunk
+       (:mod:`pairwise.protocols.ecdf.validation`, over the check channel
+       server 0 opened when it accepted the header,
+       :func:`pairwise.protocols.ecdf.peers.open_verify_link`): a client
+       both servers do not accept is not staged, by either server.
        Each chunk's accepted clients are written to the upload's staged file
        before the next chunk is read, so memory holds one chunk.  The reply
        lists the rejected positions of the upload.

@@ -93,7 +93,12 @@ Shutdown
     after ``kill -9`` (a local cluster's workers exit with their server).
 
 Security / trust model
-    Semi-honest servers, clients and querier.  Over plaintext TCP the network
+    Semi-honest servers; clients and querier may deviate: the ledger holds
+    any querier sequence, and with two servers every client's keys are
+    checked by both servers before it is accepted
+    (:mod:`pairwise.protocols.ecdf.validation`), so a client moves a release
+    no more than an honest record (m > 2 and pointwise clients are not
+    checked).  Over plaintext TCP the network
     must be authentic and private and anyone who can connect is trusted:
     plaintext is for loopback; identities and roles come from the transport
     (mutual TLS with role certificates).  The address server 0 uses to reach
@@ -107,7 +112,7 @@ Security / trust model
       values; the querier refuses a release whose servers report one
       scheduler.
     * m = 2: a single server learns nothing about the clients' values
-      (DCF keys) and nothing about the noise (it is a function of both
+      (VDPF keys) and nothing about the noise (it is a function of both
       servers' random bits inside the garbled circuit); it sees the opened
       noisy values in the hierarchical and counts releases (which the querier
       receives anyway) and only uniformly masked values in the paper

@@ -6,9 +6,12 @@ What it does
     series, a fixed-point probability for Hosmer-Lemeshow) splits the function
     t -> beta [x <= t] among m servers, so that the servers' local results add
     up (mod 2^l) to shares of the weighted cumulative count
-    C(t) = sum_i beta_i [x_i <= t] at any threshold t.  Three schemes:
+    C(t) = sum_i beta_i [x_i <= t] at any threshold t.  Three schemes here,
+    and the verifiable one for two servers, ``vdpf``, in
+    :mod:`pairwise.protocols.ecdf.validation` (new uploads to two servers
+    use it; servers read ``dcf`` keys only from datasets stored before):
 
-    ``dcf`` (m = 2; dp-ecdf Sec. 4.2, the FSS strategy)
+    ``dcf`` (m = 2; dp-ecdf Sec. 4.2, the FSS strategy; stored datasets only)
         One distributed comparison function per client and series,
         f(t) = beta [t >= x] (:func:`pairwise.fss.dcf_gen_batch`, comparison "ge"),
         key b to server b.  A server evaluates all its keys at a threshold
@@ -58,8 +61,9 @@ Security model
     (PRG security of :func:`pairwise.mpc.aes.mmo_prg` for ``mshare``; information-
     theoretic for ``pointwise``).  Seeds and share masks come from
     ``os.urandom``.  Malicious clients (weights out of range, inconsistent
-    key pairs) are not detected: only the byte format is validated, and a
-    malformed key rejects exactly its client.
+    key pairs) are not detected by these schemes: only the byte format is
+    validated, and a malformed key rejects exactly its client (``vdpf``
+    keys are checked: :mod:`pairwise.protocols.ecdf.validation`).
 """
 
 from __future__ import annotations

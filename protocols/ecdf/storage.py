@@ -33,7 +33,7 @@ Durability contract (what the server relies on)
       un-spend budget.
 
 Security model
-    The file holds this server's key shares (one DCF key half per client and
+    The file holds this server's key shares (its halves of every client's keys per
     series): protect it like a private key (the directory is created with
     mode 0700, the database file 0600).  It holds no secret of the other
     servers, and no noise (noise is drawn per release and never stored).

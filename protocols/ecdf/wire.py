@@ -3,7 +3,9 @@
 What it does
     Every connection of the multi-server ECDF service is an
     :class:`pairwise.mpc.channel.TCPChannel` that starts with :func:`pairwise.mpc.channel.handshake`
-    (session id ``pairwise-ecdf``, protocol digest ``pairwise-ecdf/2``); the
+    (session id ``pairwise-ecdf``, protocol digest ``pairwise-ecdf/3``: version
+    3 has the two servers check every ``vdpf`` upload; a peer of another
+    version is refused at the handshake, with both versions named); the
     connecting side names its role (``ecdf-client`` uploads keys,
     ``ecdf-querier`` asks for releases, ``ecdf-peer`` is the other server of a
     two-party garbled-circuit release) and the server answers as
@@ -86,7 +88,7 @@ __all__ = [
 ]
 
 SESSION_ID = b"pairwise-ecdf"
-PROTOCOL_DIGEST = b"pairwise-ecdf/2"
+PROTOCOL_DIGEST = b"pairwise-ecdf/3"  # 3: verified uploads (vdpf keys, the servers' check channel)
 ROLE_SERVER = "ecdf-server"
 ROLE_CLIENT = "ecdf-client"
 ROLE_QUERIER = "ecdf-querier"

@@ -9,7 +9,9 @@ histograms of the honest clients' (x, weight).
 
 from __future__ import annotations
 
+import json
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -207,3 +209,82 @@ def test_stored_bundles_load_into_the_same_series():
                           & np.uint64(2**L - 1))
     with pytest.raises(ShareParameterError, match="row subset"):
         loaded["e1"].take(np.arange(3))
+
+
+# --------------------------------------------------------------------------- golden vectors
+VECTORS = Path(__file__).resolve().parents[2] / "vectors" / "ecdf_vdpf_bundles_v1.json"
+
+
+def simulated_bundle_vectors(seed: int = 20261127) -> dict:
+    """Known answers for the vdpf bundle layout and the servers' digests, from a *seeded* generator.
+
+    Three Hosmer-Lemeshow clients (x, label, weight in [0, 4]) on a 4-bit
+    domain: every key from fixed root seeds (simulation only), each
+    server's bundles, digests under a fixed verifier key, histogram shares.
+    """
+    from pairwise.fss import VDPFKeyBatch
+    from pairwise.fss.vdpf import _vdpf_gen_from_roots
+
+    rng = np.random.default_rng(seed)
+    n, l, S = 4, 32, 4
+    series = {"pos": 1, "neg": 1, "e1": S, "e0": S}
+    lay = layout_for(series, n, l)
+    clients = [(5, 1, 4), (0, 0, 0), (15, 1, 3)]
+    bundles: list[dict[str, list[str]]] = [{s: [] for s in series} for _ in (0, 1)]
+    for x, y, w in clients:
+        extra = int(w == S)
+        low = w - extra
+        points = {"pos": [(y << n) | x], "e1": [(((low >> j) & 1) << n) | x for j in range(2)] + [(extra << n) | x]}
+        for s in series:
+            if lay.reads[s].source != s:
+                for b in (0, 1):
+                    bundles[b][s].append("")
+                continue
+            raw = [b"", b""]
+            for alpha in points[s]:
+                roots = rng.integers(0, 2**64, (2, 1, 2), dtype=np.uint64)
+                scw, tcw, fcw, ccw = _vdpf_gen_from_roots(np.array([alpha], np.uint64), np.array([1], np.uint64),
+                                                          n + 1, l, roots)
+                for b in (0, 1):
+                    raw[b] += VDPFKeyBatch(b, n + 1, l, roots[b], scw, tcw, fcw, ccw=ccw).to_bytes_list()[0]
+            for b in (0, 1):
+                bundles[b][s].append(raw[b].hex())
+    key = bytes(range(VERIFY_KEY_BYTES))
+    out = {"format": "pairwise ECDF vdpf key bundles (protocols/ecdf/validation.py), layout 1", "seed": seed,
+           "domain_bits": n, "output_bits": l, "series": series, "clients": [list(c) for c in clients],
+           "verify_key": key.hex(), "bundles": bundles, "digests": None, "histograms": []}
+    for b in (0, 1):
+        chunk, good, bad = ChunkCheck.parse({s: [bytes.fromhex(h) for h in v] for s, v in bundles[b].items()},
+                                            layout=lay, party=b)
+        chunk.evaluate(key)
+        digests = [d.tobytes().hex() for d in chunk.digests]
+        assert not bad and (out["digests"] in (None, digests))  # an honest client: equal digests at both servers
+        out["digests"] = digests
+        out["histograms"].append({s: [str(int(v)) for v in sh.hist] for s, sh in chunk.series().items()})
+    return out
+
+
+def test_bundle_golden_vectors_parse_and_give_their_digests_and_histograms():
+    vec = json.loads(VECTORS.read_text())
+    n, l = vec["domain_bits"], vec["output_bits"]
+    lay = layout_for(vec["series"], n, l)
+    key = bytes.fromhex(vec["verify_key"])
+    hists = []
+    for b in (0, 1):
+        chunk, good, bad = ChunkCheck.parse({s: [bytes.fromhex(h) for h in v] for s, v in vec["bundles"][b].items()},
+                                            layout=lay, party=b)
+        chunk.evaluate(key)
+        assert not bad and [d.tobytes().hex() for d in chunk.digests] == vec["digests"]
+        got = {s: [str(int(v)) for v in sh.hist] for s, sh in chunk.series().items()}
+        assert got == vec["histograms"][b]
+        hists.append({s: np.array([int(v) for v in h], dtype=object) for s, h in got.items()})
+    for s in vec["series"]:  # the two servers' shares add up to the clients' weighted histogram
+        want = [0] * (1 << n)
+        for x, y, w in vec["clients"]:
+            want[x] += {"pos": y, "neg": 1 - y, "e1": w, "e0": 4 - w}[s]
+        assert [int(v) % (1 << l) for v in hists[0][s] + hists[1][s]] == want, s
+
+
+def test_bundle_golden_vectors_regenerate_from_their_seed():
+    vec = json.loads(VECTORS.read_text())
+    assert simulated_bundle_vectors(vec["seed"]) == vec
