@@ -76,15 +76,19 @@ def leaf_prep(lo, hi, X, y, vin):
     kc, W = lo.shape
     for k in range(kc):
         for x in range(W):
+            sl = hi[k, x]
+            sh = lo[k, x] ^ hi[k, x]
             i = k * W + x
-            vin[i, 0] = hi[k, x] ^ _TWO
-            vin[i, 1] = lo[k, x] ^ hi[k, x]
-    for j in range(4):
-        for k in range(kc):
-            for x in range(W):
-                i = k * W + x
-                y[j, k, x, 0] = vin[i, 0] ^ _TWO ^ X[j, x, 0]
-                y[j, k, x, 1] = vin[i, 1] ^ X[j, x, 1]
+            vin[i, 0] = sl ^ _TWO
+            vin[i, 1] = sh
+            y[0, k, x, 0] = sl ^ X[0, x, 0]
+            y[0, k, x, 1] = sh ^ X[0, x, 1]
+            y[1, k, x, 0] = sl ^ X[1, x, 0]
+            y[1, k, x, 1] = sh ^ X[1, x, 1]
+            y[2, k, x, 0] = sl ^ X[2, x, 0]
+            y[2, k, x, 1] = sh ^ X[2, x, 1]
+            y[3, k, x, 0] = sl ^ X[3, x, 0]
+            y[3, k, x, 1] = sh ^ X[3, x, 1]
 
 
 @_nb.njit(**_opts)
@@ -96,20 +100,22 @@ def leaf_finish(vout, hi, T, fcw, party, mask, H, y, cs, M, out):
     kc, W = hi.shape
     for k in range(kc):
         f = fcw[k]
+        c00, c01, c10, c11 = cs[k, 0, 0], cs[k, 0, 1], cs[k, 1, 0], cs[k, 1, 1]
+        c20, c21, c30, c31 = cs[k, 2, 0], cs[k, 2, 1], cs[k, 3, 0], cs[k, 3, 1]
         for x in range(W):
             m = _ZERO - T[k, x]
             v = (vout[k * W + x, 0] ^ hi[k, x]) + (m & f)
             if party:
                 v = _ZERO - v
             out[k, x] = v & mask
-    for j in range(4):
-        for k in range(kc):
-            c0 = cs[k, j, 0]
-            c1 = cs[k, j, 1]
-            for x in range(W):
-                m = _ZERO - T[k, x]
-                H[j, k, x, 0] ^= y[j, k, x, 0] ^ (m & c0) ^ M[j, x, 0]
-                H[j, k, x, 1] ^= y[j, k, x, 1] ^ (m & c1) ^ M[j, x, 1]
+            H[0, k, x, 0] ^= y[0, k, x, 0] ^ (m & c00) ^ M[0, x, 0]
+            H[0, k, x, 1] ^= y[0, k, x, 1] ^ (m & c01) ^ M[0, x, 1]
+            H[1, k, x, 0] ^= y[1, k, x, 0] ^ (m & c10) ^ M[1, x, 0]
+            H[1, k, x, 1] ^= y[1, k, x, 1] ^ (m & c11) ^ M[1, x, 1]
+            H[2, k, x, 0] ^= y[2, k, x, 0] ^ (m & c20) ^ M[2, x, 0]
+            H[2, k, x, 1] ^= y[2, k, x, 1] ^ (m & c21) ^ M[2, x, 1]
+            H[3, k, x, 0] ^= y[3, k, x, 0] ^ (m & c30) ^ M[3, x, 0]
+            H[3, k, x, 1] ^= y[3, k, x, 1] ^ (m & c31) ^ M[3, x, 1]
 
 
 @_nb.njit(**_opts)
@@ -120,9 +126,8 @@ def fold(H, tags):
     for k in range(kc):
         a = _ZERO
         b = _ZERO
-        for j in range(4):
-            for x in range(W):
-                a ^= H[j, k, x, 0]
-                b ^= H[j, k, x, 1]
+        for x in range(W):
+            a ^= H[0, k, x, 0] ^ H[1, k, x, 0] ^ H[2, k, x, 0] ^ H[3, k, x, 0]
+            b ^= H[0, k, x, 1] ^ H[1, k, x, 1] ^ H[2, k, x, 1] ^ H[3, k, x, 1]
         tags[k, 0] = a
         tags[k, 1] = b

@@ -331,10 +331,11 @@ class VDPFKeyBatch(DPFKeyBatch):
         k = compiled_kernels() if compiled is not False else None
         if compiled and k is None:
             raise FSSParameterError("the compiled VDPF loops are unavailable (PAIRWISE_JIT=0 or numba failed)")
+        scratch: dict = {}  # the compiled path's buffers, reused by every chunk (no fresh pages per chunk)
         for c0 in range(0, K, per):
             sl = slice(c0, min(K, c0 + per))
             if k is not None:
-                yield _jit_chunk(k, self, sl, verifier, X, aes)
+                yield _jit_chunk(k, self, sl, verifier, X, aes, scratch)
                 continue
             s_lo, s_hi, T = self._full_domain_leaves(sl, aes)
             outputs = self._outputs(s_lo, s_hi, T, self.fcw[sl][:, None], aes)
@@ -352,9 +353,34 @@ class VDPFKeyBatch(DPFKeyBatch):
         return tags, out
 
 
+def _blocks(scratch: dict | None, name: str, shape: tuple[int, ...]) -> np.ndarray:
+    """An uninitialised block array of ``shape`` (:func:`empty_blocks`), from ``scratch`` when it is large enough."""
+    count = int(np.prod(shape))
+    if scratch is None:
+        return empty_blocks(shape)
+    buf = scratch.get(name)
+    if buf is None or buf.shape[0] < count:
+        buf = scratch[name] = empty_blocks(count)
+    return buf[:count].reshape(*shape, 2)
+
+
+def _words(scratch: dict | None, name: str, shape: tuple[int, ...]) -> np.ndarray:
+    """An uninitialised uint64 array of ``shape``, from ``scratch`` when it is large enough."""
+    count = int(np.prod(shape))
+    if scratch is None:
+        return np.empty(shape, dtype=np.uint64)
+    buf = scratch.get(name)
+    if buf is None or buf.shape[0] < count:
+        buf = scratch[name] = np.empty(count, dtype=np.uint64)
+    return buf[:count].reshape(shape)
+
+
 def _jit_chunk(k, batch: "VDPFKeyBatch", sl: slice, verifier: VDPFVerifier, X: np.ndarray,
-               aes: FixedKeyAES | None) -> VDPFEvaluation:
-    """One chunk of :meth:`VDPFKeyBatch.iter_verify` through the compiled loops (same numbers as numpy)."""
+               aes: FixedKeyAES | None, scratch: dict | None = None) -> VDPFEvaluation:
+    """One chunk of :meth:`VDPFKeyBatch.iter_verify` through the compiled loops (same numbers as numpy).
+
+    ``scratch``: buffers kept across chunks (the outputs and tags returned are fresh arrays).
+    """
     aes = aes or default_aes()
     n = batch.n
     seeds = batch.seeds[sl]
@@ -364,21 +390,22 @@ def _jit_chunk(k, batch: "VDPFKeyBatch", sl: slice, verifier: VDPFVerifier, X: n
     T = np.full((kc, 1), batch.party, dtype=np.uint64)
     for i in range(n):
         w = lo.shape[1]
-        E = empty_blocks((kc * w, 2))
+        E = _blocks(scratch, "E", (kc * w, 2))
         k.prep(lo.reshape(-1), hi.reshape(-1), E)
         aes.permute(E, out=E)
-        nlo = np.empty((kc, 2 * w), dtype=np.uint64)
-        nhi = np.empty((kc, 2 * w), dtype=np.uint64)
-        nT = np.empty((kc, 2 * w), dtype=np.uint64)
+        side = "ab"[i % 2]  # two sets of level buffers, alternating: this level's input is the other set
+        nlo = _words(scratch, "lo" + side, (kc, 2 * w))
+        nhi = _words(scratch, "hi" + side, (kc, 2 * w))
+        nT = _words(scratch, "t" + side, (kc, 2 * w))
         k.children(E, lo, hi, T, np.ascontiguousarray(batch.scw[i, 0, sl]), np.ascontiguousarray(batch.scw[i, 1, sl]),
                    np.ascontiguousarray(batch.tcw[i, 0, sl]), np.ascontiguousarray(batch.tcw[i, 1, sl]), nlo, nhi, nT)
         lo, hi, T = nlo, nhi, nT
     W = 1 << n
-    y = empty_blocks((4, kc, W))
-    vin = empty_blocks(kc * W)
+    y = _blocks(scratch, "y", (4, kc, W))
+    vin = _blocks(scratch, "vin", (kc * W,))
     k.leaf_prep(lo, hi, X, y, vin)
     aes.permute(vin, out=vin)
-    H = empty_blocks((4, kc, W))
+    H = _blocks(scratch, "H", (4, kc, W))
     for j, caes in enumerate(_check_aes()):
         caes.permute(y[j], out=H[j])
     out = np.empty((kc, W), dtype=np.uint64)

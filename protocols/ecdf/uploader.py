@@ -77,7 +77,7 @@ from .shares import (
     mshare_client_keys,
     pointwise_client_shares,
 )
-from .validation import VDPF_MAX_DOMAIN_BITS, vdpf_client_keys
+from .validation import VDPF_MAX_DOMAIN_BITS, layout_for, vdpf_client_keys
 from .wire import (
     ROLE_CLIENT,
     ServerUnavailable,
@@ -111,8 +111,9 @@ __all__ = [
 #: Fixed-point grid of the expected-count weights of Hosmer-Lemeshow: w = round(p 2^8).
 DEFAULT_PROB_BITS = 8
 _CHUNK = 8192
-#: Clients per chunk of a vdpf upload (both servers check a chunk, together, before the next arrives).
-_VDPF_CHUNK = 4096
+#: Key leaves per chunk of a vdpf upload (both servers check a chunk, together, before the next arrives):
+#: 4096 clients of one 10-bit key, fewer with more or larger keys.
+_VDPF_LEAVES = 1 << 22
 
 
 #: Stored ids of string client ids have the top bit set; numeric ids are below 2^63 (no collision between them).
@@ -594,6 +595,14 @@ def _stream(servers, dataset: str, source, scheme: str, header, make, size: int,
             feed[0].stop()
 
 
+def _vdpf_chunk(series: dict[str, int], domain_bits: int, output_bits: int, chunk: int) -> int:
+    """Clients per chunk of a vdpf upload: the servers check each chunk together before the next, so a chunk
+    holds at most :data:`_VDPF_LEAVES` key leaves (the wait per chunk stays short)."""
+    lay = layout_for(dict(series), domain_bits, output_bits)
+    leaves = sum(r.count << r.bits for s, r in lay.reads.items() if r.source == s)  # per client
+    return min(chunk, max(1, _VDPF_LEAVES // leaves))
+
+
 def _key_frames(block: ClientBlock, first: int, *, names, max_weights, scheme, m, domain_bits, output_bits
                 ) -> list[list]:
     """Each server's three frames of one chunk: ids, key lengths (clients x series), the keys."""
@@ -629,8 +638,8 @@ def upload_source(servers, dataset: str, source, *, domain_bits: int, scheme: st
     if K < 1:
         raise ShareParameterError("an upload needs at least one client")
     biggest = max(key_lengths(scheme, domain_bits, output_bits, dict(source.series)))
-    if scheme == "vdpf":  # the servers check each chunk together before the next: keep the wait per chunk short
-        chunk = min(chunk, _VDPF_CHUNK)
+    if scheme == "vdpf":
+        chunk = _vdpf_chunk(source.series, domain_bits, output_bits, chunk)
     size = chunk_clients(max(biggest * len(names), 4 * len(names)), want=chunk)
     chunks = tuple(min(size, K - c) for c in range(0, K, size))
 
@@ -664,8 +673,8 @@ def send_keys(servers, dataset: str, *, scheme: str, domain_bits: int, output_bi
     names = list(series_meta)
     K = int(ids.size)
     biggest = max((len(b) for j in range(m) for s in names for b in keys[j][s]), default=1)
-    if scheme == "vdpf":  # the servers check each chunk together before the next: keep the wait per chunk short
-        chunk = min(chunk, _VDPF_CHUNK)
+    if scheme == "vdpf":
+        chunk = _vdpf_chunk(series_meta, domain_bits, output_bits, chunk)
     chunk = chunk_clients(max(biggest * len(names), 4 * len(names)), want=chunk)
     chunks = [min(chunk, K - c) for c in range(0, K, chunk)]
 

@@ -288,19 +288,27 @@ class ChunkCheck:
         if K == 0:
             return
         bits = max(b.n for _, _, b in keys)
-        step = clients_per_block or max(1, (1 << 19) >> bits)  # a block's outputs: 4 MiB per key
+        step = clients_per_block or max(1, (1 << 19) >> bits)  # a block's marginals: 4 MiB per key
         public = [b.public_bytes() for _, _, b in keys]
         n = lay.n
+        several = len(keys) > 1  # one x for all of a client's keys: their marginals are compared
         for c0 in range(0, K, step):
             rows = slice(c0, min(K, c0 + step))
+            kc = rows.stop - rows.start
             tags, sums, margs = [], [], []
             for s, j, b in keys:
-                part = b[rows]
-                ev_tags, outs = part.verify_tags(verifier, leaves_per_chunk=1 << 15)
-                self.hists[s][j] += outs.sum(axis=0, dtype=np.uint64)
-                tags.append(np.ascontiguousarray(ev_tags, dtype="<u8").view(np.uint8).reshape(-1, 16))
-                sums.append(outs.sum(axis=1, dtype=np.uint64))
-                margs.append(outs if b.n == n else outs[:, : 1 << n] + outs[:, 1 << n:])
+                t = np.empty((kc, 2), dtype=np.uint64)
+                sm = np.empty(kc, dtype=np.uint64)
+                mg = np.empty((kc, 1 << n), dtype=np.uint64) if several else None
+                for ev in b[rows].iter_verify(verifier, leaves_per_chunk=1 << 15):
+                    out = ev.outputs  # this chunk's outputs, summed while they are in cache
+                    self.hists[s][j] += out.sum(axis=0, dtype=np.uint64)
+                    t[ev.rows], sm[ev.rows] = ev.tags, out.sum(axis=1, dtype=np.uint64)
+                    if several:
+                        mg[ev.rows] = out if b.n == n else out[:, : 1 << n] + out[:, 1 << n:]
+                tags.append(t.astype("<u8").view(np.uint8).reshape(kc, 16))
+                sums.append(sm)
+                margs.append(mg)
             # linear checks Z: every key's outputs sum to 1 (party 0 subtracts the public 1), and every key's
             # marginal over x equals the first key's; party 1 negates, so valid <=> Z_0 = Z_1
             z_sum = np.stack(sums, axis=1) - np.uint64(1 - self.party)

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pairwise.fss import vdpf_gen_batch, vdpf_key_bytes
 from pairwise.fss.keys import key_layout, KIND_VDPF
@@ -288,3 +290,60 @@ def test_bundle_golden_vectors_parse_and_give_their_digests_and_histograms():
 def test_bundle_golden_vectors_regenerate_from_their_seed():
     vec = json.loads(VECTORS.read_text())
     assert simulated_bundle_vectors(vec["seed"]) == vec
+
+
+# --------------------------------------------------------------------------- any deviation
+def _contribution(keys, i, lay):
+    """Client i's reconstructed series vectors (Python ints mod 2^L), from its two bundles alone."""
+    from pairwise.fss import VDPFKeyBatch, reconstruct
+
+    out = {}
+    for s, _ in lay.series:
+        r = lay.reads[s]
+        size = vdpf_key_bytes(r.bits, L)
+        vec = np.zeros(SIZE, dtype=object)
+        for j in range(r.count):
+            k0 = VDPFKeyBatch.from_bytes_list([keys[0][r.source][i][j * size:(j + 1) * size]])
+            k1 = VDPFKeyBatch.from_bytes_list([keys[1][r.source][i][j * size:(j + 1) * size]])
+            y = reconstruct(k0.full_domain()[0], k1.full_domain()[0], L)
+            part = y if r.half is None else y[r.half * SIZE:(r.half + 1) * SIZE]
+            vec += r.coefs[j] * np.array([int(v) for v in part], dtype=object)
+        out[s] = [int(v) % (1 << L) for v in vec]
+    return out
+
+
+@settings(max_examples=40, deadline=None)
+@given(data=st.data())
+def test_whatever_a_client_sends_an_accepted_client_adds_one_point_with_an_admissible_weight(data):
+    """Random deviations of one client's bundles (bit flips in one or both halves, truncation, extension,
+    another client's bytes, all series of a Hosmer-Lemeshow layout): either that client is rejected, or
+    what it adds is w_s at one x for every series s, with w in the series' public range -- and every
+    other client is accepted."""
+    x, series, keys, meta = honest(data.draw(st.integers(0, 2**16)), K=4, probs=True)
+    lay = layout_for(meta, NB, L)
+    bad = data.draw(st.integers(0, 3))
+    for _ in range(data.draw(st.integers(1, 3))):
+        s = data.draw(st.sampled_from(lay.owners))
+        kind = data.draw(st.sampled_from(["flip one", "flip both", "truncate", "extend", "swap"]))
+        sides = (0, 1) if kind == "flip both" else (data.draw(st.integers(0, 1)),)
+        blob = keys[sides[0]][s][bad]
+        pos = data.draw(st.integers(0, len(blob) - 1))
+        bit = data.draw(st.integers(0, 7))
+        for b in sides:
+            old = keys[b][s][bad]
+            if kind.startswith("flip"):
+                keys[b][s][bad] = old[:pos] + bytes([old[pos] ^ (1 << bit)]) + old[pos + 1:]
+            elif kind == "truncate":
+                keys[b][s][bad] = old[:pos]
+            elif kind == "extend":
+                keys[b][s][bad] = old + bytes([bit])
+            else:
+                keys[b][s][bad] = keys[b][s][(bad + 1) % 4]
+    acc, _, _ = both_servers(keys, meta)
+    assert all(acc[i] for i in range(4) if i != bad)  # honest clients are never rejected
+    if acc[bad]:
+        c = _contribution(keys, bad, lay)
+        xs = {j for s in c for j, v in enumerate(c[s]) if v}
+        assert len(xs) <= 1, c  # one x for every series
+        w = {s: max(c[s]) for s in c}
+        assert w["pos"] + w["neg"] == 1 and w["e1"] + w["e0"] == 8 and 0 <= w["e1"] <= 8, w
