@@ -58,7 +58,7 @@ def comm(ns, Bs, ms, eps: float = 1.0) -> list[dict]:
             q = ECDFQuerier(sp.addresses, timeout=900)
             for n in ns:
                 x = rng.integers(0, 1 << DOMAIN, n)
-                scheme = "dcf" if m == 2 else "mshare"
+                scheme = "vdpf" if m == 2 else "mshare"
                 keys = make_keys(x, make_series(), scheme=scheme, m=m, domain_bits=DOMAIN)
                 rep = send_keys(sp.addresses, f"fss-{n}", scheme=scheme, domain_bits=DOMAIN, output_bits=32,
                                 series_meta={"all": 1}, ids=np.arange(n, dtype=np.uint64), keys=keys)
@@ -69,7 +69,7 @@ def comm(ns, Bs, ms, eps: float = 1.0) -> list[dict]:
                                           thresholds=thr)
                     prel = q.ecdf(f"pw-{n}", eps, thresholds=thr)
                     row = {"m": m, "n": n, "B": int(thr.size), "scheme": scheme,
-                           "key_bytes": key_bytes(scheme, DOMAIN, 32, vector=m > 2),
+                           "key_bytes": len(keys[0]["all"][0]) if m == 2 else key_bytes(scheme, DOMAIN, 32, vector=True),
                            "fss_upload": rep.bytes, "fss_querier": rel.bytes["querier"],
                            "fss_servers": rel.bytes["servers"], "pw_upload": pw.bytes,
                            "pw_querier": prel.bytes["querier"], "pw_servers": prel.bytes["servers"]}
@@ -86,7 +86,7 @@ def e2e(n: int, m: int, grid_bits: int, eps: float = 1.0, durable: bool = True, 
             ServerProcesses(m, budget="1000000", timeout=900, state_dir=state if durable else None, tls=tls,
                             cluster=cluster, startup_timeout=300) as sp:
         t0 = time.perf_counter()
-        scheme = "dcf" if m == 2 else "mshare"
+        scheme = "vdpf" if m == 2 else "mshare"
         keys = make_keys(x, make_series(), scheme=scheme, m=m, domain_bits=DOMAIN)
         t_keys = time.perf_counter() - t0
         rep = send_keys(sp.addresses, "e2e", scheme=scheme, domain_bits=DOMAIN, output_bits=32,
@@ -103,7 +103,8 @@ def e2e(n: int, m: int, grid_bits: int, eps: float = 1.0, durable: bool = True, 
            "cluster": cluster, "keygen_s": t_keys, "upload_s": t_up, "release_s": t_rel,
            "total_s": total, "server_timings": rel.server_timings, "upload_bytes": rep.bytes,
            "querier_bytes": rel.bytes["querier"], "server_bytes": rel.bytes["servers"], "rmse_counts": rmse,
-           "theorem31_rmse": float(np.sqrt(rel.mse_per_threshold))}
+           "theorem31_rmse": float(np.sqrt(rel.mse_per_threshold)), "scheme": scheme,
+           "check_bytes": (rep.check_bytes or [0])[0], "keys_per_s_per_server": n / t_up}
     print(row, flush=True)
     return row
 
@@ -117,7 +118,7 @@ def main() -> None:
     ap.add_argument("--cluster", metavar="local[:N]",
                     help="part e2e: run every case twice, without and with each server evaluating its keys on a "
                          "Dask LocalCluster of its own (ecdf serve --cluster local:N)")
-    ap.add_argument("--only", choices=["dcf8", "dcf10", "mshare10"], action="append",
+    ap.add_argument("--only", choices=["dcf8", "dcf10", "vdpf8", "vdpf10", "mshare10"], action="append",
                     help="part e2e: only these cases (repeatable; default all three: m = 2 on 2^8 and 2^10 grids, "
                          "m = 3 with at most 10^4 clients on 2^10)")
     args = ap.parse_args()
@@ -138,7 +139,10 @@ def main() -> None:
 
             if not parse_cluster(args.cluster).local:
                 ap.error("--cluster takes local or local:N (every server starts a cluster of its own)")
-        cases = {"dcf8": (args.n, 2, 8), "dcf10": (args.n, 2, 10), "mshare10": (min(args.n, 10_000), 3, 10)}
+        cases = {"vdpf8": (args.n, 2, 8), "vdpf10": (args.n, 2, 10), "mshare10": (min(args.n, 10_000), 3, 10)}
+        cases.update(dcf8=cases["vdpf8"], dcf10=cases["vdpf10"])  # the names before verified keys (m = 2)
+        if not args.only:
+            args.only = ["vdpf8", "vdpf10", "mshare10"]
         clusters = [None] if args.cluster is None else [None, args.cluster]
         rows = [e2e(*cases[c], durable=durable, tls=args.tls, cluster=cl)
                 for c in (args.only or list(cases)) for cl in clusters]
