@@ -259,6 +259,20 @@ def _reject_report(rejected: list[tuple[int, str]]) -> list[dict]:
     return [{"client": c, "reason": why} for c, why in rejected[:_MAX_REJECT_REPORT]]
 
 
+_WARM = threading.Event()
+
+
+def _warm_up_check() -> None:
+    """Load the compiled VDPF check loops (numba, about 40 MB) in the background, once per process, when the
+    first verified upload arrives: while its header round trip runs, not at start (a server that never sees
+    a vdpf upload, e.g. one of three, never loads them)."""
+    if not _WARM.is_set():
+        _WARM.set()
+        from pairwise.fss.vdpf import compiled_kernels
+
+        threading.Thread(target=compiled_kernels, daemon=True, name="ecdf-warm-up").start()
+
+
 class Session:
     """The requests of one connection (see the module docstring)."""
 
@@ -386,6 +400,8 @@ class Session:
             st.staging.reserve(bound, self.sid)
             staged.reserved = bound
             staged.file = st.staging.open()
+            if scheme == "vdpf":
+                _warm_up_check()
             if scheme == "vdpf" and self.sid == 0:  # server 0 opens the upload's check with server 1 before "ready"
                 staged.verify = self._verify_link(req)
         except BaseException:

@@ -300,13 +300,11 @@ class UploadRequest(Request):
             raise QueryRefused(f"server id {sid} is not below m = {m}")
         if scheme == "vdpf" and m != 2:
             raise QueryRefused("the vdpf scheme needs exactly 2 servers; use mshare for m > 2")
-        if scheme == "mshare" and m == 2:
-            raise QueryRefused("mshare keys cannot be verified; two servers take vdpf keys, which both servers check "
-                               "before they accept a client")
+        if scheme == "mshare" and m == 2:  # a key kind two servers never use: one of them would hold 2^n words
+            raise QueryRefused("mshare keys are for 3 or more servers (two servers cannot check them): two servers "
+                               "take vdpf keys, which both servers check before they accept a client (scheme auto)")
         if scheme == "mshare" and n > MSHARE_MAX_BITS:
             raise QueryRefused(f"mshare keys need domain bits <= {MSHARE_MAX_BITS}, got {n}")
-        if scheme == "mshare" and m == 2:  # a key kind two servers never use: one of them would hold 2^n words
-            raise QueryRefused("mshare keys are for 3 or more servers; two servers use dcf keys (scheme auto)")
         series = _series_specs(obj.get("series"), l)
         upload_id = _hex_id(obj.get("upload_id"), "upload_id")
         append = obj.get("append", False)

@@ -334,12 +334,8 @@ class ECDFServer:
     def serve_forever(self, *, watch_parent: bool = False) -> None:
         """Accept connections until :meth:`stop` (or, with ``watch_parent``, until the parent process exits)."""
         parent = os.getppid()
-        from pairwise.fss.vdpf import compiled_kernels
-
         helpers = [threading.Thread(target=self._reap, daemon=True, name="ecdf-reaper"),
-                   threading.Thread(target=self._refuse_busy, daemon=True, name="ecdf-busy"),
-                   # load the compiled VDPF check loops now, not during the first verified upload
-                   threading.Thread(target=compiled_kernels, daemon=True, name="ecdf-warm-up")]
+                   threading.Thread(target=self._refuse_busy, daemon=True, name="ecdf-busy")]
         for t in helpers:
             t.start()
         try:

@@ -147,7 +147,7 @@ def test_upload_integers_refuse_bools_floats_and_out_of_range(key, bad):
     ({"scheme": "pointwise"}, QueryRefused, "scheme must be one of"),
     ({"scheme": "vdpf", "m": 3, "server_id": 0}, QueryRefused, "vdpf scheme needs exactly 2 servers"),
     ({"scheme": "dcf"}, QueryRefused, "dcf keys cannot be verified and are no longer accepted"),
-    ({"scheme": "mshare"}, QueryRefused, "mshare keys cannot be verified; two servers take vdpf keys"),
+    ({"scheme": "mshare"}, QueryRefused, "mshare keys are for 3 or more servers \\(two servers cannot check them\\)"),
     ({"domain_bits": 21}, QueryRefused, r"domain bits must be in \[1, 20\]"),
     ({"series": [{"name": "pos", "max_weight": 1}, {"name": "neg", "max_weight": 2}]}, QueryRefused,
      "the vdpf scheme supports the series"),
