@@ -298,9 +298,10 @@ class Dataset:
             self._pending.pop(token, None)
 
     def add_upload(self, upload_id: str, ids: list[np.ndarray], *, token: int, record: DatasetRecord | None = None,
-                   replace: bool = False) -> None:
+                   replace: bool = False, parsed: dict | None = None) -> None:
         """Make a committed upload visible (after :meth:`Storage.commit_upload` returned): its client ids,
-        and its keys parsed from storage by the next release.  ``replace``: a new pointwise round
+        and its keys parsed from storage by the next release, or ``parsed`` (series -> shares of exactly
+        these clients, e.g. the histograms of the servers' vdpf check).  ``replace``: a new pointwise round
         (``record``) replaces every client."""
         with self.lock:
             if replace:
@@ -314,7 +315,12 @@ class Dataset:
             if not self._uploads or self._uploads[-1] != upload_id:
                 self._uploads.append(upload_id)
             if self._parts is not None:
-                self._unparsed.append(upload_id)
+                if parsed is not None and set(parsed) == set(self.series):
+                    for s, sh in parsed.items():
+                        self._parts[s].append(sh)
+                        self._cache.pop(s, None)
+                else:
+                    self._unparsed.append(upload_id)
             self._pending.pop(token, None)
             self._digest = None
 

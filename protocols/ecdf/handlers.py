@@ -101,7 +101,7 @@ from .peers import PeerHub, ask_holds, connect_peer, garbler_session, open_verif
 from .release import ReleasePlan, plan_release, release_points, run_release
 from .shares import KIND_VECTOR, parse_keys
 from .staging import StagedUpload, StagingBudget
-from .validation import check_chunk, layout_for
+from .validation import VDPFSeries, check_chunk, layout_for
 from .storage import ChunkRecord, DatasetRecord, Storage, StorageError
 from .wire import (
     DatasetError,
@@ -447,11 +447,12 @@ class Session:
             return 16 * K + S * (vec * max(lens_allowed) + (K - vec) * min(lens_allowed))
         return 16 * K + S * K * max(lens_allowed)
 
-    def _stage(self, ids: np.ndarray, ok: np.ndarray, reasons: dict[int, str], raw, base: int) -> list:
+    def _stage(self, ids: np.ndarray, ok: np.ndarray, reasons: dict[int, str], raw, base: int,
+               histograms=None) -> list:
         """Claim the ids of the parsed-good clients and append them to the staged file.
 
-        ``raw(rows)``: series -> (lens, bytes) of those rows.  Returns
-        [(position, id, reason)] for the clients not staged.
+        ``raw(rows)``: series -> (lens, bytes) of those rows; ``histograms(rows)`` (vdpf): add those rows to
+        the upload's histograms.  Returns [(position, id, reason)] for the clients not staged.
         """
         staged = self.staged
         good = np.flatnonzero(ok)
@@ -462,6 +463,8 @@ class Session:
         if rows.size:
             staged.file.put(ids[rows], base + rows.astype(np.int64), raw(rows))
             staged.accepted += int(rows.size)
+            if histograms is not None:
+                histograms(rows)
         return [(base + i, int(ids[i]), reasons[i]) for i in sorted(reasons)]
 
     def _recv_key_frames(self, k, S, per_client):
@@ -533,15 +536,24 @@ class Session:
         S = len(names)
         ids, lens, flat = self._recv_key_frames(k, S, staged.per_client)
         t0 = time.perf_counter()
-        ok, reasons = check_chunk({s: flat[j::S] for j, s in enumerate(names)}, layout_for(series, n, l),
-                                  self.sid, staged.verify, staged.checked, shares=False)[:2]
+        ok, reasons, shares = check_chunk({s: flat[j::S] for j, s in enumerate(names)}, layout_for(series, n, l),
+                                          self.sid, staged.verify, staged.checked)
         staged.check_seconds += time.perf_counter() - t0
         staged.checked += 1
+        accepted = np.flatnonzero(ok)
 
         def raw(rows):
             return {s: (lens[rows, j], b"".join(flat[int(i) * S + j] for i in rows)) for j, s in enumerate(names)}
 
-        return self._stage(ids, ok, reasons, raw, base)
+        def histograms(rows):  # the staged rows' part of the check's histograms (rows: among the accepted)
+            taken = np.searchsorted(accepted, rows)
+            for s, sh in shares.items():
+                h = sh.take(taken).hist
+                staged.hists[s] = h.copy() if s not in staged.hists else staged.hists[s] + h
+
+        if staged.hists is None:
+            staged.hists = {}
+        return self._stage(ids, ok, reasons, raw, base, histograms)
 
     def _recv_pointwise(self, k, series, l, thr, base):
         names = list(series)
@@ -587,8 +599,12 @@ class Session:
                 st.storage.commit_upload(staged.record, staged.upload_id, records(), create=staged.create,
                                          replace=staged.replace, owner=self.owner)
                 target = staged.dataset if staged.create else live
+                # vdpf: the check's histograms are the upload's shares, unless the commit drops clients this
+                # server staged (another server rejected them); then the next release expands the stored keys
+                hists = staged.hists if kept == staged.accepted else None
                 target.add_upload(staged.upload_id, ids, token=id(staged), record=staged.record,
-                                  replace=staged.replace)
+                                  replace=staged.replace, parsed=None if hists is None else
+                                  {s: VDPFSeries(h, kept, staged.record.l) for s, h in hists.items()})
                 if staged.create:
                     st.ledger.load(staged.record.name)
                     with st.lock:

@@ -8,7 +8,9 @@ What it does
     :class:`StagedFile`, an unlinked temporary file in the server's state
     directory (or the system's temporary directory without ``--state``):
     nothing of it is kept in memory but an index of a few integers per
-    chunk, and the file vanishes when it is closed, when the upload is
+    chunk (and, for a ``vdpf`` upload, one histogram share of 2^n words per
+    series, summed from the servers' check, which the commit hands to the
+    dataset instead of expanding the keys again), and the file vanishes when it is closed, when the upload is
     discarded or committed, and with the process (even after ``kill -9``).
     The commit streams the chunks back, one at a time, into the durable
     store (:meth:`pairwise.protocols.ecdf.storage.Storage.commit_upload`).
@@ -237,3 +239,6 @@ class StagedUpload:
     verify: object | None = None  # vdpf: the check channel with the other server (peers.VerifyLink)
     checked: int = 0  # vdpf: chunks checked so far
     check_seconds: float = 0.0  # vdpf: time in the checks (with the waits for the other server)
+    #: vdpf: histogram shares of the staged clients per series (2^n words each, fixed by the header), summed
+    #: chunk by chunk from the check's own expansion, so the commit need not expand the keys again
+    hists: dict | None = None

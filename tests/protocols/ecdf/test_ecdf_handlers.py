@@ -200,6 +200,8 @@ def test_bad_keys_and_repeated_ids_reject_their_clients_only(servers):
     again = upload(sv.addresses, "k", x[:5], domain_bits=NB, append=True)
     assert again.accepted == [1, 1] and again.total_clients == [38, 38]
     assert sorted(r["reason"] for r in again.rejected[0]) == [f"duplicate client id {i}" for i in (0, 1, 2, 4)]
+    # the append's shares are the check's histograms less the duplicates: the release counts client 3 once more
+    assert np.array_equal(sv.querier().ecdf("k", HUGE).cumulative, exact_counts(np.append(x[keep], x[3])))
 
 
 def _plan(sv: Servers, **fields):
