@@ -69,7 +69,8 @@ def comm(ns, Bs, ms, eps: float = 1.0) -> list[dict]:
                                           thresholds=thr)
                     prel = q.ecdf(f"pw-{n}", eps, thresholds=thr)
                     row = {"m": m, "n": n, "B": int(thr.size), "scheme": scheme,
-                           "key_bytes": len(keys[0]["all"][0]) if m == 2 else key_bytes(scheme, DOMAIN, 32, vector=True),
+                           "key_bytes": (len(keys[0]["all"][0]) if m == 2
+                                         else key_bytes(scheme, DOMAIN, 32, vector=True)),
                            "fss_upload": rep.bytes, "fss_querier": rel.bytes["querier"],
                            "fss_servers": rel.bytes["servers"], "pw_upload": pw.bytes,
                            "pw_querier": prel.bytes["querier"], "pw_servers": prel.bytes["servers"]}

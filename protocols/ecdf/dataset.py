@@ -265,7 +265,8 @@ class Dataset:
         try:
             return load_series(keys, layout=layout_for(dict(r.series), r.n, r.l), party=self.server_id)
         except (KeyFormatError, ShareParameterError) as exc:
-            raise StorageError(f"stored keys of dataset {self.name!r} (upload {c.upload_id}) are corrupt: {exc}") from None
+            raise StorageError(f"stored keys of dataset {self.name!r} (upload {c.upload_id}) are corrupt: "
+                               f"{exc}") from None
 
     def claim(self, ids: np.ndarray, token: int) -> tuple[np.ndarray, dict[int, str]]:
         """Claim client ids for the staged upload ``token`` (an id of the caller's choosing, e.g. ``id(upload)``):

@@ -520,8 +520,9 @@ class Session:
         if addr is None:
             raise QueryRefused("server 0 does not know server 1's address to check the upload's keys with "
                                "(configure --peer 1=HOST:PORT, or send the servers' list)")
-        link = open_verify_link(req.upload_id, req.chunks, tuple(addr), st.policy, connect_timeout=min(st.timeout, 10.0),
-                                timeout=st.timeout, tls=st.tls, insecure=st.insecure, dial=st.dial)
+        link = open_verify_link(req.upload_id, req.chunks, tuple(addr), st.policy,
+                                connect_timeout=min(st.timeout, 10.0), timeout=st.timeout, tls=st.tls,
+                                insecure=st.insecure, dial=st.dial)
         self.on_channel(link.ch)
         return link
 
