@@ -36,6 +36,8 @@ from typing import IO, TYPE_CHECKING, Iterable, Sequence
 
 import numpy as np
 
+from pairwise.dp.errors import PairwiseError
+
 if TYPE_CHECKING:
     import networkx as nx
 
@@ -63,7 +65,7 @@ OP_NAMES = {XOR: "XOR", AND: "AND", INV: "INV"}
 IR_VERSION = 1
 
 
-class CircuitError(ValueError):
+class CircuitError(PairwiseError, ValueError):
     """A circuit is malformed, or inputs do not fit it."""
 
 

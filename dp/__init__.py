@@ -1,7 +1,7 @@
 """Differential privacy for the pairwise framework: pure math, no cryptography, no sockets.
 
 Modules (in dependency order)
-    :mod:`pairwise.dp.errors`       PrivacyParameterError (and its NoiseParameterError),
+    :mod:`pairwise.dp.errors`       PairwiseError (the project's base), PrivacyParameterError (and its NoiseParameterError),
                            EmptyDataError, InvalidDataError
     :mod:`pairwise.dp.accounting`   PrivacyGuarantee, validation, basic and advanced composition
                            with outward rounding
@@ -67,7 +67,7 @@ from .ecdf import (
     tree_node_noise,
     tree_noise_scale,
 )
-from .errors import EmptyDataError, InvalidDataError, PrivacyParameterError
+from .errors import EmptyDataError, InvalidDataError, PairwiseError, PrivacyParameterError
 from .mechanisms import (
     GeometricMechanism,
     KaryRandomizedResponse,
@@ -94,6 +94,7 @@ from .samplers import (
 )
 
 __all__ = [
+    "PairwiseError",
     "PrivacyParameterError",
     "EmptyDataError",
     "InvalidDataError",

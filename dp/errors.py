@@ -1,9 +1,17 @@
-"""Exceptions of the :mod:`dp` package.
+"""Exceptions of the :mod:`dp` package, and :class:`PairwiseError`, the base of every project exception.
 
 What it does
+    :class:`PairwiseError` is mixed into every exception class the project
+    defines, in front of the stdlib base callers already catch (``ValueError``,
+    ``OSError``, ``ConnectionError``, ``TimeoutError``, ``RuntimeError``), so
+    ``except PairwiseError`` catches anything the framework raised on purpose
+    and ``except ValueError`` keeps working.  It lives here, in the lowest
+    layer and in a module with no imports, so every layer can use it without
+    importing upward; :mod:`pairwise` re-exports it as ``pairwise.PairwiseError``.
+
     Every invalid input to a sampler, mechanism, accountant or ECDF routine
     raises one of these classes with a message that names the parameter, the
-    value received and what is allowed.  All of them subclass ``ValueError``,
+    value received and what is allowed.  The dp classes subclass ``ValueError``,
     so the ``pairwise`` command line prints them as one-line user errors.
 
 Security model
@@ -13,10 +21,18 @@ Security model
 
 from __future__ import annotations
 
-__all__ = ["PrivacyParameterError", "NoiseParameterError", "EmptyDataError", "InvalidDataError"]
+__all__ = ["PairwiseError", "PrivacyParameterError", "NoiseParameterError", "EmptyDataError", "InvalidDataError"]
 
 
-class PrivacyParameterError(ValueError):
+class PairwiseError(Exception):
+    """Base class of every exception the ``pairwise`` package defines.
+
+    Never raised itself: each subclass also derives from the stdlib class its
+    callers rely on (``class ChannelError(PairwiseError, OSError)``).
+    """
+
+
+class PrivacyParameterError(PairwiseError, ValueError):
     """A privacy or distribution parameter is out of range.
 
     Examples: epsilon <= 0 or not finite, delta outside [0, 1), a non-positive
@@ -36,11 +52,11 @@ class NoiseParameterError(PrivacyParameterError):
     """
 
 
-class EmptyDataError(ValueError):
+class EmptyDataError(PairwiseError, ValueError):
     """A statistic was asked of an empty data set (no records, no bins)."""
 
 
-class InvalidDataError(ValueError):
+class InvalidDataError(PairwiseError, ValueError):
     """The data do not have the shape or domain a routine needs.
 
     Examples: negative histogram counts, labels that are not 0/1, predicted

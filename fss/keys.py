@@ -59,6 +59,8 @@ from typing import Sequence, TypeAlias
 
 import numpy as np
 
+from pairwise.dp.errors import PairwiseError
+
 __all__ = [
     "FORMAT_VERSION",
     "KIND_DPF",
@@ -106,11 +108,11 @@ SEED_BYTES = 16
 MAX_BITS = 64
 
 
-class FSSParameterError(ValueError):
+class FSSParameterError(PairwiseError, ValueError):
     """A public FSS parameter (n, l, alpha, beta, an evaluation point, a comparison) is invalid."""
 
 
-class KeyFormatError(ValueError):
+class KeyFormatError(PairwiseError, ValueError):
     """Key bytes are truncated, too long, of another version/kind/party, or not canonical.
 
     ``index`` is the position of the first bad key in a batch (``None`` for a

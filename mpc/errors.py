@@ -39,6 +39,8 @@ Security model
 
 from __future__ import annotations
 
+from pairwise.dp.errors import PairwiseError
+
 __all__ = [
     "ChannelError",
     "ChannelTimeout",
@@ -57,7 +59,7 @@ __all__ = [
 ]
 
 
-class ChannelError(OSError):
+class ChannelError(PairwiseError, OSError):
     """Base class of every transport / peer failure in :mod:`mpc`."""
 
 

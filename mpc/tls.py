@@ -71,6 +71,8 @@ import tempfile
 from dataclasses import dataclass
 from typing import Iterable, Iterator
 
+from pairwise.dp.errors import PairwiseError
+
 from .errors import AuthenticationError, ChannelTimeout, InsecureTransport, PeerBusy, PeerClosed
 
 __all__ = [
@@ -111,7 +113,7 @@ TLS_REQUIRED = b"PAIRWISE/TLS-REQUIRED"
 BUSY_ALERT = bytes((21, 3, 3, 0, 2, 2, 90))
 
 
-class CertificateError(ValueError):
+class CertificateError(PairwiseError, ValueError):
     """Missing, malformed, mismatched or unsafe certificate files, or a bad name / role / directory."""
 
 

@@ -25,7 +25,9 @@ What it does
       :class:`Channel` (one base-OT setup, many executions);
     - :class:`Channel`, :class:`MemoryChannel`, :class:`TCPChannel`;
     - FSS batches: :func:`dcf_gen_batch`, :func:`dpf_gen_batch`,
-      :class:`DCFKeyBatch`, :class:`DPFKeyBatch`, :func:`reconstruct`.
+      :class:`DCFKeyBatch`, :class:`DPFKeyBatch`, :func:`reconstruct`;
+    - :class:`PairwiseError`: the base of every exception the package defines
+      (each also keeps its stdlib base: ``ValueError``, ``OSError``, ...).
 
 Security model
     Per module (semi-honest parties; secrets from the OS CSPRNG; see each
@@ -50,6 +52,7 @@ if TYPE_CHECKING:
 
     from pairwise.circuits.catalog import resolve_circuit as load_circuit
     from pairwise.circuits.ir import Circuit
+    from pairwise.dp.errors import PairwiseError
     from pairwise.fss import DCFKeyBatch, DPFKeyBatch, dcf_gen_batch, dpf_gen_batch, reconstruct
     from pairwise.mpc.channel import Channel, MemoryChannel, TCPChannel
     from pairwise.mpc.garble import garble_and_evaluate
@@ -75,6 +78,7 @@ __all__ = [
     "DCFKeyBatch",
     "DPFKeyBatch",
     "reconstruct",
+    "PairwiseError",
 ]
 
 #: public name -> (module, attribute), imported on first use (PEP 562)
@@ -94,6 +98,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "DCFKeyBatch": ("pairwise.fss", "DCFKeyBatch"),
     "DPFKeyBatch": ("pairwise.fss", "DPFKeyBatch"),
     "reconstruct": ("pairwise.fss", "reconstruct"),
+    "PairwiseError": ("pairwise.dp.errors", "PairwiseError"),
 }
 
 

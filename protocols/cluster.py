@@ -48,6 +48,8 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from pairwise.dp.errors import PairwiseError
+
 __all__ = ["ClusterError", "ClusterSpec", "parse_cluster", "open_cluster", "run_bounded", "cluster_threads",
            "keep_large_allocations", "INSTALL_HINT"]
 
@@ -57,7 +59,7 @@ _LOCAL = re.compile(r"local(?::(\d+))?")
 _REMOTE = re.compile(r"(tcp|tls)://([A-Za-z0-9.\-]+|\[[0-9A-Fa-f:]+\]):(\d{1,5})")
 
 
-class ClusterError(RuntimeError):
+class ClusterError(PairwiseError, RuntimeError):
     """The cluster could not be reached or started, a worker died holding a task, or a wait timed out."""
 
 

@@ -44,6 +44,8 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from pairwise.dp.errors import PairwiseError
+
 __all__ = [
     "DataError",
     "DatasetInfo",
@@ -65,7 +67,7 @@ DATA_DIR = Path(__file__).resolve().parent / "data"
 DOMAINS_FILE = DATA_DIR / "domains.json"
 
 
-class DataError(ValueError):
+class DataError(PairwiseError, ValueError):
     """A dataset cannot be used as given.
 
     ``row`` is the 1-based data row (the header is not counted) and

@@ -39,6 +39,7 @@ from typing import Iterator
 import numpy as np
 
 from pairwise.circuits.ir import Circuit
+from pairwise.dp.errors import PairwiseError
 
 if sys.byteorder != "little":  # pragma: no cover - the block layout is little-endian
     raise ImportError("pairwise.mpc.garble needs a little-endian machine (block layout of mpc.aes)")
@@ -56,7 +57,7 @@ _ONE = np.uint64(1)
 _NO_WORDS = np.zeros(0, _U64)
 
 
-class GarbleError(ValueError):
+class GarbleError(PairwiseError, ValueError):
     """Bad parameters or malformed garbled material (sizes, headers, labels)."""
 
 

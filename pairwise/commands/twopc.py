@@ -67,6 +67,7 @@ import numpy as np
 from pairwise.circuits.catalog import resolve_circuit
 from pairwise.circuits.ir import EVALUATOR, GARBLER, Circuit, CircuitError, InputGroup
 from pairwise.circuits.kernels import KERNELS, pack_pair
+from pairwise.dp.errors import PairwiseError
 from pairwise.protocols.transport import add_transport_args, tls_from_args, transport_argv
 
 from .circuit import format_hex_output, parse_hex_input
@@ -462,7 +463,7 @@ def _run_session(args, party, tls, circuit: Circuit, inputs) -> int:
     return 0
 
 
-class PeerMismatch(RuntimeError):
+class PeerMismatch(PairwiseError, RuntimeError):
     """The peer runs the pairwise runtime with another circuit or version: both parties stop (exit status 2)."""
 
 

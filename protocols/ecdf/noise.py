@@ -93,6 +93,7 @@ import numpy as np
 from pairwise.circuits.builder import Builder
 from pairwise.circuits.ir import EVALUATOR, GARBLER, Circuit
 from pairwise.circuits.noise import discrete_laplace_value
+from pairwise.dp.errors import PairwiseError
 from pairwise.dp.dyadic import (
     DiscreteLaplaceParams,
     choose_discrete_laplace,
@@ -138,7 +139,7 @@ _FIXED = 192  # fixed-point bits of the pmf bounds
 _TAIL_BITS = 122  # the table's tail mass is below 2^-122
 
 
-class NoiseSetupError(ValueError):
+class NoiseSetupError(PairwiseError, ValueError):
     """The requested noise cannot be produced (output width too small, scale too large)."""
 
 

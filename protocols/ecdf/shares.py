@@ -75,6 +75,7 @@ from typing import Sequence
 
 import numpy as np
 
+from pairwise.dp.errors import PairwiseError
 from pairwise.fss import DCFKeyBatch, dcf_gen_batch, dcf_key_bytes
 from pairwise.fss.dcf import DCF_FULL_DOMAIN_MAX_BITS
 from pairwise.mpc.aes import mmo_prg, random_blocks
@@ -117,7 +118,7 @@ MAX_GRID_BITS = 20
 _CHUNK = 1 << 15
 
 
-class ShareParameterError(ValueError):
+class ShareParameterError(PairwiseError, ValueError):
     """A public parameter of the sharing (domain, output bits, servers, thresholds, weights) is invalid."""
 
 

@@ -44,6 +44,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+from pairwise.dp.errors import PairwiseError
 from pairwise.mpc.channel import Channel, TCPChannel, handshake
 from pairwise.mpc.errors import ChannelError
 
@@ -99,7 +100,7 @@ UPLOAD_FRAME_MAX = 8 << 20
 MAX_EPSILON = Fraction(10**6)
 
 
-class ECDFError(ValueError):
+class ECDFError(PairwiseError, ValueError):
     """A request of the ECDF service cannot be served as asked (the message says why)."""
 
 

@@ -30,10 +30,12 @@ import sys
 import tempfile
 import time
 
+from pairwise.dp.errors import PairwiseError
+
 __all__ = ["ServiceProcess", "ServiceUnavailable", "stop_all"]
 
 
-class ServiceUnavailable(ConnectionError):
+class ServiceUnavailable(PairwiseError, ConnectionError):
     """A service process did not start, or exited during startup (the message carries its log)."""
 
 

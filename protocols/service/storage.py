@@ -35,10 +35,12 @@ import os
 import sqlite3
 import threading
 
+from pairwise.dp.errors import PairwiseError
+
 __all__ = ["StorageError", "SQLiteStore", "exclusive_lock", "state_directory"]
 
 
-class StorageError(OSError):
+class StorageError(PairwiseError, OSError):
     """The state cannot be opened or written (the message names the file and what to do)."""
 
 

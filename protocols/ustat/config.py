@@ -21,6 +21,8 @@ from dataclasses import dataclass, field, fields
 from fractions import Fraction
 from typing import Any
 
+from pairwise.dp.errors import PairwiseError
+
 from ..transport import Transport
 
 __all__ = ["UStatConfig", "UStatError", "STATISTICS", "NOISE_MECHANISMS", "DEFAULT_PAIR_DELTA", "MODES", "DESIGNS"]
@@ -36,7 +38,7 @@ DESIGNS = ("subsample", "all")
 TRANSPORT_KEYS = ("tls", "tls_dir", "timeout", "connect_timeout")
 
 
-class UStatError(ValueError):
+class UStatError(PairwiseError, ValueError):
     """Invalid data or parameters for the U-statistic protocol."""
 
 
