@@ -49,6 +49,7 @@ from decimal import ROUND_CEILING, Decimal, localcontext
 from fractions import Fraction
 
 from .errors import PrivacyParameterError
+from .validate import check_int
 
 __all__ = [
     "PrivacyGuarantee",
@@ -247,8 +248,7 @@ def advanced_composition(
     """
     eps = validate_epsilon(epsilon)
     dlt = validate_delta(delta)
-    if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
-        raise PrivacyParameterError(f"k must be an integer >= 1, got {k!r}")
+    k = check_int(k, "k", lo=1, error=PrivacyParameterError)
     slack = validate_delta(delta_slack)
     if slack == 0.0:
         raise PrivacyParameterError("delta_slack must be > 0 for advanced composition")

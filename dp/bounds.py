@@ -46,6 +46,7 @@ from typing import Iterable
 import numpy as np
 
 from .errors import PrivacyParameterError
+from .validate import check_int
 
 __all__ = [
     "PublicDomain",
@@ -86,11 +87,7 @@ def validate_bounds(lower: object, upper: object, what: str = "the column") -> t
 
 def validate_decimals(decimals: object, what: str = "the column") -> int:
     """Return ``decimals`` if it is an integer in [0, MAX_DECIMALS], else raise."""
-    if isinstance(decimals, bool) or not isinstance(decimals, numbers.Integral) or \
-            not 0 <= int(decimals) <= MAX_DECIMALS:
-        raise PrivacyParameterError(
-            f"the decimals of {what} must be an integer in [0, {MAX_DECIMALS}], got {decimals!r}")
-    return int(decimals)
+    return check_int(decimals, f"the decimals of {what}", lo=0, hi=MAX_DECIMALS, error=PrivacyParameterError)
 
 
 def default_decimals(lower: float, upper: float) -> int:

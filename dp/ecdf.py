@@ -46,7 +46,6 @@ Security model
 from __future__ import annotations
 
 import math
-import numbers
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -80,6 +79,7 @@ from .tree import (
     tree_noise_scale,
     validate_counts,
 )
+from .validate import check_int
 
 __all__ = [
     # tree (dp.tree)
@@ -131,8 +131,7 @@ def histogram(values: object, n_bins: int) -> np.ndarray:
         raise EmptyDataError("values is empty")
     if not np.issubdtype(arr.dtype, np.integer):
         raise InvalidDataError(f"values must be integer bin indices, got dtype {arr.dtype}")
-    if isinstance(n_bins, bool) or not isinstance(n_bins, numbers.Integral) or n_bins < 1:
-        raise InvalidDataError(f"n_bins must be an integer >= 1, got {n_bins!r}")
+    n_bins = check_int(n_bins, "n_bins", lo=1, error=InvalidDataError)
     if arr.min() < 0 or arr.max() >= n_bins:
         raise InvalidDataError(f"values must lie in [0, {n_bins})")
     return np.bincount(arr.ravel(), minlength=n_bins).astype(np.int64)
@@ -392,10 +391,8 @@ def hosmer_lemeshow(
 
 
 def _check_q_l(Q: int, L: int) -> None:
-    if isinstance(Q, bool) or not isinstance(Q, numbers.Integral) or Q < 2:
-        raise PrivacyParameterError(f"Q must be an integer >= 2, got {Q!r}")
-    if isinstance(L, bool) or not isinstance(L, numbers.Integral) or not 1 <= L <= 24:
-        raise PrivacyParameterError(f"L must be an integer in [1, 24], got {L!r}")
+    check_int(Q, "Q", lo=2, error=PrivacyParameterError)
+    check_int(L, "L", lo=1, hi=24, error=PrivacyParameterError)
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,7 @@ from fractions import Fraction
 from functools import lru_cache
 
 from .errors import NoiseParameterError, PrivacyParameterError
+from .validate import check_int
 
 __all__ = [
     "as_fraction",
@@ -101,17 +102,11 @@ def check_noise_epsilon(value: object) -> Fraction:
 
 
 def check_positive_int(value: object, name: str, upper: int | None = None) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-        raise NoiseParameterError(f"{name} must be a positive integer, got {value!r}")
-    if upper is not None and value > upper:
-        raise NoiseParameterError(f"{name} must be at most {upper}, got {value!r}")
-    return int(value)
+    return check_int(value, name, lo=1, hi=upper, error=NoiseParameterError)
 
 
 def check_batch(batch: object) -> int:
-    if isinstance(batch, bool) or not isinstance(batch, numbers.Integral) or batch < 0:
-        raise NoiseParameterError(f"batch must be an integer >= 0, got {batch!r}")
-    return int(batch)
+    return check_int(batch, "batch", lo=0, error=NoiseParameterError)
 
 
 # ---------------------------------------------------------------------- directed rounding

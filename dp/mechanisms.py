@@ -92,6 +92,7 @@ from .samplers import (
     snapping_laplace_array,
     uniform_int_array,
 )
+from .validate import check_int, is_int
 
 __all__ = [
     "RandomizedResponse",
@@ -219,14 +220,12 @@ class KRREstimator:
     @classmethod
     def for_krr(cls, k: int, flip_probability: object, values: Sequence[int]) -> KRREstimator:
         """The estimator of k-RR with flip probability phi in [0, (k - 1)/k) for k distinct integer values."""
-        if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 2:
-            raise PrivacyParameterError(f"k must be an integer >= 2, got {k!r}")
-        k = int(k)
+        k = check_int(k, "k", lo=2, error=PrivacyParameterError)
         phi = as_fraction(flip_probability, "flip_probability")
         if not 0 <= phi < Fraction(k - 1, k):
             raise PrivacyParameterError(f"flip_probability must lie in [0, (k-1)/k) = [0, {k - 1}/{k}), got {flip_probability!r}")
         vals = tuple(values)
-        if any(isinstance(v, bool) or not isinstance(v, numbers.Integral) for v in vals):
+        if not all(is_int(v) for v in vals):
             raise InvalidDataError(f"k-RR values must be integers, got {values!r}")
         vals = tuple(int(v) for v in vals)
         if len(vals) != k or len(set(vals)) != k:
@@ -258,9 +257,7 @@ class KaryRandomizedResponse:
     """k-ary randomized response with beta = k / (k + e^eps - 1) (ustats paper, Eq. 9)."""
 
     def __init__(self, k: int, epsilon: float) -> None:
-        if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 2:
-            raise PrivacyParameterError(f"k must be an integer >= 2, got {k!r}")
-        self.k = int(k)
+        self.k = check_int(k, "k", lo=2, error=PrivacyParameterError)
         self.epsilon = validate_epsilon(epsilon)
         self.epsilon_exact = exact_epsilon(epsilon)
         self.guarantee = PrivacyGuarantee(self.epsilon)
@@ -287,9 +284,7 @@ class KaryRandomizedResponse:
         with probability e^-eps'.  Hence P[v] ~ 1 and P[j] ~ e^-eps' for each
         j != v, i.e. P[v] = e^eps'/(e^eps' + k - 1) = 1 - beta + beta/k.
         """
-        if isinstance(v, bool) or not isinstance(v, numbers.Integral) or not 0 <= v < self.k:
-            raise InvalidDataError(f"value must be an integer in [0, {self.k}), got {v!r}")
-        v = int(v)
+        v = check_int(v, "value", lo=0, hi=self.k - 1, error=InvalidDataError)
         while True:
             j = secrets.randbelow(self.k)
             if j == v or sample_bernoulli_exp(self.epsilon_exact):
@@ -524,9 +519,7 @@ class GeometricMechanism:
 
     def __init__(self, epsilon: float, sensitivity: int = 1) -> None:
         self.epsilon = validate_epsilon(epsilon)
-        if isinstance(sensitivity, bool) or not isinstance(sensitivity, numbers.Integral) or sensitivity < 1:
-            raise PrivacyParameterError(f"sensitivity must be an integer >= 1, got {sensitivity!r}")
-        self.sensitivity = int(sensitivity)
+        self.sensitivity = check_int(sensitivity, "sensitivity", lo=1, error=PrivacyParameterError)
         #: exact noise scale: the smallest multiple of 2^-20 >= sensitivity/epsilon
         self.scale: Fraction = conservative_scale(self.sensitivity, self.epsilon)
         self.guarantee = PrivacyGuarantee(self.epsilon)
@@ -547,9 +540,7 @@ class GeometricMechanism:
 
     def release(self, value: int) -> int:
         """value + discrete Laplace noise (exact, OS CSPRNG)."""
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-            raise InvalidDataError(f"value must be an integer, got {value!r}")
-        return int(value) + sample_discrete_laplace(self.scale)
+        return check_int(value, "value", error=InvalidDataError) + sample_discrete_laplace(self.scale)
 
     def release_array(self, values: np.ndarray) -> np.ndarray:
         """values + independent discrete Laplace noise (exact, vectorized, os.urandom)."""

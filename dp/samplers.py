@@ -66,7 +66,6 @@ Security model
 from __future__ import annotations
 
 import math
-import numbers
 import os
 import secrets
 from collections.abc import Callable, Iterable
@@ -79,6 +78,7 @@ import numpy as np
 from .accounting import round_up, validate_epsilon
 from .errors import NoiseParameterError, PrivacyParameterError
 from .exact import as_fraction, check_batch, trailing_zeros
+from .validate import check_int
 
 if TYPE_CHECKING:
     from .dyadic import DiscreteLaplaceParams, KaryRRParams
@@ -133,9 +133,7 @@ def _positive_fraction(value: object, name: str) -> Fraction:
 
 
 def _check_size(size: object) -> int:
-    if isinstance(size, bool) or not isinstance(size, numbers.Integral) or size < 0:
-        raise PrivacyParameterError(f"size must be an integer >= 0, got {size!r}")
-    return int(size)
+    return check_int(size, "size", lo=0, error=PrivacyParameterError)
 
 
 def conservative_scale(sensitivity: object, epsilon: object, grid_bits: int = 20) -> Fraction:
@@ -179,17 +177,13 @@ def exact_epsilon(epsilon: object, grid_bits: int = 40) -> Fraction:
 
 def sample_uniform_int(n: int) -> int:
     """Uniform integer in {0, ..., n-1} from the OS CSPRNG."""
-    if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 1:
-        raise PrivacyParameterError(f"n must be an integer >= 1, got {n!r}")
-    return secrets.randbelow(int(n))
+    return secrets.randbelow(check_int(n, "n", lo=1, error=PrivacyParameterError))
 
 
 def sample_bernoulli_rational(num: int, den: int) -> int:
     """Exact Bernoulli(num/den) for integers 0 <= num <= den, den >= 1; returns 0 or 1."""
-    for name, v in (("num", num), ("den", den)):
-        if isinstance(v, bool) or not isinstance(v, numbers.Integral):
-            raise PrivacyParameterError(f"{name} must be an integer, got {v!r}")
-    num, den = int(num), int(den)
+    num = check_int(num, "num", error=PrivacyParameterError)
+    den = check_int(den, "den", error=PrivacyParameterError)
     if den < 1 or num < 0 or num > den:
         raise PrivacyParameterError(
             f"Bernoulli(num/den) needs 0 <= num <= den and den >= 1, got {num}/{den}"
@@ -298,10 +292,8 @@ def _uniform_below(bounds: np.ndarray) -> np.ndarray:
 
 def uniform_int_array(bound: int, size: int) -> np.ndarray:
     """``size`` independent uniform integers in {0, ..., bound-1} (int64), from os.urandom."""
-    if isinstance(bound, bool) or not isinstance(bound, numbers.Integral) or bound < 1:
-        raise PrivacyParameterError(f"bound must be an integer >= 1, got {bound!r}")
+    bound = check_int(bound, "bound", lo=1, error=PrivacyParameterError)
     size = _check_size(size)
-    bound = int(bound)
     if bound >= _MAX_VECTOR_BOUND:
         return np.array([secrets.randbelow(bound) for _ in range(size)], dtype=object)
     return _uniform_below(np.full(size, bound, dtype=np.int64))
@@ -361,10 +353,8 @@ def _vector_ok(*ints: int) -> bool:
 
 def bernoulli_rational_array(num: int, den: int, size: int) -> np.ndarray:
     """``size`` exact Bernoulli(num/den) draws (uint8 array of 0/1) from os.urandom."""
-    for name, v in (("num", num), ("den", den)):
-        if isinstance(v, bool) or not isinstance(v, numbers.Integral):
-            raise PrivacyParameterError(f"{name} must be an integer, got {v!r}")
-    num, den = int(num), int(den)
+    num = check_int(num, "num", error=PrivacyParameterError)
+    den = check_int(den, "den", error=PrivacyParameterError)
     if den < 1 or num < 0 or num > den:
         raise PrivacyParameterError(
             f"Bernoulli(num/den) needs 0 <= num <= den and den >= 1, got {num}/{den}"

@@ -67,7 +67,6 @@ Security model
 from __future__ import annotations
 
 import math
-import numbers
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -86,6 +85,7 @@ from .samplers import (
     snapping_epsilon,
     snapping_laplace_array,
 )
+from .validate import check_int
 
 __all__ = [
     "NOISE_KINDS",
@@ -118,8 +118,7 @@ NOISE_KINDS = ("discrete_laplace", "laplace")
 
 def tree_depth(n_bins: int) -> int:
     """L = ceil(log2(N)) for N >= 1 bins (L = 0 for a single bin)."""
-    if isinstance(n_bins, bool) or not isinstance(n_bins, numbers.Integral) or n_bins < 1:
-        raise EmptyDataError(f"need at least one bin, got {n_bins!r}")
+    check_int(n_bins, "the number of bins", lo=1, error=EmptyDataError)
     return int(n_bins - 1).bit_length()
 
 
@@ -295,8 +294,7 @@ def tree_node_noise(
     optional leading axis of ``trials`` independent trees.
     """
     _noise_kind(noise)
-    if isinstance(L, bool) or not isinstance(L, numbers.Integral) or L < 0:
-        raise PrivacyParameterError(f"L must be an integer >= 0, got {L!r}")
+    L = check_int(L, "L", lo=0, error=PrivacyParameterError)
     total = (1 << (L + 1)) - 1
     if rng is None:
         if trials is not None:

@@ -53,13 +53,13 @@ Security model
 
 from __future__ import annotations
 
-import operator
 from dataclasses import dataclass
 from typing import Sequence, TypeAlias
 
 import numpy as np
 
 from pairwise.dp.errors import PairwiseError
+from pairwise.dp.validate import check_int
 
 __all__ = [
     "FORMAT_VERSION",
@@ -131,12 +131,7 @@ class KeyFormatError(PairwiseError, ValueError):
 # --------------------------------------------------------------------------- parameters
 
 def _as_int(value: object, what: str) -> int:
-    if isinstance(value, (bool, np.bool_)):
-        raise FSSParameterError(f"{what} must be an integer, got a bool")
-    try:
-        return operator.index(value)  # type: ignore[arg-type]
-    except TypeError:
-        raise FSSParameterError(f"{what} must be an integer, got {type(value).__name__}") from None
+    return check_int(value, what, error=FSSParameterError)
 
 
 def validate_params(n: object, l: object) -> tuple[int, int]:

@@ -72,6 +72,7 @@ from dataclasses import dataclass
 from typing import Iterable, Iterator
 
 from pairwise.dp.errors import PairwiseError
+from pairwise.dp.validate import check_int
 
 from .errors import AuthenticationError, ChannelTimeout, InsecureTransport, PeerBusy, PeerClosed
 
@@ -266,8 +267,7 @@ def create_certificates(directory: str | os.PathLike, names: Iterable[str], role
     if len(set(names)) != len(names):
         raise CertificateError("the same certificate name is listed twice")
     check_role(role)
-    if isinstance(days, bool) or not isinstance(days, int) or not 1 <= days <= _CA_DAYS:
-        raise CertificateError(f"validity must be 1..{_CA_DAYS} days, got {days!r}")
+    days = check_int(days, "validity (days)", lo=1, hi=_CA_DAYS, error=CertificateError)
     directory = _prepare_dir(os.fspath(directory))
     paths = [(os.path.join(directory, f"{n}.pem"), os.path.join(directory, f"{n}.key")) for n in names]
     for pair in paths:

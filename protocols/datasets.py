@@ -45,6 +45,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from pairwise.dp.errors import PairwiseError
+from pairwise.dp.validate import check_int
 
 __all__ = [
     "DataError",
@@ -243,9 +244,7 @@ def check_integer_range(
     naming its 1-based row and ``column``. The checked values are returned
     as ``int64`` (``uint64`` for unsigned 64-bit words).
     """
-    if isinstance(bits, bool) or not isinstance(bits, (int, np.integer)) or not 1 <= bits <= 64:
-        raise DataError(f"circuit width must be an integer in 1..64, got {bits!r}")
-    bits = int(bits)
+    bits = check_int(bits, "circuit width", lo=1, hi=64, error=DataError)
     arr = np.asarray(values)
     if arr.ndim != 1:
         arr = arr.reshape(-1)

@@ -36,6 +36,7 @@ from typing import Callable, Iterator, Mapping, Sequence
 import numpy as np
 
 from pairwise.circuits.ir import Circuit
+from pairwise.dp.validate import check_int
 
 from ..aes import FixedKeyAES, default_aes, random_blocks
 from .format import _ONE, _U64, GarbledCircuit, GarbleError, _as_blocks, table_bytes
@@ -298,8 +299,7 @@ class Garbler:
         ``every``: a hint that yields less than that many new bytes apart are
         not needed (the compiled one-instance path then yields less often).
         """
-        if not isinstance(every, (int, np.integer)) or isinstance(every, bool) or every < 0:
-            raise GarbleError(f"every must be a non-negative number of bytes, got {every!r}")
+        check_int(every, "every", lo=0, error=GarbleError)
         dest = self._dest(out)
         done = 0
         for tab in self._run(dest, None, int(every)):

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from pairwise.circuits.ir import Circuit, CircuitError
+from pairwise.dp.validate import check_int
 
 from ..halfgates import TWEAK_INSTANCE_LIMIT
 from .format import _ONE, _U64, GarbleError
@@ -205,25 +206,20 @@ def default_chunk(circuit: Circuit, batch: int) -> int:
 
 
 def _check_batch(batch) -> int:
-    if isinstance(batch, bool) or not isinstance(batch, (int, np.integer)) or batch < 1:
-        raise GarbleError(f"batch must be a positive integer, got {batch!r}")
-    return int(batch)
+    return check_int(batch, "batch", lo=1, error=GarbleError)
 
 
 def _check_chunk(circuit: Circuit, batch: int, chunk) -> int:
     if chunk is None:
         return default_chunk(circuit, batch)
-    if isinstance(chunk, bool) or not isinstance(chunk, (int, np.integer)) or chunk < 1:
-        raise GarbleError(f"chunk must be a positive integer, got {chunk!r}")
-    return int(min(chunk, batch))
+    return min(check_int(chunk, "chunk", lo=1, error=GarbleError), batch)
 
 
 def _check_offset(offset, batch: int) -> int:
-    if isinstance(offset, bool) or not isinstance(offset, (int, np.integer)) or offset < 0:
-        raise GarbleError(f"instance_offset must be a non-negative integer, got {offset!r}")
-    if int(offset) + batch > TWEAK_INSTANCE_LIMIT:
+    offset = check_int(offset, "instance_offset", lo=0, error=GarbleError)
+    if offset + batch > TWEAK_INSTANCE_LIMIT:
         raise GarbleError("instance ids (instance_offset + batch) must stay below 2**63")
-    return int(offset)
+    return offset
 
 
 def _chunks(batch: int, chunk: int) -> list[tuple[int, int]]:

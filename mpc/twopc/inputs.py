@@ -20,6 +20,7 @@ from typing import Any, Iterable, Mapping, Sequence, TypeAlias
 import numpy as np
 
 from pairwise.circuits.ir import Circuit, CircuitError, InputGroup, Party, bits_to_ints, ints_to_bits
+from pairwise.dp.validate import check_int
 
 from ..garble import split_outputs
 
@@ -124,8 +125,7 @@ def random_groups(circuit: Circuit, random: RandomGroups) -> tuple[InputGroup, .
 def resolve_batch(from_inputs: int, fed: bool, batch: int | None, party: str) -> int:
     """The execution's batch: from the party's inputs, or ``batch=`` when it feeds none (they must agree)."""
     if batch is not None:
-        if isinstance(batch, bool) or not isinstance(batch, (int, np.integer)) or batch < 1:
-            raise CircuitError(f"batch must be a positive integer, got {batch!r}")
+        batch = check_int(batch, "batch", lo=1, error=CircuitError)
         if fed and from_inputs != batch:
             raise CircuitError(f"batch={batch} but the {party}'s inputs have batch {from_inputs}")
         return int(batch)

@@ -38,6 +38,8 @@ from fractions import Fraction
 from typing import Any, ClassVar
 
 import numpy as np
+
+from pairwise.dp.validate import check_int, is_int
 from pairwise.mpc.errors import ProtocolError
 
 from .shares import MAX_GRID_BITS, MSHARE_MAX_BITS, ShareParameterError
@@ -93,15 +95,8 @@ _HEX_ID = re.compile(r"^[0-9a-f]{16,64}$")
 
 
 # ----------------------------------------------------------------------------- field checks
-def _is_int(v: object) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
 def _int_in(obj: dict, key: str, lo: int, hi: int) -> int:
-    v = obj.get(key)
-    if not _is_int(v) or not lo <= v <= hi:
-        raise QueryRefused(f"{key} must be an integer in [{lo}, {hi}], got {v!r}")
-    return v
+    return check_int(obj.get(key), key, lo=lo, hi=hi, error=QueryRefused)
 
 
 def _hex_id(v: object, what: str) -> str:
@@ -135,7 +130,7 @@ def parse_thresholds(value, N: int) -> np.ndarray:
         return np.arange(N, dtype=np.int64)
     if not isinstance(value, (list, tuple)) or not value or len(value) > N:
         raise QueryRefused(f"thresholds must be a non-empty list of at most {N} grid indices")
-    if any(not _is_int(v) for v in value):
+    if any(not is_int(v) for v in value):
         raise QueryRefused("thresholds must be integers (grid indices)")
     arr = np.array(value, dtype=np.int64)
     if arr.min() < 0 or arr.max() >= N:
@@ -147,7 +142,7 @@ def _int_list(value: object, what: str, limit: int) -> tuple[int, ...]:
     """A list of at most ``limit`` non-negative integers (static part of thresholds and cuts)."""
     if not isinstance(value, list) or len(value) > limit:
         raise QueryRefused(f"{what} must be a list of at most {limit} grid indices")
-    if any(not _is_int(v) or v < 0 for v in value):
+    if any(not is_int(v) or v < 0 for v in value):
         raise QueryRefused(f"{what} must be non-negative integers (grid indices)")
     return tuple(value)
 
@@ -202,14 +197,14 @@ def _series_specs(value: object, l: int) -> tuple[SeriesSpec, ...]:
         sname, w = s.get("name"), s.get("max_weight")
         if not isinstance(sname, str) or not _SERIES.match(sname) or any(o.name == sname for o in out):
             raise QueryRefused(f"bad or repeated series name {sname!r}")
-        if not _is_int(w) or not 1 <= w < (1 << (l - 1)):
+        if not is_int(w) or not 1 <= w < (1 << (l - 1)):
             raise QueryRefused(f"max_weight of series {sname!r} must be in [1, 2^{l - 1})")
         out.append(SeriesSpec(sname, w))
     return tuple(out)
 
 
 def _chunks(value: object, per_client: int) -> tuple[int, ...]:
-    if not isinstance(value, list) or not value or any(not _is_int(k) or k < 1 for k in value):
+    if not isinstance(value, list) or not value or any(not is_int(k) or k < 1 for k in value):
         raise QueryRefused("chunks must be a non-empty list of positive client counts")
     if sum(value) > MAX_CLIENTS:
         raise QueryRefused(f"at most {MAX_CLIENTS} clients per upload")
@@ -370,7 +365,7 @@ class PointwiseRequest(UploadRequest):
         f = cls._common(obj)
         n = f["domain_bits"]
         g = obj.get("grid_bits")
-        if not _is_int(g) or not 1 <= g <= min(n, MAX_GRID_BITS):
+        if not is_int(g) or not 1 <= g <= min(n, MAX_GRID_BITS):
             raise QueryRefused(f"grid_bits must be in [1, {min(n, MAX_GRID_BITS)}], got {g!r}")
         thr = parse_thresholds(obj.get("thresholds"), 1 << g)
         rnd = obj.get("round")
@@ -400,7 +395,7 @@ class CommitRequest(Request):
         if not isinstance(upload_id, str) or not _HEX_ID.match(upload_id):
             raise QueryRefused("commit needs the upload staged on this connection")
         d = obj.get("drop", 0)
-        if not _is_int(d) or d < 0 or d > MAX_CLIENTS:
+        if not is_int(d) or d < 0 or d > MAX_CLIENTS:
             raise ProtocolError(f"drop count {d!r} out of range")
         return cls(upload_id, d)
 
@@ -479,10 +474,10 @@ class PrepareRequest(Request):
         servers = _servers(obj.get("servers"))
         kind = obj.get("kind")
         g = obj.get("grid_bits")
-        if g is not None and (not _is_int(g) or not 1 <= g <= MAX_GRID_BITS):
+        if g is not None and (not is_int(g) or not 1 <= g <= MAX_GRID_BITS):
             raise QueryRefused(f"grid_bits must be in [1, {MAX_GRID_BITS}], got {g!r}")
         tol = obj.get("tolerate", 0)
-        if not _is_int(tol) or not 0 <= tol < 254:
+        if not is_int(tol) or not 0 <= tol < 254:
             raise QueryRefused(f"tolerate must be an integer in [0, m-1) (0 for two servers), got {tol!r}")
         common = dict(rid=rid, dataset=name, grid_bits=g, tolerate=tol, servers=servers)
         if kind == "ecdf":
@@ -494,7 +489,7 @@ class PrepareRequest(Request):
             if thr is not None:
                 if not isinstance(thr, list) or not thr or len(thr) > (1 << MAX_GRID_BITS):
                     raise QueryRefused("thresholds must be a non-empty list of grid indices")
-                if any(not _is_int(v) for v in thr):
+                if any(not is_int(v) for v in thr):
                     raise QueryRefused("thresholds must be integers (grid indices)")
                 thr = tuple(thr)
             eps = parse_epsilon(obj.get("epsilon"))
@@ -502,7 +497,7 @@ class PrepareRequest(Request):
         if kind == "counts":
             names = _release_names(obj.get("series"), kind)
             cuts = obj.get("cuts")
-            if not isinstance(cuts, list) or len(cuts) > 1024 or any(not _is_int(c) or c < 0 for c in cuts):
+            if not isinstance(cuts, list) or len(cuts) > 1024 or any(not is_int(c) or c < 0 for c in cuts):
                 raise QueryRefused("cuts must be a list of at most 1024 non-negative grid indices")
             if any(b < a for a, b in zip(cuts, cuts[1:])):
                 raise QueryRefused("cuts must be non-decreasing")
@@ -549,7 +544,7 @@ class LedgerRequest(Request):
         _op(obj, cls.op)
         name = _dataset_ref(obj.get("dataset"))
         offset = obj.get("offset", 0)
-        if not _is_int(offset) or offset < 0:
+        if not is_int(offset) or offset < 0:
             raise QueryRefused("offset must be a non-negative integer")
         return cls(name, offset)
 
@@ -608,7 +603,7 @@ def _servers(value: object) -> tuple[tuple[str, int], ...] | None:
     if value is None:
         return None
     if (not isinstance(value, list) or not 2 <= len(value) <= 254
-            or any(not isinstance(a, list) or len(a) != 2 or not isinstance(a[0], str) or not _is_int(a[1])
+            or any(not isinstance(a, list) or len(a) != 2 or not isinstance(a[0], str) or not is_int(a[1])
                    for a in value)):
         raise QueryRefused("servers must be a list of [host, port] pairs")
     return tuple((a[0], a[1]) for a in value)

@@ -50,6 +50,7 @@ from fractions import Fraction
 
 import numpy as np
 from pairwise.dp.ecdf import auc as trapezoid_auc
+from pairwise.dp.validate import check_int, is_int
 from pairwise.dp.ecdf import (
     hosmer_lemeshow_statistic,
     inverse_ecdf,
@@ -322,12 +323,10 @@ class ECDFQuerier:
             raise QueryRefused(f"mechanism must be one of {', '.join(MECHANISMS)}, got {mechanism!r}")
         if smoothing not in (None, 1, 2):
             raise QueryRefused(f"smoothing must be None, 1 or 2 (Eq. 3's p), got {smoothing!r}")
-        if isinstance(tolerate, bool) or not isinstance(tolerate, int) or not 0 <= tolerate < self.m \
-                or (self.m == 2 and tolerate):
+        if not is_int(tolerate) or not 0 <= tolerate < self.m or (self.m == 2 and tolerate):
             raise QueryRefused(f"tolerate must be an integer in [0, m) (0 for two servers), got {tolerate!r}")
-        if grid_bits is not None and (isinstance(grid_bits, bool) or not isinstance(grid_bits, (int, np.integer))
-                                      or not 1 <= int(grid_bits) <= MAX_GRID_BITS):
-            raise QueryRefused(f"grid_bits must be an integer in [1, {MAX_GRID_BITS}], got {grid_bits!r}")
+        if grid_bits is not None:
+            check_int(grid_bits, "grid_bits", lo=1, hi=MAX_GRID_BITS, error=QueryRefused)
         if series is not None and (not series or len(set(series)) != len(series)
                                    or any(not isinstance(x, str) or not x for x in series)):
             raise QueryRefused(f"series must be distinct non-empty names, got {series!r}")
@@ -714,8 +713,7 @@ class ECDFQuerier:
         the stages of both requests, as one run (module docstring).
         """
         eps = parse_epsilon(epsilon)
-        if isinstance(Q, bool) or not isinstance(Q, int) or not 2 <= Q <= 1024:
-            raise ECDFError(f"Q must be an integer in [2, 1024], got {Q!r}")
+        check_int(Q, "Q", lo=2, hi=1024, error=ECDFError)
         self._check(smoothing=smoothing, tolerate=tolerate)
         status = self.status(dataset)
         info = status[0]["info"]

@@ -154,6 +154,7 @@ import time
 from dataclasses import dataclass, field
 from fractions import Fraction
 
+from pairwise.dp.validate import check_int
 from pairwise.mpc.channel import TCPChannel, TCPListener, handshake
 from pairwise.mpc.errors import ChannelError, ChannelTimeout, PeerClosed
 
@@ -242,8 +243,7 @@ class ECDFServer:
                  total_budget: Fraction | float | str | None = None,
                  max_staged_bytes: int | str = DEFAULT_STAGED_BYTES,
                  max_staged_bytes_per_connection: int | str = DEFAULT_STAGED_BYTES_PER_CONNECTION) -> None:
-        if isinstance(server_id, bool) or not isinstance(server_id, int) or not 0 <= server_id < 255:
-            raise ValueError(f"server id must be an integer in [0, 254], got {server_id!r}")
+        check_int(server_id, "server id", lo=0, hi=254)
         self.server_id = server_id
         if not timeout > 0:
             raise ValueError(f"timeout must be positive, got {timeout!r}")
@@ -251,8 +251,7 @@ class ECDFServer:
         self.request_timeout = float(request_timeout) if request_timeout is not None else max(1800.0, 10 * timeout)
         if not self.request_timeout > 0:
             raise ValueError(f"request timeout must be positive, got {request_timeout!r}")
-        if isinstance(max_connections, bool) or not isinstance(max_connections, int) or max_connections < 1:
-            raise ValueError(f"max connections must be a positive integer, got {max_connections!r}")
+        check_int(max_connections, "max connections", lo=1)
         self.max_connections = max_connections
         self._log = log if log is not None else (lambda msg: print(f"ecdf-server {server_id}: {msg}",
                                                                     file=sys.stderr, flush=True))

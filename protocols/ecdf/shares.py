@@ -69,13 +69,13 @@ Security model
 from __future__ import annotations
 
 import math
-import numbers
 import os
 from typing import Sequence
 
 import numpy as np
 
 from pairwise.dp.errors import PairwiseError
+from pairwise.dp.validate import check_int
 from pairwise.fss import DCFKeyBatch, dcf_gen_batch, dcf_key_bytes
 from pairwise.fss.dcf import DCF_FULL_DOMAIN_MAX_BITS
 from pairwise.mpc.aes import mmo_prg, random_blocks
@@ -123,9 +123,7 @@ class ShareParameterError(PairwiseError, ValueError):
 
 
 def _int(v: object, name: str, lo: int, hi: int) -> int:
-    if isinstance(v, bool) or not isinstance(v, numbers.Integral) or not lo <= int(v) <= hi:
-        raise ShareParameterError(f"{name} must be an integer in [{lo}, {hi}], got {v!r}")
-    return int(v)
+    return check_int(v, name, lo=lo, hi=hi, error=ShareParameterError)
 
 
 def _mask(l: int) -> np.uint64:

@@ -1,0 +1,73 @@
+"""Validation of integer parameters, shared by every layer.
+
+What it does
+    :func:`check_int` is the one integer check of the package: it refuses
+    ``bool`` (and ``numpy.bool_``), which Python counts as an integer, and
+    anything without ``__index__`` (floats, strings, ``None``), checks an
+    optional closed range and returns a plain ``int``.  Each caller passes the
+    exception class of its own layer (``GarbleError``, ``FSSParameterError``,
+    ``QueryRefused``, ...), so the types callers catch do not change.
+    :func:`is_int` is the same test as a predicate, for loops over elements.
+
+    Messages name the parameter, the allowed range and the value received::
+
+        batch must be an integer >= 1, got 0
+        L must be an integer in [1, 24], got a bool (True)
+
+Security model
+    None (pure checks).  Only public parameters pass through here; a message
+    repeats the value received, so do not pass secrets.
+
+It lives in the lowest layer (:mod:`pairwise.dp`) and imports nothing from
+the project, so every layer can use it without importing upward.
+"""
+
+from __future__ import annotations
+
+import operator
+
+import numpy as np
+
+__all__ = ["is_int", "check_int"]
+
+
+def is_int(value: object) -> bool:
+    """True for Python and numpy integers (anything with ``__index__``), False for bools and everything else."""
+    if isinstance(value, (bool, np.bool_)):
+        return False
+    try:
+        operator.index(value)  # type: ignore[arg-type]
+    except TypeError:
+        return False
+    return True
+
+
+def check_int(
+    value: object,
+    name: str,
+    *,
+    lo: int | None = None,
+    hi: int | None = None,
+    error: type[Exception] = ValueError,
+) -> int:
+    """``value`` as an ``int`` if it is an integer (not a bool) in ``[lo, hi]``; else ``error`` naming ``name``.
+
+    ``lo`` and ``hi`` are inclusive and optional.  The message reads
+    "``name`` must be an integer in [lo, hi] / >= lo / <= hi, got ``value!r``".
+    """
+    if lo is not None and hi is not None:
+        allowed = f"an integer in [{lo}, {hi}]"
+    elif lo is not None:
+        allowed = f"an integer >= {lo}"
+    elif hi is not None:
+        allowed = f"an integer <= {hi}"
+    else:
+        allowed = "an integer"
+    if isinstance(value, (bool, np.bool_)):
+        raise error(f"{name} must be {allowed}, got a bool ({value!r})")
+    if not is_int(value):
+        raise error(f"{name} must be {allowed}, got {value!r}")
+    n = operator.index(value)  # type: ignore[arg-type]
+    if (lo is not None and n < lo) or (hi is not None and n > hi):
+        raise error(f"{name} must be {allowed}, got {value!r}")
+    return n
