@@ -1,8 +1,10 @@
 """Differential privacy for the pairwise framework: pure math, no cryptography, no sockets.
 
 Modules (in dependency order)
-    :mod:`pairwise.dp.errors`       PairwiseError (the project's base), PrivacyParameterError (and its NoiseParameterError),
+    :mod:`pairwise.dp.errors`       PairwiseError (the base of every project exception),
+                           PrivacyParameterError (and its NoiseParameterError),
                            EmptyDataError, InvalidDataError
+    :mod:`pairwise.dp.validate`     check_int and is_int, the integer check every layer uses
     :mod:`pairwise.dp.accounting`   PrivacyGuarantee, validation, basic and advanced composition
                            with outward rounding
     :mod:`pairwise.dp.exact`        exact rationals: directed rounding, exp and ln bounds,
@@ -17,6 +19,8 @@ Modules (in dependency order)
     :mod:`pairwise.dp.dyadic`       the in-circuit noise gadgets' parameters (coins m / 2^a), exact
                            pmfs, deltas, certificates, guarantees and parameter searches
                            (not imported by ``import pairwise.dp``; see docs/noise.md)
+    :mod:`pairwise.dp.interfaces`   Mechanism, LocalRandomizer, ValueRandomizer, CentralMechanism, Simulable:
+                           what randomize / release / simulate mean (typing.Protocol)
     :mod:`pairwise.dp.mechanisms`   randomized response (binary, k-ary with beta = k/(k+e^eps-1)),
                            one-bit flip with truncation, geometric and snapping Laplace
                            mechanisms, each with a ``guarantee`` attribute
@@ -68,6 +72,7 @@ from .ecdf import (
     tree_noise_scale,
 )
 from .errors import EmptyDataError, InvalidDataError, PairwiseError, PrivacyParameterError
+from .interfaces import CentralMechanism, LocalRandomizer, Mechanism, Simulable, ValueRandomizer
 from .mechanisms import (
     GeometricMechanism,
     KaryRandomizedResponse,
@@ -95,6 +100,11 @@ from .samplers import (
 
 __all__ = [
     "PairwiseError",
+    "Mechanism",
+    "LocalRandomizer",
+    "ValueRandomizer",
+    "CentralMechanism",
+    "Simulable",
     "PrivacyParameterError",
     "EmptyDataError",
     "InvalidDataError",

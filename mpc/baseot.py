@@ -241,6 +241,9 @@ class BaseOTSender:
         self.channel.send_blocks(np.concatenate((m0 ^ k0, m1 ^ k1)))
         self.channel.flush()
 
+    #: the name of chosen-message OT in :class:`pairwise.mpc.ot.OTSender` (the extension's spelling)
+    send_chosen = send
+
 
 class BaseOTReceiver:
     """Chou-Orlandi receiver over ``channel``; call :meth:`recv_random` or :meth:`recv`."""
@@ -297,6 +300,9 @@ class BaseOTReceiver:
         k = self.recv_random(c)
         y = self.channel.recv_blocks((2, c.shape[0]))
         return np.where(c[:, None], y[1], y[0]) ^ k
+
+    #: the name of chosen-message OT in :class:`pairwise.mpc.ot.OTReceiver` (the extension's spelling)
+    recv_chosen = recv
 
 
 def _choice_bits(choices) -> np.ndarray:
