@@ -9,7 +9,13 @@ Modules:
   quantile regression (onebit-ldp-qmle).
 - :mod:`pairwise.protocols.ldp.shuffle`: shuffled-model binary sums and histograms
   (shuffled-histograms).
+- :mod:`pairwise.protocols.ldp.errors`: their exceptions (``LDPParameterError``,
+  ``UnknownKernel``, ``LDPDataError``, ``ReportError``; all ``ValueError``).
 
 Security model: each user randomizes locally with the OS CSPRNG; ``simulate_*``
 functions take a seeded generator and are for experiments only.
 """
+
+from .errors import LDPDataError, LDPError, LDPParameterError, ReportError, UnknownKernel
+
+__all__ = ["LDPError", "LDPParameterError", "UnknownKernel", "LDPDataError", "ReportError"]

@@ -93,6 +93,7 @@ from pairwise.dp.accounting import PrivacyGuarantee, advanced_composition
 from pairwise.dp.errors import PrivacyParameterError
 from pairwise.dp.mechanisms import RandomizedResponse
 from pairwise.dp.samplers import uniform_int_array
+from .errors import LDPDataError, LDPParameterError, ReportError, UnknownKernel
 from .shuffle import secure_permutation
 
 __all__ = [
@@ -140,7 +141,7 @@ class HadamardFrequencyOracle:
 
     def __init__(self, bits: int, epsilon: float):
         if isinstance(bits, bool) or not isinstance(bits, (int, np.integer)) or not 0 <= bits <= 62:
-            raise ValueError(f"oracle domain must be 2^bits with integer bits in 0..62, got {bits!r}")
+            raise LDPParameterError(f"oracle domain must be 2^bits with integer bits in 0..62, got {bits!r}")
         self.bits = int(bits)
         self.domain = 1 << self.bits
         self.rr = RandomizedResponse(epsilon)
@@ -161,9 +162,9 @@ class HadamardFrequencyOracle:
         v = np.asarray(values)
         j = np.asarray(indices)
         if v.shape != j.shape or v.ndim != 1:
-            raise ValueError("values and indices must be 1-d arrays of the same length")
+            raise LDPDataError("values and indices must be 1-d arrays of the same length")
         if v.size and (v.min() < 0 or v.max() >= self.domain):
-            raise ValueError(f"values must lie in [0, {self.domain})")
+            raise LDPDataError(f"values must lie in [0, {self.domain})")
         return v.astype(np.uint64), j.astype(np.uint64)
 
     def hadamard_bits(self, values: np.ndarray, indices: np.ndarray) -> np.ndarray:
@@ -189,11 +190,11 @@ class HadamardFrequencyOracle:
         j = np.asarray(indices).astype(np.uint64)
         b = np.asarray(reports)
         if j.shape != b.shape or j.ndim != 1:
-            raise ValueError("indices and reports must be 1-d arrays of the same length")
+            raise ReportError("indices and reports must be 1-d arrays of the same length")
         if b.size and not np.isin(b, (0, 1)).all():
-            raise ValueError("reports must be bits (0/1)")
+            raise ReportError("reports must be bits (0/1)")
         if j.size and int(j.max()) >= self.domain:
-            raise ValueError(f"indices must lie in [0, {self.domain})")
+            raise ReportError(f"indices must lie in [0, {self.domain})")
         uniq, inv = np.unique(j, return_inverse=True)
         signed = 1.0 - 2.0 * b.astype(np.float64)
         sums = np.bincount(inv, weights=signed, minlength=uniq.size)
@@ -252,18 +253,18 @@ class PrivateHierarchicalHistogram:
         delta: float = 0.0,
     ):
         if isinstance(alpha, bool) or not isinstance(alpha, (int, np.integer)) or not 1 <= alpha <= 62:
-            raise ValueError(f"alpha (number of levels, domain 2^alpha) must be an integer in 1..62, got {alpha!r}")
+            raise LDPParameterError(f"alpha (number of levels, domain 2^alpha) must be an integer in 1..62, got {alpha!r}")
         if splitting not in SPLITTINGS:
-            raise ValueError(f"splitting must be one of {SPLITTINGS}, got {splitting!r}")
+            raise LDPParameterError(f"splitting must be one of {SPLITTINGS}, got {splitting!r}")
         if composition not in ("basic", "advanced"):
-            raise ValueError(f"composition must be 'basic' or 'advanced', got {composition!r}")
+            raise LDPParameterError(f"composition must be 'basic' or 'advanced', got {composition!r}")
         if not isinstance(epsilon, (int, float)) or isinstance(epsilon, bool) or not math.isfinite(epsilon) or epsilon <= 0:
             raise PrivacyParameterError(f"epsilon must be finite and > 0, got {epsilon!r}")
         if not 0.0 <= delta < 1.0:
             raise PrivacyParameterError(f"delta must lie in [0, 1), got {delta!r}")
         if composition == "advanced":
             if splitting != "budget":
-                raise ValueError("advanced composition applies to budget splitting only")
+                raise LDPParameterError("advanced composition applies to budget splitting only")
             if delta <= 0.0:
                 raise PrivacyParameterError("advanced composition needs delta > 0")
         elif delta != 0.0:
@@ -272,11 +273,11 @@ class PrivateHierarchicalHistogram:
             )
         n = int(n)
         if splitting == "users" and n < alpha:
-            raise ValueError(
+            raise LDPDataError(
                 f"splitting users across {alpha} levels needs at least {alpha} users per class, got {n}"
             )
         if n < 1:
-            raise ValueError("a class needs at least one user")
+            raise LDPDataError("a class needs at least one user")
         self.alpha = int(alpha)
         self.n = n
         self.splitting = splitting
@@ -322,14 +323,14 @@ class PrivateHierarchicalHistogram:
     def _collect(self, values: np.ndarray, rng: np.random.Generator | None) -> None:
         v = np.asarray(values)
         if v.ndim != 1 or v.size != self.n:
-            raise ValueError(f"expected {self.n} scores, got shape {v.shape}")
+            raise LDPDataError(f"expected {self.n} scores, got shape {v.shape}")
         if not np.issubdtype(v.dtype, np.integer):
             if not np.all(np.floor(v) == v):
-                raise ValueError("scores must be integers in [0, 2^alpha); quantize them first")
+                raise LDPDataError("scores must be integers in [0, 2^alpha); quantize them first")
             v = v.astype(np.int64)
         if v.min() < 0 or v.max() >= (1 << self.alpha):
             bad = int(np.flatnonzero((v < 0) | (v >= (1 << self.alpha)))[0])
-            raise ValueError(
+            raise LDPDataError(
                 f"score {int(v[bad])} at position {bad + 1} is outside [0, 2^{self.alpha})"
             )
         v = v.astype(np.uint64)
@@ -367,12 +368,12 @@ class PrivateHierarchicalHistogram:
         j = np.asarray(indices)
         b = np.asarray(reports)
         if not (lv.shape == j.shape == b.shape) or lv.ndim != 1:
-            raise ValueError("levels, indices and reports must be 1-d arrays of the same length")
+            raise ReportError("levels, indices and reports must be 1-d arrays of the same length")
         if lv.size and (lv.min() < 1 or lv.max() > self.alpha):
-            raise ValueError(f"levels must lie in 1..{self.alpha}")
+            raise ReportError(f"levels must lie in 1..{self.alpha}")
         counts = np.bincount(lv.astype(np.int64), minlength=self.alpha + 1)[1:]
         if (counts == 0).any():
-            raise ValueError(f"level {int(np.flatnonzero(counts == 0)[0]) + 1} has no report: each of the "
+            raise ReportError(f"level {int(np.flatnonzero(counts == 0)[0]) + 1} has no report: each of the "
                              f"{self.alpha} levels needs at least one user")
         for level in range(1, self.alpha + 1):
             mask = lv == level
@@ -419,11 +420,11 @@ def private_uauc(
     contribute 0 (Eq. 10); ``"half"`` adds half the leaf products.
     """
     if discarded not in ("half", "zero"):
-        raise ValueError(f"discarded must be 'half' (Eq. 10) or 'zero' (Corollary 5), got {discarded!r}")
+        raise LDPParameterError(f"discarded must be 'half' (Eq. 10) or 'zero' (Corollary 5), got {discarded!r}")
     if ties not in ("zero", "half"):
-        raise ValueError(f"ties must be 'zero' (Eq. 10) or 'half', got {ties!r}")
+        raise LDPParameterError(f"ties must be 'zero' (Eq. 10) or 'half', got {ties!r}")
     if not a > 1.0:
-        raise ValueError(f"the threshold parameter a must be > 1, got {a!r}")
+        raise LDPParameterError(f"the threshold parameter a must be > 1, got {a!r}")
     tau = a * math.sqrt(v_pos * v_neg)
     floor_p = math.sqrt(a * v_pos) / 2.0
     floor_n = math.sqrt(a * v_neg) / 2.0
@@ -519,12 +520,12 @@ class AUCResult:
 def check_recursion_options(a: float | None, discarded: str, ties: str) -> None:
     """Refuse a bad threshold ``a`` (None: the default of Corollary 4/5), ``discarded`` or ``ties`` option."""
     if discarded not in ("half", "zero"):
-        raise ValueError(f"discarded must be 'half' (Eq. 10) or 'zero' (Corollary 5), got {discarded!r}")
+        raise LDPParameterError(f"discarded must be 'half' (Eq. 10) or 'zero' (Corollary 5), got {discarded!r}")
     if ties not in ("zero", "half"):
-        raise ValueError(f"ties must be 'zero' (Eq. 10) or 'half', got {ties!r}")
+        raise LDPParameterError(f"ties must be 'zero' (Eq. 10) or 'half', got {ties!r}")
     if a is not None and not (isinstance(a, (int, float)) and not isinstance(a, bool) and math.isfinite(a)
                               and a > 1.0):
-        raise ValueError(f"the threshold parameter a must be > 1 (and finite), got {a!r}")
+        raise LDPParameterError(f"the threshold parameter a must be > 1 (and finite), got {a!r}")
 
 
 def _run_auc(
@@ -543,14 +544,14 @@ def _run_auc(
     pos = np.asarray(pos)
     neg = np.asarray(neg)
     if pos.ndim != 1 or neg.ndim != 1 or pos.size == 0 or neg.size == 0:
-        raise ValueError("need non-empty 1-d arrays of positive and negative scores")
+        raise LDPDataError("need non-empty 1-d arrays of positive and negative scores")
     # Every parameter is checked here, before any user randomizes anything.
     check_recursion_options(a, discarded, ties)
     hpos = PrivateHierarchicalHistogram(alpha, epsilon, pos.size, splitting, composition, delta)
     hneg = PrivateHierarchicalHistogram(alpha, epsilon, neg.size, splitting, composition, delta)
     for name, v in (("positive", pos), ("negative", neg)):
         if not np.issubdtype(v.dtype, np.integer) or (v < 0).any() or (v >= (1 << int(alpha))).any():
-            raise ValueError(f"{name} scores must be integers in [0, 2^alpha); quantize them first "
+            raise LDPDataError(f"{name} scores must be integers in [0, 2^alpha); quantize them first "
                              "(quantize_scores clamps into the public bounds)")
     if a is None:
         a = default_a(pos.size, neg.size, alpha, max(hpos.C, hneg.C), discarded)
@@ -628,10 +629,10 @@ def simulate_ldp_auc(
 def quantize_scores(scores: np.ndarray, alpha: int, lower: float, upper: float) -> np.ndarray:
     """fp(s, d): map scores on [lower, upper] to integers in [0, 2^alpha) (floor, clipped)."""
     if not (math.isfinite(lower) and math.isfinite(upper)) or not lower < upper:
-        raise ValueError(f"score bounds must be finite with lower < upper, got [{lower}, {upper}]")
+        raise LDPParameterError(f"score bounds must be finite with lower < upper, got [{lower}, {upper}]")
     s = np.asarray(scores, dtype=np.float64)
     if not np.isfinite(s).all():
-        raise ValueError("scores must be finite")
+        raise LDPDataError("scores must be finite")
     d = 1 << int(alpha)
     t = np.floor((s - lower) / (upper - lower) * d)
     return np.clip(t, 0, d - 1).astype(np.int64)
@@ -654,7 +655,7 @@ def synthetic_auc_dataset(
         return rng.random(n), rng.random(n)
     if name == "ithdigit":
         return np.full(n, 2.0**-digit), np.zeros(n)
-    raise ValueError(f"unknown synthetic dataset {name!r}; use auc_one, ur or ithdigit")
+    raise UnknownKernel(f"unknown synthetic dataset {name!r}; use auc_one, ur or ithdigit")
 
 
 def run_experiment_auc_domain(

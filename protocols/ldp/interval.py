@@ -51,6 +51,8 @@ import numpy as np
 
 from pairwise.dp.concentration import IntervalWidth, bernstein_radius, binomial_band, check_alpha, hoeffding_radius
 
+from .errors import LDPParameterError
+
 __all__ = ["alg1_interval", "alg1_kernel_range", "histogram_band", "NO_INTERVAL", "ALG1_METHOD", "HISTOGRAM_METHOD"]
 
 ALG1_METHOD = ("Hoeffding decomposition of the k-RR U-statistic: linear part by Bernstein/Hoeffding, degenerate "
@@ -87,7 +89,7 @@ def alg1_interval(beta: float, kernel_range: float, *, n: int | None = None, n_p
     """
     alpha = check_alpha(alpha)
     if not 0 <= beta < 1:
-        raise ValueError(f"beta must lie in [0, 1), got {beta!r}")
+        raise LDPParameterError(f"beta must lie in [0, 1), got {beta!r}")
     R = float(kernel_range)
     if R == 0:
         return IntervalWidth(0.0, 0.0, alpha, ALG1_METHOD)

@@ -78,6 +78,8 @@ import numpy as np
 from pairwise.dp.errors import PrivacyParameterError
 from pairwise.dp.mechanisms import OneBitFlip
 
+from .errors import LDPDataError, LDPParameterError, ReportError
+
 __all__ = [
     "truncate",
     "flip_probability",
@@ -111,25 +113,25 @@ def _check_epsilon(eps: float) -> float:
 def _check_bounds(lower: float, upper: float, what: str) -> tuple[float, float]:
     lower, upper = float(lower), float(upper)
     if not (math.isfinite(lower) and math.isfinite(upper)) or not lower < upper:
-        raise ValueError(f"truncation bounds of {what} must be finite with lower < upper, got [{lower}, {upper}]")
+        raise LDPParameterError(f"truncation bounds of {what} must be finite with lower < upper, got [{lower}, {upper}]")
     return lower, upper
 
 
 def _check_tau_sigma(tau: float, sigma: float) -> tuple[float, float]:
     if not (isinstance(tau, (int, float, np.floating)) and 0.0 < tau < 1.0):
-        raise ValueError(f"quantile level tau must lie in (0, 1), got {tau!r}")
+        raise LDPParameterError(f"quantile level tau must lie in (0, 1), got {tau!r}")
     if not (isinstance(sigma, (int, float, np.floating)) and math.isfinite(sigma) and sigma > 0):
-        raise ValueError(f"ALD scale sigma must be finite and > 0, got {sigma!r}")
+        raise LDPParameterError(f"ALD scale sigma must be finite and > 0, got {sigma!r}")
     return float(tau), float(sigma)
 
 
 def _as_vector(y: np.ndarray, name: str) -> np.ndarray:
     v = np.asarray(y, dtype=np.float64)
     if v.ndim != 1 or v.size == 0:
-        raise ValueError(f"{name} must be a non-empty 1-d array")
+        raise LDPDataError(f"{name} must be a non-empty 1-d array")
     if not np.isfinite(v).all():
         i = int(np.flatnonzero(~np.isfinite(v))[0])
-        raise ValueError(f"{name} has a non-finite value at row {i + 1}")
+        raise LDPDataError(f"{name} has a non-finite value at row {i + 1}")
     return v
 
 
@@ -138,10 +140,10 @@ def _as_matrix(x: np.ndarray, n: int, name: str) -> np.ndarray:
     if m.ndim == 1:
         m = m[:, None]
     if m.ndim != 2 or m.shape[0] != n:
-        raise ValueError(f"{name} must have {n} rows (one per response), got shape {np.shape(x)}")
+        raise LDPDataError(f"{name} must have {n} rows (one per response), got shape {np.shape(x)}")
     if not np.isfinite(m).all():
         i = int(np.flatnonzero(~np.isfinite(m).all(axis=1))[0])
-        raise ValueError(f"{name} has a non-finite value at row {i + 1}")
+        raise LDPDataError(f"{name} has a non-finite value at row {i + 1}")
     return m
 
 
@@ -190,7 +192,7 @@ def _private_x(y, x, y_bounds, x_bounds, epsilon, rng):
     p = xm.shape[1]
     xb = np.asarray(x_bounds, dtype=np.float64).reshape(-1, 2)
     if xb.shape[0] != p:
-        raise ValueError(f"need one (lower, upper) pair per covariate ({p}), got {xb.shape[0]}")
+        raise LDPParameterError(f"need one (lower, upper) pair per covariate ({p}), got {xb.shape[0]}")
     share = math.nextafter(eps / (p + 1), 0.0)  # round down: the p+1 shares sum to <= eps
     ylo, yhi = _check_bounds(*y_bounds, "y")
     z = _flip(yv, ylo, yhi, share, rng)
@@ -357,7 +359,7 @@ def fit_qmle_public(
     """
     zv = _as_vector(z, "z")
     if not np.isin(zv, (0, 1)).all():
-        raise ValueError("submitted bits z must be 0 or 1")
+        raise ReportError("submitted bits z must be 0 or 1")
     xm = _as_matrix(x, zv.size, "x")
     lower, upper = _check_bounds(lower, upper, "y")
     if sigma is None:
@@ -417,16 +419,16 @@ def fit_qmle_private(
     zv = _as_vector(z, "z")
     wm = _as_matrix(w, zv.size, "w")
     if not (np.isin(zv, (0, 1)).all() and np.isin(wm, (0, 1)).all()):
-        raise ValueError("submitted bits must be 0 or 1")
+        raise ReportError("submitted bits must be 0 or 1")
     p = wm.shape[1]
     if p > 12:
-        raise ValueError("private-covariate QMLE enumerates 2^p corners; use p <= 12")
+        raise LDPParameterError("private-covariate QMLE enumerates 2^p corners; use p <= 12")
     eps = _check_epsilon(epsilon)
     share = math.nextafter(eps / (p + 1), 0.0)  # round down: the p+1 shares sum to <= eps
     ylo, yhi = _check_bounds(*y_bounds, "y")
     xb = np.asarray(x_bounds, dtype=np.float64).reshape(-1, 2)
     if xb.shape[0] != p:
-        raise ValueError(f"need one (lower, upper) pair per covariate ({p}), got {xb.shape[0]}")
+        raise LDPParameterError(f"need one (lower, upper) pair per covariate ({p}), got {xb.shape[0]}")
     for j in range(p):
         _check_bounds(*xb[j], f"covariate {j}")
     if sigma is None:
@@ -494,7 +496,7 @@ def quantile_regression(y: np.ndarray, x: np.ndarray, tau: float = 0.5) -> np.nd
     yv = _as_vector(y, "y")
     xm = _as_matrix(x, yv.size, "x") if np.size(x) else np.zeros((yv.size, 0))
     if not 0.0 < tau < 1.0:
-        raise ValueError(f"quantile level tau must lie in (0, 1), got {tau!r}")
+        raise LDPParameterError(f"quantile level tau must lie in (0, 1), got {tau!r}")
     n = yv.size
     X = np.column_stack([np.ones(n), xm])
     k = X.shape[1]
@@ -535,12 +537,12 @@ def run_experiment_qmle_covariance(
     yv = _as_vector(y, "y")
     xm = _as_matrix(x, yv.size, "x")
     if bounds is None:  # the users' one-bit submissions are scaled by it: a public domain, never the data's range
-        raise ValueError("bounds=(lower, upper) is required: the public domain of y (not its observed range)")
+        raise LDPParameterError("bounds=(lower, upper) is required: the public domain of y (not its observed range)")
     lo, hi = bounds
     rows = []
     for n in ns:
         if n > yv.size:
-            raise ValueError(f"cannot subsample {n} rows without replacement from {yv.size}")
+            raise LDPDataError(f"cannot subsample {n} rows without replacement from {yv.size}")
         thetas = []
         for _ in range(reps):
             idx = rng.choice(yv.size, size=n, replace=False)

@@ -76,6 +76,8 @@ from pairwise.dp.errors import PrivacyParameterError
 from pairwise.dp.mechanisms import KaryRandomizedResponse
 from pairwise.dp.samplers import bernoulli_rational_array
 
+from .errors import LDPDataError, LDPParameterError, ReportError
+
 __all__ = [
     "secure_permutation",
     "shuffle",
@@ -102,7 +104,7 @@ def secure_permutation(n: int) -> np.ndarray:
     order of distinct i.i.d. keys is exactly uniform, and so is the result.
     """
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
-        raise ValueError(f"permutation size must be a non-negative integer, got {n!r}")
+        raise LDPParameterError(f"permutation size must be a non-negative integer, got {n!r}")
     n = int(n)
     while True:
         keys = np.frombuffer(os.urandom(8 * n), dtype=np.uint64)
@@ -174,7 +176,7 @@ class BinarySumProtocol:
     def randomize(self, x: int) -> np.ndarray:
         """R^flip(x): a vector of x + z one-bit messages, all equal to 1 (OS CSPRNG)."""
         if x not in (0, 1):
-            raise ValueError(f"a binary-sum input must be 0 or 1, got {x!r}")
+            raise LDPDataError(f"a binary-sum input must be 0 or 1, got {x!r}")
         z = int(self.noise_bits(1)[0])
         return np.ones(int(x) + z, dtype=np.uint8)
 
@@ -186,9 +188,9 @@ class BinarySumProtocol:
     def _check_bits(self, bits: np.ndarray) -> np.ndarray:
         x = np.asarray(bits)
         if x.ndim != 1 or x.size != self.n:
-            raise ValueError(f"expected {self.n} input bits, got shape {x.shape}")
+            raise LDPDataError(f"expected {self.n} input bits, got shape {x.shape}")
         if not np.isin(x, (0, 1)).all():
-            raise ValueError("binary-sum inputs must be 0 or 1")
+            raise LDPDataError("binary-sum inputs must be 0 or 1")
         return x.astype(np.int64)
 
     # ----- analyzer A^flip
@@ -201,14 +203,14 @@ class BinarySumProtocol:
         """A^flip on the shuffled messages (each must be the bit 1)."""
         m = np.asarray(messages)
         if m.size and not np.all(m == 1):
-            raise ValueError("binary-sum messages must all be 1")
+            raise ReportError("binary-sum messages must all be 1")
         return self.analyze_count(int(m.size))
 
     # ----- Theorem 3.1 ii
     def error_bound(self, beta: float) -> float:
         """alpha with |output - mean(x)| <= alpha with probability >= 1 - beta."""
         if not 0.0 < beta < 1.0:
-            raise ValueError(f"failure probability beta must lie in (0, 1), got {beta!r}")
+            raise LDPParameterError(f"failure probability beta must lie in (0, 1), got {beta!r}")
         mu = self.n * self.q
         L = math.log(2.0 / beta)
         t = math.sqrt(3.0 * mu * L) if 3.0 * L <= mu else 3.0 * L
@@ -242,7 +244,7 @@ class HistogramProtocol:
         eps, dlt = _check_eps_delta(epsilon, delta, "shuffled histogram")
         n = _check_n(n)
         if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 1:
-            raise ValueError(f"the domain size d must be an integer >= 1, got {d!r}")
+            raise LDPParameterError(f"the domain size d must be an integer >= 1, got {d!r}")
         need = 400.0 * math.log(4.0 / dlt) / eps**2
         if n < need:
             raise PrivacyParameterError(
@@ -259,20 +261,20 @@ class HistogramProtocol:
     def _check_values(self, values: np.ndarray) -> np.ndarray:
         v = np.asarray(values)
         if v.ndim != 1 or v.size != self.n:
-            raise ValueError(f"expected {self.n} values, got shape {v.shape}")
+            raise LDPDataError(f"expected {self.n} values, got shape {v.shape}")
         if not np.issubdtype(v.dtype, np.integer):
             if not np.all(np.floor(v) == v):
-                raise ValueError("histogram values must be integers in [0, d)")
+                raise LDPDataError("histogram values must be integers in [0, d)")
             v = v.astype(np.int64)
         if v.size and (v.min() < 0 or v.max() >= self.d):
             i = int(np.flatnonzero((v < 0) | (v >= self.d))[0])
-            raise ValueError(f"value {int(v[i])} of user {i + 1} is outside the domain [0, {self.d})")
+            raise LDPDataError(f"value {int(v[i])} of user {i + 1} is outside the domain [0, {self.d})")
         return v.astype(np.int64)
 
     def randomize(self, x: int) -> np.ndarray:
         """R^hist(x): for each bin j, (x == j) + z_j messages labelled j (OS CSPRNG)."""
         if isinstance(x, bool) or not isinstance(x, (int, np.integer)) or not 0 <= x < self.d:
-            raise ValueError(f"value must be an integer in [0, {self.d}), got {x!r}")
+            raise LDPDataError(f"value must be an integer in [0, {self.d}), got {x!r}")
         z = self.inner.noise_bits(self.d)
         counts = z.copy()
         counts[int(x)] += 1
@@ -314,7 +316,7 @@ class HistogramProtocol:
         """The number of shuffled messages with each label (the analyzer's whole view)."""
         m = np.asarray(messages)
         if m.size and (m.min() < 0 or m.max() >= self.d):
-            raise ValueError(f"message labels must lie in [0, {self.d})")
+            raise ReportError(f"message labels must lie in [0, {self.d})")
         return np.bincount(m.astype(np.int64), minlength=self.d)
 
     def analyze(self, messages: np.ndarray) -> np.ndarray:
@@ -328,7 +330,7 @@ class HistogramProtocol:
     def simultaneous_error_bound(self, beta: float) -> float:
         """Theorem 3.2 iii: max-error bound, union over the <= min(n, d) non-empty bins."""
         if not 0.0 < beta < 1.0:
-            raise ValueError(f"failure probability beta must lie in (0, 1), got {beta!r}")
+            raise LDPParameterError(f"failure probability beta must lie in (0, 1), got {beta!r}")
         return self.inner.error_bound(beta / min(self.n, self.d))
 
 
@@ -421,7 +423,7 @@ def run_experiment_histogram_domain(
     rows = []
     for d in domain_sizes:
         if v.max() >= d:
-            raise ValueError(f"domain size {d} is smaller than the data's largest value {int(v.max())}")
+            raise LDPParameterError(f"domain size {d} is smaller than the data's largest value {int(v.max())}")
         proto = HistogramProtocol(epsilon, delta, v.size, d)
         sh = [simulate_label_counts(v, d, epsilon, delta, rng).max_error for _ in range(reps)]
         kr = [simulate_krr_histogram(v, d, epsilon, rng).max_error for _ in range(reps)]

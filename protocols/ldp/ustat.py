@@ -64,6 +64,8 @@ import numpy as np
 
 from pairwise.dp.mechanisms import KaryRandomizedResponse
 
+from .errors import LDPDataError, LDPParameterError, ReportError, UnknownKernel
+
 __all__ = [
     "KERNELS",
     "Quantizer",
@@ -146,7 +148,7 @@ class Quantizer:
 
     def __init__(self, axes: Sequence[_Axis]):
         if not axes:
-            raise ValueError("a quantizer needs at least one coordinate")
+            raise LDPParameterError("a quantizer needs at least one coordinate")
         self._axes = tuple(axes)
         self.shape = tuple(a.bins for a in self._axes)
         self.cells = int(np.prod(self.shape))
@@ -167,15 +169,15 @@ class Quantizer:
     def uniform(cls, lower: Sequence[float] | float, upper: Sequence[float] | float, k: int) -> "Quantizer":
         """``k`` equal bins per coordinate on [lower, upper] (scalars or one per coordinate)."""
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
-            raise ValueError(f"number of bins k must be an integer >= 1, got {k!r}")
+            raise LDPParameterError(f"number of bins k must be an integer >= 1, got {k!r}")
         lo = np.atleast_1d(np.asarray(lower, dtype=np.float64))
         hi = np.atleast_1d(np.asarray(upper, dtype=np.float64))
         if lo.shape != hi.shape:
-            raise ValueError("lower and upper bounds must have the same number of coordinates")
+            raise LDPParameterError("lower and upper bounds must have the same number of coordinates")
         axes = []
         for j, (a, b) in enumerate(zip(lo, hi)):
             if not (math.isfinite(a) and math.isfinite(b)) or not a < b:
-                raise ValueError(
+                raise LDPParameterError(
                     f"quantization bounds of coordinate {j} must be finite with lower < upper, "
                     f"got [{a}, {b}]"
                 )
@@ -191,7 +193,7 @@ class Quantizer:
         for j, lev in enumerate(levels):
             arr = np.unique(np.asarray(lev, dtype=np.float64))
             if arr.size == 0 or not np.isfinite(arr).all():
-                raise ValueError(f"domain of coordinate {j} must be a non-empty list of finite values")
+                raise LDPParameterError(f"domain of coordinate {j} must be a non-empty list of finite values")
             axes.append(_Axis(float(arr[0]), float(arr[-1]), int(arr.size), arr))
         return cls(axes)
 
@@ -209,12 +211,12 @@ def _as_points(data: np.ndarray, dim: int) -> np.ndarray:
     if x.ndim == 1:
         x = x[:, None]
     if x.ndim != 2 or x.shape[1] != dim:
-        raise ValueError(f"expected data of shape (n,) or (n, {dim}), got {np.shape(data)}")
+        raise LDPDataError(f"expected data of shape (n,) or (n, {dim}), got {np.shape(data)}")
     if x.shape[0] == 0:
-        raise ValueError("no data points")
+        raise LDPDataError("no data points: give at least one row")
     if not np.isfinite(x).all():
         i = int(np.flatnonzero(~np.isfinite(x).all(axis=1))[0])
-        raise ValueError(f"data point at row {i + 1} is not finite")
+        raise LDPDataError(f"data point at row {i + 1} is not finite")
     return x
 
 
@@ -262,7 +264,7 @@ def _auc_matrix(ax: _Axis) -> np.ndarray:
 
 def _callable_matrix(f: Callable, q: Quantizer, mode: str, grid: int) -> np.ndarray:
     if q.cells > 1024:
-        raise ValueError(
+        raise LDPParameterError(
             f"a callable kernel on {q.cells} cells is too large to tabulate; use <= 1024 cells"
         )
     # Points inside each cell: the product of the per-axis sub-grids of its bins.
@@ -299,7 +301,8 @@ def _call_kernel(f: Callable, x: np.ndarray, y: np.ndarray) -> np.ndarray:
     if out is None or out.shape != (x.shape[0],):
         out = np.array([float(f(a, b)) for a, b in zip(x, y)], dtype=np.float64)
     if not np.isfinite(out).all():
-        raise ValueError("kernel returned a non-finite value")
+        raise LDPParameterError("the kernel returned a non-finite value (NaN or inf) on the quantization grid; "
+                                "it must be finite on the whole quantization domain")
     return out
 
 
@@ -324,7 +327,7 @@ class QuantizedUStatistic:
         grid: int = 9,
     ):
         if quantized_kernel not in ("midpoint", "average"):
-            raise ValueError(
+            raise LDPParameterError(
                 f"quantized_kernel must be 'midpoint' (Eq. 14) or 'average' (Eq. 15), got {quantized_kernel!r}"
             )
         self.quantizer = quantizer
@@ -342,18 +345,18 @@ class QuantizedUStatistic:
         self.two_sample = kernel == "auc"
         if isinstance(kernel, str):
             if kernel not in KERNELS:
-                raise ValueError(f"unknown kernel {kernel!r}; named kernels are {', '.join(KERNELS)}")
+                raise UnknownKernel(f"unknown kernel {kernel!r}; named kernels are {', '.join(KERNELS)}")
             want_dim = 2 if kernel == "kendall" else 1
             if quantizer.dim != want_dim:
-                raise ValueError(f"kernel {kernel!r} needs {want_dim}-d data, quantizer has {quantizer.dim}")
+                raise LDPParameterError(f"kernel {kernel!r} needs {want_dim}-d data, quantizer has {quantizer.dim}")
             self._matrix = None  # built lazily; AUC never needs it
         elif callable(kernel):
             self._matrix = None
         else:
-            raise ValueError("kernel must be a name among gini/kendall/auc or a callable f(x, y)")
+            raise LDPParameterError("kernel must be a name among gini/kendall/auc or a callable f(x, y)")
         self._grid = int(grid)
         if self.cells > MAX_DENSE_CELLS and not self.two_sample:
-            raise ValueError(
+            raise LDPParameterError(
                 f"{self.cells} cells is too many for a dense {self.cells}x{self.cells} kernel "
                 f"matrix; use at most {MAX_DENSE_CELLS} cells"
             )
@@ -365,7 +368,7 @@ class QuantizedUStatistic:
         if self._matrix is None:
             q, k = self.quantizer, self.kernel
             if self.cells > MAX_DENSE_CELLS:
-                raise ValueError(f"{self.cells} cells: the dense kernel matrix is too large")
+                raise LDPParameterError(f"{self.cells} cells: the dense kernel matrix is too large")
             if k == "gini":
                 self._matrix = _gini_matrix(q.axes[0], self.mode)
             elif k == "auc":
@@ -395,9 +398,9 @@ class QuantizedUStatistic:
     def _counts(self, reports: np.ndarray) -> np.ndarray:
         r = np.asarray(reports)
         if r.ndim != 1 or r.size == 0:
-            raise ValueError("reports must be a non-empty 1-d array of cells")
+            raise ReportError("reports must be a non-empty 1-d array of cells")
         if r.min() < 0 or r.max() >= self.cells:
-            raise ValueError(f"reports must be cells in [0, {self.cells})")
+            raise ReportError(f"reports must be cells in [0, {self.cells})")
         return np.bincount(r.astype(np.int64), minlength=self.cells).astype(np.float64)
 
     def estimate(self, reports: np.ndarray) -> float:
@@ -407,11 +410,11 @@ class QuantizedUStatistic:
         computed as (s^T A s - sum_i z_i^T A z_i) / 2 with s = c - n b.
         """
         if self.two_sample:
-            raise ValueError("the AUC kernel is two-sample: use estimate_two_sample(pos, neg)")
+            raise LDPParameterError("the AUC kernel is two-sample: use estimate_two_sample(pos, neg)")
         c = self._counts(reports)
         n = c.sum()
         if n < 2:
-            raise ValueError("need at least two reports")
+            raise ReportError(f"need at least two reports to estimate a U-statistic over pairs, got {int(n)}")
         a = self.matrix
         a = (a + a.T) / 2.0
         b = self.beta / self.cells
@@ -487,7 +490,7 @@ def from_domains(kernel: str, domains, epsilon: float, *, k: int = 8, discrete: 
     discrete = bool(discrete) or (kernel == "kendall" and small)
     if discrete:
         if not small:
-            raise ValueError(f"the discrete grid has {' x '.join(map(str, sizes))} cells (more than "
+            raise LDPParameterError(f"the discrete grid has {' x '.join(map(str, sizes))} cells (more than "
                              f"{DISCRETE_MAX_CELLS}): lower --decimals, or quantize with --k instead of --discrete")
         quant = Quantizer.discrete([(d.lower + np.arange(d.span + 1) * d.step).tolist() for d in domains])
     else:
@@ -509,9 +512,9 @@ def _build(
         q = Quantizer.discrete(levels)
     else:
         if k is None:
-            raise ValueError("give the number of bins k, or the discrete domain levels")
+            raise LDPParameterError("give the number of bins k, or the discrete domain levels")
         if bounds is None:
-            raise ValueError("give the public quantization bounds=(lower, upper) (fixed in advance, never the "
+            raise LDPParameterError("give the public quantization bounds=(lower, upper) (fixed in advance, never the "
                              "data's min/max), or the discrete domain levels")
         q = Quantizer.uniform(bounds[0], bounds[1], k)
     return QuantizedUStatistic(kernel, q, epsilon, quantized_kernel)
@@ -520,19 +523,19 @@ def _build(
 def _run(proto: QuantizedUStatistic, data, labels, randomize) -> float:
     if proto.two_sample:
         if labels is None:
-            raise ValueError("the AUC kernel needs public labels (0/1 per point)")
+            raise LDPDataError("the AUC kernel needs public labels (0/1 per point)")
         lab = np.asarray(labels)
         x = np.asarray(data, dtype=np.float64)
         if lab.shape != (x.shape[0],):
-            raise ValueError(f"labels must have one entry per data point ({x.shape[0]}), got {lab.shape}")
+            raise LDPDataError(f"labels must have one entry per data point ({x.shape[0]}), got {lab.shape}")
         if not np.isin(lab, (0, 1)).all():
-            raise ValueError("labels must be 0 or 1")
+            raise LDPDataError("labels must be 0 or 1")
         pos, neg = x[lab == 1], x[lab == 0]
         if pos.size == 0 or neg.size == 0:
-            raise ValueError("AUC needs at least one positive and one negative point")
+            raise LDPDataError("AUC needs at least one positive and one negative point")
         return proto.estimate_two_sample(randomize(proto.encode(pos)), randomize(proto.encode(neg)))
     if labels is not None:
-        raise ValueError(f"labels are only used by the AUC kernel, not {proto.kernel!r}")
+        raise LDPParameterError(f"labels are only used by the AUC kernel, not {proto.kernel!r}")
     return proto.estimate(randomize(proto.encode(data)))
 
 
@@ -590,7 +593,7 @@ def exact_auc(pos: np.ndarray, neg: np.ndarray) -> float:
     pos = np.asarray(pos, dtype=np.float64)
     neg = np.asarray(neg, dtype=np.float64)
     if pos.size == 0 or neg.size == 0:
-        raise ValueError("AUC needs at least one positive and one negative point")
+        raise LDPDataError("AUC needs at least one positive and one negative point")
     s = np.sort(neg)
     lt = np.searchsorted(s, pos, side="left")
     le = np.searchsorted(s, pos, side="right")
@@ -606,7 +609,7 @@ def exact_ustatistic(data: np.ndarray, kernel: Kernel, labels: np.ndarray | None
     """
     if kernel == "auc":
         if labels is None:
-            raise ValueError("the AUC needs labels")
+            raise LDPDataError("the AUC needs labels")
         x = np.asarray(data, dtype=np.float64)
         lab = np.asarray(labels)
         return exact_auc(x[lab == 1], x[lab == 0])
@@ -614,7 +617,7 @@ def exact_ustatistic(data: np.ndarray, kernel: Kernel, labels: np.ndarray | None
         x = np.sort(np.asarray(data, dtype=np.float64).reshape(-1))
         n = x.size
         if n < 2:
-            raise ValueError("need at least two points")
+            raise LDPDataError(f"need at least two points (a U-statistic averages over pairs), got {n}")
         coef = 2.0 * np.arange(n) - n + 1.0
         return float(2.0 * (coef @ x) / (n * (n - 1)))
     if kernel == "kendall":
@@ -632,7 +635,7 @@ def exact_ustatistic(data: np.ndarray, kernel: Kernel, labels: np.ndarray | None
             return _call_kernel(kernel, pp, qq).reshape(p.shape[:-1])
 
         return _pairwise_mean(x, f)
-    raise ValueError(f"unknown kernel {kernel!r}")
+    raise UnknownKernel(f"unknown kernel {kernel!r}")
 
 
 def _kendall_tau_a(x: np.ndarray) -> float:
@@ -645,7 +648,7 @@ def _kendall_tau_a(x: np.ndarray) -> float:
 
     n = x.shape[0]
     if n < 2:
-        raise ValueError("need at least two points")
+        raise LDPDataError(f"need at least two points (a U-statistic averages over pairs), got {n}")
     n0 = n * (n - 1) / 2.0
     ties = [float(sum(c * (c - 1) / 2.0 for c in np.unique(x[:, j], return_counts=True)[1])) for j in (0, 1)]
     denom = math.sqrt((n0 - ties[0]) * (n0 - ties[1]))
@@ -658,7 +661,7 @@ def _kendall_tau_a(x: np.ndarray) -> float:
 def _pairwise_mean(x: np.ndarray, f: Callable, chunk: int = 512) -> float:
     n = x.shape[0]
     if n < 2:
-        raise ValueError("need at least two points")
+        raise LDPDataError(f"need at least two points (a U-statistic averages over pairs), got {n}")
     total = 0.0
     for start in range(0, n, chunk):
         blk = x[start : start + chunk]
