@@ -192,7 +192,7 @@ def profile_summary(path: str, top: int = 14) -> str:
     total = st.total_tt
     rows = sorted(st.stats.items(), key=lambda kv: kv[1][2], reverse=True)[:top]  # by own time
     lines = [f"  total {total:.3f} s CPU; top functions by own CPU time:"]
-    for (file, line, fn), (cc, nc, tt, ct, _) in rows:
+    for (file, line, fn), (_cc, nc, tt, ct, _) in rows:
         where = f"{os.path.basename(file)}:{line}({fn})" if line else fn
         lines.append(f"    {tt:7.3f} s own {ct:7.3f} s cum {nc:7d} calls  {where}")
     return "\n".join(lines)

@@ -348,7 +348,7 @@ def main() -> None:
               "Circuit units (AUC: 2[x > y] + [x = y]).  Predicted: Theorem 5 with the noise term of the mechanism "
               "(discrete Laplace: its exact variance; k-RR: E v(f), quadratic in f); AUC: the two-sample analogue.", "",
               "| statistic | n | P | eps | noise | empirical MSE | predicted | ratio | rel. s.e. |", "|---|---|---|---|---|---|---|---|---|"]
-    for title, stat, x, y, _ in cases:
+    for _title, stat, x, y, _ in cases:
         for r in theorem5_check(stat, x, y, max(400, args.trials * 2), rng, labels_of.get(stat)):
             lines.append(f"| {stat} | {r['n']} | {r['P']} | {r['eps']} | {r['noise']} | {r['empirical']:.4g} | {r['theorem5']:.4g} "
                          f"| {r['ratio']:.3f} | {r['rel_se']:.3f} |")

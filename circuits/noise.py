@@ -49,15 +49,15 @@ from typing import Callable, Sequence
 import numpy as np
 
 from pairwise.dp.dyadic import (
-    CONSTRUCTION_MECHANISM,
+    CONSTRUCTION_MECHANISM,  # noqa: F401 - re-exported (moved to pairwise.dp.dyadic)
     CONSTRUCTIONS,
     DEFAULT_DELTA,
     DEFAULT_VARIANCE_TOLERANCE,
     EXACT_MAX_BITS,
     EXACT_MAX_WORK,
     KRR_K,
-    MAX_ACC,
-    MAX_BITS,
+    MAX_ACC,  # noqa: F401 - re-exported (moved to pairwise.dp.dyadic)
+    MAX_BITS,  # noqa: F401 - re-exported (moved to pairwise.dp.dyadic)
     BernoulliParams,
     DiscreteLaplaceParams,
     KaryRRParams,
@@ -87,7 +87,7 @@ from pairwise.dp.accounting import PrivacyGuarantee
 from pairwise.dp.errors import NoiseParameterError
 from pairwise.dp.exact import check_batch, check_noise_epsilon, check_positive_int, exp_bounds, trailing_zeros
 from pairwise.dp.mechanisms import KRREstimator
-from pairwise.dp.samplers import SAMPLER_MAX_BITS, sample_krr, simulate_krr
+from pairwise.dp.samplers import SAMPLER_MAX_BITS, sample_krr, simulate_krr  # noqa: F401 - re-exported
 from pairwise.dp.samplers import sample_dyadic_laplace as sample_discrete_laplace
 from pairwise.dp.samplers import simulate_dyadic_laplace as simulate_discrete_laplace
 
@@ -96,7 +96,7 @@ from .ir import EVALUATOR, GARBLER, Circuit, CircuitError, bits_to_ints
 
 __all__ = [
     "NoiseParameterError",
-    "NoiseGuarantee",
+    "NoiseGuarantee",  # noqa: F822 - the deprecated alias, served by __getattr__ below
     "NoisyCircuit",
     "BernoulliParams",
     "DiscreteLaplaceParams",

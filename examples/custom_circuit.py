@@ -76,7 +76,7 @@ def main() -> int:
         except subprocess.TimeoutExpired:
             garbler.kill()
             evaluator.kill()
-            raise SystemExit(f"{role} did not finish")
+            raise SystemExit(f"{role} did not finish") from None
         if proc.returncode:
             raise SystemExit(f"{role} failed: {err.strip()}")
         results[role] = json.loads(out.strip().splitlines()[-1])

@@ -484,7 +484,7 @@ def decode_keys(blobs: Sequence[bytes | bytearray | memoryview], kind: int, *, n
     blobs = clean
     if blobs and (n is None or l is None or party is None):
         # Parameters come from the first key whose header is readable.
-        for i, blob in enumerate(blobs):
+        for blob in blobs:
             if _header_problem(blob, kind, None, None, None) is None:
                 n = blob[3] if n is None else n
                 l = blob[4] if l is None else l

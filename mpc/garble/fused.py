@@ -186,7 +186,7 @@ def _run_whole(K, role: str, lab, info: _Info, bc: int, args_tail: tuple, tab, o
             _parallel([lambda a=a, b=b: K.linear(lab, P, a, b, bc, 0, bc) for a, b in _split(l0, l1, lp)])
         k = ks[j]
         parts = min(threads, k * bc // MIN_THREAD_ITEMS)
-        _parallel([lambda a=a, b=b: ands(lab, P, j, a, b, bc, 0, bc, *args_tail, tab, off)
+        _parallel([lambda a=a, b=b, j=j, off=off: ands(lab, P, j, a, b, bc, 0, bc, *args_tail, tab, off)
                    for a, b in _split(0, k, parts)])
         off += 4 * k * bc
         i = j + 1

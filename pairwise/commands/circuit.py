@@ -77,8 +77,8 @@ def cmd_stats(args) -> int:
         print(json.dumps(st.as_dict()))
     else:
         print(f"circuit   {c.name}")
-        print(f"inputs    " + ", ".join(f"{g.name} ({g.party.value}, {g.width} bits)" for g in c.inputs))
-        print(f"outputs   " + ", ".join(f"{g.name} ({g.width} bits)" for g in c.outputs))
+        print("inputs    " + ", ".join(f"{g.name} ({g.party.value}, {g.width} bits)" for g in c.inputs))
+        print("outputs   " + ", ".join(f"{g.name} ({g.width} bits)" for g in c.outputs))
         for k in ("and", "xor", "inv", "depth", "and_depth", "bytes"):
             print(f"{k:<9} {st.as_dict()[k]}")
     return 0

@@ -417,7 +417,7 @@ def _run_party(args, party) -> int:
         raise ValueError("--peer NAME needs --tls DIR --name NAME (a plaintext peer has no verified name)")
     circuit = load_circuit(args.circuit, args.bits, args.signed)
     inputs = parse_party_input(circuit, args.circuit, party, args.input, args.bits, args.signed)
-    circuit.levels  # compute the (cached) schedule before any socket opens: off the peer's clock
+    _ = circuit.levels  # compute the (cached) schedule before any socket opens: off the peer's clock
     # one execution: the numpy program beats loading the compiled loops (0.4-0.9 s per process, mpc.jit),
     # which pay off only over hundreds of executions (benchmarks/twoparty.py, a long-running party)
     from pairwise.mpc import jit

@@ -436,7 +436,7 @@ class _Feed:
             except queue.Empty:
                 if self.stopped.is_set():  # the maker failed (its error) or another server did (return)
                     if self.error is not None:
-                        raise self.error
+                        raise self.error from None  # the maker thread's error, not the queue timeout
                     return
                 continue
             if item is self._END:
@@ -546,7 +546,7 @@ def _run_upload(servers, dataset: str, count: int, scheme: str, header, send_chu
         for r, p in zip(reply.get("rejected", []), pos.tolist()):
             who.setdefault(int(p), (int(r["client"]), f"rejected by server {j}: {r['reason']}"))
     rejected = []
-    for j, (reply, pos) in enumerate(staged):
+    for reply, pos in staged:
         own = list(reply.get("rejected", []))
         mine = set(pos.tolist())
         others = []

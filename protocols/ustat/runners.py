@@ -135,11 +135,11 @@ def _run_simulate(nc, gx, ey, batch: int, progress) -> tuple[np.ndarray, int, in
             g.run(circuit, {"x": list(map(int, gx[s0:s1]))}, output="evaluator", random=("rx", "ry"))
             if progress:
                 progress(s1, m)
-    except BaseException:
+    except BaseException as exc:
         a.close()
         th.join(5)
         if err:
-            raise err[0]
+            raise err[0] from exc
         raise
     th.join()
     if err:

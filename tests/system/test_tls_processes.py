@@ -58,7 +58,7 @@ def finish(p: subprocess.Popen, timeout: float = BOUND) -> tuple[int, str, str]:
     except subprocess.TimeoutExpired:
         p.kill()
         out, err = p.communicate(timeout=10)
-        raise AssertionError(f"{p.args[2:6]} did not finish within {timeout} s; stderr: {err}")
+        raise AssertionError(f"{p.args[2:6]} did not finish within {timeout} s; stderr: {err}") from None
     return p.returncode, out, err
 
 

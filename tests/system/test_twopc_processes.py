@@ -88,7 +88,7 @@ def finish(proc: subprocess.Popen, timeout: float = BOUND) -> tuple[int, str, st
     except subprocess.TimeoutExpired:
         proc.kill()
         out, err = proc.communicate(timeout=10)
-        raise AssertionError(f"process {proc.args[-8:]} did not finish within {timeout} s (hang); stderr: {err}")
+        raise AssertionError(f"process {proc.args[-8:]} did not finish within {timeout} s (hang); stderr: {err}") from None
     return proc.returncode, out, err
 
 
@@ -207,7 +207,7 @@ def test_cli_kernels_both_parties():
     for kernel, bits, signed, g_in, e_in, _ in KERNEL_CASES:
         common = ["--circuit", kernel, "--bits", str(bits), "--json"] + (["--signed"] if signed else [])
         cases.append((common + [f"--input={g_in}"], common + [f"--input={e_in}"]))
-    for (kernel, bits, signed, g_in, e_in, expected), ((grc, gout, gerr), (erc, eout, eerr)) in zip(
+    for (kernel, _bits, _signed, g_in, e_in, expected), ((grc, gout, gerr), (erc, eout, eerr)) in zip(
         KERNEL_CASES, run_pairs(cases)
     ):
         assert grc == 0 and erc == 0, (kernel, gerr, eerr)

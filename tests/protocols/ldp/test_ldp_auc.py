@@ -13,7 +13,6 @@ from pairwise.dp.errors import PrivacyParameterError
 from pairwise.protocols.ldp.auc import (
     HadamardFrequencyOracle,
     PrivateHierarchicalHistogram,
-    c_epsilon,
     default_a,
     exact_uauc,
     ldp_auc,
