@@ -48,13 +48,13 @@ import numpy as np
 
 from pairwise.circuits.catalog import resolve_circuit
 from pairwise.circuits.ir import EVALUATOR, GARBLER, Circuit
-from pairwise.mpc.aes import random_blocks
-from pairwise.mpc.garble import garble_and_evaluate
-from pairwise.mpc.channel import TCPChannel, TCPListener, handshake
-from pairwise.mpc.iknp import DEFAULT_BATCH, COTReceiver, COTSender
-from pairwise.mpc import jit, twopc
-from pairwise.mpc.twopc import EvaluatorSession, GarblerSession, circuit_digest
 from pairwise.commands.twopc import _cot_source, _ot_batch
+from pairwise.mpc import jit, twopc
+from pairwise.mpc.aes import random_blocks
+from pairwise.mpc.channel import TCPChannel, TCPListener, handshake
+from pairwise.mpc.garble import garble_and_evaluate
+from pairwise.mpc.iknp import DEFAULT_BATCH, COTReceiver, COTSender
+from pairwise.mpc.twopc import EvaluatorSession, GarblerSession, circuit_digest
 
 TIMEOUT = 120.0
 

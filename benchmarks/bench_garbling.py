@@ -30,7 +30,7 @@ from pairwise.circuits.catalog import resolve_circuit  # noqa: E402
 from pairwise.mpc.garble import Evaluator, Garbler, decode, garble_and_evaluate, split_outputs, table_bytes  # noqa: E402
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 
 def _record(benchmark, key, from_mean) -> None:
     """Derived rate in extra_info; skipped under --benchmark-disable (no stats are collected)."""

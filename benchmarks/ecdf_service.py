@@ -40,7 +40,14 @@ import time
 
 import numpy as np
 
-from pairwise.protocols.ecdf.client import ECDFQuerier, ServerProcesses, make_keys, make_series, send_keys, upload_pointwise
+from pairwise.protocols.ecdf.client import (
+    ECDFQuerier,
+    ServerProcesses,
+    make_keys,
+    make_series,
+    send_keys,
+    upload_pointwise,
+)
 from pairwise.protocols.ecdf.shares import key_bytes
 
 DOMAIN = 10

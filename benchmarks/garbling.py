@@ -56,6 +56,7 @@ from pairwise.circuits.catalog import resolve_circuit
 from pairwise.circuits.ir import AND, EVALUATOR, GARBLER, Circuit, InputGroup, OutputGroup
 from pairwise.mpc.garble import Evaluator, Garbler, decode, jit, split_outputs
 
+
 def and_layer_circuit(n: int) -> Circuit:
     """n independent AND gates: garbler bits a[i], evaluator bits b[i], outputs a[i] & b[i]."""
     return Circuit(

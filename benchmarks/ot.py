@@ -40,8 +40,8 @@ import time
 import numpy as np
 
 from pairwise.mpc.aes import random_blocks
-from pairwise.mpc.channel import MemoryChannel, TCPChannel, TCPListener, handshake
 from pairwise.mpc.baseot import BaseOTReceiver, BaseOTSender
+from pairwise.mpc.channel import MemoryChannel, TCPChannel, TCPListener, handshake
 from pairwise.mpc.iknp import KAPPA, COTReceiver, COTSender, transpose_bit_matrix
 
 

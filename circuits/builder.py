@@ -42,7 +42,7 @@ Follows
 
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
@@ -72,7 +72,7 @@ class Builder:
         self._input_wires: set[int] = set()
 
     # ------------------------------------------------------------------ inputs / outputs
-    def input(self, name: str, width: int, party: Party | str, signed: bool = False) -> "Int":
+    def input(self, name: str, width: int, party: Party | str, signed: bool = False) -> Int:
         """A private input of ``width`` bits owned by ``party`` (required: no default party)."""
         if party is None:
             raise CircuitError(f"input {name!r} must name its party (garbler or evaluator)")
@@ -87,7 +87,7 @@ class Builder:
         self._inputs.append((name, party, wires, bool(signed)))
         return Int(self, wires, signed)
 
-    def output(self, name: str, value: "Int") -> None:
+    def output(self, name: str, value: Int) -> None:
         """Declare ``value`` as the output group ``name`` (keeps its signedness)."""
         if any(n == name for n, *_ in self._outputs):
             raise CircuitError(f"duplicate output name {name!r}")
@@ -95,7 +95,7 @@ class Builder:
             raise CircuitError("value belongs to another builder")
         self._outputs.append((name, list(value.bits), value.signed))
 
-    def const(self, value: int, width: int, signed: bool = False) -> "Int":
+    def const(self, value: int, width: int, signed: bool = False) -> Int:
         """A constant; it costs nothing and folds into the gates that use it."""
         lo, hi = (-(1 << (width - 1)), (1 << (width - 1)) - 1) if signed else (0, (1 << width) - 1)
         if not lo <= value <= hi:
@@ -311,19 +311,19 @@ class Builder:
         return sum(1 for o in self._op if o == AND)
 
     # ------------------------------------------------------------------ helpers
-    def concat(self, *values: "Int", signed: bool = False) -> "Int":
+    def concat(self, *values: Int, signed: bool = False) -> Int:
         """Concatenate values, first = least significant."""
         bits: list[int] = []
         for v in values:
             bits.extend(v.bits)
         return Int(self, bits, signed)
 
-    def mux(self, c: "Int", a: "Int", b: "Int") -> "Int":
+    def mux(self, c: Int, a: Int, b: Int) -> Int:
         """``c ? a : b`` for a 1-bit ``c``; w AND gates."""
         return c.mux(a, b)
 
 
-def _as_int(b: Builder, v, like: "Int") -> "Int":
+def _as_int(b: Builder, v, like: Int) -> Int:
     if isinstance(v, Int):
         if v.builder is not b:
             raise CircuitError("operands belong to different builders")
@@ -360,58 +360,58 @@ class Int:
         return f"Int(width={self.width}, signed={self.signed})"
 
     # ------------------------------------------------------------------ width
-    def extend(self, width: int, signed: bool | None = None) -> "Int":
+    def extend(self, width: int, signed: bool | None = None) -> Int:
         """Sign- or zero-extend (by this value's signedness) or truncate to ``width``."""
         fill = self.bits[-1] if self.signed else FALSE
         bits = list(self.bits[:width]) + [fill] * max(0, width - self.width)
         return Int(self.builder, bits, self.signed if signed is None else signed)
 
-    def as_signed(self) -> "Int":
+    def as_signed(self) -> Int:
         return Int(self.builder, self.bits, True)
 
-    def as_unsigned(self) -> "Int":
+    def as_unsigned(self) -> Int:
         return Int(self.builder, self.bits, False)
 
-    def _pair(self, other) -> tuple["Int", "Int"]:
+    def _pair(self, other) -> tuple[Int, Int]:
         o = _as_int(self.builder, other, self)
         w = max(self.width, o.width)
         return self.extend(w), o.extend(w)
 
     # ------------------------------------------------------------------ bits
-    def __getitem__(self, idx) -> "Int":
+    def __getitem__(self, idx) -> Int:
         if isinstance(idx, slice):
             bits = self.bits[idx]
         else:
             bits = (self.bits[idx],)
         return Int(self.builder, bits, False)
 
-    def __xor__(self, other) -> "Int":
+    def __xor__(self, other) -> Int:
         a, b = self._pair(other)
         return Int(self.builder, [self.builder.xor(x, y) for x, y in zip(a.bits, b.bits)], a.signed)
 
-    def __and__(self, other) -> "Int":
+    def __and__(self, other) -> Int:
         a, b = self._pair(other)
         return Int(self.builder, [self.builder.and_(x, y) for x, y in zip(a.bits, b.bits)], a.signed)
 
-    def __or__(self, other) -> "Int":
+    def __or__(self, other) -> Int:
         a, b = self._pair(other)
         return Int(self.builder, [self.builder.or_(x, y) for x, y in zip(a.bits, b.bits)], a.signed)
 
-    def __invert__(self) -> "Int":
+    def __invert__(self) -> Int:
         return Int(self.builder, [self.builder.inv(x) for x in self.bits], self.signed)
 
     __rxor__ = __xor__
     __rand__ = __and__
     __ror__ = __or__
 
-    def __lshift__(self, k: int) -> "Int":
+    def __lshift__(self, k: int) -> Int:
         k = int(k)
         if k < 0:
             raise CircuitError("shift amount must be non-negative")
         bits = [FALSE] * min(k, self.width) + list(self.bits[: max(0, self.width - k)])
         return Int(self.builder, bits, self.signed)
 
-    def __rshift__(self, k: int) -> "Int":
+    def __rshift__(self, k: int) -> Int:
         """Arithmetic shift for signed values, logical for unsigned."""
         k = int(k)
         if k < 0:
@@ -421,26 +421,26 @@ class Int:
         return Int(self.builder, bits, self.signed)
 
     # ------------------------------------------------------------------ arithmetic
-    def __add__(self, other) -> "Int":
+    def __add__(self, other) -> Int:
         a, b = self._pair(other)
         return Int(self.builder, self.builder.add_bits(a.bits, b.bits), a.signed or b.signed)
 
     __radd__ = __add__
 
-    def __sub__(self, other) -> "Int":
+    def __sub__(self, other) -> Int:
         a, b = self._pair(other)
         nb = [self.builder.inv(x) for x in b.bits]
         return Int(self.builder, self.builder.add_bits(a.bits, nb, TRUE), a.signed or b.signed)
 
-    def __rsub__(self, other) -> "Int":
+    def __rsub__(self, other) -> Int:
         o = _as_int(self.builder, other, self)
         return o - self
 
-    def __neg__(self) -> "Int":
+    def __neg__(self) -> Int:
         zero = self.builder.const(0, self.width)
         return Int(self.builder, (zero - self).bits, self.signed)
 
-    def __abs__(self) -> "Int":
+    def __abs__(self) -> Int:
         """|x| as an unsigned value of the same width (|MIN| = 2^(w-1) fits); w - 1 ANDs."""
         if not self.signed:
             return self
@@ -450,7 +450,7 @@ class Int:
         zero = [FALSE] * self.width
         return Int(bld, bld.add_bits(flipped, zero, s), False)
 
-    def __mul__(self, other) -> "Int":
+    def __mul__(self, other) -> Int:
         """Product truncated to the operands' width (schoolbook, w^2 - w + 1 ANDs)."""
         a, b = self._pair(other)
         bld = self.builder
@@ -463,14 +463,14 @@ class Int:
 
     __rmul__ = __mul__
 
-    def mul_full(self, other) -> "Int":
+    def mul_full(self, other) -> Int:
         """Exact product on width(a) + width(b) bits (signed if either is)."""
         o = _as_int(self.builder, other, self)
         signed = self.signed or o.signed
         w = self.width + o.width
         return Int(self.builder, (self.extend(w) * o.extend(w)).bits, signed)
 
-    def square(self) -> "Int":
+    def square(self) -> Int:
         """x^2 exactly on 2w bits, for unsigned x: w(w-1)/2 partial products plus compression."""
         if self.signed:
             raise CircuitError("square() takes an unsigned value; use abs() first")
@@ -485,7 +485,7 @@ class Int:
         return Int(bld, bld.sum_columns(cols), False)
 
     # ------------------------------------------------------------------ comparisons
-    def _cmp_operands(self, other) -> tuple["Int", "Int", bool]:
+    def _cmp_operands(self, other) -> tuple[Int, Int, bool]:
         o = _as_int(self.builder, other, self)
         if self.signed != o.signed:
             w = max(self.width, o.width) + 1
@@ -493,7 +493,7 @@ class Int:
         w = max(self.width, o.width)
         return self.extend(w), o.extend(w), self.signed
 
-    def _lt(self, a: "Int", b: "Int", signed: bool) -> int:
+    def _lt(self, a: Int, b: Int, signed: bool) -> int:
         """[a < b]: borrow of a - b through the carry chain of a + ~b + 1; w ANDs."""
         bld = self.builder
         ab, bb = list(a.bits), list(b.bits)
@@ -506,45 +506,45 @@ class Int:
             c = bld.xor(bld.and_(bld.xor(x, c), bld.xor(ny, c)), c)
         return bld.inv(c)  # carry = [a >= b]
 
-    def __lt__(self, other) -> "Int":
+    def __lt__(self, other) -> Int:
         a, b, s = self._cmp_operands(other)
         return Int(self.builder, [self._lt(a, b, s)])
 
-    def __gt__(self, other) -> "Int":
+    def __gt__(self, other) -> Int:
         a, b, s = self._cmp_operands(other)
         return Int(self.builder, [self._lt(b, a, s)])
 
-    def __le__(self, other) -> "Int":
+    def __le__(self, other) -> Int:
         a, b, s = self._cmp_operands(other)
         return Int(self.builder, [self.builder.inv(self._lt(b, a, s))])
 
-    def __ge__(self, other) -> "Int":
+    def __ge__(self, other) -> Int:
         a, b, s = self._cmp_operands(other)
         return Int(self.builder, [self.builder.inv(self._lt(a, b, s))])
 
-    def eq(self, other) -> "Int":
+    def eq(self, other) -> Int:
         """[self == other] with w - 1 ANDs (balanced tree)."""
         a, b, _ = self._cmp_operands(other)
         bld = self.builder
         return Int(bld, [bld.and_tree([bld.inv(bld.xor(x, y)) for x, y in zip(a.bits, b.bits)])])
 
-    def ne(self, other) -> "Int":
+    def ne(self, other) -> Int:
         return ~self.eq(other)
 
-    def is_zero(self) -> "Int":
+    def is_zero(self) -> Int:
         bld = self.builder
         return Int(bld, [bld.and_tree([bld.inv(x) for x in self.bits])])
 
-    def nonzero(self) -> "Int":
+    def nonzero(self) -> Int:
         return ~self.is_zero()
 
-    def sign(self) -> "Int":
+    def sign(self) -> Int:
         """sign(x) in {-1, 0, 1} as a 2-bit signed value; w - 1 ANDs."""
         nz = self.nonzero().bits[0]
         neg = self.bits[-1] if self.signed else FALSE
         return Int(self.builder, [nz, neg], True)
 
-    def mux(self, a, b) -> "Int":
+    def mux(self, a, b) -> Int:
         """``self ? a : b`` where self is 1 bit wide; width(a) ANDs."""
         if self.width != 1:
             raise CircuitError("mux condition must be 1 bit wide")

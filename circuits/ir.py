@@ -30,9 +30,10 @@ import enum
 import hashlib
 import os
 import struct
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import IO, TYPE_CHECKING, Iterable, Sequence
+from typing import IO, TYPE_CHECKING
 
 import numpy as np
 

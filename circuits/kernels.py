@@ -31,7 +31,7 @@ Follows
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from .builder import Builder, Int
 from .ir import EVALUATOR, GARBLER, Circuit, CircuitError

@@ -42,12 +42,13 @@ from __future__ import annotations
 
 import os
 import warnings
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Callable, Sequence
 
 import numpy as np
 
+from pairwise.dp.accounting import PrivacyGuarantee
 from pairwise.dp.dyadic import (
     CONSTRUCTION_MECHANISM,  # noqa: F401 - re-exported (moved to pairwise.dp.dyadic)
     CONSTRUCTIONS,
@@ -83,7 +84,6 @@ from pairwise.dp.dyadic import (
     resolve_target_delta,
     simplest_dyadic,
 )
-from pairwise.dp.accounting import PrivacyGuarantee
 from pairwise.dp.errors import NoiseParameterError
 from pairwise.dp.exact import check_batch, check_noise_epsilon, check_positive_int, exp_bounds, trailing_zeros
 from pairwise.dp.mechanisms import KRREstimator

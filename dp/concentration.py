@@ -32,9 +32,9 @@ Security model
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Callable, Sequence
 
 import numpy as np
 
@@ -76,7 +76,7 @@ class IntervalWidth:
     def width(self) -> float:
         return self.below + self.above
 
-    def scaled(self, factor: float) -> "IntervalWidth":
+    def scaled(self, factor: float) -> IntervalWidth:
         """The same interval in units ``factor`` times larger (factor > 0)."""
         return IntervalWidth(self.below * factor, self.above * factor, self.alpha, self.method)
 

@@ -37,7 +37,8 @@ Security model
 from __future__ import annotations
 
 import hmac
-from typing import ClassVar, Sequence, overload
+from collections.abc import Sequence
+from typing import ClassVar, overload
 
 import numpy as np
 
@@ -47,11 +48,11 @@ from .keys import (
     KIND_DCF,
     KIND_NAMES,
     KIND_VDPF,
+    DecodedKeys,
     FSSParameterError,
     IntArrayLike,
     IntLike,
     KeyFormatError,
-    DecodedKeys,
     decode_keys,
     encode_keys,
     key_layout,
@@ -90,7 +91,7 @@ class FSSKeyBatch:
     """K keys of one kind, party, n and l as arrays (see the module docstring)."""
 
     KIND: ClassVar[int]
-    KEY_CLASS: ClassVar[type["FSSKey"]]
+    KEY_CLASS: ClassVar[type[FSSKey]]
 
     def __init__(self, party: int, n: int, l: int, seeds: np.ndarray, scw: np.ndarray,
                  tcw: np.ndarray, fcw: np.ndarray, vcw: np.ndarray | None = None,
@@ -145,7 +146,7 @@ class FSSKeyBatch:
         return (f"{type(self).__name__}(party={self.party}, n={self.n}, l={self.l}, "
                 f"keys={len(self)})")
 
-    def _take(self, idx) -> "FSSKeyBatch":
+    def _take(self, idx) -> FSSKeyBatch:
         return type(self)(self.party, self.n, self.l, self.seeds[idx], self.scw[:, :, idx],
                           self.tcw[:, :, idx], self.fcw[idx],
                           None if self.vcw is None else self.vcw[:, idx],
@@ -166,7 +167,7 @@ class FSSKeyBatch:
         return self._take(idx.astype(np.intp))
 
     @classmethod
-    def concat(cls, batches: Sequence["FSSKeyBatch"]) -> "FSSKeyBatch":
+    def concat(cls, batches: Sequence[FSSKeyBatch]) -> FSSKeyBatch:
         """One batch holding the keys of ``batches`` in order (same party, n, l)."""
         if not batches:
             raise FSSParameterError("concat needs at least one batch")
@@ -183,7 +184,7 @@ class FSSKeyBatch:
                    None if b0.ccw is None else np.concatenate([b.ccw for b in batches]))
 
     @classmethod
-    def from_keys(cls, keys: Sequence["FSSKey"]) -> "FSSKeyBatch":
+    def from_keys(cls, keys: Sequence[FSSKey]) -> FSSKeyBatch:
         """Batch of single keys (same party, n, l)."""
         return cls.concat([k.batch for k in keys])
 
@@ -198,12 +199,12 @@ class FSSKeyBatch:
         return [row.tobytes() for row in self.to_bytes_array()]
 
     @classmethod
-    def _from_decoded(cls, d: DecodedKeys) -> "FSSKeyBatch":
+    def _from_decoded(cls, d: DecodedKeys) -> FSSKeyBatch:
         return cls(d.party, d.n, d.l, d.seeds, d.scw, d.tcw, d.fcw, d.vcw, d.ccw)
 
     @classmethod
     def from_bytes_list(cls, blobs: Sequence[bytes], *, n: int | None = None, l: int | None = None,
-                        party: int | None = None) -> "FSSKeyBatch":
+                        party: int | None = None) -> FSSKeyBatch:
         """Parse serialized keys into a batch (vectorized).
 
         n, l and party default to those of the first key; every key must
@@ -215,7 +216,7 @@ class FSSKeyBatch:
 
     @classmethod
     def parse_valid(cls, blobs: Sequence[bytes], *, n: int, l: int, party: int
-                    ) -> tuple["FSSKeyBatch", list[int], dict[int, KeyFormatError]]:
+                    ) -> tuple[FSSKeyBatch, list[int], dict[int, KeyFormatError]]:
         """Parse the well-formed keys and report the others.
 
         Returns ``(batch, kept, rejected)``: ``batch[j]`` is ``blobs[kept[j]]``
@@ -310,7 +311,7 @@ class FSSKey:
 
     @classmethod
     def from_bytes(cls, data: bytes | bytearray | memoryview, *, n: int | None = None,
-                   l: int | None = None, party: int | None = None) -> "FSSKey":
+                   l: int | None = None, party: int | None = None) -> FSSKey:
         """Parse one key; raises :class:`KeyFormatError` if it is malformed."""
         if not isinstance(data, (bytes, bytearray, memoryview)):
             raise KeyFormatError(f"key must be bytes, got {type(data).__name__}")

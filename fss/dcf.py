@@ -53,8 +53,16 @@ import numpy as np
 from pairwise.mpc.aes import FixedKeyAES, default_aes, random_blocks
 
 from .base import GEN_CHUNK, FSSKey, FSSKeyBatch
-from .keys import (KIND_DCF, FSSParameterError, IntArrayLike, IntLike, alphas_array, betas_array, validate_params,
-                   validate_point)
+from .keys import (
+    KIND_DCF,
+    FSSParameterError,
+    IntArrayLike,
+    IntLike,
+    alphas_array,
+    betas_array,
+    validate_params,
+    validate_point,
+)
 from .prg import LSB_CLEAR, PathExpander, expand_words
 
 __all__ = ["COMPARISONS", "DCFKey", "DCFKeyBatch", "dcf_gen", "dcf_gen_batch"]
@@ -161,7 +169,7 @@ def _dcf_gen_chunked(alphas, betas, n, l, comparison, roots, aes):
 
 
 def dcf_gen_batch(alphas: IntArrayLike, betas: IntLike | IntArrayLike, n: int, l: int, *, comparison: str = "lt",
-                  aes: FixedKeyAES | None = None) -> tuple["DCFKeyBatch", "DCFKeyBatch"]:
+                  aes: FixedKeyAES | None = None) -> tuple[DCFKeyBatch, DCFKeyBatch]:
     """Keys for K comparison functions f_k(x) = betas[k] * [x CMP alphas[k]] mod 2^l.
 
     ``betas`` is one integer for all keys or one per key, in (-2^l, 2^l).
@@ -180,7 +188,7 @@ def dcf_gen_batch(alphas: IntArrayLike, betas: IntLike | IntArrayLike, n: int, l
 
 
 def dcf_gen(alpha: int, beta: int, n: int, l: int, *, comparison: str = "lt",
-            aes: FixedKeyAES | None = None) -> tuple["DCFKey", "DCFKey"]:
+            aes: FixedKeyAES | None = None) -> tuple[DCFKey, DCFKey]:
     """Keys (k_0, k_1) of f(x) = beta * [x CMP alpha] (default x < alpha), outputs mod 2^l."""
     n, l = validate_params(n, l)
     alpha = validate_point(alpha, n, "alpha")

@@ -39,8 +39,16 @@ import numpy as np
 from pairwise.mpc.aes import FixedKeyAES, default_aes, random_blocks
 
 from .base import GEN_CHUNK, FSSKey, FSSKeyBatch
-from .keys import (KIND_DPF, FSSParameterError, IntArrayLike, IntLike, alphas_array, betas_array, validate_params,
-                   validate_point)
+from .keys import (
+    KIND_DPF,
+    FSSParameterError,
+    IntArrayLike,
+    IntLike,
+    alphas_array,
+    betas_array,
+    validate_params,
+    validate_point,
+)
 from .prg import LSB_CLEAR, PathExpander, expand_words
 
 __all__ = ["DPFKey", "DPFKeyBatch", "dpf_gen", "dpf_gen_batch", "FULL_DOMAIN_MAX_BITS"]
@@ -119,7 +127,7 @@ def _dpf_gen_from_roots(alphas: np.ndarray, betas: np.ndarray, n: int, l: int, r
 
 
 def dpf_gen_batch(alphas: IntArrayLike, betas: IntLike | IntArrayLike, n: int, l: int, *,
-                  aes: FixedKeyAES | None = None) -> tuple["DPFKeyBatch", "DPFKeyBatch"]:
+                  aes: FixedKeyAES | None = None) -> tuple[DPFKeyBatch, DPFKeyBatch]:
     """Keys for K point functions f_k(x) = betas[k] * [x == alphas[k]] mod 2^l.
 
     ``betas`` is one integer for all keys or one per key, in (-2^l, 2^l)
@@ -146,7 +154,7 @@ def dpf_gen_batch(alphas: IntArrayLike, betas: IntLike | IntArrayLike, n: int, l
 
 
 def dpf_gen(alpha: int, beta: int, n: int, l: int, *, aes: FixedKeyAES | None = None
-            ) -> tuple["DPFKey", "DPFKey"]:
+            ) -> tuple[DPFKey, DPFKey]:
     """Keys (k_0, k_1) of f(x) = beta * [x == alpha] over n-bit x, outputs mod 2^l."""
     n, l = validate_params(n, l)
     alpha = validate_point(alpha, n, "alpha")

@@ -53,8 +53,9 @@ Security model
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence, TypeAlias
+from typing import TypeAlias
 
 import numpy as np
 

@@ -46,17 +46,25 @@ import hmac
 import logging
 import os
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 import numpy as np
 
 from pairwise.mpc.aes import FixedKeyAES, default_aes, empty_blocks, random_blocks
 
 from .base import GEN_CHUNK
-from .dpf import DPFKey, DPFKeyBatch, _cneg, _tree_gen, FULL_DOMAIN_MAX_BITS
-from .keys import (KIND_VDPF, FSSParameterError, IntArrayLike, IntLike, alphas_array, betas_array,
-                   validate_params, validate_point)
+from .dpf import FULL_DOMAIN_MAX_BITS, DPFKey, DPFKeyBatch, _cneg, _tree_gen
+from .keys import (
+    KIND_VDPF,
+    FSSParameterError,
+    IntArrayLike,
+    IntLike,
+    alphas_array,
+    betas_array,
+    validate_params,
+    validate_point,
+)
 
 __all__ = ["CHECK_KEYS", "VDPFKey", "VDPFKeyBatch", "VDPFVerifier", "VDPFEvaluation", "check_hash", "vdpf_gen",
            "vdpf_gen_batch", "vdpf_verify_pair", "VDPF_MAX_BITS", "VERIFIER_KEY_BYTES"]
@@ -257,7 +265,7 @@ def _vdpf_gen_from_roots(alphas: np.ndarray, betas: np.ndarray, n: int, l: int, 
 
 
 def vdpf_gen_batch(alphas: IntArrayLike, betas: IntLike | IntArrayLike, n: int, l: int, *,
-                   aes: FixedKeyAES | None = None) -> tuple["VDPFKeyBatch", "VDPFKeyBatch"]:
+                   aes: FixedKeyAES | None = None) -> tuple[VDPFKeyBatch, VDPFKeyBatch]:
     """Keys for K point functions f_k(x) = betas[k] [x == alphas[k]] mod 2^l, verifiable (module docstring).
 
     Returns the party-0 and party-1 batches; key k of each is client k's pair.
@@ -289,7 +297,7 @@ def vdpf_gen_batch(alphas: IntArrayLike, betas: IntLike | IntArrayLike, n: int, 
 
 
 def vdpf_gen(alpha: int, beta: int, n: int, l: int, *, aes: FixedKeyAES | None = None
-             ) -> tuple["VDPFKey", "VDPFKey"]:
+             ) -> tuple[VDPFKey, VDPFKey]:
     """Keys (k_0, k_1) of f(x) = beta [x == alpha] over n-bit x, outputs mod 2^l, verifiable."""
     n, l = validate_params(n, l)
     alpha = validate_point(alpha, n, "alpha")
@@ -375,7 +383,7 @@ def _words(scratch: dict | None, name: str, shape: tuple[int, ...]) -> np.ndarra
     return buf[:count].reshape(shape)
 
 
-def _jit_chunk(k, batch: "VDPFKeyBatch", sl: slice, verifier: VDPFVerifier, X: np.ndarray,
+def _jit_chunk(k, batch: VDPFKeyBatch, sl: slice, verifier: VDPFVerifier, X: np.ndarray,
                aes: FixedKeyAES | None, scratch: dict | None = None) -> VDPFEvaluation:
     """One chunk of :meth:`VDPFKeyBatch.iter_verify` through the compiled loops (same numbers as numpy).
 

@@ -68,8 +68,8 @@ import socket
 import ssl
 import stat
 import tempfile
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Iterable, Iterator
 
 from pairwise.dp.errors import PairwiseError
 from pairwise.dp.validate import check_int
@@ -141,7 +141,7 @@ def check_role(role: str) -> str:
 
 
 def _now() -> _dt.datetime:
-    return _dt.datetime.now(_dt.timezone.utc)
+    return _dt.datetime.now(_dt.UTC)
 
 
 def _write_new(path: str, data: bytes, mode: int) -> None:
@@ -534,7 +534,7 @@ def _handshake(sock: socket.socket, config: TLSConfig, *, server: bool, timeout:
             ident = identity_from_der(der)
         except (CertificateError, ValueError) as exc:
             raise AuthenticationError(f"TLS peer {peer}: {exc}") from None
-    except socket.timeout:
+    except TimeoutError:
         ssock.close()
         raise ChannelTimeout(f"TLS handshake with {peer} did not finish within {timeout:g} s") from None
     except (ssl.SSLError, ConnectionError) as exc:
@@ -564,7 +564,7 @@ def server_handshake(sock: socket.socket, config: TLSConfig, *, timeout: float, 
     sock.settimeout(timeout)
     try:
         first = sock.recv(1, socket.MSG_PEEK)
-    except socket.timeout:
+    except TimeoutError:
         sock.close()
         raise ChannelTimeout(f"{peer} sent nothing within {timeout:g} s (expected a TLS handshake)") from None
     except OSError as exc:

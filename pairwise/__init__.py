@@ -52,12 +52,12 @@ if TYPE_CHECKING:
 
     from pairwise.circuits.catalog import resolve_circuit as load_circuit
     from pairwise.circuits.ir import Circuit
+    from pairwise.circuits.kernel_spec import KernelSpec
     from pairwise.dp.errors import PairwiseError
     from pairwise.fss import DCFKeyBatch, DPFKeyBatch, dcf_gen_batch, dpf_gen_batch, reconstruct
     from pairwise.mpc.channel import Channel, MemoryChannel, TCPChannel
     from pairwise.mpc.garble import garble_and_evaluate
     from pairwise.mpc.twopc import EvaluatorSession, ExecutionResult, GarblerSession
-    from pairwise.circuits.kernel_spec import KernelSpec
     from pairwise.protocols.ustat import UStatResult
 
 __all__ = [

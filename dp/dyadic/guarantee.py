@@ -46,7 +46,13 @@ import numpy as np
 from ..accounting import PrivacyGuarantee, round_up
 from ..errors import NoiseParameterError
 from ..exact import exp_bounds, grid_up
-from .params import DiscreteLaplaceParams, KaryRRParams, RandomizedResponseParams, _digit_prob_bounds, _digit_ratio_bounds
+from .params import (
+    DiscreteLaplaceParams,
+    KaryRRParams,
+    RandomizedResponseParams,
+    _digit_prob_bounds,
+    _digit_ratio_bounds,
+)
 
 __all__ = [
     "EXACT_MAX_BITS",

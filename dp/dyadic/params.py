@@ -39,7 +39,15 @@ from fractions import Fraction
 from functools import lru_cache
 
 from ..errors import NoiseParameterError
-from ..exact import ceil_div, check_fraction, check_noise_epsilon, check_positive_int, exp_bounds, ln_upper, trailing_zeros
+from ..exact import (
+    ceil_div,
+    check_fraction,
+    check_noise_epsilon,
+    check_positive_int,
+    exp_bounds,
+    ln_upper,
+    trailing_zeros,
+)
 from ..mechanisms import KRREstimator
 
 __all__ = [

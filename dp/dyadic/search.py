@@ -39,7 +39,15 @@ from fractions import Fraction
 from functools import lru_cache
 
 from ..errors import NoiseParameterError
-from ..exact import check_fraction, check_noise_epsilon, check_positive_int, ceil_div, exp_bounds, ln_lower, trailing_zeros
+from ..exact import (
+    ceil_div,
+    check_fraction,
+    check_noise_epsilon,
+    check_positive_int,
+    exp_bounds,
+    ln_lower,
+    trailing_zeros,
+)
 from .guarantee import delta_bound, geometric_tail, ratio_certificate
 from .params import (
     CONSTRUCTIONS,

@@ -77,7 +77,6 @@ from .hello import (
     hello_message,
     session_bytes,
 )
-from .tunnel import TLSTunnel
 from .memory import RECYCLE_BYTES, MemoryChannel, NullChannel, TranscriptChannel, _Pipe
 from .tcp import (
     _ADMIT,
@@ -98,6 +97,7 @@ from .tcp import (
     _check_port,
     _describe_oserror,
 )
+from .tunnel import TLSTunnel
 
 __all__ = [
     "Channel",

@@ -38,7 +38,8 @@ References
 from __future__ import annotations
 
 import struct
-from typing import Self, Sequence, TypeAlias
+from collections.abc import Sequence
+from typing import Self, TypeAlias
 
 import numpy as np
 import numpy.typing as npt

@@ -45,7 +45,8 @@ import os
 import socket
 import ssl
 import time
-from typing import TYPE_CHECKING, Iterable, TypeAlias
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, TypeAlias
 
 from ..errors import (
     AccessDenied,
@@ -123,7 +124,7 @@ def _admission(identity, roles: frozenset | None, names: frozenset | None) -> st
     return None
 
 
-def _admit(ch: "TCPChannel", roles: frozenset | None, names: frozenset | None, timeout: float) -> None:
+def _admit(ch: TCPChannel, roles: frozenset | None, names: frozenset | None, timeout: float) -> None:
     """The admission step after TLS: both sides send their verdict on the other, then read the other's.
 
     Each side checks the peer's certificate role and name against what it
@@ -154,7 +155,7 @@ def _admit(ch: "TCPChannel", roles: frozenset | None, names: frozenset | None, t
     ch.bytes_sent = ch.bytes_received = ch.messages_sent = ch.messages_received = 0
 
 
-def _admitted(ch: "TCPChannel", roles: frozenset | None, names: frozenset | None, timeout: float) -> "TCPChannel":
+def _admitted(ch: TCPChannel, roles: frozenset | None, names: frozenset | None, timeout: float) -> TCPChannel:
     """``ch`` after a successful :func:`_admit`; closed when admission fails."""
     try:
         _admit(ch, roles, names, timeout)
@@ -328,7 +329,7 @@ class TCPChannel(Channel):
                     else:
                         views[0] = views[0][sent:]
                         sent = 0
-        except socket.timeout:
+        except TimeoutError:
             exc = ChannelTimeout(f"send to {self.peer} stalled for {self.timeout:g} s (the peer is not reading)")
             self._fail(exc)
             raise exc from None
@@ -379,7 +380,7 @@ class TCPChannel(Channel):
             while got < n:
                 try:
                     k = self._sock.recv_into(view[got:], n - got)
-                except socket.timeout:
+                except TimeoutError:
                     if frame_start and got == 0:
                         raise ChannelTimeout(f"no message from {self.peer} within {timeout:g} s") from None
                     exc = ChannelTimeout(
@@ -449,7 +450,7 @@ class PendingConnection:
     (:meth:`tell_busy`).
     """
 
-    def __init__(self, listener: "TCPListener", sock: socket.socket, peer: str) -> None:
+    def __init__(self, listener: TCPListener, sock: socket.socket, peer: str) -> None:
         self._listener = listener
         self._sock: socket.socket | None = sock
         self._live: socket.socket | None = sock  # the socket a handshake in progress uses (raw, then TLS)
@@ -594,7 +595,7 @@ class TCPListener:
         self._sock.settimeout(timeout)
         try:
             conn, addr = self._sock.accept()
-        except socket.timeout:
+        except TimeoutError:
             raise ChannelTimeout(f"no peer connected to {self.host}:{self.port} within {timeout:g} s") from None
         except OSError as exc:
             raise ChannelError(f"accept on {self.host}:{self.port} failed: {_describe_oserror(exc)}") from exc

@@ -71,7 +71,7 @@ from ..errors import (
     TamperedStream,
     TruncatedFrame,
 )
-from .base import _HEADER, DEFAULT_MAX_FRAME, DEFAULT_TIMEOUT, Channel, _check_timeout
+from .base import _HEADER, DEFAULT_MAX_FRAME, Channel, _check_timeout
 from .tcp import _ADMIT, _ADMIT_MAX, PeerFilter, _admission, _check_peers
 
 if TYPE_CHECKING:

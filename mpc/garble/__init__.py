@@ -47,7 +47,6 @@ Follows
 from __future__ import annotations
 
 # ruff: noqa: F401 - this module re-exports the names of its submodules
-
 from pairwise.circuits.ir import Circuit, CircuitError
 
 from ..aes import BlockBuffer, FixedKeyAES, TccrHasher, default_aes, random_blocks
@@ -71,7 +70,7 @@ from .format import (
     urandom_bits,
 )
 from .garbler import Garbler, _same_memory, fresh_delta
-from .jit import JIT_MAX_WIDTH, _jit_eval1, _jit_garble1, _jit_program, _Jit1, _NO_TABLES, _use_jit
+from .jit import _NO_TABLES, JIT_MAX_WIDTH, _Jit1, _jit_eval1, _jit_garble1, _jit_program, _use_jit
 from .kernels import (
     _ONE0,
     _and,

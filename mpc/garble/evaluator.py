@@ -31,8 +31,8 @@ import numpy as np
 from pairwise.circuits.ir import Circuit
 
 from ..aes import FixedKeyAES, default_aes
-from .format import _U64, GarbledCircuit, GarbleError, _as_blocks, _Reader
 from . import jit as _jit_mod
+from .format import _U64, GarbledCircuit, GarbleError, _as_blocks, _Reader
 from .jit import _jit_eval1, _use_jit
 from .kernels import _eval_ands, _eval_ands1, _eval_direct, _xor
 from .plan import _check_batch, _check_chunk, _check_offset, _chunks, _plan, _segment_sizes

@@ -33,8 +33,8 @@ from __future__ import annotations
 import os
 import struct
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 import numpy as np
 
@@ -219,7 +219,7 @@ class GarbledCircuit:
         return h.hex(), n_and, batch, chunk, off
 
     @classmethod
-    def from_bytes(cls, data: bytes | bytearray | memoryview) -> "GarbledCircuit":
+    def from_bytes(cls, data: bytes | bytearray | memoryview) -> GarbledCircuit:
         h, n_and, batch, chunk, off = cls.parse_header(data)
         body = memoryview(data)[HEADER_SIZE:]
         if len(body) != 32 * n_and * batch:

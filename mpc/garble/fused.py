@@ -40,8 +40,8 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable, Iterator
 
 import numpy as np
 
@@ -112,7 +112,7 @@ class _Scratch:
         self.nbytes = self.lab.nbytes + self.delta.nbytes
 
     @classmethod
-    def acquire(cls, plan: _Plan, role: str, chunk: int) -> "_Scratch":
+    def acquire(cls, plan: _Plan, role: str, chunk: int) -> _Scratch:
         try:
             return plan.pool.get(("fused", role, chunk), []).pop()
         except IndexError:

@@ -31,7 +31,7 @@ Follows
 
 from __future__ import annotations
 
-from typing import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -39,8 +39,8 @@ from pairwise.circuits.ir import Circuit
 from pairwise.dp.validate import check_int
 
 from ..aes import FixedKeyAES, default_aes, random_blocks
-from .format import _ONE, _U64, GarbledCircuit, GarbleError, _as_blocks, table_bytes
 from . import jit as _jit_mod
+from .format import _ONE, _U64, GarbledCircuit, GarbleError, _as_blocks, table_bytes
 from .jit import _jit_garble1, _use_jit
 from .kernels import _garble_ands, _garble_ands1, _garble_direct, _xor
 from .plan import _check_batch, _check_chunk, _check_offset, _chunks, _plan, _segment_sizes, wire_slice

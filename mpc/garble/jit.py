@@ -44,7 +44,7 @@ import contextvars
 import logging
 import os
 import types
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 import numpy as np
 
@@ -171,8 +171,8 @@ def _load_fused() -> types.ModuleType | bool:
         log.info("no AES-NI on this CPU: garbling hashes with OpenSSL's AES")
         return False
     try:
+        from ..aes import FIXED_KEY, FIXED_ROUND_KEYS_X4, aes_ecb_reference
         from . import _fused_kernels as f
-        from ..aes import FIXED_ROUND_KEYS_X4, aes_ecb_reference, FIXED_KEY
 
         # known answer against OpenSSL, then one call per argument type the engine passes
         x = np.arange(10, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)
@@ -250,7 +250,7 @@ class _Jit1:
         self.nbytes = self.lab.nbytes + 2 * (16 * n + 16)
 
     @classmethod
-    def acquire(cls, plan: _Plan, role: str) -> "_Jit1":
+    def acquire(cls, plan: _Plan, role: str) -> _Jit1:
         try:
             return plan.pool.get(("jit", role), []).pop()
         except IndexError:
@@ -358,7 +358,7 @@ def _jit_garble1(plan: _Plan, lab_in: np.ndarray, delta: np.ndarray, instance: i
         yield out.reshape(2, 2, k_prev)
 
 
-def _jit_eval1(plan: _Plan, lab_in: np.ndarray, instance: int, reader: "_Reader", aes: FixedKeyAES,
+def _jit_eval1(plan: _Plan, lab_in: np.ndarray, instance: int, reader: _Reader, aes: FixedKeyAES,
                finish: Callable[[np.ndarray], None], keep: bool = False) -> None:
     """Evaluate one instance on the compiled path; ``finish`` gets the active labels (n_slots, 2) of every slot."""
     w = _Jit1.acquire(plan, "evaluator")

@@ -26,7 +26,7 @@ Follows
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
@@ -105,7 +105,7 @@ class _Work:
         self._programs: dict[tuple, tuple] = {}  # (bc, DIRECT_CALL_WORDS) -> program
 
     @classmethod
-    def acquire(cls, max_bc: int, plan: _Plan, role: str) -> "_Work":
+    def acquire(cls, max_bc: int, plan: _Plan, role: str) -> _Work:
         """A pooled :class:`_Work` for (max_bc, role) if one is free, else a new one."""
         try:
             return plan.pool.get((max_bc, role, STEP_GATES), []).pop()

@@ -15,7 +15,8 @@ Security model
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping, Sequence, TypeAlias
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, TypeAlias
 
 import numpy as np
 

@@ -27,17 +27,17 @@ import numpy as np
 from pairwise.circuits.ir import EVALUATOR, GARBLER, Circuit, InputGroup
 
 from ..aes import random_blocks
+from ..basecot import BaseCOTReceiver, BaseCOTSender
 from ..channel import Channel, handshake
 from ..errors import HandshakeError, ProtocolError
 from ..garble import Evaluator, Garbler, decode, default_chunk, urandom_bits, wire_slice
-from ..basecot import BaseCOTReceiver, BaseCOTSender
 from ..iknp import DEFAULT_BATCH, COTReceiver, COTSender
 from . import wire as _w
 from .inputs import (
     OUTPUT_MODES,
-    _scalar_bits,
     PartyInputs,
     RandomGroups,
+    _scalar_bits,
     outputs_from_bits,
     prepare_inputs,
     random_groups,

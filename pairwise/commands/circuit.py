@@ -100,7 +100,7 @@ def parse_hex_input(text: str, width: int, name: str) -> int:
 
 
 def format_hex_output(value: int, width: int) -> str:
-    return format(value, "0{}x".format((width + 3) // 4))
+    return format(value, f"0{(width + 3) // 4}x")
 
 
 def cmd_eval(args) -> int:

@@ -265,7 +265,7 @@ class Aggregator(ShuffleOps):
                 await self._tick()
                 try:
                     await asyncio.wait_for(self._stop.wait(), _CHECK_EVERY)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     pass
         finally:
             await self._shutdown()
@@ -331,7 +331,7 @@ class Aggregator(ShuffleOps):
             conn, hs = await asyncio.wait_for(
                 accept_connection(reader, writer, role=ROLE_AGGREGATOR, session_id=SESSION_ID,
                                   digest=PROTOCOL_DIGEST, timeout=PREAUTH_TIMEOUT), PREAUTH_TIMEOUT)
-        except (asyncio.TimeoutError, ChannelError, ValueError, OSError) as exc:
+        except (TimeoutError, ChannelError, ValueError, OSError) as exc:
             self._log(f"connection refused: {exc or 'authentication timed out'}")
             writer.close()
             return
@@ -626,7 +626,7 @@ class Aggregator(ShuffleOps):
             limit = t.spec["timeout"]
             try:
                 ended = await asyncio.wait_for(asyncio.shield(paired), limit)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 s.waiting.pop(name, None)
                 await self._drop(t, s, f"{s.partner_of(name)} did not come within {limit:g} s")
                 raise CollectError(f"session {sid}: the partner did not come within {limit:g} s; "

@@ -94,7 +94,7 @@ class HistogramTask:
         self.protocol()  # epsilon <= 1, delta, n >= 400 ln(4/delta)/eps^2 (Theorem 3.2)
 
     @classmethod
-    def from_spec(cls, spec: dict) -> "HistogramTask":
+    def from_spec(cls, spec: dict) -> HistogramTask:
         """From a ``shuffle-histogram`` task's spec (:mod:`pairwise.protocols.collect.tasks.shuffle_histogram`)."""
         lo, hi = spec["lower"], spec["upper"]
         return cls(epsilon=float(spec["epsilon"]), delta=float(spec["delta"]),

@@ -100,7 +100,7 @@ class _Phase:
 
 def session_id(task_id: str, pair_id: str | int) -> bytes:
     """The Yao session id of a pair: both users bind their session to the task and the pair."""
-    return f"pairwise-collect/{task_id}/{pair_id}".encode("utf-8")
+    return f"pairwise-collect/{task_id}/{pair_id}".encode()
 
 
 def tls_pair_channel(conn: Channel, *, role: str, partner: str, tls: TLSConfig | None = None,

@@ -34,7 +34,7 @@ Security model
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from pairwise.mpc.channel import Channel
 

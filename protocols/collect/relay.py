@@ -40,8 +40,8 @@ Security model
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from pairwise.mpc.errors import ChannelError
 

@@ -118,7 +118,7 @@ class TaskInfo:
     info: dict  # {"protocol": ..., "spec": {...}} as the aggregator describes the task
 
     @classmethod
-    def from_info(cls, task_id: str, info: dict) -> "TaskInfo":
+    def from_info(cls, task_id: str, info: dict) -> TaskInfo:
         """From the aggregator's description of a task (``protocol`` must be ``shuffle-histogram``)."""
         from .histogram import HistogramTask, box_bytes, max_boxes
 
@@ -566,7 +566,8 @@ class AggregatorUpstream(Upstream):
         self.timeout, self.connect_timeout = float(timeout), float(connect_timeout)
 
     def _connect(self):
-        from .wire import ROLE_SHUFFLER as ROLE, connect
+        from .wire import ROLE_SHUFFLER as ROLE
+        from .wire import connect
 
         return connect(self.addr, ROLE, tls=self.tls, insecure=self.insecure, server_name=self.server_name,
                        connect_timeout=self.connect_timeout, timeout=self.timeout)

@@ -210,8 +210,9 @@ def simulate_users(server: str, task: str, data: str, columns: list[str], *, use
     if not 1 <= len(columns) <= 2:
         raise SimulationError("--columns names one or two columns (the second: kendall's y, the QMLE's covariate)")
     if tls is None and not insecure:
-        from .wire import parse_address
         from pairwise.mpc.tls import is_loopback
+
+        from .wire import parse_address
 
         if not is_loopback(parse_address(server)[0]):
             raise SimulationError("without --tls the users run in plaintext, loopback only")

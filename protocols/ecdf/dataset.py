@@ -46,8 +46,8 @@ import numpy as np
 from pairwise.fss import KeyFormatError
 
 from .shares import PointwiseShares, ShareParameterError, grid_points, parse_keys, reduce_mod
-from .validation import layout_for, load_series
 from .storage import ChunkRecord, DatasetRecord, Storage, StorageError
+from .validation import layout_for, load_series
 from .wire import DatasetError
 
 __all__ = ["Dataset", "IdSet", "Snapshot", "split_keys"]

@@ -41,16 +41,17 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
+
 from pairwise.dp.ecdf_intervals import (
     AUCInterval,
     NoiseLaw,
     auc_estimate,
     auc_interval,
     band,
-    product_moment,
-    chernoff_radii,
     check_alpha,
+    chernoff_radii,
     exact_sum_radius,
+    product_moment,
     quantile_interval,
 )
 from pairwise.dp.kary import PrefixMap, level_sizes

@@ -72,6 +72,7 @@ from dataclasses import replace
 from fractions import Fraction
 
 import numpy as np
+
 from pairwise.mpc.channel import TCPChannel
 from pairwise.mpc.errors import ChannelError, ProtocolError
 
@@ -101,15 +102,15 @@ from .peers import PeerHub, ask_holds, connect_peer, garbler_session, open_verif
 from .release import ReleasePlan, plan_release, release_points, run_release
 from .shares import KIND_VECTOR, parse_keys
 from .staging import StagedUpload, StagingBudget
-from .validation import VDPFSeries, check_chunk, layout_for
 from .storage import ChunkRecord, DatasetRecord, Storage, StorageError
+from .validation import VDPFSeries, check_chunk, layout_for
 from .wire import (
+    UPLOAD_FRAME_MAX,
     DatasetError,
     DatasetExists,
     ECDFError,
     QueryRefused,
     ServerUnavailable,
-    UPLOAD_FRAME_MAX,
     UnknownDataset,
     error_code,
     fmt_eps,

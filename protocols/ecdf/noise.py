@@ -93,13 +93,13 @@ import numpy as np
 from pairwise.circuits.builder import Builder
 from pairwise.circuits.ir import EVALUATOR, GARBLER, Circuit
 from pairwise.circuits.noise import discrete_laplace_value
-from pairwise.dp.errors import PairwiseError
+from pairwise.dp.accounting import PrivacyGuarantee
 from pairwise.dp.dyadic import (
     DiscreteLaplaceParams,
     choose_discrete_laplace,
     discrete_laplace_guarantee,
 )
-from pairwise.dp.accounting import PrivacyGuarantee
+from pairwise.dp.errors import PairwiseError
 from pairwise.dp.exact import exp_bounds
 
 from .shares import reduce_mod, uniform_words

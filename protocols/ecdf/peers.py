@@ -48,6 +48,7 @@ import threading
 import time
 
 import numpy as np
+
 from pairwise.mpc.channel import TCPChannel
 from pairwise.mpc.errors import ChannelError, HandshakeError, ProtocolError
 

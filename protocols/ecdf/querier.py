@@ -49,8 +49,8 @@ from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
 import numpy as np
+
 from pairwise.dp.ecdf import auc as trapezoid_auc
-from pairwise.dp.validate import check_int, is_int
 from pairwise.dp.ecdf import (
     hosmer_lemeshow_statistic,
     inverse_ecdf,
@@ -58,10 +58,10 @@ from pairwise.dp.ecdf import (
 )
 from pairwise.dp.ecdf_intervals import NoiseLaw, auc_estimate, check_alpha
 from pairwise.dp.kary import consistent_prefix, level_sizes
+from pairwise.dp.validate import check_int, is_int
 from pairwise.mpc.errors import ChannelError
 
 from .estimates import NoiseMap, auc_method, ecdf_band, quantile_interval, roc_auc_interval
-
 from .ops import (
     LEDGER_PAGE,
     MECHANISMS,

@@ -54,6 +54,8 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 import numpy as np
+
+from pairwise.dp.kary import tree_radices
 from pairwise.mpc.errors import ChannelError
 
 from .dataset import Dataset, Snapshot
@@ -70,8 +72,6 @@ from .noise import (
     polya_table,
     value_epsilon,
 )
-from pairwise.dp.kary import tree_radices
-
 from .ops import MAX_SERIES, MECHANISMS, PrepareRequest, check_rid, parse_thresholds
 from .shares import MAX_GRID_BITS, grid_points, reduce_mod, to_signed
 from .wire import QueryRefused, ServerUnavailable

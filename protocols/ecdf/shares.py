@@ -70,7 +70,7 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -258,10 +258,10 @@ class DCFShares:
         return cls(batch, l), kept, {i: str(e) for i, e in rejected.items()}
 
     @classmethod
-    def concat(cls, parts: Sequence["DCFShares"]) -> "DCFShares":
+    def concat(cls, parts: Sequence[DCFShares]) -> DCFShares:
         return cls(DCFKeyBatch.concat([p.batch for p in parts]), parts[0].l)
 
-    def take(self, rows: np.ndarray) -> "DCFShares":
+    def take(self, rows: np.ndarray) -> DCFShares:
         return DCFShares(self.batch[np.asarray(rows, dtype=np.intp)], self.l)
 
     def cumulative_shares(self, points: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
@@ -430,13 +430,13 @@ class MShareShares:
         return cls(kinds, seeds, vectors, vi, n, l), kept, rejected
 
     @classmethod
-    def concat(cls, parts: Sequence["MShareShares"]) -> "MShareShares":
+    def concat(cls, parts: Sequence[MShareShares]) -> MShareShares:
         offs = np.cumsum([0] + [p.vectors.shape[0] for p in parts[:-1]])
         vi = np.concatenate([np.where(p.vec_index >= 0, p.vec_index + o, -1) for p, o in zip(parts, offs)])
         return cls(np.concatenate([p.kinds for p in parts]), np.concatenate([p.seeds for p in parts]),
                    np.concatenate([p.vectors for p in parts]), vi, parts[0].n, parts[0].l)
 
-    def take(self, rows: np.ndarray) -> "MShareShares":
+    def take(self, rows: np.ndarray) -> MShareShares:
         rows = np.asarray(rows, dtype=np.intp)
         vi = self.vec_index[rows]
         used = vi[vi >= 0]
@@ -497,10 +497,10 @@ class PointwiseShares:
         return self.values.shape[0]
 
     @classmethod
-    def concat(cls, parts: Sequence["PointwiseShares"]) -> "PointwiseShares":
+    def concat(cls, parts: Sequence[PointwiseShares]) -> PointwiseShares:
         return cls(parts[0].points, np.concatenate([p.values for p in parts]), parts[0].l)
 
-    def take(self, rows: np.ndarray) -> "PointwiseShares":
+    def take(self, rows: np.ndarray) -> PointwiseShares:
         return PointwiseShares(self.points, self.values[np.asarray(rows, dtype=np.intp)], self.l)
 
     def cumulative_shares(self, points: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:

@@ -61,12 +61,13 @@ import os
 import queue
 import threading
 import time
-from collections.abc import Iterator
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
+
 from pairwise.mpc.errors import ChannelError
 
 from .ops import CommitRequest, PointwiseRequest, SeriesSpec, UploadRequest

@@ -36,8 +36,8 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 import numpy as np
 
@@ -230,7 +230,7 @@ class ChunkCheck:
 
     @classmethod
     def parse(cls, blobs: dict[str, Sequence[bytes]], *, layout: Layout, party: int
-              ) -> tuple["ChunkCheck", list[int], dict[int, str]]:
+              ) -> tuple[ChunkCheck, list[int], dict[int, str]]:
         """(the well-formed clients' keys, their indices, {index: reason}) from one bundle per series and client."""
         lay = layout
         K = len(next(iter(blobs.values()))) if blobs else 0
@@ -324,7 +324,7 @@ class ChunkCheck:
         for s in self.hists:
             self.hists[s] = [h & mask for h in self.hists[s]]
 
-    def take(self, rows: np.ndarray) -> "ChunkCheck":
+    def take(self, rows: np.ndarray) -> ChunkCheck:
         """The chunk restricted to clients ``rows`` (histograms: minus the outputs of the others)."""
         rows = np.asarray(rows, dtype=np.intp)
         out = ChunkCheck(self.layout, self.party, {s: [b[rows] for b in bs] for s, bs in self.batches.items()},
@@ -343,7 +343,7 @@ class ChunkCheck:
             out.digests = None if self.digests is None else self.digests[rows]
         return out
 
-    def series(self) -> dict[str, "VDPFSeries"]:
+    def series(self) -> dict[str, VDPFSeries]:
         """One :class:`VDPFSeries` per series of the layout (call after :meth:`evaluate` or :func:`load_series`)."""
         return {s: VDPFSeries.of(self, s) for s, _ in self.layout.series}
 
@@ -355,7 +355,7 @@ def accepted(mine: np.ndarray, theirs: np.ndarray, my_ok: np.ndarray, their_ok: 
 
 
 def check_chunk(blobs: dict[str, Sequence[bytes]], layout: Layout, party: int, link, index: int, *,
-                shares: bool = True) -> tuple[np.ndarray, dict[int, str], dict[str, "VDPFSeries"] | None]:
+                shares: bool = True) -> tuple[np.ndarray, dict[int, str], dict[str, VDPFSeries] | None]:
     """One server's check of one upload chunk with the other server: (accepted (k,), {index: reason}, shares).
 
     ``link`` has the upload's verifier ``key`` and ``exchange(index, parsed,
@@ -405,7 +405,7 @@ class VDPFSeries:
         self._series = series
 
     @classmethod
-    def of(cls, chunk: ChunkCheck, s: str) -> "VDPFSeries":
+    def of(cls, chunk: ChunkCheck, s: str) -> VDPFSeries:
         lay = chunk.layout
         r = lay.reads[s]
         size = 1 << lay.n
@@ -419,13 +419,13 @@ class VDPFSeries:
         return self.count
 
     @classmethod
-    def concat(cls, parts: Sequence["VDPFSeries"]) -> "VDPFSeries":
+    def concat(cls, parts: Sequence[VDPFSeries]) -> VDPFSeries:
         h = np.zeros_like(parts[0].hist)
         for p in parts:
             h += p.hist
         return cls(h, sum(p.count for p in parts), parts[0].l)
 
-    def take(self, rows: np.ndarray) -> "VDPFSeries":
+    def take(self, rows: np.ndarray) -> VDPFSeries:
         if self._chunk is None:
             raise ShareParameterError("a verified series keeps only its histogram; a row subset needs its staged keys")
         rows = np.asarray(rows, dtype=np.intp)

@@ -93,6 +93,7 @@ from pairwise.dp.accounting import PrivacyGuarantee, advanced_composition
 from pairwise.dp.errors import PrivacyParameterError
 from pairwise.dp.mechanisms import RandomizedResponse
 from pairwise.dp.samplers import uniform_int_array
+
 from .errors import LDPDataError, LDPParameterError, ReportError, UnknownKernel
 from .shuffle import secure_permutation
 
@@ -682,7 +683,7 @@ def run_experiment_auc_domain(
     to [0, 1], the estimate one would publish (post-processing, so the
     privacy guarantee is unchanged): mean and std, at most 1.
     """
-    from .ustat import Quantizer, QuantizedUStatistic, exact_auc
+    from .ustat import QuantizedUStatistic, Quantizer, exact_auc
 
     pos, neg = synthetic_auc_dataset(dataset, n_per_class, rng, digit)
     true_auc = exact_auc(pos, neg)

@@ -502,7 +502,7 @@ def quantile_regression(y: np.ndarray, x: np.ndarray, tau: float = 0.5) -> np.nd
     k = X.shape[1]
     c = np.r_[np.zeros(k), np.full(n, tau), np.full(n, 1 - tau)]
     import scipy.optimize
-    from scipy.sparse import eye, hstack, csr_matrix
+    from scipy.sparse import csr_matrix, eye, hstack
 
     A = hstack([csr_matrix(X), eye(n), -eye(n)], format="csr")
     bounds = [(None, None)] * k + [(0, None)] * (2 * n)

@@ -166,7 +166,7 @@ class Quantizer:
         return all(a.levels is not None for a in self._axes)
 
     @classmethod
-    def uniform(cls, lower: Sequence[float] | float, upper: Sequence[float] | float, k: int) -> "Quantizer":
+    def uniform(cls, lower: Sequence[float] | float, upper: Sequence[float] | float, k: int) -> Quantizer:
         """``k`` equal bins per coordinate on [lower, upper] (scalars or one per coordinate)."""
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
             raise LDPParameterError(f"number of bins k must be an integer >= 1, got {k!r}")
@@ -185,7 +185,7 @@ class Quantizer:
         return cls(axes)
 
     @classmethod
-    def discrete(cls, levels: Sequence[Sequence[float]] | Sequence[float]) -> "Quantizer":
+    def discrete(cls, levels: Sequence[Sequence[float]] | Sequence[float]) -> Quantizer:
         """A known finite domain: ``levels`` per coordinate (one list for 1-d data)."""
         if len(levels) and np.ndim(levels[0]) == 0:
             levels = [levels]  # type: ignore[list-item]

@@ -99,7 +99,7 @@ class AsyncConnection:
     async def _exactly(self, n: int, timeout: float, *, frame_start: bool, total: int) -> bytes:
         try:
             return await asyncio.wait_for(self.reader.readexactly(n), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             if frame_start:
                 raise ChannelTimeout(f"no message from {self.peer} within {timeout:g} s") from None
             raise ChannelTimeout(f"{self.peer} stalled for {timeout:g} s in the middle of a frame") from None
@@ -134,7 +134,7 @@ class AsyncConnection:
         t = self.timeout if timeout is None else float(timeout)
         try:
             await asyncio.wait_for(self.writer.drain(), t)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise ChannelTimeout(f"send to {self.peer} stalled for {t:g} s (the peer is not reading)") from None
         except (ConnectionError, OSError) as exc:
             raise PeerClosed(f"connection to {self.peer} closed by the peer while sending ({exc})") from None
@@ -153,7 +153,7 @@ class AsyncConnection:
         t = self.timeout if timeout is None else float(timeout)
         try:
             data = await asyncio.wait_for(self.reader.read(n), t)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise ChannelTimeout(f"{self.peer} sent nothing for {t:g} s") from None
         except (ConnectionError, OSError):
             return b""
@@ -192,7 +192,7 @@ class AsyncConnection:
         try:
             self.writer.close()
             await asyncio.wait_for(self.writer.wait_closed(), timeout)
-        except (asyncio.TimeoutError, ConnectionError, OSError, RuntimeError):
+        except (TimeoutError, ConnectionError, OSError, RuntimeError):
             self.abort()
 
 

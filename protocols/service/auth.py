@@ -25,8 +25,8 @@ Security model
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 __all__ = ["Peer", "RolePolicy", "peer_of"]
 

@@ -143,7 +143,7 @@ class UStatConfig:
             raise UStatError(f"pair_delta must lie in (0, 1), got {self.pair_delta!r}")
 
     @classmethod
-    def from_options(cls, statistic: str, options: dict) -> "UStatConfig":
+    def from_options(cls, statistic: str, options: dict) -> UStatConfig:
         """A config from :func:`run_ustat`'s keywords: the loose transport keywords (``tls``, ``tls_dir``,
         ``timeout``, ``connect_timeout``) fill ``transport``; an unknown keyword is a ``TypeError``."""
         opts = dict(options)

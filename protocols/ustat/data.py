@@ -214,8 +214,8 @@ def _exact(pd: PreparedData) -> float | None:
 
 
 def _exact_kernel(pd: PreparedData) -> float | None:
-    from pairwise.circuits.kernel_spec import EXHAUSTIVE_LIMIT, _bits_of, kernel_circuit
     from pairwise.circuits.ir import bits_to_ints
+    from pairwise.circuits.kernel_spec import EXHAUSTIVE_LIMIT, _bits_of, kernel_circuit
 
     n = pd.x.size
     if pd.table is not None:

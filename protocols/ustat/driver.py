@@ -92,11 +92,19 @@ from fractions import Fraction
 import numpy as np
 
 from .config import DEFAULT_PAIR_DELTA, NOISE_MECHANISMS, STATISTICS, UStatConfig, UStatError
-from .data import PreparedData, _exact, _exact_raw, _pair_inputs, kernel_factor, kernel_sums_from_table, natural_range, \
-    prepare_data
+from .data import (
+    PreparedData,
+    _exact,
+    _exact_raw,
+    _pair_inputs,
+    kernel_factor,
+    kernel_sums_from_table,
+    natural_range,
+    prepare_data,
+)
 from .interval import ustat_interval
-from .result import Costs, NotPrivate, PublicParameters, Release, UStatResult
 from .public import MAX_PAIR_EPSILON, per_pair_epsilon
+from .result import Costs, NotPrivate, PublicParameters, Release, UStatResult
 from .runners import PairJob, _aggregate, _run_network, _run_simulate, runner_for
 from .stats import (
     all_pairs,

@@ -42,8 +42,13 @@ import math
 
 import numpy as np
 
-from pairwise.dp.concentration import IntervalWidth, chernoff_radius, check_alpha, dyadic_noise_log_mgf, \
-    krr_estimate_log_mgf
+from pairwise.dp.concentration import (
+    IntervalWidth,
+    check_alpha,
+    chernoff_radius,
+    dyadic_noise_log_mgf,
+    krr_estimate_log_mgf,
+)
 
 __all__ = ["ustat_interval", "sampling_variance_proxy", "METHOD"]
 

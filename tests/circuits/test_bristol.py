@@ -61,7 +61,7 @@ OLD = {
 SHA256_IV = (0x6A09E667, 0xBB67AE85, 0x3C6EF372, 0xA54FF53A, 0x510E527F, 0x9B05688C, 0x1F83D9AB, 0x5BE0CD19)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _read(path: str, old: bool = False):
     return read_bristol_old(path) if old else read_bristol_fashion(path)
 

@@ -79,7 +79,7 @@ UNARY = {
 }
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def binary_circuit(op: str, wa: int, sa: bool, wb: int, sb: bool):
     b = Builder(f"{op}")
     x = b.input("x", wa, GARBLER, sa)
@@ -89,7 +89,7 @@ def binary_circuit(op: str, wa: int, sa: bool, wb: int, sb: bool):
     return b.build(), r.width, r.signed
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def unary_circuit(op: str, w: int, s: bool):
     b = Builder(op)
     x = b.input("x", w, GARBLER, s)
@@ -239,7 +239,7 @@ def test_square_of_signed_rejected():
 
 
 # ---------------------------------------------------------------------- mux
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def mux_circuit(w: int, sx: bool, wb: int, sy: bool):
     b = Builder("mux")
     c = b.input("c", 1, GARBLER)
@@ -328,7 +328,7 @@ def test_mux_with_mixed_signedness_returns_an_operand():
         assert got == [xv if cbit else yv for xv, yv in pairs]
 
 # ---------------------------------------------------------------------- shifts, slices, concatenation, extension
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def bitops_circuit(w: int, s: bool, k: int, i: int, j: int, ext: int):
     b = Builder("bits")
     x = b.input("x", w, GARBLER, s)

@@ -11,7 +11,6 @@ Tests that start processes are in tests/system/test_circuit_ir_processes.py.
 
 from __future__ import annotations
 
-
 import networkx as nx
 import numpy as np
 import pytest

@@ -102,7 +102,7 @@ BUDGET = {
 }
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def kernel(name: str, w: int, signed: bool):
     return build_kernel(name, w, signed)
 
@@ -163,7 +163,7 @@ def test_kendall_kernel(data, w, signed):
     check_kendall(c, w, signed, list(zip(*cols)))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def kendall_edges_ok(w: int, signed: bool) -> bool:
     check_kendall(kernel("kendall", w, signed), w, signed, list(itertools.product(edges(w, signed), repeat=4)))
     return True

@@ -18,7 +18,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from pairwise.circuits.ir import bits_to_ints, ints_to_bits
+from pairwise.circuits.builder import Builder
+from pairwise.circuits.ir import GARBLER, bits_to_ints, ints_to_bits
 from pairwise.circuits.kernels import kernel_reference, pack_pair
 from pairwise.circuits.noise import (
     BINARY_KERNELS,
@@ -56,9 +57,6 @@ from pairwise.dp.dyadic import (
 from pairwise.dp.errors import NoiseParameterError
 from pairwise.dp.exact import exp_bounds
 from pairwise.dp.samplers import sample_dyadic_laplace, sample_krr, simulate_dyadic_laplace, simulate_krr
-from pairwise.circuits.builder import Builder
-from pairwise.circuits.ir import GARBLER
-
 from tests.support.chisquare import ALPHA_SEEDED, chi_square_pvalue
 
 N_CHI = 100_000
@@ -116,7 +114,7 @@ def test_exp_bounds_below_cap_are_zero_and_monotone():
 
 
 # ---------------------------------------------------------------------- coins
-@pytest.mark.parametrize("m", list(range(0, 33)))
+@pytest.mark.parametrize("m", list(range(33)))
 def test_less_than_const_exhaustive(m):
     b = Builder("lt")
     u = b.input("u", 5, GARBLER)

@@ -87,7 +87,7 @@ def test_noise_guarantee_is_a_deprecated_alias_of_privacy_guarantee():
 
 
 def test_the_one_krr_estimator_serves_the_gadgets_and_the_mechanism():
-    from pairwise.dp.mechanisms import KRREstimator, KaryRandomizedResponse
+    from pairwise.dp.mechanisms import KaryRandomizedResponse, KRREstimator
 
     assert noise.KRREstimator is dyadic.KRREstimator is KRREstimator
     p = dyadic.choose_krr(1, 3)

@@ -13,8 +13,8 @@ from scipy.optimize import minimize
 
 from pairwise.dp.accounting import PrivacyGuarantee
 from pairwise.dp.ecdf import (
-    _groups,
     _group_sums,
+    _groups,
     auc,
     histogram,
     hosmer_lemeshow,

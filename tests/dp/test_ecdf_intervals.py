@@ -11,9 +11,9 @@ from scipy import stats
 from pairwise.dp.ecdf_intervals import (
     NoiseLaw,
     auc_estimate,
+    check_alpha,
     chernoff_radii,
     chernoff_radius_weights,
-    check_alpha,
     effective_alpha,
     envelope,
     exact_sum_radius,

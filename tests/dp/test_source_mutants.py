@@ -13,7 +13,6 @@ import pytest
 from pairwise.dp.accounting import EPSILON_MIN, advanced_composition, check_epsilon
 from pairwise.dp.errors import PrivacyParameterError
 
-
 # ----------------------------------------------------------------------------- dp/accounting.py
 
 

@@ -21,7 +21,6 @@ from pairwise.fss import (
     FORMAT_VERSION,
     VDPF_FORMAT_VERSION,
     DPFKey,
-    DPFKeyBatch,
     FSSParameterError,
     KeyFormatError,
     VDPFKey,
@@ -35,7 +34,7 @@ from pairwise.fss import (
     vdpf_key_bytes,
     vdpf_verify_pair,
 )
-from pairwise.fss.keys import CHECK_BYTES, key_layout, KIND_VDPF
+from pairwise.fss.keys import CHECK_BYTES, KIND_VDPF, key_layout
 from pairwise.fss.vdpf import _vdpf_gen_from_roots, check_hash
 
 VECTORS = Path(__file__).resolve().parents[1] / "vectors" / "vdpf_v2.json"

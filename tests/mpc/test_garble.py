@@ -32,7 +32,6 @@ from pairwise.mpc.garble import (
     table_bytes,
 )
 from pairwise.mpc.halfgates import eval_and, garble_and, lsb, tweak_blocks
-
 from tests.support.bristol import BRISTOL_DIR, bristol_names
 from tests.support.garble import random_bits, random_circuit
 
@@ -41,7 +40,7 @@ BRISTOL_FILES = bristol_names()  # tests using these request the bristol_dir fix
 OLD_FILES = bristol_names("bristol_format")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def bristol(name: str) -> Circuit:
     return read_bristol_fashion(os.path.join(BRISTOL, name))
 
@@ -219,7 +218,7 @@ def _kernel_cases():
     return [(n, w, s) for n in sorted(KERNELS) for w in (8, 13, 32) for s in (False, True)]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def kernel(name, bits, signed):
     from pairwise.circuits.kernels import build_kernel
 

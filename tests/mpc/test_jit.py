@@ -23,8 +23,8 @@ from pairwise.circuits.ir import AND, EVALUATOR, GARBLER, INV, XOR, Circuit, Inp
 from pairwise.circuits.kernels import build_kernel
 from pairwise.mpc import garble, jit
 from pairwise.mpc.garble import Evaluator, GarbleError, Garbler, decode
-from pairwise.mpc.garble import garbler as garbler_module, program as program_module
-
+from pairwise.mpc.garble import garbler as garbler_module
+from pairwise.mpc.garble import program as program_module
 from tests.support.bristol import BRISTOL_DIR
 from tests.support.garble import random_bits, random_circuit
 

@@ -170,9 +170,8 @@ def _clamp(secret: bytes) -> int:
 
 
 def test_point_encoding_and_u_coordinates_match_pycryptodome():
-    from Crypto.PublicKey import ECC
-
     import nacl.bindings as na
+    from Crypto.PublicKey import ECC
 
     from pairwise.mpc.baseot import u_coordinates
 

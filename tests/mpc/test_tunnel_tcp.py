@@ -84,7 +84,7 @@ class RawRelay:
                     off += len(data)
                     dst.write(data)
                     await dst.drain()
-            except (ConnectionError, OSError, asyncio.TimeoutError):
+            except (TimeoutError, ConnectionError, OSError):
                 pass
             try:
                 dst.write_eof()  # half-close: the other user still reads what was sent before

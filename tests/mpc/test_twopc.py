@@ -36,7 +36,6 @@ from pairwise.circuits.kernels import KERNELS, build_kernel, kernel_reference, p
 from pairwise.mpc.channel import HEADER_BYTES, MemoryChannel, PeerClosed, TranscriptChannel
 from pairwise.mpc.errors import HandshakeError, ProtocolError
 from pairwise.mpc.twopc import EvaluatorSession, ExecutionMismatch, GarblerSession, circuit_digest
-
 from tests.support.twopc import EXEC_HEADER, WAIT, Pair
 
 assert EXEC_HEADER.size == 80  # the execution header of mpc/twopc/wire.py

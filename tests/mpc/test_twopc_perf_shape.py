@@ -35,7 +35,6 @@ from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
 import pairwise.mpc.garble as garble
 import pairwise.mpc.twopc as twopc
-from pairwise.mpc.twopc import session
 from pairwise.circuits.builder import Builder
 from pairwise.circuits.catalog import resolve_circuit
 from pairwise.circuits.ir import AND, EVALUATOR, GARBLER, INV, Circuit
@@ -43,7 +42,7 @@ from pairwise.circuits.kernels import build_kernel
 from pairwise.mpc import jit
 from pairwise.mpc.channel import HEADER_BYTES, MemoryChannel, PeerClosed, TranscriptChannel
 from pairwise.mpc.iknp import DEFAULT_BATCH
-from pairwise.mpc.twopc import EvaluatorSession, GarblerSession
+from pairwise.mpc.twopc import EvaluatorSession, GarblerSession, session
 
 WAIT = 60.0
 

@@ -26,7 +26,6 @@ from pairwise.circuits.ir import EVALUATOR, GARBLER, Circuit, CircuitError
 from pairwise.mpc.channel import HEADER_BYTES
 from pairwise.mpc.garble import Evaluator
 from pairwise.mpc.twopc import ExecutionMismatch
-
 from tests.support.twopc import EXEC_HEADER, Pair
 
 W = 8

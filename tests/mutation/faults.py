@@ -54,9 +54,9 @@ from __future__ import annotations
 import functools
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Callable
 
 # --------------------------------------------------------------------------- plumbing
 

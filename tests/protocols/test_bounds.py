@@ -36,7 +36,6 @@ from pairwise.dp.bounds import (
 from pairwise.dp.errors import PrivacyParameterError
 from pairwise.protocols.datasets import DataError, column_domain, dataset_domains, list_datasets, load_dataset
 from pairwise.protocols.ustat.driver import UStatError, prepare_data, run_ustat
-
 from tests.support.cli import cli_error
 
 # ----------------------------------------------------------------------------- dp.bounds

@@ -23,15 +23,12 @@ tests/system/test_privacy_audit_processes.py, with the comparison of tests/suppo
 
 from __future__ import annotations
 
-
 import numpy as np
 import pytest
 
 from pairwise.commands import ldp as ldp_cmd
 from pairwise.commands import noise as noise_cmd
-
 from tests.support.audit import assert_same_public, run_json, write_csv
-
 
 # ----------------------------------------------------------------------------- ldp
 

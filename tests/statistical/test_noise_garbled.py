@@ -37,9 +37,7 @@ from pairwise.dp.dyadic import (
     choose_randomized_response,
     discrete_laplace_params,
 )
-
 from pairwise.mpc.garble import garble_and_evaluate as garble
-
 from tests.support.chisquare import ALPHA_SEEDED, chi_square_pvalue
 
 N = 100_000

@@ -63,8 +63,15 @@ from pairwise.protocols.ecdf.noise import (
     words_to_bits,
 )
 from pairwise.protocols.ecdf.shares import reduce_mod, to_signed
-
-from tests.support.noise_power import GofTest, bernoulli, categorical, discrete_laplace, from_atoms, kary_rr, signed_geometric
+from tests.support.noise_power import (
+    GofTest,
+    bernoulli,
+    categorical,
+    discrete_laplace,
+    from_atoms,
+    kary_rr,
+    signed_geometric,
+)
 
 
 def _inputs(circuit, **groups):
@@ -365,7 +372,7 @@ def test_masked_noise_shares_are_uniform_alone_and_discrete_laplace_together():
                 "sum of the two servers' noise shares")
 
 
-def _nb_difference(r: float, a: float) -> "object":
+def _nb_difference(r: float, a: float) -> object:
     k = np.arange(int(80 / (1 - a)) + 80)
     pmf = stats.nbinom.pmf(k, r, 1 - a)
     return from_atoms(np.arange(-k[-1], k[-1] + 1), np.convolve(pmf, pmf[::-1]), f"NB({r:g})-NB({r:g}), a={a:.4g}")

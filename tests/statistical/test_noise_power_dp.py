@@ -42,7 +42,6 @@ from pairwise.dp.mechanisms import (
     RandomizedResponse,
     SnappingLaplaceMechanism,
 )
-
 from tests.support.noise_power import (
     GofTest,
     QuadraticFormTest,

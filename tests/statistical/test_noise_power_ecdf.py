@@ -38,7 +38,6 @@ from scipy import stats
 
 from pairwise.dp.tree import consistent_prefix_sums
 from pairwise.protocols.ecdf.client import ECDFQuerier, ServerProcesses, upload
-
 from tests.support.noise_power import (
     GofTest,
     QuadraticFormTest,

@@ -57,7 +57,6 @@ from pairwise.protocols.ldp.ustat import (
     ldp_ustatistic,
     simulate_ldp_ustatistic,
 )
-
 from tests.support.noise_power import GofTest, NormalVarianceTest, bernoulli, binomial, categorical
 
 EPS = 1.0

@@ -28,7 +28,6 @@ import pytest
 
 from pairwise.dp.dyadic import choose_discrete_laplace, choose_krr
 from pairwise.dp.samplers import sample_dyadic_laplace, sample_krr, simulate_dyadic_laplace, simulate_krr
-
 from tests.support.noise_power import GofTest, discrete_laplace, kary_rr, signed_geometric
 
 EPS, S, N_DL, N_KRR = 1.0, 40, 2000, 1000

@@ -80,7 +80,6 @@ import pytest
 from scipy.optimize import brentq
 
 from pairwise.protocols.ustat.driver import run_ustat
-
 from tests.support.noise_power import ALPHA, GofTest, discrete_laplace, kary_rr, scale_alternatives, signed_geometric
 
 DELTA_SLACK = 1e-8

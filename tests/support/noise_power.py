@@ -67,8 +67,8 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
 
 import numpy as np
 from scipy import stats
@@ -114,7 +114,7 @@ class Law:
     atoms: tuple[np.ndarray, np.ndarray] | None = field(default=None, compare=False, repr=False)
 
     # -- derived laws
-    def shift(self, h: float) -> "Law":
+    def shift(self, h: float) -> Law:
         """The law of h + X."""
         if self.atoms is not None:
             return from_atoms(self.atoms[0] + h, self.atoms[1], f"{h:+g} + {self.name}")

@@ -14,7 +14,6 @@ import numpy as np
 import pytest
 
 from pairwise.dp.errors import PrivacyParameterError
-
 from tests.support.cli import cli_error
 
 

@@ -30,7 +30,6 @@ from pairwise.mpc.channel import (
     TruncatedFrame,
     handshake,
 )
-
 from tests.support.processes import CHILD_TIMEOUT, finish, read_line, spawn
 
 

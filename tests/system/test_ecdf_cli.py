@@ -109,8 +109,8 @@ def test_demo_json_noise_and_plot(tmp_path):
     smoothed curve is the projection onto monotone curves in [0, 1], so it is
     no further from the exact ECDF than the noisy one.
     """
-    from tests.support.noise_power import QuadraticFormTest, discrete_laplace, path_matrix, scale_alternatives
     from pairwise.protocols.datasets import load_dataset
+    from tests.support.noise_power import QuadraticFormTest, discrete_laplace, path_matrix, scale_alternatives
 
     L = 10  # the demo's domain bits
     law = lambda f=1.0: discrete_laplace((L + 1) * f)  # noqa: E731 - node scale (L + 1)/eps at eps = 1

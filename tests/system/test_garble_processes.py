@@ -13,7 +13,7 @@ def test_memory_bounded_aes_10k_instances():
     import textwrap
 
     code = textwrap.dedent(
-        f"""
+        """
         import numpy as np
         from pairwise.circuits.catalog import resolve_circuit
         from pairwise.mpc.garble import Garbler, Evaluator, decode, split_outputs

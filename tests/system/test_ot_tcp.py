@@ -18,7 +18,6 @@ import pytest
 from pairwise.mpc.aes import random_blocks
 from pairwise.mpc.channel import PeerClosed, TCPListener, handshake
 from pairwise.mpc.ot import COTSender
-
 from tests.support.processes import CHILD_TIMEOUT, finish, read_line, spawn
 
 EVALUATOR = """

@@ -10,7 +10,6 @@ import pytest
 
 from pairwise.commands import ecdf as ecdf_cmd
 from pairwise.commands import ustat as ustat_cmd
-
 from tests.support.audit import assert_same_public, run_json, run_on_shipped_neighbours, write_csv
 
 

@@ -22,7 +22,6 @@ from pairwise.protocols.datasets import load_dataset
 from pairwise.protocols.ustat import UStatError, prepare_data, run_ustat
 from pairwise.protocols.ustat.cluster import BATCHES_PER_TASK
 from pairwise.protocols.ustat.stats import sample_pairs, sample_two_sample_pairs
-
 from tests.support.ustat import BOUNDS, DATA, noiseless_reference
 
 

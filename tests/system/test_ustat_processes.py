@@ -11,7 +11,6 @@ import pytest
 
 from pairwise.protocols.ustat.driver import prepare_data, run_ustat
 from pairwise.protocols.ustat.stats import sample_pairs, sample_two_sample_pairs, u_statistic
-
 from tests.support.ustat import BOUNDS, DATA, noiseless_reference
 
 

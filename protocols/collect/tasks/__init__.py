@@ -72,7 +72,7 @@ def _deadline(value, now: float) -> float:
             except ValueError:
                 raise CollectError(f"--deadline must be seconds from now or an ISO 8601 time, got {value!r}") from None
             if t.tzinfo is None:
-                t = t.replace(tzinfo=_dt.timezone.utc)
+                t = t.replace(tzinfo=_dt.UTC)
             at = t.timestamp()
             if at > now + MAX_REGISTRATION:
                 raise CollectError(f"--deadline {value} is more than a year away")

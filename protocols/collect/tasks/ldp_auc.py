@@ -117,9 +117,9 @@ class LDPAUC(LocalProtocol):
         return {"bits": [int(b) for b in bits]}
 
     def finish(self, spec: dict, rows: list) -> dict:
-        from pairwise.protocols.ldp.interval import NO_INTERVAL
         from pairwise.dp.bounds import clamp_estimate
         from pairwise.protocols.ldp.auc import default_a, private_uauc
+        from pairwise.protocols.ldp.interval import NO_INTERVAL
 
         hists = {}
         for cls in (1, 0):

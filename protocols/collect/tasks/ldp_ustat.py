@@ -88,7 +88,6 @@ class LDPUStat(LocalProtocol):
 
     def finish(self, spec: dict, rows: list) -> dict:
         from pairwise.dp.bounds import clamp_estimate
-
         from pairwise.protocols.ldp.interval import alg1_interval, alg1_kernel_range
 
         proto, discrete = _proto(spec)

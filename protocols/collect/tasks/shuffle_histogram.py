@@ -95,10 +95,9 @@ class ShuffleHistogram(TaskProtocol):
     def finish(self, spec: dict, batches: list[tuple[int, list[bytes]]], private_key: bytes, task_id: str) -> dict:
         """A^hist on the shuffler's batches, opened with the task's key (:func:`pairwise.protocols.collect.histogram.analyze`)."""
         from pairwise.dp.errors import PrivacyParameterError
+        from pairwise.protocols.ldp.interval import histogram_band
 
         from ..histogram import HistogramTask, analyze
-
-        from pairwise.protocols.ldp.interval import histogram_band
 
         task = HistogramTask.from_spec(spec)
         try:

@@ -20,7 +20,7 @@ from pairwise.protocols.collect.wire import (
     call,
     connect,
 )
-from pairwise.protocols.service.frames import recv_json, send_json
+from pairwise.protocols.service.frames import recv_json
 
 from .conftest import Study
 

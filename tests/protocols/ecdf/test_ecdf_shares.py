@@ -160,7 +160,6 @@ def test_quantize_grid_and_signed_lift():
 def test_full_domain_dcf_sum_equals_pointwise_evaluation(n, K):
     """dcf_full_domain_sum (breadth-first) equals fss's own per-point evaluation, for both parties."""
     from pairwise.fss import dcf_gen_batch
-
     from pairwise.protocols.ecdf.shares import dcf_full_domain_sum
 
     rng = np.random.default_rng(n)

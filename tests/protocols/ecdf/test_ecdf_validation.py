@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pairwise.fss import vdpf_gen_batch, vdpf_key_bytes
-from pairwise.fss.keys import key_layout, KIND_VDPF
+from pairwise.fss.keys import KIND_VDPF, key_layout
 from pairwise.protocols.ecdf.shares import ShareParameterError
 from pairwise.protocols.ecdf.uploader import make_series
 from pairwise.protocols.ecdf.validation import (

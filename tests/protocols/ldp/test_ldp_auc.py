@@ -10,6 +10,7 @@ import pytest
 import scipy.stats
 
 from pairwise.dp.errors import PrivacyParameterError
+from pairwise.protocols.datasets import load_dataset
 from pairwise.protocols.ldp.auc import (
     HadamardFrequencyOracle,
     PrivateHierarchicalHistogram,
@@ -22,7 +23,6 @@ from pairwise.protocols.ldp.auc import (
     synthetic_auc_dataset,
     theorem3_mse_bound,
 )
-from pairwise.protocols.datasets import load_dataset
 
 # --------------------------------------------------------------------------- frequency oracle
 

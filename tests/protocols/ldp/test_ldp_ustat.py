@@ -22,9 +22,7 @@ from pairwise.protocols.ldp.ustat import (
     simulate_ldp_ustatistic,
     theorem1_variance_bound,
 )
-
 from tests.support.noise_power import NormalVarianceTest
-
 
 # --------------------------------------------------------------------------- quantization
 

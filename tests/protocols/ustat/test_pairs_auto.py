@@ -48,8 +48,9 @@ def test_run_ustat_and_the_cli_report_the_rule(capsys):
         run_ustat("gini", np.arange(10.0), epsilon=1.0, pairs_per_user="auto", design="all", lower=0, upper=10)
     with pytest.raises(UStatError, match="'auto'"):
         run_ustat("gini", np.arange(10.0), epsilon=1.0, pairs_per_user="many", lower=0, upper=10)
-    from pairwise.cli import main
     import json
+
+    from pairwise.cli import main
 
     assert main(["ustat", "--statistic", "kendall", "--epsilon", "1", "--pairs-per-user", "auto", "--json"]) == 0
     d = json.loads(capsys.readouterr().out)

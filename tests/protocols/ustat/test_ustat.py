@@ -5,7 +5,6 @@ Tests that start processes are in tests/system/test_ustat_processes.py.
 
 from __future__ import annotations
 
-
 import numpy as np
 import pytest
 from scipy import stats
