@@ -99,7 +99,8 @@ def _check_wire_count(lines: list[str], first: int, nwires: int, n_in: int, src:
     )
 
 
-def _parse_gates(lines: list[str], first: int, ngates: int, nwires: int, n_in: int, src: str):
+def _parse_gates(lines: list[str], first: int, ngates: int, nwires: int, n_in: int, src: str
+                 ) -> tuple[list[int], list[int], list[int], list[int], list[int], bytearray, list[int]]:
     """Parse gate lines; returns op, in0, in1, out lists after EQW/EQ/MAND lowering."""
     _check_wire_count(lines, first, nwires, n_in, src)
     op: list[int] = []
@@ -389,7 +390,7 @@ def bristol_layout(c: Circuit) -> Circuit:
         n1.append(new_wire[a1[g]])
         new_wire[int(c.out[g])] = nxt
         nxt += 1
-    zero = None
+    zero = -1  # the constant-zero wire, made below when a moved output needs it
     if any(g < 0 for g in movable):
         nop.append(XOR)
         n0.append(0)
@@ -410,9 +411,9 @@ def bristol_layout(c: Circuit) -> Circuit:
     nout = np.arange(n_in, total)
     outputs = []
     base = total - n_out
-    for g in c.outputs:
-        outputs.append(OutputGroup(g.name, np.arange(base, base + g.width), g.signed))
-        base += g.width
+    for og in c.outputs:
+        outputs.append(OutputGroup(og.name, np.arange(base, base + og.width), og.signed))
+        base += og.width
     return Circuit(total, nop, n0, n1, nout, c.inputs, outputs, name=c.name)
 
 

@@ -285,11 +285,17 @@ class Builder:
         consts_needed = {b for _, bits, _ in self._outputs for b in bits if b <= TRUE}
         if consts_needed:
             zero = nxt
-            op.append(XOR), a0.append(first_input), a1.append(first_input), out.append(zero)
+            op.append(XOR)
+            a0.append(first_input)
+            a1.append(first_input)
+            out.append(zero)
             nxt += 1
             new[FALSE] = zero
             if TRUE in consts_needed:
-                op.append(INV), a0.append(zero), a1.append(zero), out.append(nxt)
+                op.append(INV)
+                a0.append(zero)
+                a1.append(zero)
+                out.append(nxt)
                 new[TRUE] = nxt
                 nxt += 1
         for g in np.flatnonzero(live).tolist():

@@ -81,7 +81,7 @@ GARBLER = Party.GARBLER
 EVALUATOR = Party.EVALUATOR
 
 
-def _frozen(a: np.ndarray, dtype=np.int64) -> np.ndarray:
+def _frozen(a: Sequence[int] | np.ndarray, dtype=np.int64) -> np.ndarray:
     a = np.array(a, dtype=dtype, copy=True)
     a.setflags(write=False)
     return a
@@ -248,18 +248,18 @@ class Circuit:
                 a = np.where(check, arr, 0)
                 oob = check & ((a < 0) | (a >= self.n_wires))
                 if oob.any():
-                    g = int(np.flatnonzero(oob)[0])
-                    raise CircuitError(f"gate {g}: {label} input wire {int(arr[g])} out of range")
+                    gi = int(np.flatnonzero(oob)[0])
+                    raise CircuitError(f"gate {gi}: {label} input wire {int(arr[gi])} out of range")
                 late = check & ((ready[a] < 0) | (ready[a] > np.arange(n)))
                 if late.any():
-                    g = int(np.flatnonzero(late)[0])
-                    raise CircuitError(f"gate {g}: {label} input wire {int(arr[g])} is used before it is set")
+                    gi = int(np.flatnonzero(late)[0])
+                    raise CircuitError(f"gate {gi}: {label} input wire {int(arr[gi])} is used before it is set")
         defined = ready >= 0
-        for g in self.outputs:
-            if g.width == 0:
-                raise CircuitError(f"output group {g.name!r} has no wires")
-            if (g.wires < 0).any() or (g.wires >= self.n_wires).any() or not defined[g.wires].all():
-                raise CircuitError(f"output group {g.name!r} refers to an undefined wire")
+        for og in self.outputs:
+            if og.width == 0:
+                raise CircuitError(f"output group {og.name!r} has no wires")
+            if (og.wires < 0).any() or (og.wires >= self.n_wires).any() or not defined[og.wires].all():
+                raise CircuitError(f"output group {og.name!r} refers to an undefined wire")
 
     # ------------------------------------------------------------------ properties
     @property
@@ -482,9 +482,9 @@ class Circuit:
         for g in self.inputs:
             h.update(b"I" + g.name.encode() + b"\0" + g.party.value.encode() + b"\0" + bytes([g.signed]))
             h.update(g.wires.astype("<i8").tobytes())
-        for g in self.outputs:
-            h.update(b"O" + g.name.encode() + b"\0" + bytes([g.signed]))
-            h.update(g.wires.astype("<i8").tobytes())
+        for og in self.outputs:
+            h.update(b"O" + og.name.encode() + b"\0" + bytes([og.signed]))
+            h.update(og.wires.astype("<i8").tobytes())
         return h.hexdigest()
 
     def stats(self) -> CircuitStats:
@@ -562,8 +562,8 @@ class Circuit:
             raise CircuitError(f"circuit has {len(self.inputs)} input groups, got {len(values)} values")
         outs = self.evaluate_bits(batches)
         res = []
-        for g, b in zip(self.outputs, outs):
-            ints = bits_to_ints(b, g.signed)
+        for og, b in zip(self.outputs, outs):
+            ints = bits_to_ints(b, og.signed)
             res.append(int(ints[0]) if scalar else ints)
         return res
 

@@ -112,7 +112,7 @@ class KernelSpec:
         return float(self.scale) * float(step) ** self.power
 
 
-def kernel(*, range: RangeDecl, symmetric: bool, scale: object = 1, power: int = 0,
+def kernel(*, range: RangeDecl, symmetric: bool, scale: Fraction | int | float | str = 1, power: int = 0,
            values: Sequence[int] | None = None, name: str | None = None) -> Callable[[Callable], KernelSpec]:
     """Decorator: ``@kernel(range=(0, 1), symmetric=True)`` over ``def h(b, x, y): return ...``.
 

@@ -45,6 +45,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 
@@ -221,7 +222,7 @@ def bernoulli_bit(b: Builder, stream: _BitStream, m: int, acc: int) -> int:
 
 def geometric_value(b: Builder, stream: _BitStream, params: DiscreteLaplaceParams) -> Int:
     """The K-digit geometric X = sum_i coin_i 2^i (unsigned, K bits)."""
-    return Int(b, [bernoulli_bit(b, stream, m, a) for m, a in zip(params.numerators, params.accs)], False)
+    return Int(b, [bernoulli_bit(b, stream, m, a) for m, a in zip(params.numerators, params.digit_accs)], False)
 
 
 def discrete_laplace_value(b: Builder, stream: _BitStream, params: DiscreteLaplaceParams) -> Int:
@@ -275,7 +276,7 @@ class NoisyCircuit:
 
     circuit: Circuit
     mechanism: str
-    params: object
+    params: Any  # the parameter class of ``mechanism`` (BernoulliParams, KaryRRParams, ...)
     guarantee: PrivacyGuarantee | None
     random_width: int
     unit: Fraction = Fraction(1)
@@ -314,6 +315,7 @@ class NoisyCircuit:
 
     def _estimator(self) -> KRREstimator:
         if self.mechanism == "krr":
+            assert self.codes is not None  # a krr gadget always carries its codes
             return krr_estimator(self.params, self.codes)
         if self.mechanism in ("discrete_laplace", "signed_geometric"):
             # additive noise: out = h + Z, so out - E Z is unbiased with the constant variance Var Z
@@ -332,7 +334,7 @@ class NoisyCircuit:
         """(c0, c1, c2): Var(unbiased estimate | value h) = c0 + c1 h + c2 h^2 (output units, exact)."""
         return self._estimator().variance_coefficients
 
-    def estimate_variance(self, h: object) -> Fraction:
+    def estimate_variance(self, h: Fraction | int) -> Fraction:
         """Var of the per-pair unbiased estimate when the kernel value is h (output units)."""
         return self._estimator().variance(h)
 
@@ -470,7 +472,8 @@ def _kernel_ranges(name: str, bits: int, signed: bool) -> tuple[int, int]:
 
 #: Natural value range of each kernel for w-bit inputs: name -> f(bits) -> (lo, hi).
 KERNEL_RANGES: dict[str, Callable[[int], tuple[int, int]]] = {
-    n: (lambda w, _n=n: _kernel_ranges(_n, w, False)) for n in ("gini", "auc", "kendall", "variance", "collision")
+    n: (lambda w, _n=n: _kernel_ranges(_n, w, False))  # type: ignore[misc]  # a default-bound lambda
+    for n in ("gini", "auc", "kendall", "variance", "collision")
 }
 
 #: Kernels with few values, for k-ary randomized response: name -> values in code order.
@@ -540,7 +543,7 @@ def choose_kernel_noise(
     eps = check_noise_epsilon(epsilon)
     s = max(1, check_positive_int(sensitivity, "sensitivity"))
     tau = check_variance_tolerance(variance_tolerance)
-    kw = dict(delta=delta, lam=lam, n_samples=n_samples, target_delta=target_delta, variance_tolerance=tau)
+    kw: dict[str, Any] = dict(delta=delta, lam=lam, n_samples=n_samples, target_delta=target_delta, variance_tolerance=tau)
     resolve_target_delta(lam, n_samples, target_delta, delta)  # validate before any work
     if mechanism == "krr" or (mechanism == "auto" and krr_values is not None):
         if krr_values is None:

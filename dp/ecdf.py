@@ -385,7 +385,7 @@ def hosmer_lemeshow(
     _check_q_l(Q, L)
     bins = probability_bins(p, L)
     f = np.cumsum(histogram(bins, 1 << L)) / p.size
-    cuts = inverse_ecdf(f, np.arange(1, Q) / Q)
+    cuts = np.asarray(inverse_ecdf(f, np.arange(1, Q) / Q))
     o1, e1, o0, e0 = _group_sums(_groups(bins, cuts), p, y, Q)
     return hosmer_lemeshow_statistic(o1, e1, o0, e0, min_expected)
 

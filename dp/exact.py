@@ -72,7 +72,7 @@ def as_fraction(value: object, name: str) -> Fraction:
     if isinstance(value, numbers.Integral):
         return Fraction(int(value))
     if isinstance(value, numbers.Rational):
-        return Fraction(value.numerator, value.denominator)
+        return Fraction(int(value.numerator), int(value.denominator))
     if isinstance(value, numbers.Real):
         f = float(value)
         if not math.isfinite(f):

@@ -241,7 +241,7 @@ class KRREstimator:
         """The record of additive noise with mean E Z and variance Var Z: out - E Z, variance constant."""
         return cls((), Fraction(1), -as_fraction(mean, "mean"), (as_fraction(variance, "variance"), Fraction(0), Fraction(0)))
 
-    def variance(self, f: object) -> Fraction:
+    def variance(self, f: Fraction | int) -> Fraction:
         c0, c1, c2 = self.variance_coefficients
         f = Fraction(f)
         return c0 + c1 * f + c2 * f * f

@@ -477,7 +477,7 @@ def simulate_geometric(rate: float, size: int, rng: np.random.Generator) -> np.n
 
 
 def simulate_discrete_laplace(
-    scale: float, size: int | tuple[int, ...], rng: np.random.Generator
+    scale: float | Fraction, size: int | tuple[int, ...], rng: np.random.Generator
 ) -> np.ndarray:
     """SIMULATION: discrete Laplace(scale) as the difference of two float geometric draws.
 
@@ -688,11 +688,11 @@ def _dl_from(params: DiscreteLaplaceParams, n: int, randbytes: Callable[[int], b
         raise NoiseParameterError(f"the sampler supports K <= {SAMPLER_MAX_BITS} digits, got {params.bits}")
     n = check_batch(n)
     weights = np.array([1 << i for i in range(params.bits)], dtype=np.int64)
-    x1 = _coins(params.numerators, params.accs, n, randbytes).astype(np.int64) @ weights
+    x1 = _coins(params.numerators, params.digit_accs, n, randbytes).astype(np.int64) @ weights
     if params.construction == "signed":
         sign = np.frombuffer(randbytes(n), dtype=np.uint8) & 1 if n else np.zeros(0, np.uint8)
         return np.where(sign.astype(bool), -x1 - 1, x1)
-    x2 = _coins(params.numerators, params.accs, n, randbytes).astype(np.int64) @ weights
+    x2 = _coins(params.numerators, params.digit_accs, n, randbytes).astype(np.int64) @ weights
     return x1 - x2
 
 

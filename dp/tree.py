@@ -149,7 +149,7 @@ def pad_counts(counts: object) -> np.ndarray:
 
 
 def _check_levels(node_values: object) -> tuple[list[np.ndarray], int]:
-    levels = [np.asarray(v) for v in node_values]  # type: ignore[union-attr]
+    levels = [np.asarray(v) for v in node_values]  # type: ignore[attr-defined]
     if not levels:
         raise InvalidDataError("node_values must hold one array per level 0..L")
     L = len(levels) - 1
@@ -375,7 +375,7 @@ def _snap_nodes(values: list[np.ndarray], n: int, epsilon: float, changed: int, 
     eps_node = epsilon / changed
     eta = SNAPPING_ETA
     # node values lie in [0, n]; widen the clamp interval so that lambda < B.
-    lam = None
+    lam = 0.0
     half = n / 2.0
     for _ in range(3):
         lam = (1.0 + 12.0 * half * eta) / (eps_node - 2.0 * eta)

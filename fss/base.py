@@ -122,11 +122,11 @@ class FSSKeyBatch:
         self.scw = np.ascontiguousarray(scw, dtype=np.uint64)
         self.tcw = np.ascontiguousarray(tcw, dtype=np.uint8)
         self.fcw = np.ascontiguousarray(fcw, dtype=np.uint64)
-        self.vcw = None if vcw is None else np.ascontiguousarray(vcw, dtype=np.uint64)
-        self.ccw = None if ccw is None else np.ascontiguousarray(ccw, dtype=np.uint64)
-        for arr in (self.seeds, self.scw, self.tcw, self.fcw, self.vcw, self.ccw):
-            if arr is not None:
-                arr.flags.writeable = False
+        self.vcw: np.ndarray | None = None if vcw is None else np.ascontiguousarray(vcw, dtype=np.uint64)
+        self.ccw: np.ndarray | None = None if ccw is None else np.ascontiguousarray(ccw, dtype=np.uint64)
+        for frozen in (self.seeds, self.scw, self.tcw, self.fcw, self.vcw, self.ccw):
+            if frozen is not None:
+                frozen.flags.writeable = False
 
     # ------------------------------------------------------------------ basics
     @property

@@ -280,6 +280,7 @@ class DCFKeyBatch(FSSKeyBatch):
         for c0 in range(0, K, per):
             sl = slice(c0, min(K, c0 + per))
             seeds, scw, tcw = self.seeds[sl], self.scw[:, :, sl], self.tcw[:, :, sl]
+            assert self.vcw is not None  # a DCF batch always has value corrections
             vcw, fcw = self.vcw[:, sl], self.fcw[sl]
             kc = seeds.shape[0]
             s_lo = seeds[:, 0].reshape(kc, 1).copy()

@@ -294,6 +294,7 @@ class DPFKey(FSSKey):
     """One DPF key; Eval via :meth:`eval`, :meth:`eval_many`, :meth:`full_domain`."""
 
     BATCH_CLASS = DPFKeyBatch
+    batch: DPFKeyBatch
 
     def full_domain(self, *, aes: FixedKeyAES | None = None) -> np.ndarray:
         """(2^n,) shares of f at every point x = 0 .. 2^n - 1."""

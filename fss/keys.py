@@ -55,7 +55,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TypeAlias
+from typing import Any, TypeAlias
 
 import numpy as np
 
@@ -188,7 +188,7 @@ def alphas_array(alphas: object, n: int) -> np.ndarray:
     return points_array(alphas, n, "alpha")
 
 
-def betas_array(betas: object, l: int, count: int) -> np.ndarray:
+def betas_array(betas: Any, l: int, count: int) -> np.ndarray:
     """Validate payloads: integers in (-2^l, 2^l), reduced mod 2^l; a scalar is broadcast to ``count``."""
     if np.ndim(betas) == 0:
         b = _as_int(betas, "beta")
@@ -516,12 +516,12 @@ def decode_keys(blobs: Sequence[bytes | bytearray | memoryview], kind: int, *, n
             raw = np.frombuffer(joined, dtype=np.uint8).reshape(len(blobs), lay.size)
         else:
             raw = np.zeros((len(blobs), lay.size), dtype=np.uint8)
-            for i in np.flatnonzero(good_len):
+            for i in map(int, np.flatnonzero(good_len)):
                 raw[i] = np.frombuffer(blobs[i], dtype=np.uint8)
         expected = np.array([format_version(kind), kind, party, n, l], dtype=np.uint8)
         head_bad = ~good_len | (raw[:, :HEADER_BYTES] != expected).any(axis=1)
-        for i in np.flatnonzero(head_bad):
-            problems[int(i)] = _header_problem(blobs[i], kind, n, l, party) or "header mismatch"
+        for i in map(int, np.flatnonzero(head_bad)):
+            problems[i] = _header_problem(blobs[i], kind, n, l, party) or "header mismatch"
         for i, why in _canonical_problems(raw, lay).items():
             problems.setdefault(i, why)
     problems.update(not_bytes)

@@ -139,5 +139,6 @@ class PathExpander:
         if xbool is None:
             np.bitwise_xor(out[:, 1, xbit], sig_hi if xbit else s_hi, out=self.v)
         else:
+            assert self.v is not None  # with_values
             np.copyto(self.v, np.where(xbool, out[:, 1, 1] ^ sig_hi, out[:, 1, 0] ^ s_hi))
         return self.c_lo, self.c_hi, self.v

@@ -72,7 +72,7 @@ class BaseCOTSender(_BaseCOTParty):
         self.delta = check_delta(delta)
         self._base = BaseOTSender(channel, self._base_session())
 
-    def _extend(self, out: tuple[np.ndarray]) -> None:
+    def _extend(self, out: tuple[np.ndarray, ...]) -> None:
         (q_out,) = out
         k0, k1 = self._base.send_random(q_out.shape[0])
         u = k0 ^ k1
@@ -99,7 +99,7 @@ class BaseCOTReceiver(_BaseCOTParty):
         super().__init__(channel, session_id, batch_size)
         self._base = BaseOTReceiver(channel, self._base_session())
 
-    def _extend(self, out: tuple[np.ndarray, np.ndarray]) -> None:
+    def _extend(self, out: tuple[np.ndarray, ...]) -> None:
         r_out, t_out = out
         m = t_out.shape[0]
         r = np.unpackbits(np.frombuffer(os.urandom(-(-m // 8)), np.uint8), count=m, bitorder="little").view(np.bool_)

@@ -206,7 +206,8 @@ class BaseOTSender:
             raw = self.channel.recv(max_size=POINT_BYTES * k)
             if len(raw) != POINT_BYTES * k:
                 raise ProtocolError(f"base OT: expected {k} points ({POINT_BYTES * k} bytes), got {len(raw)} bytes")
-            b_encs, ys = [], []
+            b_encs: list[bytes] = []
+            ys: list[int] = []
             for i in range(k):  # validated in order: the first bad point is the one reported
                 b_enc = raw[i * POINT_BYTES : (i + 1) * POINT_BYTES]
                 what = f"base OT {start + j0 + i}: receiver's point B"

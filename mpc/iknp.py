@@ -271,6 +271,7 @@ class _IKNPParty:
     """State shared by both ends: channel, batch schedule, pool of unused COTs, global index."""
 
     _role = "party"
+    _layout: tuple[tuple[np.dtype, tuple[int, ...]], ...]  # set by each role: what _alloc returns
 
     def __init__(self, channel: Channel, session_id: bytes | str, batch_size: int) -> None:
         self.channel = channel
@@ -424,7 +425,7 @@ class COTSender(_IKNPParty):
         self._prg = RowPRG(base.recv_random(self._s_bits))
         self._ready = True
 
-    def _extend(self, out: tuple[np.ndarray]) -> None:
+    def _extend(self, out: tuple[np.ndarray, ...]) -> None:
         (q_out,) = out
         m = q_out.shape[0]
         nbytes = m // 8
@@ -440,6 +441,7 @@ class COTSender(_IKNPParty):
                 "batch_size and the same sequence of calls"
             )
         u = np.frombuffer(frame, dtype=np.uint8, offset=_BATCH_HEADER.size).reshape(KAPPA, nbytes)
+        assert self._prg is not None  # setup() ran (_require_setup)
         q = self._prg.next(nbytes)
         u &= self._row_mask  # s_j * u_j
         q ^= u
@@ -526,11 +528,12 @@ class COTReceiver(_IKNPParty):
         self._prg0, self._prg1 = RowPRG(k0), RowPRG(k1)
         self._ready = True
 
-    def _extend(self, out: tuple[np.ndarray, np.ndarray]) -> None:
+    def _extend(self, out: tuple[np.ndarray, ...]) -> None:
         r_out, t_out = out
         m = t_out.shape[0]
         nbytes = m // 8
         r = np.frombuffer(os.urandom(nbytes), dtype=np.uint8)
+        assert self._prg0 is not None and self._prg1 is not None  # setup() ran (_require_setup)
         t = self._prg0.next(nbytes)
         if self._frame.shape[0] != _BATCH_HEADER.size + KAPPA * nbytes:  # reused: send copies or writes it out
             self._frame = np.empty(_BATCH_HEADER.size + KAPPA * nbytes, dtype=np.uint8)

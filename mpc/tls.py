@@ -193,7 +193,8 @@ def _load_or_create_ca(directory: str):
                 ca_key = serialization.load_pem_private_key(fh.read(), password=None)
         except (ValueError, TypeError) as exc:
             raise CertificateError(f"{key_path} is not an unencrypted PEM private key ({exc})") from None
-        if ca_key.public_key().public_numbers() != ca_cert.public_key().public_numbers():
+        spki = (serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+        if ca_key.public_key().public_bytes(*spki) != ca_cert.public_key().public_bytes(*spki):
             raise CertificateError(f"{key_path} does not belong to {cert_path}")
         return ca_cert, ca_key, False
     if have_cert or have_key:
@@ -637,7 +638,7 @@ def is_loopback(host: str) -> bool:
     except (socket.gaierror, UnicodeError):
         return False
     try:
-        return bool(infos) and all(ipaddress.ip_address(i[4][0].split("%")[0]).is_loopback for i in infos)
+        return bool(infos) and all(ipaddress.ip_address(str(i[4][0]).split("%")[0]).is_loopback for i in infos)
     except ValueError:
         return False
 

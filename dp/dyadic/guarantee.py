@@ -176,7 +176,7 @@ def ratio_certificate(params: DiscreteLaplaceParams) -> RatioCertificate:
     s, k = params.sensitivity, params.bits
     if s >> k:  # the support does not even hold one shift: nothing to certify
         return RatioCertificate(Fraction(0), Fraction(0), Fraction(0), False)
-    odds = [(m, (1 << a) - m) for m, a in zip(params.numerators, params.accs)]
+    odds = [(m, (1 << a) - m) for m, a in zip(params.numerators, params.digit_accs)]
     rmin = _extreme_shift_ratio(odds, s, k, want_max=False)
     rmax = _extreme_shift_ratio(odds, s, k, want_max=True)
     rst = _extreme_straddle_ratio(odds, s - 1, k) if params.construction == "signed" else Fraction(1)
@@ -193,7 +193,7 @@ def _one_sided_rounding_bound(params: DiscreteLaplaceParams) -> Fraction:
     eps, s_ = params.epsilon, params.sensitivity
     carry = Fraction(0)
     rounding = Fraction(0)
-    for i, (m, a) in enumerate(zip(params.numerators, params.accs)):
+    for i, (m, a) in enumerate(zip(params.numerators, params.digit_accs)):
         two = 1 << a
         p = Fraction(m, two)
         r = Fraction(m, two - m)
@@ -283,9 +283,9 @@ def geometric_pmf(params: DiscreteLaplaceParams) -> tuple[np.ndarray, int]:
     if params.bits > 20:
         raise NoiseParameterError(f"the exact pmf has 2^{params.bits} points; at most 2^20 are supported")
     arr = np.array([1], dtype=object)
-    for m, a in zip(params.numerators, params.accs):
+    for m, a in zip(params.numerators, params.digit_accs):
         arr = np.concatenate([arr * ((1 << a) - m), arr * m])
-    return arr, 1 << sum(params.accs)
+    return arr, 1 << sum(params.digit_accs)
 
 
 def discrete_laplace_pmf(params: DiscreteLaplaceParams) -> tuple[np.ndarray, np.ndarray, int]:

@@ -223,12 +223,18 @@ class DiscreteLaplaceParams:
         return (-top, top) if self.construction == "difference" else (-top - 1, top)
 
     @property
+    def digit_accs(self) -> tuple[int, ...]:
+        """The coin precision of each digit (``accs`` after ``__post_init__``, which fills it in)."""
+        assert self.accs is not None
+        return self.accs
+
+    @property
     def digit_probabilities(self) -> tuple[Fraction, ...]:
-        return tuple(Fraction(m, 1 << a) for m, a in zip(self.numerators, self.accs))
+        return tuple(Fraction(m, 1 << a) for m, a in zip(self.numerators, self.digit_accs))
 
     @property
     def coin_widths(self) -> tuple[int, ...]:
-        return tuple(_coin_width(m, a) for m, a in zip(self.numerators, self.accs))
+        return tuple(_coin_width(m, a) for m, a in zip(self.numerators, self.digit_accs))
 
     @property
     def geometric_random_bits(self) -> int:
@@ -237,7 +243,7 @@ class DiscreteLaplaceParams:
 
     @property
     def geometric_and_gates(self) -> int:
-        return sum(_coin_ands(m, a) for m, a in zip(self.numerators, self.accs))
+        return sum(_coin_ands(m, a) for m, a in zip(self.numerators, self.digit_accs))
 
     @property
     def random_bits(self) -> int:

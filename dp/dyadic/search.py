@@ -171,7 +171,7 @@ def _simplest_dyadic_ratio(ln: int, ld: int, hn: int, hd: int, e: int) -> tuple[
     return m >> t, e - t
 
 
-def simplest_dyadic(lo: object, hi: object, max_bits: int = MAX_ACC) -> tuple[int, int] | None:
+def simplest_dyadic(lo: Fraction | float, hi: Fraction | float, max_bits: int = MAX_ACC) -> tuple[int, int] | None:
     """The dyadic m / 2^a in [lo, hi] with the smallest a >= 1 (then m is odd or a = 1), or None.
 
     A coin m / 2^a with m odd costs a - 1 AND gates (:func:`less_than_const`),
@@ -233,6 +233,7 @@ def _design_digits(eps: float, s: int, k: int, theta: float, beta: float, chain_
         plo, phi = _logistic(lo), min(_logistic(hi), 0.5)
         if not 0 < plo <= phi:
             return None
+        md: tuple[int, int] | None
         if phi >= 0.5:
             md = (1, 1)
         else:

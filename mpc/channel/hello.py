@@ -229,7 +229,7 @@ def check_hello(mine: bytes, theirs_raw: bytes, *, peer_role: str | None = None,
             f"{extra_label} mismatch: this side has digest {mine_d}, the peer has {theirs_d}; "
             f"both parties must use the same {extra_label}"
         )
-        err.peer_extra = theirs.extra  # for callers that put a version tag in extra and want to name it
+        err.peer_extra = theirs.extra  # type: ignore[attr-defined]  # for callers that put a version tag in extra and want to name it
         raise err
     run_id = hashlib.sha256(b"pairwise/run-id\x00" + b"".join(sorted((bytes(mine), bytes(theirs_raw))))).digest()[:16]
     return HandshakeResult(role=role, peer_role=theirs.role, session_id=sid, extra=extra, run_id=run_id)

@@ -312,6 +312,7 @@ class TCPChannel(Channel):
             self._sendv((buffered,))
 
     def _sendv(self, parts) -> None:
+        exc: ChannelError
         self._set_sock_timeout(self.timeout)
         views = [memoryview(p).cast("B") for p in parts if len(p)]
         try:
@@ -374,6 +375,7 @@ class TCPChannel(Channel):
     def _recv_into(self, buf: bytearray, start: int, timeout: float, *, frame_start: bool,
                    total: int | None = None) -> None:
         """Fill ``buf[start:]`` from the socket (``total``: the frame size, for messages)."""
+        exc: ChannelError
         n, got = len(buf), start
         total = n if total is None else total
         with memoryview(buf) as view:
@@ -553,6 +555,7 @@ class TCPListener:
         port = _check_port(port, allow_zero=True)
         self.host = host
         self.tls = tls
+        self._sock: socket.socket | None
         try:
             infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
         except socket.gaierror as exc:

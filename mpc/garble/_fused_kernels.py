@@ -38,6 +38,8 @@ Follows
 
 from __future__ import annotations
 
+from typing import Any
+
 import numba as _nb
 import numpy as np
 
@@ -64,7 +66,7 @@ from ._aesni import (
 )
 from .jit import HEADER
 
-_opts = dict(cache=CACHE, nogil=True, boundscheck=False, fastmath=False, error_model="numpy")
+_opts: dict[str, Any] = dict(cache=CACHE, nogil=True, boundscheck=False, fastmath=False, error_model="numpy")
 _inl = dict(_opts, inline="always")
 _ONE = np.uint64(1)
 

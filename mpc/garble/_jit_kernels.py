@@ -21,12 +21,14 @@ Paper
 
 from __future__ import annotations
 
+from typing import Any
+
 import numba as _nb
 import numpy as np
 
 from .jit import HEADER  # the program header: n_and, n_lin, number of AND batches
 
-_opts = dict(cache=True, nogil=True, boundscheck=False, fastmath=False, error_model="numpy")
+_opts: dict[str, Any] = dict(cache=True, nogil=True, boundscheck=False, fastmath=False, error_model="numpy")
 
 
 @_nb.njit(inline="always", **_opts)

@@ -120,7 +120,7 @@ class Evaluator:
                 def finish(lab: np.ndarray, b0: int = b0) -> None:
                     out[:, b0] = lab[plan.out_slots]
                     if self.record_wires:
-                        self.wire_labels[:, b0] = lab[: self.circuit.n_wires]
+                        self.wire_labels[:, b0] = lab[: self.circuit.n_wires]  # type: ignore[index]  # allocated when record_wires
 
                 _jit_eval1(plan, act[:, b0], self.instance_offset + b0, reader, aes, finish, self._keep)
                 continue
@@ -145,7 +145,7 @@ class Evaluator:
                     _xor(a, b, o)
             out[:, b0:b1] = lab[plan.out_slots].transpose(0, 2, 1)
             if self.record_wires:
-                self.wire_labels[:, b0:b1] = lab[: self.circuit.n_wires].transpose(0, 2, 1)
+                self.wire_labels[:, b0:b1] = lab[: self.circuit.n_wires].transpose(0, 2, 1)  # type: ignore[index]  # allocated when record_wires
         if w is not None:
             w.release(self._keep)
         reader.finish()

@@ -168,7 +168,7 @@ def _run_whole(K, role: str, lab, info: _Info, bc: int, args_tail: tuple, tab, o
         return int(run(lab, P, 0, nb + 1, bc, 0, bc, *args_tail, tab, off))
     if split:
         parts = min(threads, bc, info.n_and * bc // MIN_THREAD_ITEMS)
-        res = _parallel([lambda n0=n0, n1=n1: run(lab, P, 0, nb + 1, bc, n0, n1, *args_tail, tab, off)
+        res = _parallel([lambda n0=n0, n1=n1: run(lab, P, 0, nb + 1, bc, n0, n1, *args_tail, tab, off)  # type: ignore[misc]  # lambdas bind loop values as defaults
                          for n0, n1 in _split(0, bc, parts)])
         return int(res[0])
     ands = K.garble_ands if role == "garbler" else K.eval_ands
@@ -183,10 +183,10 @@ def _run_whole(K, role: str, lab, info: _Info, bc: int, args_tail: tuple, tab, o
             break
         for l0, l1 in info.lins[j]:  # XOR/INV gates level by level (a level's gates are independent)
             lp = min(threads, max(1, (l1 - l0) * bc // (8 * MIN_THREAD_ITEMS)))
-            _parallel([lambda a=a, b=b: K.linear(lab, P, a, b, bc, 0, bc) for a, b in _split(l0, l1, lp)])
+            _parallel([lambda a=a, b=b: K.linear(lab, P, a, b, bc, 0, bc) for a, b in _split(l0, l1, lp)])  # type: ignore[misc]  # lambdas bind loop values as defaults
         k = ks[j]
         parts = min(threads, k * bc // MIN_THREAD_ITEMS)
-        _parallel([lambda a=a, b=b, j=j, off=off: ands(lab, P, j, a, b, bc, 0, bc, *args_tail, tab, off)
+        _parallel([lambda a=a, b=b, j=j, off=off: ands(lab, P, j, a, b, bc, 0, bc, *args_tail, tab, off)  # type: ignore[misc]  # lambdas bind loop values as defaults
                    for a, b in _split(0, k, parts)])
         off += 4 * k * bc
         i = j + 1
@@ -221,7 +221,7 @@ def _copy_in(dst: np.ndarray, src: np.ndarray, par: bool) -> None:
         dst[...] = src
         return
     parts = min(THREADS, rows, dst.size // (2 * MIN_THREAD_COPY))
-    _parallel([lambda a=a, b=b: np.copyto(dst[a:b], src[a:b]) for a, b in _split(0, rows, parts)])
+    _parallel([lambda a=a, b=b: np.copyto(dst[a:b], src[a:b]) for a, b in _split(0, rows, parts)])  # type: ignore[misc]  # lambdas bind loop values as defaults
 
 
 def _gather(K, lab, slots: np.ndarray, bc: int, out_flat: np.ndarray, batch: int, b0: int, bits_flat: np.ndarray,
@@ -232,7 +232,7 @@ def _gather(K, lab, slots: np.ndarray, bc: int, out_flat: np.ndarray, batch: int
         K.gather_out(lab, slots, bc, out_flat, batch, b0, bits_flat)
         return
     parts = min(THREADS, n_out, n_out * bc // MIN_THREAD_COPY)
-    _parallel([lambda a=a, b=b: K.gather_out(lab, slots[a:b], bc, out_flat[2 * a * batch :], batch, b0,
+    _parallel([lambda a=a, b=b: K.gather_out(lab, slots[a:b], bc, out_flat[2 * a * batch :], batch, b0,  # type: ignore[misc]  # lambdas bind loop values as defaults
                                              bits_flat[a * batch :] if bits_flat.shape[0] else bits_flat)
                for a, b in _split(0, n_out, parts)])
 
@@ -292,7 +292,7 @@ def garble(plan: _Plan, zero: np.ndarray, delta: np.ndarray, instance_offset: in
             finally:
                 w.release(plan, "garbler", chunk, keep)
 
-        _parallel([lambda cs=cs: group(cs) for cs in _groups(chunks, THREADS)])
+        _parallel([lambda cs=cs: group(cs) for cs in _groups(chunks, THREADS)])  # type: ignore[misc]  # lambdas bind loop values as defaults
         yield dest
         return
     w = _Scratch.acquire(plan, "garbler", chunk)
@@ -381,7 +381,7 @@ def evaluate(plan: _Plan, act: np.ndarray, instance_offset: int, batch: int, chu
             finally:
                 w.release(plan, "evaluator", chunk, keep)
 
-        _parallel([lambda cs=cs: group(cs) for cs in _groups(chunks, THREADS)])
+        _parallel([lambda cs=cs: group(cs) for cs in _groups(chunks, THREADS)])  # type: ignore[misc]  # lambdas bind loop values as defaults
         return
     w = _Scratch.acquire(plan, "evaluator", chunk)
     par = reader.whole and THREADS > 1

@@ -354,9 +354,9 @@ class Garbler:
             bc = b1 - b0
             if bc == 1 and jit1:  # the latency path: compiled loops, same tables
                 def finish(lab: np.ndarray, b0: int = b0) -> None:
-                    self.output_zero[:, b0] = lab[plan.out_slots]
+                    self.output_zero[:, b0] = lab[plan.out_slots]  # type: ignore[index]  # allocated above
                     if self.record_wires:
-                        self.wire_zero[:, b0] = lab[: self.circuit.n_wires]
+                        self.wire_zero[:, b0] = lab[: self.circuit.n_wires]  # type: ignore[index]  # allocated when record_wires
 
                 for seg in _jit_garble1(plan, zero[:, b0], self.delta[b0], self.instance_offset + b0, dest, pos,
                                         scratch, aes, finish, every, self._keep):
@@ -395,7 +395,7 @@ class Garbler:
                     _xor(a, b, o)
             self.output_zero[:, b0:b1] = lab[plan.out_slots].transpose(0, 2, 1)
             if self.record_wires:
-                self.wire_zero[:, b0:b1] = lab[: self.circuit.n_wires].transpose(0, 2, 1)
+                self.wire_zero[:, b0:b1] = lab[: self.circuit.n_wires].transpose(0, 2, 1)  # type: ignore[index]  # allocated when record_wires
         if w is not None:
             w.release(self._keep)
         self.decode_bits = (self.output_zero[..., 0] & _ONE).astype(bool)

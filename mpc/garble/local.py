@@ -67,4 +67,5 @@ def garble_and_evaluate(
     gc = g.garble()
     ev = Evaluator(circuit, batch, chunk=g.chunk, instance_offset=instance_offset)
     out = ev.evaluate(active, gc)
+    assert g.decode_bits is not None  # set by garble()
     return split_outputs(circuit, decode(out, g.decode_bits))

@@ -79,7 +79,7 @@ class _Plan:
     jit: dict = field(default_factory=dict, compare=False, repr=False)
 
 
-_PLANS: weakref.WeakKeyDictionary[Circuit, dict[bool, _Plan]] = weakref.WeakKeyDictionary()
+_PLANS: weakref.WeakKeyDictionary[Circuit, dict[str, _Plan]] = weakref.WeakKeyDictionary()
 
 
 def _plan(circuit: Circuit, layout: str = "compact") -> _Plan:

@@ -27,6 +27,7 @@ Follows
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -161,11 +162,11 @@ class _Work:
         n_steps = sum(-(-lv.k // step) for lv in plan.levels)
         self.tw1 = np.empty(4 * plan.n_and + 4 * n_steps, _U64)  # tweak blocks per step (2, k, 2)
         self.tiles1: dict[int, tuple] = {}  # k -> (Delta interleaved (k, 2), Delta planar (2, k))
-        self.tiles1_delta = None
+        self.tiles1_delta: tuple[int, int] | None = None
         prog = []
         tw_pos = 0
         for lv in plan.levels:
-            ands = []
+            ands: list[tuple[Any, ...]] = []
             for g0 in range(0, lv.k, step):
                 g1 = min(lv.k, g0 + step)
                 k = g1 - g0
@@ -201,7 +202,7 @@ class _Work:
                     u = _flat(self.u, (2, k, 2))
                     v = _flat(self.v, (2, k, 2))
                     ands.append(common + (2 * k, u, v, v[0].T, v[1].T))
-            lins = []
+            lins: list[tuple[Any, ...]] = []
             for g0 in range(0, lv.n_lin, step):
                 g1 = min(lv.n_lin, g0 + step)
                 rows = np.ascontiguousarray(lv.lin_rows[:, :, g0:g1])
@@ -243,7 +244,7 @@ class _Work:
             return r
 
         for lv in self.plan.levels:
-            ands = []
+            ands: list[tuple[Any, ...]] = []
             dands = self._direct_ands(lv, bc, step, rows_of) if bc > 1 and _direct_and(lv.k, bc, step) else ()
             for g0 in range(0, 0 if dands else lv.k, step):
                 g1 = min(lv.k, g0 + step)
@@ -278,8 +279,8 @@ class _Work:
                     ands.append(common + (
                         2 * k * bc, u, v, u[..., 0], u[..., 1], v[0, ..., 0], v[1, ..., 0], v[0, ..., 1], v[1, ..., 1],
                     ))
-            lins = []
-            dlins = ()
+            lins: list[tuple[Any, ...]] = []
+            dlins: tuple[tuple[Any, Any, Any], ...] = ()
             if _direct_lin(lv.n_lin, bc, step):  # one XOR call per gate on the label rows themselves
                 sl = lv.lin_rows[:, 0] // 2  # (2 [a, b], n) slots
                 dlins = tuple(
@@ -306,7 +307,7 @@ class _Work:
         m = _flat(self.m, (2, bc))  # all-ones masks of the permute bits of A and B
         c = _flat(self.c, (2, bc))
         t = _flat(self.t, (2, bc))
-        res = []
+        res: list[tuple[Any, ...]] = []
         for j in range(lv.k):
             (a, a0, a1), (b, b0, b1) = (rows_of(int(x) // 2) for x in lv.and_rows[:, 0, j])
             o = rows_of(int(lv.and_out[0, j]) // 2)[0]

@@ -31,7 +31,7 @@ from ..basecot import BaseCOTReceiver, BaseCOTSender
 from ..channel import Channel, handshake
 from ..errors import HandshakeError, ProtocolError
 from ..garble import Evaluator, Garbler, decode, default_chunk, urandom_bits, wire_slice
-from ..iknp import DEFAULT_BATCH, COTReceiver, COTSender
+from ..iknp import DEFAULT_BATCH, COTReceiver, COTSender, _IKNPParty
 from . import wire as _w
 from .inputs import (
     OUTPUT_MODES,
@@ -188,6 +188,7 @@ class _Execution:
 class _Session:
     role: str
     peer_role: str
+    cot: _IKNPParty
 
     def __init__(self, channel: Channel, session_id: bytes | str, ot_batch: int | None, extra: bytes,
                  cot: str = "iknp") -> None:
@@ -338,6 +339,7 @@ class GarblerSession(_Session):
         key = LabelStream.new_key()
         channel.send(key)  # the label key, once per session: no message per execution for the garbler's inputs
         self._label_stream = LabelStream(key)
+        self.cot: COTSender | BaseCOTSender
         if cot == "base":
             self.cot = BaseCOTSender(channel, self.delta, self._hs.run_id)
         else:
@@ -477,7 +479,7 @@ class GarblerSession(_Session):
                     while i < len(ends) - 1 and ends[i] <= done:
                         i += 1
             if n_dec:
-                buf[_HDR + n_tab :] = np.packbits(gar.decode_bits.reshape(-1), bitorder="little")
+                buf[_HDR + n_tab :] = np.packbits(gar.decode_bits.reshape(-1), bitorder="little")  # type: ignore[union-attr]
             self._send_range(mv, sent, total)
         else:  # segment by segment through one reused scratch buffer
             need = gar.max_segment_words()
@@ -489,7 +491,7 @@ class GarblerSession(_Session):
             for seg in gar.iter_tables(scratch=self._scratch):
                 out.write(seg)
             if n_dec:
-                out.write(np.packbits(gar.decode_bits.reshape(-1), bitorder="little"))
+                out.write(np.packbits(gar.decode_bits.reshape(-1), bitorder="little"))  # type: ignore[union-attr]
             out.close()
         self.channel.flush()
 
@@ -505,6 +507,7 @@ class GarblerSession(_Session):
         """Step 6: if the garbler learns the output, the permute bits of the evaluator's output labels, decoded."""
         if ex.shape.output not in ("both", "garbler"):
             return None, None
+        assert gar.decode_bits is not None  # garbled in step 5
         n_out = gar.decode_bits.shape[0]
         lsb = self.channel.recv_bits(n_out * ex.batch).reshape(n_out, ex.batch)
         return outputs_from_bits(ex.circuit, lsb ^ gar.decode_bits, ex.scalar)
@@ -522,6 +525,7 @@ class EvaluatorSession(_Session):
         if len(key) != 16:
             raise ProtocolError(f"expected the garbler's 16-byte label key, got {len(key)} bytes")
         self._label_stream = LabelStream(key)
+        self.cot: COTReceiver | BaseCOTReceiver
         if cot == "base":
             self.cot = BaseCOTReceiver(channel, self._hs.run_id)
         else:

@@ -104,6 +104,7 @@ def explain_handshake_error(exc: HandshakeError, my_extra: bytes) -> HandshakeEr
         return exc
     theirs = peer_version(peer_extra)
     mine = peer_version(my_extra)
+    err: HandshakeError
     if theirs != mine:
         err = VersionMismatch(
             f"runtime version mismatch: this side runs {mine}, the peer runs "
@@ -112,7 +113,7 @@ def explain_handshake_error(exc: HandshakeError, my_extra: bytes) -> HandshakeEr
         )
     else:
         err = ExecutionMismatch(str(exc))  # same version: the caller's digest (the circuit) differs
-    err.peer_extra = peer_extra
+    err.peer_extra = peer_extra  # type: ignore[union-attr]  # a per-instance attribute (see handshake)
     return err
 
 
