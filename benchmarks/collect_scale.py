@@ -75,7 +75,7 @@ def fresh_sessions(certs: str, spec: dict, count: int) -> list[dict]:
     with open(path, "w") as fh:
         json.dump(spec, fh)
     out = []
-    for k in range(count):
+    for _k in range(count):
         import socket
 
         with socket.socket() as s:

@@ -54,7 +54,6 @@ Security model
 from __future__ import annotations
 
 import math
-import numbers
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -70,6 +69,7 @@ from .samplers import (
     simulate_discrete_laplace,
 )
 from .tree import TreeRelease, _n_public, pad_counts, tree_depth, validate_counts
+from .validate import check_int
 
 __all__ = [
     "MAX_TREE_BITS",
@@ -90,15 +90,13 @@ MAX_TREE_BITS = 24
 
 
 def _check_bits(g: object) -> int:
-    if isinstance(g, bool) or not isinstance(g, numbers.Integral) or not 0 <= g <= MAX_TREE_BITS:
-        raise PrivacyParameterError(f"grid bits must be an integer in [0, {MAX_TREE_BITS}], got {g!r}")
-    return int(g)
+    return check_int(g, "grid bits", lo=0, hi=MAX_TREE_BITS, error=PrivacyParameterError)
 
 
 def check_radices(radices: object) -> tuple[int, ...]:
     """A tuple of powers of two >= 2 (leaves first), or a clear error."""
     try:
-        rad = tuple(int(k) for k in radices)  # type: ignore[union-attr]
+        rad = tuple(int(k) for k in radices)  # type: ignore[attr-defined]
     except (TypeError, ValueError):
         raise PrivacyParameterError(f"radices must be a list of integers, got {radices!r}") from None
     if not rad or any(k < 2 or k & (k - 1) for k in rad) or sum(k.bit_length() - 1 for k in rad) > MAX_TREE_BITS:
@@ -131,6 +129,7 @@ def tree_radices(grid_bits: int) -> tuple[int, ...]:
         score = h * h * float(subtraction_costs(rad).mean())
         if best is None or score < best[0] - 1e-12:
             best = (score, rad)
+    assert best is not None  # the range holds h = 1
     return best[1]
 
 
@@ -209,7 +208,7 @@ def consistent_levels(node_values, level_variances, radices) -> list[np.ndarray]
         s = z[-1].reshape(z[-1].shape[:-1] + (-1, k)).sum(axis=-1)
         kind, c_own, c_sum = rules[l - 1]
         z.append(levels[l] if kind == "own" else s if kind == "sum" else c_own * levels[l] + c_sum * s)
-    x = [None] * (h + 1)
+    x: list = [None] * (h + 1)
     x[h] = z[h]
     for l in range(h, 0, -1):
         k = rad[l - 1]

@@ -282,7 +282,7 @@ def create_certificates(directory: str | os.PathLike, names: Iterable[str], role
         raise CertificateError(f"the CA in {directory} has expired or expires within a day; make a new CA directory")
     not_after = min(now + _dt.timedelta(days=days), ca_cert.not_valid_after_utc)
     ca_ski = ca_cert.extensions.get_extension_for_class(x509.SubjectKeyIdentifier).value
-    out = []
+    out: list = []
     for name, (cert_path, key_path) in zip(names, paths):
         key = ec.generate_private_key(ec.SECP256R1())
         cert = (

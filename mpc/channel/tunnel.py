@@ -431,7 +431,7 @@ class TLSTunnel(Channel):
         pos = start
         while pos < len(buf):
             try:
-                pos += self._ssl.read(len(buf) - pos, mv[pos:])
+                pos += self._ssl.read(len(buf) - pos, mv[pos:])  # type: ignore[operator]  # with a buffer: an int
                 continue
             except ssl.SSLWantReadError:
                 pass

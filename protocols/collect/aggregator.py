@@ -789,7 +789,7 @@ class Aggregator(ShuffleOps):
         self._finished(t)
 
     def _finished(self, t: _Task) -> None:
-        for name, c in list(t.live.items()):
+        for _name, c in list(t.live.items()):
             self._event(c, {"event": "finished", "state": t.row.state, "reason": t.row.reason})
 
 

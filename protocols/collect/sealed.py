@@ -44,6 +44,8 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
 from cryptography.hazmat.primitives.hpke import AEAD, KDF, KEM, Suite
 
+from pairwise.dp.errors import PairwiseError
+
 __all__ = [
     "BOX_VERSION",
     "ENC_BYTES",
@@ -74,7 +76,7 @@ _SUITE = Suite(KEM.X25519, KDF.HKDF_SHA256, AEAD.CHACHA20_POLY1305)
 _CONTEXT_PREFIX = b"pairwise/collect/sealed-box/v1\x00"
 
 
-class SealedBoxError(ValueError):
+class SealedBoxError(PairwiseError, ValueError):
     """A box that is malformed, sealed under another key or context, or altered; or a bad key or context."""
 
 

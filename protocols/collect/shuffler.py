@@ -53,6 +53,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pairwise.dp.errors import PairwiseError
 from pairwise.protocols.ldp.shuffle import secure_permutation
 
 from ..service.storage import SQLiteStore, StorageError, state_directory
@@ -99,7 +100,7 @@ CREATE TABLE IF NOT EXISTS outbox (
 """
 
 
-class ShuffleError(ValueError):
+class ShuffleError(PairwiseError, ValueError):
     """A submission the shuffler refuses; ``code`` says why (for the JSON reply)."""
 
     def __init__(self, message: str, code: str = "refused") -> None:

@@ -43,10 +43,12 @@ import threading
 import time
 from dataclasses import dataclass
 
+from pairwise.dp.errors import PairwiseError
+
 __all__ = ["SimulationError", "simulate_users", "user_names", "ensure_certificates", "run_worker"]
 
 
-class SimulationError(ValueError):
+class SimulationError(PairwiseError, ValueError):
     """Bad parameters of a simulation (the message says which)."""
 
 

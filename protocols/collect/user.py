@@ -207,7 +207,7 @@ def join(server, task: str, value, value2=None, label=None, *, tls=None, insecur
             if proto.model == "2pc":
                 word = proto.encode(spec, value, value2, label)  # clamped into the public domain, on the grid
                 nc = proto.circuit(spec)
-                nc.circuit.levels  # the (cached) schedule, computed before any session: off the partner's clock
+                _ = nc.circuit.levels  # the (cached) schedule, computed before any session: off the partner's clock
             ledger.charge(aggregator, task, proto.name, eps, proto.delta(spec), total)
             timeout_s = float(spec["timeout"]) if timeout is None else float(timeout)
             link.timeout = timeout_s

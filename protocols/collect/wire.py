@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import re
 
+from pairwise.dp.errors import PairwiseError
 from pairwise.mpc.channel import TCPChannel, handshake
 from pairwise.mpc.errors import ChannelError, HandshakeError, InsecureTransport
 
@@ -120,7 +121,7 @@ _REQUEST_OPS = {
 _TASK_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
 
-class CollectError(ValueError):
+class CollectError(PairwiseError, ValueError):
     """A collect request cannot be served as asked (the message says why)."""
 
 

@@ -251,7 +251,7 @@ def test_a_dropped_frame_is_detected(pki):
 
 
 def test_a_replayed_record_is_detected(pki):
-    def replay(d, i, frame, _mem={}):
+    def replay(d, i, frame, _mem={}):  # noqa: B006 - the default is the replay's memory across calls
         if d == "ab" and i == 4:
             _mem["f"] = frame
         if d == "ab" and i == 5 and "f" in _mem:

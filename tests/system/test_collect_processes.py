@@ -196,7 +196,7 @@ def test_users_killed_or_stalled_during_sessions_lose_their_pairs_only(tmp_path,
         else:
             assert st == "completed", (g_, e_, st)  # partners' other pairs go on
     assert res["pairs_dropped"] == sum(st == "dropped" for *_, st, _ in pairs) >= 1
-    for u, (rc, so, se) in outs.items():
+    for u, (rc, _so, se) in outs.items():
         if u not in victims:
             assert rc == 0, se
 

@@ -96,7 +96,7 @@ def test_relay_forwards_only_ciphertext_and_the_result_is_exact(pki):
     assert result["estimate"] == pytest.approx(sum(vals) / len(vals))
     # the relay saw TLS records only: application data after the handshake, no pairwise magic, no names of inputs
     assert len(seen) == N  # two directions per session
-    for key, data in seen.items():
+    for data in seen.values():
         data = bytes(data)
         assert b"PAIRWISE" not in data  # the 2PC hello travels inside the tunnel
         assert len(data) > 1000

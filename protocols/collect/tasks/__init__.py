@@ -75,7 +75,7 @@ def _deadline(value, now: float) -> float:
                 t = t.replace(tzinfo=_dt.UTC)
             at = t.timestamp()
             if at > now + MAX_REGISTRATION:
-                raise CollectError(f"--deadline {value} is more than a year away")
+                raise CollectError(f"--deadline {value} is more than a year away") from None
             return max(at, now)
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
         raise CollectError(f"--deadline must be a number of seconds >= 0 or an ISO 8601 time, got {value!r}")
