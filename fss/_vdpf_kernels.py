@@ -19,10 +19,12 @@ Security model
 
 from __future__ import annotations
 
+from typing import Any
+
 import numba as _nb
 import numpy as np
 
-_opts = dict(cache=True, nogil=True, boundscheck=False, fastmath=False, error_model="numpy")
+_opts: dict[str, Any] = dict(cache=True, nogil=True, boundscheck=False, fastmath=False, error_model="numpy")
 _ONE = np.uint64(1)
 _TWO = np.uint64(2)
 _ZERO = np.uint64(0)

@@ -348,6 +348,7 @@ class VDPFKeyBatch(DPFKeyBatch):
             s_lo, s_hi, T = self._full_domain_leaves(sl, aes)
             outputs = self._outputs(s_lo, s_hi, T, self.fcw[sl][:, None], aes)
             rho = _check_blocks(X, _sigma_blocks(s_lo, s_hi))  # (4, kc, 2^n, 2)
+            assert self.ccw is not None  # a VDPF batch always has its check words
             cs = np.moveaxis(self.ccw[sl], 1, 0)  # (4, kc, 2)
             rho ^= np.negative(T)[None, :, :, None] & cs[:, :, None, :]
             yield VDPFEvaluation(sl, outputs, verifier.tag_slabs(rho, n))
@@ -417,6 +418,7 @@ def _jit_chunk(k, batch: VDPFKeyBatch, sl: slice, verifier: VDPFVerifier, X: np.
     for j, caes in enumerate(_check_aes()):
         caes.permute(y[j], out=H[j])
     out = np.empty((kc, W), dtype=np.uint64)
+    assert batch.ccw is not None  # a VDPF batch always has its check words
     k.leaf_finish(vin, hi, T, np.ascontiguousarray(batch.fcw[sl]), batch.party, batch.mask, H, y,
                   np.ascontiguousarray(batch.ccw[sl]), verifier.masks(n), out)
     verifier._tag_aes.permute(H, out=H)

@@ -219,7 +219,7 @@ def _servers(value: object) -> tuple[tuple[str, int], ...] | None:
     if value is None:
         return None
     if (not isinstance(value, list) or not 2 <= len(value) <= 254
-            or any(not isinstance(a, list) or len(a) != 2 or not isinstance(a[0], str) or not _is_int(a[1])
+            or any(not isinstance(a, list) or len(a) != 2 or not isinstance(a[0], str) or not is_int(a[1])
                    for a in value)):
         raise QueryRefused("servers must be a list of [host, port] pairs")
     return tuple((a[0], a[1]) for a in value)
@@ -701,7 +701,7 @@ class VerifyHello(Request):
             raise ProtocolError("expected a verification hello {op: verify, upload_id, chunks, server_id: 0}")
         chunks = obj.get("chunks")
         if (not isinstance(chunks, list) or not chunks or len(chunks) > MAX_CLIENTS
-                or any(not _is_int(k) or k < 1 for k in chunks) or sum(chunks) > MAX_CLIENTS):
+                or any(not is_int(k) or k < 1 for k in chunks) or sum(chunks) > MAX_CLIENTS):
             raise ProtocolError("a verification hello needs the upload's chunk sizes")
         return cls(_hex_id(obj.get("upload_id"), "upload_id"), tuple(chunks), 0)
 

@@ -53,7 +53,7 @@ def both_servers(keys, series_meta, verify_key=None):
         reasons.update(bad)
     acc = accepted(chunks[0][2], chunks[1][2], oks[0], oks[1])
     hist = {}
-    for b, (chunk, good, _) in enumerate(chunks):
+    for chunk, good, _ in chunks:
         keep = np.array([good.index(i) for i in np.flatnonzero(acc)], dtype=np.intp)
         for s, v in chunk.take(keep).series().items():
             hist[s] = v.hist if s not in hist else (hist[s] + v.hist) & np.uint64((1 << L) - 1)
