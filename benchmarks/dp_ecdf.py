@@ -1,4 +1,4 @@
-"""Accuracy of the DP-ECDF machinery against the dp-ecdf paper, and sampler throughput.
+"""Accuracy of the DP-ECDF machinery against [BMR25], and sampler throughput.
 
 Prints markdown tables:
 

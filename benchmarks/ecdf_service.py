@@ -12,7 +12,7 @@ Everything runs for real: m server processes on loopback
 the querier, bytes counted on the wire by the channels (frame prefixes
 included).
 
-Part ``comm`` (dp-ecdf Sec. 4.1 vs 4.2): for n clients and a query of |B|
+Part ``comm`` ([BMR25, Sec. 4.1 vs 4.2]): for n clients and a query of |B|
 thresholds of a 2^10 grid,
   * FSS: the one-time key upload (n keys per server), then the release of |B|
     thresholds (querier <-> servers, and server <-> server for the noise);

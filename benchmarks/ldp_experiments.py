@@ -1,14 +1,14 @@
 """Accuracy experiments of the local-model and shuffle-model protocols (seeded simulations).
 
-1. ustats paper, App. D.1. Absolute AUC error against domain size 2^alpha
+1. [BBGK20, App. D.1]. Absolute AUC error against domain size 2^alpha
    on the synthetic datasets auc_one, ur and ithdigit. It compares the
    hierarchical-histogram protocol (Sec. 4, users split across levels)
    with Algorithm 1 (k = 2^alpha bins, k-ary RR), as in Figures 5 and 6.
-2. onebit-ldp-qmle paper, Sec. 5. Frobenius norm of the empirical
+2. [OMH22, Sec. 5]. Frobenius norm of the empirical
    covariance of the one-bit QMLE (median regression, public x) against n,
    for several eps. Real data: Fair's affairs survey (statsmodels),
    yrs_married on age, rows resampled without replacement.
-3. shuffled-histograms paper. Simultaneous (max) error of the shuffled
+3. [BC20]. Simultaneous (max) error of the shuffled
    histogram P^hist against domain size d, compared with local k-ary RR.
    The values are Fair's rate_marriage ratings, resampled with replacement
    to n users and embedded unchanged in [0, d).

@@ -1,4 +1,4 @@
-"""Reproduce the ustats paper's Figure 4: error vs epsilon of the private U-statistic protocols.
+"""Reproduce [BBGK20, Figure 4]: error vs epsilon of the private U-statistic protocols.
 
 Run: .venv/bin/python benchmarks/ustat_figure4.py [--trials T] [--garbled-runs G] [--out benchmarks/results/ustat.md]
      .venv/bin/python benchmarks/ustat_figure4.py --replot   # redraw the plots from the stored tables

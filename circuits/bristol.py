@@ -7,8 +7,8 @@ What it does
     with KIND in XOR, AND, INV, EQW (wire copy), EQ (constant), MAND
     (several ANDs at once).  Input wires come first, group by group, output
     wires are the last ``sum(m)`` wires.  Wire i of a group is bit i of the
-    group's value read as a big-endian integer (``../shared/circuits/
-    bristol_fashion/SOURCE.md``), which is our IR's LSB-first convention.
+    group's value read as a big-endian integer (as in emp-tool's standard
+    files, e.g. AES-128 from FIPS-197), which is our IR's LSB-first convention.
 
     The old Bristol format has line 2 ``n1 n2 nout`` and the same gate lines.
 

@@ -37,7 +37,8 @@ Security model
     default.
 
 Follows
-    DESIGN.md "circuits"; STYLE.md practices 1-2.
+    docs/design.md, "circuits" (operators written for the fewest AND
+    gates; the result is a frozen Circuit).
 """
 
 from __future__ import annotations

@@ -6,8 +6,8 @@ What it does
     output groups.  Wires ``0 .. n_inputs-1`` are the input wires, group by
     group in declaration order (as in Bristol Fashion); every gate writes a
     fresh wire.  Bit ``j`` of a group's value (LSB first) is the group's wire
-    ``j``: this is the Bristol Fashion convention of ``../shared/circuits``
-    (wire i = bit i of the value read as a big-endian integer).
+    ``j``: this is the convention of the standard Bristol Fashion files
+    (emp-tool's; wire i = bit i of the value read as a big-endian integer).
 
     The level schedule groups gates whose inputs are all ready, so plaintext
     evaluation and garbling run one numpy/AES call per level and per gate kind
@@ -21,7 +21,8 @@ Security model
     cannot silently become public or change owner.
 
 Follows
-    DESIGN.md "circuits: the IR is arrays, not objects"; STYLE.md practice 2.
+    docs/design.md, "circuits: a circuit is a few arrays" (frozen arrays in
+    topological order, inputs owned by a party).
 """
 
 from __future__ import annotations

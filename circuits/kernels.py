@@ -1,8 +1,8 @@
 """U-statistic kernels as minimal boolean circuits.
 
 What it does
-    Each kernel h(x, y) of the U-statistics in ustats-local-model-and-beyond
-    (Sec. 2 and 5) becomes a :class:`~pairwise.circuits.ir.Circuit` with one input group
+    Each kernel h(x, y) of the U-statistics of [BBGK20, Sec. 2
+    and 5] becomes a :class:`~pairwise.circuits.ir.Circuit` with one input group
     per party: ``x`` owned by the garbler, ``y`` by the evaluator (for
     ``kendall`` each group packs the party's pair, see :func:`pack_pair`), and
     one output group ``out``.
@@ -25,8 +25,8 @@ Security model
     input group.
 
 Follows
-    ustats-local-model-and-beyond, Eq. (4), (6), (7) and Sec. 5 (kernels
-    evaluated pairwise in 2PC); DESIGN.md "circuits".
+    [BBGK20, Eq. (4), (6), (7) and Sec. 5] (kernels evaluated pairwise in
+    2PC); docs/design.md, "circuits".
 """
 
 from __future__ import annotations

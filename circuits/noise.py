@@ -1,8 +1,8 @@
 """Differential-privacy noise sampled inside garbled circuits: the gadgets and their composition with kernels.
 
 What it does
-    Builds the noise gadgets of ustats-local-model-and-beyond (Sec. 5, App.
-    C.2) as circuits and composes them with the kernels of
+    Builds the noise gadgets of [BBGK20, Sec. 5 and
+    App. C.2] as circuits and composes them with the kernels of
     :mod:`pairwise.circuits.kernels`.  Each party feeds uniform bits (``rx``,
     garbler; ``ry``, evaluator); the circuit XORs them (free) and draws:
 
@@ -33,9 +33,8 @@ Security model
     :func:`simulate_random_input_bits` is seeded and for tests only.
 
 Follows
-    ustats-local-model-and-beyond, Theorem 5 and App. C.1-C.2; Dwork,
-    Kenthapadi, McSherry, Mironov, Naor (EUROCRYPT 2006: biased coins from
-    shared uniform bits, geometric digits); Champion, shelat, Ullman (CCS 2019).
+    [BBGK20, Theorem 5 and App. C.1-C.2]; [DKMMN06] (biased coins from
+    shared uniform bits, geometric digits); [CSU19].
 """
 
 from __future__ import annotations

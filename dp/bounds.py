@@ -31,9 +31,9 @@ Security model
     private") and must never be part of a private output.
 
 Follows
-    ustats-local-model-and-beyond (public quantization bounds, Sec. 3 and 5;
-    the kernel range R of Theorem 5), dp-ecdf (public domain of the values),
-    onebit-ldp-qmle Eq. (6) (truncation into public bounds).
+    [BBGK20, Sec. 3 and 5] (public quantization bounds; the kernel range R of
+    Theorem 5), [BMR25] (public domain of the values), [OMH22, Eq. (6)]
+    (truncation into public bounds).
 """
 
 from __future__ import annotations

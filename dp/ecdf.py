@@ -1,9 +1,7 @@
 """Differentially private ECDFs and their applications, computed in the clear from counts.
 
 What it does
-    The entry points of the DP-ECDF paper (Barczewski, Mawass, Ramon,
-    "Differentially Private Empirical Cumulative Distribution Functions";
-    dp-ecdf.txt) for callers that hold exact counts -- the multi-server
+    The entry points of the DP-ECDF paper [BMR25] for callers that hold exact counts -- the multi-server
     protocols of :mod:`protocols` call these after their secure aggregation:
 
     * the tree mechanism of Theorem 3.1 and its least-squares consistent

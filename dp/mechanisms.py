@@ -23,8 +23,8 @@ What it does
       and the in-circuit k-RR of :mod:`pairwise.dp.dyadic`.
     * :class:`OneBitFlip` -- the one-bit submission of Ding, Kulkarni and
       Yekhanin (NeurIPS 2017) as used in "Locally Differentially Private
-      Quasi-Maximum Likelihood Estimation with One-Bit Submissions" (the
-      onebit-ldp-qmle paper), Sec. 2.1 and Eq. 6-8: the record is truncated to
+      Quasi-Maximum Likelihood Estimation with One-Bit Submissions" ([OMH22,
+      Sec. 2.1 and Eq. 6-8]): the record is truncated to
       [a, b] (Eq. 6) and submitted as one bit z with
       P[z = 1 | y~] = 1/(e^eps + 1) + (y~ - a)/(b - a) * (e^eps - 1)/(e^eps + 1)
       (Eq. 7); Eq. 8 applies it component-wise to explanatory variables with
@@ -207,8 +207,8 @@ class KRREstimator:
 
         c2 = (1 - lam) / lam,   c1 = -2 mu / lam,   c0 = (phi Q / (k - 1) - mu^2) / lam^2,
 
-    Q = sum(v^2) (derivation: E[y^2 | f] = lam f^2 + phi Q / (k - 1); ustats paper, Eq. 9
-    and Sec. 3).  The additive mechanisms use the same record (:meth:`additive`) with no
+    Q = sum(v^2) (derivation: E[y^2 | f] = lam f^2 + phi Q / (k - 1); [BBGK20, Eq. 9
+    and Sec. 3]).  The additive mechanisms use the same record (:meth:`additive`) with no
     ``values``, slope 1, intercept -E Z and the constant variance Var Z.  Exact rationals.
     """
 
@@ -254,7 +254,7 @@ class KRREstimator:
 
 
 class KaryRandomizedResponse:
-    """k-ary randomized response with beta = k / (k + e^eps - 1) (ustats paper, Eq. 9)."""
+    """k-ary randomized response with beta = k / (k + e^eps - 1) ([BBGK20, Eq. 9])."""
 
     def __init__(self, k: int, epsilon: float) -> None:
         self.k = check_int(k, "k", lo=2, error=PrivacyParameterError)
@@ -356,7 +356,7 @@ class KaryRandomizedResponse:
         return out / (1.0 - self.beta)
 
     def estimate_ustatistic(self, reports: np.ndarray, kernel: np.ndarray) -> float:
-        """Unbiased estimate of U = (n choose 2)^-1 sum_{i<j} A[x_i, x_j] (ustats Sec. 3).
+        """Unbiased estimate of U = (n choose 2)^-1 sum_{i<j} A[x_i, x_j] ([BBGK20, Sec. 3]).
 
         ``kernel`` is the symmetric k x k matrix A[i, j] = f(i, j).  The estimate
         is the U-statistic with kernel (1 - beta)^-2 (e_Ri - b)^T A (e_Rj - b),
@@ -380,7 +380,7 @@ class KaryRandomizedResponse:
 
 
 class OneBitFlip:
-    """Truncation to [lower, upper] then the one-bit flip (onebit-ldp-qmle Eq. 6-7)."""
+    """Truncation to [lower, upper] then the one-bit flip ([OMH22, Eq. 6-7])."""
 
     def __init__(self, epsilon: float, lower: float, upper: float) -> None:
         self.epsilon = validate_epsilon(epsilon)

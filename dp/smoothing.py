@@ -1,4 +1,4 @@
-"""Smoothing of noisy ECDFs into non-decreasing, bounded functions (dp-ecdf Eq. 3).
+"""Smoothing of noisy ECDFs into non-decreasing, bounded functions ([BMR25, Eq. 3]).
 
 What it does
     The noisy ECDF F^ of the tree mechanism need not be non-decreasing.  The

@@ -1,13 +1,12 @@
-"""Binary-tree noise for private ECDFs (Theorem 3.1 of dp-ecdf) and tree consistency.
+"""Binary-tree noise for private ECDFs ([BMR25, Theorem 3.1]) and tree consistency.
 
 What it does
     Counts per bin over 2^L bins (a histogram; the paper's thresholds tau_i are
     the bins' upper edges, so the cumulative count at threshold i is
     n F(tau_i)) are turned into noisy cumulative counts in two layouts.
 
-    *Paper layout* (:func:`tree_mechanism`): Barczewski, Mawass, Ramon,
-    "Differentially Private Empirical Cumulative Distribution Functions",
-    Sec. 3.1, Eq. (2) and Theorem 3.1.  One noise variable eta_{j,l} per dyadic
+    *Paper layout* (:func:`tree_mechanism`): [BMR25, Sec. 3.1, Eq. (2) and
+    Theorem 3.1].  One noise variable eta_{j,l} per dyadic
     node (j, l), l = 0..L, of scale (L+1)/epsilon; threshold i receives the
     L+1 variables of the nodes that contain it (its leaf and all ancestors):
 
@@ -194,7 +193,7 @@ def path_node_values(counts: object) -> list[np.ndarray]:
 
 
 def path_sums(node_values: object) -> np.ndarray:
-    """Eq. (2)/(6): output[..., k] = sum over l of node_values[l][..., k >> l].
+    """Eq. (2)/(6): ``output[..., k] = sum over l of node_values[l][..., k >> l]``.
 
     Each leaf k receives the values of the L+1 nodes containing it.  Works on
     any leading batch shape and in the arrays' own dtype (so uint64 additive

@@ -26,7 +26,7 @@ Comparison conventions (``comparison=`` of :func:`dcf_gen` / :func:`dcf_gen_batc
     beta * [x <= alpha] = beta - beta * [alpha < x], i.e. a "gt" key and a
     public correction; "le" gives the same function at no extra cost.
 
-    For the ECDF servers (dp-ecdf Sec. 4.2): client i with value x_i sends
+    For the ECDF servers ([BMR25, Sec. 4.2]): client i with value x_i sends
     keys of alpha = x_i, beta = 1, comparison "ge", so each server's
     ``eval_sum(t)`` is a share of #{i : x_i <= t} = n F(t); with the
     paper-default "lt" the same count is n - sum_i [t < x_i].

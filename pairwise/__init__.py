@@ -17,7 +17,7 @@ What it does
     The API (names are imported lazily, so ``import pairwise`` stays cheap):
 
     - :func:`ustat`: the main job, a differentially private U-statistic by
-      the 2PC subsampling protocol (ustats paper, Sec. 5);
+      the 2PC subsampling protocol ([BBGK20, Sec. 5]);
     - :func:`load_circuit`: a kernel name, ``"aes128"`` or a Bristol Fashion file;
     - :func:`garble_and_evaluate`: garble, evaluate and decode in one process
       (a correctness tool: both roles run here);

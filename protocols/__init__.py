@@ -1,8 +1,8 @@
 """Protocol drivers of pairwise (library code; the ``pairwise`` command line is :mod:`pairwise.cli`).
 
 - :mod:`pairwise.protocols.ustat`: DP U-statistics with the 2PC subsampling
-  protocol (ustats paper, Sec. 5, Theorem 5).
-- :mod:`pairwise.protocols.ecdf`: the multi-server DP ECDF service (dp-ecdf paper, Sec. 4).
+  protocol ([BBGK20, Sec. 5, Theorem 5]).
+- :mod:`pairwise.protocols.ecdf`: the multi-server DP ECDF service ([BMR25, Sec. 4]).
 - :mod:`pairwise.protocols.service`: what the services share (SQLite state, control frames,
   role-based authorization, service processes on loopback).
 - :mod:`pairwise.protocols.ldp`: the papers' local-model and shuffle-model protocols.

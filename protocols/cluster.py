@@ -11,8 +11,8 @@ What it does
     U-statistic simulation) and the ECDF servers use it.
 
 Why Dask distributed
-    It is the scheduler the design names (DESIGN.md, "Scale-out"): pure
-    Python and numpy-native, ``LocalCluster`` uses every core of one machine,
+    It is the scheduler the design names (docs/design.md, "Deployment
+    decisions"): pure Python and numpy-native, ``LocalCluster`` uses every core of one machine,
     and ``Client("tls://scheduler:8786")`` runs the same tasks on a cluster
     started with ``dask scheduler`` / ``dask worker``.  It is an optional
     dependency: ``pip install 'pairwise-mpc[cluster]'`` (the ``dev`` extra,

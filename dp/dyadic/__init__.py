@@ -32,9 +32,8 @@ Security model
     in exact rational arithmetic.  Derivations: ``docs/noise.md``.
 
 Follows
-    ustats-local-model-and-beyond, Theorem 5, Sec. 3 (Eq. 9) and App.
-    C.1-C.2; Dwork, Kenthapadi, McSherry, Mironov, Naor (EUROCRYPT 2006);
-    Champion, shelat, Ullman (CCS 2019); Canonne, Kamath, Steinke (2020).
+    [BBGK20, Theorem 5, Sec. 3 (Eq. 9) and App. C.1-C.2]; [DKMMN06];
+    [CSU19]; [CKS20].
 """
 
 from .guarantee import (

@@ -29,8 +29,8 @@ Security model
     Pure math on public parameters; no randomness.
 
 Follows
-    ustats-local-model-and-beyond, App. C.2 (noise in the circuit);
-    Canonne, Kamath, Steinke (2020) for the discrete Laplace; delta is the
+    [BBGK20, App. C.2] (noise in the circuit); [CKS20] for the discrete
+    Laplace; delta is the
     hockey-stick divergence max_s sum_z [q(z) - e^eps q(z + s)]_+.
 """
 

@@ -25,9 +25,8 @@ Security model
     :mod:`pairwise.dp.dyadic.search`; derivations in ``docs/noise.md``.
 
 Follows
-    Dwork, Kenthapadi, McSherry, Mironov, Naor, EUROCRYPT 2006 (geometric
-    digits are independent coins); ustats-local-model-and-beyond, Sec. 3,
-    Eq. 9 (k-RR debiasing).
+    [DKMMN06] (geometric digits are independent coins); [BBGK20, Sec. 3,
+    Eq. 9] (k-RR debiasing).
 """
 
 from __future__ import annotations

@@ -52,7 +52,7 @@ outputs), :mod:`.wire` (version tag, header, frames, label stream; the frame
 sizes are read there, so patch them there), :mod:`.session` (the two roles).
 
 Security model
-    Semi-honest parties, as in the papers (ustats, Sec. 5 and App. C.2).
+    Semi-honest parties, as in the papers ([BBGK20, Sec. 5 and App. C.2]).
     Labels, Delta, the label key, random bits and OT secrets come from
     ``os.urandom``.  Each party learns the outputs it is given, the circuit
     and the batch size, its own random bits; not the other's inputs or random

@@ -5,7 +5,7 @@ Commands
         JSON keys: ``and``, ``xor``, ``inv``, ``depth``, ``and_depth``, ``bytes``.
     ``pairwise circuit eval FILE --input HEX [--input HEX ...] [--garbled] [--json]``
         One hex string per input group, read as a big-endian integer (Bristol
-        Fashion convention, ../shared/circuits/bristol_fashion/SOURCE.md); one
+        Fashion convention, as in emp-tool's standard files); one
         hex string per output.  JSON: ``{"outputs": [...]}``.  ``--garbled``
         garbles and evaluates in one process (same output format).
     ``pairwise circuit table [--bits W ...] [--json]``

@@ -3,20 +3,19 @@
 Commands
     ``pairwise ldp auc --epsilon E [--builtin NAME | --data FILE.csv] [--columns SCORE] [--label COL]
     [--bits ALPHA] [--splitting users|budget] [--json]``
-        Locally private AUC from hierarchical histograms (ustats paper,
-        Sec. 4 and App. B). Default data: breast_cancer, score
+        Locally private AUC from hierarchical histograms ([BBGK20,
+        Sec. 4 and App. B]). Default data: breast_cancer, score
         ``mean_radius``, label ``malignant``.
     ``pairwise ldp qmle --epsilon E [--builtin NAME | --data FILE.csv] [--response COL]
     [--covariates A[,B...]] [--tau T] [--private-x] [--json]``
-        One-bit LDP quasi-MLE of tau-quantile regression (onebit-ldp-qmle
-        paper). Default data: engel, ``foodexp`` on ``income``.
+        One-bit LDP quasi-MLE of tau-quantile regression ([OMH22]). Default data: engel, ``foodexp`` on ``income``.
     ``pairwise ldp shuffle-histogram --epsilon E [--builtin NAME | --data FILE.csv]
     [--columns COL] [--delta D] [--json]``
-        The shuffled-model histogram of Balcer and Cheu (Figure 2). Default
+        The shuffled-model histogram of [BC20, Figure 2]. Default
         data: fair, ``rate_marriage``.
     ``pairwise ldp ustat --epsilon E [--kernel gini|kendall|auc] [--builtin NAME | --data FILE.csv]
     [--columns A[,B]] [--k K] [--json]``
-        Algorithm 1 of the ustats paper (quantization + k-ary RR). Default
+        [BBGK20, Algorithm 1] (quantization + k-ary RR). Default
         data: breast_cancer ``mean_radius`` (gini, auc), fair
         (``rate_marriage``, ``religious``) for kendall (discrete ratings, no
         quantization).
@@ -47,7 +46,7 @@ JSON keys (a public interface):
   ``covariance``, ``loglik``, ``converged``, ``recursed_per_level``,
   ``discarded_per_level``, ``messages``: the number of shuffled messages,
   n plus the users' noise bits; ``estimate_thresholded``: the shuffled
-  histogram's analyzer A^hist, Balcer-Cheu Figure 2, which reports every
+  histogram's analyzer A^hist, [BC20, Figure 2], which reports every
   frequency at or below ``zero_threshold`` as 0 -- biased, with the
   paper's error bound; ``max_error`` is its error).
 * Public parameters: ``epsilon``, ``delta``, ``n``, ``bounds``

@@ -1,4 +1,4 @@
-"""Multi-server differentially private ECDF service (dp-ecdf paper, Sec. 4).
+"""Multi-server differentially private ECDF service ([BMR25, Sec. 4]).
 
 Modules, from the bottom up:
 

@@ -2,7 +2,7 @@
 
 What it does
     A server's dominant cost is evaluating every client's key at the
-    release's thresholds (dp-ecdf Sec. 4.2: with m = 2, one DCF key per
+    release's thresholds ([BMR25, Sec. 4.2]: with m = 2, one DCF key per
     client and server, [x_i <= t] = 1 - [t < x_i]; with m > 2, PRG-expanded
     histogram shares).  :class:`ClusterKeys` splits each stored series into
     row shards (``take``), scatters them, one shard at a time, round-robin

@@ -4,8 +4,8 @@ What it does
     The multi-server ECDF service (:mod:`pairwise.protocols.ecdf.server`) releases
     counts c (tree nodes, thresholds' cumulative counts, group counts) with
     independent discrete Laplace noise Z, P[Z = z] ~ a^|z|, a = exp(-eps_v / S),
-    for a per-value budget eps_v and a per-value sensitivity S (dp-ecdf
-    Theorem 3.1: eps_v = eps / (L + 1), S = 1 for the paper's tree).  Two ways
+    for a per-value budget eps_v and a per-value sensitivity S ([BMR25,
+    Theorem 3.1]: eps_v = eps / (L + 1), S = 1 for the paper's tree).  Two ways
     to produce that noise without any single server knowing it:
 
     **Two servers: a garbled circuit** (:func:`noisy_sum_circuit`,
@@ -72,9 +72,8 @@ Trust models (also in the service docs)
     Data privacy (``mshare`` keys) holds unless all m servers collude.
 
 Follows
-    dp-ecdf (Barczewski, Mawass, Ramon), Theorem 3.1 and Sec. 4.2; the
-    in-circuit noise of ustats-local-model-and-beyond App. C.2 (Champion,
-    shelat, Ullman 2019 coins); distributed noise by infinite divisibility of
+    [BMR25, Theorem 3.1 and Sec. 4.2]; the in-circuit noise of
+    [BBGK20, App. C.2] ([CSU19] coins); distributed noise by infinite divisibility of
     the geometric law (Goryczka, Xiong, Sunderam 2013; Balle et al.'s
     distributed discrete Laplace), sampled by rounding a rigorously bounded
     table.

@@ -336,7 +336,7 @@ def _per_client(scheme: str, n: int, l: int, series: dict[str, int]) -> int:
 
 @dataclass(frozen=True)
 class PointwiseRequest(UploadRequest):
-    """``pointwise``: stage one server's shares of a pointwise query round (dp-ecdf Sec. 4.1).
+    """``pointwise``: stage one server's shares of a pointwise query round ([BMR25, Sec. 4.1]).
 
     Each chunk carries ids and one share word per client, series and
     threshold (4-byte words when ``output_bits <= 32``).

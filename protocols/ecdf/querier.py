@@ -2,7 +2,7 @@
 
 What it does
     :class:`ECDFQuerier` asks the servers for releases over data they already
-    hold (dp-ecdf, Barczewski, Mawass, Ramon): prepare on every server
+    hold ([BMR25]): prepare on every server
     (parameters validated, dataset snapshot, budget reserved), compare the
     servers' dataset digests -- refuse if they differ, naming the dataset and
     the servers, with nothing charged -- and their ledger digests (if they
@@ -37,8 +37,8 @@ Security model
     computes afterwards is post-processing.
 
 Follows
-    dp-ecdf: Eq. (2), Theorem 3.1, Eq. (3), Sec. 4.1-4.3 (Algorithm 1),
-    Sec. 5.1 (ROC), Sec. 5.2 (Algorithm 2).
+    [BMR25, Eq. (2), Theorem 3.1, Eq. (3), Sec. 4.1-4.3 (Algorithm 1),
+    Sec. 5.1 (ROC), Sec. 5.2 (Algorithm 2)].
 """
 
 from __future__ import annotations

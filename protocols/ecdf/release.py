@@ -10,8 +10,7 @@ What it does
     It returns a :class:`ReleasePlan` with the exact charge.
 
     :func:`run_release` computes this server's part over a
-    :class:`pairwise.protocols.ecdf.dataset.Snapshot` (dp-ecdf, Barczewski,
-    Mawass, Ramon):
+    :class:`pairwise.protocols.ecdf.dataset.Snapshot` ([BMR25]):
 
     * ``ecdf`` with ``mechanism="paper"``: Theorem 3.1 / Eq. (2) on a grid of
       N = 2^g thresholds (L = g).  Every node of the binary tree on the paths

@@ -3,8 +3,7 @@
 What it does
     m >= 2 servers hold the key shares of n clients' values (uploaded over TCP
     by one or more client processes) and release noisy ECDFs, per dataset,
-    under a per-dataset privacy budget (dp-ecdf, Barczewski, Mawass, Ramon,
-    Sec. 4):
+    under a per-dataset privacy budget ([BMR25, Sec. 4]):
 
     * **Data** (:mod:`pairwise.protocols.ecdf.shares`): each client sends one key per
       server and series -- a DCF key of f(t) = w [t >= x] for m = 2 (the FSS
@@ -123,7 +122,7 @@ Security / trust model
       ``tolerate = t`` the release stays eps-DP against the querier together
       with any t servers (at the price of m/(m - t) times the variance).
     * DP guarantees are for neighbouring datasets that differ in one
-      client's record (replace-one), n public (as in dp-ecdf; n is the number
+      client's record (replace-one), n public (as in [BMR25]; n is the number
       of clients the querier is told).  The in-circuit noise and the Polya
       tables are finite-precision, so each release is (eps, delta)-DP with the
       delta reported in its reply (about 2^-40 or less).

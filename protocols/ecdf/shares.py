@@ -11,7 +11,7 @@ What it does
     :mod:`pairwise.protocols.ecdf.validation` (new uploads to two servers
     use it; servers read ``dcf`` keys only from datasets stored before):
 
-    ``dcf`` (m = 2; dp-ecdf Sec. 4.2, the FSS strategy; stored datasets only)
+    ``dcf`` (m = 2; [BMR25, Sec. 4.2], the FSS strategy; stored datasets only)
         One distributed comparison function per client and series,
         f(t) = beta [t >= x] (:func:`pairwise.fss.dcf_gen_batch`, comparison "ge"),
         key b to server b.  A server evaluates all its keys at a threshold
@@ -34,7 +34,7 @@ What it does
         vector) party(1) m(1) n(1) l(1), then 16 seed bytes or 2^n
         little-endian words of ceil(l/8) bytes (each < 2^l).
 
-    ``pointwise`` (dp-ecdf Sec. 4.1, the generic baseline)
+    ``pointwise`` ([BMR25, Sec. 4.1], the generic baseline)
         Secure aggregation of beta [x <= t] per queried threshold t: for a
         query round with thresholds B the client sends each server a vector
         of |B| additive shares mod 2^l (m - 1 uniform vectors from the OS

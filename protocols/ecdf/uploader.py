@@ -1,4 +1,4 @@
-"""Clients of the multi-server ECDF service: make keys and upload them (dp-ecdf Sec. 4.1, 4.2).
+"""Clients of the multi-server ECDF service: make keys and upload them ([BMR25, Sec. 4.1, 4.2]).
 
 What it does
     One process may host many clients.  Each client's value is quantized to

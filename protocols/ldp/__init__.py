@@ -2,13 +2,13 @@
 
 Modules:
 
-- :mod:`pairwise.protocols.ldp.ustat`: Algorithm 1 of ustats-local-model-and-beyond
+- :mod:`pairwise.protocols.ldp.ustat`: [BBGK20, Algorithm 1]
   (quantization + k-ary randomized response), Theorem 1.
-- :mod:`pairwise.protocols.ldp.auc`: the hierarchical-histogram AUC protocol (Sec. 4, App. B).
+- :mod:`pairwise.protocols.ldp.auc`: the hierarchical-histogram AUC protocol ([BBGK20, Sec. 4, App. B]).
 - :mod:`pairwise.protocols.ldp.qmle`: one-bit bit-flip submissions and the QMLE for
-  quantile regression (onebit-ldp-qmle).
+  quantile regression ([OMH22]).
 - :mod:`pairwise.protocols.ldp.shuffle`: shuffled-model binary sums and histograms
-  (shuffled-histograms).
+  ([BC20]).
 - :mod:`pairwise.protocols.ldp.errors`: their exceptions (``LDPParameterError``,
   ``UnknownKernel``, ``LDPDataError``, ``ReportError``; all ``ValueError``).
 

@@ -1,4 +1,4 @@
-"""Locally private AUC from hierarchical histograms (Bell et al., AISTATS 2020, Sec. 4, App. B).
+"""Locally private AUC from hierarchical histograms ([BBGK20, Sec. 4, App. B]).
 
 What it does
     Scores are integers in [0, 2^alpha) (``alpha`` levels; continuous

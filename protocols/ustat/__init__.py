@@ -1,4 +1,4 @@
-"""2PC subsampling U-statistics (ustats-local-model-and-beyond, Sec. 5, Theorem 5).
+"""2PC subsampling U-statistics ([BBGK20, Sec. 5, Theorem 5]).
 
 Modules:
 

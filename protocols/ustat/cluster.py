@@ -2,8 +2,8 @@
 
 What it does
     :func:`run_simulate_cluster` is ``run_ustat(..., mode="simulate",
-    cluster=...)``'s dispatch: the driver has sampled the pairs (public, Sec. 5
-    step 1 of the ustats paper) and cut them into equal tasks of at most
+    cluster=...)``'s dispatch: the driver has sampled the pairs (public, [BBGK20, Sec. 5]
+    step 1) and cut them into equal tasks of at most
     :data:`BATCHES_PER_TASK` SIMD batches; every task runs
     :func:`pairwise.protocols.ustat.runners._run_simulate` on its pairs (one
     Yao session, one batch per execution, in sequence) -- the same

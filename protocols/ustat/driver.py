@@ -1,4 +1,4 @@
-"""Differentially private U-statistics with the 2PC subsampling protocol (ustats paper, Sec. 5).
+"""Differentially private U-statistics with the 2PC subsampling protocol ([BBGK20, Sec. 5]).
 
 What it does
     :func:`run_ustat` estimates the Gini mean difference (Eq. 4), Kendall's

@@ -4,8 +4,7 @@ What it does
     Pure functions (no cryptography, no network) used by the protocol driver
     :mod:`pairwise.protocols.ustat.driver` and by the benchmarks:
 
-    - :func:`sample_pairs`: step 1 of the protocol of ustats-local-model-and-beyond,
-      Sec. 5: P independent uniform permutations sigma_1..sigma_P of the n users,
+    - :func:`sample_pairs`: step 1 of the protocol of [BBGK20, Sec. 5]: P independent uniform permutations sigma_1..sigma_P of the n users,
       each cut into n/2 consecutive pairs, P n / 2 pairs in total (with n odd, the
       last user of each permutation sits that round out).  Every user is in at
       most P pairs, which is what the privacy analysis needs.
