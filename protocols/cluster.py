@@ -15,8 +15,8 @@ Why Dask distributed
     decisions"): pure Python and numpy-native, ``LocalCluster`` uses every core of one machine,
     and ``Client("tls://scheduler:8786")`` runs the same tasks on a cluster
     started with ``dask scheduler`` / ``dask worker``.  It is an optional
-    dependency: ``pip install 'pairwise-mpc[cluster]'`` (the ``dev`` extra,
-    hence CI, includes it).
+    dependency, the ``cluster`` extra: ``pip install -e '.[cluster]'`` in a
+    checkout (the ``dev`` extra, hence CI, includes it).
 
 Failure model
     A task is never retried by pairwise.  On a ``local`` cluster the scheduler
@@ -53,7 +53,8 @@ from pairwise.dp.errors import PairwiseError
 __all__ = ["ClusterError", "ClusterSpec", "parse_cluster", "open_cluster", "run_bounded", "cluster_threads",
            "keep_large_allocations", "INSTALL_HINT"]
 
-INSTALL_HINT = "pip install 'pairwise-mpc[cluster]' (Dask distributed)"
+#: How to get Dask distributed: the ``cluster`` extra, installed from a checkout (pairwise-mpc is not on PyPI yet).
+INSTALL_HINT = "pip install -e '.[cluster]' in a checkout of pairwise (Dask distributed)"
 MAX_LOCAL_WORKERS = 256
 _LOCAL = re.compile(r"local(?::(\d+))?")
 _REMOTE = re.compile(r"(tcp|tls)://([A-Za-z0-9.\-]+|\[[0-9A-Fa-f:]+\]):(\d{1,5})")

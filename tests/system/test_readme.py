@@ -255,3 +255,18 @@ def test_docs_pages_are_all_in_the_site_nav():
         rel = page.relative_to(ROOT / "docs").as_posix()
         assert rel in nav, f"docs/{rel} is not in the nav of mkdocs.yml"
 
+
+def test_install_hints_work_from_a_checkout():
+    """An error's install hint names an extra that exists, spelled for a source checkout: the
+    distribution is not on the package index, so ``pip install 'pairwise-mpc[...]'`` would fail."""
+    import tomllib
+
+    from pairwise.commands.ecdf.demo import PLOT_HINT
+    from pairwise.protocols.cluster import INSTALL_HINT
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    for hint, extra in ((INSTALL_HINT, "cluster"), (PLOT_HINT, "plot")):
+        assert f"pip install -e '.[{extra}]'" in hint and extra in extras, hint
+    for layer in ("pairwise", "protocols", "mpc", "circuits", "fss", "dp", "benchmarks"):
+        for path in (ROOT / layer).rglob("*.py"):
+            assert "pip install 'pairwise-mpc[" not in path.read_text(), path

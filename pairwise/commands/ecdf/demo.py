@@ -16,6 +16,10 @@ DEMO_DATA = ("breast_cancer", "mean_radius", "malignant")
 DEMO_BITS = 10
 
 
+#: How to get matplotlib: the ``plot`` extra, installed from a checkout (pairwise-mpc is not on PyPI yet).
+PLOT_HINT = "pip install -e '.[plot]' in a checkout of pairwise"
+
+
 def _plot(out: dict, path: str) -> None:
     try:
         import matplotlib
@@ -23,7 +27,7 @@ def _plot(out: dict, path: str) -> None:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        raise RuntimeError("--plot needs matplotlib (pip install 'pairwise-mpc[plot]')") from None
+        raise RuntimeError(f"--plot needs matplotlib: {PLOT_HINT}") from None
     fig, axes = plt.subplots(1, 2, figsize=(12, 5))
     ax = axes[0]
     ax.step(out["thresholds"], out["exact"], where="post", label="exact (not private)", color="black")
