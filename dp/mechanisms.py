@@ -1,57 +1,33 @@
 """Local and central DP mechanisms that carry their privacy guarantee as data.
 
 What it does
-    * :class:`RandomizedResponse` -- binary randomized response: the true bit
-      is kept with probability e^eps / (1 + e^eps) (Warner 1965), with the
-      unbiased mean estimator (mean(r) - q) / (1 - 2q), q = 1/(1 + e^eps).
-    * :class:`KaryRandomizedResponse` -- k-ary randomized response of the
-      U-statistics paper (Bell, Bellet, Gascon, Kulkarni, "Private Protocols
-      for U-Statistics in the Local Model and Beyond", AISTATS 2020, Sec. 3,
-      Algorithm 1 and Eq. 9) with beta = k / (k + e^eps - 1): keep the value
-      with probability 1 - beta, otherwise report a uniform value of [k] (which
-      may be the true one).  So P[report = true] = 1 - beta + beta/k and
-      P[report = j] = beta/k for j != true; the ratio is exactly e^eps.  (Eq. 9
-      as printed says "1 - beta for i = pi(x)", which does not sum to one;
-      the paper's own unbiasing, (1 - beta)^-1 (e_R - b) with b = beta/k * 1,
-      is the reading used here.)  The transition matrix
-      P = (1 - beta) I + (beta/k) J, its inverse (I - (beta/k) J)/(1 - beta),
-      unbiased frequencies, and the unbiased U-statistic estimate with kernel
-      (1 - beta)^-2 (e_R1 - b)^T A (e_R2 - b) of Sec. 3 are provided.
-    * :class:`KRREstimator` -- the one k-RR estimator in exact rationals:
-      slope, intercept and variance of the unbiased estimate of a report,
-      shared by :class:`KaryRandomizedResponse` (:meth:`~KaryRandomizedResponse.estimator`)
-      and the in-circuit k-RR of :mod:`pairwise.dp.dyadic`.
-    * :class:`OneBitFlip` -- the one-bit submission of Ding, Kulkarni and
-      Yekhanin (NeurIPS 2017) as used in "Locally Differentially Private
-      Quasi-Maximum Likelihood Estimation with One-Bit Submissions" ([OMH22,
-      Sec. 2.1 and Eq. 6-8]): the record is truncated to
-      [a, b] (Eq. 6) and submitted as one bit z with
-      P[z = 1 | y~] = 1/(e^eps + 1) + (y~ - a)/(b - a) * (e^eps - 1)/(e^eps + 1)
-      (Eq. 7); Eq. 8 applies it component-wise to explanatory variables with
-      per-component budgets (:class:`OneBitFlipVector`).  The paper's QMLE
-      uses the likelihood of the bits, which depends on the model only through
-      E[y~ | x] (:meth:`OneBitFlip.log_likelihood`); the unbiased mean
-      estimator a + (b - a)((e^eps + 1) mean(z) - 1)/(e^eps - 1) is Ding et
-      al.'s.
-    * :class:`GeometricMechanism` -- integer query + discrete Laplace noise of
-      scale >= sensitivity / epsilon (Ghosh, Roughgarden, Sundararajan 2009;
-      CKS20 sampler).
-    * :class:`SnappingLaplaceMechanism` -- real-valued query through Mironov's
-      snapping mechanism, with the noise scale chosen so that the stated
-      epsilon holds including the snapping overhead.
+    * :class:`RandomizedResponse` -- binary randomized response (Warner 1965)
+      with its unbiased mean estimator;
+    * :class:`KaryRandomizedResponse` -- k-ary randomized response of
+      [BBGK20, Sec. 3, Algorithm 1 and Eq. 9], beta = k / (k + e^eps - 1),
+      with its transition matrix, unbiased frequencies and the unbiased
+      U-statistic estimate of Sec. 3;
+    * :class:`KRREstimator` -- the one k-RR estimator in exact rationals,
+      shared with the in-circuit k-RR of :mod:`pairwise.dp.dyadic`;
+    * :class:`OneBitFlip` / :class:`OneBitFlipVector` -- the one-bit
+      submission of Ding, Kulkarni and Yekhanin (NeurIPS 2017) as used in
+      [OMH22, Sec. 2.1 and Eq. 6-8];
+    * :class:`GeometricMechanism` -- integer query + discrete Laplace noise
+      (Ghosh, Roughgarden, Sundararajan 2009; [CKS20] sampler);
+    * :class:`SnappingLaplaceMechanism` -- Mironov's snapping mechanism
+      ([Mir12]), its scale raised so the stated epsilon holds.
+
+    How Eq. 9 is read (as printed it does not sum to one), the estimators'
+    formulas and how each coin is drawn exactly: docs/dp.md, "Local and
+    central mechanisms".
 
 Exactness and randomness
-    ``randomize``/``release`` use exact samplers on the OS CSPRNG.  Coins of
-    probability e^eps/(1 + e^eps) are drawn exactly by rejection: propose
-    "keep" or "change" with a fair coin (or a uniform value of [k]) and accept
-    a change with an exact Bernoulli(exp(-eps')) draw (CKS20 Algorithm 1).
-    eps' is epsilon rounded down to a multiple of 2^-40
-    (:func:`pairwise.dp.samplers.exact_epsilon`), so the mechanism is eps'-DP, hence
-    epsilon-DP; the estimators use eps', the value actually sampled with.
-    (One exception, stated at the method: :meth:`OneBitFlip.randomize_array`
-    draws its data coin Bernoulli(w) to within 2^-53; privacy holds for any w.)
-    ``simulate`` methods take a seeded numpy generator and are for
-    experiments only.
+    ``randomize``/``release`` use exact samplers on the OS CSPRNG; epsilon is
+    rounded down to a multiple of 2^-40 (:func:`pairwise.dp.samplers.exact_epsilon`)
+    and the estimators use the value actually sampled with.
+    (:meth:`OneBitFlip.randomize_array` draws its data coin to within 2^-53;
+    privacy holds for any coin.)  ``simulate`` methods take a seeded numpy
+    generator and are for experiments only.
 
 Security model
     Local mechanisms protect each user's record against the curator

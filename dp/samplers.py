@@ -1,66 +1,35 @@
 """Exact noise samplers from the OS CSPRNG, their vectorized forms, and simulations.
 
 What it does
-    Scalar exact samplers, drawing from :mod:`secrets` (the OS CSPRNG), that
-    take rational parameters (``int`` / :class:`fractions.Fraction`; a ``float``
-    is converted exactly, e.g. ``0.1`` is the dyadic rational nearest 0.1):
-
-    * :func:`sample_bernoulli_rational` -- Bernoulli(num/den);
-    * :func:`sample_bernoulli_exp` -- Bernoulli(exp(-x)), Canonne, Kamath and
-      Steinke, "The Discrete Gaussian for Differential Privacy" (NeurIPS 2020,
-      CKS20), Algorithm 1;
-    * :func:`sample_geometric` -- P[V = v] = (1 - e^-rate) e^(-rate v), v >= 0;
-    * :func:`sample_discrete_laplace` -- P[X = x] proportional to
-      exp(-|x| / scale), CKS20 Algorithm 2;
-    * :func:`sample_discrete_gaussian` -- P[X = x] proportional to
-      exp(-x^2 / (2 sigma2)), CKS20 Algorithm 3.
-
-    Vectorized exact versions (``*_array``) draw 64-bit words from
-    :func:`os.urandom` and run the same algorithms on whole numpy arrays:
-    uniform integers by masked rejection, Bernoulli(p/q) by comparing a uniform
-    integer below q with p, Bernoulli(exp(-x)) by CKS20's Algorithm 1 on all
-    pending elements at once.  Only integer comparisons decide outcomes, so the
-    output distribution is exactly the stated one (no float inverse CDF).
-    Parameters whose integers would overflow the uint64 arithmetic fall back,
-    per element, to the scalar exact sampler (still exact, slower).
-
-    ``simulate_*`` functions take a seeded :class:`numpy.random.Generator` and
-    use floating point; they are for experiments and tests only.
-
-    The noise of the in-circuit gadgets (:mod:`pairwise.dp.dyadic`) without a
-    circuit: :func:`sample_dyadic_laplace` and :func:`sample_krr` draw each
-    dyadic coin m / 2^a as an integer comparison of uniform bits with m, so
-    they reproduce the gadget's distribution exactly.
+    Scalar exact samplers from :mod:`secrets` (the OS CSPRNG) with rational
+    parameters: :func:`sample_bernoulli_rational`, :func:`sample_bernoulli_exp`
+    ([CKS20, Algorithm 1]), :func:`sample_geometric`,
+    :func:`sample_discrete_laplace` ([CKS20, Algorithm 2]) and
+    :func:`sample_discrete_gaussian` ([CKS20, Algorithm 3]).  Vectorized exact
+    versions (``*_array``) run the same algorithms on numpy arrays of
+    :func:`os.urandom` words; only integer comparisons decide outcomes, so the
+    output law is exactly the stated one.  :func:`sample_dyadic_laplace` and
+    :func:`sample_krr` reproduce the in-circuit gadgets' laws
+    (:mod:`pairwise.dp.dyadic`) without a circuit.  ``simulate_*`` functions
+    take a seeded :class:`numpy.random.Generator` and use floating point: for
+    experiments and tests only.
 
 Continuous Laplace: snapping only
-    A textbook floating-point Laplace sample ``f(D) + scale * ln(U)`` leaks
-    ``f(D)`` through the set of doubles it can reach (Mironov, "On Significance
-    of the Least Significant Bits for Differential Privacy", CCS 2012).  The
-    only continuous Laplace here for real use is :func:`snapping_laplace`,
-    Mironov's snapping mechanism (his Sec. 5.2):
-
-        clamp_B( round_Lambda( clamp_B(f(D)) + S * lambda * LN(U*) ) ),
-
-    with U* uniform over the doubles of (0, 1) weighted by their spacing
-    (exponent drawn geometrically, 52 uniform mantissa bits), S a uniform sign,
-    LN the correctly rounded natural logarithm (long double with a rounding
-    certainty test, else :mod:`decimal` with 50 significant digits, more than
-    the ~118 bits that the hardest-to-round binary64 arguments of ln need), Lambda the smallest power of two >= lambda,
-    and round_Lambda rounding to the nearest multiple of Lambda.  For
-    sensitivity-1 queries and lambda < B < 2^46 lambda it is
-    ((1 + 12 B eta) / lambda + 2 eta)-DP, eta = 2^-53 (Mironov's Theorem;
-    the form used by OpenDP's implementation notes), which
-    :func:`snapping_epsilon` returns rounded up.  The snapping is vectorized:
-    ln is evaluated in long double and rounded to double where that rounding
-    is certain, and in :mod:`decimal` for the few undecided arguments.
+    A textbook floating-point Laplace leaks through the doubles it can reach
+    ([Mir12]); the only continuous Laplace for real use is
+    :func:`snapping_laplace`, Mironov's snapping mechanism ([Mir12, Sec. 5.2]),
+    whose epsilon (with the snapping overhead) :func:`snapping_epsilon`
+    returns rounded up.  The construction, the correctly rounded logarithm
+    and the guarantee: docs/dp.md, "Exact samplers and the snapping
+    mechanism".
 
 Security model
     Exact samplers: the noise is a secret; it comes from the OS CSPRNG only
     (``secrets.randbelow``/``randbits``, ``os.urandom``) and is exactly
     distributed as specified.  Timing is not constant (rejection loops), as in
-    CKS20; callers that need timing-side-channel resistance must not use
-    these in a setting where the adversary times the sampler.  Simulation
-    functions are not for protocol paths.
+    [CKS20]; callers that need timing-side-channel resistance must not use
+    these where the adversary times the sampler.  Simulation functions are not
+    for protocol paths.
 """
 
 from __future__ import annotations

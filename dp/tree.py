@@ -1,62 +1,27 @@
 """Binary-tree noise for private ECDFs ([BMR25, Theorem 3.1]) and tree consistency.
 
 What it does
-    Counts per bin over 2^L bins (a histogram; the paper's thresholds tau_i are
-    the bins' upper edges, so the cumulative count at threshold i is
-    n F(tau_i)) are turned into noisy cumulative counts in two layouts.
-
-    *Paper layout* (:func:`tree_mechanism`): [BMR25, Sec. 3.1, Eq. (2) and
-    Theorem 3.1].  One noise variable eta_{j,l} per dyadic
-    node (j, l), l = 0..L, of scale (L+1)/epsilon; threshold i receives the
-    L+1 variables of the nodes that contain it (its leaf and all ancestors):
-
-        n F^(tau_i) = n F(tau_i) + sum_{l=0..L} eta_{ceil(i/2^l), l}.
-
-    The per-threshold mean squared error is (L+1) Var(eta), i.e.
-    2 (L+1)^3 / epsilon^2 counts^2 for Laplace noise (Theorem 3.1); discrete
-    Laplace noise of the same scale has variance 2a/(1-a)^2 < 2 scale^2,
-    a = exp(-1/scale).  Thm 3.1 proves epsilon-DP for neighbours that differ in
-    one record's value (replace-one, n public); the shift 1_[t1+1, t2] of the
-    cumulative vector is Z chi for a chi in {-1,0,1}^nodes with at most L+1
-    non-zeros, and the discrete Laplace has the same likelihood-ratio bound
-    for integer shifts, so the exact discrete variant keeps the guarantee.
-    (Adding or removing a record shifts a suffix, which Lemma 1 writes with
-    ceil((L+1)/2) nodes, so the add/remove guarantee is epsilon as well.)
-
-    The operator "sum the node values on the path from a leaf to the root" is
-    :func:`path_sums` (the matrix Z_{L,0} of the paper's Eq. 6).  It is linear,
-    so a secure-computation caller that holds additive shares of the exact
-    cumulative counts and of the node noise (e.g. uint64 shares mod 2^64) can
-    apply it to the shares and open only the noisy cumulative counts, which is
-    exactly Eq. (2).  :func:`path_node_values` gives node values d whose path
-    sums are the exact cumulative counts (leaf: own count plus the left
-    sibling's; right child: count of its left sibling), so Eq. (2) is also
-    ``path_sums(d + eta)``.  Opening d + eta itself would reveal more than
-    Eq. (2): its replace-one sensitivity is 2L+1 nodes (checked by brute force
-    in the tests), not L+1.
-
-    *Hierarchical layout* (:func:`hierarchical_mechanism`; Hay, Rastogi, Miklau,
-    Suciu, "Boosting the Accuracy of Differentially Private Histograms Through
-    Consistency", VLDB 2010): noisy counts of every dyadic node below the root
-    (the root is n, public under replace-one), scale 2L/epsilon because moving
-    one record changes two node counts on each of the L levels below the
-    root.  These noisy node counts are what multi-server FSS evaluation
-    produces (shares of the whole histogram, hence of every node); from them
-    :func:`dyadic_prefix_sums` gives prefix sums with at most L+1 nodes each,
-    and :func:`consistent_tree` computes the least-squares consistent tree
-    (Hay et al.'s two passes, in Honaker's form "Efficient Use of
-    Differentially Private Binary Trees", 2015, which allows a different
-    variance per level, here 0 for the known root).  Consistency is our
-    improvement over the paper: the benchmark measures about a third of
-    Theorem 3.1's per-threshold MSE for L = 10.
+    Counts per bin over 2^L bins become noisy cumulative counts in two
+    layouts.  *Paper layout* (:func:`tree_mechanism`; [BMR25, Sec. 3.1,
+    Eq. (2) and Theorem 3.1]): one noise variable per dyadic node, of scale
+    (L+1)/epsilon, and threshold i receives the L+1 variables on its path;
+    :func:`path_sums` is that linear map (Eq. 6), so a secure-computation
+    caller can apply it to additive shares and open only Eq. (2).
+    *Hierarchical layout* (:func:`hierarchical_mechanism`; Hay, Rastogi,
+    Miklau, Suciu, VLDB 2010): noisy counts of every dyadic node at scale
+    2L/epsilon, made consistent by least squares (:func:`consistent_tree`,
+    Honaker 2015) or summed per prefix (:func:`dyadic_prefix_sums`).  The
+    sensitivity arguments (why the exact discrete Laplace keeps Theorem 3.1's
+    guarantee, why opening node values would need 2L+1 nodes, add/remove
+    neighbours): docs/dp.md, "Binary-tree noise and tree consistency".
 
 Noise sources
     ``rng=None`` (default): exact discrete Laplace from the OS CSPRNG
-    (:func:`pairwise.dp.samplers.discrete_laplace_array`), or for ``noise="laplace"``
-    Mironov's snapping mechanism on each node value (a release that resists
-    the floating-point attack; its scale is raised so the stated epsilon holds
-    including the snapping overhead, see :func:`tree_mechanism`).  A numpy
-    ``Generator`` selects SIMULATION noise (seeded, float), for experiments.
+    (:func:`pairwise.dp.samplers.discrete_laplace_array`), or for
+    ``noise="laplace"`` Mironov's snapping mechanism ([Mir12]; its scale is
+    raised so the stated epsilon holds including the snapping overhead).  A
+    numpy ``Generator`` selects SIMULATION noise (seeded, float), for
+    experiments.
 
 Security model
     Pure math in the clear on counts; the noise is secret and drawn from the

@@ -18,61 +18,27 @@ What it does
       tweakable circular correlation-robust hash ``tccr_hash`` (TMMO) of
       :mod:`pairwise.mpc.aes`.
 
-Protocol (Ishai, Kilian, Nissim, Petrank, "Extending Oblivious Transfers
-Efficiently", CRYPTO 2003, Sec. 3.1 / Fig. 1, with the roles of the base OT
-reversed; as the correlated-OT variant of Asharov, Lindell, Schneider, Zohner,
-CCS 2013, Sec. 5.4, and emp-ot's ``IKNP``)::
-
-    setup  : the COT receiver R is base-OT *sender* with 128 random seed pairs
-             (k0_j, k1_j); the COT sender S is base-OT *receiver* with choice
-             bits s_j = bit j of Delta, and learns k_j = k{s_j}_j.
-    batch  : m COTs (m = batch_size, a multiple of 128); G(k)[m] is the next
-             m bits of the stream G(k):
-             R: r <- {0,1}^m (OS CSPRNG);  t_j = G(k0_j)[m],  for j < 128
-                u_j = t_j xor G(k1_j)[m] xor r              --- (batch#, m, u) --->
-             S: q_j = G(k_j)[m] xor s_j * u_j  (= t_j xor s_j * r)
-             transpose the 128 x m bit matrices: row i of Q is q_i, of T is t_i,
-             and q_i xor t_i = r_i * Delta.
-    G(k) = the AES-128-CTR keystream under key k (counter from 0), one
-    stream per seed, continued across batches (emp-ot and libOTe also expand
-    IKNP seeds with AES keyed by the seed).  Keyed AES needs only the PRF
-    assumption and costs one OpenSSL call per row: measured ~8x faster than
-    expanding with the fixed-key PRG ``mmo_prg`` (benchmarks/results/ot.md).
-
-    Chosen OT on COT number i with choice b (receiver sends d = r_i xor b):
-        y_j = m_j xor H(q_i xor (j xor d) Delta, tweak_i),  j = 0, 1
-        receiver: m_b = y_b xor H(t_i, tweak_i)
-    tweak_i = (lo = i, hi = 2^63 | tag47 << 16 | l): i is the global COT
-    index (each COT is consumed once), tag47 comes from SHA-256 of the
-    session id, l is the block number within a multi-block message.  The top
-    bit of ``hi`` is 1 so these tweaks never collide with garbling tweaks whose
-    high word is < 2^63.
+Protocol
+    [IKNP03, Sec. 3.1, Fig. 1] with the roles of the base OT reversed (the
+    correlated-OT variant of Asharov, Lindell, Schneider, Zohner, CCS 2013,
+    Sec. 5.4, as emp-ot's ``IKNP``): the COT receiver is base-OT sender of
+    128 seed pairs, the COT sender is base-OT receiver with the bits of Delta
+    as choices; a batch of m COTs is one message of m x 128 bits, seeds are
+    expanded with AES-128-CTR (keyed by the seed; PRF assumption).  Chosen OT
+    pads with ``tccr_hash`` under tweaks whose high word has its top bit set,
+    so they never collide with garbling tweaks.  The step-by-step protocol,
+    the tweak layout and the measurements: docs/ot.md, "The IKNP extension,
+    step by step".
 
 Security model
-    Semi-honest parties.  Delta stays hidden from the receiver by the
-    security of the base OTs (its lowest bit is public and fixed to 1 for
-    point-and-permute, so 127 bits are secret, as in emp-toolkit and all
-    free-XOR garbling).  The receiver's bits r are hidden from the sender by
-    the PRG output G(k0_j), assuming AES is a PRF.  COT outputs ``q`` / ``t`` are raw correlated
-    values, which is what free-XOR labels need; to get independent messages
-    they must be hashed (as send_chosen does): the pads H(q, i) and
-    H(q xor Delta, i) must look independent to a receiver that knows one of
-    them, which is what a tweakable circular correlation-robust hash gives;
-    ``tccr_hash`` is TMMO, TCCR when fixed-key AES is a random permutation
-    (GKWY 2020, Sec. 7.4).  The session id (and the OT index) enter
-    every base-OT key derivation and the chosen-OT tweaks; both sides must
-    call in the same order with the same ``batch_size`` -- a mismatch is
-    detected from the batch header and raises
+    Semi-honest parties.  Delta (127 secret bits; the lowest is 1 for
+    point-and-permute) is hidden from the receiver by the base OTs; the
+    receiver's bits by the PRG, assuming AES is a PRF.  Raw COT outputs are
+    correlated, which free-XOR labels need; chosen OT hashes them with TMMO,
+    a TCCR hash when fixed-key AES is a random permutation [GKWY20, Sec. 7.4].
+    The session id and OT index enter every key derivation and tweak; a
+    call-order or ``batch_size`` mismatch raises
     :class:`pairwise.mpc.errors.ProtocolError`.  Randomness: ``os.urandom`` only.
-
-Performance
-    The hot path is a handful of numpy passes and 2 x 128 OpenSSL AES-CTR
-    calls per batch (default 2^16 COTs, a 1 MiB message); about 30 ns of CPU
-    per COT for the sender and 50 ns for the receiver.  The 128 x m
-    bit-matrix transpose is a vectorised 8x8 bit-tile transpose (three
-    delta-swap steps on uint64 words, cache-sized column chunks), measured
-    ~20x faster than ``np.unpackbits``/``packbits`` and ~4x faster than a
-    64x64 word-tile transpose (benchmarks/ot.py, benchmarks/results/ot.md).
 """
 
 from __future__ import annotations

@@ -1,82 +1,36 @@
 """Noise that no single ECDF server knows: in-circuit discrete Laplace (m = 2) and Polya shares (m > 2).
 
 What it does
-    The multi-server ECDF service (:mod:`pairwise.protocols.ecdf.server`) releases
-    counts c (tree nodes, thresholds' cumulative counts, group counts) with
-    independent discrete Laplace noise Z, P[Z = z] ~ a^|z|, a = exp(-eps_v / S),
-    for a per-value budget eps_v and a per-value sensitivity S ([BMR25,
-    Theorem 3.1]: eps_v = eps / (L + 1), S = 1 for the paper's tree).  Two ways
-    to produce that noise without any single server knowing it:
+    The ECDF servers release counts with independent discrete Laplace noise
+    Z, P[Z = z] ~ a^|z|, a = exp(-eps_v / S) ([BMR25, Theorem 3.1]:
+    eps_v = eps / (L + 1), S = 1 for the paper's tree), made so that no single
+    server knows it:
 
-    **Two servers: a garbled circuit** (:func:`noisy_sum_circuit`,
-    :func:`gc_noisy_sum`, :func:`gc_noise_shares`).  One circuit, run as one
-    SIMD execution over all B values of a release (one GarblerSession between
-    the servers): inputs x (garbler, l bits), y (evaluator, l bits) and
-    uniform bit strings rx (garbler) and ry (evaluator) from each server's
-    OS CSPRNG; the circuit computes out = x + y + Z mod 2^l with Z sampled
-    from rx XOR ry by the discrete Laplace gadget of :mod:`pairwise.circuits.noise`
-    (geometric digits as biased coins, exact (eps_v, delta_v) from the
-    gadget's exact pmf), and reveals only ``out``.
-      - "open" mode: x, y are the servers' additive shares of a count, so
-        out is the noisy count (hierarchical tree nodes, group counts);
-      - "masked" mode: x = r0, y = r1 are fresh uniform masks, so out =
-        Z + r0 + r1 reveals nothing to either server, and (out - r0, -r1) are
-        additive shares of Z.  The paper layout of Theorem 3.1 must not open
-        node values (that needs scale (2L+1)/eps, see :mod:`pairwise.dp.tree`), so the
-        servers keep the node noise shared, add the path sums of their noise
-        shares to their shares of the cumulative counts (a linear map) and
-        send the querier only shares of Eq. (2).
+    * two servers: one garbled circuit per release (:func:`noisy_sum_circuit`,
+      :func:`gc_noisy_sum`, :func:`gc_noise_shares`), out = x + y + Z mod 2^l
+      with Z drawn from both servers' random bits by the discrete Laplace
+      gadget of :mod:`pairwise.circuits.noise`; "open" mode reveals the noisy
+      count, "masked" mode leaves the servers additive shares of Z;
+    * m servers: Polya shares (:func:`polya_table`, :func:`sample_polya`,
+      :func:`noise_share`): server j adds G_j - G'_j, G_j, G'_j ~ NB(1/m, a),
+      and the m shares sum to exactly discrete Laplace(a).  NB(r, a) is
+      sampled from a rigorously bounded CDF table rounded to 2^-124; the
+      rounding's total variation enters the reported delta
+      (:func:`polya_guarantee`).
 
-    **m servers: Polya shares** (:func:`polya_table`, :func:`sample_polya`,
-    :func:`noise_share`).  A geometric variable, NB(1, a), is the sum of h
-    independent Polya (negative binomial) NB(1/h, a) variables, so
-    Z = sum_j (G_j - G'_j) with G_j, G'_j ~ NB(1/m, a) drawn by server j is
-    exactly discrete Laplace(a).  Each server adds G_j - G'_j to its share
-    of every released value; the querier sums the m shares.
-
-Sampling NB(r, a) (documented finite-precision method)
-    P[k] = C(k + r - 1, k) (1 - a)^r a^k.  :func:`polya_table` computes
-    rigorous lower and upper bounds of every P[k] in fixed point
-    (integer arithmetic, 192 bits; a is bracketed by :func:`pairwise.dp.exact.exp_bounds`,
-    (1 - a)^r by integer q-th roots of r = p/q), truncates the support at
-    K where the tail is below 2^-122, and rounds the CDF to multiples of
-    2^-124.  A draw is the position of u, uniform in [0, 2^124) from
-    os.urandom, in the CDF (integer comparisons): the sampled law is exactly
-    the rounded table, whose total variation distance to NB(r, a) is bounded
-    by ``tv_bound`` (computed from the bounds, about K 2^-125).  If each of D independent draws is within TV
-    tau of its ideal law, the noise is within D tau of the ideal, and an
-    eps_v-DP mechanism run with it is (eps_v, (1 + e^eps_v) D tau)-DP
-    (P[M'(x) in S] <= P[M(x) in S] + D tau <= e^eps P[M(x') in S] + D tau
-    <= e^eps P[M'(x') in S] + (1 + e^eps) D tau).  :func:`polya_guarantee`
-    reports that delta.
-
-Trust models (also in the service docs)
-    m = 2 (garbled circuit): semi-honest servers.  The noise is a function of
-    rx XOR ry, uniform given either server's bits, so each server alone --
-    even together with the querier -- sees the count only through the noisy
-    output (open mode) or not at all (masked mode); the querier sees only the
-    released noisy values.  Data privacy needs the two servers not to
-    collude (the FSS keys).  The channel between the servers is assumed
-    authentic and private.
-    m > 2 (Polya shares): semi-honest servers.  The querier sees count +
-    sum_j (G_j - G'_j).  A coalition of the querier and a set T of servers
-    knows the shares of T, so the noise left is the sum over the honest
-    servers H only.  With ``tolerate = t`` each server draws NB(1/(m - t), a):
-    any m - t honest servers alone contribute an exact discrete Laplace(a)
-    and the rest is independent extra noise (post-processing), so the
-    release is (eps, delta)-DP against the querier colluding with up to t
-    servers; the total noise is then NB(m/(m - t)) - NB(m/(m - t)) (variance
-    m/(m - t) times that of DL(a)).  The default t = 0 gives exactly DL(a)
-    and protects against the querier alone: if it colludes with k >= 1
-    servers, what is left is NB((m-k)/m) - NB((m-k)/m), a weaker guarantee.
-    Data privacy (``mshare`` keys) holds unless all m servers collude.
+Security model
+    Semi-honest servers.  m = 2: the noise is a function of both servers'
+    random bits, so neither server alone (even with the querier) learns it.
+    m > 2: with ``tolerate = t`` each server draws NB(1/(m - t), a), and the
+    release is DP against the querier colluding with up to t servers.  The
+    derivations (the masked mode, the table's error bound, the trust models
+    for every coalition): docs/ecdf.md, "Noise between the servers".
 
 Follows
-    [BMR25, Theorem 3.1 and Sec. 4.2]; the in-circuit noise of
-    [BBGK20, App. C.2] ([CSU19] coins); distributed noise by infinite divisibility of
-    the geometric law (Goryczka, Xiong, Sunderam 2013; Balle et al.'s
-    distributed discrete Laplace), sampled by rounding a rigorously bounded
-    table.
+    [BMR25, Theorem 3.1 and Sec. 4.2]; [BBGK20, App. C.2] ([CSU19] coins);
+    distributed noise by infinite divisibility of the geometric law
+    (Goryczka, Xiong, Sunderam 2013; Balle et al.'s distributed discrete
+    Laplace).
 """
 
 from __future__ import annotations

@@ -1,82 +1,31 @@
 """Locally private AUC from hierarchical histograms ([BBGK20, Sec. 4, App. B]).
 
 What it does
-    Scores are integers in [0, 2^alpha) (``alpha`` levels; continuous
-    scores are first discretized, see :func:`quantize_scores`). Class
-    labels are public, as the paper assumes in Sec. 4 (ii). Each class's
-    scores are summarized by a locally private hierarchical histogram
-    ``h_hat``: level ``l`` (1..alpha) is the histogram of the ``l``-bit
-    prefixes. The AUC is then estimated by the private recursion of
-    Eq. (10).
-
-    * Frequency oracle (App. B.2.1, Algorithms 2 and 3). For a domain of
-      size ``D = 2^l``, the server assigns each user a public uniform index
-      ``j`` in [0, D). The user sends ONE bit: the Hadamard entry bit
-      ``<v, j> mod 2`` (H[v, j] = (-1)^<v,j>), passed through binary
-      randomized response that keeps it with probability e^eps/(1+e^eps).
-      The server estimates the count of ``u`` as
-
-          f_hat(u) = c_eps * sum_i (-1)^(b_i xor <u, j_i>),   c_eps = (e^eps+1)/(e^eps-1).
-
-      It is unbiased with Var = n c_eps^2 - f(u) <= n c_eps^2 (Lemma 5,
-      Eq. 23). For u != u' the estimates are pairwise independent
-      (Lemma 6): <v+u, j> and <v+u', j> are independent uniform bits when
-      v+u and v+u' are distinct, or one of them is the plain RR bit. The
-      server only keeps the signed sums per distinct index. Evaluating a
-      node costs O(min(n, D)), and no full histogram is ever built.
-
-    * Splitting strategies (App. B.2.2):
-
-      - ``"users"``: the users of each class are split evenly at random
-        across the alpha levels. Each answers one level with the full
-        eps (pure eps-LDP, one bit per user). Level estimates are scaled
-        by n / n_l.
-      - ``"budget"``: every user answers every level with eps/alpha (basic
-        composition, pure eps-LDP). With ``composition="advanced"`` and
-        ``delta > 0``, the per-level budget is the largest eps0 whose
-        alpha-fold advanced composition is (eps, delta) (Dwork, Rothblum
-        and Vadhan, via :func:`pairwise.dp.accounting.advanced_composition`). This
-        is the setting in which Theorem 3 is stated.
-
-    * The private UAUC recursion, Eq. (10). The root estimates are the
-      public class sizes. At a non-leaf node p, with
-      h~(p) = max(h_hat(p), sqrt(a v)/2) and tau = a sqrt(v- v+), node p is
-
-      - discarded if h~+(p) h~-(p) < tau. It contributes
-        (1/2)(sum_i h_hat+(p.i))(sum_i h_hat-(p.i)), or 0 in the variant
-        of Corollary 5 (``discarded="zero"``).
-      - recursed otherwise. It contributes h_hat+(p.1) h_hat-(p.0) plus the
-        recursion into p.0 and p.1.
-
-      Leaves contribute 0 in Eq. (10), i.e. tied scores count 0
-      (``ties="zero"``). ``ties="half"`` adds (1/2) h_hat+(leaf)
-      h_hat-(leaf) at recursed leaves, so that the target is the usual AUC
-      with ties counted one half. It stays unbiased, because the two
-      classes' estimates are independent. The AUC estimate is
-      UAUC / (n+ n-).
-
-    The default ``a`` minimizes the MSE bound of Theorem 3 (Corollary 4):
-    ``a = 1 + sqrt(21 sqrt(2 n C alpha) / (4 min(n+, n-)))``. For the
-    variant it minimizes the bound of Corollary 5:
-    ``a = 1 + sqrt(sqrt(2 n C alpha) / (8 min(n+, n-)))``. Here ``C`` is
-    defined by v = C n alpha. Text extraction lost the formulas of
-    Theorem 3 and Corollaries 4 and 5. We read the bound as
-    C n- n+ alpha^2 (2n + (4a+1) min(n-, n+) + 21 sqrt(2nC alpha)/(a-1)).
-    The appendix text supports this reading: the variant has a doubled
-    second term and a last term 21 times smaller. Any ``a > 1`` can be
-    passed explicitly.
-
-    App. D.1's synthetic datasets (``auc_one``, ``ur``, ``ithdigit``) and the
-    comparison with Algorithm 1 (:mod:`pairwise.protocols.ldp.ustat`) against the
-    domain size are in :func:`run_experiment_auc_domain`.
+    Scores are integers in [0, 2^alpha) (continuous scores are first
+    discretized, :func:`quantize_scores`); class labels are public
+    ([BBGK20, Sec. 4 (ii)]).  Each class's scores are summarized by a locally
+    private hierarchical histogram, whose nodes a Hadamard frequency oracle
+    estimates from ONE randomized-response bit per user
+    (:class:`HadamardFrequencyOracle`, App. B.2.1, Algorithms 2 and 3), with
+    the users (``"users"``) or the budget (``"budget"``) split across the
+    alpha levels (:class:`PrivateHierarchicalHistogram`, App. B.2.2).  The
+    AUC is then estimated by the private recursion of Eq. (10)
+    (:func:`private_uauc`, ``discarded="zero"`` for the variant of
+    Corollary 5; ``ties="half"`` counts ties one half), with the default
+    ``a`` minimizing the MSE bound of Theorem 3 (Corollary 4).  App. D.1's
+    synthetic datasets and the comparison with Algorithm 1 are in
+    :func:`run_experiment_auc_domain`.  The estimators, their variances,
+    the splitting strategies, the recursion and how the formulas lost in the
+    paper's text extraction were read: docs/ldp.md, "Locally private AUC
+    from hierarchical histograms".
 
 Security model
-    Local differential privacy against an untrusted server. A user's bits
+    Local differential privacy against an untrusted server.  A user's bits
     are eps-LDP: one RR bit ("users") or alpha RR bits at eps/alpha
     ("budget", basic composition), or (eps, delta)-LDP with advanced
-    composition. Indices and level assignments are public randomness
-    drawn by the server. Randomized response, indices and assignments use
-    the OS CSPRNG in :func:`ldp_auc`. Functions named ``simulate_*`` and
+    composition.  Indices and level assignments are public randomness drawn
+    by the server.  Randomized response, indices and assignments use the OS
+    CSPRNG in :func:`ldp_auc`.  Functions named ``simulate_*`` and
     ``run_experiment_*`` take a seeded generator and are for experiments
     only.
 """

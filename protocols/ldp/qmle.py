@@ -1,60 +1,18 @@
-"""One-bit locally private quasi-MLE for quantile regression (Ono, Minami and Hino,
-"One-bit Submission for Locally Private Quasi-MLE: Its Asymptotic Normality and Limitation").
+"""One-bit locally private quasi-MLE for quantile regression ([OMH22]).
 
 What it does
-    Regression with a private response y, and public (Sec. 3.1) or private
-    (Sec. 3.2) covariates x. Each user sends one bit per private variable.
-
-    * Truncation (Eq. 6): y~ = min(max(y, lower), upper).
-    * Bit flip (Sec. 2.1; Ding et al. 2018, 1BitMean) on [lower, upper]:
-      P(Z = 1 | y~) = 1/(e^eps + 1) + (y~ - lower)/(upper - lower) *
-      (e^eps - 1)/(e^eps + 1). This is eps-LDP, because the two extreme
-      probabilities have ratio e^eps. The perturbed response Z is
-      Bernoulli(E[P(Z = 1 | Y~) | x]) (Eq. 7).
-    * Private covariates (Sec. 3.2, Eq. 8): each covariate x_j is
-      truncated to [c_j, d_j] and bit-flipped the same way. The budget is
-      split equally over y and the p covariates (eps/(p+1) each), so the
-      whole submission is eps-LDP by sequential composition.
-
-    Model (Sec. 4.1). The curator fits an asymmetric Laplace model
-    (Sec. 2.3, Eq. 2): Y | x ~ ALD(theta^T x, sigma, tau), with density
-    tau(1-tau)/sigma exp(-rho_tau((y - mu)/sigma)) and check loss
-    rho_tau(u) = u (tau - [u < 0]) (Eq. 1). Replacing the unknown
-    conditional law by the model in Eq. (7) gives
-    P_theta(Z = 1 | x) = g(theta^T x), with
-
-        g(mu) = 1/(e^eps+1) + (e^eps-1)/(e^eps+1) * m(mu),
-        m(mu) = E[(T(Y) - lower)/(upper - lower)] = 1 - (Phi(upper) - Phi(lower))/(upper - lower),
-
-    where Phi is the antiderivative of the ALD CDF F. Both are in closed
-    form: the three cases of App. C.3. The derivatives are
-    m'(mu) = (F(upper) - F(lower))/(upper - lower) and
-    m''(mu) = (f(lower) - f(upper))/(upper - lower). g is strictly
-    increasing and bounded away from 0 and 1 (Lemmas 1 and 2). The QMLE
-    maximizes the Bernoulli log-likelihood
-    sum_i z_i log g(theta^T x_i) + (1 - z_i) log(1 - g(theta^T x_i))
-    with scipy's trust-region Newton method, using the analytic gradient
-    and Hessian. This is done in standardized coordinates and mapped back.
-
-    With private covariates (Sec. 4.2), the curator's provisional
-    distribution of x is the product of symmetric binary distributions on
-    the corners {c_j, d_j}. The likelihood of an observation (z, w) is
-    sum over corners x of 2^-p prod_j P(w_j | x_j) P_theta(z | x). It
-    depends on the data only through the counts of the 2^(p+1) patterns.
-
-    Covariance. The asymptotic covariance is the sandwich
-    A^-1 B A^-1 / n (White 1982; Theorems 4 and 6). A is minus the mean
-    Hessian and B the mean outer product of the scores. The QMLE is
-    consistent for the maximizer theta* of the expected log-likelihood,
-    which in general differs from the non-private quantile-regression
-    coefficients (App. E.3). :func:`quantile_regression` computes the
-    latter exactly, by linear programming (scipy HiGHS), and the CLI
-    reports it as ``exact``.
-
-    The Sec. 5 experiment (:func:`run_experiment_qmle_covariance`) resamples
-    n rows without replacement from a real dataset, perturbs them and fits
-    the QMLE many times. It then checks that the Frobenius norm of the
-    empirical covariance of the estimates shrinks like 1/n.
+    Regression with a private response y and public ([OMH22, Sec. 3.1]) or
+    private ([OMH22, Sec. 3.2]) covariates x; each user sends one bit per
+    private variable: truncation into public bounds (Eq. 6), then a bit flip
+    on [lower, upper] (Sec. 2.1, Eq. 7-8; the budget split equally over y and
+    the p covariates).  The curator fits the asymmetric Laplace model of
+    Sec. 4 by maximizing the Bernoulli log-likelihood of the bits (scipy
+    trust-region Newton, analytic gradient and Hessian), with the sandwich
+    covariance A^-1 B A^-1 / n (Theorems 4 and 6).  :func:`quantile_regression`
+    computes the non-private coefficients exactly (scipy HiGHS), and
+    :func:`run_experiment_qmle_covariance` reproduces the Sec. 5 experiment.
+    The model's closed forms, the private-covariate likelihood and what the
+    QMLE converges to: docs/ldp.md, "One-bit locally private quasi-MLE".
 
 Security model
     Local differential privacy. A user's whole submission (one bit, or p+1

@@ -1,55 +1,18 @@
-"""Shuffled-model binary sums and histograms (Balcer and Cheu, "Separating Local & Shuffled
-Differential Privacy via Histograms", ITC 2020).
+"""Shuffled-model binary sums and histograms ([BC20]).
 
 What it does
-    * :class:`BinarySumProtocol` is P^flip of Figure 1. A user with bit x
-      draws z ~ Bernoulli(p) with p = 1 - 50 ln(2/delta) / (eps^2 n) and
-      sends x + z identical one-bit messages. The shuffler's output is
-      then equivalent to the count sum(x) + Bin(n, p), which is
-      (eps, delta)-DP (Theorem 3.1 i, via the smooth-distribution argument
-      of Ghazi et al. 2019, App. A, Corollary A.4). The analyzer computes
-      c* = (#messages)/n - p and outputs c* if c* > 1 - p, else 0. So an
-      all-zero input always yields exactly 0 (Theorem 3.1 iii), since
-      Bin(n, p) <= n. Each user sends at most two messages (Theorem 3.1
-      iv).
-    * :class:`HistogramProtocol` is P^hist of Figure 2. A user with value x
-      in [d] runs P^flip with (eps/2, delta/2) on each coordinate of the
-      one-hot encoding of x. The messages of coordinate j carry the label
-      j, and all of them go through one shuffle. Two coordinates change
-      between neighbouring inputs, so the protocol is (eps, delta)-DP by
-      basic composition (Theorem 3.2 i). Bins with a zero count are
-      estimated as exactly 0, so the simultaneous error is the largest
-      error over the at most min(n, d) non-empty bins. It does not grow
-      with d (Theorem 3.2 iii).
-    * :func:`shuffle` is the trusted shuffler: a uniformly random
-      permutation of all messages, drawn from the OS CSPRNG.
-    * :func:`krr_histogram` is the local-model baseline: k-ary randomized
-      response (:class:`pairwise.dp.mechanisms.KaryRandomizedResponse`), whose
-      simultaneous error grows with d.
-
-Parameter constraints (checked, :class:`pairwise.dp.errors.PrivacyParameterError`)
-    The paper states them as "eps <= 1 and n >= 100 ln(2/delta) / eps^2,
-    so that p >= 1/2". The text we have lost the formulas, so the
-    constants here are our reconstruction from the proofs: the noise mean
-    n(1-p) = 50 ln(2/delta)/eps^2, the threshold 1 - p, and the Chernoff
-    step. Binary sums need 0 < eps <= 1, 0 < delta < 1 and
-    n >= 100 ln(2/delta)/eps^2. Histograms need the same for (eps/2,
-    delta/2), i.e. n >= 400 ln(4/delta)/eps^2, and d >= 1.
-
-Error bounds (Theorem 3.1 ii, Theorem 3.2 ii-iii)
-    With mu = n(1-p) and L = ln(2/beta), the number of users with z = 0 is
-    Bin(n, 1-p). A multiplicative Chernoff bound puts it within
-    t = sqrt(3 mu L) of mu (t = 3L when 3L > mu) with probability
-    1 - beta. The binary-sum error is then at most (mu + t)/n. A union
-    bound over the <= min(n, d) non-empty bins gives the simultaneous
-    bound.
-
-Exact sampling
-    p is irrational. The CSPRNG path draws z exactly from
-    Bernoulli(p'), with 1 - p' = 1 - p rounded UP to a multiple of 2^-32.
-    This is slightly more noise than the paper's p, and the analyzer
-    uses the same p', so the privacy argument (a larger noise variance
-    n p'(1-p')) and property iii still hold.
+    :class:`BinarySumProtocol` is P^flip of [BC20, Figure 1] (each user sends
+    x + z one-bit messages, z ~ Bernoulli(p); (eps, delta)-DP by Theorem 3.1),
+    :class:`HistogramProtocol` is P^hist of [BC20, Figure 2] (P^flip with
+    (eps/2, delta/2) on each one-hot coordinate; simultaneous error
+    independent of d, Theorem 3.2), :func:`shuffle` is the trusted shuffler
+    (a CSPRNG permutation) and :func:`krr_histogram` the local-model
+    baseline.  Parameters are checked (eps <= 1, n >= 100 ln(2/delta)/eps^2
+    for sums, n >= 400 ln(4/delta)/eps^2 for histograms; our reconstruction
+    of constants the paper's text lost), p is rounded so that z is drawn
+    exactly, and the error bounds follow Theorems 3.1-3.2.  The
+    constraints, error bounds and the exact sampling argument: docs/ldp.md,
+    "Shuffled-model binary sums and histograms".
 
 Security model
     Shuffled model: users trust the shuffler to hide which user sent which
@@ -57,10 +20,8 @@ Security model
     noise bits and the shuffler's permutation come from the OS CSPRNG
     (:mod:`pairwise.dp.samplers`, :func:`os.urandom`). Functions named
     ``simulate_*`` and ``run_experiment_*`` use seeded generators and are
-    for experiments only. :func:`simulate_label_counts` samples the
-    analyzer's view (the message count per label) directly. It has
-    exactly the same distribution as counting a materialized shuffled
-    message list, and it lets experiments reach n*d in the billions.
+    for experiments only (:func:`simulate_label_counts` samples the
+    analyzer's view directly, with the same distribution).
 """
 
 from __future__ import annotations
