@@ -1,7 +1,7 @@
 """(1 - alpha) intervals of the local-model and shuffle-model releases, from public quantities only.
 
 What it does
-    * :func:`alg1_interval`: Algorithm 1 of the ustats paper (quantization +
+    * :func:`alg1_interval`: [BBGK20, Algorithm 1] (quantization +
       k-ary randomized response, :mod:`pairwise.protocols.ldp.ustat`).  Its
       estimate is a U-statistic of the independent reports R_i with kernel
       f(r, s) = z_r^T A z_s, z_r = (e_r - b) / (1 - beta), unbiased for U_A,
@@ -24,7 +24,7 @@ What it does
       that gives the narrowest interval, again from public parameters), and
       McDiarmid's bounded-difference inequality over all reports is a third
       candidate; the narrowest of the candidates is published.
-    * :func:`histogram_band`: the shuffled histogram (Balcer-Cheu P^hist).
+    * :func:`histogram_band`: the shuffled histogram ([BC20] P^hist).
       The raw frequency of bin j is (true count + N_j) / n - p with
       N_j ~ Bin(n, p) independent across bins, so exact binomial quantiles
       at alpha_d = 1 - (1 - alpha)^(1/d) per bin (Sidak, exact for

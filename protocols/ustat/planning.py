@@ -1,7 +1,7 @@
 """Choosing the pairs per user P from public quantities (``--pairs-per-user auto``).
 
 What it does
-    Theorem 5 (ustats paper, Sec. 5) gives the MSE of the subsampled,
+    [BBGK20, Theorem 5, Sec. 5] gives the MSE of the subsampled,
     noised estimate with P permutations of n users:
 
         MSE(P) = 4 zeta_1 / n + (2 / (P n)) (1 + (P - 1)/(n - 1)) (zeta_2 - 2 zeta_1) + 2 V(eps / P) / (P n)
