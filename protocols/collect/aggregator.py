@@ -21,7 +21,7 @@ What it does
       uploads one report, which is checked against the randomizer's output
       range and stored once (a repeat is recognised, a different second
       report refused).  At close the analyzer runs over the stored reports.
-    * 2PC (ustats Sec. 5): a joining user's connection stays open as its
+    * 2PC ([BBGK20, Sec. 5]): a joining user's connection stays open as its
       *control* connection (pings both ways, :data:`~pairwise.protocols.collect.wire.HEARTBEAT`).
       At close the aggregator pairs the connected users (P permutations,
       OS CSPRNG; the pairs are stored before anyone hears of them) and sends

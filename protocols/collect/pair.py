@@ -2,7 +2,7 @@
 
 What it does
     :func:`run_pair` is what a user runs for each pair the aggregator
-    assigned it (ustats paper, Sec. 5: each pair releases one noisy kernel
+    assigned it ([BBGK20, Sec. 5]: each pair releases one noisy kernel
     value computed in a garbled circuit with in-circuit noise); the user
     client (:mod:`pairwise.protocols.collect.user`) calls it per session:
 

@@ -3,7 +3,7 @@
 What it does
     ``pairwise collect shuffler --listen HOST:PORT --upstream AGGREGATOR
     --state DIR --tls DIR --name NAME`` is a process of its own between the
-    users and the aggregator of a shuffle-model task (Balcer-Cheu's trusted
+    users and the aggregator of a shuffle-model task ([BC20]'s trusted
     shuffler; :mod:`pairwise.protocols.collect.histogram`):
 
     1. A user connects (mutual TLS 1.3; the certificate names the user) and

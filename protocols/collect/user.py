@@ -18,7 +18,7 @@ What it does
          assignment, e.g. the AUC's level and Hadamard index), randomize
          with the OS CSPRNG, keep the report in the ledger, upload it once
          (a retry re-sends the kept report);
-       * 2PC (ustats Sec. 5): join and keep the connection as the control
+       * 2PC ([BBGK20, Sec. 5]): join and keep the connection as the control
          connection (pings every :data:`~pairwise.protocols.collect.wire.HEARTBEAT`
          seconds); when registration closes the aggregator sends this user's
          sessions; each runs in its own thread over a new connection that the

@@ -1,4 +1,4 @@
-"""The public side of the 2PC subsampling U-statistic (ustats paper, Sec. 5): parameters, circuit, estimate.
+"""The public side of the 2PC subsampling U-statistic ([BBGK20, Sec. 5]): parameters, circuit, estimate.
 
 What it does
     Everything of the protocol that is a function of *public* inputs only,

@@ -5,11 +5,11 @@ What it does
     module each, all subclasses of :mod:`.base`'s interface):
 
     =====================  ====================================================
-    ``ustat-2pc``          :mod:`.ustat_2pc`: 2PC between sampled pairs (ustats Sec. 5)
+    ``ustat-2pc``          :mod:`.ustat_2pc`: 2PC between sampled pairs ([BBGK20, Sec. 5])
     ``ldp-ustat``          :mod:`.ldp_ustat`: Algorithm 1, one k-RR report per user
     ``ldp-auc``            :mod:`.ldp_auc`: hierarchical-histogram AUC, one bit per level answered
     ``ldp-qmle``           :mod:`.ldp_qmle`: one-bit QMLE of quantile regression
-    ``shuffle-histogram``  :mod:`.shuffle_histogram`: Balcer-Cheu through a shuffler
+    ``shuffle-histogram``  :mod:`.shuffle_histogram`: [BC20] through a shuffler
     =====================  ====================================================
 
     :func:`validate_task` turns what a collector asks for (``pairwise collect

@@ -13,7 +13,7 @@ What it does
       CSPRNG), :meth:`~LocalProtocol.check_report` (the aggregator refuses
       anything outside the randomizer's output range),
       :meth:`~LocalProtocol.finish` (the analyzer, over the stored reports);
-    * :class:`PairProtocol` (2PC between paired users, ustats Sec. 5):
+    * :class:`PairProtocol` (2PC between paired users, [BBGK20, Sec. 5]):
       :meth:`~PairProtocol.pair` (the sampled pairs), :meth:`~PairProtocol.circuit`,
       :meth:`~PairProtocol.encode` (a user's circuit input),
       :meth:`~PairProtocol.check_value` and :meth:`~PairProtocol.finish`;
@@ -118,7 +118,7 @@ class LocalProtocol(TaskProtocol):
 
 
 class PairProtocol(TaskProtocol):
-    """2PC between sampled pairs of users (ustats Sec. 5; see the module docstring)."""
+    """2PC between sampled pairs of users ([BBGK20, Sec. 5]; see the module docstring)."""
 
     model = "2pc"
 

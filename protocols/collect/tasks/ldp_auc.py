@@ -1,4 +1,4 @@
-"""``ldp-auc``: the locally private AUC from hierarchical histograms among real users (ustats Sec. 4, App. B).
+"""``ldp-auc``: the locally private AUC from hierarchical histograms among real users ([BBGK20, Sec. 4, App. B]).
 
 What it does
     The public parameters are those of ``pairwise ldp auc`` (alpha = bits,

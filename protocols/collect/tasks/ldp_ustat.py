@@ -1,4 +1,4 @@
-"""``ldp-ustat``: Algorithm 1 of the ustats paper among real users (quantization + k-ary randomized response).
+"""``ldp-ustat``: [BBGK20, Algorithm 1] among real users (quantization + k-ary randomized response).
 
 What it does
     The public parameters are those of ``pairwise ldp ustat`` (kernel gini,

@@ -1,4 +1,4 @@
-"""``ustat-2pc``: the 2PC subsampling U-statistic among real users (ustats paper, Sec. 5).
+"""``ustat-2pc``: the 2PC subsampling U-statistic among real users ([BBGK20, Sec. 5]).
 
 What it does
     The public parameters are those of ``pairwise ustat`` (statistic gini,
