@@ -149,7 +149,7 @@ def test_no_finished_task_within_the_deadline_is_an_error(client):
 
 def test_cli_cluster_json():
     r = subprocess.run([sys.executable, "-m", "pairwise", "ustat", "--statistic", "auc", "--epsilon", "1",
-                        "--cluster", "local:2", "--batch", "128", "--json"],
+                        "--cluster", "local:2", "--batch", "128", "--compare", "--json"],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
