@@ -44,6 +44,7 @@ import contextlib
 import logging
 import os
 import re
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -127,6 +128,26 @@ def _distributed():
     return distributed
 
 
+def _retire_workers(client, timeout: float) -> None:
+    """Stop a local cluster's workers before its scheduler, within ``timeout`` seconds.
+
+    Closed the other way round, a worker whose heartbeat falls in the
+    scheduler's shutdown logs a ``CommClosedError`` traceback on the
+    server's stderr (seen on a loaded machine).  Retired first, the workers
+    have nothing left to tell the scheduler.  Runs in a daemon thread so that
+    a scheduler that does not answer cannot hold up a SIGTERM shutdown.
+    """
+    def retire() -> None:
+        with contextlib.suppress(Exception):
+            workers = list(client.scheduler_info().get("workers", {}))
+            if workers:
+                client.retire_workers(workers, close_workers=True)
+
+    t = threading.Thread(target=retire, daemon=True, name="dask-retire")
+    t.start()
+    t.join(timeout)
+
+
 @contextlib.contextmanager
 def open_cluster(cluster: Any, *, timeout: float = 60.0, connect_timeout: float = 30.0,
                  secure: bool = False) -> Iterator[Any]:
@@ -167,6 +188,7 @@ def open_cluster(cluster: Any, *, timeout: float = 60.0, connect_timeout: float 
             try:
                 yield client
             finally:
+                _retire_workers(client, min(timeout, 10.0))
                 with contextlib.suppress(Exception):
                     client.close(timeout=timeout)
         finally:
