@@ -31,9 +31,12 @@ Security model
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import threading
+import time
+from collections.abc import Iterator
 
 from pairwise.dp.errors import PairwiseError
 
@@ -56,6 +59,35 @@ def exclusive_lock(path: str, *, what: str = "server"):
         raise StorageError(f"the {what} state guarded by {path} is in use by another running {what} process; "
                            f"stop it first, or give this {what} another --state directory") from None
     return f
+
+
+@contextlib.contextmanager
+def opening_lock(path: str, timeout: float) -> Iterator[None]:
+    """Hold an exclusive advisory lock on ``path`` while a shared file is opened (waits at most ``timeout`` s).
+
+    A file that several processes or threads open at once (a user's ledger)
+    is zero-length between its creation by one opener and its first write:
+    without this lock, another opener would take it for a truncated file.
+    ``flock`` locks belong to one open file description, so threads of one
+    process exclude each other too.
+    """
+    import fcntl
+
+    f = open(path, "a+")  # noqa: SIM115 - closed below
+    try:
+        end = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError:
+                if time.monotonic() >= end:
+                    raise StorageError(f"{path} stayed locked for {timeout:g} s by another process opening the "
+                                       "same file; retry") from None
+                time.sleep(0.01)
+        yield
+    finally:
+        f.close()  # releases the lock
 
 
 def state_directory(state_dir: str) -> str:
@@ -96,6 +128,15 @@ class SQLiteStore:
         self._lock = threading.Lock()
         self._lockfile = None
         where = path or ":memory:"
+        shared = contextlib.nullcontext()
+        if path is not None and not lock:  # openers at once agree: the first creates, the others find it written
+            base = path[:-3] if path.endswith(".db") else path
+            shared = opening_lock(base + ".open.lock", busy_timeout)
+        with shared:
+            self._open(path, where, schema=schema, version=version, lock=lock, meta=meta, busy_timeout=busy_timeout)
+
+    def _open(self, path: str | None, where: str, *, schema: str, version: int, lock: bool,
+              meta: dict[str, str] | None, busy_timeout: float) -> None:
         try:
             if path is not None and os.path.isfile(path) and os.path.getsize(path) == 0:
                 # SQLite opens a zero-length file as an empty database: the server would start with no

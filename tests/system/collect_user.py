@@ -27,6 +27,8 @@ def main() -> int:
             out[j["task"]] = {"task": j["task"], **r.as_dict(), "report": r.report}
         except Exception as exc:  # noqa: BLE001 - reported to the test
             out[j["task"]] = {"task": j["task"], "error": f"{type(exc).__name__}: {exc}"}
+            # at once on stderr too: a join that failed can leave the other joins waiting for a full task
+            print(json.dumps(out[j["task"]]), file=sys.stderr, flush=True)
 
     threads = [threading.Thread(target=one, args=(j,)) for j in joins]
     for t in threads:
