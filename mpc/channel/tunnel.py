@@ -20,14 +20,20 @@ What it does
        sides with :class:`~pairwise.mpc.errors.AccessDenied`.
     3. Data: frames are ``length:uint32-be || payload`` in the TLS plaintext;
        small frames are coalesced until :meth:`flush`, a receive, or 64 KiB.
-    4. :meth:`finish`: both parties send a TLS ``close_notify`` and wait for
-       the partner's, so a party that only sent (a garbler) still learns
-       whether its partner received everything intact.  A protocol reports a
-       result only after :meth:`finish` returned.  The close_notify that
-       arrives last can be checked only by its receiver (any protocol has a
-       last message); it carries no data, so a party whose :meth:`finish`
-       returned has received everything intact, and a protocol that needs
-       agreement counts a session only when both parties report success.
+    4. :meth:`finish`: both parties send a *fin* frame inside TLS (after
+       everything they had to read), wait for the partner's, then exchange
+       TLS ``close_notify``.  The partner's fin is application data under
+       the record MAC and after every record the partner received, so a
+       party that only sent (a garbler) learns that its partner received
+       everything intact: a partner that saw a corrupt record sends an alert
+       instead.  (A bare ``close_notify`` did not suffice: CPython's
+       ``SSLObject.unwrap`` can return before the partner's arrives.)  A
+       protocol reports a result only after :meth:`finish` returned.  The
+       close_notify that arrives last can be checked only by its receiver
+       (any protocol has a last message); it carries no data, so a party
+       whose :meth:`finish` returned has received everything intact, and a
+       protocol that needs agreement counts a session only when both
+       parties report success.
 
 Security model
     The carrier (relay) is untrusted: it sees record sizes and timing, never
@@ -46,6 +52,8 @@ Security model
 Wire format (inside TLS)
     frame = length:uint32-be || payload     (length < 2^31)
     abort = 0x80000001                     (partner saw a corrupt carrier frame)
+    fin   = 0x80000002                     (tunnel version 2: the sender read all it
+                                            needed; first step of finish())
 
 Follows
     RFC 8446 (TLS 1.3); stdlib ``ssl`` "Memory BIO support".  Design notes in
@@ -91,6 +99,7 @@ CARRIER_CHUNK = 1 << 18
 PUSH_AT = 1 << 16
 _CONTROL = 1 << 31
 _ABORT = _CONTROL | 1
+_FIN = _CONTROL | 2
 _RECV_STEP = 1 << 20
 
 
@@ -322,7 +331,7 @@ class TLSTunnel(Channel):
                         if n == _ABORT:
                             raise TamperedStream(f"{self.peer} reports that a frame from us arrived corrupt: the "
                                                  "relay changed bytes; discard this session's results") from cause
-                        need = n
+                        need = 0 if n & _CONTROL else n  # a fin carries no payload
         except ChannelError as exc:
             if isinstance(exc, TamperedStream):
                 raise
@@ -469,8 +478,9 @@ class TLSTunnel(Channel):
     def finish(self, timeout: float | None = None) -> None:
         """End the session cleanly and confirm that the partner received everything intact.
 
-        Flushes, sends TLS ``close_notify`` and waits (at most ``timeout``,
-        default the channel's) for the partner's.  Both parties call it at the
+        Flushes, sends a fin frame and waits for the partner's, then sends
+        TLS ``close_notify`` and waits for the partner's (at most ``timeout``
+        in all, default the channel's).  Both parties call it at the
         end of a protocol; a party reports its result only after it returned.
         Raises :class:`TamperedStream` if either side saw a corrupt record,
         :class:`ProtocolError` if the partner sent data that was never read,
@@ -480,8 +490,10 @@ class TLSTunnel(Channel):
         t = self.timeout if timeout is None else _check_timeout(timeout)
         try:
             self._check_usable()
-            self._flush()
             end = time.monotonic() + t
+            self._pbuf += _HEADER.pack(_FIN)
+            self._flush()
+            self._await_fin(end, t)
             while True:
                 try:
                     self._ssl.unwrap()
@@ -502,6 +514,29 @@ class TLSTunnel(Channel):
             raise
         finally:
             self.close()
+
+    def _await_fin(self, end: float, t: float) -> None:
+        """Read the partner's fin frame (by ``end``): its record MAC vouches for everything the partner received."""
+        head = bytearray(_HEADER.size)
+        remaining = end - time.monotonic()
+        if remaining <= 0:
+            raise ChannelTimeout(f"{self.peer} did not confirm the end of the session within {t:g} s")
+        try:
+            self._read_into(head, 0, remaining)
+        except ChannelTimeout:
+            raise ChannelTimeout(f"{self.peer} did not confirm the end of the session within {t:g} s") from None
+        except PeerClosed:
+            raise PeerClosed(f"{self.peer} ended the session without confirming it received everything intact "
+                             "(it failed, or the relay cut the stream); discard this session's results") from None
+        (n,) = _HEADER.unpack(head)
+        if n == _FIN:
+            return
+        if n == _ABORT:
+            raise TamperedStream(f"{self.peer} reports that a frame from us arrived corrupt: the relay "
+                                 "changed bytes; discard this session's results")
+        if n & _CONTROL:
+            raise FrameError(f"{self.peer} sent an unknown control code {n:#010x} inside the tunnel")
+        raise ProtocolError(f"{self.peer} sent data that was never read before the end of the session")
 
     def _close(self) -> None:
         if self._tls_up and not self._finished and self._failure is None:
