@@ -99,13 +99,15 @@ class RawRelay:
 
 
 def parties(relay, pki, wait: float = T):
-    """Both users through ``relay``; ``wait`` bounds each of their waits (a test whose tampering leaves one user
-    waiting for bytes that never come gives a shorter one: the outcome is the same, a ChannelError)."""
+    """Both users through ``relay``; ``wait`` bounds each of their waits for data after the handshake (a test whose
+    tampering leaves one user waiting for bytes that never come gives a short one: the outcome is the same, a
+    ChannelError); connecting and the TLS handshake keep the generous ``T``."""
     rec: dict = {}
 
     def garbler():
-        carrier = TCPChannel.connect("127.0.0.1", relay.port, timeout=wait, tls=TLSConfig(pki, "alice"), peer_names="relay")
-        tun = TLSTunnel(carrier, TLSConfig(pki, "alice"), server=True, peer_name="bob", timeout=wait)
+        carrier = TCPChannel.connect("127.0.0.1", relay.port, timeout=T, tls=TLSConfig(pki, "alice"), peer_names="relay")
+        tun = TLSTunnel(carrier, TLSConfig(pki, "alice"), server=True, peer_name="bob", timeout=wait,
+                        handshake_timeout=T)
         ch = rec["g"] = TranscriptChannel(tun)
         GarblerSession(ch, b"p").run(NC.circuit, {"x": pack_pair(5, 6, 16, False)}, output="evaluator",
                                      random=("rx", "ry"))
@@ -113,8 +115,9 @@ def parties(relay, pki, wait: float = T):
         return "ok"
 
     def evaluator():
-        carrier = TCPChannel.connect("127.0.0.1", relay.port, timeout=wait, tls=TLSConfig(pki, "bob"), peer_names="relay")
-        tun = TLSTunnel(carrier, TLSConfig(pki, "bob"), server=False, peer_name="alice", timeout=wait)
+        carrier = TCPChannel.connect("127.0.0.1", relay.port, timeout=T, tls=TLSConfig(pki, "bob"), peer_names="relay")
+        tun = TLSTunnel(carrier, TLSConfig(pki, "bob"), server=False, peer_name="alice", timeout=wait,
+                        handshake_timeout=T)
         r = EvaluatorSession(TranscriptChannel(tun), b"p").run(NC.circuit, {"y": pack_pair(7, 1, 16, False)},
                                                                output="evaluator", random=("rx", "ry"))
         tun.finish(wait)
@@ -181,26 +184,32 @@ def frame_starts(stream: bytes) -> list[int]:
     return out
 
 
-@pytest.mark.parametrize("which", [2, 3, 4])  # the high byte of a length prefix: an announced +64 KiB frame
-def test_a_flipped_length_prefix_fails_both_users(pki, which):
+@pytest.fixture(scope="module")
+def clean_frames(pki) -> list[int]:
+    """Frame offsets of the evaluator's stream in one untampered session (the same for every session)."""
     clean = RawRelay(pki)
-    parties(clean, pki)
+    (g, e), _ = parties(clean, pki)
+    assert g == "ok" and not isinstance(e, BaseException), (g, e)
     clean.thread.join(T)
     starts = frame_starts(bytes(clean.seen[1]))
     assert len(starts) > 5
-    relay = RawRelay(pki, flip=(1, starts[-which] + 1))
-    (g, e), _ = parties(relay, pki, wait=8.0)
+    return starts
+
+
+SHORT = 3.0  # the wait of a user left waiting for bytes the tampering relay never delivers
+
+
+@pytest.mark.parametrize("which", [2, 3, 4])  # the high byte of a length prefix: an announced +64 KiB frame
+def test_a_flipped_length_prefix_fails_both_users(pki, clean_frames, which):
+    relay = RawRelay(pki, flip=(1, clean_frames[-which] + 1))
+    (g, e), _ = parties(relay, pki, wait=SHORT)
     assert isinstance(g, ChannelError) and isinstance(e, ChannelError), (g, e)
 
 
-def test_the_last_confirmation_can_only_be_checked_by_its_receiver(pki):
+def test_the_last_confirmation_can_only_be_checked_by_its_receiver(pki, clean_frames):
     """The evaluator's close_notify is the last frame it sends: a relay that corrupts it fails the garbler, while
     the evaluator has received everything intact and may report (two generals: any protocol has a last message;
     the collect aggregator counts a pair only when both users report success)."""
-    clean = RawRelay(pki)
-    parties(clean, pki)
-    clean.thread.join(T)
-    last = frame_starts(bytes(clean.seen[1]))[-1]
-    relay = RawRelay(pki, flip=(1, last + 1))
-    (g, e), _ = parties(relay, pki, wait=8.0)
+    relay = RawRelay(pki, flip=(1, clean_frames[-1] + 1))
+    (g, e), _ = parties(relay, pki, wait=SHORT)
     assert isinstance(g, ChannelError), g
