@@ -78,6 +78,6 @@ def test_the_walkthrough_runs_in_order(tmp_path):
     where = f"--- stdout:\n{out[-4000:]}\n--- stderr:\n{err[-4000:]}"
     assert p.returncode == 0, where
     assert "Traceback" not in err and "warning:" not in err, where
-    assert "pairs      2 planned" in out and "refusing task 'greedy'" in err, where
+    assert "pairs      1 planned" in out and "refusing task 'greedy'" in err, where
     assert "submitted to the shuffler" in out + err, where
     assert (tmp_path / "aggregator-state" / "collect-aggregator.db").is_file()
