@@ -128,7 +128,7 @@ class SQLiteStore:
         self._lock = threading.Lock()
         self._lockfile = None
         where = path or ":memory:"
-        shared = contextlib.nullcontext()
+        shared: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
         if path is not None and not lock:  # openers at once agree: the first creates, the others find it written
             base = path[:-3] if path.endswith(".db") else path
             shared = opening_lock(base + ".open.lock", busy_timeout)
