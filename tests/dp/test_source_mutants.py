@@ -62,6 +62,23 @@ def test_the_signed_shape_counts_one_geometric_in_its_distance_to_the_ideal():
     assert 0 < signed < 0.5 and diff == pytest.approx(2 * signed, rel=1e-12)
 
 
+def test_max_estimate_variance_of_a_krr_reading_with_zero_linear_term():
+    """Kills ``if c1 == 0 and c2 == 1: return c0`` in NoisyCircuit.max_estimate_variance (circuits/noise.py).
+
+    k = 2, codes (-1, 1), phi = 1/4 (certified for eps = 1.1 >= ln 3): lam = 1 - 2 phi = 1/2, so c1 = -2 mu / lam = 0 and c2 = (1 - lam) / lam = 1,
+    and the variance is not constant.  Direct: y = h w.p. 3/4, -h w.p. 1/4, E y = h / 2, so the unbiased
+    estimate is 2 y and Var(2 y) = 4 (1 - 1/4) = 3 at h = +-1 (c0 = 2 alone misses the h^2 term).
+    """
+    from dataclasses import replace
+
+    from pairwise.circuits.noise import krr_gadget
+    from pairwise.dp.dyadic.params import KaryRRParams
+
+    nc = replace(krr_gadget(KaryRRParams(Fraction(11, 10), 2, 2, 1)), codes=(-1, 1), value_range=(-1, 1))
+    assert nc.variance_coefficients[1:] == (0, 1)
+    assert nc.max_estimate_variance == 3
+
+
 # ----------------------------------------------------------------------------- dp/concentration.py
 
 
@@ -118,6 +135,20 @@ def test_digit_ratio_bounds_bracket_the_ideal_ratio(eps, s, i):
     exact = math.exp(-(2**i) * float(eps) / s)
     assert lo <= hi <= 1 and hi - lo < 1e-9
     assert abs(float(lo) - exact) < 1e-12 and abs(float(hi) - exact) < 1e-12
+
+
+# ----------------------------------------------------------------------------- dp/dyadic/search.py
+
+
+def test_a_loose_tolerance_never_picks_a_flip_probability_of_one_half():
+    """Kills ``if 1 * m >= (1 << a)`` in choose_randomized_response: with rel_tol >= 1 every acc meets the
+    tolerance, and acc = 2 rounds phi* = 1/(1 + e^0.01) up to 2/4 = 1/2, a coin that carries no information
+    (the estimator divides by 1 - 2 phi = 0).  The search must skip it."""
+    from pairwise.dp.dyadic.search import choose_randomized_response
+
+    p = choose_randomized_response(Fraction(1, 100), rel_tol=2)
+    assert 2 * p.numerator < (1 << p.acc)
+    assert p.acc == 9 and p.numerator == 255  # the first acc whose rounded-up phi is below 1/2
 
 
 # ----------------------------------------------------------------------------- dp/exact.py
@@ -243,3 +274,42 @@ def test_data_bounds_of_one_column_are_per_coordinate_arrays():
     assert lo.shape == hi.shape == (1,) and lo[0] == 1.0 and 3.0 < hi[0] < 3.0 + 1e-12
     lo2, hi2 = data_bounds(np.array([[1.0, 5.0], [2.0, 5.0]]))
     assert list(lo2) == [1.0, 5.0] and hi2[1] > 5.0  # a constant coordinate is widened
+
+
+# ----------------------------------------------------------------------------- protocols/ustat/stats.py
+
+
+def test_large_one_sample_inputs_take_the_n_log_n_path(monkeypatch):
+    """Kills ``np.asarray(y).size if not name == "auc"`` in u_statistic: for Gini (y = None) the size is n^2,
+    so over 4000 points the exact O(n log n) identity is used, never the n x n kernel matrix (4001^2 floats)."""
+    import numpy as np
+
+    from pairwise.protocols.ustat import stats
+
+    x = np.arange(4001, dtype=np.float64) % 97
+    want = float(np.abs(x[:, None] - x[None, :]).sum() / (4001 * 4000))  # independent: the pair mean of |x_i - x_j|
+
+    def no_matrix(*args, **kwargs):
+        raise AssertionError("kernel_matrix called for 4001 points")
+
+    monkeypatch.setattr(stats, "kernel_matrix", no_matrix)
+    assert stats.u_statistic("gini", x) == pytest.approx(want, rel=1e-12)
+
+
+def test_fixed_sample_mse_of_four_users_is_the_exact_matching_variance():
+    """Kills ``max(1.0, ...)`` for ``max(0.0, ...)`` in fixed_sample_mse: four users have three perfect
+    matchings, each drawn with probability 1/3; U^ = S / 2 for the round sum S, so the MSE (no noise, P = 1)
+    is Var(S) / 4, far below 1 here."""
+    from itertools import combinations
+
+    import numpy as np
+
+    from pairwise.protocols.ustat.stats import fixed_sample_mse, kernel_sums
+
+    x = np.array([0.0, 0.1, 0.25, 0.4])
+    h = {(i, j): abs(x[i] - x[j]) for i, j in combinations(range(4), 2)}
+    sums = [h[0, 1] + h[2, 3], h[0, 2] + h[1, 3], h[0, 3] + h[1, 2]]
+    var_s = sum(s * s for s in sums) / 3 - (sum(sums) / 3) ** 2
+    assert var_s > 0
+    for P in (1, 3):
+        assert fixed_sample_mse(kernel_sums("gini", x), "subsample", P, (0, 0, 0)) == pytest.approx(var_s / 4 / P, rel=1e-9)
