@@ -19,7 +19,8 @@ most of them killed by any test; we keep one natural mutation per site
 zero-iteration loops, then draw ``--per-module`` of them uniformly (seeded)
 per module.  The score is killed / (killed + survived); timeouts count as
 killed, as cosmic-ray does.  Survivors are written with their diffs to
-``--out`` for review (benchmarks/RESULTS.md lists each with its fate).
+``--out`` for review (benchmarks/RESULTS.md lists each with its fate);
+``recheck_survivors.py`` re-applies them to the current source once tests are written.
 
 The ECDF part of issue 25 adds dp/kary.py, dp/ecdf_intervals.py,
 dp/ecdf.py, protocols/ecdf/estimates.py and protocols/ecdf/release.py
