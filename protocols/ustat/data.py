@@ -25,7 +25,7 @@ import numpy as np
 from pairwise.circuits.kernels import pack_pair
 
 from .config import STATISTICS, UStatError
-from .public import domains_of, word_width
+from .public import circuit_width, domains_of, word_width
 from .stats import u_statistic
 
 __all__ = ["PreparedData", "prepare_data", "natural_range"]
@@ -84,15 +84,7 @@ def prepare_data(statistic: str, x, y=None, labels=None, bits: int | None = None
     if kernel is None and statistic not in STATISTICS:
         raise UStatError(f"unknown statistic {statistic!r}; choose from {STATISTICS}")
     doms = _domains(statistic, lower, upper, decimals)
-    width = _width(max(d.span for d in doms))
-    if bits is not None:
-        if isinstance(bits, bool) or int(bits) != bits or not 8 <= int(bits) <= 64:
-            raise UStatError(f"bits must be an integer in 8..64, got {bits!r}")
-        need = max(d.span for d in doms).bit_length()
-        if need > int(bits):
-            raise UStatError(f"the public domain needs {need} bits ({max(d.span for d in doms)} grid steps); "
-                             f"--bits {bits} is too narrow: widen it or lower the decimals")
-        width = int(bits)
+    width = circuit_width(doms, bits)
     if kernel is not None:
         return _prepare_kernel(kernel, x, y, labels, doms, width)
     return _prepare(statistic, x, y, labels, doms, width)

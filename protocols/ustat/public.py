@@ -139,20 +139,27 @@ def word_width(span: int) -> int:
     raise UStatError(f"the public grid span {span} does not fit in 64 bits")
 
 
+def circuit_width(doms, bits: int | None) -> int:
+    """The circuit word for the public domains ``doms``: the narrowest that holds them, or ``bits`` if given
+    (8..64, and wide enough for the domain; :class:`UStatError` otherwise)."""
+    span = max(d.span for d in doms)
+    if bits is None:
+        return word_width(span)
+    if isinstance(bits, bool) or int(bits) != bits or not 8 <= int(bits) <= 64:
+        raise UStatError(f"bits must be an integer in 8..64, got {bits!r}")
+    need = span.bit_length()
+    if need > int(bits):
+        raise UStatError(f"the public domain needs {need} bits ({span} grid steps); "
+                         f"--bits {bits} is too narrow: widen it or lower the decimals")
+    return int(bits)
+
+
 def public_params(statistic: str, *, lower, upper, decimals=None, bits: int | None = None) -> PublicParams:
     """The :class:`PublicParams` of ``statistic`` on the public domain (``bits``: the circuit word, optional)."""
     if statistic not in STATISTICS:
         raise UStatError(f"unknown statistic {statistic!r}; choose from {STATISTICS}")
     doms = domains_of(statistic, lower, upper, decimals)
-    width = word_width(max(d.span for d in doms))
-    if bits is not None:
-        if isinstance(bits, bool) or int(bits) != bits or not 8 <= int(bits) <= 64:
-            raise UStatError(f"bits must be an integer in 8..64, got {bits!r}")
-        need = max(d.span for d in doms).bit_length()
-        if need > int(bits):
-            raise UStatError(f"the public domain needs {need} bits ({max(d.span for d in doms)} grid steps); "
-                             f"--bits {bits} is too narrow: widen it or lower the decimals")
-        width = int(bits)
+    width = circuit_width(doms, bits)
     if statistic == "gini":
         return PublicParams("gini", doms, width, doms[0].step, doms[0].span)
     return PublicParams(statistic, doms, width, 1.0, 2)
