@@ -128,6 +128,11 @@ def _distributed():
     return distributed
 
 
+def _quiet_shutdown_logs() -> None:
+    """In a worker process: log only critical messages of Dask from here on (shutdown)."""
+    logging.getLogger("distributed").setLevel(logging.CRITICAL)
+
+
 def _retire_workers(client, timeout: float) -> None:
     """Stop a local cluster's workers before its scheduler, within ``timeout`` seconds.
 
@@ -138,6 +143,10 @@ def _retire_workers(client, timeout: float) -> None:
     a scheduler that does not answer cannot hold up a SIGTERM shutdown.
     """
     def retire() -> None:
+        with contextlib.suppress(Exception):
+            # The run's results are in hand: what a worker says while the cluster shuts down
+            # (a heartbeat that meets a closed scheduler) is noise, not an error of the run.
+            client.run(_quiet_shutdown_logs)
         with contextlib.suppress(Exception):
             workers = list(client.scheduler_info().get("workers", {}))
             if workers:
@@ -192,8 +201,14 @@ def open_cluster(cluster: Any, *, timeout: float = 60.0, connect_timeout: float 
                 with contextlib.suppress(Exception):
                     client.close(timeout=timeout)
         finally:
-            with contextlib.suppress(Exception):
-                lc.close(timeout=timeout)
+            dlog = logging.getLogger("distributed")
+            level = dlog.level
+            dlog.setLevel(logging.CRITICAL)  # the nannies of this process, while the cluster closes
+            try:
+                with contextlib.suppress(Exception):
+                    lc.close(timeout=timeout)
+            finally:
+                dlog.setLevel(level)
         return
     if spec.address.startswith("tcp://") and not _loopback(spec.address):
         raise ClusterError(f"{spec.address} is not on this machine: tcp:// would carry the tasks (their inputs, "
