@@ -19,6 +19,8 @@ a CI run can never pass without having run them.
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -42,22 +44,56 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(getattr(pytest.mark, marker))
 
 
-def pytest_collection_finish(session):
-    """Before any test starts a process: compile the numba kernels into numba's on-disk cache.
+#: compile (or load) each set of numba kernels into numba's on-disk cache, one process per set
+_WARM_UP = ("from pairwise.mpc.garble import jit; jit.warm_up()",
+            "from pairwise.fss import vdpf; vdpf.compiled_kernels()")
+
+
+def _warm_numba_cache() -> None:
+    """Fill numba's on-disk cache before any test starts a process, both kernel sets at once.
 
     On a fresh checkout (as in CI) the first use of the compiled garbling path
-    compiles it: about 30 s of CPU.  Left to the tests, two server processes
-    would compile it at once, on 2 cores, inside a querier's 60 s timeout.
-    Compiled once here, every later process loads it from the cache (0.5-1 s).
-    The same for the servers' VDPF check loops (about 23 s of CPU cold).
-    Only when the session has system tests; ``PAIRWISE_JIT=0`` skips it.
+    compiles it: about 30 s of CPU, and the servers' VDPF check loops about 23 s.
+    Left to the tests, two server processes would compile them at once, on 2
+    cores, inside a querier's 60 s timeout.  Compiled here, in two processes side
+    by side, every later process loads them from the cache (0.5-1.5 s).
+    ``PAIRWISE_TEST_WARMUP=0`` skips it (the mutation check sets it: the suite
+    before it has filled the cache).
     """
-    if any(item.get_closest_marker("system") for item in session.items):
-        from pairwise.fss import vdpf
-        from pairwise.mpc.garble import jit
+    if os.environ.get("PAIRWISE_TEST_WARMUP") == "0":
+        return
+    procs = [subprocess.Popen([sys.executable, "-c", code]) for code in _WARM_UP]
+    for proc, code in zip(procs, _WARM_UP):
+        try:
+            rc = proc.wait(timeout=900)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            rc = "timeout"
+        if rc != 0:  # the tests that need the kernels will fail with the real error
+            print(f"conftest: warming numba's cache failed ({rc}): {code}", file=sys.stderr)
 
-        jit.warm_up()
-        vdpf.compiled_kernels()
+
+def _xdist_worker(config) -> bool:
+    return hasattr(config, "workerinput")
+
+
+def pytest_sessionstart(session):
+    """Under pytest-xdist: the controller warms the cache once, before the workers start tests."""
+    config = session.config
+    if _xdist_worker(config) or not getattr(config.option, "numprocesses", None):
+        return
+    if "not system" in (config.option.markexpr or ""):
+        return
+    _warm_numba_cache()
+
+
+def pytest_collection_finish(session):
+    """Without xdist: warm the cache when the session has system tests (see :func:`_warm_numba_cache`)."""
+    config = session.config
+    if _xdist_worker(config) or getattr(config.option, "numprocesses", None):
+        return
+    if any(item.get_closest_marker("system") for item in session.items):
+        _warm_numba_cache()
 
 
 @pytest.fixture(scope="session")

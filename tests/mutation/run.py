@@ -107,6 +107,7 @@ def run_fault(fault: table.Fault) -> Outcome:
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join([str(HERE / "inject"), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
         env["PAIRWISE_FAULT"] = fault.name
+        env["PAIRWISE_TEST_WARMUP"] = "0"  # the suite before this check filled numba's cache (tests/conftest.py)
         env["PAIRWISE_FAULT_LOG"] = log
         any_failed, errors = False, []
         for i, sel in enumerate(fault.tests):
