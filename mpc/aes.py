@@ -6,64 +6,37 @@ What it does
     memory of a C-contiguous array *is* the little-endian byte string of its
     blocks and AES runs on it with no copy.  One call to :meth:`FixedKeyAES.permute`
     encrypts every block of an array with one OpenSSL AES-ECB call (AES-NI
-    through ``cryptography``), which is what keeps the garbling engine and the
-    FSS evaluator fast in Python: the cost is per call, not per block.
+    through ``cryptography``): the cost is per call, not per block.
 
-The correlation-robust hash: ``tccr_hash`` (every correlation-robust use)
-    ``tccr_hash(x, i)`` = pi(pi(x) xor i) xor pi(x) is TMMO, the tweakable
-    circular correlation-robust (TCCR) hash of Guo, Katz, Wang and Yu,
-    "Efficient and Secure Multiparty Computation from Fixed-Key Block
-    Ciphers" (IEEE S&P 2020; eprint 2019/074, Sec. 7.4), who prove it TCCR
-    when pi is a random permutation.  TCCR is what half-gates with free-XOR
-    needs (the secret offset Delta appears both inside the hashed labels and
-    in the tables: Zahur-Rosulek-Evans 2015, with GKWY's analysis of the
-    tweaks), and what the chosen-message OT on Delta-correlated OTs needs
-    (pads H(q, i) and H(q xor Delta, i)).  It is the one hash for those
-    uses: :mod:`pairwise.mpc.halfgates` and the OT extension call
-    :func:`tccr_hash`; the vectorized engine :mod:`pairwise.mpc.garble`
-    calls the same computation through :class:`TccrHasher` over its
-    reusable buffers (tests compare both with a Python reference built on
-    ``cryptography``'s AES).
-
-    The construction used before, pi(sigma(x) xor i) xor sigma(x) with the
-    linear orthomorphism sigma, is circular correlation robust without
-    tweaks (GKWY's MMO^sigma) but not tweakable-CCR: two queries with
-    sigma(x xor x') = i xor i' meet inside pi for every Delta.  It is gone
-    from every correlation-robust use.  MITCCRH (Guo-Katz-Wang-Weng-Yu,
-    CRYPTO 2020; EMP-toolkit's hash: AES keyed per tweak from a random start
-    key, ideal-cipher model), whose concrete bound does not degrade with
-    the number of hash calls under one fixed key as TMMO's does (about
-    q p / 2^128 for q calls and p offline AES evaluations), costs 1.5x
-    (garbler) to 2.7x (evaluator) TMMO per AND gate on the engine's AES-NI
-    kernels (benchmarks/garbling_hash.py), so garbling keeps TMMO
-    (docs/garbling.md, "Hash and assumption").  :func:`round_keys` gives
-    the AES-NI kernels the round keys of pi.
-
-The PRG: ``mmo_prg`` (FSS trees, ECDF share expansion)
-    ``mmo_prg(s, n)`` outputs the blocks G(s)_j = pi(sigma(s) xor j) xor
-    sigma(s), j < n.  Its users need a *PRG*: on a seed s that is uniform and
-    unknown to the adversary, the outputs must look uniform.  In the
-    random-permutation model this holds: sigma is a bijection, so the n
-    points sigma(s) xor j are distinct and each is uniform; unless the
-    adversary queries pi at one of them (probability <= n q / 2^127 for q
-    queries, seeds having at least 127 bits of entropy) or two seeds'
-    points collide (probability <= (n m)^2 / 2^127 over m seeds), the
-    outputs are values of a random permutation at fresh points, i.e.
-    uniform up to the same bounds (and the birthday bound of a permutation).  It is *not* a correlation-robust hash and must never be applied
-    to correlated inputs such as labels.  sigma plays no role in this
-    argument; it stays so that FSS keys and ECDF shares made by earlier
-    versions expand to the same values.  ``sigma`` is the orthomorphism
-    sigma(x_L || x_R) = (x_L xor x_R) || x_L of GKWY 2020.
+    * ``tccr_hash(x, i)`` = pi(pi(x) xor i) xor pi(x) is TMMO, the one hash of
+      every correlation-robust use: half-gates with free-XOR
+      (:mod:`pairwise.mpc.halfgates`, :mod:`pairwise.mpc.garble` through
+      :class:`TccrHasher`) and chosen OT on Delta-correlated OTs (pads
+      H(q, i) and H(q xor Delta, i)).  :func:`round_keys` gives the AES-NI
+      kernels the round keys of pi.
+    * ``mmo_prg(s, n)`` outputs the blocks G(s)_j = pi(sigma(s) xor j) xor
+      sigma(s), j < n, a PRG for the FSS trees and the ECDF share expansion;
+      ``sigma`` is the orthomorphism (x_L xor x_R) || x_L of [GKWY20].
 
 Security model / assumption
     pi is AES-128 under a fixed, public key (``FIXED_KEY``), modelled as a
-    random permutation (ideal-cipher model), as in GKWY 2020 and EMP-toolkit.
-    The TCCR hash is secure only if every (input, tweak) pair used under one
-    Delta is distinct: callers must give each hash call a unique tweak (the
-    garbler uses (instance, gate, half-gate); chosen OT sets the top tweak
-    bit and uses the OT index).  Nothing here is secret; keys, labels and
-    seeds come from the caller, drawn with :func:`random_blocks`
-    (``os.urandom``).
+    random permutation (ideal-cipher model), as in [GKWY20] and EMP-toolkit.
+    TMMO is tweakable circular correlation robust (TCCR) under that model
+    [GKWY20, Sec. 7.4], which [ZRE15] half-gates and chosen OT need; it is
+    secure only if every (input, tweak) pair used under one Delta is distinct:
+    callers give each call a unique tweak (the garbler (instance, gate,
+    half-gate); chosen OT sets the top tweak bit and uses the OT index).
+    ``mmo_prg`` is a PRG in the same model for seeds with at least 127 bits
+    of entropy (distinguishing advantage at most n q / 2^127 + (n m)^2 / 2^127
+    for q queries to pi and m seeds); it is *not* a correlation-robust hash
+    and must never be applied to correlated inputs such as labels.  Nothing
+    here is secret; keys, labels and seeds come from the caller, drawn with
+    :func:`random_blocks` (``os.urandom``).
+
+Follows
+    [GKWY20, Sec. 7.4]; [ZRE15].  The PRG argument, the hash used before
+    TMMO and why MITCCRH was measured but not adopted: ``docs/garbling.md``,
+    "Fixed-key AES: the hash and the PRG".
 """
 
 from __future__ import annotations

@@ -8,54 +8,32 @@ What it does
     messages (one-time pad with the keys).  The IKNP extension
     (:mod:`pairwise.mpc.iknp`) uses 128 random base OTs as its seeds.
 
-Protocol (Chou and Orlandi, "The Simplest Protocol for Oblivious Transfer",
-LATINCRYPT 2015, Fig. 1, batched; G the edwards25519 base point, of prime
-order l; u(P) the X25519 (Montgomery) coordinate of P, equal for P and -P)::
+    The sender sends A = a'G, the receiver B_j = b_j G + c_j A, and the keys
+    are KDF(sid, index0 + j, A, B_j, u(.)) of the shared point, with
+    KDF = SHA-256 over the domain tag ``pairwise/co-ot/v3``; u(P) is the
+    X25519 coordinate.  X25519 comes from ``cryptography`` (OpenSSL), point
+    arithmetic from libsodium (PyNaCl).
 
-    S: a <- 32 bytes, a' = clamp(a),  A = a'G    --- (index0, n, A) --->
-    R: b_j <- [1, l),  B_j = b_j G + c_j A       <--- B_1 .. B_n (frames of 32) ---
-       k_j  = KDF(sid, index0 + j, A, B_j, u(b_j A))
-    S: k0_j = KDF(sid, index0 + j, A, B_j, u(a' B_j))
-       k1_j = KDF(sid, index0 + j, A, B_j, u(a' (B_j - A)))
-
-    Correct: c = 0 gives a'B = a'b G = bA; c = 1 gives a'(B - A) = a'b G = bA.
-    KDF(sid, i, A, B, U) = SHA-256("pairwise/co-ot/v3" || len(sid) || sid
-                                   || i (uint64) || A || B || U)[:16].
-    Points travel as 32-byte Ed25519 encodings (RFC 8032: y and the sign of x).
-
-    Where the operations come from: X25519 (``cryptography``, OpenSSL) for the
-    sender's u(a'P) with its clamped key a; libsodium (PyNaCl) for b G
-    (``crypto_scalarmult_ed25519_base_noclamp``), additions and subtractions
-    of points, the receiver's u(b A) (``crypto_scalarmult``, X25519, with the
-    clamped scalar s = +-b mod l that :func:`_x25519_scalar` finds), and the
-    full check of A; u(P) = (1 + y)/(1 - y) mod p in Python ints, one
-    inversion per frame (Montgomery's trick).  The receiver's b is uniform in
-    [1, l), so B_j is uniform in the group whatever c_j is.  (Version 2 ran on
-    NIST P-256 and cost about 1.5-2x the CPU: benchmarks/RESULTS.md, "Base OT".)
-
-Security model and proof
+Security model
     Semi-honest sender and receiver.  Receiver privacy is perfect (B_j is a
-    uniform group element for either choice).  Sender privacy: the other key
-    needs a'(B - A) or a'B, i.e. CDH in the prime-order group (a' is an X25519
-    scalar) with SHA-256 as a random oracle (CO15, Thm 1).  Known caveat: the
-    UC proof of CO15 is flawed (Genc, Iovino, Rial, ePrint 2017/370; Hauck,
-    Loss, ePrint 2017/1011): a receiver who picks B_j after seeing A can
-    relate keys, e.g. B_j = B_i + A makes k1_j and k0_i use the same point.
-    Here the session id, the global OT index and the transcript (A, B_j) enter
-    every key derivation, so keys of different OTs and sessions are
-    independent random-oracle outputs even when points repeat; the scheme
-    is used only in the semi-honest setting (malicious security would need a
-    fixed protocol, e.g. Masny-Rindal endemic OT).  Received points are checked:
-    32 bytes, canonical (y < p), not one of the 8 small-order points, on the
-    curve (libsodium's subtraction refuses other encodings), and A also in
-    the prime-order subgroup (``crypto_core_ed25519_is_valid_point``); a B
-    with a small-order component is harmless because a' is a multiple of 8.
-    A bad point raises :class:`pairwise.mpc.errors.ProtocolError`.  Secrets
-    (a, b_j, keys) come from :mod:`secrets` / the OS CSPRNG and never leave
-    the object except as return values.  Both parties must call in the same
-    order so that OT indices agree (a desynchronised batch header raises
-    ProtocolError); the session id must be unique per pair of parties and run
-    (e.g. the ``run_id`` of :func:`pairwise.mpc.channel.handshake`).
+    uniform group element for either choice).  Sender privacy: CDH in the
+    prime-order group with SHA-256 as a random oracle ([CO15, Thm 1]).  The
+    session id, the global OT index and the transcript (A, B_j) enter every
+    key derivation, which answers the known flaw of the CO15 UC proof in the
+    semi-honest setting (malicious security would need another protocol).
+    Received points are checked (32 bytes, canonical, not small-order, on the
+    curve, A in the prime-order subgroup); a bad point raises
+    :class:`pairwise.mpc.errors.ProtocolError`.  Secrets (a, b_j, keys) come
+    from :mod:`secrets` / the OS CSPRNG and never leave the object except as
+    return values.  Both parties must call in the same order so that OT
+    indices agree (a desynchronised batch header raises ProtocolError); the
+    session id must be unique per pair of parties and run (e.g. the
+    ``run_id`` of :func:`pairwise.mpc.channel.handshake`).
+
+Follows
+    [CO15, Fig. 1], batched.  The protocol step by step, where each operation
+    comes from, and the proof and its caveat: ``docs/ot.md``, "The base OTs,
+    step by step".
 """
 
 from __future__ import annotations

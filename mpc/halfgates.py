@@ -2,35 +2,22 @@
 
 What it does
     :func:`garble_and` and :func:`eval_and` garble and evaluate AND gates with
-    the half-gates scheme of Zahur, Rosulek and Evans, "Two Halves Make a
-    Whole" (EUROCRYPT 2015), Fig. 2, with free-XOR (Kolesnikov-Schneider 2008)
-    and point-and-permute (the permute bit of a label is its lowest bit, and
-    Delta has lowest bit 1).  They take plain block arrays (``uint64`` pairs,
-    last axis 2, as in :mod:`pairwise.mpc.aes`), broadcast over any leading shape, and
-    have no state, no channel and no randomness: a test can run all four
-    input combinations of one gate.  The vectorized engine
-    :mod:`pairwise.mpc.garble` computes the same values level by level for whole
-    circuits and batches; its tests compare it with these functions.
-
-    For an AND gate with input zero labels A0, B0, Delta R, permute bits
-    pa = lsb(A0), pb = lsb(B0), and the two hashes' tweaks j, j'::
-
-        T_G = H(A0, j)  ^ H(A1, j)  ^ pb*R          (garbler half)
-        W_G = H(A0, j)  ^ pa*T_G
-        T_E = H(B0, j') ^ H(B1, j') ^ A0             (evaluator half)
-        W_E = H(B0, j') ^ pb*(T_E ^ A0)
-        C0  = W_G ^ W_E,   table = (T_G, T_E)
-
-    The evaluator, holding A = A0 ^ a*R and B = B0 ^ b*R, computes
-    H(A, j) ^ lsb(A)*T_G ^ H(B, j') ^ lsb(B)*(T_E ^ A) = C0 ^ (a AND b)*R.
+    the half-gates scheme of [ZRE15, Fig. 2], with free-XOR
+    (Kolesnikov-Schneider 2008) and point-and-permute (the permute bit of a
+    label is its lowest bit, and Delta has lowest bit 1).  They take plain
+    block arrays (``uint64`` pairs, last axis 2, as in :mod:`pairwise.mpc.aes`),
+    broadcast over any leading shape, and have no state, no channel and no
+    randomness: a test can run all four input combinations of one gate.  The
+    vectorized engine :mod:`pairwise.mpc.garble` computes the same values
+    level by level for whole circuits and batches; its tests compare it with
+    these functions.  The equations of one gate (garbler half, evaluator
+    half, what the evaluator computes): ``docs/garbling.md``, "One AND gate".
 
 Hash and tweaks
-    H(x, i) = pi(pi(x) ^ i) ^ pi(x) is TMMO, the tweakable circular
-    correlation-robust hash of Guo, Katz, Wang and Yu (IEEE S&P 2020,
-    eprint 2019/074 Sec. 7.4), with pi the fixed-key AES of
-    :mod:`pairwise.mpc.aes` (:func:`pairwise.mpc.aes.tccr_hash`).  The tweak of
-    half h (0 = garbler half, 1 = evaluator half) of the AND gate with dense
-    index g in instance n is the block ``(lo, hi) = (2*g + h, n)``
+    H(x, i) = pi(pi(x) ^ i) ^ pi(x) is TMMO [GKWY20, Sec. 7.4], with pi the
+    fixed-key AES of :mod:`pairwise.mpc.aes` (:func:`pairwise.mpc.aes.tccr_hash`).
+    The tweak of half h (0 = garbler half, 1 = evaluator half) of the AND
+    gate with dense index g in instance n is the block ``(lo, hi) = (2*g + h, n)``
     (:func:`tweak_blocks`).  Distinct (g, h, n) give distinct tweaks as long
     as g < 2**63 and n < 2**63: the top bit of the high word is reserved
     (zero) for garbling, so other users of the same Delta (e.g. hashing the
@@ -39,7 +26,7 @@ Hash and tweaks
 Security model
     Semi-honest.  Security of the scheme needs each tweak to be used with
     one label pair (x, x ^ Delta) only, and H to be TCCR, which TMMO is when
-    fixed-key AES is a random permutation (GKWY 2020 Sec. 7; ZRE 2015 Thm. 1
+    fixed-key AES is a random permutation ([GKWY20, Sec. 7]; [ZRE15, Thm. 1]
     for half-gates given such a hash).
 """
 

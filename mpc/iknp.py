@@ -25,10 +25,8 @@ Protocol
     128 seed pairs, the COT sender is base-OT receiver with the bits of Delta
     as choices; a batch of m COTs is one message of m x 128 bits, seeds are
     expanded with AES-128-CTR (keyed by the seed; PRF assumption).  Chosen OT
-    pads with ``tccr_hash`` under tweaks whose high word has its top bit set,
-    so they never collide with garbling tweaks.  The step-by-step protocol,
-    the tweak layout and the measurements: docs/ot.md, "The IKNP extension,
-    step by step".
+    pads with ``tccr_hash`` under tweaks whose high word has its top bit set.
+    Step by step, the tweak layout and measurements: docs/ot.md, "The IKNP extension".
 
 Security model
     Semi-honest parties.  Delta (127 secret bits; the lowest is 1 for

@@ -29,21 +29,14 @@ both COT implementations) and :class:`CorrelatedOTSender` /
 :class:`CorrelatedOTReceiver` (the extension's full interface, as the Yao
 runtime uses it).
 
-How the Yao runtime uses it (both parties, same session id and batch size)::
-
-    # garbler                                   # evaluator
-    cot = COTSender(ch, delta, sid)             cot = COTReceiver(ch, sid)
-    cot.setup()                                 cot.setup()
-    cot.precompute(n_eval_inputs)               cot.precompute(n_eval_inputs)
-    zero = cot.send_labels(n_eval_inputs)       active = cot.recv_labels(x_bits)
-    # zero[i] xor x_i*delta == active[i]
+Usage (both parties on one session id and batch size): ``docs/ot.md``.
 
 Security model
     Semi-honest parties; CDH in the prime-order group of edwards25519 and
     SHA-256 (random oracle) for the base OTs; AES as a PRF for the seed expansion and the tweakable circular
     correlation-robust hash TMMO (fixed-key AES as a random permutation,
-    Guo-Katz-Wang-Yu 2020) for chosen OT on the extension (IKNP 2003; the
-    correlated variant of ALSZ 2013 / emp-ot).  Details in each module.
+    [GKWY20, Sec. 7.4]) for chosen OT on the extension ([IKNP03]; the
+    correlated variant of ALSZ 2013 / emp-ot); base OTs [CO15].  Details in each module.
 """
 
 from __future__ import annotations

@@ -9,50 +9,34 @@ What it does
       NAME``) and builds its :class:`ssl.SSLContext` objects: TLS 1.3 only,
       the CA in ``DIR/ca.pem`` is the *only* trust anchor (no system store),
       a certificate is required from *both* sides, X.509 strict checking.
-    * :func:`server_handshake` / :func:`client_handshake` run the TLS
-      handshake on a connected socket with a timeout and return the peer's
+    * :func:`server_handshake` / :func:`client_handshake` run the handshake
+      on a connected socket with a timeout and return the peer's
       :class:`PeerIdentity` (certificate name, role, SHA-256 fingerprint);
       every :mod:`ssl` failure becomes an :class:`AuthenticationError` whose
-      message says what to fix.  :mod:`pairwise.mpc.channel` wraps its
-      :class:`~pairwise.mpc.channel.TCPChannel` / ``TCPListener`` with them
-      and then runs its admission step (roles and names allowed).
+      message says what to fix.  :mod:`pairwise.mpc.channel` wraps its TCP
+      channels with them and then runs its admission step.
     * :func:`is_loopback` / :func:`check_plaintext`: plaintext is allowed on
-      loopback addresses only unless the caller says ``insecure``.
-    * :func:`throwaway_credentials`: a temporary CA and certificates for demos.
+      loopback addresses only unless the caller says ``insecure``;
+      :func:`throwaway_credentials`: a temporary CA and certificates for demos.
 
-Certificates (the public format of this module)
-    * Name: the subject common name (CN), also a DNS subjectAltName; 1..64
-      characters from ``[A-Za-z0-9._-]``, starting with a letter or digit;
-      ``ca`` is reserved.
-    * Role: one of ``server``, ``querier``, ``client``, ``user``,
-      ``collector``, carried as an extended-key-usage OID under our private
-      arc ``2.25.<UUID>`` (ITU-T X.667: an OID anyone can mint from a UUID
-      without registration): ``ROLE_ARC.1`` server, ``.2`` querier, ``.3``
-      client, ``.4`` user (a person holding one record, who joins collect
-      tasks), ``.5`` collector (an analyst who creates collect tasks and reads
-      their results).  The EKU also lists
-      TLS serverAuth and clientAuth, because every party both dials and
-      accepts connections.  The subject's OU repeats the role for humans
-      (``openssl x509 -noout -subject``); authorization reads the EKU only.
-    * Validity: the CA 10 years, a party ``days`` (default 365).
+    A certificate's name is its subject CN (also a DNS subjectAltName) and its
+    role (``server``, ``querier``, ``client``, ``user``, ``collector``) an
+    extended-key-usage OID under the private arc ``ROLE_ARC``; the format is
+    public and described in ``docs/tls.md``, "The certificate format".
 
 Security model
-    The CA key is the trust root: whoever holds ``ca.key`` can mint any
-    name and role, so keep it off the servers once certificates are issued.
-    A peer is authenticated when its certificate chains to ``ca.pem`` and it
-    proves possession of the matching key in a TLS 1.3 handshake (forward
-    secrecy, AEAD); its name and role are then facts the application may
-    authorize on (:class:`PeerIdentity`).  Host names are *not* checked
-    against the certificate (parties are reached by IP on loopback and in
-    clusters); a client that must reach one particular peer pins its
-    certificate name instead (``peer_names`` in :mod:`pairwise.mpc.channel`).
-    No revocation list: rotate the CA to revoke.  Private keys are refused when
-    other users can read them (as ``ssh`` does).
+    The CA key is the trust root: whoever holds ``ca.key`` can mint any name
+    and role.  A peer is authenticated when its certificate chains to
+    ``ca.pem`` and it proves possession of the key in a TLS 1.3 handshake
+    (forward secrecy, AEAD); its name and role are then facts the application
+    may authorize on.  Host names are *not* checked (parties are reached by
+    IP); a client pins the peer's certificate name instead (``peer_names``).
+    No revocation list: rotate the CA to revoke.  Private keys are refused
+    when other users can read them (as ``ssh`` does).
 
-Choices
+Follows
     Stdlib :mod:`ssl` (OpenSSL) for the transport and ``cryptography``'s
-    ``x509`` for making and parsing certificates, the ecosystem's standard
-    pair; nothing here implements cryptography itself.
+    ``x509`` for certificates; nothing here implements cryptography itself.
 """
 
 from __future__ import annotations

@@ -9,55 +9,34 @@ What it does
     buffers: what OpenSSL writes is sent as carrier frames of whole TLS
     records, and what the carrier delivers is fed back to OpenSSL.
 
-    1. Handshake: mutual TLS 1.3 with :class:`pairwise.mpc.tls.TLSConfig`
-       (the ``pairwise certs`` CA is the only trust anchor); one side is the
-       TLS server (``server=True``), the other the client.
-    2. Pinning and admission: each side checks the partner's certificate
-       name against ``peer_name`` (the name the relay announced) and the
-       role against ``peer_roles``, then, inside the tunnel, both send their
-       verdict before reading the other's (the admission frame of
-       :mod:`pairwise.mpc.channel.tcp`), so a refused partner fails on *both*
-       sides with :class:`~pairwise.mpc.errors.AccessDenied`.
-    3. Data: frames are ``length:uint32-be || payload`` in the TLS plaintext;
-       small frames are coalesced until :meth:`flush`, a receive, or 64 KiB.
-    4. :meth:`finish`: both parties send a *fin* frame inside TLS (after
-       everything they had to read), wait for the partner's, then exchange
-       TLS ``close_notify``.  The partner's fin is application data under
-       the record MAC and after every record the partner received, so a
-       party that only sent (a garbler) learns that its partner received
-       everything intact: a partner that saw a corrupt record sends an alert
-       instead.  (A bare ``close_notify`` did not suffice: CPython's
-       ``SSLObject.unwrap`` can return before the partner's arrives.)  A
-       protocol reports a result only after :meth:`finish` returned.  The
-       close_notify that arrives last can be checked only by its receiver
-       (any protocol has a last message); it carries no data, so a party
-       whose :meth:`finish` returned has received everything intact, and a
-       protocol that needs agreement counts a session only when both
-       parties report success.
+    1. Handshake: mutual TLS 1.3 with :class:`pairwise.mpc.tls.TLSConfig`.
+    2. Pinning and admission: each side checks the partner's certificate name
+       against ``peer_name`` and its role against ``peer_roles``, then both
+       send their verdict inside the tunnel before reading the other's, so a
+       refused partner fails on *both* sides (:class:`~pairwise.mpc.errors.AccessDenied`).
+    3. Data: frames ``length:uint32-be || payload`` in the TLS plaintext
+       (``0x80000001`` is an in-band abort, ``0x80000002`` the *fin* of
+       tunnel version 2); small frames are coalesced until :meth:`flush`, a
+       receive, or 64 KiB.
+    4. :meth:`finish`: both send a *fin* inside TLS, wait for the partner's,
+       then exchange ``close_notify``, so a party that only sent learns that
+       its partner received everything intact.  Report a result only after
+       :meth:`finish` returned.
 
 Security model
     The carrier (relay) is untrusted: it sees record sizes and timing, never
     plaintext, and cannot change a byte unnoticed.  TLS 1.3 records are AEAD
     with implicit sequence numbers and the record header in the associated
     data (RFC 8446, Sec. 5.2), so a changed, dropped, reordered or injected
-    byte fails authentication.  That raises :class:`~pairwise.mpc.errors.TamperedStream`
-    on the receiving side, which also sends the partner an alert (OpenSSL's
-    ``bad_record_mac``, or our in-band abort when a carrier frame does not hold
-    whole TLS records), so the partner raises ``TamperedStream`` too.  A relay
-    that drops the alert or stalls causes a :class:`~pairwise.mpc.errors.ChannelTimeout`
-    or :class:`~pairwise.mpc.errors.PeerClosed` instead: never a hang, never
-    a silent success (see :meth:`finish`).  A relay can mount the handshake
-    only with a certificate from the CA; it must not hold ``ca.key``.
-
-Wire format (inside TLS)
-    frame = length:uint32-be || payload     (length < 2^31)
-    abort = 0x80000001                     (partner saw a corrupt carrier frame)
-    fin   = 0x80000002                     (tunnel version 2: the sender read all it
-                                            needed; first step of finish())
+    byte raises :class:`~pairwise.mpc.errors.TamperedStream` on the receiving
+    side, which alerts the partner, who raises it too.  A relay that drops the
+    alert or stalls causes :class:`~pairwise.mpc.errors.ChannelTimeout` or
+    :class:`~pairwise.mpc.errors.PeerClosed`: never a hang, never a silent
+    success.  A relay can mount the handshake only with a certificate from
+    the CA; it must not hold ``ca.key``.
 
 Follows
-    RFC 8446 (TLS 1.3); stdlib ``ssl`` "Memory BIO support".  Design notes in
-    ``docs/channels.md``.
+    RFC 8446; stdlib ``ssl`` "Memory BIO support"; ``docs/channels.md``, "TLS through a relay".
 """
 
 from __future__ import annotations

@@ -23,25 +23,20 @@ What it does
     - :mod:`.garbler`, :mod:`.evaluator`: the two roles;
     - :mod:`.local`: :func:`garble_and_evaluate`, both roles in one process.
 
-    This package re-exports the names of the former single module
-    ``pairwise.mpc.garble``, private ones included (tests and benchmarks use
-    them).  A setting such as ``STEP_GATES`` or ``POOL_BYTES`` is read in the
-    module that defines it, so a test that changes one sets it there.
+    The package re-exports the names of the former module, private ones
+    included; a setting (``STEP_GATES``, ``POOL_BYTES``) is read in the module
+    that defines it, so a test that changes one sets it there.
 
 Security model
     Semi-honest Yao with half-gates and free-XOR.  Labels and Delta come
     from the OS CSPRNG unless the caller supplies them.  The hash is TMMO,
     H(x, i) = pi(pi(x) ^ i) ^ pi(x), tweakable circular correlation robust
-    when the fixed-key AES pi is a random permutation (Guo-Katz-Wang-Yu
-    2020, Sec. 7.4), which half-gates needs; tweaks stay unique across the
-    garblings of a session when they use disjoint ``instance_offset``
-    ranges.  The derivation, the byte layout and what the evaluator learns
-    are in ``docs/garbling.md``.
+    when the fixed-key AES pi is a random permutation, which half-gates
+    needs; tweaks stay unique across the garblings of a session when they use
+    disjoint ``instance_offset`` ranges.  The derivation, the byte layout and
+    what the evaluator learns: ``docs/garbling.md``.
 
-Follows
-    Zahur, Rosulek, Evans, "Two Halves Make a Whole", EUROCRYPT 2015, Fig. 2;
-    Guo, Katz, Wang, Yu, "Efficient and Secure Multiparty Computation from
-    Fixed-Key Block Ciphers", S&P 2020.
+Follows: [ZRE15, Fig. 2]; [GKWY20, Sec. 7.4].
 """
 
 from __future__ import annotations
