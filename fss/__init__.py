@@ -7,12 +7,11 @@ What it does
     non-colluding servers evaluates its key locally.
 
     * distributed point functions, f(x) = beta * [x == alpha]
-      (Boyle-Gilboa-Ishai, CCS 2016, Fig. 1): :func:`dpf_gen`,
+      ([BGI16, Fig. 1]): :func:`dpf_gen`,
       :func:`dpf_gen_batch`, :class:`DPFKey`, :class:`DPFKeyBatch` (with
       full-domain evaluation and a histogram-share ``full_domain_sum``);
     * distributed comparison functions, f(x) = beta * [x < alpha] and the
-      "le"/"gt"/"ge" variants (Boyle, Chandran, Gilboa, Gupta, Ishai, Kumar,
-      Rathee, Eurocrypt 2021, Fig. 1): :func:`dcf_gen`, :func:`dcf_gen_batch`,
+      "le"/"gt"/"ge" variants ([BCG+21, Fig. 1]): :func:`dcf_gen`, :func:`dcf_gen_batch`,
       :class:`DCFKey`, :class:`DCFKeyBatch`;
     * verifiable distributed point functions (de Castro-Polychroniadou,
       EUROCRYPT 2022): :func:`vdpf_gen_batch`, :class:`VDPFKeyBatch` -- two
@@ -26,14 +25,7 @@ Modules, in dependency order
     on :mod:`pairwise.mpc.aes`) -> ``base`` (struct-of-arrays key batches) -> ``dpf``,
     ``dcf`` -> ``vdpf``.
 
-Quick use (a server holding many clients' keys)::
-
-    from . import dcf_gen_batch, DCFKeyBatch, reconstruct
-    k0, k1 = dcf_gen_batch(alphas, 1, n=32, l=32, comparison="ge")  # clients
-    blobs0 = k0.to_bytes_list()                                     # to server 0
-    srv0 = DCFKeyBatch.from_bytes_list(blobs0, n=32, l=32, party=0)
-    y0 = srv0.eval_sum(t)        # share of #{i : alpha_i <= t}
-    count = reconstruct(y0, y1, 32)
+Quick use (clients' keys to two servers, shares of a count): ``docs/fss.md``.
 
 Security model
     Semi-honest, two non-colluding servers; a single key reveals nothing

@@ -1,35 +1,20 @@
-"""Distributed comparison functions (DCF of Boyle, Chandran, Gilboa, Gupta, Ishai, Kumar, Rathee, Eurocrypt 2021).
+"""Distributed comparison functions (the DCF of [BCG+21]).
 
 What it does
     A DCF shares the comparison function f^<_{alpha,beta} : {0,1}^n -> Z_2^l,
     f(x) = beta if x < alpha else 0 (x, alpha unsigned n-bit integers), as two
     keys with Eval(k_0, x) + Eval(k_1, x) = f(x) mod 2^l.  This is Gen/Eval of
-    BCGGIKR21 Sec. 3, Fig. 1: per level a seed correction s_CW, a value
+    [BCG+21, Sec. 3, Fig. 1]: per level a seed correction s_CW, a value
     correction V_CW and two control-bit corrections, plus the output
     correction CW^(n+1), with the PRG of :mod:`pairwise.fss.prg`.
 
-Comparison conventions (``comparison=`` of :func:`dcf_gen` / :func:`dcf_gen_batch`)
-    ======  =================================  ================================
-    "lt"    f(x) = beta * [x <  alpha]         the paper's f^<  (default)
-    "le"    f(x) = beta * [x <= alpha]         also add beta on the leaf alpha
-    "gt"    f(x) = beta * [x >  alpha]         payload on the right branches
-    "ge"    f(x) = beta * [x >= alpha]         "gt" plus the leaf alpha
-    ======  =================================  ================================
-
-    In Gen, when the evaluation path leaves alpha's path at level i the two
-    shares of x's path sum to the payload of that branch: Fig. 1 puts beta on
-    the left branches (Lose = L, i.e. alpha_i = 1 and x_i = 0 < alpha_i); "gt"
-    puts it on the right branches instead, and "le"/"ge" also add beta inside
-    CW^(n+1), which only the path of x = alpha reaches.  Eval is identical for
-    all four, and the key format does not record the choice (the evaluator
-    needs nothing more).  Without the variants one would use
-    beta * [x <= alpha] = beta - beta * [alpha < x], i.e. a "gt" key and a
-    public correction; "le" gives the same function at no extra cost.
-
-    For the ECDF servers ([BMR25, Sec. 4.2]): client i with value x_i sends
-    keys of alpha = x_i, beta = 1, comparison "ge", so each server's
-    ``eval_sum(t)`` is a share of #{i : x_i <= t} = n F(t); with the
-    paper-default "lt" the same count is n - sum_i [t < x_i].
+    ``comparison=`` of :func:`dcf_gen` / :func:`dcf_gen_batch` picks
+    ``"lt"`` (the paper's f^<, default), ``"le"``, ``"gt"`` or ``"ge"`` at no
+    extra cost; Eval is the same for all four and the key format does not
+    record the choice.  The ECDF servers ([BMR25, Sec. 4.2]) use ``"ge"``
+    with alpha = x_i, beta = 1, so ``eval_sum(t)`` is a share of
+    #{i : x_i <= t}.  How Gen places the payload for each variant:
+    ``docs/fss.md``, "Comparison conventions of the DCF".
 
     * :func:`dcf_gen_batch`: Gen for K (alpha, beta) at once, one AES call per
       level over both parties' seeds of all keys; :func:`dcf_gen` for one.
@@ -40,8 +25,8 @@ Comparison conventions (``comparison=`` of :func:`dcf_gen` / :func:`dcf_gen_batc
 
 Security model
     Two non-colluding semi-honest servers; each key alone hides alpha and
-    beta (BCGGIKR21 Sec. 3, with the fixed-key-AES PRG of :mod:`pairwise.fss.prg` in
-    the ideal-permutation model).  Root seeds come from the OS CSPRNG.  Key
+    beta ([BCG+21, Sec. 3], with the fixed-key-AES PRG of :mod:`pairwise.fss.prg`
+    in the ideal-permutation model).  Root seeds come from the OS CSPRNG.  Key
     size: lambda + n(lambda + l + 2) + l bits of material, stored in
     21 + n(16 + ceil(l/8)) + ceil(n/4) + ceil(l/8) bytes (673 for n = l = 32).
 """

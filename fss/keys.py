@@ -8,42 +8,16 @@ What it does
     batch at once with no Python loop per key.  Malformed bytes raise
     :class:`KeyFormatError`, which names the bad key's index in a batch.
 
-Byte format, version 1 (DPF, DCF) and 2 (VDPF); integers little-endian, no padding
-    ======  =====================  ==============================================
-    offset  size                   field
-    ======  =====================  ==============================================
-    0       1                      format version (1; 2 for a VDPF key)
-    1       1                      kind: 1 = DPF, 2 = DCF, 3 = VDPF
-    2       1                      party index b in {0, 1}
-    3       1                      n, domain bits (1..64)
-    4       1                      l, output bits (1..64)
-    5       16                     root seed s_b^(0)
-    21      n * (16 [+ w])         per level i = 1..n: seed correction s_CW^(i)
-                                   (16 bytes), then for a DCF the value
-                                   correction V_CW^(i) (w = ceil(l/8) bytes)
-    ...     ceil(2n / 8)           control-bit corrections, bit 2(i-1) = t_CW^L(i),
-                                   bit 2(i-1)+1 = t_CW^R(i), LSB-first
-    ...     w                      output correction CW^(n+1)
-    ...     64                     VDPF only: check correction cs (four 16-byte
-                                   blocks, :mod:`pairwise.fss.vdpf`)
-    ======  =====================  ==============================================
-
-    A DCF key is therefore 5 + 16 + n(16 + w) + ceil(n/4) + w bytes: 673 bytes
-    for n = l = 32 (the information-theoretic part is
-    lambda + n(lambda + l + 2) + l bits = 668 bytes, as in Boyle et al. 2021,
-    Sec. 3); a DPF key is 5 + 16 + 16n + ceil(n/4) + w bytes and a VDPF key
-    64 bytes more.  A VDPF key has its own version byte (2), so a reader of
-    version-1 keys refuses it by version, not by a confusing size.
-
-    The encoding is canonical: unused high bits of the value fields and of the
-    last control-bit byte must be zero, and the lowest bit of every seed
-    correction must be zero (seeds carry 127 bits, the lowest bit of each PRG
-    output block is the control bit), and a VDPF check correction is never all
-    zero (an honest one is with probability 2^-512; a zero one would let a
-    malicious client pass the check on leaves it did not program, see
-    :mod:`pairwise.fss.vdpf`).  Decoding rejects anything else, so
-    ``to_bytes(from_bytes(b)) == b`` for every accepted ``b`` and equal keys
-    have equal bytes.
+Byte format
+    Version 1 (DPF, DCF) and 2 (VDPF), little-endian, no padding: version,
+    kind, party, n, l, the root seed, per level a seed correction (and for a
+    DCF a value correction), the packed control-bit corrections, the output
+    correction and, for a VDPF, a 64-byte check correction.  A DCF key is
+    673 bytes for n = l = 32.  The encoding is canonical (unused bits and the
+    lowest bit of every seed correction zero, a VDPF check correction never
+    all zero), so ``to_bytes(from_bytes(b)) == b`` for every accepted ``b``.
+    The field table and the size arithmetic ([BCG+21, Sec. 3]):
+    ``docs/fss.md``, "Key byte format".
 
 Security model
     Nothing in this module is secret by itself; it moves key material around.

@@ -2,50 +2,32 @@
 
 What it does
     Every node of a DPF/DCF evaluation tree holds a 127-bit seed s.  Expanding
-    s gives the material of its two children, from blocks
-    B_j = G(s)_j = pi(sigma(s) xor j) xor sigma(s), the fixed-key PRG
-    :func:`pairwise.mpc.aes.mmo_prg` (pi = AES-128 under a fixed public key,
-    sigma the orthomorphism of Guo-Katz-Wang-Yu S&P 2020):
+    s gives the material of its two children from the blocks
+    B_j = G(s)_j = pi(sigma(s) xor j) xor sigma(s) of the fixed-key PRG
+    :func:`pairwise.mpc.aes.mmo_prg`: (s^L, t^L) from B_0, (s^R, t^R) from
+    B_1 (the seed with its lowest bit cleared, and that bit), and for a DCF
+    (v^L, v^R) from the two 64-bit words of B_2, mod 2^l.  The leaf
+    conversion is the high 64-bit word of the seed mod 2^l.
+    :func:`expand_words` expands every seed fully (key generation);
+    :class:`PathExpander` computes only the child on the evaluation path
+    (one AES call per level covering 1 or 2 blocks per key).  Both produce
+    the same blocks as :func:`pairwise.mpc.aes.mmo_prg`.
 
-    ============  ==============================================================
-    s^L, t^L      B_0 with its lowest bit cleared, and that lowest bit
-    s^R, t^R      B_1 with its lowest bit cleared, and that lowest bit
-    v^L, v^R      low and high 64-bit words of B_2 (DCF only), taken mod 2^l
-    ============  ==============================================================
+Security model / assumption
+    The DPF/DCF security proofs need exactly one thing of G: that it is a
+    PRG, i.e. G(s) looks uniform when the seed s is uniform and unknown to
+    the key holder.  G meets it with pi (AES-128 under a fixed public key)
+    modelled as a random permutation: distinguishing advantage at most
+    3q / 2^127 for q queries to pi (127-bit seeds), plus the collision
+    probability of the seeds' points.  No correlation robustness is needed
+    (seeds are never correlated with a secret offset), so this is not the
+    TCCR hash of the garbling engine, and must not be replaced by it or used
+    as it.  Root seeds come from ``os.urandom``.
 
-    This is G(s) = s^L || t^L || s^R || t^R of Boyle-Gilboa-Ishai, "Function
-    Secret Sharing: Improvements and Extensions" (CCS 2016), Fig. 1, and
-    G(s) = s^L || v^L || t^L || s^R || v^R || t^R of Boyle, Chandran, Gilboa,
-    Gupta, Ishai, Kumar, Rathee, "Function Secret Sharing for Mixed-Mode and
-    Fixed-Point Secure Computation" (Eurocrypt 2021), Fig. 1 (DCF).  The
-    leaf conversion Convert(s) : {0,1}^128 -> Z_2^l of both papers is the
-    high 64-bit word of the seed mod 2^l (the high word, because the low word
-    has its lowest bit cleared and would not be uniform).
-
-    Key generation expands every seed fully (:func:`expand_words`: one AES
-    call per level over both parties' seeds of every key).  Evaluation needs
-    only the child on the evaluation path, so :class:`PathExpander` computes
-    B_{x_i} and, for a DCF, B_2: one AES call per level covering 1 or 2 blocks
-    per key.  Both work on word planes (separate arrays of low and high
-    64-bit words) and produce the same blocks as :func:`pairwise.mpc.aes.mmo_prg`
-    (tests compare them with each other and with a Python-int reference
-    built on ``cryptography``'s AES).
-
-Security model
-    The DPF/DCF security proofs (BGI 2016, BCG+ 2021) need exactly
-    one thing of G: that it is a PRG, i.e. G(s) looks uniform when the seed
-    s is uniform and unknown to the key holder (the seeds of the other
-    party's tree).  G meets it with pi modelled as a random permutation (a
-    public-key ideal cipher): the points sigma(s) xor j (j < 3) are distinct
-    and uniform because sigma is a bijection, so unless the adversary queries
-    pi at one of them (probability at most 3q / 2^127 for q queries; seeds
-    have 127 bits) or two seeds' points collide, the outputs are values of a
-    random permutation at fresh points (mpc.aes gives the argument).  No
-    correlation robustness is needed (seeds are never correlated with a
-    secret offset), so this is not the TCCR hash of the garbling engine, and
-    must not be replaced by it or used as it.  Seeds lose one bit to the
-    control bit (127-bit seeds, as in Google's distributed_point_functions).
-    Root seeds come from ``os.urandom``.
+Follows
+    G(s) of [BGI16, Fig. 1] (DPF) and [BCG+21, Fig. 1] (DCF).  The output
+    table, the leaf conversion and the argument: ``docs/fss.md``, "The PRG of
+    the trees".
 """
 
 from __future__ import annotations
