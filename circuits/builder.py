@@ -7,24 +7,12 @@ What it does
     no output depends on are dropped.  :class:`Int` is a fixed-width integer
     (unsigned, or signed two's complement) of wires with Python operators.
 
-    Because XOR and INV are free under free-XOR garbling, every operator is
-    written for the fewest AND gates (Zahur-Rosulek-Evans 2015 cost model;
-    the adders and comparators follow Kolesnikov-Sadeghi-Schneider 2009,
-    "Improved garbled circuit building blocks", one AND per bit):
-
-    ==============================  ===================
-    operation on w-bit values        AND gates
-    ==============================  ===================
-    ``a + b``, ``a - b``              w - 1
-    ``-a``                            <= w - 1
-    ``a < b`` (and <=, >, >=)         w
-    ``a == b``, ``a != b``            w - 1
-    ``mux(c, a, b)``                  w
-    ``abs(a)``                        w - 1
-    ``a * b`` truncated to w bits     w^2 - w + 1
-    ``a.square()`` (2w bits)          about w^2
-    shifts, slices, concatenation     0
-    ==============================  ===================
+    Because XOR and INV are free under free-XOR garbling ([ZRE15] cost
+    model), every operator is written for the fewest AND gates (the adders
+    and comparators of Kolesnikov-Sadeghi-Schneider 2009, one AND per bit:
+    ``a + b`` costs w - 1, ``a < b`` w, ``a * b`` w^2 - w + 1; shifts and
+    slices are free).  The AND count of every operator: ``docs/circuits.md``,
+    "What each operator costs".
 
     Results of ``+ - * neg`` wrap modulo 2^w like machine integers; widths of
     the two operands are first brought to the larger one (sign- or zero-

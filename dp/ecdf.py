@@ -1,8 +1,8 @@
 """Differentially private ECDFs and their applications, computed in the clear from counts.
 
 What it does
-    The entry points of the DP-ECDF paper [BMR25] for callers that hold exact counts -- the multi-server
-    protocols of :mod:`protocols` call these after their secure aggregation:
+    The entry points of [BMR25] for callers that hold exact counts (the
+    multi-server protocols call these after their secure aggregation):
 
     * the tree mechanism of Theorem 3.1 and its least-squares consistent
       variant (re-exported from :mod:`pairwise.dp.tree`);
@@ -23,16 +23,9 @@ What it does
       statistic of Eq. (5); :func:`hosmer_lemeshow` is the exact statistic on
       the same grid groups.
 
-Deviations from the paper, all documented at the functions
-    * Groups of Alg. 2 use half-open intervals (t_{q-1}, t_q] of grid bins;
-      the paper's closed intervals [t_{q-1}, t_q] would count a record on a
-      threshold in two groups (frequent once probabilities are on a grid).
-    * The expected counts E are sums of probabilities; to add exact integer
-      noise they are computed on a 2^-16 grid (each probability rounded to the
-      nearest multiple of 2^-16, bias at most n 2^-17) and noised with a
-      discrete Laplace of scale 2^16 / eps' grid units.
-    * Noisy O and E are clipped at 0 and denominators at ``min_expected``
-      (post-processing) so that Eq. (5) is defined.
+Deviations from the paper (half-open groups in Alg. 2, expected counts on a
+2^-16 grid, clipping before Eq. (5)) are documented at the functions and in
+``docs/dp.md``, "DP ECDF applications".
 
 Security model
     Pure math on counts in the clear; noise as described in :mod:`pairwise.dp.tree`

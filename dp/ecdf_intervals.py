@@ -8,33 +8,13 @@ What it does
     Polya difference NB(r, a) - NB(r, a)).  So (1 - alpha) intervals follow
     without looking at the data:
 
-    * :func:`exact_sum_radius` -- the paper's path sums have weights 1 on
-      L + 1 nodes: their error is NB(m r, a) - NB(m r, a) exactly, and the
-      radius is its exact two-sided quantile (``exact``).
-    * :func:`chernoff_radii` -- consistent (GLS) trees have real weights:
-      Chernoff's bound with the exact log-MGF, through
-      sum_j Lambda(s w_j) <= (|w|_2 / |w|_inf)^2 Lambda(s |w|_inf)
-      (Lambda(u) / u^2 increases: every even cumulant of the law is
-      positive), so a threshold needs only |w|_2 and |w|_inf (``chernoff``).
-    * :func:`band` -- a simultaneous band: radii at alpha / N (Bonferroni)
-      and the monotone envelope (a non-decreasing function inside the band
-      stays inside its envelope).
-    * :func:`quantile_interval` -- test inversion with the pointwise
-      intervals: the true quantile t* satisfies C(t*) >= qn > C(t* - 1), and
-      t* is excluded only if one of those two fixed thresholds' intervals
-      misses (alpha / 2 each side).
-    * :func:`auc_interval` -- the AUC's numerator U = sum_t H_a(t) G_b(t)
-      (pairs "a above b", ties half) estimated by the plug-in U^ of the two
-      independent releases (unbiased: the classes' noises are independent
-      and centred); its error is exactly
-      H^_a . e_Gb + e_Ha . G^_b - e_Ha . e_Gb: the first term is linear in
-      class b's noise with weights known once class a is released
-      (conditional Chernoff), the second likewise, the third is centred with
-      a public second moment (:func:`product_moment`, Chebyshev).  The class
-      sizes come from the released totals (n public) with their own radius;
-      a union bound over the four events.  The width depends on the released
-      values (post-processing), not only on public quantities: the class
-      sizes are not public.
+    * :func:`exact_sum_radius`: the exact quantile of the paper's path sums;
+    * :func:`chernoff_radii`: Chernoff with the exact log-MGF for consistent
+      (GLS) trees, from two norms of a threshold's weights;
+    * :func:`band`: a simultaneous band (Bonferroni, monotone envelope);
+    * :func:`quantile_interval`: test inversion with the pointwise intervals;
+    * :func:`auc_interval`: the plug-in AUC numerator of two independent
+      class releases, with conditional Chernoff, Chebyshev and a union bound.
 
     Noise from the in-circuit gadget or the rounded Polya table is within
     total variation ``tv`` of the ideal law per value; :func:`effective_alpha`
@@ -43,8 +23,9 @@ What it does
 
 Security model
     Pure math on public parameters (and, for quantiles and the AUC, on
-    released values: post-processing).  Derivations:
-    ``docs/ecdf-intervals.md``.
+    released values: post-processing).  Follows [BMR25, Theorem 3.1] for the
+    mechanisms.  Each radius's derivation: ``docs/ecdf-intervals.md``, "Why
+    the radii are valid" and "The functions of dp/ecdf_intervals.py".
 """
 
 from __future__ import annotations

@@ -3,52 +3,32 @@
 What it does
     The ECDF on a grid of N = 2^g thresholds is the prefix sum of a histogram,
     so the continual-counting tree mechanisms apply.  A *mixed-radix tree*
-    with radices (k_1, ..., k_h) (product N; k_1 children per node just above
-    the leaves, k_h children of the root) has levels 0 (the N leaves) to h
-    (the root); node j of level l counts the records in bins
-    [j W_l, (j + 1) W_l), W_l = k_1 ... k_l.  The binary tree of Hay et al.
-    (:func:`pairwise.dp.tree.hierarchical_mechanism`) is radices (2, ..., 2).
+    with radices (k_1, ..., k_h) (product N) counts, at node j of level l,
+    the records in bins [j W_l, (j + 1) W_l), W_l = k_1 ... k_l; the binary
+    tree of Hay et al. (:func:`pairwise.dp.tree.hierarchical_mechanism`) is
+    radices (2, ..., 2).
 
-    *Mechanism* (:func:`kary_mechanism`): every node count below the root
-    gets independent discrete Laplace noise of per-node budget eps / (2h).
-    Replacing one record (n public) moves it from one leaf to another: at
-    most two nodes per level change, by 1 each, on the h levels below the
-    root (the root is n), so the released vector has L1 sensitivity 2h and is
-    eps-DP.  A series whose total is not public (the ROC's classes) noises
-    the root as well; a replaced record then changes at most 2h nodes of a
-    class series (h + 1 if it enters or leaves the class), the same bound.
+    * :func:`kary_mechanism`: discrete Laplace noise of per-node budget
+      eps / (2h) on every node below the root (the root too for a series
+      whose total is not public, such as the ROC's classes); a replaced
+      record changes at most 2h nodes by 1, so the release is eps-DP.
+    * :func:`consistent_levels`: the least-squares (GLS) tree, Hay et al.'s
+      two passes in Honaker's form (2015) for any arity; each consistent
+      prefix sum is the minimum-variance linear unbiased estimate.
+    * :class:`PrefixMap`: node noise -> error of every consistent prefix sum,
+      forward and as its adjoint, without forming the N x nodes matrix.
+    * :func:`subtraction_costs`, :func:`dominates_paper`: the closed-form
+      bound from the k-ary tree "with subtraction" (Andersson, Pagh, Steiner,
+      Torkamani, FORC 2025) and when it beats [BMR25, Theorem 3.1];
+      :func:`tree_radices` picks the radices from g alone (public).
 
-    *Estimate* (:func:`consistent_levels`): the least-squares (GLS) tree --
-    Hay et al.'s two passes in Honaker's form (2015) for any arity: upward,
-    a node's estimate combines its own observation with the sum of its
-    children's by inverse-variance weights; downward, a parent's residual is
-    split evenly among its children.  Each prefix sum of the consistent
-    leaves is the minimum-variance linear unbiased estimate from the
-    released nodes (Gauss-Markov).
-
-    *The linear map* (:class:`PrefixMap`): node noise -> error of every
-    consistent prefix sum, applied forward and, for intervals, as its adjoint
-    (per-threshold node weights) without forming the N x nodes matrix.
-
-    *Closed forms.*  The k-ary tree "with subtraction" (Andersson, Pagh,
-    Steiner, Torkamani, "Count on your elders: Laplace vs Gaussian noise",
-    FORC 2025) writes prefix t as +-1 sums of c(t) nodes: at each level
-    either the d left siblings or the parent minus k - d right siblings
-    (a balanced mixed-radix digit expansion, :func:`subtraction_costs`).  That
-    is a linear unbiased estimator, so the GLS estimate's variance at every
-    threshold is at most c(t) Var(DL(eps / (2h))).  Against Theorem 3.1
-    ((L + 1) nodes of DL(eps / (L + 1)), L = g): since Var(DL(x)) x^2 =
-    x^2 / (2 sinh^2(x / 2)) decreases in x, 2h <= L + 1 gives, for every
-    epsilon, MSE_kary(t) <= 4 h^2 c(t) / (L + 1)^2 * Var(DL(eps / (L + 1))),
-    so the k-ary tree beats the paper at threshold t whenever
-    4 h^2 c(t) < (L + 1)^3 (:func:`dominates_paper`).  :func:`tree_radices`
-    picks the radices of a grid from g alone (public).
+    The sensitivity argument, the two passes and the closed-form comparison
+    with the paper: ``docs/ecdf-intervals.md``, "The k-ary mechanism".
 
 Security model
     Pure math on public parameters and on counts; noise as in
     :mod:`pairwise.dp.tree` (exact discrete Laplace from the OS CSPRNG, or a
-    seeded numpy Generator for SIMULATION).  Derivations:
-    ``docs/ecdf-intervals.md``.
+    seeded numpy Generator for SIMULATION).  Replace-one neighbours, n public.
 """
 
 from __future__ import annotations
