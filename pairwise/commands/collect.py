@@ -1,58 +1,20 @@
 """``pairwise collect``: the seed protocols among real users (aggregator, tasks, users, results).
 
 Commands
-    ``pairwise collect serve --listen HOST:PORT --state DIR --tls DIR --name NAME [--timeout S]
-    [--max-connections N] [--exit-with-parent]``
-        Run the aggregator (:mod:`pairwise.protocols.collect.aggregator`)
-        until SIGTERM or SIGINT; it prints one JSON line ``{"event":
-        "listening", "host": ..., "port": ...}`` when it accepts connections.
-    ``pairwise collect task create --server HOST:PORT --protocol ustat-2pc|ldp-ustat|ldp-auc|ldp-qmle|shuffle-histogram
-    --epsilon E [--id ID] [--title T] [--min-users N] [--deadline S|ISO] [--timeout S] [protocol flags] [--json]``
-        A new task, with every public parameter of its protocol, validated
-        here and again by the aggregator with the validators of ``pairwise
-        ustat`` and ``pairwise ldp``.  Protocol flags: ustat-2pc
-        ``--statistic gini|kendall|auc --lower L[,L2] --upper U[,U2] [--decimals D[,D2]]
-        [--pairs-per-user P] [--noise ...] [--pair-delta D] [--bits W]``; ldp-ustat ``--kernel
-        --lower --upper [--decimals] [--k K] [--discrete] [--quantized-kernel]``; ldp-auc
-        ``--lower --upper [--bits ALPHA] [--splitting] [--composition] [--delta] [--a] [--discarded]
-        [--ties]``; ldp-qmle ``--lower Y[,X] --upper Y[,X] [--tau] [--sigma] [--private-x]``;
-        shuffle-histogram ``--lower --upper --shuffler HOST:PORT [--shuffler-name NAME] [--delta]
-        [--beta]``; ustat-2pc also ``--pair-channel tls|plain`` (tls: TLS 1.3 between the two users
-        inside the relay).  ``--deadline``: registration
-        stays open at least this many seconds (or until this ISO time) and until ``--min-users``
-        joined (default 0: it closes as soon as they have).
-    ``pairwise collect task list|show|close --server HOST:PORT [--task ID] [--json]``
-        The tasks with their state and counts; one task; close its registration now.
-    ``pairwise collect join --server HOST:PORT --task ID --value X [--value2 Y] [--label B]
-    --tls DIR --name NAME [--max-epsilon E] [--budget E] [--state DIR] [--server-name NAME]
-    [--timeout S] [--wait S] [--json]``
-        Join a task as one user with only this user's value(s)
-        (:mod:`pairwise.protocols.collect.user`): shows the task's public
-        parameters, refuses (exit status 3, nothing sent) a task above
-        ``--max-epsilon`` (default 1) or above what the user's ledger in
-        ``--state`` has left of ``--budget`` (default 10), then runs this
-        user's part and prints its outcome.
-    ``pairwise collect result --server HOST:PORT --task ID [--wait S] [--json]``
-        The stored release of a finished task: the JSON keys of ``pairwise
-        ustat --json`` / ``pairwise ldp ... --json`` (keys the aggregator
-        cannot know, such as ``exact``, are null) plus ``task``, ``protocol``,
-        ``users_registered``, ``pairs_planned``, ``pairs_completed``,
-        ``pairs_dropped`` (null for local-model tasks) and ``reports``.
-    ``pairwise collect shuffler --listen HOST:PORT --upstream HOST:PORT --tls DIR --name NAME
-    [--upstream-name NAME] [--state DIR] [--batch-size N] [--poll S] [--timeout S]``
-        Run a shuffler (:mod:`pairwise.protocols.collect.shuffler`) for
-        shuffle-model tasks: users submit their sealed messages to it; it
-        forwards uniformly permuted batches of at least n users, without
-        names, to the aggregator.  Prints ``{"event": "listening", ...}``.
-    ``pairwise collect simulate-users --server HOST:PORT --task ID --data FILE.csv --columns A[,B]
-    [--label-column L] --users N [--processes K] --tls DIR [--prefix P] [--json]``
-        A load generator (:mod:`pairwise.protocols.collect.simulate`): K
-        processes play N users at once, user i with its own certificate
-        ``P00000i`` (made if missing, with ``DIR/ca.key``), its own ledger and
-        only row i of the CSV; prints the outcomes and the users' costs per
-        session (TLS, base OTs, execution, waits, bytes).
-    ``pairwise collect ledger [--state DIR] [--json]``
-        What this user's own ledger has recorded.
+    ``serve`` (run the aggregator, :mod:`pairwise.protocols.collect.aggregator`,
+    until SIGTERM or SIGINT), ``task create|list|show|close`` (a task with
+    every public parameter of its protocol, validated here and again by the
+    aggregator), ``join`` (one user with only its own value(s),
+    :mod:`pairwise.protocols.collect.user`: refuses, exit status 3 and
+    nothing sent, a task above ``--max-epsilon`` or above what the user's
+    ledger has left), ``result`` (the stored release of a finished task, with
+    the JSON keys of ``pairwise ustat --json`` / ``pairwise ldp ... --json``),
+    ``shuffler`` (:mod:`pairwise.protocols.collect.shuffler`, for
+    shuffle-model tasks), ``simulate-users`` (a load generator,
+    :mod:`pairwise.protocols.collect.simulate`) and ``ledger`` (what this
+    user's own ledger has recorded).  Every command's options, the protocol
+    flags of ``task create`` and the keys of ``result``: ``docs/cli.md``,
+    "pairwise collect".
 
 Certificates (``pairwise certs create``): the aggregator a ``server``
 certificate, the analyst ``collector``, every user ``user``.  The task

@@ -1,63 +1,26 @@
 """``pairwise ldp``: local-model and shuffle-model protocols on shipped or CSV data.
 
 Commands
-    ``pairwise ldp auc --epsilon E [--builtin NAME | --data FILE.csv] [--columns SCORE] [--label COL]
-    [--bits ALPHA] [--splitting users|budget] [--json]``
-        Locally private AUC from hierarchical histograms ([BBGK20,
-        Sec. 4 and App. B]). Default data: breast_cancer, score
-        ``mean_radius``, label ``malignant``.
-    ``pairwise ldp qmle --epsilon E [--builtin NAME | --data FILE.csv] [--response COL]
-    [--covariates A[,B...]] [--tau T] [--private-x] [--json]``
-        One-bit LDP quasi-MLE of tau-quantile regression ([OMH22]). Default data: engel, ``foodexp`` on ``income``.
-    ``pairwise ldp shuffle-histogram --epsilon E [--builtin NAME | --data FILE.csv]
-    [--columns COL] [--delta D] [--json]``
-        The shuffled-model histogram of [BC20, Figure 2]. Default
-        data: fair, ``rate_marriage``.
-    ``pairwise ldp ustat --epsilon E [--kernel gini|kendall|auc] [--builtin NAME | --data FILE.csv]
-    [--columns A[,B]] [--k K] [--json]``
-        [BBGK20, Algorithm 1] (quantization + k-ary RR). Default
-        data: breast_cancer ``mean_radius`` (gini, auc), fair
-        (``rate_marriage``, ``religious``) for kendall (discrete ratings, no
-        quantization).
+    ``auc`` (locally private AUC from hierarchical histograms, [BBGK20,
+    Sec. 4 and App. B]), ``qmle`` (one-bit LDP quasi-MLE of tau-quantile
+    regression, [OMH22]), ``shuffle-histogram`` (the shuffled-model histogram
+    of [BC20, Figure 2]) and ``ustat`` ([BBGK20, Algorithm 1]: quantization
+    and k-ary randomized response), each on a shipped dataset
+    (``--builtin NAME``) or a CSV (``--data FILE.csv``).
 
 Bounds: ``--lower L --upper U`` give the public domain of every private
-column (one value per column, comma-separated: ``ustat --kernel kendall``
-takes ``--lower 1,1 --upper 5,4``; ``qmle --private-x`` takes the response
-then each covariate). Shipped datasets default to the domains declared in
-``protocols/data/domains.json`` (SOURCES.md); ``--data`` needs the flags.
-Every user clamps its value into the public domain before randomizing;
-nothing about the mechanism comes from the data.
+column (one value per column, comma-separated).  Shipped datasets default to
+the domains declared in ``protocols/data/domains.json``; ``--data`` needs the
+flags.  Every user clamps its value into the public domain before
+randomizing; nothing about the mechanism comes from the data.  Options follow
+the shared vocabulary (:mod:`pairwise.commands.options`); the old spellings
+still work for one release, with a warning on stderr.
 
-Options follow the shared vocabulary (:mod:`pairwise.commands.options`):
-``--builtin NAME`` for shipped data, ``--data FILE.csv`` for a CSV, ``--columns``
-for the private column(s) (qmle names its by role: ``--response``,
-``--covariates A,B``), ``--epsilon`` required.  The old spellings ``--dataset``,
-``--csv``, ``--score``, ``--column``, space-separated ``--columns A B`` /
-``--covariates A B`` and a missing ``--epsilon`` (the old default) still
-work for one release, with a warning on stderr.
-
-JSON keys (a public interface):
-
-* DP outputs: ``estimate`` (raw and unbiased; it can leave the statistic's
-  natural range) and ``estimate_clamped`` (the same clamped to that range:
-  AUC in [0, 1], tau-a in [-1, 1], Gini in [0, upper - lower], frequencies
-  in [0, 1]; QMLE coefficients have no natural range and no clamped key);
-  details derived from the noisy reports only (``std_errors``,
-  ``covariance``, ``loglik``, ``converged``, ``recursed_per_level``,
-  ``discarded_per_level``, ``messages``: the number of shuffled messages,
-  n plus the users' noise bits; ``estimate_thresholded``: the shuffled
-  histogram's analyzer A^hist, [BC20, Figure 2], which reports every
-  frequency at or below ``zero_threshold`` as 0 -- biased, with the
-  paper's error bound; ``max_error`` is its error).
-* Public parameters: ``epsilon``, ``delta``, ``n``, ``bounds``
-  (``covariate_bounds``), ``bits``, ``domain``, ``cells``, ``beta``, ``a``,
-  ``tau``, ``level_epsilon``, ``values``, ``d``, ``zero_threshold``,
-  ``error_bound``, ... and the column names.
-* Not private (computed without noise, for evaluation only): ``exact``
-  (the non-private value on the same raw data), ``exact_quantized`` (on the
-  clamped, quantized data: what ``estimate`` is unbiased for),
-  ``max_error``, ``clamped`` (values clamped into the public domain).
-  ``bounds_from_data`` is always false (kept for compatibility).
+JSON keys (a public interface): DP outputs (``estimate``,
+``estimate_clamped`` and details derived from the noisy reports only),
+public parameters, and what is not private (``exact``, ``exact_quantized``,
+``max_error``, ``clamped``).  Every command's options, its default data and
+the meaning of every key: ``docs/cli.md``, "pairwise ldp".
 
 Security model: each command runs the whole protocol in one process, users
 and server alike. Randomness comes from the OS CSPRNG. Every parameter is

@@ -4,24 +4,13 @@ What it does
     Every command module builds its options with these helpers, so the same
     thing is spelled, validated and documented the same way everywhere:
 
-    =====================  ==========================================================
-    option                 meaning
-    =====================  ==========================================================
-    ``--data FILE.csv``    a CSV file with a header row (every CSV input)
-    ``--columns A[,B]``    the column(s) to read, comma-separated
-    ``--label COLUMN``     a 0/1 label column
-    ``--builtin NAME``     a dataset shipped in ``protocols/data`` (``SOURCES.md``)
-    ``--dataset ID``       a dataset held by the ECDF servers (server side only)
-    ``--epsilon E``        privacy budget; one validator, limits [2^-32, 500]
-                           (:func:`pairwise.dp.accounting.check_epsilon`);
-                           required, except in demos (default 1)
-    ``--json``             one JSON object (or list) on stdout, one shape per command
-    ``--timeout S``        seconds any wait for a peer may take
-    ``--connect-timeout``  seconds to keep trying to reach a peer
-    ``--progress``         progress bar on stderr (default: when stderr is a terminal;
-                           ``--no-progress`` turns it off)
-    ``--cluster SPEC``     run on Dask distributed (:mod:`pairwise.protocols.cluster`)
-    =====================  ==========================================================
+    ``--data FILE.csv``, ``--columns A[,B]``, ``--label COLUMN``, ``--builtin
+    NAME``, ``--dataset ID``, ``--epsilon E`` (one validator,
+    :func:`pairwise.dp.accounting.check_epsilon`: limits [2^-32, 500];
+    required, except in demos), ``--json``, ``--timeout S``,
+    ``--connect-timeout S``, ``--progress``/``--no-progress`` and ``--cluster
+    SPEC`` (:mod:`pairwise.protocols.cluster`); their meanings are the table
+    of ``docs/cli.md``.
 
     Old spellings (``--csv``, ``--score``, ``--column``, ``--columns A B``,
     ``ldp --dataset``, ``2pc evaluator --connect-deadline``) still work for
@@ -33,31 +22,12 @@ What it does
     read or any process, socket or budget is touched.
 
 Progress
-    :func:`progress_bar` wraps ``tqdm`` (a maintained progress-bar library:
-    rate, ETA, terminal-width handling) and yields the ``progress(done,
-    total)`` callback the library APIs take (``run_ustat``,
-    ``commands.noise.draw`` for garbled sampling, the ECDF uploads
-    ``ecdf.uploader.upload``/``send_keys``/``upload_pointwise`` and the
-    releases of ``ecdf.querier.ECDFQuerier``, ``commands.garble.bench_garble``
-    and ``commands.fss.run_dcf_benchmark``; a long-running API takes
-    ``progress=None`` and calls it with counts of finished work units,
-    starting at ``(0, total)``, never decreasing, ending at
-    ``(total, total)``).  Bars go to stderr only, so stdout stays clean,
-    ``--json`` included.
-
-    Commands with ``--progress``: ``ustat``, ``noise sample`` (``--garbled``),
-    ``ecdf run``/``query``/``demo``, ``bench garble``, ``bench fss``.  The
-    others do their own work in well under a second on the shipped data
-    (the rest of their few seconds is Python start-up), or are a single
-    garbled-circuit execution (``2pc``, ``demo 2pc``); ``ldp``, ``circuit``,
-    ``ecdf status`` and ``certs`` have nothing to count.
-
-Using it in a command module
-    ``add_epsilon(p)`` (``default=1.0`` only for demos), ``add_data(p)``,
-    ``add_columns(p, what=...)``, ``add_builtin(p, default=...)``,
-    ``add_timeouts(p, timeout=..., connect_timeout=...)``, ``add_progress(p)``,
-    ``add_json(p)``, ``add_cluster_argument(p, what)``; old spellings with ``old=("--csv",)`` or
-    :func:`add_alias`; ``with progress_bar(args, "what", unit="pair") as cb:``.
+    :func:`progress_bar` wraps ``tqdm`` and yields the ``progress(done,
+    total)`` callback the library APIs take (counts of finished work units,
+    from ``(0, total)`` to ``(total, total)``, never decreasing); bars go to
+    stderr only, so stdout stays clean.  Which commands have ``--progress``,
+    why the others have none, and how a command module uses these helpers:
+    ``docs/cli.md``, "Shared options and progress bars".
 
 Security model
     None of its own: parsing and display only.  Progress shows counts of

@@ -1,50 +1,28 @@
 """``pairwise 2pc garbler|evaluator`` and ``pairwise demo 2pc``: semi-honest Yao between two processes.
 
 Commands
-    ``pairwise 2pc garbler --listen HOST:PORT --circuit SPEC [--bits W] [--signed] --input V [--input V ...]
-    [--tls DIR --name NAME [--peer NAME] | --insecure] [--timeout S] [--connect-timeout S] [--json]``
-    ``pairwise 2pc evaluator --connect HOST:PORT --circuit SPEC ... --input V [--input V ...] [--tls DIR ...]
-    [--timeout S] [--connect-timeout S] [--json]``
-        SPEC is a kernel name, ``aes128``, a Bristol Fashion file, or
-        ``FILE.py:FUNCTION`` / ``MODULE:FUNCTION``: a function that builds the
-        circuit with :class:`pairwise.circuits.builder.Builder` and returns it
-        (or the Builder); both parties must build the same circuit (the
-        session handshake compares digests).  V is the party's input:
-        ``NAME=v1,v2,...`` gives input group NAME as integers (signed where the
-        group is declared signed; several values make a SIMD batch; a name
-        ``x`` with groups ``x0 .. x{k-1}`` or ``x[0] ..`` takes one value per
-        group), one ``--input`` per group; the older forms stay: for a kernel
-        an integer (for ``kendall`` the pair ``x,y``), for a Bristol file the
-        hex of the party's input group (big-endian as in SOURCE.md).  Each
-        side prints what was computed and the outputs per named output group
-        (signed where declared), AND gates, bytes and messages each way and
-        seconds (JSON keys ``computed``, ``outputs`` (kernels and builder
-        circuits: integers; Bristol files: hex, as before), ``named_outputs``
-        ({group: integer or list}), ``and_gates``, ``bytes_sent``,
-        ``bytes_received``, ``messages_sent``, ``messages_received``,
-        ``seconds``, ``setup_seconds``, ``tls``, ``peer_name``).
-    ``pairwise demo 2pc [--circuit ...] [--garbler-input V] [--evaluator-input V] [--json]``
-        Makes a throwaway CA in a temporary directory, starts both parties as
-        two processes on loopback in mutual TLS, and prints both summaries.
+    ``pairwise 2pc garbler --listen HOST:PORT --circuit SPEC --input V ...`` and
+    ``pairwise 2pc evaluator --connect HOST:PORT --circuit SPEC --input V ...``
+    run one party each.  SPEC is a kernel name, ``aes128``, a Bristol Fashion
+    file, or ``FILE.py:FUNCTION`` / ``MODULE:FUNCTION`` (a function that
+    builds the circuit with :class:`pairwise.circuits.builder.Builder`); both
+    parties must build the same circuit (the session handshake compares
+    digests).  V is ``NAME=v1,v2,...`` per input group (several values make
+    a SIMD batch).  Each side prints the outputs, AND gates, bytes and
+    messages each way and seconds.  ``pairwise demo 2pc`` starts both parties
+    as two processes on loopback in mutual TLS with a throwaway CA.
 
 Transport (:mod:`pairwise.protocols.transport`)
     ``--tls DIR --name NAME``: mutual TLS 1.3 with certificates from
-    ``pairwise certs create`` (any role); ``--peer NAME`` also requires the
-    other party's certificate to be NAME.  Without ``--tls`` the parties
-    speak plaintext, allowed on loopback only unless ``--insecure``.
-    ``--connect-timeout``: how long the evaluator retries the connection
-    (default 10 s; ``--connect-deadline`` is its deprecated spelling) and the
-    garbler waits for a valid evaluator (default: ``--timeout``); ``--timeout``
-    bounds every wait on a message.
-    The garbler handshakes every waiting connection at once, each in its own
-    thread, and keeps listening until ``--connect-timeout`` when a connection
-    fails TLS, admission or the session handshake (a stray connection, a
-    port scanner, a silent connection): it prints each rejection on stderr
-    and serves the first valid evaluator, so silent connections neither
-    delay nor stop it (:meth:`pairwise.mpc.channel.TCPListener.accept_first`).
-    An evaluator that speaks the runtime but holds another circuit (or
-    another version) stops both parties at once: each prints the mismatch
-    and exits with status 2.
+    ``pairwise certs create``; ``--peer NAME`` pins the other party's name.
+    Without ``--tls`` the parties speak plaintext, on loopback only unless
+    ``--insecure``.  The garbler handshakes every waiting connection at once
+    and serves the first valid evaluator until ``--connect-timeout``, so
+    stray or silent connections neither delay nor stop it; a mismatched
+    circuit or version stops both parties with exit status 2.
+
+Every option, the input forms and the JSON keys: ``docs/cli.md``,
+"pairwise 2pc and pairwise demo 2pc".
 
 Security model: semi-honest Yao (:mod:`pairwise.mpc.twopc`); inputs are range-checked
 before the socket is opened, so a bad input never moves a secret.  ``FILE.py:FUNCTION``

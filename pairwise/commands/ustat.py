@@ -1,74 +1,30 @@
 """``pairwise ustat``: the main job, DP U-statistics with the 2PC subsampling protocol.
 
-``pairwise ustat (--statistic gini|kendall|auc|variance|collision | --kernel MODULE:FUNCTION) --epsilon E
-[--pairs-per-user P|auto] [--alpha A] [--compare]
-[--mode simulate|network] [--cluster local[:N]|tcp://HOST:PORT] [--design subsample|all] [--workers W] [--tls DIR] [--bits W]
-[--data FILE.csv --columns A[,B] [--label COLUMN] --lower L[,L2] --upper U[,U2] [--decimals D[,D2]]]
-[--noise auto|krr|discrete_laplace|signed_geometric] [--pair-delta D]
-[--builtin NAME --columns A[,B]] [--batch B] [--timeout S] [--connect-timeout S] [--progress|--no-progress]
-[--json]``
+``pairwise ustat (--statistic gini|kendall|auc|variance|collision | --kernel MODULE:FUNCTION)
+--epsilon E [--data FILE.csv --columns A[,B] --lower L[,L2] --upper U[,U2] | --builtin NAME]
+[--mode simulate|network] [--compare] [--json] ...`` ([BBGK20, Sec. 5]).
 
-Without ``--data`` it runs on real data shipped in ``protocols/data``
-(SOURCES.md) with their declared public domains (``domains.json``): gini on
-the diabetes disease-progression target (442 patients, [0, 400]), kendall on
-Fair's survey ratings rate_marriage (1-5) vs religious (1-4) (6366 people),
-auc on the breast-cancer mean radius ([5, 30]) as a score for the malignant
-label (569); ``--builtin NAME --columns ...`` picks other shipped columns.
-A CSV needs ``--lower/--upper`` (one value per column). Every
-value is clamped into the public domain and rounded to its fixed-point grid
-by its owner; the sensitivity, the circuit width and the scale come from the
-bounds alone.  A progress bar over the 2PC pairs goes to stderr
-(``--progress``/``--no-progress``; default: when stderr is a terminal), so
-stdout holds only the report or the JSON object.
-
-``--noise`` picks the in-circuit mechanism (default ``auto``: k-ary randomized
-response for kendall and auc, whose kernels take 3 values; the signed
-geometric, a discrete Laplace centred at -1/2, for gini); ``--pair-delta`` is
-the delta of one pair's release (default 2^-40), which fixes the gadget's
-precision.
+Without ``--data`` it runs on real data shipped in ``protocols/data`` with
+their declared public domains (``domains.json``).  Every value is clamped
+into the public domain and rounded to its fixed-point grid by its owner; the
+sensitivity, the circuit width and the scale come from the bounds alone.
+``--noise`` picks the in-circuit mechanism (``auto``: k-ary randomized
+response for kendall and auc, the signed geometric for gini);
+``--pair-delta`` is the delta of one pair's release (default 2^-40).
 
 By default the report is one epsilon-DP release and its (1 - alpha)
-interval (``--alpha``, default 0.05), with the public parameters and costs:
-everything on stdout can be published.  ``--compare`` adds the evaluation
-aids: the exact value and the predicted errors (computed from the data, not
-private) and the Algorithm 1 baseline (a second, separate epsilon-LDP
-release, so the output as a whole is then (2 epsilon, delta)).
+interval, with the public parameters and costs: everything on stdout can be
+published.  ``--compare`` adds the evaluation aids (the exact value and the
+predicted errors, not private) and the Algorithm 1 baseline (a second
+epsilon-LDP release, so the output as a whole is then (2 epsilon, delta)).
+The JSON keys (a public interface) come in three groups: DP outputs
+(``estimate``, ``estimate_clamped``, ``interval``, ...), public parameters
+and costs, and, never to be published with a release, what is not private
+(``clamped``, ``seconds``, ``exact``, ...).  In network mode the workers talk
+mutual TLS 1.3 (``--tls DIR``, or a throwaway CA for the run).
 
-JSON keys (public interface):
-
-* DP outputs: ``estimate`` (raw, unbiased), ``estimate_clamped`` (the same
-  clamped to ``natural_range``: gini [0, upper - lower], Kendall's tau-a
-  [-1, 1], AUC [0, 1]), ``interval`` (the (1 - alpha) interval around the
-  U-statistic of the clamped grid data) and ``interval_clamped``; with
-  ``--compare`` also ``rr_estimate`` / ``rr_estimate_clamped`` /
-  ``rr_interval`` (the Algorithm 1 baseline).
-* Public parameters and costs: ``statistic``, ``epsilon``, ``delta``, ``n``,
-  ``pairs``, ``pairs_per_user``, ``and_gates``, ``bytes``, ``mode``,
-  ``executions``, ``design``, ``bits``, ``domain``, ``epsilon_per_pair``,
-  ``noise_delta_per_pair``, ``noise_variance_per_pair``,
-  ``and_gates_per_pair``, ``data``, ``columns``, ``alpha``,
-  ``interval_method``, ``interval_width`` (a function of public parameters
-  only, identical on neighbouring datasets); and, for the noise:
-  ``noise`` (the mechanism that ran: ``krr``, ``signed_geometric`` or
-  ``discrete_laplace``), ``bytes_per_pair``, ``noise_and_gates_per_pair``,
-  ``random_bits_per_pair`` (each party's random input bits per pair),
-  ``noise_epsilon_per_pair`` (the gadget's exact epsilon, <= epsilon_per_pair),
-  ``noise_delta_method``, ``pair_delta`` (the delta the gadget was built for).
-  ``noise_variance_per_pair`` is the largest per-pair variance of the debiased
-  release over the kernel's values (natural units), a function of public
-  parameters only.
-* Not private (computed without noise, for evaluation only; never publish
-  them with a release): ``clamped`` (how many values were clamped),
-  ``seconds`` (wall time), and with ``--compare``: ``exact`` (the raw data's
-  statistic), ``exact_quantized`` (on the clamped fixed-point data, what
-  ``estimate`` is unbiased for and ``interval`` covers), ``sample_mse`` (the
-  predicted MSE of ``estimate`` around ``exact_quantized``, this data set
-  fixed), ``theorem5_mse`` (Theorem 5's MSE around the *population* value for
-  data drawn from the empirical distribution; the two-sample analogue for
-  auc).
-
-In network mode the workers talk mutual TLS 1.3: with ``--tls DIR`` worker K
-uses ``DIR/worker-K.pem`` (any role), otherwise a throwaway CA is made for the run.
+Every option, the shipped data and the meaning of every JSON key:
+``docs/cli.md``, "pairwise ustat"; the main job itself: ``docs/ustat.md``.
 
 Security model: see :mod:`pairwise.protocols.ustat.driver` (semi-honest 2PC, CDP).
 """

@@ -2,47 +2,25 @@
 
 What it does
     A server's dominant cost is evaluating every client's key at the
-    release's thresholds ([BMR25, Sec. 4.2]: with m = 2, one DCF key per
-    client and server, [x_i <= t] = 1 - [t < x_i]; with m > 2, PRG-expanded
-    histogram shares).  :class:`ClusterKeys` splits each stored series into
-    row shards (``take``), scatters them, one shard at a time, round-robin
-    over the worker threads of the server's Dask workers
+    release's thresholds ([BMR25, Sec. 4.2]).  :class:`ClusterKeys` splits
+    each stored series into row shards, scatters them round-robin over the
+    worker threads of the server's Dask workers
     (:mod:`pairwise.protocols.cluster`), and for a release runs one task per
-    shard -- ``shard.cumulative_shares(points)``, the same code the server
-    runs without a cluster -- and adds the shard results mod 2^l on the
-    server.  Addition of additive shares is exact, so the release is equal,
-    bit for bit, to the one computed without a cluster.  Shards stay on the
-    workers between releases and are scattered again when the dataset
-    changes (its digest) or a worker holding one was lost.  The workers
-    keep the shards of at most :data:`MAX_DATASETS` datasets (4; the least
-    recently released is dropped first), so their memory is bounded by
-    that many datasets' keys.
+    shard (``shard.cumulative_shares(points)``, the code the server runs
+    without a cluster) and adds the shard results mod 2^l on the server, so
+    the release is equal, bit for bit, to the one computed without a
+    cluster.  Shards stay on the workers between releases (for at most
+    :data:`MAX_DATASETS` datasets) and are scattered again when the dataset
+    changes or a worker holding one was lost.
 
-    The request handlers (:meth:`pairwise.protocols.ecdf.handlers.Session.op_prepare`)
-    call :meth:`ClusterKeys.evaluate` while they prepare a release, after
-    the request is validated and the dataset snapshot taken and *before*
-    any budget is reserved or charged; the release then runs over the
-    evaluated shares (:class:`EvaluatedShares`) exactly as over the stored
-    keys.  Pointwise rounds (Sec. 4.1) hold share values, not keys: there is
-    nothing to evaluate, so they stay on the server.
-
-Memory
-    The server builds one shard at a time (a copy of at most
-    rows / (2 x worker threads) keys) while it scatters; each worker holds
-    its shards of the datasets released so far (together: one copy of the
-    server's key material), and per task the evaluation's own bounded chunks
-    (:meth:`pairwise.protocols.ecdf.shares.DCFShares.cumulative_shares`).
-    What comes back is one uint64 per threshold and shard.
-
-Failures
-    Every wait has the server's timeout (scatter, each task, the
-    scheduler's answers, another release holding the shard table); a worker
-    that dies or stalls while it holds a shard or a task raises
-    :class:`pairwise.protocols.cluster.ClusterError` and drops this
-    dataset's shards, so the next release scatters them again from the
-    server's key store.  The handler turns that into a refusal of the
-    ``prepare`` request (code ``unavailable``): nothing is reserved,
-    charged or sent to the querier, and a retry starts clean.
+    The request handlers call :meth:`ClusterKeys.evaluate` while they prepare
+    a release, *before* any budget is reserved or charged; the release then
+    runs over the evaluated shares (:class:`EvaluatedShares`).  Every wait
+    has the server's timeout; a lost or stalled worker raises
+    :class:`pairwise.protocols.cluster.ClusterError`, and the ``prepare`` is
+    refused (code ``unavailable``) with nothing reserved, charged or sent.
+    Memory bounds and the failure handling in full: ``docs/ecdf-server.md``,
+    "Key evaluation on a Dask cluster".
 
 Security model
     The workers belong to the server: they hold this server's key shares (as
@@ -50,12 +28,11 @@ Security model
     back to the server and nowhere else; noise is drawn on the server, never
     on a worker, and the release's values never reach a worker.  Each server
     must have its own cluster: two servers' keys on one worker would let it
-    reconstruct the clients' values (``ecdf serve --cluster local`` starts a
-    cluster for this server alone, whose scheduler, workers and server talk
-    mutual TLS with a throwaway in-memory certificate; the querier refuses a
-    release whose servers report one scheduler).  Tasks and shards travel
-    with Dask's serialization between the server and its own workers only
-    (use ``tls://`` across machines).
+    reconstruct the clients' values (``--cluster local`` starts a cluster for
+    this server alone, talking mutual TLS with a throwaway in-memory
+    certificate; the querier refuses a release whose servers report one
+    scheduler).  Tasks and shards travel with Dask's serialization between
+    the server and its own workers only (use ``tls://`` across machines).
 """
 
 from __future__ import annotations

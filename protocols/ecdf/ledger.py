@@ -3,48 +3,33 @@
 What it does
     Every release is charged (an exact :class:`fractions.Fraction` of
     epsilon; 0.6 + 0.4 is 1) against three budgets, each its own *unit of
-    privacy*:
+    privacy*: the **dataset** budget (``--budget``, ``--dataset-budget``),
+    the **owner** budget (``--budget-per-owner``: every dataset holding an
+    upload of one data owner draws from it) and the **server-wide** budget
+    (``--budget-total``).
 
-    * the **dataset** budget (``--budget``, ``--dataset-budget``): protects a
-      record of one dataset;
-    * the **owner** budget (``--budget-per-owner``, by default the
-      ``--budget`` value): every dataset that holds an upload of a data owner
-      (the certificate name of the client that uploaded it; ``""`` without
-      TLS) draws from it, so the same people uploaded again under a new
-      dataset id cannot be released twice over;
-    * the **server-wide** budget (``--budget-total``, unlimited by default):
-      protects a person present in every dataset of the server.
-
-    A release goes through three steps on every server:
-
-    1. **reserve** (request ``prepare``): the charge is checked against
-       budget - spent - reserved of every scope it falls in and held in
-       memory.  A refusal by any server aborts the release on all of them.
-    2. **charge** (request ``go``): the ledger row is written durably
-       (:meth:`pairwise.protocols.ecdf.storage.Storage.record_charges`, fsync)
-       *before* any noise is drawn or any share leaves the server.  A crash
-       after this point loses the release, never the charge.
-    3. the reservation disappears with the request (an abort, a refused
-       peer, a closed connection release it).
-
-    **Agreement between servers.**  Each server enforces its own ledger, so
-    the data stay protected as long as one server's ledger is intact.  A
-    crash in the middle of a release can leave one server with a charge the
-    others lack.  The querier compares the servers' :meth:`Ledger.digest`
-    and asks each to *adopt* the entries it lacks (:meth:`Ledger.adopt`).
-    A charge for a release id is the largest ever reserved, charged or
-    adopted for it: adopting never lowers an entry, and an id that is
-    reserved or in flight cannot be adopted at all.
+    A release goes through three steps on every server: 1. **reserve**
+    (request ``prepare``): the charge is checked against budget - spent -
+    reserved of every scope and held in memory; 2. **charge** (request
+    ``go``): the ledger row is written durably *before* any noise is drawn
+    or any share leaves the server; 3. the reservation disappears with the
+    request.  The querier compares the servers' :meth:`Ledger.digest` and
+    asks each to *adopt* the entries it lacks (:meth:`Ledger.adopt`); a
+    charge for a release id is the largest ever reserved, charged or adopted
+    for it.  The scopes and the agreement between servers in full:
+    ``docs/ecdf-server.md``, "The privacy ledger".
 
 Security model
     Basic composition over all releases; charges never decrease.  The
     querier chooses release ids and may call ``adopt`` -- it is the party the
     budgets limit -- so no sequence of its requests may release more than a
-    budget: ``tests/protocols/ecdf/test_ecdf_ledger.py`` checks that with a stateful
-    property-based test over the ledger, ``tests/system/test_ecdf_ledger_processes.py``
-    over two real servers.  Every
-    release is additionally (eps, delta)-DP with the delta reported in its
-    reply; deltas are not budgeted.
+    budget: ``tests/protocols/ecdf/test_ecdf_ledger.py`` checks that with a
+    stateful property-based test over the ledger,
+    ``tests/system/test_ecdf_ledger_processes.py`` over two real servers.
+    Each server enforces its own ledger, so the data stay protected as long
+    as one server's ledger is intact.  Every release is additionally
+    (eps, delta)-DP with the delta reported in its reply; deltas are not
+    budgeted.
 """
 
 from __future__ import annotations

@@ -5,8 +5,7 @@ What it does
     servers (:mod:`pairwise.protocols.ecdf.noise`): server 0 garbles, server 1
     evaluates.  Server 0 *connects* to server 1 once every server has
     prepared the release (:func:`connect_peer`, request ``link``, before any
-    budget is charged), at the
-    address of its own configuration (``ecdf serve --peer 1=HOST:PORT``);
+    budget is charged), at the address of its own configuration (``ecdf serve --peer 1=HOST:PORT``);
     without one it uses the address the querier listed.  Either way, with
     TLS the connection must reach the certificate name configured for
     server 1 (``--peer-name 1=NAME``) and is authorized as the ``noise``
@@ -17,9 +16,8 @@ What it does
     Server 1 *accepts* (:meth:`PeerHub.accept`): the connecting server sends
     ``{"op": "peer", "rid": R, "server_id": 0}``; it must be authorized as
     server 0 and R must be a release this server has prepared
-    (:meth:`PeerHub.expect`); the channel is then parked until the release's
-    own thread picks it up (:meth:`PeerHub.wait`), with a timeout on both
-    sides.
+    (:meth:`PeerHub.expect`); the channel is parked until the release's own
+    thread picks it up (:meth:`PeerHub.wait`), with a timeout on both sides.
 
     Uploads of verified (``vdpf``) keys use the same path: server 0 opens a
     :class:`VerifyLink` for the upload when its header is accepted
@@ -29,8 +27,8 @@ What it does
     (:meth:`PeerHub.accept`) until its own session of that upload takes it
     (:meth:`PeerHub.verify_link`).  Per chunk the two then exchange one byte
     (parsed or not) and a 16-byte digest per client
-    (:meth:`VerifyLink.exchange`; :mod:`pairwise.protocols.ecdf.validation`).
-    Authorized as the ``verify`` operation, pinned to the configured names.
+    (:meth:`VerifyLink.exchange`; :mod:`pairwise.protocols.ecdf.validation`),
+    authorized as the ``verify`` operation, pinned to the configured names.
 
 Security model
     The channel carries garbled tables, labels and OT messages only; the

@@ -2,8 +2,8 @@
 
 What it does
     :class:`ECDFQuerier` asks the servers for releases over data they already
-    hold ([BMR25]): prepare on every server
-    (parameters validated, dataset snapshot, budget reserved), compare the
+    hold ([BMR25]): prepare on every server (parameters validated, dataset
+    snapshot, budget reserved), compare the
     servers' dataset digests -- refuse if they differ, naming the dataset and
     the servers, with nothing charged -- and their ledger digests (if they
     differ, make the ledgers agree first, :mod:`pairwise.protocols.ecdf.ledger`),
@@ -20,16 +20,9 @@ What it does
     cuts, then the 4Q group statistics with eps' each, eps' = eps / (L + 9)).
 
 Progress
-    Every release method takes ``progress=None``: a ``progress(done, total)``
-    callback (a progress bar's hook) called with the stages of the release
-    finished so far.  One request has ``m + 2`` stages: every server
-    prepared (dataset and ledgers agreed, budget reserved), the release
-    started (``link`` and ``go``), then one per server whose result has
-    arrived (the servers' evaluation and noise happen between the second
-    stage and the first result).  Calls start at ``(0, total)``, never
-    decrease and end at ``(total, total)``; :meth:`ECDFQuerier.hosmer_lemeshow`
-    makes two requests, counted as one run of ``2 (m + 2)`` stages
-    (:func:`progress_part`).  The stages are public; no value is reported.
+    Every release method takes ``progress=None``, a ``progress(done, total)``
+    callback over the ``m + 2`` public stages of a request (no value is
+    reported); the stages: ``docs/ecdf-server.md``, "The querier".
 
 Security model
     Semi-honest parties (see :mod:`pairwise.protocols.ecdf.server`).  The

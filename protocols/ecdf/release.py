@@ -12,32 +12,20 @@ What it does
     :func:`run_release` computes this server's part over a
     :class:`pairwise.protocols.ecdf.dataset.Snapshot` ([BMR25]):
 
-    * ``ecdf`` with ``mechanism="paper"``: Theorem 3.1 / Eq. (2) on a grid of
-      N = 2^g thresholds (L = g).  Every node of the binary tree on the paths
-      of the requested thresholds gets discrete Laplace noise of per-value
-      budget eps / (L + 1), held by the servers only as additive shares; each
-      server adds a threshold's L + 1 path shares to its share of the count
-      and sends the querier shares of C(tau_i) + sum_l eta_{ceil(i/2^l), l}.
-      Answering a subset B of the grid releases a subset of Eq. (2) (still
-      eps-DP).  Several series in one request are charged eps each.
-    * ``ecdf`` with ``mechanism="hierarchical"`` or ``"kary"``: noisy counts of
-      every node of a tree over the grid, opened; the querier makes them
-      consistent.  ``hierarchical`` is the binary tree of Hay et al. (2010),
-      ``kary`` the mixed-radix tree of :func:`pairwise.dp.kary.tree_radices`
-      (radices from the grid alone, e.g. 32 x 32 for 2^10 thresholds).  A tree
-      with h levels below the root gets eps / (2h) per node (a replaced record
-      changes two nodes per level); the root is the public n for series
-      ``all`` and noised for the others.  The radices are in the reply.
-    * ``counts``: noisy counts of Q threshold groups of several series, eps_v
-      each (Alg. 2, lines 7-9): a record changes at most 2 groups per series,
-      so the charge is 2 |series| eps_v.
+    * ``ecdf``, ``mechanism="paper"``: [BMR25, Theorem 3.1 / Eq. (2)] on a grid
+      of 2^g thresholds, per-node budget eps / (g + 1), the noise held as
+      additive shares; each series is charged eps;
+    * ``ecdf``, ``mechanism="hierarchical"`` or ``"kary"``: noisy counts of
+      every node of a tree over the grid, opened, eps / (2h) per node;
+    * ``counts``: noisy counts of Q threshold groups of several series
+      ([BMR25, Alg. 2, lines 7-9]), charged 2 |series| eps_v.
 
     Noise no single server knows (:mod:`pairwise.protocols.ecdf.noise`): with
-    m = 2 one garbled-circuit session per release over the server-to-server
-    channel (:mod:`pairwise.protocols.ecdf.peers`), with m > 2 Polya shares.
-    The reply states each series' node-noise law (``noise_laws``: a, the
-    negative-binomial shape, the distance to that law per value), all public,
-    from which the querier computes intervals.
+    m = 2 one garbled-circuit session per release
+    (:mod:`pairwise.protocols.ecdf.peers`), with m > 2 Polya shares.  The
+    reply states each series' node-noise law (``noise_laws``), from which the
+    querier computes intervals.  Each mechanism's sensitivity argument:
+    ``docs/ecdf-server.md``, "Releases".
 
 Security model
     See :mod:`pairwise.protocols.ecdf.server`.  Everything published next to

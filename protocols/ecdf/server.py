@@ -3,143 +3,40 @@
 What it does
     m >= 2 servers hold the key shares of n clients' values (uploaded over TCP
     by one or more client processes) and release noisy ECDFs, per dataset,
-    under a per-dataset privacy budget ([BMR25, Sec. 4]):
+    under a per-dataset privacy budget ([BMR25, Sec. 4]).  The keys
+    (:mod:`pairwise.protocols.ecdf.shares`), the releases
+    (:mod:`pairwise.protocols.ecdf.release`), the durable state and ledger
+    (:mod:`pairwise.protocols.ecdf.storage`, :mod:`pairwise.protocols.ecdf.ledger`)
+    and the requests (:mod:`pairwise.protocols.ecdf.handlers`, authorized by
+    :mod:`pairwise.protocols.ecdf.auth`) live in their modules; this one runs
+    the process: the listener and its mutual TLS, the bounded admission of
+    connections (``PREAUTH_TIMEOUT``, ``PREAUTH_PER_ADDRESS``,
+    ``PREAUTH_MIN_AGE``, slots reserved per role, a reaper for connections
+    past their deadline), an optional Dask cluster of its own
+    (:mod:`pairwise.protocols.ecdf.cluster`), and :meth:`ECDFServer.stop`
+    (SIGTERM, SIGINT, ``--exit-with-parent``).  ``pairwise ecdf serve``
+    (:mod:`pairwise.commands.ecdf`) prints one JSON line ``{"event":
+    "listening", ...}`` when it accepts connections.
 
-    * **Data** (:mod:`pairwise.protocols.ecdf.shares`): each client sends one key per
-      server and series -- a DCF key of f(t) = w [t >= x] for m = 2 (the FSS
-      strategy of Sec. 4.2), PRG-compressed additive shares of w e_x for
-      m > 2, or, for the pointwise baseline of Sec. 4.1, additive shares of
-      w [x <= t] for each queried t.  A series is a weighting of the records:
-      ``all`` (w = 1), ``pos``/``neg`` (w = label, 1 - label: the two ECDFs of
-      the ROC curve, Sec. 5.1; ``all`` is then pos + neg) and ``e1``/``e0``
-      (w = fixed-point predicted probabilities, the expected counts of
-      Hosmer-Lemeshow, Alg. 2).
-    * **Releases** (:mod:`pairwise.protocols.ecdf.release`): the Theorem 3.1
-      tree (``paper``), the consistent hierarchical tree, and noisy group
-      counts, with noise no single server knows
-      (:mod:`pairwise.protocols.ecdf.noise`, :mod:`pairwise.protocols.ecdf.peers`).
-    * **State** (:mod:`pairwise.protocols.ecdf.storage`): datasets, clients,
-      keys and the privacy ledger in SQLite under ``--state DIR``; a restart
-      resumes every accepted client and every epsilon spent.  Datasets are
-      sealed once uploaded (append is explicit), and the servers compare a
-      digest of their dataset before every release
-      (:mod:`pairwise.protocols.ecdf.dataset`).  A release's charge is on
-      disk before any noise is drawn (:mod:`pairwise.protocols.ecdf.ledger`).
-    * **Requests** (:mod:`pairwise.protocols.ecdf.handlers`), each authorized
-      by one call with the peer's transport identity
-      (:mod:`pairwise.protocols.ecdf.auth`).
+Security model
+    Semi-honest servers; clients and querier may deviate: the ledger holds any
+    querier sequence, and with two servers every client's keys are checked by
+    both servers before it is accepted (:mod:`pairwise.protocols.ecdf.validation`).
+    Identities and roles come from the transport (mutual TLS with role
+    certificates); plaintext is for loopback only, unless ``insecure``.  With
+    m = 2 a single server learns nothing about the clients' values or the
+    noise; with m > 2 values are hidden from any m - 1 servers, and
+    ``tolerate = t`` keeps a release eps-DP against the querier with any t
+    servers.  A server's Dask workers are part of it, and each server needs a
+    cluster of its own.  DP is for replace-one neighbours with n public, each
+    release (eps, delta)-DP with its delta in the reply; each server enforces
+    its own ledger, so budgets hold while one ledger is intact.  Every write
+    is one SQLite transaction, so the state survives ``kill -9``.
 
-Transport (this module)
-    With ``tls`` (a :class:`pairwise.mpc.tls.TLSConfig`, ``--tls DIR --name
-    NAME``) every connection is mutual TLS 1.3, run in the connection's own
-    thread (a stalled handshake blocks nobody); a peer without a certificate
-    of the CA is refused there and never reaches a handler.  Without it the
-    server listens on loopback only, unless ``insecure``.
-
-Bounded resources (this module)
-    A new connection first authenticates (TLS with a certificate of the CA,
-    then the protocol handshake) within ``PREAUTH_TIMEOUT`` (10 s), as one of
-    at most ``2 * max_connections + PREAUTH_PER_ADDRESS`` connections
-    authenticating at once and at most ``PREAUTH_PER_ADDRESS`` (8) from one
-    address.  When either limit is reached, the newcomer takes the place of
-    the oldest connection of its address, or else of the address with the
-    most connections authenticating, if that one has been authenticating
-    for ``PREAUTH_MIN_AGE`` (2 s; an honest handshake takes milliseconds):
-    strangers holding idle connections, from any number of addresses, are
-    pushed out by whoever comes next (:meth:`ECDFServer._admit`).  Only a
-    flood of connections all younger than that is told busy: under TLS by a
-    ``user_canceled`` alert instead of a handshake, which the client reports
-    as :class:`pairwise.mpc.errors.PeerBusy` and retries until its connect
-    deadline (then :class:`pairwise.protocols.ecdf.wire.ServerBusy`), never
-    as an authentication failure.  Only an authenticated connection takes a
-    serving slot: one of ``max_connections``, else, for a querier or another
-    server, one of the ``max(2, max_connections / 8)`` reserved for its
-    role, so neither strangers nor a crowd of uploading clients can keep the
-    analyst or the other server out.  An authenticated connection that finds
-    no slot is answered ``busy`` (code ``busy``: :class:`ServerBusy`) and
-    closed.
-    Every connection has a deadline: ``timeout`` while it waits for a request (and per receive), and
-    ``request_timeout`` for a whole request; a reaper thread shuts down the
-    socket of a connection past its deadline, which unblocks its thread
-    wherever it waits.  Bulk frame sizes are fixed by the request before they
-    are read (:mod:`pairwise.protocols.ecdf.wire`).  An upload's accepted
-    keys are staged on disk, not in memory, until it commits, within
-    ``--max-staged-bytes`` per server and ``--max-staged-bytes-per-connection``
-    (:mod:`pairwise.protocols.ecdf.staging`); key kinds the servers do not
-    use are refused (``mshare`` with two servers, an ``mshare`` vector key
-    at a position the public rotation does not give this server).
-
-Cluster (``cluster=``, ``--cluster local[:N] | tcp://HOST:PORT | tls://HOST:PORT``)
-    The server evaluates its key shares on its own Dask cluster
-    (:mod:`pairwise.protocols.ecdf.cluster`): ``local`` starts a
-    ``LocalCluster`` of N single-threaded worker processes for this server
-    alone (its scheduler, workers and the server talk mutual TLS with a
-    throwaway certificate held in memory; no dashboard), an address connects
-    to a scheduler the operator runs.  The keys stay in the SQLite store;
-    shards of them are scattered to the workers on the first release and kept
-    there.  A release evaluates the shards in parallel while it is prepared,
-    before any budget is reserved, and the server adds the shard results: a
-    lost or stalled worker refuses the ``prepare`` (code ``unavailable``),
-    nothing is charged or sent, and the retry scatters the keys again.
-    ``status`` reports the cluster (spec, scheduler, workers, threads).
-
-Shutdown
-    :meth:`ECDFServer.stop` (``ecdf serve`` calls it on SIGTERM and SIGINT,
-    and when its parent exits if started with ``--exit-with-parent``) stops
-    accepting, interrupts every connection, waits a few seconds for their
-    threads, stops its local cluster (if any) and closes the storage.
-    Every write is one SQLite transaction, so the state is consistent even
-    after ``kill -9`` (a local cluster's workers exit with their server).
-
-Security / trust model
-    Semi-honest servers; clients and querier may deviate: the ledger holds
-    any querier sequence, and with two servers every client's keys are
-    checked by both servers before it is accepted
-    (:mod:`pairwise.protocols.ecdf.validation`), so a client moves a release
-    no more than an honest record (m > 2 and pointwise clients are not
-    checked).  Over plaintext TCP the network
-    must be authentic and private and anyone who can connect is trusted:
-    plaintext is for loopback; identities and roles come from the transport
-    (mutual TLS with role certificates).  The address server 0 uses to reach
-    server 1 comes from its own configuration (``--peer 1=HOST:PORT``) when
-    given, else from the querier's request -- with certificates, the
-    connection is authorized as server 1's identity either way.
-    * A server's Dask workers are part of that server: they hold its key
-      shares and compute shares of partial counts, nothing else (no noise,
-      no released value).  Each server needs a cluster of its own -- one
-      worker holding two servers' keys could reconstruct the clients'
-      values; the querier refuses a release whose servers report one
-      scheduler.
-    * m = 2: a single server learns nothing about the clients' values
-      (VDPF keys) and nothing about the noise (it is a function of both
-      servers' random bits inside the garbled circuit); it sees the opened
-      noisy values in the hierarchical and counts releases (which the querier
-      receives anyway) and only uniformly masked values in the paper
-      release.  The two servers colluding learn all values.
-    * m > 2: values are hidden from any m - 1 servers (``mshare`` keys).  The
-      querier sees count + sum of the m noise shares: exactly discrete
-      Laplace with t = 0 (eps-DP against the querier alone); with
-      ``tolerate = t`` the release stays eps-DP against the querier together
-      with any t servers (at the price of m/(m - t) times the variance).
-    * DP guarantees are for neighbouring datasets that differ in one
-      client's record (replace-one), n public (as in [BMR25]; n is the number
-      of clients the querier is told).  The in-circuit noise and the Polya
-      tables are finite-precision, so each release is (eps, delta)-DP with the
-      delta reported in its reply (about 2^-40 or less).
-    * Budget: each server enforces its own ledger, so the budgets hold as
-      long as one server's ledger is intact; the querier makes the ledgers
-      agree by union.  Budgets per dataset, per data owner (by default the
-      per-dataset value: re-uploading the same people under a new id draws
-      from the same budget) and per server
-      (:mod:`pairwise.protocols.ecdf.ledger`).
-
-Command line: ``pairwise ecdf serve --server-id I --listen HOST:PORT [--state DIR]
-[--budget E] [--dataset-budget NAME=E ...] [--budget-per-owner E|none] [--budget-total E]
-[--peer J=HOST:PORT ...] [--timeout S]
-[--request-timeout S] [--max-connections N] [--cluster SPEC]`` (see
-:mod:`pairwise.commands.ecdf`); the server prints one JSON line
-``{"event": "listening", "server_id": I, "host": ..., "port": ...}`` when it
-accepts connections.
+Follows
+    [BMR25, Sec. 4.1, 4.2, 5.1, Alg. 2].  Transport, bounded resources, the
+    cluster, shutdown, the trust model in full and the command line:
+    ``docs/ecdf-server.md``, "One server process".
 """
 
 from __future__ import annotations

@@ -6,64 +6,35 @@ What it does
     series, a fixed-point probability for Hosmer-Lemeshow) splits the function
     t -> beta [x <= t] among m servers, so that the servers' local results add
     up (mod 2^l) to shares of the weighted cumulative count
-    C(t) = sum_i beta_i [x_i <= t] at any threshold t.  Three schemes here,
-    and the verifiable one for two servers, ``vdpf``, in
-    :mod:`pairwise.protocols.ecdf.validation` (new uploads to two servers
-    use it; servers read ``dcf`` keys only from datasets stored before):
+    C(t) = sum_i beta_i [x_i <= t] at any threshold t.  Three schemes here
+    (the verifiable one for two servers, ``vdpf``, is in
+    :mod:`pairwise.protocols.ecdf.validation`; servers read ``dcf`` keys only
+    from datasets stored before it):
 
-    ``dcf`` (m = 2; [BMR25, Sec. 4.2], the FSS strategy; stored datasets only)
-        One distributed comparison function per client and series,
-        f(t) = beta [t >= x] (:func:`pairwise.fss.dcf_gen_batch`, comparison "ge"),
-        key b to server b.  A server evaluates all its keys at a threshold
-        (``DCFKeyBatch.eval``), i.e. O(n) work and O(1) communication per
-        threshold; for many thresholds of a small domain it expands every
-        key's tree once (:func:`dcf_full_domain_sum`).  A client sends one
-        key of ~n(16 + l/8) bytes per server.
+    * ``dcf`` (m = 2, [BMR25, Sec. 4.2]): one DCF key per client and series,
+      f(t) = beta [t >= x], key b to server b;
+    * ``mshare`` (m > 2, the "trivial" m-party FSS, small domains only):
+      additive shares of beta e_x, m - 1 of them as 16-byte PRG seeds
+      (:func:`pairwise.mpc.aes.mmo_prg`), one as the correction vector (our
+      own versioned format);
+    * ``pointwise`` ([BMR25, Sec. 4.1]): additive shares of beta [x <= t]
+      for each threshold of a query round.
 
-    ``mshare`` (m > 2; the "trivial" m-party FSS; two servers refuse it)
-        Our FSS library is two-party, so for m > 2 servers the client
-        additively shares the weighted one-hot vector beta e_x of length 2^n
-        mod 2^l: m - 1 servers get a 16-byte PRG seed (expanded with the
-        fixed-key PRG :func:`pairwise.mpc.aes.mmo_prg`), one server (client index mod
-        m, public rotation for load balance) gets the correction vector
-        beta e_x - sum of the expansions.  Any m - 1 servers see only seeds
-        and a vector masked by an unknown seed.  The key is O(2^n) for one
-        server, so this scheme is only for small domains (n <= 16); the
-        servers' histogram shares give every cumulative count at once.
-        Format (our own, versioned): version(1) kind(1: 0x21 seed, 0x22
-        vector) party(1) m(1) n(1) l(1), then 16 seed bytes or 2^n
-        little-endian words of ceil(l/8) bytes (each < 2^l).
-
-    ``pointwise`` ([BMR25, Sec. 4.1], the generic baseline)
-        Secure aggregation of beta [x <= t] per queried threshold t: for a
-        query round with thresholds B the client sends each server a vector
-        of |B| additive shares mod 2^l (m - 1 uniform vectors from the OS
-        CSPRNG and the difference).  O(n |B| m) communication per round, and
-        every client must be online for every round.
-
-    Server side, :class:`DCFShares`, :class:`MShareShares` and
-    :class:`PointwiseShares` hold one series of accepted clients' material
-    and answer ``cumulative_shares(points, rows)``: this server's shares of
-    C(t) at the domain points, over the client rows ``rows`` (all if None).
-
-Thresholds
-    The domain is the public quantization grid of the values (see
-    :func:`quantize`).  A release uses a grid of 2^g thresholds (g <= n),
-    tau_i = (i + 1) 2^(n - g) - 1, i = 0 .. 2^g - 1 (:func:`grid_points`),
-    so threshold i counts the values in the first i + 1 of 2^g equal bins
-    and tau_last = 2^n - 1 counts every value.
+    :class:`DCFShares`, :class:`MShareShares` and :class:`PointwiseShares`
+    answer ``cumulative_shares(points, rows)``: this server's shares of C(t)
+    at the domain points.  A release's grid of 2^g thresholds is
+    :func:`grid_points`.  Each scheme's costs, the ``mshare`` byte format and
+    the grid: ``docs/ecdf-server.md``, "Client keys and their evaluation".
 
 Security model
     Semi-honest servers and clients.  ``dcf``: a client's value and weight
-    are hidden from each single server (Boyle et al. 2021; fixed-key AES as
-    an ideal permutation); two colluding servers learn everything.
-    ``mshare`` and ``pointwise``: hidden from any m - 1 colluding servers
-    (PRG security of :func:`pairwise.mpc.aes.mmo_prg` for ``mshare``; information-
-    theoretic for ``pointwise``).  Seeds and share masks come from
-    ``os.urandom``.  Malicious clients (weights out of range, inconsistent
-    key pairs) are not detected by these schemes: only the byte format is
-    validated, and a malformed key rejects exactly its client (``vdpf``
-    keys are checked: :mod:`pairwise.protocols.ecdf.validation`).
+    are hidden from each single server ([BCG+21]; fixed-key AES as an ideal
+    permutation); two colluding servers learn everything.  ``mshare`` and
+    ``pointwise``: hidden from any m - 1 colluding servers (PRG security of
+    :func:`pairwise.mpc.aes.mmo_prg` for ``mshare``; information-theoretic for
+    ``pointwise``).  Seeds and share masks come from ``os.urandom``.  Malicious
+    clients are not detected by these schemes: only the byte format is
+    validated, and a malformed key rejects exactly its client.
 """
 
 from __future__ import annotations

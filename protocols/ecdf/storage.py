@@ -16,13 +16,10 @@ What it does
     * **ledger**: one row per release charged against a dataset's budget
       (release id, exact epsilon as a fraction, how it was recorded).
 
-    :class:`SQLiteStorage` is the implementation we ship: the standard
-    library's :mod:`sqlite3` (no server to run, one file per server), in WAL
-    mode with ``synchronous=FULL`` (the conventions every service shares,
-    :mod:`pairwise.protocols.service.storage`), so a committed transaction survives a
-    crash of the process *and* of the machine.  A larger deployment could put
-    the same interface on PostgreSQL (one schema per server); nothing above
-    this module knows SQL.
+    :class:`SQLiteStorage` is the implementation we ship: stdlib :mod:`sqlite3`
+    in WAL mode with ``synchronous=FULL`` (:mod:`pairwise.protocols.service.storage`),
+    so a committed transaction survives a crash of the process *and* of the
+    machine; nothing above this module knows SQL (``docs/ecdf-server.md``).
 
 Durability contract (what the server relies on)
     * :meth:`Storage.commit_upload` is atomic: after it returns, the whole

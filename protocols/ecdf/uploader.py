@@ -5,54 +5,32 @@ What it does
     the public n-bit domain, its keys are made locally (verifiable DPF keys,
     ``vdpf``, for m = 2 (:mod:`pairwise.protocols.ecdf.validation`); ``mshare``
     keys for m > 2 (:mod:`pairwise.protocols.ecdf.shares`), or pointwise shares
-    for the Sec. 4.1 baseline) and key j
-    of every client goes to server j over TCP, in chunks whose frames stay
-    within :data:`pairwise.protocols.ecdf.wire.UPLOAD_FRAME_MAX`.
+    for the Sec. 4.1 baseline) and key j of every client goes to server j
+    over TCP, in chunks whose frames stay within
+    :data:`pairwise.protocols.ecdf.wire.UPLOAD_FRAME_MAX`.
 
-    An upload is one request per server in two phases
-    (:mod:`pairwise.protocols.ecdf.handlers`): every server accepts the
-    header (for ``vdpf``, server 0 then opens the upload's check with server
-    1), and only then are the chunks sent; every server stages the
-    chunks and answers which clients it rejected (malformed key, keys that
-    fail the two servers' check, duplicate id); then every server is told
-    the union of the rejections and commits the remaining clients atomically.  All servers therefore hold exactly
-    the same clients.  If any server refuses or fails before the commit,
-    no server stores anything.
+    An upload is one request per server in two phases: every server accepts
+    the header, then stages the chunks and answers which clients it rejected;
+    every server is then told the union of the rejections and commits the
+    remaining clients atomically, so all servers hold exactly the same
+    clients, and if any server refuses or fails before the commit, no server
+    stores anything.  Datasets are sealed: uploading to an existing dataset
+    id is refused (:class:`pairwise.protocols.ecdf.wire.DatasetExists`)
+    unless ``append=True``.
 
-    Datasets are sealed: uploading to an existing dataset id is refused
-    (:class:`pairwise.protocols.ecdf.wire.DatasetExists`) unless
-    ``append=True`` (new clients only; ids already present are rejected).
-    For the pointwise baseline a new ``round_id`` starts a new query round.
-
-Streaming
-    :func:`upload` and :func:`upload_pointwise` (and :func:`upload_source`,
-    whose clients come block by block from a :class:`ClientSource`, e.g. a
-    CSV file read twice: once to count and check it, once to upload it)
-    reach every server first, send the header (the servers refuse a bad
-    dataset id or parameters before a single key is made), then make the
-    keys chunk by chunk in one thread while the servers' threads send the
-    previous chunks: at most two chunks wait per server, so memory stays
-    bounded whatever the number of clients.
-
-Client ids
-    Non-negative integers below 2^63, or strings (``p01000``) stored as a
-    keyed hash with the top bit set (:func:`stored_client_ids`), so several
-    data owners can append to one dataset with the ids they already use.
-
-Progress
-    :func:`upload`, :func:`send_keys` and :func:`upload_pointwise` take
-    ``progress=None``: a ``progress(done, total)`` callback (a progress
-    bar's hook) called with the number of clients whose keys have been sent
-    to every server, out of all K clients: ``(0, K)`` before the keys are
-    made, then after each chunk (the least any server has been sent, so it
-    never decreases), ending at ``(K, K)``.  Calls come from the servers'
-    threads, one at a time (a lock orders them).  The counts are public
-    (how many clients are uploaded), never data.
+    :func:`upload`, :func:`upload_pointwise` and :func:`upload_source` (clients
+    from a :class:`ClientSource`, e.g. a CSV file) stream: keys are made chunk
+    by chunk while the previous chunks are sent, so memory stays bounded.
+    Client ids are integers below 2^63 or strings stored as a keyed hash
+    (:func:`stored_client_ids`).  ``progress(done, total)`` reports how many
+    clients every server has been sent.  The phases, streaming, ids and
+    progress in full: ``docs/ecdf-server.md``, "Uploads".
 
 Security model
     Semi-honest parties (see :mod:`pairwise.protocols.ecdf.server`).  Keys and
     shares come from the OS CSPRNG.  A client process that hosts many
-    clients knows their values, of course.
+    clients knows their values, of course.  The progress counts are public
+    (how many clients are uploaded), never data.
 """
 
 from __future__ import annotations

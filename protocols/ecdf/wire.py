@@ -35,8 +35,7 @@ Security model
     and clients accept only a ``server`` certificate from the CA; in
     plaintext (loopback only, unless ``insecure``) the transport gives no
     confidentiality or integrity.  Messages are validated for type and size
-    before use.  No message carries
-    secrets in the clear except the clients' keys to their own server and
+    before use.  No message carries secrets in the clear except the clients' keys to their own server and
     shares, which are what the protocol sends.
 """
 

@@ -1,121 +1,30 @@
 """``pairwise ecdf``: the multi-server differentially private ECDF service.
 
 Commands
-    ``pairwise ecdf serve --server-id I --listen HOST:PORT [--state DIR] [--budget E]
-    [--dataset-budget NAME=E ...] [--budget-per-owner E|none] [--budget-total E]
-    [--peer J=HOST:PORT ...] [--peer-name J=NAME ...] [--timeout S]
-    [--request-timeout S] [--max-connections N] [--max-staged-bytes SIZE]
-    [--max-staged-bytes-per-connection SIZE] [--cluster SPEC] [--exit-with-parent]
-    [--tls DIR --name NAME | --insecure]``
-        Run server I until SIGTERM or SIGINT (a clean shutdown in a few
-        seconds).  Prints ``{"event": "listening", ...}`` on stdout once it
-        accepts connections (port 0 picks a free port).  ``--state DIR``
-        keeps its datasets, keys and privacy ledger in SQLite, so a restart
-        resumes them.  With ``--tls`` every connection is mutual TLS and each
-        request is authorized by the peer's certificate role
-        (:mod:`pairwise.protocols.ecdf.auth`); ``--peer-name J=NAME`` is the
-        certificate name server J must present for the server-to-server noise.
-        ``--cluster local[:N] | tcp://HOST:PORT | tls://HOST:PORT`` evaluates
-        this server's keys on a Dask cluster of its own
-        (:mod:`pairwise.protocols.ecdf.cluster`): ``local`` starts one with N
-        worker processes (one per core by default), stopped with the server;
-        the listening line and ``status`` name it.
-    ``pairwise ecdf run --servers HOST:PORT,HOST:PORT[,...] --data FILE.csv --columns NAME --epsilon E
-    --lower LO --upper HI [--label COL] [--roc] [--quantiles Q,...] [--domain-bits N] [--grid-bits G]
-    [--mechanism paper|hierarchical|kary] [--alpha A] [--scheme auto|vdpf|mshare|pointwise] [--dataset ID] [--json]``
-        Be the clients (one per CSV row, id = row number or ``--id-column``) and the querier:
-        each client clamps its value into the public domain [LO, HI] and
-        quantizes it to 2^N equal bins; upload the keys, release the noisy
-        ECDF of the column over the grid and print exact vs DP vs smoothed.
-        ``--roc`` (with ``--label``) also releases the ROC curve with another
-        epsilon.  ``--range LO,HI`` is a deprecated alias of ``--lower/--upper``,
-        ``--column`` of ``--columns``.
-        Every parameter (epsilon, quantile levels, grid, scheme, ...) is
-        checked before anything is uploaded or any budget is charged.
-        A dataset id that the servers already hold is refused (datasets are
-        sealed): use ``ecdf query`` for it, a new ``--dataset``, or
-        ``--append --id-column COL`` to add new clients.
-    ``pairwise ecdf upload --servers ... --data FILE.csv --columns NAME --lower LO --upper HI [--label COL]
-    [--dataset ID] [--domain-bits N] [--scheme auto|vdpf|mshare] [--id-column COL] [--append] [--json]``
-        Be the clients only, as ``run`` uploads them, with no release: the
-        command of a data owner holding a ``client`` certificate.  It
-        reaches every server first, then makes and sends the keys chunk by
-        chunk (memory bounded whatever the file's size).  Client ids are
-        the row numbers, or ``--id-column COL`` (integers, or strings that
-        every owner maps alike), which lets several data owners append to one
-        dataset.  Exits 1 when the servers accept none of the clients.  JSON keys:
-        ``dataset``, ``n``, ``accepted``, ``rejected_count``, ``append``,
-        ``range``, ``domain_bits``, ``series``, ``clamped`` (not private),
-        ``upload_bytes``.
-    ``pairwise ecdf query --servers ... --dataset ID --epsilon E [--roc] [--quantiles Q,...] [--grid-bits G]
-    [--mechanism paper|hierarchical|kary] [--alpha A] [--json]``
-        Be the querier only: release over a dataset already on the servers
-        (thresholds in the public domain stored with the dataset).
-    ``pairwise ecdf repair --servers ... --dataset ID [--dry-run] [--json]``
-        After an upload interrupted between the servers' commits (releases
-        refused with ``DatasetMismatch``): drop the uploads that not every
-        server committed (:meth:`ECDFQuerier.repair`; a ``querier``
-        certificate).  Refused, dropping nothing, when a server lacks the
-        dataset or the servers share no upload.  Charges are kept.
-    ``pairwise ecdf status --servers ... [--dataset ID] [--timeout S] [--connect-timeout S] [--json]``
-        Each server's clients and budget for a dataset (or all; the servers'
-        ledgers are reconciled first, so ``spent`` agrees).  JSON: a list, one
-        object per server with ``server_id`` and ``datasets`` (a list of
-        infos), the same shape with and without ``--dataset`` (which also
-        keeps its older ``info`` key).
-    ``run``, ``upload``, ``query`` and ``status`` take ``--tls DIR --name NAME`` (a
-    ``client`` certificate may upload: ``ecdf upload``; releases and status, hence
-    ``run``, need ``querier``).
-    ``run``, ``upload``, ``query`` and ``demo`` take ``--progress``/``--no-progress``
-    (default: when stderr is a terminal): on stderr, a bar of the clients
-    whose keys have been sent to every server, then one of the release's stages
-    (per request: every server prepared, the release started, then one per
-    server whose result arrived; the servers' evaluation and noise run
-    before the first result).  stdout is unchanged, ``--json`` included.
-    ``pairwise ecdf demo [--epsilon E] [--plot out.png] [--servers-count M] [--cluster local[:N]] [--json]``
-        (also ``pairwise demo ecdf``) Starts M (default 2) server processes on
-        loopback, uploads the shipped breast_cancer data (mean_radius,
-        quantized to 2^10 bins of its declared public domain [5, 30]; label
-        malignant), releases the ECDF with epsilon and the ROC curve of
-        mean_radius as a score for malignancy with another epsilon, prints
-        exact vs DP vs smoothed, optionally plots them (matplotlib).  The demo
-        makes a throwaway CA and runs every connection in mutual TLS.
-        ``--cluster local[:N]`` gives every server a LocalCluster of its own.
+    ``serve`` (run server I until SIGTERM or SIGINT, printing one
+    ``{"event": "listening", ...}`` line; ``--state DIR`` keeps datasets, keys
+    and the privacy ledger in SQLite; ``--cluster`` evaluates its keys on a
+    Dask cluster of its own), ``run`` (be the clients of a CSV and the
+    querier), ``upload`` (be the clients only: a data owner's command),
+    ``query`` (be the querier only, over a dataset the servers hold),
+    ``repair`` (drop uploads that not every server committed), ``status``
+    (each server's clients and budget) and ``demo`` (also ``pairwise demo
+    ecdf``: M servers on loopback in mutual TLS, the shipped breast_cancer
+    data, the ECDF and the ROC curve).  Every parameter is checked before
+    anything is uploaded or any budget is charged.  ``--tls DIR --name NAME``
+    gives a certificate: ``client`` may upload, releases and status need
+    ``querier``.  ``--progress`` bars go to stderr; stdout is unchanged.
 
-JSON keys of ``run``, ``query`` and ``demo`` (public interface; ``query`` has no
-not-private keys, it never sees the data):
+JSON keys of ``run``, ``query`` and ``demo`` (public interface)
+    DP outputs (``dp``, ``smoothed``, ``quantiles``, ``roc``, ``auc``,
+    ``auc_smoothed``, ``interval``, ``band``, ``quantile_intervals``,
+    ``auc_interval``), public parameters and costs (``thresholds``,
+    ``epsilon``, ``delta``, ``n``, ``mechanism``, ``bytes``, ...) and, for
+    ``run`` and ``demo`` only, what is not private (``exact``,
+    ``max_abs_error``, ``quantiles_exact``, ``auc_exact``, ``clamped``, ...).
 
-* DP outputs: ``dp`` (the raw noisy ECDF at the thresholds, unbiased, may
-  leave [0, 1] and decrease), ``smoothed`` (Eq. (3) smoothing: the same
-  release made non-decreasing and in [0, 1], i.e. clamped to the natural
-  range), ``quantiles`` (Algorithm 1 on ``smoothed``), ``roc`` (``fpr``,
-  ``tpr``, ``epsilon``, ``delta``: the curve of the two *smoothed* releases,
-  Sec. 5.1), ``auc`` (the plug-in pair count of the two raw releases over
-  the estimated class sizes: unbiased numerator, may leave [0, 1]),
-  ``auc_smoothed`` (the trapezoids under the smoothed curve, the ``auc`` of
-  earlier versions: biased towards 1/2, by up to -0.14 on the demo at
-  eps = 1; ``docs/ecdf-intervals.md``), and the intervals: ``interval``
-  (``lower``/``upper``: pointwise (1 - alpha) intervals of the ECDF at each
-  threshold), ``band`` (a simultaneous band), ``quantile_intervals`` and
-  ``auc_interval`` (null when not computed; ``interval_method`` and
-  ``auc_interval_method`` say how, or why not).  The ECDF's radii depend on
-  public parameters only (mechanism, grid, epsilon, alpha); the quantile and
-  AUC intervals are post-processing of the release.
-* Public parameters and costs: ``thresholds`` (real threshold values, the
-  grid's upper bin edges, from the public domain), ``epsilon`` (of the ECDF
-  release), ``epsilon_total``, ``delta``, ``n`` (clients, public),
-  ``servers``, ``mechanism``, ``noise``, ``scheme``, ``grid_bits``,
-  ``domain_bits``, ``range`` (the public domain [lower, upper]), ``alpha``,
-  ``roc.grid_bits`` (the ROC's grid, ``--roc-grid-bits``),
-  ``interval_method``, ``auc_interval_method``,
-  ``theorem31_rmse``, ``bytes`` (all bytes on the wire: uploads, querier
-  and server-to-server) and ``bytes_detail``, ``dataset``, ``upload``.
-  The querier's byte count includes the servers' JSON timing reports, so
-  ``bytes`` varies by a few bytes from run to run (never with the data).
-* Not private (computed without noise, for evaluation only): ``exact``,
-  ``max_abs_error``, ``max_abs_error_smoothed``, ``quantiles_exact``,
-  ``roc.fpr_exact``, ``roc.tpr_exact``, ``auc_exact``, ``clamped`` (values
-  clamped into the public domain by their owners).
+Every command's options, its output and the meaning of every JSON key:
+``docs/cli.md``, "pairwise ecdf".
 
 Modules, one per group of commands: :mod:`.serve`, :mod:`.upload` (``upload``
 and ``run``), :mod:`.query` (``query``, ``repair``, ``status``), :mod:`.demo`,
@@ -123,7 +32,7 @@ and :mod:`.release`, the querier's release and report that ``run``, ``query``
 and ``demo`` share.  This package holds the flags (:func:`register`) and the
 JSON key lists.
 
-Security model: see :mod:`pairwise.protocols.ecdf.server`.
+Security model: see :mod:`pairwise.protocols.ecdf.server` ([BMR25, Sec. 4]).
 """
 
 from __future__ import annotations
