@@ -14,8 +14,7 @@ What it does
     random is shipped from the driver.  A task returns only aggregates
     (:func:`pairwise.protocols.ustat.runners._aggregate`: the exact integer sum
     of its noisy kernel values and their count, plus bytes, executions and
-    the task's wall time),
-    never a per-pair value, and the driver adds them up.
+    the task's wall time), never a per-pair value, and the driver adds them up.
 
     At most ``2 x`` (worker threads) tasks are in flight
     (:func:`pairwise.protocols.cluster.run_bounded`), and a task garbles one

@@ -9,77 +9,32 @@ What it does
     (:mod:`pairwise.protocols.ustat.interval`):
 
     1. the aggregator samples P independent permutations of the users, giving
-       P n / 2 pairs (Sec. 5, step 1; :func:`pairwise.protocols.ustat.stats.sample_pairs`;
-       for the AUC, P matchings of positives with negatives);
+       P n / 2 pairs (step 1; :func:`pairwise.protocols.ustat.stats.sample_pairs`);
     2. every pair computes its kernel value and randomizes it in a garbled
        circuit (:func:`pairwise.circuits.noise.noisy_kernel`): user i garbles,
-       user j evaluates, and each feeds its own CSPRNG random bits, so neither
-       learns the other's value or the noise (step 2); the evaluator forwards
-       the noisy value to the aggregator;
-    3. the aggregator averages (step 3): U_hat = 2/(P n) sum f~(x_i, x_j),
-       f~ the unbiased reading of each release (:meth:`NoisyCircuit.estimates`).
+       user j evaluates, each feeding its own CSPRNG random bits (step 2);
+    3. the aggregator averages (step 3): U_hat = 2/(P n) sum f~(x_i, x_j).
 
-    Noise (``noise``, default ``auto``, reported as the result's ``noise``):
-    k-ary randomized response for kendall and auc, whose kernels take three
-    values (pure DP, lower variance than the discrete Laplace at every
-    epsilon; its analogue of Theorem 5 is derived in
-    :mod:`pairwise.circuits.noise`), the signed geometric (a discrete Laplace
-    centred at -1/2) for gini, or the discrete Laplace on request.
-
-    Predicted error (not private: computed from the data, for evaluation):
-    ``sample_mse`` is the MSE around the U-statistic of the data the circuit
-    saw (``exact_quantized``: the clamped fixed-point data; the pair sampling
-    and the noise are the randomness;
-    :func:`pairwise.protocols.ustat.stats.fixed_sample_mse`);
-    ``theorem5_mse`` is Theorem 5's MSE around the *population* value for
-    data drawn from the empirical distribution (its two-sample analogue for
-    the AUC, :func:`pairwise.protocols.ustat.stats.two_sample_mse`).
-
-    Public parameters: the caller states the public domain [lower, upper]
-    of each private column and its fixed-point decimals D (:func:`prepare_data`);
-    every owner clamps its value into the domain and rounds it to the grid
-    lower + k 10^-D before anything else. The kernel's range, the circuit
-    width and the scale are functions of (lower, upper, D) only, never of
-    the data, so they are the same on neighbouring datasets.
-
-    Noise scale (Theorem 5): with the kernel mapped to [0, 1] by its public
-    range R (gini: the public span (upper - lower) 10^D in grid units;
-    kendall: 2; AUC: 2 in the circuit's 2[x > y] + [x = y] units), each release uses epsilon / P with
-    sensitivity R, i.e. Lap(P / eps) in [0, 1] units (k-RR: eps / P against
-    any change of the kernel value); each user is in at most P pairs, so the
-    protocol is (eps, P delta_pair)-DP for each user, where delta_pair is the
-    exact finite-precision delta the noise gadget reports (0 for k-RR; the
-    gadget is built for ``pair_delta``, default 2^-40).
-
-Modes (both run the same GarblerSession / EvaluatorSession code)
-    ``simulate``: the pairs are grouped into SIMD batches and every batch is a
-    real execution of :class:`pairwise.mpc.twopc.GarblerSession` /
-    :class:`pairwise.mpc.twopc.EvaluatorSession` (real garbling, real IKNP OT, bytes
-    counted on the wire) over an in-memory channel between two threads of this
-    process.
-    With ``cluster=`` (:mod:`pairwise.protocols.ustat.cluster`), every batch is
-    one Dask task that runs this same in-memory execution on a worker
-    (``local[:N]`` worker processes on this machine, or a scheduler address);
-    tasks return only the batch's noisy sum and count.
-    ``network``: the users are hosted by worker processes
-    (:mod:`pairwise.protocols.ustat.worker`, user u on worker u mod W); the pairs whose
-    garbler is on worker a and evaluator on worker b form one Yao session over
-    loopback TCP between a and b (two threads of a when a = b), each party
-    drawing its own noise bits; the evaluator side forwards the noisy values
-    to the aggregator.  Sessions run in mutual TLS 1.3 (certificates
-    ``worker-K`` from ``tls_dir``, or a throwaway CA made for the run), each
-    worker pinning its peer's certificate name; the workers die with the
-    driver and are stopped on SIGTERM/SIGINT.
-
-Baseline design ``all``
-    All n(n-1)/2 pairs, each release at the per-pair epsilon that advanced
-    composition over n - 1 releases per user turns into eps (with slack
-    delta'), as in the paper's Figure 4 baseline.
+    ``noise`` (default ``auto``): k-ary randomized response for kendall and
+    auc, the signed geometric for gini, or the discrete Laplace.  The caller
+    states the public domain [lower, upper] and decimals D of each private
+    column (:func:`prepare_data`); the kernel's range, the circuit width and
+    the scale are functions of them only.  Each release uses epsilon / P with
+    the kernel's public range as sensitivity (Theorem 5), and each user is
+    in at most P pairs.  Modes: ``simulate`` (real executions over in-memory
+    channels, optionally on Dask, :mod:`pairwise.protocols.ustat.cluster`) and
+    ``network`` (worker processes, :mod:`pairwise.protocols.ustat.worker`,
+    Yao sessions over TCP in mutual TLS 1.3); design ``all`` is the paper's
+    Figure 4 baseline.  The steps, the noise scale, the predicted errors and
+    the modes in full: ``docs/ustat.md``, "How the protocol runs".
 
 Security model
     Semi-honest users and aggregator, computational DP (CDP) as in the paper;
-    the aggregator sees only noisy kernel values.  In simulation mode one
-    process plays every user, which is for measurement, not for deployment.
+    the aggregator sees only noisy kernel values.  The protocol is
+    (eps, P delta_pair)-DP for each user, delta_pair being the exact
+    finite-precision delta the noise gadget reports (0 for k-RR).  In
+    simulation mode one process plays every user, which is for measurement,
+    not for deployment.
 """
 
 from __future__ import annotations

@@ -2,28 +2,16 @@
 
 What it does
     Run as ``python -m pairwise.protocols.ustat.worker [--tls DIR --name NAME]``;
-    reads one JSON job on stdin:
-
-    ``{"worker": k, "params": {...noisy_kernel arguments: statistic, bits, epsilon, sensitivity, mechanism, delta...;
-      for a declared kernel also "kernel": "module:function" and "span"},
-      "sessions": [{"id": s, "role": "garbler"|"evaluator", "port": p,
-                    "peer": "worker-j", "inputs": [v, ...]}, ...], "timeout": t, "connect_timeout": c}``
-
-    (``connect_timeout``, default ``timeout``: how long an evaluator keeps
-    trying to reach its garbler.)
-
-    For each session it runs one party of a real Yao session over TCP on
-    loopback (the garbler listens on ``port``, the evaluator connects to it):
-    the session's pairs are one SIMD execution of the kernel + noise circuit.
-    ``inputs`` are the hosted users' values for the session's pairs, in pair
-    order (packed pairs for kendall).  Each party's noise bits are drawn by its
-    own side of the runtime (the ``rx``/``ry`` random input groups: os.urandom
-    for the garbler, random COT choice bits for the evaluator), so no other
-    process knows them.  The evaluator side
-    learns the noisy kernel values (output mode ``evaluator``) and forwards
-    them: the worker prints one JSON line ``{"worker": k, "sessions": {"s:role":
-    {"outputs": [...], "bytes_sent": .., "bytes_received": ..}}}`` (keyed by
-    session and role: a worker hosting both users of a pair plays both roles).
+    reads one JSON job on stdin (the worker index, the ``noisy_kernel``
+    parameters, and its sessions: id, role, port, peer name and the hosted
+    users' inputs) and runs, for each session, one party of a real Yao
+    session over TCP on loopback: the session's pairs are one SIMD execution
+    of the kernel + noise circuit.  Each party's noise bits are drawn by its
+    own side of the runtime (os.urandom for the garbler, random COT choice
+    bits for the evaluator), so no other process knows them.  The evaluator
+    side learns the noisy kernel values and the worker prints them as one
+    JSON line, keyed by session and role.  The job and output formats:
+    ``docs/ustat.md``, "Worker processes".
 
 Transport
     With ``--tls DIR --name NAME`` every session runs in mutual TLS 1.3
