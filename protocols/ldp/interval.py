@@ -3,40 +3,23 @@
 What it does
     * :func:`alg1_interval`: [BBGK20, Algorithm 1] (quantization +
       k-ary randomized response, :mod:`pairwise.protocols.ldp.ustat`).  Its
-      estimate is a U-statistic of the independent reports R_i with kernel
-      f(r, s) = z_r^T A z_s, z_r = (e_r - b) / (1 - beta), unbiased for U_A,
-      the U-statistic of the quantized data with the quantized kernel A.
+      estimate is a U-statistic of the independent reports, unbiased for
+      U_A, the U-statistic of the quantized data with the quantized kernel A.
       Hoeffding's decomposition (the paper's App. A.1) splits the error into
-      a linear part L = sum_i w_i l_i (independent terms, w_i = 2/n, or
-      1/n+ and 1/n- for the AUC) and a degenerate part D:
-
-      - each l_i = u_i^T a_i, u_i = z_{R_i} - e_{c_i}, a_i a convex
-        combination of A's columns, so l_i has mean 0, range at most
-        R_A / (1 - beta) and variance at most beta R_A^2 / (1 - beta)^2
-        (R_A = max A - min A); L is bounded by Bernstein's or Hoeffding's
-        inequality, whichever is narrower (a choice made from public
-        parameters only);
-      - E D^2 <= 8 beta R_A^2 / (n (n - 1) (1 - beta)^4) (one sample) or
-        4 beta R_A^2 / (n+ n- (1 - beta)^4) (two samples); D is bounded by
-        Chebyshev's inequality.
-
-      The miss probability alpha is split between the two parts (the split
-      that gives the narrowest interval, again from public parameters), and
-      McDiarmid's bounded-difference inequality over all reports is a third
-      candidate; the narrowest of the candidates is published.
-    * :func:`histogram_band`: the shuffled histogram ([BC20] P^hist).
-      The raw frequency of bin j is (true count + N_j) / n - p with
-      N_j ~ Bin(n, p) independent across bins, so exact binomial quantiles
-      at alpha_d = 1 - (1 - alpha)^(1/d) per bin (Sidak, exact for
-      independent bins) give a band covering all d frequencies at once with
+      a linear part (Bernstein's or Hoeffding's bound, whichever is
+      narrower) and a degenerate part (Chebyshev's); alpha is split between
+      them, McDiarmid's inequality over all reports is a third candidate,
+      and the narrowest candidate is published.
+    * :func:`histogram_band`: the shuffled histogram ([BC20] P^hist): exact
+      binomial quantiles of its Bin(n, p) noise counts, Sidak over the d
+      bins, give a band covering all d frequencies at once with
       probability >= 1 - alpha.
 
-    Releases without an interval (the docs say why, ``docs/ldp.md``): the
-    hierarchical-histogram AUC (its thresholded recursion is biased by an
-    amount that depends on the data's distribution, and the only public
-    bound, Theorem 3, is wider than [0, 1] at the shipped sizes) and the
-    QMLE (its sampling distribution depends on the unknown conditional
-    density; the published standard errors are asymptotic and data-driven).
+    Every choice is made from public parameters, so the published width is
+    one fixed function of them.  The derivations, and why the
+    hierarchical-histogram AUC and the QMLE have no interval:
+    ``docs/intervals.md``, "Algorithm 1", "Shuffled histogram" and
+    "Releases without an interval".
 
 Security model
     None of its own: every input is public (n, beta or epsilon, the public

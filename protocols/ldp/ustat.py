@@ -1,46 +1,22 @@
-"""Algorithm 1 of Bell, Bellet, Gascon and Kulkarni: locally private U-statistics.
+"""Algorithm 1 of Bell, Bellet, Gascon and Kulkarni: locally private U-statistics ([BBGK20, Sec. 3]).
 
 What it does
-    The generic LDP protocol of "Private Protocols for U-Statistics in the
-    Local Model and Beyond" (AISTATS 2020), Sec. 3, Algorithm 1. Each user
-    quantizes their input into one of ``K`` cells (simple rounding into
-    ``k`` equal-width bins per coordinate, or the exact value on a known
-    discrete domain). They then send one k-ary randomized response (Eq. 9):
-    the true cell with probability ``1 - beta + beta/K`` and any other cell
-    with probability ``beta/K``, where ``beta = K / (K + e^eps - 1)``. The
-    aggregator evaluates the unbiased kernel
+    Each user quantizes their input into one of ``K`` cells (``k``
+    equal-width bins per coordinate, or the exact value on a known discrete
+    domain) and sends one k-ary randomized response (Eq. 9) with
+    ``beta = K / (K + e^eps - 1)``.  The aggregator evaluates the unbiased
+    kernel f_A(R1, R2) = (1 - beta)^-2 (e_R1 - b)^T A (e_R2 - b),
+    b = (beta/K) 1, on all pairs of reports: a U-statistic unbiased for the
+    U-statistic of the quantized data (App. A.1, Lemma 1), computed from the
+    histogram of reports in O(K^2) time (O(K) for AUC), never from n^2 pairs.
 
-        f_A(R1, R2) = (1 - beta)^-2 (e_R1 - b)^T A (e_R2 - b),   b = (beta/K) 1,
-
-    on all pairs of reports. The result is itself a U-statistic, unbiased
-    for the U-statistic of the quantized data (App. A.1, Lemma 1). The
-    variance is bounded by Theorem 1. The estimate is computed from the
-    histogram of reports in O(K^2) time (O(K) for AUC), never from n^2
-    pairs.
-
-    The quantized kernel matrix ``A`` follows App. A.2:
-
-    * ``"midpoint"`` (Eq. 14): the midpoint of the range of f over the pair
-      of bins, ``(sup + inf) / 2``. It minimizes the worst-case error for
-      Lipschitz kernels (Lemma 2).
-    * ``"average"`` (Eq. 15): the mean of f over the pair of bins under the
-      Lebesgue measure. It suits smooth data distributions (Lemma 3).
-
-    Named kernels have closed forms:
-
-    * ``gini``: |x - y|, Eq. (4).
-    * ``kendall``: sign(y1-y2) sign(z1-z2) on 2-d points, Eq. (6). Ties
-      count 0, so the U-statistic is Kendall's tau-a.
-    * ``auc``: [s+ > s-] + [s+ = s-]/2, with public labels as in Sec. 4.
-      AUC is a two-sample statistic: positives and negatives are
-      randomized alike and the estimate is
-      (1 - beta)^-2 (c+ - n+ b)^T A (c- - n- b) / (n+ n-), unbiased for the
-      AUC of the quantized scores (ties count one half).
-
-    A Python callable ``f(x, y)`` is accepted too. It must take two arrays
-    of points (shape ``(m,)`` for 1-d data, ``(m, dim)`` otherwise) and
-    return ``m`` kernel values. Its quantized matrix is built from a grid
-    of points inside each bin, and the kernel is symmetrized.
+    The quantized kernel matrix ``A`` follows App. A.2 (``"midpoint"``,
+    Eq. 14, or ``"average"``, Eq. 15).  Named kernels have closed forms:
+    ``gini`` (Eq. 4), ``kendall`` (tau-a, Eq. 6) and ``auc`` (a two-sample
+    statistic with public labels, as in Sec. 4); a Python callable
+    ``f(x, y)`` over arrays of points is accepted too, and symmetrized.  The
+    kernels, the two quantizations and the AUC's estimate: ``docs/ldp.md``,
+    "Locally private U-statistics, Algorithm 1".
 
 Security model
     Local differential privacy: each user's single report is an
