@@ -1,8 +1,8 @@
 """The shuffled-model histogram among real users: each user's sealed messages, the aggregator's analyzer.
 
 What it does
-    The protocol is P^hist of Balcer and Cheu (ITC 2020, Figure 2;
-    :class:`pairwise.protocols.ldp.shuffle.HistogramProtocol`), split
+    The protocol is P^hist of [BC20, Figure 2]
+    (:class:`pairwise.protocols.ldp.shuffle.HistogramProtocol`), split
     between the parties who run it:
 
     * :func:`user_messages` (a user, holding one value): clamps the value
@@ -21,21 +21,15 @@ What it does
       m the number of users in the batches, and A^hist (c*_j if c*_j > 1 - p,
       else 0).
 
-    :class:`HistogramTask` holds the public parameters and validates them
-    before any user randomizes: epsilon in (0, 1], delta in (0, 1), integer
-    bounds, n (the task's minimum number of users, which sets p) at least
-    400 ln(4/delta) / epsilon^2 (Theorem 3.2), and at most
-    :data:`MAX_BINS` bins (a user sends up to d + 1 boxes).
+    :class:`HistogramTask` validates the public parameters before any user
+    randomizes (n at least 400 ln(4/delta) / epsilon^2, Theorem 3.2; at most
+    :data:`MAX_BINS` bins).
 
 Privacy
-    Every user randomizes with p = p(n) for the task's n.  A batch of m >= n
-    users then holds Bin(m, p) noise messages per bin, at least the noise the
-    (eps, delta) proof needs for n users, so each batch is (eps, delta)-DP
-    for its users; the shuffler never forwards a batch of fewer than n users.
-    With m >= n the analyzer divides by m: count_j = sum_i [x_i == j] +
-    Bin(m, p), so c*_j is unbiased and an all-zero bin still reports exactly 0
-    (count_j <= m).  The error bound is Theorem 3.1 ii's Chernoff bound with
-    mean m(1 - p), union-bounded over min(m, d) bins (Theorem 3.2 iii).
+    Every user randomizes with p = p(n) for the task's n, so a batch of
+    m >= n users is (eps, delta)-DP for its users; the shuffler never
+    forwards fewer than n.  The argument, the unbiased analyzer and the error
+    bound: ``docs/collect-relay-shuffler.md``, "The histogram, party by party".
 
 Security model
     The aggregator sees the shuffled messages and m; the shuffler sees who

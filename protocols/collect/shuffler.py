@@ -4,35 +4,22 @@ What it does
     ``pairwise collect shuffler --listen HOST:PORT --upstream AGGREGATOR
     --state DIR --tls DIR --name NAME`` is a process of its own between the
     users and the aggregator of a shuffle-model task ([BC20]'s trusted
-    shuffler; :mod:`pairwise.protocols.collect.histogram`):
-
-    1. A user connects (mutual TLS 1.3; the certificate names the user) and
-       submits its sealed boxes for a task: ``{"op": "submit", "task": ID,
-       "boxes": k}``, then one frame of k boxes of the task's fixed size.
-    2. The shuffler checks what it can without reading anything: the task is
-       a shuffle task and still open, 1 <= k <= the task's most boxes per user
-       (d + 1), every box has the format byte and the size, and
-       :class:`ShufflerStore` commits the submission before it answers.
-    3. Batches: when a task closes (the aggregator's status says so, polled
-       every ``--poll`` seconds) or ``--batch-size`` users are pending, the
-       store cuts a batch in one transaction: the pending boxes of at least
-       n users (the task's minimum; fewer are never forwarded) are permuted
-       uniformly with the OS CSPRNG
-       (:func:`pairwise.protocols.ldp.shuffle.secure_permutation`), written
-       to an outbox with the number of users, and the link from users to
-       boxes is deleted.  The outbox is then delivered to the aggregator and
-       removed once acknowledged; a batch the aggregator already has (the
-       shuffler crashed before the acknowledgement) is acknowledged again,
-       not counted twice.
+    shuffler; :mod:`pairwise.protocols.collect.histogram`).  Users submit their sealed boxes for a task (one submission per
+    certificate name, at most d + 1 boxes of the task's fixed size); the
+    shuffler checks what it can without reading anything and commits the
+    submission (:class:`ShufflerStore`).  When the task closes or
+    ``--batch-size`` users are pending, the store cuts a batch of the boxes
+    of at least n users, permuted uniformly with the OS CSPRNG
+    (:func:`pairwise.protocols.ldp.shuffle.secure_permutation`), deletes the
+    link from users to boxes in the same transaction, and delivers the batch
+    from a durable outbox until the aggregator acknowledges it (a redelivery
+    is not counted twice).  Step by step: ``docs/collect-relay-shuffler.md``,
+    "The shuffler, step by step".
 
 Replays and duplicates
-    One submission per (task, certificate name): a second one is refused
-    (``duplicate``).  Every box carries a fresh ephemeral public key
-    (:func:`pairwise.protocols.collect.sealed.enc_of`); the shuffler refuses a
-    submission that repeats a key it has seen for the task, in the submission
-    or from anyone earlier (``replayed``): a replayed or copied box is never
-    forwarded.  All of this reads public bytes only.  The aggregator refuses
-    a batch id twice and opens a box only under its task's context.
+    A second submission is refused (``duplicate``), and so is one that
+    repeats a box's ephemeral public key already seen for the task
+    (``replayed``): a replayed or copied box is never forwarded.
 
 Security model
     The shuffler learns who submitted to which task and how many boxes

@@ -4,30 +4,20 @@ What it does
     :func:`join` (``pairwise collect join``, and the Python API
     ``pairwise.collect.join``) holds only this user's data and runs:
 
-    1. fetch the task's public parameters (``task_info``) and show them
-       (``show``, a callback; the command line prints them);
+    1. fetch the task's public parameters (``task_info``) and show them;
     2. refuse, with nothing else sent, a task whose epsilon is above the
        user's cap (``max_epsilon``, default 1) or above what the user's own
-       ledger has left (:mod:`pairwise.protocols.collect.ledger`, ``budget``,
-       default 10), a task whose registration closed, or input of the wrong
-       shape; then charge the ledger durably;
-    3. clamp its value into the task's public domain (every protocol does
-       this on the user's side) and run its part:
-
-       * local model: join (the aggregator answers with the public
-         assignment, e.g. the AUC's level and Hadamard index), randomize
-         with the OS CSPRNG, keep the report in the ledger, upload it once
-         (a retry re-sends the kept report);
-       * 2PC ([BBGK20, Sec. 5]): join and keep the connection as the control
-         connection (pings every :data:`~pairwise.protocols.collect.wire.HEARTBEAT`
-         seconds); when registration closes the aggregator sends this user's
-         sessions; each runs in its own thread over a new connection that the
-         aggregator relays to the partner (:mod:`.pairchannel`): the garbler
-         runs :class:`pairwise.mpc.twopc.GarblerSession`, the evaluator
-         :class:`~pairwise.mpc.twopc.EvaluatorSession`, each feeding its own
-         value and its own CSPRNG noise bits into the task's noisy-kernel
-         circuit, and the evaluator reports the noisy value on its control
-         connection.
+       ledger has left (:mod:`pairwise.protocols.collect.ledger`), a task whose
+       registration closed, or input of the wrong shape; then charge the
+       ledger durably;
+    3. clamp its value into the task's public domain and run its part: in the
+       local model, randomize with the OS CSPRNG and upload the report once
+       (kept in the ledger for retries); in 2PC ([BBGK20, Sec. 5]), keep a
+       control connection and run each assigned session in its own thread
+       over a connection the aggregator relays to the partner
+       (:mod:`.pairchannel`), as garbler or evaluator of the task's
+       noisy-kernel circuit.  Step by step: ``docs/collect.md``, "The user
+       client, step by step".
 
     Connections lost to an aggregator that restarts are retried until
     ``timeout``; the aggregator recognises a user who joined before, so

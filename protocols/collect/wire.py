@@ -21,25 +21,10 @@ What it does
     parameters.
 
 Requests (``op``)
-    ==============  ===========  =================================================
-    op              role         what
-    ==============  ===========  =================================================
-    task_info       any          a task's public parameters and state
-    task_create     collector    a new task (validated; :mod:`.tasks`)
-    task_list       collector    every task, with its state and counts
-    task_show       collector    one task, with its state and counts
-    task_close      collector    close registration now
-    result          collector    the stored release of a finished task
-    join            user         register for a task (local model: get the
-                                 public assignment; 2PC: the connection then
-                                 carries the user's events)
-    report          user         a local-model report (stored once)
-    relay           user         this connection becomes one 2PC session's
-                                 byte stream, relayed to the partner
-    ping, pair_*    user         on a 2PC control connection (see :mod:`.user`)
-    shuffle_task    server       the shuffler reads a shuffle task (the one it names)
-    shuffle_batch   server       the shuffler delivers a permuted batch of sealed boxes
-    ==============  ===========  =================================================
+    ``task_info`` (any role), ``task_create``, ``task_list``, ``task_show``,
+    ``task_close``, ``result`` (collector), ``join``, ``report``, ``relay``,
+    ``ping``/``pair_*`` (user), ``shuffle_task``, ``shuffle_batch`` (the
+    shuffler, a ``server``); what each does: ``docs/collect.md``, "Requests".
 
 Security model
     With TLS every identity is a certificate of the CA; users require the
