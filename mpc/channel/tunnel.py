@@ -6,10 +6,10 @@ What it does
     *carrier* channel (any transport: a memory pair, TCP, or a stream that an
     untrusted server relays between two users who only connect outbound).
     It drives stdlib :class:`ssl.SSLObject` over two :class:`ssl.MemoryBIO`
-    buffers: what OpenSSL writes is sent as carrier frames of whole TLS
-    records, and what the carrier delivers is fed back to OpenSSL.
+    buffers, sending OpenSSL's output as carrier frames of whole TLS records.
 
-    1. Handshake: mutual TLS 1.3 with :class:`pairwise.mpc.tls.TLSConfig`.
+    1. Handshake: mutual TLS 1.3 with :class:`pairwise.mpc.tls.TLSConfig` (the
+       CA is the only trust anchor); one side is the TLS server (``server=True``).
     2. Pinning and admission: each side checks the partner's certificate name
        against ``peer_name`` and its role against ``peer_roles``, then both
        send their verdict inside the tunnel before reading the other's, so a
