@@ -1,10 +1,10 @@
 """The vectorized DPF/DCF against a from-the-paper reference in Python integers.
 
 The reference below is written independently of ``fss``: AES comes straight
-from ``cryptography``, the PRG and Convert follow the definitions in the
-docstring of ``fss/prg.py``, Gen/Eval follow BGI16 Fig. 1 (DPF) and
+from ``cryptography``, the PRG and Convert follow the definitions in
+``docs/fss.md`` ("The PRG of the trees"), Gen/Eval follow BGI16 Fig. 1 (DPF) and
 BCGGIKR21 Fig. 1 (DCF) step by step (one key, one level, one bit at a time),
-and the key bytes follow the table in ``fss/keys.py``.  Tests check that
+and the key bytes follow the table in ``docs/fss.md`` ("Key byte format").  Tests check that
 
 * the library's PRG (whole-tree and path-only) equals the reference PRG;
 * Gen from fixed root seeds produces byte-identical keys (known answers);
