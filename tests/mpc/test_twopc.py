@@ -7,10 +7,10 @@ transport is in memory).  References, all independent of the garbling engine:
 * every kernel against ``Circuit.evaluate`` (plaintext) *and* against the
   Python-int formulas of ``circuits.kernels.kernel_reference``;
 * the AES-128 Bristol circuit against ``cryptography``'s AES;
-* byte counts against the wire format written in mpc/twopc.py's docstring
-  (32 bytes per AND gate, the garbler's input labels as a 16-byte seed in its
-  execution header, packed bits, 4-byte frame prefixes, IKNP batches of
-  16 + 16*m bytes).
+* byte counts against the wire format of docs/twopc.md, "The protocol, step
+  by step" (32 bytes per AND gate, the garbler's input labels from the
+  session's label stream, nothing per input bit, packed bits, 4-byte frame
+  prefixes, IKNP batches of 16 + 16*m bytes).
 
 Real two-process runs (CLI, killed peers, garbage on the socket) are in
 tests/system/test_twopc_processes.py.
@@ -246,7 +246,8 @@ def test_output_modes_and_exact_wire_bytes(pair, output):
 def test_aes128_garbler_bytes_within_3_percent_of_32_per_and():
     """Issue target: garbler bytes within 3% of 32 B/AND + input labels + OT (a byte count, not a timing).
 
-    The garbler's input labels now cost one 16-byte seed per execution, so the bound is 32 B/AND alone.
+    The garbler's input labels come from the session's label stream (nothing per execution), so the bound is
+    32 B/AND alone.
     """
     c = aes128()
     p = Pair(ot_batch=1024)
