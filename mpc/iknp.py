@@ -94,7 +94,9 @@ def transpose_bit_matrix(rows: np.ndarray, out: np.ndarray | None = None) -> np.
     (8C, R/8) uint8 array that receives the result (e.g. a uint8 view of a
     slice of a block array).
 
-    Vectorised: the matrix is cut into 8x8 bit tiles, each tile gathered into
+    Compiled when it can be (R a multiple of 64, numba available): the
+    64x64-tile loop of :mod:`pairwise.mpc._bitmatrix`, 6-7x faster.  Else
+    vectorised: the matrix is cut into 8x8 bit tiles, each tile gathered into
     one uint64 and transposed with three masked delta swaps (Hacker's Delight,
     Sec. 7-3), all tiles at once.  The byte gather and scatter are written as
     8 and R/8 slice copies with one contiguous side each (several times
@@ -111,6 +113,48 @@ def transpose_bit_matrix(rows: np.ndarray, out: np.ndarray | None = None) -> np.
         out = np.empty((8 * c, g), dtype=np.uint8)
     elif out.dtype != np.uint8 or out.shape != (8 * c, g) or not out.flags.c_contiguous:
         raise ValueError(f"out must be a C-contiguous ({8 * c}, {g}) uint8 array")
+    if r % 64 == 0 and c and out.ctypes.data % 8 == 0 and _compiled_transpose():
+        # the compiled 64x64-tile loop (mpc/_bitmatrix.py) on the rows as words, padded to whole words if need be
+        if c % 8 or rows.strides[1] != 1 or rows.strides[0] % 8 or rows.strides[0] < c or rows.ctypes.data % 8:
+            padded = np.zeros((r, -(-c // 8) * 8), dtype=np.uint8)
+            padded[:, :c] = rows
+            rows = padded
+        cw, stride = rows.shape[1] // 8, rows.strides[0] // 8
+        flat = np.lib.stride_tricks.as_strided(rows.view(np.uint64), ((r - 1) * stride + cw,), (8,), writeable=False)
+        _BITMATRIX.transpose_words(flat, r, cw, stride, 8 * c, out.view(np.uint64))  # type: ignore[union-attr]
+        return out
+    return _transpose_numpy(src, out, c, g)
+
+
+_BITMATRIX: object = None  # the compiled transpose module; False: unavailable; None: not tried
+
+
+def _compiled_transpose() -> bool:
+    """True if the compiled transpose can run here (numba loads, PAIRWISE_JIT is not 0, not inside
+    :func:`pairwise.mpc.garble.jit.disabled`); loads it on the first call, checked against the numpy one."""
+    global _BITMATRIX
+    from .garble import jit
+
+    if not jit.ENABLED or jit._OFF.get():
+        return False
+    if _BITMATRIX is None:
+        try:
+            from . import _bitmatrix
+
+            x = np.frombuffer(hashlib.shake_128(b"transpose").digest(128 * 24), dtype=np.uint8).reshape(128, 24)
+            want = _transpose_numpy(x.reshape(16, 8, 24), np.empty((192, 16), np.uint8), 24, 16)
+            got = _bitmatrix.transpose_words(x.view(np.uint64).reshape(-1), 128, 3, 3, 192, np.empty((192, 2), np.uint64))
+            if not np.array_equal(got.view(np.uint8), want):
+                raise RuntimeError("the compiled transpose disagrees with the numpy one")
+            _BITMATRIX = _bitmatrix
+        except Exception as exc:  # noqa: BLE001 - any numba failure: the numpy transpose
+            jit.log.warning("compiled bit-matrix transpose unavailable (%s: %s); using numpy", type(exc).__name__, exc)
+            _BITMATRIX = False
+    return _BITMATRIX is not False
+
+
+def _transpose_numpy(src: np.ndarray, out: np.ndarray, c: int, g: int) -> np.ndarray:
+    """The numpy 8x8-tile transpose of :func:`transpose_bit_matrix` (the fallback and the oracle)."""
     result = out
     out = out.reshape(c, 8, g)
     width = min(c, _TRANSPOSE_CHUNK)

@@ -118,6 +118,25 @@ def test_transpose_into_block_slice_and_strided_input():
         transpose_bit_matrix(rows, out=np.empty((m, 15), np.uint8))
 
 
+@pytest.mark.parametrize("shape, pad", [((128, 8192), 16), ((128, 8192), 5), ((128, 13), 0), ((192, 9), 3),
+                                        ((64, 40), 8), ((128, 1), 0)])
+def test_compiled_transpose_equals_numpy_transpose(shape, pad):
+    """The compiled 64x64-tile loop (aligned word view, or padded copy) against the numpy 8x8-tile oracle."""
+    from pairwise.mpc import iknp
+    from pairwise.mpc.garble import jit
+
+    r, c = shape
+    buf = np.frombuffer(os.urandom(r * (c + pad)), dtype=np.uint8).reshape(r, c + pad)
+    rows = buf[:, :c]  # a strided view, as RowPRG returns
+    assert iknp._compiled_transpose()
+    got = transpose_bit_matrix(rows)
+    with jit.disabled():
+        assert not iknp._compiled_transpose()
+        want = transpose_bit_matrix(rows)
+    assert np.array_equal(got, want)
+    assert np.array_equal(want, transpose_reference(np.ascontiguousarray(rows)))
+
+
 @pytest.mark.parametrize("bad", [np.zeros((7, 2), np.uint8), np.zeros((8, 2), np.uint16), np.zeros(8, np.uint8)])
 def test_transpose_rejects_bad_input(bad):
     with pytest.raises(ValueError, match="multiple of 8"):
