@@ -649,6 +649,10 @@ def _unpack_columns(words: np.ndarray, batch: int) -> np.ndarray:
 def ints_to_bits(values: Sequence[int], width: int, signed: bool = False, name: str = "input") -> np.ndarray:
     """Python ints -> (B, width) bools, LSB first, after a range check."""
     lo, hi = (-(1 << (width - 1)), (1 << (width - 1)) - 1) if signed else (0, (1 << width) - 1)
+    if width <= 62:  # integer arrays (or lists that numpy reads as one): checked and split without a Python loop
+        fast = _int_array_bits(values, width, lo, hi, signed, name)
+        if fast is not None:
+            return fast
     vals = [int(v) for v in values]
     for i, v in enumerate(vals):
         if not lo <= v <= hi:
@@ -662,6 +666,24 @@ def ints_to_bits(values: Sequence[int], width: int, signed: bool = False, name: 
     raw = b"".join((v & ((1 << width) - 1)).to_bytes(nbytes, "little") for v in vals)
     bits = np.unpackbits(np.frombuffer(raw, dtype=np.uint8).reshape(len(vals), nbytes), axis=1, bitorder="little")
     return bits[:, :width].astype(bool)
+
+
+def _int_array_bits(values, width: int, lo: int, hi: int, signed: bool, name: str) -> np.ndarray | None:
+    """:func:`ints_to_bits` for values numpy reads as a 1-D integer array (width <= 62); None otherwise."""
+    try:
+        arr = values if isinstance(values, np.ndarray) else np.asarray(values)
+    except (ValueError, TypeError, OverflowError):
+        return None
+    if arr.ndim != 1 or arr.dtype.kind not in "iu" or arr.dtype.itemsize > 8:
+        return None
+    bad = (arr > hi) | (arr < lo) if arr.dtype.kind == "i" else arr > hi
+    if bad.any():
+        i = int(np.argmax(bad))
+        kind = "signed" if signed else "unsigned"
+        raise CircuitError(f"{name}: value {int(arr[i])} (item {i}) is out of range for {width}-bit {kind} [{lo}, {hi}]")
+    u = arr.astype(np.int64).view(np.uint64) & np.uint64((1 << width) - 1)
+    shifts = np.arange(width, dtype=np.uint64)
+    return ((u[:, None] >> shifts[None, :]) & np.uint64(1)).astype(bool)
 
 
 def bits_to_ints(bits: np.ndarray, signed: bool = False):

@@ -107,10 +107,15 @@ def _aggregate(nc, out: np.ndarray) -> tuple[int, int]:
 
 def _run_simulate(nc, gx, ey, batch: int, progress) -> tuple[np.ndarray, int, int]:
     """All pairs as SIMD executions of one Yao session over an in-memory channel (two threads)."""
+    from pairwise.circuits.ir import ints_to_bits
     from pairwise.mpc.channel import MemoryChannel
     from pairwise.mpc.twopc import EvaluatorSession, GarblerSession
 
     circuit, m = nc.circuit, len(gx)
+    # every pair's input bits at once (range-checked), sliced per batch: no Python loop per pair
+    gin, ein = ({g.name: g for g in circuit.inputs}[k] for k in ("x", "y"))
+    gbits = ints_to_bits(np.asarray(gx), gin.width, gin.signed, name="x")
+    ebits = ints_to_bits(np.asarray(ey), ein.width, ein.signed, name="y")
     a, b = MemoryChannel.pair(timeout=600)
     outputs: list[np.ndarray] = []
     err: list[BaseException] = []
@@ -121,7 +126,7 @@ def _run_simulate(nc, gx, ey, batch: int, progress) -> tuple[np.ndarray, int, in
             s = EvaluatorSession(b, session_id=b"pairwise-ustat")
             for s0 in starts:
                 s1 = min(m, s0 + batch)
-                res = s.run(circuit, {"y": list(map(int, ey[s0:s1]))}, output="evaluator", random=("rx", "ry"))
+                res = s.run(circuit, {"y": ebits[s0:s1]}, output="evaluator", random=("rx", "ry"))
                 outputs.append(np.asarray(res.outputs[0], dtype=np.int64))
         except BaseException as exc:  # surfaced in the caller
             err.append(exc)
@@ -133,7 +138,7 @@ def _run_simulate(nc, gx, ey, batch: int, progress) -> tuple[np.ndarray, int, in
         g = GarblerSession(a, session_id=b"pairwise-ustat")
         for s0 in starts:
             s1 = min(m, s0 + batch)
-            g.run(circuit, {"x": list(map(int, gx[s0:s1]))}, output="evaluator", random=("rx", "ry"))
+            g.run(circuit, {"x": gbits[s0:s1]}, output="evaluator", random=("rx", "ry"))
             if progress:
                 progress(s1, m)
     except BaseException as exc:

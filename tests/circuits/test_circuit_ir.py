@@ -491,3 +491,18 @@ def test_graphml_roundtrip(tmp_path):
     ops = [d.get("op") for _, d in g.nodes(data=True) if d.get("kind") == "gate"]
     assert ops.count("AND") == c.stats().and_gates
     assert nx.is_directed_acyclic_graph(g)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 62), st.booleans(), st.data())
+def test_ints_to_bits_array_path_matches_python_ints(width, signed, data):
+    """The vectorised path (integer arrays and int lists, width <= 62) against bits read off Python ints."""
+    lo, hi = (-(1 << (width - 1)), (1 << (width - 1)) - 1) if signed else (0, (1 << width) - 1)
+    vals = data.draw(st.lists(st.integers(lo, hi), min_size=1, max_size=20))
+    want = np.array([[((v & ((1 << width) - 1)) >> i) & 1 for i in range(width)] for v in vals], dtype=bool)
+    assert np.array_equal(ints_to_bits(vals, width, signed), want)
+    assert np.array_equal(ints_to_bits(np.array(vals, dtype=np.int64), width, signed), want)
+    bad = data.draw(st.sampled_from([hi + 1, lo - 1]))
+    at = data.draw(st.integers(0, len(vals)))
+    with pytest.raises(CircuitError, match=rf"value {bad} \(item {at}\) is out of range"):
+        ints_to_bits(np.array(vals[:at] + [bad] + vals[at:], dtype=np.int64), width, signed, name="g")
