@@ -122,8 +122,9 @@ def _g_in(lab, P, aa, ab, j, n, bc, delta, base, inst):
 
 
 @_nb.njit(**_inl)
-def _g_out(lab, P, ao, j, n, bc, a, b, d, y, out, e, s):
-    """Garbler, one gate: tables and output zero label from H = (H(A0), H(B0), H(A1), H(B1)) (ZRE15 Fig. 2)."""
+def _g_out(lab, o, a, b, d, y, out, e, s):
+    """Garbler, one gate: tables (words ``e + m*s``) and output zero label (``lab`` word ``o``) from
+    H = (H(A0), H(B0), H(A1), H(B1)) (ZRE15 Fig. 2)."""
     ha0 = q_p0(y)
     hb0 = q_p1(y)
     da = x_xor(ha0, q_p2(y))  # H(A0) ^ H(A1)
@@ -137,7 +138,17 @@ def _g_out(lab, P, ao, j, n, bc, a, b, d, y, out, e, s):
     st(out, e + s, x_hi(tg))
     st(out, e + 2 * s, x_lo(te))
     st(out, e + 3 * s, x_hi(te))
-    x_store(lab, 2 * (ld(P, ao + j) * bc + n), c)
+    x_store(lab, o, c)
+
+
+@_nb.njit(**_inl)
+def _geometry(P, i):
+    """Batch ``i``'s (offsets in P of its and_a, and_b, and_o entries, AND count, first gate id)."""
+    n_and = ld(P, 0)
+    row = HEADER + 3 * n_and + 3 * ld(P, 1) + 5 * i
+    a0 = ld(P, row)
+    aa = HEADER + a0
+    return aa, aa + n_and, aa + 2 * n_and, ld(P, row + 1) - a0, ld(P, row + 4)
 
 
 @_nb.njit(**_inl)
@@ -157,8 +168,11 @@ def _g_in1(lab, P, aa, ab, j, d, t0, inst):
 
 
 @_nb.njit(**_opts)
-def _garble_ands1(lab, P, aa, ab, ao, k, base, j0, j1, delta, inst, rk, out, off):
-    """:func:`garble_ands` for a one-instance chunk: four gates at a time, no instance counter."""
+def _garble_ands1(lab, P, geo, j0, j1, key, out, off):
+    """:func:`garble_ands` for a one-instance chunk: four gates at a time, no instance counter.  ``geo``: the
+    batch's (and_a, and_b, and_o offsets in P, AND count, first gate id), as :func:`_geometry`."""
+    aa, ab, ao, k, base = geo
+    delta, inst, rk = key
     d = x_load(delta, 0)
     t0 = np.uint64(2 * base)
     last = j1 - 1
@@ -178,27 +192,24 @@ def _garble_ands1(lab, P, aa, ab, ao, k, base, j0, j1, delta, inst, rk, out, off
         y2 = q_xor(q_aes(q_xor(p2, t2), rk), p2)
         y3 = q_xor(q_aes(q_xor(p3, t3), rk), p3)
         y4 = q_xor(q_aes(q_xor(p4, t4), rk), p4)
-        _g_out(lab, P, ao, j, 0, 1, a1, b1, d, y1, out, off + j, k)
-        _g_out(lab, P, ao, j2, 0, 1, a2, b2, d, y2, out, off + j2, k)
-        _g_out(lab, P, ao, j3, 0, 1, a3, b3, d, y3, out, off + j3, k)
-        _g_out(lab, P, ao, j4, 0, 1, a4, b4, d, y4, out, off + j4, k)
+        _g_out(lab, 2 * ld(P, ao + j), a1, b1, d, y1, out, off + j, k)
+        _g_out(lab, 2 * ld(P, ao + j2), a2, b2, d, y2, out, off + j2, k)
+        _g_out(lab, 2 * ld(P, ao + j3), a3, b3, d, y3, out, off + j3, k)
+        _g_out(lab, 2 * ld(P, ao + j4), a4, b4, d, y4, out, off + j4, k)
 
 
 @_nb.njit(**_opts)
-def garble_ands(lab, P, i, j0, j1, bc, n0, n1, delta, inst, rk, out, off):
-    """Garble AND gates [j0, j1) of batch ``i`` for instances [n0, n1): tables into ``out`` from word ``off``
-    (the batch's segment), output zero labels into ``lab``; ``delta`` holds the chunk's Delta per instance
-    (2 words each), ``inst`` is the instance id of the chunk's instance 0, ``rk`` pi's round keys (x4)."""
-    n_and = ld(P, 0)
-    row = HEADER + 3 * n_and + 3 * ld(P, 1) + 5 * i
-    a0 = ld(P, row)
-    k = ld(P, row + 1) - a0
-    base = ld(P, row + 4)
-    aa = HEADER + a0
-    ab = aa + n_and
-    ao = ab + n_and
+def garble_ands(lab, P, i, j0, j1, rng, key, out, off):
+    """Garble AND gates [j0, j1) of batch ``i`` for instances [n0, n1) of a chunk of bc, ``rng`` = (bc, n0, n1):
+    tables into ``out`` from word ``off`` (the batch's segment), output zero labels into ``lab``.  ``key`` =
+    (delta, inst, rk): the chunk's Delta per instance (2 words each), the instance id of the chunk's instance
+    0, pi's round keys (x4)."""
+    bc, n0, n1 = rng
+    delta, inst, rk = key
+    geo = _geometry(P, i)
+    aa, ab, ao, k, base = geo
     if bc == 1:
-        _garble_ands1(lab, P, aa, ab, ao, k, base, j0, j1, delta, inst, rk, out, off)
+        _garble_ands1(lab, P, geo, j0, j1, key, out, off)
         return
     s = k * bc
     total = (j1 - j0) * (n1 - n0)
@@ -224,10 +235,10 @@ def garble_ands(lab, P, i, j0, j1, bc, n0, n1, delta, inst, rk, out, off):
         y2 = q_xor(q_aes(q_xor(p2, t2), rk), p2)
         y3 = q_xor(q_aes(q_xor(p3, t3), rk), p3)
         y4 = q_xor(q_aes(q_xor(p4, t4), rk), p4)
-        _g_out(lab, P, ao, j1_, n1_, bc, a1, b1, d1, y1, out, off + j1_ * bc + n1_, s)
-        _g_out(lab, P, ao, j2_, n2_, bc, a2, b2, d2, y2, out, off + j2_ * bc + n2_, s)
-        _g_out(lab, P, ao, j3_, n3_, bc, a3, b3, d3, y3, out, off + j3_ * bc + n3_, s)
-        _g_out(lab, P, ao, j4_, n4_, bc, a4, b4, d4, y4, out, off + j4_ * bc + n4_, s)
+        _g_out(lab, 2 * (ld(P, ao + j1_) * bc + n1_), a1, b1, d1, y1, out, off + j1_ * bc + n1_, s)
+        _g_out(lab, 2 * (ld(P, ao + j2_) * bc + n2_), a2, b2, d2, y2, out, off + j2_ * bc + n2_, s)
+        _g_out(lab, 2 * (ld(P, ao + j3_) * bc + n3_), a3, b3, d3, y3, out, off + j3_ * bc + n3_, s)
+        _g_out(lab, 2 * (ld(P, ao + j4_) * bc + n4_), a4, b4, d4, y4, out, off + j4_ * bc + n4_, s)
 
 
 @_nb.njit(**_inl)
@@ -240,12 +251,12 @@ def _e_in(lab, P, aa, ab, j, n, bc, base, inst):
 
 
 @_nb.njit(**_inl)
-def _e_out(lab, P, ao, j, n, bc, a, b, ha, hb, tab, e, s):
-    """Evaluator, one gate: C = H(A) ^ H(B) ^ sa*T_G ^ sb*(T_E ^ A) (ZRE15 Fig. 2)."""
+def _e_out(lab, o, a, b, ha, hb, tab, e, s):
+    """Evaluator, one gate: C = H(A) ^ H(B) ^ sa*T_G ^ sb*(T_E ^ A) (ZRE15 Fig. 2) into ``lab`` word ``o``."""
     tg = x_make(ld(tab, e), ld(tab, e + s))
     te = x_make(ld(tab, e + 2 * s), ld(tab, e + 3 * s))
     c = x_xor(x_xor(ha, hb), x_xor(x_and(x_mask(x_lo(a)), tg), x_and(x_mask(x_lo(b)), x_xor(te, a))))
-    x_store(lab, 2 * (ld(P, ao + j) * bc + n), c)
+    x_store(lab, o, c)
 
 
 @_nb.njit(**_inl)
@@ -257,8 +268,10 @@ def _e_in1(lab, P, aa, ab, j, t0, inst):
 
 
 @_nb.njit(**_opts)
-def _eval_ands1(lab, P, aa, ab, ao, k, base, j0, j1, inst, rk, tab, off):
+def _eval_ands1(lab, P, geo, j0, j1, key, tab, off):
     """:func:`eval_ands` for a one-instance chunk: eight gates at a time, no instance counter."""
+    aa, ab, ao, k, base = geo
+    inst, rk = key
     t0 = np.uint64(2 * base)
     last = j1 - 1
     for j in range(j0, j1, 8):
@@ -281,30 +294,27 @@ def _eval_ands1(lab, P, aa, ab, ao, k, base, j0, j1, inst, rk, tab, off):
         y2 = _tmmo(q_make(a3, b3, a4, b4), q_make(s3, u3, s4, u4), rk)
         y3 = _tmmo(q_make(a5, b5, a6, b6), q_make(s5, u5, s6, u6), rk)
         y4 = _tmmo(q_make(a7, b7, a8, b8), q_make(s7, u7, s8, u8), rk)
-        _e_out(lab, P, ao, j, 0, 1, a1, b1, q_p0(y1), q_p1(y1), tab, off + j, k)
-        _e_out(lab, P, ao, j2, 0, 1, a2, b2, q_p2(y1), q_p3(y1), tab, off + j2, k)
-        _e_out(lab, P, ao, j3, 0, 1, a3, b3, q_p0(y2), q_p1(y2), tab, off + j3, k)
-        _e_out(lab, P, ao, j4, 0, 1, a4, b4, q_p2(y2), q_p3(y2), tab, off + j4, k)
-        _e_out(lab, P, ao, j5, 0, 1, a5, b5, q_p0(y3), q_p1(y3), tab, off + j5, k)
-        _e_out(lab, P, ao, j6, 0, 1, a6, b6, q_p2(y3), q_p3(y3), tab, off + j6, k)
-        _e_out(lab, P, ao, j7, 0, 1, a7, b7, q_p0(y4), q_p1(y4), tab, off + j7, k)
-        _e_out(lab, P, ao, j8, 0, 1, a8, b8, q_p2(y4), q_p3(y4), tab, off + j8, k)
+        _e_out(lab, 2 * ld(P, ao + j), a1, b1, q_p0(y1), q_p1(y1), tab, off + j, k)
+        _e_out(lab, 2 * ld(P, ao + j2), a2, b2, q_p2(y1), q_p3(y1), tab, off + j2, k)
+        _e_out(lab, 2 * ld(P, ao + j3), a3, b3, q_p0(y2), q_p1(y2), tab, off + j3, k)
+        _e_out(lab, 2 * ld(P, ao + j4), a4, b4, q_p2(y2), q_p3(y2), tab, off + j4, k)
+        _e_out(lab, 2 * ld(P, ao + j5), a5, b5, q_p0(y3), q_p1(y3), tab, off + j5, k)
+        _e_out(lab, 2 * ld(P, ao + j6), a6, b6, q_p2(y3), q_p3(y3), tab, off + j6, k)
+        _e_out(lab, 2 * ld(P, ao + j7), a7, b7, q_p0(y4), q_p1(y4), tab, off + j7, k)
+        _e_out(lab, 2 * ld(P, ao + j8), a8, b8, q_p2(y4), q_p3(y4), tab, off + j8, k)
 
 
 @_nb.njit(**_opts)
-def eval_ands(lab, P, i, j0, j1, bc, n0, n1, inst, rk, tab, off):
-    """Evaluate AND gates [j0, j1) of batch ``i`` for instances [n0, n1) with the tables in ``tab`` from word
-    ``off``; active output labels into ``lab``.  Eight gates at a time, two per quad."""
-    n_and = ld(P, 0)
-    row = HEADER + 3 * n_and + 3 * ld(P, 1) + 5 * i
-    a0 = ld(P, row)
-    k = ld(P, row + 1) - a0
-    base = ld(P, row + 4)
-    aa = HEADER + a0
-    ab = aa + n_and
-    ao = ab + n_and
+def eval_ands(lab, P, i, j0, j1, rng, key, tab, off):
+    """Evaluate AND gates [j0, j1) of batch ``i`` for instances [n0, n1), ``rng`` = (bc, n0, n1), with the
+    tables in ``tab`` from word ``off``; active output labels into ``lab``; ``key`` = (inst, rk) as for
+    :func:`garble_ands`.  Eight gates at a time, two per quad."""
+    bc, n0, n1 = rng
+    inst, rk = key
+    geo = _geometry(P, i)
+    aa, ab, ao, k, base = geo
     if bc == 1:
-        _eval_ands1(lab, P, aa, ab, ao, k, base, j0, j1, inst, rk, tab, off)
+        _eval_ands1(lab, P, geo, j0, j1, key, tab, off)
         return
     s = k * bc
     total = (j1 - j0) * (n1 - n0)
@@ -338,47 +348,51 @@ def eval_ands(lab, P, i, j0, j1, bc, n0, n1, inst, rk, tab, off):
         y2 = _tmmo(q_make(a3, b3, a4, b4), q_make(s3, u3, s4, u4), rk)
         y3 = _tmmo(q_make(a5, b5, a6, b6), q_make(s5, u5, s6, u6), rk)
         y4 = _tmmo(q_make(a7, b7, a8, b8), q_make(s7, u7, s8, u8), rk)
-        _e_out(lab, P, ao, j1_, n1_, bc, a1, b1, q_p0(y1), q_p1(y1), tab, off + j1_ * bc + n1_, s)
-        _e_out(lab, P, ao, j2_, n2_, bc, a2, b2, q_p2(y1), q_p3(y1), tab, off + j2_ * bc + n2_, s)
-        _e_out(lab, P, ao, j3_, n3_, bc, a3, b3, q_p0(y2), q_p1(y2), tab, off + j3_ * bc + n3_, s)
-        _e_out(lab, P, ao, j4_, n4_, bc, a4, b4, q_p2(y2), q_p3(y2), tab, off + j4_ * bc + n4_, s)
-        _e_out(lab, P, ao, j5_, n5_, bc, a5, b5, q_p0(y3), q_p1(y3), tab, off + j5_ * bc + n5_, s)
-        _e_out(lab, P, ao, j6_, n6_, bc, a6, b6, q_p2(y3), q_p3(y3), tab, off + j6_ * bc + n6_, s)
-        _e_out(lab, P, ao, j7_, n7_, bc, a7, b7, q_p0(y4), q_p1(y4), tab, off + j7_ * bc + n7_, s)
-        _e_out(lab, P, ao, j8_, n8_, bc, a8, b8, q_p2(y4), q_p3(y4), tab, off + j8_ * bc + n8_, s)
+        _e_out(lab, 2 * (ld(P, ao + j1_) * bc + n1_), a1, b1, q_p0(y1), q_p1(y1), tab, off + j1_ * bc + n1_, s)
+        _e_out(lab, 2 * (ld(P, ao + j2_) * bc + n2_), a2, b2, q_p2(y1), q_p3(y1), tab, off + j2_ * bc + n2_, s)
+        _e_out(lab, 2 * (ld(P, ao + j3_) * bc + n3_), a3, b3, q_p0(y2), q_p1(y2), tab, off + j3_ * bc + n3_, s)
+        _e_out(lab, 2 * (ld(P, ao + j4_) * bc + n4_), a4, b4, q_p2(y2), q_p3(y2), tab, off + j4_ * bc + n4_, s)
+        _e_out(lab, 2 * (ld(P, ao + j5_) * bc + n5_), a5, b5, q_p0(y3), q_p1(y3), tab, off + j5_ * bc + n5_, s)
+        _e_out(lab, 2 * (ld(P, ao + j6_) * bc + n6_), a6, b6, q_p2(y3), q_p3(y3), tab, off + j6_ * bc + n6_, s)
+        _e_out(lab, 2 * (ld(P, ao + j7_) * bc + n7_), a7, b7, q_p0(y4), q_p1(y4), tab, off + j7_ * bc + n7_, s)
+        _e_out(lab, 2 * (ld(P, ao + j8_) * bc + n8_), a8, b8, q_p2(y4), q_p3(y4), tab, off + j8_ * bc + n8_, s)
 
 
 @_nb.njit(**_opts)
-def garble_batches(lab, P, i0, i1, bc, n0, n1, delta, inst, rk, out, off):
+def garble_batches(lab, P, i0, i1, rng, key, out, off):
     """Batches [i0, i1) (the last row, i = P[2], has XOR/INV gates only): each one's XOR/INV gates, then its
-    AND gates, tables from word ``off`` on.  Returns the word offset after the last table written."""
+    AND gates (``rng``, ``key`` as for :func:`garble_ands`), tables from word ``off`` on.  Returns the word
+    offset after the last table written."""
+    bc, n0, n1 = rng
     rows = HEADER + 3 * ld(P, 0) + 3 * ld(P, 1)
     for i in range(i0, i1):
         r = rows + 5 * i
         linear(lab, P, ld(P, r + 2), ld(P, r + 3), bc, n0, n1)
         k = ld(P, r + 1) - ld(P, r)
         if k > 0:
-            garble_ands(lab, P, i, 0, k, bc, n0, n1, delta, inst, rk, out, off)
+            garble_ands(lab, P, i, 0, k, rng, key, out, off)
             off += 4 * k * bc
     return off
 
 
 @_nb.njit(**_opts)
-def eval_batches(lab, P, i0, i1, bc, n0, n1, inst, rk, tab, off):
-    """:func:`garble_batches` for the evaluator: tables read from ``tab`` from word ``off`` on."""
+def eval_batches(lab, P, i0, i1, rng, key, tab, off):
+    """:func:`garble_batches` for the evaluator (``key`` = (inst, rk)): tables read from ``tab`` from word
+    ``off`` on."""
+    bc, n0, n1 = rng
     rows = HEADER + 3 * ld(P, 0) + 3 * ld(P, 1)
     for i in range(i0, i1):
         r = rows + 5 * i
         linear(lab, P, ld(P, r + 2), ld(P, r + 3), bc, n0, n1)
         k = ld(P, r + 1) - ld(P, r)
         if k > 0:
-            eval_ands(lab, P, i, 0, k, bc, n0, n1, inst, rk, tab, off)
+            eval_ands(lab, P, i, 0, k, rng, key, tab, off)
             off += 4 * k * bc
     return off
 
 
 @_nb.njit(**_opts)
-def eval_fit(lab, P, i0, i1, bc, inst, rk, tab, off, end):
+def eval_fit(lab, P, i0, i1, bc, key, tab, off, end):
     """:func:`eval_batches` from batch ``i0`` while the next batch's tables lie in ``tab[off:end]`` (a piece of
     a stream); returns (the first batch not run, the word offset after the tables read)."""
     rows = HEADER + 3 * ld(P, 0) + 3 * ld(P, 1)
@@ -390,7 +404,7 @@ def eval_fit(lab, P, i0, i1, bc, inst, rk, tab, off, end):
             break
         linear(lab, P, ld(P, r + 2), ld(P, r + 3), bc, 0, bc)
         if k > 0:
-            eval_ands(lab, P, i, 0, k, bc, 0, bc, inst, rk, tab, off)
+            eval_ands(lab, P, i, 0, k, (bc, 0, bc), key, tab, off)
             off += 4 * k * bc
         i += 1
     return i, off

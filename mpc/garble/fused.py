@@ -42,6 +42,7 @@ import os
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -50,6 +51,9 @@ from .format import _U64, _Reader
 from .jit import HEADER, _jit_program, fused_kernels
 from .plan import _chunks, _Plan
 from .program import _keep_spare
+
+if TYPE_CHECKING:
+    from .garbler import Garbler
 
 __all__ = ["THREADS", "MIN_THREAD_ITEMS", "garble", "evaluate"]
 
@@ -157,7 +161,7 @@ def _info(plan: _Plan) -> _Info:
     return got
 
 
-def _run_whole(K, role: str, lab, info: _Info, bc: int, args_tail: tuple, tab, off: int) -> int:
+def _run_whole(K, role: str, lab, info: _Info, bc: int, key: tuple, tab, off: int) -> int:
     """All batches of a chunk, on up to THREADS threads (instance ranges, or gate ranges of wide levels)."""
     P, nb, ks = info.P, info.nb, info.ks
     threads = THREADS
@@ -165,10 +169,10 @@ def _run_whole(K, role: str, lab, info: _Info, bc: int, args_tail: tuple, tab, o
     wide = info.max_k * bc >= 2 * MIN_THREAD_ITEMS  # a level worth splitting by gates
     split = bc >= 2 and info.n_and * bc >= 2 * MIN_THREAD_ITEMS  # instances worth splitting
     if threads == 1 or not (wide or split):
-        return int(run(lab, P, 0, nb + 1, bc, 0, bc, *args_tail, tab, off))
+        return int(run(lab, P, 0, nb + 1, (bc, 0, bc), key, tab, off))
     if split:
         parts = min(threads, bc, info.n_and * bc // MIN_THREAD_ITEMS)
-        res = _parallel([lambda n0=n0, n1=n1: run(lab, P, 0, nb + 1, bc, n0, n1, *args_tail, tab, off)  # type: ignore[misc]  # lambdas bind loop values as defaults
+        res = _parallel([lambda n0=n0, n1=n1: run(lab, P, 0, nb + 1, (bc, n0, n1), key, tab, off)  # type: ignore[misc]  # lambdas bind loop values as defaults
                          for n0, n1 in _split(0, bc, parts)])
         return int(res[0])
     ands = K.garble_ands if role == "garbler" else K.eval_ands
@@ -178,7 +182,7 @@ def _run_whole(K, role: str, lab, info: _Info, bc: int, args_tail: tuple, tab, o
         while j <= nb and ks[j] * bc < 2 * MIN_THREAD_ITEMS:
             j += 1
         if j > i:
-            off = int(run(lab, P, i, j, bc, 0, bc, *args_tail, tab, off))
+            off = int(run(lab, P, i, j, (bc, 0, bc), key, tab, off))
         if j > nb:
             break
         for l0, l1 in info.lins[j]:  # XOR/INV gates level by level (a level's gates are independent)
@@ -186,7 +190,7 @@ def _run_whole(K, role: str, lab, info: _Info, bc: int, args_tail: tuple, tab, o
             _parallel([lambda a=a, b=b: K.linear(lab, P, a, b, bc, 0, bc) for a, b in _split(l0, l1, lp)])  # type: ignore[misc]  # lambdas bind loop values as defaults
         k = ks[j]
         parts = min(threads, k * bc // MIN_THREAD_ITEMS)
-        _parallel([lambda a=a, b=b, j=j, off=off: ands(lab, P, j, a, b, bc, 0, bc, *args_tail, tab, off)  # type: ignore[misc]  # lambdas bind loop values as defaults
+        _parallel([lambda a=a, b=b, j=j, off=off: ands(lab, P, j, a, b, (bc, 0, bc), key, tab, off)  # type: ignore[misc]  # lambdas bind loop values as defaults
                    for a, b in _split(0, k, parts)])
         off += 4 * k * bc
         i = j + 1
@@ -246,18 +250,21 @@ def _groups(chunks: list[tuple[int, int]], parts: int) -> list[list[tuple[int, i
     return [g for g in groups if g]
 
 
-def garble(plan: _Plan, zero: np.ndarray, delta: np.ndarray, instance_offset: int, batch: int, chunk: int,
-           dest: np.ndarray | None, scratch: np.ndarray | None, every: int, whole: bool, keep: bool,
-           output_zero: np.ndarray, decode_bits: np.ndarray, wire_zero: np.ndarray | None) -> Iterator[np.ndarray]:
-    """Garble every chunk; yield table segments as :meth:`Garbler._run` does.
+def garble(g: Garbler, plan: _Plan, zero: np.ndarray, dest: np.ndarray | None, scratch: np.ndarray | None,
+           every: int, whole: bool) -> Iterator[np.ndarray]:
+    """Garble every chunk of the garbler ``g`` (its Delta per instance, instance offset, batch, chunk,
+    scratch policy, and output arrays); yield table segments as :meth:`Garbler._run` does.
 
     With ``dest`` (all tables, flat words): views of what was written since
     the last yield once that reaches ``every`` bytes, or (``whole``) all of
     it at the end, the chunks then going to every thread; without: each
     AND level's segment, in ``scratch`` (reused) or a fresh array.  Fills
     ``output_zero`` (n_out, batch, 2), ``decode_bits`` (n_out, batch) and,
-    if given, ``wire_zero`` (n_wires, batch, 2).
+    if given, ``wire_zero`` (n_wires, batch, 2) (the arrays of ``g``).
     """
+    delta, instance_offset, batch, chunk, keep = g.delta, g.instance_offset, g.batch, g.chunk, g._keep
+    output_zero, decode_bits, wire_zero = g.output_zero, g.decode_bits, g.wire_zero
+    assert output_zero is not None and decode_bits is not None  # allocated by Garbler._run
     K = fused_kernels()
     info = _info(plan)
     P, nb, ks = info.P, info.nb, info.ks
@@ -286,8 +293,8 @@ def garble(plan: _Plan, zero: np.ndarray, delta: np.ndarray, instance_offset: in
             w = _Scratch.acquire(plan, "garbler", chunk)
             try:
                 for b0, b1 in cs:
-                    bc, lab, lab3, tail = start(w, b0, b1)
-                    K.garble_batches(lab, P, 0, nb + 1, bc, 0, bc, *tail, dest, 4 * info.n_and * b0)
+                    bc, lab, lab3, key = start(w, b0, b1)
+                    K.garble_batches(lab, P, 0, nb + 1, (bc, 0, bc), key, dest, 4 * info.n_and * b0)
                     finish(lab, lab3, bc, b0, b1)
             finally:
                 w.release(plan, "garbler", chunk, keep)
@@ -300,14 +307,14 @@ def garble(plan: _Plan, zero: np.ndarray, delta: np.ndarray, instance_offset: in
     par = whole and dest is not None and THREADS > 1
     try:
         for b0, b1 in chunks:
-            bc, lab, lab3, tail = start(w, b0, b1, par)
+            bc, lab, lab3, key = start(w, b0, b1, par)
             if dest is not None and whole:
-                end = _run_whole(K, "garbler", lab, info, bc, tail, dest, pos)
+                end = _run_whole(K, "garbler", lab, info, bc, key, dest, pos)
                 yield dest[pos:end]
                 pos = end
             elif dest is not None:
                 for i, j in _spans(ks, bc, every):
-                    end = int(K.garble_batches(lab, P, i, j, bc, 0, bc, *tail, dest, pos))
+                    end = int(K.garble_batches(lab, P, i, j, (bc, 0, bc), key, dest, pos))
                     if end > pos:
                         yield dest[pos:end]
                     pos = end
@@ -315,7 +322,7 @@ def garble(plan: _Plan, zero: np.ndarray, delta: np.ndarray, instance_offset: in
                 if w.tables is None:
                     w.tables = np.empty(4 * info.n_and * chunk, _U64)
                     w.nbytes += w.tables.nbytes
-                K.garble_batches(lab, P, 0, nb + 1, bc, 0, bc, *tail, w.tables, 0)
+                K.garble_batches(lab, P, 0, nb + 1, (bc, 0, bc), key, w.tables, 0)
                 pos = 0
                 for k in ks:
                     if k:
@@ -330,7 +337,7 @@ def garble(plan: _Plan, zero: np.ndarray, delta: np.ndarray, instance_offset: in
                 for i in range(nb + 1):
                     size = 4 * ks[i] * bc
                     seg = (scratch[:size] if scratch is not None else np.empty(size, _U64)) if size else _EMPTY
-                    K.garble_batches(lab, P, i, i + 1, bc, 0, bc, *tail, seg, 0)
+                    K.garble_batches(lab, P, i, i + 1, (bc, 0, bc), key, seg, 0)
                     if size:
                         yield seg
             finish(lab, lab3, bc, b0, b1, par)
@@ -375,8 +382,8 @@ def evaluate(plan: _Plan, act: np.ndarray, instance_offset: int, batch: int, chu
             w = _Scratch.acquire(plan, "evaluator", chunk)
             try:
                 for b0, b1 in cs:
-                    bc, lab, lab3, tail = start(w, b0, b1)
-                    K.eval_batches(lab, P, 0, nb + 1, bc, 0, bc, *tail, tab, off + 4 * info.n_and * b0)
+                    bc, lab, lab3, key = start(w, b0, b1)
+                    K.eval_batches(lab, P, 0, nb + 1, (bc, 0, bc), key, tab, off + 4 * info.n_and * b0)
                     finish(lab, lab3, bc, b0, b1)
             finally:
                 w.release(plan, "evaluator", chunk, keep)
@@ -387,21 +394,21 @@ def evaluate(plan: _Plan, act: np.ndarray, instance_offset: int, batch: int, chu
     par = reader.whole and THREADS > 1
     try:
         for b0, b1 in chunks:
-            bc, lab, lab3, tail = start(w, b0, b1, par)
+            bc, lab, lab3, key = start(w, b0, b1, par)
             if reader.whole:
                 tab, off = reader.read_at(32 * info.n_and * bc)
-                _run_whole(K, "evaluator", lab, info, bc, tail, tab, off)
+                _run_whole(K, "evaluator", lab, info, bc, key, tab, off)
             else:  # one call per piece of the stream: every level whose tables lie in it
                 i = 0
                 while i <= nb:
                     words, off, n = reader.peek()
-                    i2, end = K.eval_fit(lab, P, i, nb + 1, bc, *tail, words, off, off + n)
+                    i2, end = K.eval_fit(lab, P, i, nb + 1, bc, key, words, off, off + n)
                     if i2 > i:
                         reader.skip(8 * (end - off))
                         i = i2
                     else:  # the next level's tables span pieces: one copy
                         tab, o = reader.read_at(32 * ks[i] * bc)
-                        K.eval_batches(lab, P, i, i + 1, bc, 0, bc, *tail, tab, o)
+                        K.eval_batches(lab, P, i, i + 1, (bc, 0, bc), key, tab, o)
                         i += 1
             finish(lab, lab3, bc, b0, b1, par)
     finally:

@@ -344,9 +344,7 @@ class Garbler:
             from . import fused
 
             self.decode_bits = np.empty((n_out, self.batch), bool)
-            yield from fused.garble(plan, zero, self.delta, self.instance_offset, self.batch, self.chunk, dest,
-                                    scratch, every, whole, self._keep, self.output_zero, self.decode_bits,
-                                    self.wire_zero)
+            yield from fused.garble(self, plan, zero, dest, scratch, every, whole)
             return
         w = None
         jit1 = _use_jit(plan, self.chunk)
@@ -358,8 +356,8 @@ class Garbler:
                     if self.record_wires:
                         self.wire_zero[:, b0] = lab[: self.circuit.n_wires]  # type: ignore[index]  # allocated when record_wires
 
-                for seg in _jit_garble1(plan, zero[:, b0], self.delta[b0], self.instance_offset + b0, dest, pos,
-                                        scratch, aes, finish, every, self._keep):
+                for seg in _jit_garble1(plan, zero[:, b0], self.delta[b0], self.instance_offset + b0, (dest, pos, every),
+                                        scratch, aes, finish, self._keep):
                     if dest is not None:
                         pos += seg.shape[0]
                     yield seg

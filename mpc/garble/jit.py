@@ -185,13 +185,14 @@ def _load_fused() -> types.ModuleType | bool:
         tab = np.zeros(4, np.uint64)
         d = np.ones(2, np.uint64)
         frozen = np.frombuffer(bytes(32), np.uint64)
-        f.garble_batches(lab, prog, 0, 2, 1, 0, 1, d, np.uint64(0), FIXED_ROUND_KEYS_X4, tab, 0)
-        f.garble_ands(lab, prog, 0, 0, 1, 1, 0, 1, d, np.uint64(0), FIXED_ROUND_KEYS_X4, tab, 0)
+        gkey, ekey = (d, np.uint64(0), FIXED_ROUND_KEYS_X4), (np.uint64(0), FIXED_ROUND_KEYS_X4)
+        f.garble_batches(lab, prog, 0, 2, (1, 0, 1), gkey, tab, 0)
+        f.garble_ands(lab, prog, 0, 0, 1, (1, 0, 1), gkey, tab, 0)
         f.linear(lab, prog, 0, 1, 1, 0, 1)
         for tables in (tab, frozen):
-            f.eval_fit(lab, prog, 0, 2, 1, np.uint64(0), FIXED_ROUND_KEYS_X4, tables, 0, 4)
-            f.eval_batches(lab, prog, 0, 2, 1, 0, 1, np.uint64(0), FIXED_ROUND_KEYS_X4, tables, 0)
-            f.eval_ands(lab, prog, 0, 0, 1, 1, 0, 1, np.uint64(0), FIXED_ROUND_KEYS_X4, tables, 0)
+            f.eval_fit(lab, prog, 0, 2, 1, ekey, tables, 0, 4)
+            f.eval_batches(lab, prog, 0, 2, (1, 0, 1), ekey, tables, 0)
+            f.eval_ands(lab, prog, 0, 0, 1, (1, 0, 1), ekey, tables, 0)
         f.gather_out(lab, np.zeros(1, np.int64), 1, np.zeros(2, np.uint64), 1, 0, np.zeros(1, np.uint8))
         from . import fused  # noqa: F401 - (its import, too, before any timer)
 
@@ -309,19 +310,20 @@ def _jit_program(plan: _Plan) -> tuple[np.ndarray, list[int]]:
     return got
 
 
-def _jit_garble1(plan: _Plan, lab_in: np.ndarray, delta: np.ndarray, instance: int, dest: np.ndarray | None,
-                 pos: int, scratch: np.ndarray | None, aes: FixedKeyAES, finish: Callable[[np.ndarray], None],
-                 every: int = 0, keep: bool = False) -> Iterator[np.ndarray]:
+def _jit_garble1(plan: _Plan, lab_in: np.ndarray, delta: np.ndarray, instance: int,
+                 sink: tuple[np.ndarray | None, int, int], scratch: np.ndarray | None, aes: FixedKeyAES,
+                 finish: Callable[[np.ndarray], None], keep: bool = False) -> Iterator[np.ndarray]:
     """Garble one instance on the compiled path; yields table segments as :meth:`Garbler._run` does.
 
     ``lab_in`` (n_in, 2) zero labels of the input slots, ``delta`` (2,).
-    Tables go to ``dest`` (flat uint64) from word ``pos`` on, yielded as the
+    ``sink`` = (dest, pos, every): tables go to ``dest`` (flat uint64) from word ``pos`` on, yielded as the
     views written since the previous yield once they reach ``every`` bytes
     (and at the end); without ``dest`` each level's (2, 2, k) tables are
     yielded, in ``scratch`` (reused) or in fresh arrays.  At the end
     ``finish`` gets the zero labels (n_slots, 2) of every slot, before the
     scratch is reused.  ``keep``: as for :meth:`_Work.release`.
     """
+    dest, pos, every = sink
     w = _Jit1.acquire(plan, "garbler")
     prog, lab, x, y = w.prog, w.lab, w.x, w.y
     lab[: lab_in.shape[0]] = lab_in
