@@ -646,7 +646,7 @@ def _unpack_columns(words: np.ndarray, batch: int) -> np.ndarray:
     return bits.T.astype(bool)
 
 
-def ints_to_bits(values: Sequence[int], width: int, signed: bool = False, name: str = "input") -> np.ndarray:
+def ints_to_bits(values: Sequence[int] | np.ndarray, width: int, signed: bool = False, name: str = "input") -> np.ndarray:
     """Python ints -> (B, width) bools, LSB first, after a range check."""
     lo, hi = (-(1 << (width - 1)), (1 << (width - 1)) - 1) if signed else (0, (1 << width) - 1)
     if width <= 62:  # integer arrays (or lists that numpy reads as one): checked and split without a Python loop

@@ -44,6 +44,7 @@ from __future__ import annotations
 import hashlib
 import os
 import struct
+import types
 from collections import deque
 
 import numpy as np
@@ -126,7 +127,7 @@ def transpose_bit_matrix(rows: np.ndarray, out: np.ndarray | None = None) -> np.
     return _transpose_numpy(src, out, c, g)
 
 
-_BITMATRIX: object = None  # the compiled transpose module; False: unavailable; None: not tried
+_BITMATRIX: types.ModuleType | bool | None = None  # the compiled transpose module; False: unavailable; None: not tried
 
 
 def _compiled_transpose() -> bool:
