@@ -289,12 +289,20 @@ def _transpose_64(rows: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(x.transpose(1, 2, 0)).reshape(w * 64, r // 64).view(np.uint8)
 
 
+def _transpose_numpy(rows: np.ndarray) -> np.ndarray:
+    from pairwise.mpc.garble import jit
+
+    with jit.disabled():  # the numpy fallback of transpose_bit_matrix
+        return transpose_bit_matrix(rows)
+
+
 def transpose_rates(m: int, repeats: int) -> dict[str, float]:
     rows = np.frombuffer(os.urandom(KAPPA * m // 8), dtype=np.uint8).reshape(KAPPA, m // 8)
     ref = transpose_bit_matrix(rows)
     out = {}
-    for name, f in (("8x8 tiles (mpc.iknp)", transpose_bit_matrix), ("unpackbits/packbits", _transpose_unpack),
-                    ("64x64 word tiles", _transpose_64)):
+    for name, f in (("mpc.iknp (compiled 64x64 tiles)", transpose_bit_matrix),
+                    ("mpc.iknp numpy 8x8 tiles (fallback)", _transpose_numpy), ("unpackbits/packbits", _transpose_unpack),
+                    ("numpy 64x64 word tiles", _transpose_64)):
         assert np.array_equal(f(rows), ref), name
         best = min(_timed(f, rows) for _ in range(repeats))
         out[name] = m / best
