@@ -45,7 +45,7 @@ def pytest_collection_modifyitems(config, items):
 
 
 #: compile (or load) each set of numba kernels into numba's on-disk cache, one process per set
-_WARM_UP = ("from pairwise.mpc.garble import jit; jit.warm_up()",
+_WARM_UP = ("from pairwise.mpc.garble import jit; jit.warm_up(); from pairwise.mpc import iknp; iknp._compiled_transpose()",
             "from pairwise.fss import vdpf; vdpf.compiled_kernels()")
 
 
@@ -53,7 +53,7 @@ def _warm_numba_cache() -> None:
     """Fill numba's on-disk cache before any test starts a process, both kernel sets at once.
 
     On a fresh checkout (as in CI) the first use of the compiled garbling path
-    compiles it: about 30 s of CPU, and the servers' VDPF check loops about 23 s.
+    compiles it: about 30 s of CPU (the OT transpose 6 s more), and the servers' VDPF check loops about 23 s.
     Left to the tests, two server processes would compile them at once, on 2
     cores, inside a querier's 60 s timeout.  Compiled here, in two processes side
     by side, every later process loads them from the cache (0.5-1.5 s).
