@@ -16,6 +16,8 @@ What it does
     ``exec_header_v5.json``     the Yao runtime's execution header (magic
                                 ``EXEC``) and version tag, ``mpc/twopc/wire.py``
                                 ``pairwise-yao/5``
+    ``baseot_v3.json``          the base-OT messages (Chou-Orlandi on
+                                edwards25519), ``mpc/baseot.py`` OT_VERSION 3
     ==========================  ==================================================
 
     ``tests/vectors/test_vectors.py`` checks them both ways: encoding the
@@ -28,7 +30,10 @@ What it does
 Randomness
     The formats carry random seeds, which the library draws from the OS
     CSPRNG.  Here they come from :func:`fixed_blocks`, SHA-256 in counter mode
-    over a label: fixed test values, never keys for real use.
+    over a label: fixed test values, never keys for real use.  The base OT's
+    secrets (the sender's a, the receiver's b_j) come from :mod:`secrets` in
+    the library; here :class:`FixedSecrets` stands in for that module, in this
+    test-only generator alone.
 """
 
 from __future__ import annotations
@@ -205,6 +210,94 @@ def build_exec_header() -> dict[str, Any]:
             "runtime_version": RUNTIME_VERSION.decode(), "version_tag": VERSION_TAG.decode(), "cases": cases}
 
 
+# ----------------------------------------------------------------------------- base OT (Chou-Orlandi)
+BASEOT_CASES: list[dict[str, Any]] = [
+    {"session_id": b"vector-session".hex(), "choices": [0, 1, 1], "chosen": False},
+    {"session_id": b"run-7f3a/base-ot".hex(), "choices": [(i * 5 + i // 3) % 2 for i in range(33)], "chosen": True},
+]
+
+
+class FixedSecrets:
+    """Stands in for :mod:`secrets` in ``pairwise.mpc.baseot`` while a vector is built: SHA-256 in counter
+    mode over a label, so the OT secrets are fixed test values (never use them as keys)."""
+
+    def __init__(self, label: str) -> None:
+        self.label, self.count = label, 0
+
+    def _next(self, n: int) -> bytes:
+        out = b"".join(hashlib.sha256(f"{self.label}\0{self.count}\0{i}".encode()).digest()
+                       for i in range((n + 31) // 32))[:n]
+        self.count += 1
+        return out
+
+    def token_bytes(self, n: int) -> bytes:
+        return self._next(n)
+
+    def randbelow(self, k: int) -> int:
+        return int.from_bytes(self._next(64), "little") % k  # 512 bits mod k: test values, bias irrelevant
+
+
+def baseot_transcript(case: dict[str, Any]) -> tuple[list[tuple[str, bytes]], Any, Any]:
+    """Run the case's base OT over a memory channel pair with fixed secrets: the frames in order
+    ``(party, bytes)``, the sender's output and the receiver's output."""
+    import threading
+
+    from pairwise.mpc import baseot
+    from pairwise.mpc.channel import MemoryChannel
+
+    frames: list[tuple[str, bytes]] = []
+    lock = threading.Lock()
+    sch, rch = MemoryChannel.pair()
+    for who, ch in (("sender", sch), ("receiver", rch)):
+        def send(data, _orig=ch.send, _who=who):
+            with lock:
+                frames.append((_who, bytes(memoryview(data).cast("B"))))
+            _orig(data)
+        ch.send = send  # type: ignore[method-assign]
+    sid = bytes.fromhex(case["session_id"])
+    c = np.array(case["choices"], dtype=bool)
+    m0, m1 = fixed_blocks(f"baseot m0 {sid!r}", c.size), fixed_blocks(f"baseot m1 {sid!r}", c.size)
+    out: dict[str, Any] = {}
+
+    def sender() -> None:
+        s = baseot.BaseOTSender(sch, sid)
+        out["sender"] = s.send(m0, m1) if case["chosen"] else s.send_random(c.size)
+
+    with mock.patch.object(baseot, "secrets", FixedSecrets(f"baseot {sid!r}")):
+        t = threading.Thread(target=sender)
+        t.start()  # the sender draws a first, then waits; the receiver's draws follow in order
+        try:
+            r = baseot.BaseOTReceiver(rch, sid)
+            got = r.recv(c) if case["chosen"] else r.recv_random(c)
+        finally:
+            t.join(60)
+    return frames, out["sender"], (got, m0, m1)
+
+
+def build_baseot() -> dict[str, Any]:
+    from pairwise.mpc.baseot import CURVE, OT_VERSION
+
+    def hexblocks(b):
+        return [np.ascontiguousarray(r, dtype="<u8").tobytes().hex() for r in b]
+
+    cases = []
+    for case in BASEOT_CASES:
+        sid = bytes.fromhex(case["session_id"])
+        frames, sent, (got, m0, m1) = baseot_transcript(case)
+        fs = FixedSecrets(f"baseot {sid!r}")
+        a = fs.token_bytes(32)
+        row = {**case, "sender_secret": a.hex(),
+               "frames": [{"from": who, "bytes": raw.hex()} for who, raw in frames]}
+        if case["chosen"]:
+            row.update(m0=hexblocks(m0), m1=hexblocks(m1), received=hexblocks(got))
+        else:
+            k0, k1 = sent
+            row.update(k0=hexblocks(k0), k1=hexblocks(k1), received=hexblocks(got))
+        cases.append(row)
+    return {"format": f"pairwise base OT, OT_VERSION {OT_VERSION} (mpc/baseot.py): Chou-Orlandi on {CURVE}",
+            "version": OT_VERSION, "cases": cases}
+
+
 #: file name -> builder
 BUILDERS = {
     "fss_keys_v1.json": build_fss,
@@ -213,6 +306,7 @@ BUILDERS = {
     "ir_v1.json": build_ir,
     "hello_v1.json": build_hello,
     "exec_header_v5.json": build_exec_header,
+    "baseot_v3.json": build_baseot,
 }
 
 

@@ -128,3 +128,63 @@ def test_exec_header_decodes_to_its_fields(case):
         EXEC_MAGIC, bytes.fromhex(case["content_hash"]), case["n_and"], case["batch"], case["chunk"], case["offset"],
         OUTPUT_MODES.index(case["output"]), random_digest(()))
     compare_headers(raw, raw, c)  # the peer's equal header is accepted
+
+
+# ----------------------------------------------------------------------------- base OT (Chou-Orlandi, v3)
+_P25519 = 2**255 - 19
+
+
+def _u_of(point: bytes) -> bytes:
+    """X25519 u = (1 + y) / (1 - y) mod p of an Ed25519 encoding, in Python ints (the reference)."""
+    y = int.from_bytes(point, "little") & ((1 << 255) - 1)
+    return ((1 + y) * pow(1 - y, -1, _P25519) % _P25519).to_bytes(32, "little")
+
+
+def _kdf(sid: bytes, index: int, a_enc: bytes, b_enc: bytes, u: bytes) -> str:
+    """KDF(sid, i, A, B, U) of mpc/baseot.py's docstring, with hashlib."""
+    import hashlib
+    import struct
+
+    data = b"pairwise/co-ot/v3\x00" + struct.pack("!H", len(sid)) + sid + struct.pack("!Q", index) + a_enc + b_enc + u
+    return hashlib.sha256(data).digest()[:16].hex()
+
+
+@pytest.mark.parametrize("case", _vectors("baseot_v3.json")["cases"], ids=lambda c: f"n={len(c['choices'])}")
+def test_baseot_messages_decode_and_give_the_recorded_keys(case):
+    """The recorded frames are (index0, n, A), the receiver's points in frames of 32, and (chosen OT) the
+    padded messages; the sender's keys recomputed from them with ``cryptography`` X25519, Python-int
+    coordinates and hashlib match the record, and the receiver got the key (message) of its choice."""
+    import struct
+
+    import nacl.bindings as na
+    from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
+
+    from pairwise.mpc.baseot import OT_VERSION, POINTS_PER_FRAME
+
+    assert OT_VERSION == _vectors("baseot_v3.json")["version"] == 3
+    sid, c = bytes.fromhex(case["session_id"]), case["choices"]
+    n = len(c)
+    frames = [(f["from"], bytes.fromhex(f["bytes"])) for f in case["frames"]]
+    who, first = frames[0]
+    assert who == "sender" and len(first) == 12 + 32 and struct.unpack("!QI", first[:12]) == (0, n)
+    a_enc = first[12:]
+    secret = bytes.fromhex(case["sender_secret"])
+    assert a_enc == na.crypto_scalarmult_ed25519_base(secret)  # A = clamp(a) G
+    points = [raw for who, raw in frames[1:] if who == "receiver"]
+    assert [len(p) for p in points] == [32 * min(POINTS_PER_FRAME, n - j) for j in range(0, n, POINTS_PER_FRAME)]
+    bs = [b"".join(points)[32 * j: 32 * j + 32] for j in range(n)]
+    key = X25519PrivateKey.from_private_bytes(secret)
+    k0 = [_kdf(sid, j, a_enc, b, key.exchange(X25519PublicKey.from_public_bytes(_u_of(b)))) for j, b in enumerate(bs)]
+    k1 = [_kdf(sid, j, a_enc, b, key.exchange(X25519PublicKey.from_public_bytes(
+        _u_of(na.crypto_core_ed25519_sub(b, a_enc))))) for j, b in enumerate(bs)]
+    if not case["chosen"]:
+        assert len(frames) == 2
+        assert (k0, k1) == (case["k0"], case["k1"])
+        assert case["received"] == [(k1 if cj else k0)[j] for j, cj in enumerate(c)]
+        return
+    who, padded = frames[-1]
+    assert who == "sender" and len(frames) == 2 + len(points) and len(padded) == 2 * 16 * n
+    m = [bytes.fromhex(x) for x in case["m0"] + case["m1"]]
+    ks = [bytes.fromhex(x) for x in k0 + k1]
+    assert padded == b"".join(bytes(p ^ q for p, q in zip(mi, ki)) for mi, ki in zip(m, ks))
+    assert case["received"] == [(case["m1"] if cj else case["m0"])[j] for j, cj in enumerate(c)]
