@@ -8,6 +8,9 @@ What it does
     exception class of its own layer (``GarbleError``, ``FSSParameterError``,
     ``QueryRefused``, ...), so the types callers catch do not change.
     :func:`is_int` is the same test as a predicate, for loops over elements.
+    :func:`with_legacy` and :func:`no_more_keywords` let a function that now
+    takes a frozen options dataclass keep accepting the loose keywords it
+    took before (``f(..., options=None, **legacy)``).
 
     Messages name the parameter, the allowed range and the value received::
 
@@ -24,11 +27,13 @@ the project, so every layer can use it without importing upward.
 
 from __future__ import annotations
 
+import dataclasses
 import operator
+from typing import Any
 
 import numpy as np
 
-__all__ = ["is_int", "check_int"]
+__all__ = ["is_int", "check_int", "with_legacy", "no_more_keywords"]
 
 
 def is_int(value: object) -> bool:
@@ -71,3 +76,27 @@ def check_int(
     if (lo is not None and n < lo) or (hi is not None and n > hi):
         raise error(f"{name} must be {allowed}, got {value!r}")
     return n
+
+
+def with_legacy(options: Any, cls: type, legacy: dict[str, Any], func: str, **defaults: Any) -> Any:
+    """``options`` (an instance of the frozen dataclass ``cls``, or ``cls(**defaults)`` when None) with the
+    loose keywords of ``legacy`` that name a field of ``cls`` applied; those keywords are removed from
+    ``legacy``.  The dataclass validates the result (``dataclasses.replace`` runs ``__post_init__``).
+
+    Giving both ``options`` and one of its fields as a keyword is a ``TypeError`` naming ``func``.
+    """
+    names = {f.name for f in dataclasses.fields(cls)}
+    mine = {k: legacy.pop(k) for k in list(legacy) if k in names}
+    if options is None:
+        return cls(**{**defaults, **mine})
+    if not isinstance(options, cls):
+        raise TypeError(f"{func}() options must be a {cls.__name__}, got {type(options).__name__}")
+    if mine:
+        raise TypeError(f"{func}() got both options= and {', '.join(sorted(mine))}: give one of them")
+    return options
+
+
+def no_more_keywords(legacy: dict[str, Any], func: str) -> None:
+    """The ``TypeError`` Python raises for an unexpected keyword, when ``legacy`` still holds one."""
+    for k in legacy:
+        raise TypeError(f"{func}() got an unexpected keyword argument {k!r}")

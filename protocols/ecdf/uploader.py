@@ -40,12 +40,13 @@ import queue
 import threading
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
+from pairwise.dp.validate import check_int, no_more_keywords, with_legacy
 from pairwise.mpc.errors import ChannelError
 
 from .ops import CommitRequest, PointwiseRequest, SeriesSpec, UploadRequest
@@ -74,6 +75,8 @@ from .wire import (
 
 __all__ = [
     "DEFAULT_PROB_BITS",
+    "PointwiseRound",
+    "UploadOptions",
     "ArraySource",
     "ClientBlock",
     "ClientSource",
@@ -93,6 +96,54 @@ _CHUNK = 8192
 #: Key leaves per chunk of a vdpf upload (both servers check a chunk, together, before the next arrives):
 #: 4096 clients of one 10-bit key, fewer with more or larger keys.
 _VDPF_LEAVES = 1 << 22
+
+
+@dataclass(frozen=True)
+class UploadOptions:
+    """How an upload runs, shared by :func:`upload`, :func:`upload_source`, :func:`send_keys` and
+    :func:`upload_pointwise` (each also takes these as loose keywords, as before).
+
+    ``scheme``: ``auto`` (vdpf for two servers, mshare for more), ``vdpf`` or
+    ``mshare`` (pointwise uploads ignore it); ``output_bits``: the share
+    ring; ``timeout``: seconds any wait on a server may take;
+    ``connect_timeout``: seconds to keep trying to reach a server; ``chunk``:
+    clients per chunk (at most; the frame bound may lower it); ``append``: add
+    clients to an existing dataset; ``meta``: public description stored with a
+    new dataset; ``tls``: this client's :class:`pairwise.mpc.tls.TLSConfig`
+    (None: plaintext, loopback only unless ``insecure``); ``progress(done,
+    total)``: clients whose keys every server has been sent.
+    """
+
+    scheme: str = "auto"
+    output_bits: int = 32
+    timeout: float = 300.0
+    connect_timeout: float = 5.0
+    chunk: int = _CHUNK
+    append: bool = False
+    meta: dict | None = None
+    tls: Any = None
+    insecure: bool = False
+    progress: Callable[[int, int], None] | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("timeout", "connect_timeout"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
+                raise ShareParameterError(f"{name} must be a positive number of seconds, got {v!r}")
+        check_int(self.chunk, "chunk", lo=1, error=ShareParameterError)
+        check_int(self.output_bits, "output_bits", lo=1, hi=64, error=ShareParameterError)
+        if self.meta is not None and not isinstance(self.meta, dict):
+            raise ShareParameterError(f"meta must be a dict of public metadata, got {type(self.meta).__name__}")
+
+
+@dataclass(frozen=True)
+class PointwiseRound:
+    """The query round of a pointwise upload: ``grid_bits`` (2^grid_bits thresholds on the domain),
+    ``thresholds`` (grid indices queried; None: the whole grid) and ``round_id`` (None: a fresh one)."""
+
+    grid_bits: int
+    thresholds: Any = None
+    round_id: str | None = None
 
 
 #: Stored ids of string client ids have the top bit set; numeric ids are below 2^63 (no collision between them).
@@ -435,8 +486,7 @@ class _Feed:
         self._thread.join(timeout=30)
 
 
-def _run_upload(servers, dataset: str, count: int, scheme: str, header, send_chunks, *, timeout: float,
-                connect_timeout: float, tls=None, insecure: bool = False, progress=None,
+def _run_upload(servers, dataset: str, count: int, scheme: str, header, send_chunks, opts: UploadOptions, *,
                 before_send=None, on_fail=None) -> UploadReport:
     """Both phases of an upload on every server (see the module docstring).
 
@@ -450,9 +500,9 @@ def _run_upload(servers, dataset: str, count: int, scheme: str, header, send_chu
     upload_id = os.urandom(16).hex()
     m = len(servers)
     K = int(count)
-    tally = _Sent(progress, m, K)
+    tally = _Sent(opts.progress, m, K)
     tally.report(0)
-    chans = connect_all(servers, ROLE_CLIENT, connect_timeout, timeout, tls=tls, insecure=insecure)
+    chans = connect_all(servers, ROLE_CLIENT, opts.connect_timeout, opts.timeout, tls=opts.tls, insecure=opts.insecure)
     staged: list = [None] * m
     ready = threading.Barrier(m, action=before_send)
     errors: dict[int, BaseException] = {}  # by server: refusals, and failures that were not our own interrupt
@@ -479,7 +529,7 @@ def _run_upload(servers, dataset: str, count: int, scheme: str, header, send_chu
         try:
             call_ok(servers, j, ch, header(j, upload_id).to_json())
             try:
-                ready.wait(timeout=timeout)  # the keys are made once every server accepted its header
+                ready.wait(timeout=opts.timeout)  # the keys are made once every server accepted its header
             except threading.BrokenBarrierError:
                 return  # another server refused or failed: its error is the one reported
             send_chunks(j, ch, lambda k: tally.add(j, k))
@@ -543,8 +593,7 @@ def _run_upload(servers, dataset: str, count: int, scheme: str, header, send_chu
                         [int(r["clients"]) for r in final], [int(r.get("check_bytes", 0)) for r, _ in staged])
 
 
-def _stream(servers, dataset: str, source, scheme: str, header, make, size: int, *, timeout: float,
-            connect_timeout: float, tls=None, insecure: bool = False, progress=None) -> UploadReport:
+def _stream(servers, dataset: str, source, scheme: str, header, make, size: int, opts: UploadOptions) -> UploadReport:
     """Connect, then make each chunk's frames (``make(block, first)``) while the previous ones are sent."""
     m = len(servers)
     feed: list[_Feed] = []
@@ -566,9 +615,8 @@ def _stream(servers, dataset: str, source, scheme: str, header, make, size: int,
             feed[0].stopped.set()
 
     try:
-        return _run_upload(servers, dataset, source.count, scheme, header, send_chunks, timeout=timeout,
-                           connect_timeout=connect_timeout, tls=tls, insecure=insecure, progress=progress,
-                           before_send=start, on_fail=fail)
+        return _run_upload(servers, dataset, source.count, scheme, header, send_chunks, opts, before_send=start,
+                           on_fail=fail)
     finally:
         if feed:
             feed[0].stop()
@@ -597,16 +645,18 @@ def _key_frames(block: ClientBlock, first: int, *, names, max_weights, scheme, m
     return out
 
 
-def upload_source(servers, dataset: str, source, *, domain_bits: int, scheme: str = "auto",
-                  output_bits: int = 32, timeout: float = 300.0, connect_timeout: float = 5.0, append: bool = False,
-                  meta: dict | None = None, tls=None, insecure: bool = False, progress=None,
-                  chunk: int = _CHUNK) -> UploadReport:
+def upload_source(servers, dataset: str, source, *, domain_bits: int, options: UploadOptions | None = None,
+                  **legacy: Any) -> UploadReport:
     """Upload the clients of ``source`` (a :class:`ClientSource`): connect to every server first, then make and
     send their keys chunk by chunk, so memory holds a few chunks whatever the number of clients.
 
     Every server checks the header (dataset id, parameters, staging space)
-    before a single key is made; see :func:`upload`.
+    before a single key is made; see :func:`upload`.  ``options``: an
+    :class:`UploadOptions` (or its fields as keywords).
     """
+    opts = with_legacy(options, UploadOptions, legacy, "upload_source")
+    no_more_keywords(legacy, "upload_source")
+    scheme, output_bits, chunk, append, meta = opts.scheme, opts.output_bits, opts.chunk, opts.append, opts.meta
     servers = parse_servers(servers)
     m = len(servers)
     scheme = _scheme(scheme, m, domain_bits)
@@ -633,22 +683,24 @@ def upload_source(servers, dataset: str, source, *, domain_bits: int, scheme: st
         return _key_frames(block, first, names=names, max_weights=source.series, scheme=scheme, m=m,
                            domain_bits=domain_bits, output_bits=output_bits)
 
-    return _stream(servers, dataset, source, scheme, header, make, size, timeout=timeout,
-                   connect_timeout=connect_timeout, tls=tls, insecure=insecure, progress=progress)
+    return _stream(servers, dataset, source, scheme, header, make, size, opts)
 
 
-def send_keys(servers, dataset: str, *, scheme: str, domain_bits: int, output_bits: int,
-              series_meta: dict[str, int], ids: np.ndarray, keys: list[dict[str, list[bytes]]],
-              timeout: float = 300.0, connect_timeout: float = 5.0, chunk: int = _CHUNK, append: bool = False,
-              meta: dict | None = None, tls=None, insecure: bool = False, progress=None) -> UploadReport:
+def send_keys(servers, dataset: str, *, domain_bits: int, series_meta: dict[str, int], ids: np.ndarray,
+              keys: list[dict[str, list[bytes]]], options: UploadOptions | None = None, **legacy: Any
+              ) -> UploadReport:
     """Send key j of every client to server j (all servers in parallel): keys made beforehand, e.g. by
     :func:`make_keys` (tests craft bad keys this way); see :func:`upload`.
 
     ``progress(done, total)``: clients whose keys every server has been sent (module docstring).
+    ``options``: an :class:`UploadOptions` (or its fields as keywords, ``scheme`` and ``output_bits`` among them).
     """
+    opts = with_legacy(options, UploadOptions, legacy, "send_keys")
+    no_more_keywords(legacy, "send_keys")
+    output_bits, chunk, append, meta = opts.output_bits, opts.chunk, opts.append, opts.meta
     servers = parse_servers(servers)
     m = len(servers)
-    scheme = _scheme(scheme, m, domain_bits)
+    scheme = _scheme(opts.scheme, m, domain_bits)
     names = list(series_meta)
     K = int(ids.size)
     biggest = max((len(b) for j in range(m) for s in names for b in keys[j][s]), default=1)
@@ -673,14 +725,12 @@ def send_keys(servers, dataset: str, *, scheme: str, domain_bits: int, output_bi
             ch.send(b"".join(b for row in blobs for b in row))
             sent(k)
 
-    return _run_upload(servers, dataset, K, scheme, header, send_chunks, timeout=timeout,
-                       connect_timeout=connect_timeout, tls=tls, insecure=insecure, progress=progress)
+    return _run_upload(servers, dataset, K, scheme, header, send_chunks, opts)
 
 
 def upload(servers, dataset: str, values, *, labels=None, probabilities=None, client_ids=None,
-           domain_bits: int, scheme: str = "auto", output_bits: int = 32, prob_bits: int = DEFAULT_PROB_BITS,
-           timeout: float = 300.0, connect_timeout: float = 5.0, append: bool = False,
-           meta: dict | None = None, tls=None, insecure: bool = False, progress=None) -> UploadReport:
+           domain_bits: int, prob_bits: int = DEFAULT_PROB_BITS, options: UploadOptions | None = None,
+           **legacy: Any) -> UploadReport:
     """Make and upload the keys of clients holding ``values`` (domain points of ``domain_bits`` bits).
 
     ``labels`` (0/1) add the ROC series pos/neg; ``probabilities`` (with
@@ -695,21 +745,20 @@ def upload(servers, dataset: str, values, *, labels=None, probabilities=None, cl
     unless ``insecure``.  ``progress(done, total)``: clients whose keys every
     server has been sent, ``(0, K)`` first (module docstring).  The servers
     are reached first; keys are made chunk by chunk while earlier chunks are
-    sent (:func:`upload_source`).
+    sent (:func:`upload_source`).  ``options``: an :class:`UploadOptions`
+    (or its fields as keywords: ``scheme``, ``output_bits``, ``timeout``, ...).
     """
+    opts = with_legacy(options, UploadOptions, legacy, "upload")
+    no_more_keywords(legacy, "upload")
     series = make_series(labels, probabilities, prob_bits)
     vals = np.asarray(values)
     ids = _ids(client_ids, vals.size, dataset)
-    return upload_source(servers, dataset, ArraySource(vals, series, ids), domain_bits=domain_bits, scheme=scheme,
-                         output_bits=output_bits, timeout=timeout, connect_timeout=connect_timeout, append=append,
-                         meta=meta, tls=tls, insecure=insecure, progress=progress)
+    return upload_source(servers, dataset, ArraySource(vals, series, ids), domain_bits=domain_bits, options=opts)
 
 
-def upload_pointwise(servers, dataset: str, values, *, grid_bits: int, domain_bits: int, thresholds=None,
-                     labels=None, client_ids=None, round_id: str | None = None, output_bits: int = 32,
-                     timeout: float = 300.0, connect_timeout: float = 5.0, chunk: int = _CHUNK,
-                     append: bool = False, meta: dict | None = None, tls=None, insecure: bool = False,
-                     progress=None, source=None) -> UploadReport:
+def upload_pointwise(servers, dataset: str, values, *, domain_bits: int, labels=None, client_ids=None, source=None,
+                     query_round: PointwiseRound | None = None, options: UploadOptions | None = None,
+                     **legacy: Any) -> UploadReport:
     """Pointwise baseline (Sec. 4.1): every client sends additive shares of w [x <= tau_t] for each queried t.
 
     ``thresholds``: grid indices of this query round (default: the whole
@@ -719,7 +768,16 @@ def upload_pointwise(servers, dataset: str, values, *, grid_bits: int, domain_bi
     round is then released with :meth:`ECDFQuerier.ecdf` on the same dataset.
     ``source``: a :class:`ClientSource` instead of ``values``/``labels``/``client_ids``.
     ``progress(done, total)``: clients whose keys every server has been sent (module docstring).
+    ``query_round``: a :class:`PointwiseRound` (or ``grid_bits``, ``thresholds``, ``round_id`` as keywords);
+    ``options``: an :class:`UploadOptions` (or its fields as keywords).
     """
+    if query_round is None and "grid_bits" not in legacy:
+        raise TypeError("upload_pointwise() missing 1 required keyword-only argument: 'grid_bits'")
+    q = with_legacy(query_round, PointwiseRound, legacy, "upload_pointwise")
+    opts = with_legacy(options, UploadOptions, legacy, "upload_pointwise")
+    no_more_keywords(legacy, "upload_pointwise")
+    grid_bits, thresholds, round_id = q.grid_bits, q.thresholds, q.round_id
+    output_bits, chunk, append, meta = opts.output_bits, opts.chunk, opts.append, opts.meta
     servers = parse_servers(servers)
     m = len(servers)
     if source is None:
@@ -749,5 +807,4 @@ def upload_pointwise(servers, dataset: str, values, *, grid_bits: int, domain_bi
         return [[block.ids.astype(np.uint64), np.stack([shares[s][j] for s in names], axis=1).astype(word)]
                 for j in range(m)]
 
-    return _stream(servers, dataset, source, "pointwise", header, make, size, timeout=timeout,
-                   connect_timeout=connect_timeout, tls=tls, insecure=insecure, progress=progress)
+    return _stream(servers, dataset, source, "pointwise", header, make, size, opts)
