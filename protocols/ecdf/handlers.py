@@ -69,8 +69,9 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
+from typing import Any
 
 from pairwise.mpc.channel import TCPChannel
 from pairwise.mpc.errors import ChannelError
@@ -88,6 +89,7 @@ from .ops import (
     DiscardRequest,
     DropUploadRequest,
     GoRequest,
+    HoldsRequest,
     LedgerRequest,
     LinkRequest,
     PointwiseRequest,
@@ -114,15 +116,50 @@ from .wire import (
     send_json,
 )
 
-__all__ = ["MAX_CLIENTS", "META_MAX", "ServerState", "Session"]
+__all__ = ["MAX_CLIENTS", "META_MAX", "Budgets", "PeerLinks", "ServerState", "Session"]
+
+@dataclass(frozen=True)
+class Budgets:
+    """A server's privacy budgets, parsed: ``budget`` (each new dataset's), ``dataset_budgets`` (name ->
+    budget, overriding it), ``owner_budget`` (each data owner's, over its datasets; None: no such limit)
+    and ``total_budget`` (the server's over everything; None: no limit)."""
+
+    budget: Fraction
+    dataset_budgets: dict = field(default_factory=dict)
+    owner_budget: Fraction | None = None
+    total_budget: Fraction | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("budget", "owner_budget", "total_budget"):
+            v = getattr(self, name)
+            if v is not None and not (isinstance(v, Fraction) and v > 0):
+                raise ValueError(f"{name} must be a positive Fraction, got {v!r}")
+
+
+@dataclass(frozen=True)
+class PeerLinks:
+    """How a server reaches and admits the others: ``peers`` (server id -> configured address), the
+    authorization ``policy``, ``timeout`` (seconds any wait on a peer may take), ``tls`` (this server's
+    :class:`pairwise.mpc.tls.TLSConfig`, None: plaintext, loopback only unless ``insecure``)."""
+
+    peers: dict
+    policy: Any
+    timeout: float
+    tls: Any = None
+    insecure: bool = False
+
+    def __post_init__(self) -> None:
+        if isinstance(self.timeout, bool) or not isinstance(self.timeout, (int, float)) or not self.timeout > 0:
+            raise ValueError(f"timeout must be a positive number of seconds, got {self.timeout!r}")
+
 
 class ServerState:
     """Everything the connections of one server share (see the module docstring)."""
 
-    def __init__(self, server_id: int, storage: Storage, *, budget: Fraction, dataset_budgets: dict,
-                 timeout: float, peers: dict[int, tuple[str, int]], policy, log, tls=None,
-                 insecure: bool = False, cluster=None, owner_budget: Fraction | None = None,
-                 total_budget: Fraction | None = None, staging: StagingBudget | None = None) -> None:
+    def __init__(self, server_id: int, storage: Storage, *, budgets: Budgets, links: PeerLinks, log,
+                 cluster=None, staging: StagingBudget | None = None) -> None:
+        budget, dataset_budgets = budgets.budget, budgets.dataset_budgets
+        timeout, peers, policy, tls, insecure = links.timeout, links.peers, links.policy, links.tls, links.insecure
         self.server_id = server_id
         #: disk for uploads staged but not committed (:mod:`pairwise.protocols.ecdf.staging`)
         self.staging = staging if staging is not None else StagingBudget()
@@ -139,7 +176,7 @@ class ServerState:
         self.lock = threading.Lock()
         self.datasets: dict[str, Dataset] = {}
         self.claims: dict[str, str] = {}  # dataset -> upload id creating it (or starting a new round)
-        self.ledger = Ledger(storage, server_id, owner_budget=owner_budget, total_budget=total_budget)
+        self.ledger = Ledger(storage, server_id, owner_budget=budgets.owner_budget, total_budget=budgets.total_budget)
         self.hub = PeerHub(policy, timeout, log)
         self.hub.holds = self.holds
         self._staged: dict[tuple[str, str], int] = {}  # (dataset, upload id) -> connections staging it
@@ -432,7 +469,7 @@ class Session(UploadHandlers):
                 raise QueryRefused(f"server {self.sid} cannot ask server {j} whether it holds upload {upload_id}: "
                                    f"configure --peer {j}=HOST:PORT or send the servers' list; nothing was dropped")
             try:
-                views[j] = ask_holds(addr, j, self.sid, ds.name, upload_id, st.policy,
+                views[j] = ask_holds(addr, j, HoldsRequest(ds.name, upload_id, self.sid), st.policy,
                                      connect_timeout=min(st.timeout, 10.0), timeout=min(st.timeout, 30.0),
                                      tls=st.tls, insecure=st.insecure, dial=st.dial)
             except (ChannelError, ECDFError) as exc:

@@ -113,17 +113,18 @@ def connect_peer(rid: str, addr: tuple[str, int], policy: Policy, *, connect_tim
         raise
 
 
-def ask_holds(addr: tuple[str, int], server_id: int, me: int, dataset: str, upload_id: str, policy: Policy, *,
+def ask_holds(addr: tuple[str, int], server_id: int, question: HoldsRequest, policy: Policy, *,
               connect_timeout: float, timeout: float, tls=None, insecure: bool = False, dial=None) -> dict:
-    """Ask server ``server_id`` at ``addr`` whether it holds ``upload_id`` of ``dataset`` (committed, or staged
-    right now): its reply ``{"dataset", "held", "staged"}``.  Under TLS only the certificate name this
+    """Ask server ``server_id`` at ``addr`` whether it holds the upload ``question`` names (a
+    :class:`~pairwise.protocols.ecdf.ops.HoldsRequest`: dataset, upload id, the asking server), committed or
+    staged right now: its reply ``{"dataset", "held", "staged"}``.  Under TLS only the certificate name this
     server's configuration expects for ``server_id`` is asked."""
     label = f"server {server_id} ({format_address(addr)})"
     ch = (dial or dial_peer)(addr, label, policy, server_id, connect_timeout=connect_timeout, timeout=timeout,
                              tls=tls, insecure=insecure)
     try:
         policy.authorize("peer", peer_of(ch), server_id=server_id)
-        send_json(ch, HoldsRequest(dataset, upload_id, me).to_json())
+        send_json(ch, question.to_json())
         reply = recv_json(ch, timeout=timeout)
         if not reply.get("ok"):
             raise_refusal(label, reply)

@@ -47,17 +47,19 @@ import queue
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
+from typing import Any
 
-from pairwise.dp.validate import check_int
+from pairwise.dp.validate import check_int, no_more_keywords, with_legacy
 from pairwise.mpc.channel import TCPChannel, TCPListener, handshake
 from pairwise.mpc.errors import ChannelError, ChannelTimeout, PeerClosed
 
 from ..cluster import ClusterSpec, open_cluster, parse_cluster
 from .auth import Policy, peer_of
 from .cluster import ClusterKeys
-from .handlers import ServerState, Session
+from .handlers import Budgets, PeerLinks, ServerState, Session
 from .release import LAMBDA, MAX_SERIES
 from .staging import DEFAULT_STAGED_BYTES, DEFAULT_STAGED_BYTES_PER_CONNECTION, StagingBudget, parse_size
 from .storage import Storage, open_storage
@@ -73,7 +75,8 @@ from .wire import (
     send_json,
 )
 
-__all__ = ["DEFAULT_BUDGET", "DEFAULT_MAX_CONNECTIONS", "LAMBDA", "MAX_SERIES", "SAME_AS_BUDGET", "ECDFServer"]
+__all__ = ["DEFAULT_BUDGET", "DEFAULT_MAX_CONNECTIONS", "LAMBDA", "MAX_SERIES", "SAME_AS_BUDGET", "ECDFServer",
+           "ServerOptions"]
 
 #: Default per-dataset privacy budget of a server (total epsilon).
 DEFAULT_BUDGET = Fraction(10)
@@ -126,28 +129,69 @@ class _Conn:
     extra: list = field(default_factory=list)  # further channels of its request (server-to-server)
 
 
+@dataclass(frozen=True)
+class ServerOptions:
+    """The settings of one :class:`ECDFServer` (each is also accepted as a keyword of ``ECDFServer``).
+
+    Budgets (epsilon as a Fraction, float or string): ``budget`` of each new
+    dataset, ``dataset_budgets`` (name -> budget), ``owner_budget`` (each
+    data owner's over its datasets; :data:`SAME_AS_BUDGET` by default, None:
+    no such limit), ``total_budget`` (the server's; None: no limit).
+    Timeouts: ``timeout`` (any wait on a peer), ``request_timeout`` (one
+    request; default max(1800, 10 timeout)).  Limits: ``max_connections``,
+    ``max_staged_bytes`` and ``max_staged_bytes_per_connection`` (bytes, or
+    sizes such as ``"4G"``).  State: ``state_dir`` or a ready ``storage``.
+    Network: ``peers`` (server id -> (host, port)), ``policy``, ``tls`` (a
+    :class:`pairwise.mpc.tls.TLSConfig`; None: plaintext, loopback only
+    unless ``insecure``).  ``log(msg)``; ``cluster``: a Dask cluster spec.
+    """
+
+    budget: Fraction | float | str = DEFAULT_BUDGET
+    dataset_budgets: dict | None = None
+    owner_budget: Fraction | float | str | None = SAME_AS_BUDGET
+    total_budget: Fraction | float | str | None = None
+    timeout: float = 120.0
+    request_timeout: float | None = None
+    max_connections: int = DEFAULT_MAX_CONNECTIONS
+    max_staged_bytes: int | str = DEFAULT_STAGED_BYTES
+    max_staged_bytes_per_connection: int | str = DEFAULT_STAGED_BYTES_PER_CONNECTION
+    state_dir: str | None = None
+    storage: Storage | None = None
+    peers: dict | None = None
+    policy: Policy | None = None
+    tls: Any = None
+    insecure: bool = False
+    log: Callable[[str], None] | None = None
+    cluster: Any = None
+
+    def __post_init__(self) -> None:
+        if not self.timeout > 0:
+            raise ValueError(f"timeout must be positive, got {self.timeout!r}")
+        if self.request_timeout is not None and not self.request_timeout > 0:
+            raise ValueError(f"request timeout must be positive, got {self.request_timeout!r}")
+        check_int(self.max_connections, "max connections", lo=1)
+
+
 class ECDFServer:
-    """One server of the ECDF service (see the module docstring); ``serve_forever`` runs it."""
+    """One server of the ECDF service (see the module docstring); ``serve_forever`` runs it.
+
+    ``options``: a :class:`ServerOptions`, or its fields as keywords (``budget=``, ``tls=``, ...).
+    """
 
     def __init__(self, server_id: int, host: str = "127.0.0.1", port: int = 0, *,
-                 budget: Fraction | float | str = DEFAULT_BUDGET, dataset_budgets: dict | None = None,
-                 timeout: float = 120.0, request_timeout: float | None = None,
-                 max_connections: int = DEFAULT_MAX_CONNECTIONS, state_dir: str | None = None,
-                 storage: Storage | None = None, peers: dict | None = None, policy: Policy | None = None,
-                 tls=None, insecure: bool = False, log=None, cluster=None,
-                 owner_budget: Fraction | float | str | None = SAME_AS_BUDGET,
-                 total_budget: Fraction | float | str | None = None,
-                 max_staged_bytes: int | str = DEFAULT_STAGED_BYTES,
-                 max_staged_bytes_per_connection: int | str = DEFAULT_STAGED_BYTES_PER_CONNECTION) -> None:
+                 options: ServerOptions | None = None, **legacy: Any) -> None:
+        opts = with_legacy(options, ServerOptions, legacy, "ECDFServer")
+        no_more_keywords(legacy, "ECDFServer")
+        budget, dataset_budgets, owner_budget, total_budget = (opts.budget, opts.dataset_budgets, opts.owner_budget,
+                                                               opts.total_budget)
+        timeout, max_connections, state_dir, storage = opts.timeout, opts.max_connections, opts.state_dir, opts.storage
+        peers, policy, tls, insecure, log, cluster = (opts.peers, opts.policy, opts.tls, opts.insecure, opts.log,
+                                                      opts.cluster)
         check_int(server_id, "server id", lo=0, hi=254)
         self.server_id = server_id
-        if not timeout > 0:
-            raise ValueError(f"timeout must be positive, got {timeout!r}")
         self.timeout = float(timeout)
-        self.request_timeout = float(request_timeout) if request_timeout is not None else max(1800.0, 10 * timeout)
-        if not self.request_timeout > 0:
-            raise ValueError(f"request timeout must be positive, got {request_timeout!r}")
-        check_int(max_connections, "max connections", lo=1)
+        self.request_timeout = (float(opts.request_timeout) if opts.request_timeout is not None
+                                else max(1800.0, 10 * timeout))
         self.max_connections = max_connections
         self._log = log if log is not None else (lambda msg: print(f"ecdf-server {server_id}: {msg}",
                                                                     file=sys.stderr, flush=True))
@@ -158,8 +202,8 @@ class ECDFServer:
             None if owner_budget is None else parse_epsilon(owner_budget, "budget per owner"))
         total_budget = None if total_budget is None else parse_epsilon(total_budget, "total budget")
         budgets = {str(k): parse_epsilon(v, f"budget of dataset {k!r}") for k, v in (dataset_budgets or {}).items()}
-        staging = StagingBudget(parse_size(max_staged_bytes, "max staged bytes"),
-                                parse_size(max_staged_bytes_per_connection, "max staged bytes per connection"),
+        staging = StagingBudget(parse_size(opts.max_staged_bytes, "max staged bytes"),
+                                parse_size(opts.max_staged_bytes_per_connection, "max staged bytes per connection"),
                                 directory=state_dir)
         peers = {int(j): (str(a[0]), int(a[1])) for j, a in (peers or {}).items()}
         if server_id in peers:
@@ -176,10 +220,10 @@ class ECDFServer:
         try:
             if cluster is not None:
                 self.cluster = self._open_cluster(cluster)
-            self.state = ServerState(server_id, self.storage, budget=budget, dataset_budgets=budgets,
-                                     timeout=self.timeout, peers=peers, policy=self.policy, log=self._log,
-                                     tls=tls, insecure=insecure, cluster=self.cluster,
-                                     owner_budget=owner_budget, total_budget=total_budget, staging=staging)
+            self.state = ServerState(server_id, self.storage,
+                                     budgets=Budgets(budget, budgets, owner_budget, total_budget),
+                                     links=PeerLinks(peers, self.policy, self.timeout, tls, insecure),
+                                     log=self._log, cluster=self.cluster, staging=staging)
             self.listener = TCPListener(host, port, backlog=min(128, 2 * max_connections), tls=tls,
                                         insecure=insecure)
         except BaseException:

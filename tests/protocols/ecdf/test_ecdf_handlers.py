@@ -24,7 +24,7 @@ from pairwise.mpc.errors import ChannelError, PeerClosed
 from pairwise.protocols.ecdf import uploader
 from pairwise.protocols.ecdf.auth import Policy
 from pairwise.protocols.ecdf.client import ECDFQuerier, make_keys, make_series, upload
-from pairwise.protocols.ecdf.handlers import ServerState, Session
+from pairwise.protocols.ecdf.handlers import Budgets, PeerLinks, ServerState, Session
 from pairwise.protocols.ecdf.ops import (
     AbortRequest,
     AdoptRequest,
@@ -63,8 +63,8 @@ class Servers:
         self.addresses = [("127.0.0.1", 1 + j) for j in range(m)]
 
     def _state(self, j: int) -> ServerState:
-        st = ServerState(j, SQLiteStorage(str(self.path / f"ecdf-server-{j}.db"), j), budget=self.budget,
-                         dataset_budgets={}, timeout=60.0, peers={}, policy=Policy(), log=self.logs[j].append)
+        st = ServerState(j, SQLiteStorage(str(self.path / f"ecdf-server-{j}.db"), j), budgets=Budgets(self.budget),
+                         links=PeerLinks({}, Policy(), 60.0), log=self.logs[j].append)
         st.dial = self._dial
         return st
 
