@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 
 from ..options import progress_bar
-from .release import UPLOAD_BAR, _print_report, _release_and_report, _release_bar, _validate_release_args
+from .release import UPLOAD_BAR, ReleaseInputs, _print_report, _release_and_report, _release_bar, _validate_release_args
 
 #: The demo's data: a shipped dataset, its column (public domain declared in protocols/data/domains.json), its label.
 DEMO_DATA = ("breast_cancer", "mean_radius", "malignant")
@@ -110,8 +110,9 @@ def cmd_demo(args) -> int:
                          timeout=args.timeout, connect_timeout=args.connect_timeout, progress=progress)
         q = ECDFQuerier(sp.addresses, timeout=args.timeout, connect_timeout=args.connect_timeout, tls=sp.querier_tls)
         with progress_bar(args, _release_bar(True), unit="stage") as progress:
-            out = _release_and_report(q, dataset, x, lo, hi, DEMO_BITS, args, labels=y, upload_bytes=rep.bytes,
-                                      qs=qs, progress=progress)
+            out = _release_and_report(q, dataset, ReleaseInputs(lo, hi, DEMO_BITS, values=x, labels=y,
+                                                                upload_bytes=rep.bytes, qs=qs), args,
+                                      progress=progress)
     out["dataset"] = dataset
     out["clamped"] = clamped
     if args.plot:

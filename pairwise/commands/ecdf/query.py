@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 
 from ..options import progress_bar
-from .release import _print_report, _querier, _release_and_report, _release_bar, _validate_release_args
+from .release import ReleaseInputs, _print_report, _querier, _release_and_report, _release_bar, _validate_release_args
 
 
 def cmd_repair(args) -> int:
@@ -44,8 +44,8 @@ def cmd_query(args) -> int:
         args.grid_bits = info.get("grid_bits")
     qs = _validate_release_args(args, len(servers), n_bits, args.roc)
     with progress_bar(args, _release_bar(args.roc), unit="stage") as progress:
-        out = _release_and_report(q, args.dataset, None, lo, hi, n_bits, args, qs=qs, roc=args.roc,
-                                  scheme=info["scheme"], progress=progress)
+        out = _release_and_report(q, args.dataset, ReleaseInputs(lo, hi, n_bits, qs=qs, roc=args.roc,
+                                                                 scheme=info["scheme"]), args, progress=progress)
     out["dataset"] = args.dataset
     if args.json:
         print(json.dumps(out))

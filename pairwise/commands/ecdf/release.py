@@ -11,8 +11,9 @@ is labelled as such (:data:`pairwise.commands.ecdf.NOT_PRIVATE_KEYS`).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pairwise.protocols.transport import tls_from_args
 
@@ -97,11 +98,33 @@ class Reference:
                    np.bincount(x[y == 0], minlength=N))
 
 
-def _release_and_report(querier, dataset, values, lo, hi, n_bits, args, labels=None, upload_bytes=0,
-                        pointwise=False, qs=(), roc=None, scheme=None, progress=None):
+@dataclass(frozen=True)
+class ReleaseInputs:
+    """What :func:`_release_and_report` needs besides the querier, the dataset and the arguments.
+
+    ``lo``/``hi``/``n_bits``: the public domain; ``values``/``labels``: the
+    reference data (see :func:`_release_and_report`); ``upload_bytes``: the
+    upload's bytes on the wire; ``pointwise``/``scheme``: the key scheme
+    reported; ``qs``: quantile levels; ``roc``: release the ROC too (None:
+    when labels are given).
+    """
+
+    lo: float | None
+    hi: float | None
+    n_bits: int
+    values: Any = None
+    labels: Any = None
+    upload_bytes: int = 0
+    pointwise: bool = False
+    qs: Sequence[float] = ()
+    roc: bool | None = None
+    scheme: str | None = None
+
+
+def _release_and_report(querier, dataset, inputs: ReleaseInputs, args, progress=None):
     """Release the ECDF (and the ROC if ``roc``, default: labels given); returns the JSON dict.
 
-    ``qs``: quantile levels, validated by the caller before anything was
+    ``inputs``: a :class:`ReleaseInputs`.  ``qs``: quantile levels, validated by the caller before anything was
     uploaded.  ``values`` (and ``labels``): the uploaded data, or its
     :class:`Reference` counts, for the not private reference columns
     (``ecdf run``/``demo``); None for ``ecdf query``, which knows only what
@@ -113,6 +136,10 @@ def _release_and_report(querier, dataset, values, lo, hi, n_bits, args, labels=N
     import numpy as np
 
     from pairwise.dp.ecdf import auc, inverse_ecdf
+
+    values, labels, lo, hi, n_bits = inputs.values, inputs.labels, inputs.lo, inputs.hi, inputs.n_bits
+    upload_bytes, pointwise, qs, roc, scheme = (inputs.upload_bytes, inputs.pointwise, inputs.qs, inputs.roc,
+                                                inputs.scheme)
     from pairwise.protocols.ecdf.client import roc_points
     from pairwise.protocols.ecdf.querier import progress_part
     from pairwise.protocols.ecdf.shares import bin_upper_edges, grid_points

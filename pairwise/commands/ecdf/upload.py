@@ -15,6 +15,7 @@ from ..bounds import clamped_note, deprecated, resolve_domains
 from ..options import progress_bar
 from .release import (
     UPLOAD_BAR,
+    ReleaseInputs,
     _print_report,
     _querier,
     _release_and_report,
@@ -252,8 +253,9 @@ def cmd_run(args) -> int:
                          + _rejections_note(rep))
     reference = clients.reference if not args.append else None  # after an append the servers hold more
     with progress_bar(args, _release_bar(args.roc), unit="stage") as progress:
-        out = _release_and_report(q, dataset, reference, lo, hi, args.domain_bits, args, upload_bytes=rep.bytes,
-                                  pointwise=args.scheme == "pointwise", qs=qs, roc=args.roc, progress=progress)
+        inputs = ReleaseInputs(lo, hi, args.domain_bits, values=reference, upload_bytes=rep.bytes,
+                               pointwise=args.scheme == "pointwise", qs=qs, roc=args.roc)
+        out = _release_and_report(q, dataset, inputs, args, progress=progress)
     out["dataset"] = dataset
     out["clamped"] = clients.clamped
     out["upload"] = {"accepted": rep.accepted, "rejected_count": rep.rejected_count}
