@@ -251,7 +251,7 @@ def cmd_shuffler(args) -> int:
     import os
     import threading
 
-    from pairwise.protocols.collect.shuffler import run_shuffler
+    from pairwise.protocols.collect.shuffler import ShufflerOptions, run_shuffler
     from pairwise.protocols.processes import exit_on_sigterm
 
     tls = tls_from_args(args)
@@ -273,21 +273,21 @@ def cmd_shuffler(args) -> int:
         print(f"collect-shuffler: {msg}", file=sys.stderr, flush=True)
 
     try:
-        run_shuffler(args.listen, args.upstream, state_dir=args.state, tls=tls, insecure=args.insecure,
-                     upstream_name=args.upstream_name, batch_size=args.batch_size, poll=args.poll,
-                     timeout=args.timeout, on_listening=listening, log=log, stop_event=stop)
+        opts = ShufflerOptions(state_dir=args.state, tls=tls, insecure=args.insecure, upstream_name=args.upstream_name,
+                               batch_size=args.batch_size, poll=args.poll, timeout=args.timeout)
+        run_shuffler(args.listen, args.upstream, options=opts, on_listening=listening, log=log, stop_event=stop)
     except KeyboardInterrupt:  # SIGTERM / Ctrl-C: the outbox is durable, the next start delivers it
         stop.set()
     return 0
 
 
 def cmd_simulate_users(args) -> int:
-    from pairwise.protocols.collect.simulate import simulate_users
+    from pairwise.protocols.collect.simulate import SimulationOptions, simulate_users
 
-    out = simulate_users(args.server, args.task, args.data, [c for c in args.columns.split(",") if c],
-                         users=args.users, processes=args.processes, tls=args.tls, label=args.label_column,
-                         prefix=args.prefix, server_name=args.server_name, max_epsilon=args.max_epsilon,
-                         timeout=args.timeout, wait=args.wait, insecure=args.insecure, rate=args.rate,
+    opts = SimulationOptions(users=args.users, processes=args.processes, tls=args.tls, label=args.label_column,
+                             prefix=args.prefix, server_name=args.server_name, max_epsilon=args.max_epsilon,
+                             timeout=args.timeout, wait=args.wait, insecure=args.insecure, rate=args.rate)
+    out = simulate_users(args.server, args.task, args.data, [c for c in args.columns.split(",") if c], options=opts,
                          log=lambda m: print(f"simulate-users: {m}", file=sys.stderr, flush=True))
     if args.json:
         print(json.dumps(out))

@@ -11,6 +11,8 @@ creates tasks and reads their results.  Modules, from the bottom up:
   the place a protocol plugs in.
 - :mod:`pairwise.protocols.collect.storage`: the aggregator's SQLite state.
 - :mod:`pairwise.protocols.collect.relay`: the byte relay between two users' connections.
+- :mod:`pairwise.protocols.collect.aggregator_pairs`: the aggregator's 2PC model (control connections,
+  pairing, relays).
 - :mod:`pairwise.protocols.collect.aggregator`: the asyncio service
   (its shuffle-model requests: :mod:`pairwise.protocols.collect.aggregator_shuffle`).
 - :mod:`pairwise.protocols.collect.sealed`: sealed boxes (HPKE base mode) to a task's key.
@@ -33,7 +35,7 @@ cap and ledger.
 
 from .collector import Collector
 from .tasks import PROTOCOLS, validate_task
-from .user import JoinOutcome, join
+from .user import JoinOptions, JoinOutcome, join
 from .wire import CapExceeded, CollectError
 
-__all__ = ["PROTOCOLS", "CapExceeded", "CollectError", "Collector", "JoinOutcome", "join", "validate_task"]
+__all__ = ["PROTOCOLS", "CapExceeded", "CollectError", "Collector", "JoinOptions", "JoinOutcome", "join", "validate_task"]

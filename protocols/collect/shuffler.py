@@ -37,10 +37,12 @@ import os
 import sqlite3
 import threading
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from pairwise.dp.errors import PairwiseError
+from pairwise.dp.validate import no_more_keywords, with_legacy
 from pairwise.protocols.ldp.shuffle import secure_permutation
 
 from ..service.storage import SQLiteStore, StorageError, state_directory
@@ -605,11 +607,39 @@ def open_store(state_dir: str | None) -> ShufflerStore:
     return ShufflerStore(os.path.join(state_dir, "collect-shuffler.db"))
 
 
-def run_shuffler(listen: str, upstream: str, *, state_dir: str | None = None, tls=None, insecure: bool = False,
-                 upstream_name: str | None = None, batch_size: int | None = None, poll: float = 1.0,
-                 timeout: float = 60.0, on_listening=None, log=None, stop_event: threading.Event | None = None) -> None:
-    """``pairwise collect shuffler``: serve users and forward batches until ``stop_event`` is set (or SIGTERM)."""
+@dataclass(frozen=True)
+class ShufflerOptions:
+    """The settings of :func:`run_shuffler`: ``state_dir`` (None: in memory), ``tls`` (this shuffler's
+    :class:`pairwise.mpc.tls.TLSConfig`; None: plaintext, loopback only unless ``insecure``), the
+    aggregator's pinned ``upstream_name``, ``batch_size`` (None: the task's), ``poll`` (seconds between
+    checks of the aggregator) and ``timeout`` (seconds any wait may take)."""
+
+    state_dir: str | None = None
+    tls: Any = None
+    insecure: bool = False
+    upstream_name: str | None = None
+    batch_size: int | None = None
+    poll: float = 1.0
+    timeout: float = 60.0
+
+    def __post_init__(self) -> None:
+        for name in ("poll", "timeout"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
+                raise ShuffleError(f"{name} must be a positive number of seconds, got {v!r}")
+
+
+def run_shuffler(listen: str, upstream: str, *, options: ShufflerOptions | None = None, on_listening=None, log=None,
+                 stop_event: threading.Event | None = None, **legacy: Any) -> None:
+    """``pairwise collect shuffler``: serve users and forward batches until ``stop_event`` is set (or SIGTERM).
+
+    ``options``: a :class:`ShufflerOptions`, or its fields as keywords."""
     from .wire import parse_address
+
+    o = with_legacy(options, ShufflerOptions, legacy, "run_shuffler")
+    no_more_keywords(legacy, "run_shuffler")
+    state_dir, tls, insecure, upstream_name, batch_size, poll, timeout = (
+        o.state_dir, o.tls, o.insecure, o.upstream_name, o.batch_size, o.poll, o.timeout)
 
     host, port = parse_address(listen)
     store = open_store(state_dir)

@@ -42,10 +42,12 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from pairwise.dp.errors import PairwiseError
+from pairwise.dp.validate import no_more_keywords, with_legacy
 
-__all__ = ["SimulationError", "simulate_users", "user_names", "ensure_certificates", "run_worker"]
+__all__ = ["SimulationError", "SimulationOptions", "simulate_users", "user_names", "ensure_certificates", "run_worker"]
 
 
 class SimulationError(PairwiseError, ValueError):
@@ -195,20 +197,47 @@ def per_session(costs: dict) -> dict:
     return {k: v / n for k, v in costs.items() if k != "n"} if n else {}
 
 
-def simulate_users(server: str, task: str, data: str, columns: list[str], *, users: int, processes: int,
-                   tls: str | None, label: str | None = None, prefix: str = "sim", server_name: str | None = None,
-                   max_epsilon: float = 1.0, timeout: float = 120.0, wait: float = 600.0, insecure: bool = False,
-                   rate: float = 0.0, log=None) -> dict:
+@dataclass(frozen=True)
+class SimulationOptions:
+    """How :func:`simulate_users` plays its users: ``users`` of them on ``processes`` worker processes,
+    ``tls`` (a ``certs`` directory, user certificates made as needed; None: plaintext loopback), the
+    ``label`` column, the user names' ``prefix``, the aggregator's pinned ``server_name``, each user's
+    ``max_epsilon``, ``timeout`` and ``wait`` (see :func:`pairwise.protocols.collect.user.join`),
+    ``insecure`` and ``rate`` (users arriving per second over all workers; 0: all at once)."""
+
+    users: int
+    processes: int
+    tls: str | None = None
+    label: str | None = None
+    prefix: str = "sim"
+    server_name: str | None = None
+    max_epsilon: float = 1.0
+    timeout: float = 120.0
+    wait: float = 600.0
+    insecure: bool = False
+    rate: float = 0.0
+
+    def __post_init__(self) -> None:
+        users, processes = self.users, self.processes
+        if isinstance(users, bool) or not isinstance(users, int) or users < 1:
+            raise SimulationError(f"--users must be a positive integer, got {users!r}")
+        if isinstance(processes, bool) or not isinstance(processes, int) or not 1 <= processes <= 64:
+            raise SimulationError(f"--processes must be in 1..64, got {processes!r}")
+
+
+def simulate_users(server: str, task: str, data: str, columns: list[str], *,
+                   options: SimulationOptions | None = None, log=None, **legacy: Any) -> dict:
     """Run ``users`` simulated users of ``task`` on ``processes`` worker processes; returns the merged summary.
 
-    ``rate``: users that arrive per second over all workers (0: all at once).
+    ``options``: a :class:`SimulationOptions`, or its fields as keywords (``users=``, ``processes=``, ...).
     """
     from pairwise.protocols.processes import spawn, terminate
 
-    if isinstance(users, bool) or not isinstance(users, int) or users < 1:
-        raise SimulationError(f"--users must be a positive integer, got {users!r}")
-    if isinstance(processes, bool) or not isinstance(processes, int) or not 1 <= processes <= 64:
-        raise SimulationError(f"--processes must be in 1..64, got {processes!r}")
+    o = with_legacy(options, SimulationOptions, legacy, "simulate_users")
+    no_more_keywords(legacy, "simulate_users")
+    users, processes, tls, label, prefix, server_name = (o.users, o.processes, o.tls, o.label, o.prefix,
+                                                         o.server_name)
+    max_epsilon, timeout, wait, insecure, rate = o.max_epsilon, o.timeout, o.wait, o.insecure, o.rate
     if not 1 <= len(columns) <= 2:
         raise SimulationError("--columns names one or two columns (the second: kendall's y, the QMLE's covariate)")
     if tls is None and not insecure:

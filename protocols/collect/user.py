@@ -35,9 +35,12 @@ from __future__ import annotations
 import random
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
+from typing import Any
 
+from pairwise.dp.validate import no_more_keywords, with_legacy
 from pairwise.mpc.errors import (
     AccessDenied,
     AuthenticationError,
@@ -64,7 +67,7 @@ from .wire import (
     connect,
 )
 
-__all__ = ["JoinOutcome", "join"]
+__all__ = ["JoinOptions", "JoinOutcome", "join"]
 
 #: How long a 2PC user waits for pairing beyond the task's registration deadline (seconds).
 DEFAULT_WAIT = 3600.0
@@ -136,11 +139,57 @@ def _retrying(fn, deadline: float, what: str):
             delay = min(2 * delay, 2.0)
 
 
-def join(server, task: str, value, value2=None, label=None, *, tls=None, insecure: bool = False,
-         server_name: str | None = None, user: str | None = None, max_epsilon: float = DEFAULT_MAX_EPSILON,
-         budget: float = DEFAULT_BUDGET, state_dir: str | None = None, timeout: float | None = None,
-         connect_timeout: float = 30.0, wait: float = DEFAULT_WAIT, show=None, log=None) -> JoinOutcome:
+@dataclass(frozen=True)
+class JoinOptions:
+    """How one user joins a task (each field is also a keyword of :func:`join`; see there)."""
+
+    tls: Any = None
+    insecure: bool = False
+    server_name: str | None = None
+    user: str | None = None
+    max_epsilon: float = DEFAULT_MAX_EPSILON
+    budget: float = DEFAULT_BUDGET
+    state_dir: str | None = None
+    timeout: float | None = None
+    connect_timeout: float = 30.0
+    wait: float = DEFAULT_WAIT
+    show: Callable[[dict], Any] | None = None
+    log: Callable[[str], Any] | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("timeout", "connect_timeout", "wait"):
+            v = getattr(self, name)
+            if v is None and name == "timeout":
+                continue
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not v >= 0 or v != v:
+                raise CollectError(f"{name} must be a non-negative number of seconds, got {v!r}")
+
+
+@dataclass(frozen=True)
+class _Joined:
+    """A user's task once its parameters are checked and its budget charged: what the model's step needs."""
+
+    link: _Link
+    ledger: Any
+    aggregator: str
+    task: str
+    proto: Any
+    spec: dict
+    info: dict
+    eps: Fraction
+    timeout: float
+    log: Callable[[str], Any]
+
+    def outcome(self, status: str, report) -> JoinOutcome:
+        return JoinOutcome(self.task, self.proto.name, self.proto.model, self.aggregator, float(self.eps),
+                           self.proto.delta(self.spec), status, self.spec, report, task_state=self.info["state"])
+
+
+def join(server, task: str, value, value2=None, label=None, *, options: JoinOptions | None = None,
+         **legacy: Any) -> JoinOutcome:
     """Join ``task`` on the aggregator at ``server`` (``HOST:PORT``) with this user's value(s).
+
+    ``options``: a :class:`JoinOptions`, or its fields as keywords (``tls=``, ``user=``, ``timeout=``, ...):
 
     ``tls``: this user's :class:`pairwise.mpc.tls.TLSConfig` (a ``user``
     certificate); without it, plaintext loopback only, and ``user`` names
@@ -158,6 +207,12 @@ def join(server, task: str, value, value2=None, label=None, *, tls=None, insecur
     """
     from pairwise.dp.accounting import check_epsilon
 
+    o = with_legacy(options, JoinOptions, legacy, "join")
+    no_more_keywords(legacy, "join")
+    tls, insecure, server_name, user, max_epsilon, budget = (o.tls, o.insecure, o.server_name, o.user,
+                                                             o.max_epsilon, o.budget)
+    state_dir, timeout, connect_timeout, wait, show, log = (o.state_dir, o.timeout, o.connect_timeout, o.wait,
+                                                            o.show, o.log)
     check_task_id(task)
     cap = Fraction(repr(check_epsilon(max_epsilon, "max_epsilon")))
     total = Fraction(repr(check_epsilon(budget, "budget")))
@@ -201,11 +256,11 @@ def join(server, task: str, value, value2=None, label=None, *, tls=None, insecur
             ledger.charge(aggregator, task, proto.name, eps, proto.delta(spec), total)
             timeout_s = float(spec["timeout"]) if timeout is None else float(timeout)
             link.timeout = timeout_s
+            joined = _Joined(link, ledger, aggregator, task, proto, spec, info, eps, timeout_s, log)
             if proto.model == "local":
-                return _local(link, ch, ledger, aggregator, task, proto, spec, info, value, value2, label, eps,
-                              timeout_s, log)
+                return _local(joined, ch, value, value2, label)
             if proto.model == "shuffle":
-                return _shuffle(link, ledger, aggregator, task, proto, spec, info, value, eps, timeout_s, log)
+                return _shuffle(joined, value)
             ch.close()
             ch = None
             deadline = max(0.0, spec["deadline_at"] - time.time()) + wait
@@ -220,10 +275,10 @@ def join(server, task: str, value, value2=None, label=None, *, tls=None, insecur
             ch.close()
 
 
-def _local(link: _Link, ch, ledger, aggregator: str, task: str, proto, spec: dict, info: dict, value, value2, label,
-           eps: Fraction, timeout: float, log) -> JoinOutcome:
+def _local(j: _Joined, ch, value, value2, label) -> JoinOutcome:
     """Local model: join (public assignment), randomize (CSPRNG), keep the report, upload it once."""
-    deadline = time.monotonic() + timeout
+    link, ledger, aggregator, task, proto, spec = j.link, j.ledger, j.aggregator, j.task, j.proto, j.spec
+    deadline = time.monotonic() + j.timeout
     conn = [ch]
 
     def attempt():
@@ -246,18 +301,17 @@ def _local(link: _Link, ch, ledger, aggregator: str, task: str, proto, spec: dic
         if conn[0] is not None and conn[0] is not ch:
             conn[0].close()
     status = "already reported" if reply.get("duplicate") else "reported"
-    log(f"task {task}: report {status}")
-    return JoinOutcome(task, proto.name, proto.model, aggregator, float(eps), proto.delta(spec), status, spec,
-                       report, task_state=info["state"])
+    j.log(f"task {task}: report {status}")
+    return j.outcome(status, report)
 
 
-def _shuffle(link: _Link, ledger, aggregator: str, task: str, proto, spec: dict, info: dict, value,
-             eps: Fraction, timeout: float, log) -> JoinOutcome:
+def _shuffle(j: _Joined, value) -> JoinOutcome:
     """Shuffle model: seal each message to the task's key, kept in the ledger before it leaves, then submit them to
     the task's shuffler (never to the aggregator); a retry re-sends the same boxes, never a fresh randomization."""
     from .histogram import HistogramTask, user_messages
     from .shuffler import ShuffleError, submit
 
+    link, ledger, aggregator, task, spec, timeout = j.link, j.ledger, j.aggregator, j.task, j.spec, j.timeout
     boxes, _ = user_messages(value, HistogramTask.from_spec(spec), bytes.fromhex(spec["seal_public_key"]), task)
     kept = ledger.keep_report(aggregator, task, {"boxes": [b.hex() for b in boxes]})
     boxes = [bytes.fromhex(b) for b in kept["boxes"]]
@@ -272,9 +326,8 @@ def _shuffle(link: _Link, ledger, aggregator: str, task: str, proto, spec: dict,
         if exc.code != "duplicate":
             raise CollectError(str(exc)) from None
         status = "already submitted"
-    log(f"task {task}: {len(boxes)} sealed messages {status}")
-    return JoinOutcome(task, proto.name, proto.model, aggregator, float(eps), proto.delta(spec), status, spec,
-                       {"boxes": len(boxes)}, task_state=info["state"])
+    j.log(f"task {task}: {len(boxes)} sealed messages {status}")
+    return j.outcome(status, {"boxes": len(boxes)})
 
 
 class _Participant:
