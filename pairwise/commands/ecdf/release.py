@@ -156,6 +156,7 @@ def _release_and_report(querier, dataset, inputs: ReleaseInputs, args, progress=
     if lo is None:
         edges = grid_points(n_bits, g).astype(float)[rel.thresholds]
     else:
+        assert hi is not None  # the domain is given as a pair (ReleaseInputs)
         edges = bin_upper_edges(lo, hi, n_bits, g)[rel.thresholds]
     out = {"thresholds": edges.tolist(), "dp": rel.ecdf.tolist(),
            "smoothed": rel.smoothed.tolist(), "epsilon": rel.epsilon, "delta": rel.delta, "n": rel.n,
@@ -190,7 +191,7 @@ def _release_and_report(querier, dataset, inputs: ReleaseInputs, args, progress=
                       "grid_bits": rg}
         out.update(auc=r.auc, auc_interval=None if r.auc_interval is None else list(r.auc_interval),
                    auc_interval_method=r.auc_interval_method, auc_smoothed=r.auc_smoothed)
-        if ref is not None and ref.pos is not None:
+        if ref is not None and ref.pos is not None and ref.neg is not None:  # labelled reference: both classes
             k = 1 << (g - rg)  # the reference's bins merged into the ROC's
             f_ex, t_ex = roc_points(np.cumsum(ref.pos.reshape(-1, k).sum(1)).astype(float),
                                     np.cumsum(ref.neg.reshape(-1, k).sum(1)).astype(float))
