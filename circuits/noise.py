@@ -62,6 +62,7 @@ from pairwise.dp.dyadic import (
     BernoulliParams,
     DiscreteLaplaceParams,
     KaryRRParams,
+    NoiseChoice,
     RandomizedResponseParams,
     RatioCertificate,
     bernoulli_params,
@@ -90,6 +91,7 @@ from pairwise.dp.mechanisms import KRREstimator
 from pairwise.dp.samplers import SAMPLER_MAX_BITS, sample_krr, simulate_krr  # noqa: F401 - re-exported
 from pairwise.dp.samplers import sample_dyadic_laplace as sample_discrete_laplace
 from pairwise.dp.samplers import simulate_dyadic_laplace as simulate_discrete_laplace
+from pairwise.dp.validate import no_more_keywords, with_legacy
 
 from .builder import FALSE, TRUE, Builder, Int
 from .ir import EVALUATOR, GARBLER, Circuit, CircuitError, bits_to_ints
@@ -571,13 +573,9 @@ def noisy_kernel(
     epsilon: object | None = None,
     sensitivity: int | None = None,
     fixed_point_bits: int | None = None,
-    mechanism: str = "auto",
-    delta: object | None = None,
-    variance_tolerance: object = DEFAULT_VARIANCE_TOLERANCE,
-    lam: int = 40,
-    n_samples: int = 1,
-    target_delta: object | None = None,
     noise: DiscreteLaplaceParams | KaryRRParams | None = None,
+    choice: NoiseChoice | None = None,
+    **legacy: object,
 ) -> NoisyCircuit:
     """Kernel ``name`` followed by in-circuit noise for one eps-DP release of its value.
 
@@ -597,8 +595,14 @@ def noisy_kernel(
       cheaper additive construction.
 
     ``noise`` fixes the parameters instead (its epsilon and sensitivity then
-    define the mechanism).  Read the output with :meth:`NoisyCircuit.estimates`.
+    define the mechanism).  ``choice``: a :class:`pairwise.dp.dyadic.NoiseChoice`
+    (or its fields ``mechanism``, ``delta``, ``variance_tolerance``, ``lam``,
+    ``n_samples``, ``target_delta`` as keywords).  Read the output with
+    :meth:`NoisyCircuit.estimates`.
     """
+    c = with_legacy(choice, NoiseChoice, legacy, "noisy_kernel")
+    no_more_keywords(legacy, "noisy_kernel")
+    mechanism = c.mechanism
     lo, hi = _kernel_ranges(name, bits, signed)
     span = hi - lo
     if fixed_point_bits is None:
@@ -615,8 +619,9 @@ def noisy_kernel(
         if epsilon is None:
             raise NoiseParameterError("noisy_kernel needs epsilon (or explicit noise parameters)")
         sens = (hi_t - lo_t) if sensitivity is None else check_positive_int(sensitivity, "sensitivity")
-        noise = choose_kernel_noise(name, epsilon, max(1, sens), mechanism=mechanism, delta=delta, variance_tolerance=variance_tolerance,
-                                    krr_values=values, lam=lam, n_samples=n_samples, target_delta=target_delta)
+        noise = choose_kernel_noise(name, epsilon, max(1, sens), mechanism=mechanism, delta=c.delta,
+                                    variance_tolerance=c.variance_tolerance, krr_values=values, lam=c.lam,
+                                    n_samples=c.n_samples, target_delta=c.target_delta)
     elif not isinstance(noise, (DiscreteLaplaceParams, KaryRRParams)):
         raise NoiseParameterError(f"noise must be DiscreteLaplaceParams or KaryRRParams, got {type(noise).__name__}")
     b = Builder(f"noisy_{name}{bits}{'s' if signed else 'u'}_{noise.mechanism}_acc{noise.acc}")

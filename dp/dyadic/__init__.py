@@ -68,6 +68,8 @@ from .params import (
 from .search import (
     DEFAULT_DELTA,
     DEFAULT_VARIANCE_TOLERANCE,
+    DeltaTarget,
+    NoiseChoice,
     check_variance_tolerance,
     choose_discrete_laplace,
     choose_krr,
@@ -84,6 +86,8 @@ __all__ = [
     "EXACT_MAX_WORK",
     "DEFAULT_DELTA",
     "DEFAULT_VARIANCE_TOLERANCE",
+    "DeltaTarget",
+    "NoiseChoice",
     "CONSTRUCTIONS",
     "CONSTRUCTION_MECHANISM",
     "KRR_K",

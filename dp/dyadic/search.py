@@ -34,7 +34,7 @@ Follows
 from __future__ import annotations
 
 import math
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from functools import lru_cache
 
@@ -48,6 +48,7 @@ from ..exact import (
     ln_lower,
     trailing_zeros,
 )
+from ..validate import no_more_keywords, with_legacy
 from .guarantee import delta_bound, geometric_tail, ratio_certificate
 from .params import (
     CONSTRUCTIONS,
@@ -65,6 +66,8 @@ from .params import (
 __all__ = [
     "DEFAULT_DELTA",
     "DEFAULT_VARIANCE_TOLERANCE",
+    "DeltaTarget",
+    "NoiseChoice",
     "resolve_target_delta",
     "check_variance_tolerance",
     "ideal_discrete_laplace_variance",
@@ -92,6 +95,47 @@ def resolve_target_delta(lam: int, n_samples: int, target_delta: object | None, 
     lam = check_positive_int(lam, "lam (statistical security, bits)", 256)
     n = check_positive_int(n_samples, "n_samples")
     return Fraction(1, (1 << lam) * n)
+
+
+@dataclass(frozen=True)
+class DeltaTarget:
+    """The per-release delta a parameter search aims at: ``delta`` (or its older spelling ``target_delta``),
+    else 2^-lam / n_samples (:func:`resolve_target_delta`); validated on construction."""
+
+    delta: object | None = None
+    lam: int = 40
+    n_samples: int = 1
+    target_delta: object | None = None
+
+    def __post_init__(self) -> None:
+        self.resolve()
+
+    def resolve(self) -> Fraction:
+        """The target delta, a Fraction in (0, 1)."""
+        return resolve_target_delta(self.lam, self.n_samples, self.target_delta, self.delta)
+
+
+@dataclass(frozen=True)
+class NoiseChoice:
+    """How a kernel's noise is chosen (:func:`pairwise.circuits.noise.choose_kernel_noise`): the
+    ``mechanism`` (``auto``, ``discrete_laplace``, ``signed_geometric``, ``krr``), the delta target
+    (``delta``, ``lam``, ``n_samples``, ``target_delta``, as in :class:`DeltaTarget`) and the
+    ``variance_tolerance`` of the designed noise; validated on construction."""
+
+    mechanism: str = "auto"
+    delta: object | None = None
+    variance_tolerance: object = DEFAULT_VARIANCE_TOLERANCE
+    lam: int = 40
+    n_samples: int = 1
+    target_delta: object | None = None
+
+    def __post_init__(self) -> None:
+        self.target.resolve()
+        check_variance_tolerance(self.variance_tolerance)
+
+    @property
+    def target(self) -> DeltaTarget:
+        return DeltaTarget(self.delta, self.lam, self.n_samples, self.target_delta)
 
 
 def check_variance_tolerance(value: object) -> Fraction:
@@ -321,20 +365,20 @@ def choose_discrete_laplace(
     epsilon: object,
     sensitivity: int,
     *,
-    delta: object | None = None,
-    lam: int = 40,
-    n_samples: int = 1,
-    target_delta: object | None = None,
+    target: DeltaTarget | None = None,
     construction: str = "difference",
     precision: str = "designed",
     variance_tolerance: object = DEFAULT_VARIANCE_TOLERANCE,
     max_acc: int = 192,
     max_bits: int = MAX_BITS,
+    **legacy: object,
 ) -> DiscreteLaplaceParams:
     """Pick the gadget's support 2^K and its digits' coins (rule: module docstring, "Parameter selection").
 
-    The per-release delta is ``delta`` (or ``target_delta``), else 2^-lam /
-    n_samples; the defaults give :data:`DEFAULT_DELTA` = 2^-40.
+    The per-release delta is ``target`` (a :class:`DeltaTarget`; or its
+    fields ``delta``, ``target_delta``, ``lam``, ``n_samples`` as keywords):
+    ``delta`` (or ``target_delta``), else 2^-lam / n_samples; the defaults
+    give :data:`DEFAULT_DELTA` = 2^-40.
     ``precision="designed"`` (default): per-digit coins, certified delta <=
     target and exact noise variance within ``variance_tolerance`` (relative)
     of the ideal discrete Laplace, fewest AND gates.  ``precision="uniform"``:
@@ -343,16 +387,17 @@ def choose_discrete_laplace(
     """
     eps = check_noise_epsilon(epsilon)
     s = check_positive_int(sensitivity, "sensitivity")
-    target = resolve_target_delta(lam, n_samples, target_delta, delta)
+    goal = with_legacy(target, DeltaTarget, legacy, "choose_discrete_laplace").resolve()
+    no_more_keywords(legacy, "choose_discrete_laplace")
     if construction not in CONSTRUCTIONS:
         raise NoiseParameterError(f"construction must be one of {CONSTRUCTIONS}, got {construction!r}")
     max_acc = check_positive_int(max_acc, "max_acc", MAX_ACC)
     max_bits = check_positive_int(max_bits, "max_bits", MAX_BITS)
     if precision == "uniform":
-        return _choose_uniform(eps, s, target, max_acc, max_bits, construction)
+        return _choose_uniform(eps, s, goal, max_acc, max_bits, construction)
     if precision != "designed":
         raise NoiseParameterError(f"precision must be 'designed' or 'uniform', got {precision!r}")
-    return _choose_designed(eps, s, target, check_variance_tolerance(variance_tolerance), max_acc, max_bits, construction)
+    return _choose_designed(eps, s, goal, check_variance_tolerance(variance_tolerance), max_acc, max_bits, construction)
 
 
 def _rr_numerator(eps: Fraction, acc: int) -> int:

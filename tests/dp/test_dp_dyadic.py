@@ -37,7 +37,7 @@ MOVED = {
     "NoiseParameterError": (sys.modules["pairwise.dp.errors"], "NoiseParameterError"),
 }
 #: helpers that dp.dyadic exports but circuits.noise never did (new names of private helpers)
-NEW_IN_DP = {"resolve_target_delta", "check_variance_tolerance"}
+NEW_IN_DP = {"resolve_target_delta", "check_variance_tolerance", "DeltaTarget", "NoiseChoice"}  # + option groups (issue 24)
 
 
 @pytest.mark.parametrize("name", sorted(set(MOVED) - NEW_IN_DP))
