@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
 
@@ -99,8 +100,20 @@ def _check_wire_count(lines: list[str], first: int, nwires: int, n_in: int, src:
     )
 
 
-def _parse_gates(lines: list[str], first: int, ngates: int, nwires: int, n_in: int, src: str
-                 ) -> tuple[list[int], list[int], list[int], list[int], list[int], bytearray, list[int]]:
+class _Gates(NamedTuple):
+    """The parsed gate lines after EQW/EQ/MAND lowering: the gate arrays, each wire's alias, which wires are
+    set, and the EQ constants' temporaries (numbered -1, -2, ... until :func:`_finish` places them)."""
+
+    op: list[int]
+    in0: list[int]
+    in1: list[int]
+    out: list[int]
+    alias: list[int]
+    defined: bytearray
+    zero_wire: list[int]
+
+
+def _parse_gates(lines: list[str], first: int, ngates: int, nwires: int, n_in: int, src: str) -> _Gates:
     """Parse gate lines; returns op, in0, in1, out lists after EQW/EQ/MAND lowering."""
     _check_wire_count(lines, first, nwires, n_in, src)
     op: list[int] = []
@@ -214,10 +227,11 @@ def _parse_gates(lines: list[str], first: int, ngates: int, nwires: int, n_in: i
         li += 1
         if rest.strip():
             raise BristolFormatError(f"extra content after {ngates} gates: {_quote(rest.strip())}", li, src)
-    return op, in0, in1, out, alias, defined, zero_wire
+    return _Gates(op, in0, in1, out, alias, defined, zero_wire)
 
 
-def _finish(op, in0, in1, out, alias, defined, zero_wire, nwires, groups_in, groups_out, parties, name, src):
+def _finish(gates: _Gates, nwires, groups_in, groups_out, parties, name, src):
+    op, in0, in1, out, alias, defined, zero_wire = gates
     # EQ-1 temporaries get fresh wire numbers past nwires.
     extra = len(zero_wire)
     if extra:
@@ -316,7 +330,7 @@ def parse_bristol_fashion(text: str, parties=None, name: str = "bristol", source
     if n_in > nwires:
         raise BristolFormatError(f"{n_in} input wires do not fit in {nwires} wires", 2, source)
     parts = _parse_gates(lines, first, ngates, nwires, n_in, source)
-    return _finish(*parts, nwires, gin, gout, parties, name, source)
+    return _finish(parts, nwires, gin, gout, parties, name, source)
 
 
 def parse_bristol_old(text: str, parties=None, name: str = "bristol-old", source: str = "<string>") -> Circuit:
@@ -325,7 +339,7 @@ def parse_bristol_old(text: str, parties=None, name: str = "bristol-old", source
     ngates, nwires, gin, gout, first = _header(lines, source, old=True)
     n_in = sum(gin)
     parts = _parse_gates(lines, first, ngates, nwires, n_in, source)
-    return _finish(*parts, nwires, gin, gout, parties, name, source)
+    return _finish(parts, nwires, gin, gout, parties, name, source)
 
 
 def _read_text(path: str) -> str:
