@@ -42,6 +42,7 @@ from pairwise.dp.accounting import PrivacyGuarantee, advanced_composition
 from pairwise.dp.errors import PrivacyParameterError
 from pairwise.dp.mechanisms import RandomizedResponse
 from pairwise.dp.samplers import uniform_int_array
+from pairwise.dp.validate import no_more_keywords, with_legacy
 
 from .errors import LDPDataError, LDPParameterError, ReportError, UnknownKernel
 from .shuffle import secure_permutation
@@ -51,6 +52,7 @@ __all__ = [
     "HadamardFrequencyOracle",
     "OracleSums",
     "PrivateHierarchicalHistogram",
+    "AUCOptions",
     "AUCResult",
     "private_uauc",
     "check_recursion_options",
@@ -478,19 +480,27 @@ def check_recursion_options(a: float | None, discarded: str, ties: str) -> None:
         raise LDPParameterError(f"the threshold parameter a must be > 1 (and finite), got {a!r}")
 
 
-def _run_auc(
-    pos: np.ndarray,
-    neg: np.ndarray,
-    alpha: int,
-    epsilon: float,
-    splitting: str,
-    a: float | None,
-    discarded: str,
-    ties: str,
-    composition: str,
-    delta: float,
-    rng: np.random.Generator | None,
-) -> AUCResult:
+@dataclass(frozen=True)
+class AUCOptions:
+    """The options of :func:`ldp_auc` and :func:`simulate_ldp_auc` (module docstring): the budget
+    ``splitting`` (``users`` or ``budget``), the recursion's threshold ``a`` (None: Corollary 4/5's
+    default), the ``discarded`` and ``ties`` rules, the level ``composition`` and its ``delta``.
+    The recursion options are checked on construction."""
+
+    splitting: str = "users"
+    a: float | None = None
+    discarded: str = "half"
+    ties: str = "half"
+    composition: str = "basic"
+    delta: float = 0.0
+
+    def __post_init__(self) -> None:
+        check_recursion_options(self.a, self.discarded, self.ties)
+
+
+def _run_auc(pos: np.ndarray, neg: np.ndarray, alpha: int, epsilon: float, o: AUCOptions,
+             rng: np.random.Generator | None) -> AUCResult:
+    splitting, a, discarded, ties, composition, delta = o.splitting, o.a, o.discarded, o.ties, o.composition, o.delta
     pos = np.asarray(pos)
     neg = np.asarray(neg)
     if pos.ndim != 1 or neg.ndim != 1 or pos.size == 0 or neg.size == 0:
@@ -538,19 +548,18 @@ def ldp_auc(
     alpha: int,
     epsilon: float,
     *,
-    splitting: str = "users",
-    a: float | None = None,
-    discarded: str = "half",
-    ties: str = "half",
-    composition: str = "basic",
-    delta: float = 0.0,
+    options: AUCOptions | None = None,
+    **legacy: object,
 ) -> AUCResult:
     """Locally private AUC of integer scores in [0, 2^alpha), OS CSPRNG throughout.
 
     ``pos``/``neg``: scores of the positive and negative class (labels
-    are public). See the module docstring for the parameters.
+    are public). See the module docstring for the parameters; ``options``:
+    an :class:`AUCOptions` (or its fields as keywords).
     """
-    return _run_auc(pos, neg, alpha, epsilon, splitting, a, discarded, ties, composition, delta, None)
+    o = with_legacy(options, AUCOptions, legacy, "ldp_auc")
+    no_more_keywords(legacy, "ldp_auc")
+    return _run_auc(pos, neg, alpha, epsilon, o, None)
 
 
 def simulate_ldp_auc(
@@ -560,17 +569,15 @@ def simulate_ldp_auc(
     epsilon: float,
     rng: np.random.Generator,
     *,
-    splitting: str = "users",
-    a: float | None = None,
-    discarded: str = "half",
-    ties: str = "half",
-    composition: str = "basic",
-    delta: float = 0.0,
+    options: AUCOptions | None = None,
+    **legacy: object,
 ) -> AUCResult:
     """Simulation of :func:`ldp_auc` with a seeded generator (experiments only)."""
     if not isinstance(rng, np.random.Generator):
         raise TypeError("rng must be a numpy.random.Generator")
-    return _run_auc(pos, neg, alpha, epsilon, splitting, a, discarded, ties, composition, delta, rng)
+    o = with_legacy(options, AUCOptions, legacy, "simulate_ldp_auc")
+    no_more_keywords(legacy, "simulate_ldp_auc")
+    return _run_auc(pos, neg, alpha, epsilon, o, rng)
 
 
 # --------------------------------------------------------------------------- data and experiments
