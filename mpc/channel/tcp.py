@@ -46,7 +46,10 @@ import socket
 import ssl
 import time
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, TypeAlias
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeAlias
+
+from pairwise.dp.validate import check_int, no_more_keywords, with_legacy
 
 from ..errors import (
     AccessDenied,
@@ -63,7 +66,7 @@ from ..errors import (
 )
 from .base import _HEADER, DEFAULT_MAX_FRAME, DEFAULT_TIMEOUT, HEADER_BYTES, Channel, _check_timeout
 
-__all__ = ["TCPChannel", "TCPListener", "PendingConnection", "PeerFilter", "DEFAULT_HANDSHAKE_TIMEOUT"]
+__all__ = ["TCPChannel", "TCPListener", "PendingConnection", "PeerFilter", "AcceptLimits", "DEFAULT_HANDSHAKE_TIMEOUT"]
 
 # Optional TCP send buffering (buffered=True): frames up to _SMALL_FRAME bytes are
 # copied into the send buffer, written when it reaches _FLUSH_AT bytes or before a receive.
@@ -534,6 +537,22 @@ class PendingConnection:
             self._sock = None
 
 
+@dataclass(frozen=True)
+class AcceptLimits:
+    """How :meth:`TCPListener.accept_first` bounds the connections it handshakes at once: each attempt
+    gets at most ``handshake_timeout`` seconds, at most ``max_pending`` attempts run at once and at most
+    ``per_address`` from one address (a newcomer beyond either limit takes the oldest one's place)."""
+
+    handshake_timeout: float = DEFAULT_HANDSHAKE_TIMEOUT
+    max_pending: int = 64
+    per_address: int = 16
+
+    def __post_init__(self) -> None:
+        _check_timeout(self.handshake_timeout, "handshake_timeout")
+        check_int(self.max_pending, "max_pending", lo=1)
+        check_int(self.per_address, "per_address", lo=1)
+
+
 class TCPListener:
     """A listening TCP socket that accepts any number of peers, each as a :class:`TCPChannel`.
 
@@ -621,9 +640,8 @@ class TCPListener:
                             peer_roles=peer_roles, peer_names=peer_names)
 
     def accept_first(self, timeout: float, setup, *, recv_timeout: float | None = None,
-                     max_frame: int = DEFAULT_MAX_FRAME, buffered: bool = False,
-                     handshake_timeout: float = DEFAULT_HANDSHAKE_TIMEOUT, peer_roles=None, peer_names=None,
-                     on_reject=None, max_pending: int = 64, per_address: int = 16):
+                     max_frame: int = DEFAULT_MAX_FRAME, buffered: bool = False, peer_roles=None, peer_names=None,
+                     on_reject=None, limits: AcceptLimits | None = None, **legacy: Any):
         """Accept peers until one passes TLS, admission and ``setup(channel)``; return ``(channel, setup_result)``.
 
         ``setup`` runs the application's first exchange (e.g. the session
@@ -640,10 +658,14 @@ class TCPListener:
         ``per_address`` from one address, and a newcomer beyond either limit
         takes the place of the oldest such attempt (which is cut).  The whole
         wait lasts at most ``timeout``, after which :class:`ChannelTimeout`
-        names the rejected connections.
+        names the rejected connections.  ``limits``: an :class:`AcceptLimits`
+        (or its fields ``handshake_timeout``, ``max_pending``, ``per_address`` as keywords).
         """
         import threading
 
+        lim = with_legacy(limits, AcceptLimits, legacy, "accept_first")
+        no_more_keywords(legacy, "accept_first")
+        handshake_timeout, max_pending, per_address = lim.handshake_timeout, lim.max_pending, lim.per_address
         timeout = _check_timeout(timeout)
         recv_timeout = _check_timeout(recv_timeout if recv_timeout is not None else timeout, "recv_timeout")
         hs_limit = _check_timeout(handshake_timeout, "handshake_timeout")
