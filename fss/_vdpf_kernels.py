@@ -44,12 +44,15 @@ def prep(lo, hi, inp):
 
 
 @_nb.njit(**_opts)
-def children(E, lo, hi, T, scw_lo, scw_hi, tcw_l, tcw_r, nlo, nhi, nT):
+def children(E, lo, hi, T, cw, out):
     """Both children of every node (BGI16 Fig. 1 Eval): s^c xor t s_CW, t^c xor t t_CW^c, lowest bit cleared.
 
-    E (kc * w, 2, 2): pi of :func:`prep`'s inputs; lo, hi, T (kc, w); CWs (kc,);
-    outputs (kc, 2 w), child c of node j at 2 j + c.
+    E (kc * w, 2, 2): pi of :func:`prep`'s inputs; lo, hi, T (kc, w); ``cw`` the level's correction words
+    (scw_lo, scw_hi, tcw_l, tcw_r), each (kc,); ``out`` the children (nlo, nhi, nT), each (kc, 2 w), child
+    c of node j at 2 j + c.
     """
+    scw_lo, scw_hi, tcw_l, tcw_r = cw
+    nlo, nhi, nT = out
     kc, w = lo.shape
     for k in range(kc):
         slo = scw_lo[k]
@@ -94,11 +97,13 @@ def leaf_prep(lo, hi, X, y, vin):
 
 
 @_nb.njit(**_opts)
-def leaf_finish(vout, hi, T, fcw, party, mask, H, y, cs, M, out):
+def leaf_finish(vout, hi, T, key, H, y, cs, M, out):
     """Outputs (-1)^b [V(s) + t CW] mod 2^l into out (kc, W), and the tag inputs H ^= y ^ t cs ^ M in place.
 
-    vout (kc W, 2): pi(sigma(s) xor 2); H (4, kc, W, 2): pi_j(y_j); cs (kc, 4, 2); M (4, W, 2).
+    vout (kc W, 2): pi(sigma(s) xor 2); ``key`` the batch's (fcw (kc,), party, mask); H (4, kc, W, 2):
+    pi_j(y_j); cs (kc, 4, 2); M (4, W, 2).
     """
+    fcw, party, mask = key
     kc, W = hi.shape
     for k in range(kc):
         f = fcw[k]

@@ -406,8 +406,9 @@ def _jit_chunk(k, batch: VDPFKeyBatch, sl: slice, verifier: VDPFVerifier, X: np.
         nlo = _words(scratch, "lo" + side, (kc, 2 * w))
         nhi = _words(scratch, "hi" + side, (kc, 2 * w))
         nT = _words(scratch, "t" + side, (kc, 2 * w))
-        k.children(E, lo, hi, T, np.ascontiguousarray(batch.scw[i, 0, sl]), np.ascontiguousarray(batch.scw[i, 1, sl]),
-                   np.ascontiguousarray(batch.tcw[i, 0, sl]), np.ascontiguousarray(batch.tcw[i, 1, sl]), nlo, nhi, nT)
+        cw = (np.ascontiguousarray(batch.scw[i, 0, sl]), np.ascontiguousarray(batch.scw[i, 1, sl]),
+              np.ascontiguousarray(batch.tcw[i, 0, sl]), np.ascontiguousarray(batch.tcw[i, 1, sl]))
+        k.children(E, lo, hi, T, cw, (nlo, nhi, nT))
         lo, hi, T = nlo, nhi, nT
     W = 1 << n
     y = _blocks(scratch, "y", (4, kc, W))
@@ -419,7 +420,7 @@ def _jit_chunk(k, batch: VDPFKeyBatch, sl: slice, verifier: VDPFVerifier, X: np.
         caes.permute(y[j], out=H[j])
     out = np.empty((kc, W), dtype=np.uint64)
     assert batch.ccw is not None  # a VDPF batch always has its check words
-    k.leaf_finish(vin, hi, T, np.ascontiguousarray(batch.fcw[sl]), batch.party, batch.mask, H, y,
+    k.leaf_finish(vin, hi, T, (np.ascontiguousarray(batch.fcw[sl]), batch.party, batch.mask), H, y,
                   np.ascontiguousarray(batch.ccw[sl]), verifier.masks(n), out)
     verifier._tag_aes.permute(H, out=H)
     tags = np.empty((kc, 2), dtype=np.uint64)
