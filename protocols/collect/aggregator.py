@@ -2,60 +2,32 @@
 
 What it does
     ``pairwise collect serve --listen HOST:PORT --state DIR --tls DIR --name NAME``
-    runs :class:`Aggregator`: one asyncio event loop that accepts mutual
-    TLS 1.3 connections (certificates of the CA with a role, :mod:`pairwise.mpc.tls`),
-    runs the admission step and the session handshake
-    (:mod:`pairwise.protocols.service.aio`), then serves JSON requests
-    (:mod:`pairwise.protocols.collect.wire`), each authorized by the peer's
-    certificate role.  Its state is one SQLite file
-    (:mod:`pairwise.protocols.collect.storage`), and every change is
-    committed there before it is acknowledged.
+    runs :class:`Aggregator`: one asyncio event loop that accepts mutual TLS 1.3
+    connections (:mod:`pairwise.mpc.tls`), runs admission and the session
+    handshake (:mod:`pairwise.protocols.service.aio`), then serves JSON
+    requests (:mod:`pairwise.protocols.collect.wire`), each authorized by the
+    peer's certificate role.  Its state is one SQLite file
+    (:mod:`pairwise.protocols.collect.storage`); every change is committed
+    there before it is acknowledged.  A collector creates a task (protocol and
+    public parameters, :mod:`pairwise.protocols.collect.tasks`), users join it,
+    and the task moves ``open`` -> (registration closes: ``min_users`` reached
+    and the deadline passed, or ``task close``) -> ``done`` with its result
+    stored, or ``failed`` with the reason.
 
-    A collector (analyst) creates a task (:mod:`pairwise.protocols.collect.tasks`:
-    protocol and public parameters, validated), users join it, and the task
-    moves ``open`` -> (registration closes: ``min_users`` reached and the
-    deadline passed, or ``task close``) -> ``done`` with its result stored,
-    or ``failed`` with the reason.
-
-    * Local model: a joining user gets its public assignment (stored), then
-      uploads one report, which is checked against the randomizer's output
-      range and stored once (a repeat is recognised, a different second
-      report refused).  At close the analyzer runs over the stored reports.
-    * 2PC ([BBGK20, Sec. 5]): a joining user's connection stays open as its
-      *control* connection (pings both ways, :data:`~pairwise.protocols.collect.wire.HEARTBEAT`).
-      At close the aggregator pairs the connected users (P permutations,
-      OS CSPRNG; the pairs are stored before anyone hears of them) and sends
-      each its sessions.  For each session both users open a connection and
-      ask to ``relay`` it; the session is marked started (stored) and the
-      :class:`~pairwise.protocols.collect.relay.Relay` splices the two
-      connections.  The evaluator then reports the noisy value on its control
-      connection; it is checked against the circuit's outputs and stored.
-      A user who disconnects, stalls past the task's ``timeout`` or reports a
-      failed session loses its pairs; its partners' other pairs go on, and
-      nobody is paired again.  When every pair is completed or dropped, the
-      result averages the completed ones.
-
-Seams (where the parallel work plugs in)
-    * a task's protocol: :data:`pairwise.protocols.collect.tasks.PROTOCOLS`;
-    * the bytes of a pair's session: :class:`~pairwise.protocols.collect.relay.Relay`
-      (opaque; ``relay_tap`` sees them) and, on the users' side, the pair
-      channel named by the task (:mod:`pairwise.protocols.collect.pairchannel`);
-    * the 2PC model's control connections, pairing and relays:
-      :mod:`pairwise.protocols.collect.aggregator_pairs`;
-    * the shuffle model: :mod:`pairwise.protocols.collect.aggregator_shuffle`
-      (task keys, the shuffler's ``shuffle_task`` and ``shuffle_batch``, the
-      analyzer once the final batch is stored).
+    * Local model (here): a joining user gets its public assignment, then
+      uploads one report, checked against the randomizer's output range and
+      stored once; at close the analyzer runs over the stored reports.
+    * 2PC ([BBGK20, Sec. 5]): control connections, pairing and relays in
+      :mod:`pairwise.protocols.collect.aggregator_pairs`.
+    * Shuffle model: :mod:`pairwise.protocols.collect.aggregator_shuffle`.
 
 Restarts and faults
-    State is reloaded from SQLite: open tasks keep their registrations and
-    reports; a running task keeps its pairs, and a session that was started
-    before the crash is never relayed again (its evaluator may still report
-    the value it computed; else it is dropped after ``timeout``).  Every wait
-    has a timeout: 10 s to authenticate, ``timeout`` of silence on a request
-    connection, :data:`~pairwise.protocols.collect.wire.DEAD_AFTER` on a control
-    connection, the task's ``timeout`` for a partner and for a relay.  A bad
-    report or a malformed frame is refused for that user alone.  SIGTERM stops
-    the loop, drops every connection and closes the state.
+    State is reloaded from SQLite (a session started before a crash is never
+    relayed again).  Every wait has a timeout (10 s to authenticate,
+    ``timeout`` of silence on a request connection); a bad report or a
+    malformed frame is refused for that user alone; SIGTERM stops the loop,
+    drops every connection and closes the state.  Details: ``docs/collect.md``
+    ("Faults").
 
 Security model
     Semi-honest aggregator.  It learns the tasks, who joined (certificate

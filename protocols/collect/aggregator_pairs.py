@@ -2,28 +2,28 @@
 
 What it does
     :class:`PairOps` is a mixin of :class:`pairwise.protocols.collect.aggregator.Aggregator`
-    ([BBGK20, Sec. 5]):
-
-    * a joined 2PC user's connection stays open as its *control* connection
-      (:meth:`PairOps._control`: pings both ways, the user's session list, its
-      pair reports);
-    * :meth:`PairOps._pair`: at close, the connected users are paired (OS
-      CSPRNG); the pairs are stored before anyone hears of them;
-    * ``relay``: for each session both users open a connection and ask to
-      relay it; the session is marked started (stored) and the
-      :class:`~pairwise.protocols.collect.relay.Relay` splices the two
-      connections; a session runs at most once;
-    * a user who disconnects, stalls past the task's ``timeout`` or reports a
-      failed session loses its pairs (:meth:`PairOps._drop`); its partners'
-      other pairs go on; :meth:`PairOps._maybe_finish` averages the completed
-      pairs once none is planned or started.
+    ([BBGK20, Sec. 5]).  A joining user's connection stays open as its
+    *control* connection (pings both ways, :data:`~pairwise.protocols.collect.wire.HEARTBEAT`).
+    At close :meth:`PairOps._pair` pairs the connected users (P permutations,
+    OS CSPRNG; the pairs are stored before anyone hears of them) and sends
+    each its sessions.  For each session both users open a connection and
+    ask to ``relay`` it; the session is marked started (stored) and the
+    :class:`~pairwise.protocols.collect.relay.Relay` splices the two
+    connections (opaque bytes; ``relay_tap`` sees them), so a session runs
+    at most once.  The evaluator then reports the noisy value on its control
+    connection; it is checked against the circuit's outputs and stored.  A
+    user who disconnects, stalls past the task's ``timeout`` or reports a
+    failed session loses its pairs (:meth:`PairOps._drop`); its partners'
+    other pairs go on, and nobody is paired again.  When every pair is
+    completed or dropped, :meth:`PairOps._maybe_finish` averages the
+    completed ones.
 
 Security model
     As the aggregator's (:mod:`pairwise.protocols.collect.aggregator`): it
     learns who is paired with whom, byte counts and the noisy values, never a
-    user's value.  Every wait has a timeout (the task's ``timeout`` for a
+    user's value.  Every wait has a timeout: the task's ``timeout`` for a
     partner and for a relay, :data:`~pairwise.protocols.collect.wire.DEAD_AFTER`
-    on a control connection).
+    on a control connection.
 """
 
 from __future__ import annotations

@@ -2,63 +2,33 @@
 
 What it does
     :class:`ServerState` is what a server shares between its connections:
-    the storage, the ledger, the datasets, the claims of uploads in
-    progress and the server's own Dask cluster, if any
-    (:mod:`pairwise.protocols.ecdf.cluster`).  :class:`Session` serves the
-    requests of one connection (the server's connection loop calls
-    :meth:`Session.answer` once per control frame: authorization, then the
-    request parsed into its type of :mod:`pairwise.protocols.ecdf.ops`, then
-    the handler :attr:`Session.DISPATCH` names for its ``op``) and owns what that connection has in flight: one staged upload, one
-    prepared release.  When the connection ends, :meth:`Session.close`
-    discards both (nothing is stored or charged).
+    the storage, the ledger (:class:`Budgets`), the datasets, the claims of
+    uploads in progress, how it reaches the other servers (:class:`PeerLinks`)
+    and its own Dask cluster, if any (:mod:`pairwise.protocols.ecdf.cluster`).
+    :class:`Session` serves the requests of one connection: the server's
+    connection loop calls :meth:`Session.answer` once per control frame
+    (authorization, then the request parsed into its type of
+    :mod:`pairwise.protocols.ecdf.ops`, then the handler :attr:`Session.DISPATCH`
+    names for its ``op``).  A session owns what its connection has in flight:
+    one staged upload, one prepared release; :meth:`Session.close` discards
+    both (nothing is stored or charged).
 
-Uploads (ops ``upload`` / ``pointwise``, then ``commit`` or ``discard``)
-    (handled by :class:`pairwise.protocols.ecdf.upload_handlers.UploadHandlers`, a mixin of :class:`Session`)
-    1. The header names the dataset, its public parameters, a fresh
-       ``upload_id``, ``append`` and the chunk sizes.  A new dataset id is
-       claimed for this upload; an existing one is refused (datasets are
-       sealed) unless ``append`` is set, or, for a pointwise dataset, unless
-       the header starts a new query round (which replaces the round's
-       shares; the budget stays).  Each chunk's client count must be at most
-       :func:`pairwise.protocols.ecdf.wire.chunk_clients` of the scheme's
-       per-client size, so every frame size is known before it is read.
-    2. The header reserves the most disk its chunks can take
-       (:class:`pairwise.protocols.ecdf.staging.StagingBudget`; refused if
-       the connection's or the server's staging budget cannot hold it).
-       The chunks arrive: ids, key lengths (each at most the scheme's key
-       size), keys (exactly the sum of the lengths) -- or the pointwise
-       share words.  A malformed key rejects its client, as does an
-       ``mshare`` key of the wrong kind for its position (this server holds
-       the vector keys of positions p = server id mod m); a client id that
-       is already in the dataset or in a concurrent upload is rejected.
-       ``vdpf`` keys are checked by both servers together, chunk by chunk
-       (:mod:`pairwise.protocols.ecdf.validation`, over the check channel
-       server 0 opened when it accepted the header,
-       :func:`pairwise.protocols.ecdf.peers.open_verify_link`): a client
-       both servers do not accept is not staged, by either server.
-       Each chunk's accepted clients are written to the upload's staged file
-       before the next chunk is read, so memory holds one chunk.  The reply
-       lists the rejected positions of the upload.
-    3. The uploader sends every server the union of all servers' rejected
-       positions (``commit``); each server drops them and commits the rest
-       in one transaction (:meth:`pairwise.protocols.ecdf.storage.Storage.commit_upload`),
-       so all servers hold the same clients.  ``discard`` (or a closed
-       connection) forgets the staged upload.
+    Uploads (``upload`` / ``pointwise``, then ``commit`` or ``discard``) are
+    handled by :class:`pairwise.protocols.ecdf.upload_handlers.UploadHandlers`,
+    a mixin of :class:`Session`; the steps are in ``docs/ecdf-server.md``
+    ("The server's side of an upload").
 
-Releases (ops ``prepare``, ``go``, ``abort``)
+Releases (ops ``prepare``, ``link``, ``go``, ``abort``; ``ledger``, ``adopt``)
     ``prepare`` validates the request (:func:`pairwise.protocols.ecdf.release.plan_release`),
-    takes a consistent snapshot of the dataset (one row per client in every
-    series it reads, or a refusal), on a server with a Dask cluster evaluates
-    the snapshot's keys there (:meth:`ServerState.evaluate_on_cluster`: a
-    failed cluster refuses the request with nothing held) and reserves the
-    charge; its reply carries the dataset digest and the ledger digest (and
-    the cluster's scheduler id, so the querier can refuse servers that share
-    one), which the querier compares
-    across servers.  ``link`` (two servers, to server 0) connects server 0 to
-    server 1 and checks its identity, still before any charge.  ``go``
+    takes a consistent snapshot of the dataset, evaluates it on the server's
+    cluster if it has one (a failed cluster refuses with nothing held) and
+    reserves the charge; its reply carries the dataset and ledger digests,
+    which the querier compares across servers.  ``link`` connects server 0
+    to server 1 and checks its identity, still before any charge.  ``go``
     writes the charge to the ledger durably, then runs the release over the
-    snapshot.  ``ledger`` / ``adopt`` let the
-    querier make the servers' ledgers agree (:mod:`pairwise.protocols.ecdf.ledger`).
+    snapshot.  ``ledger`` / ``adopt`` let the querier make the servers'
+    ledgers agree (:mod:`pairwise.protocols.ecdf.ledger`).  Details:
+    ``docs/ecdf-server.md`` ("Releases").
 
 Security model
     See :mod:`pairwise.protocols.ecdf.server`; authorization happens before a
