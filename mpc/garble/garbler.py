@@ -422,3 +422,59 @@ class Garbler:
             self.circuit.content_hash, self.circuit.n_and, self.batch, self.chunk, self.instance_offset,
             memoryview(dest).cast("B"),
         )
+
+
+class Regarbler:
+    """Repeated garblings of one circuit, batch and chunk under one Delta (a session's executions).
+
+    What a :class:`Garbler` checks and looks up on every construction (batch,
+    chunk, Delta, the plan, the output buffers) is done once here; each
+    :meth:`iter_into` then garbles with the caller's fresh zero labels of
+    every input wire and a fresh instance offset.  The offsets must grow by
+    at least the batch from one garbling to the next (checked: tweaks never
+    repeat under the shared Delta, docs/garbling.md "Tweak uniqueness"); the
+    zero labels are the caller's to make fresh (the two-party session draws
+    them from its label stream and from OT for every execution).
+
+    After :meth:`iter_into` is exhausted, ``decode_bits`` (n_out, batch) and
+    ``output_zero`` (n_out, batch, 2) hold that garbling's results, until the
+    next garbling overwrites them.  Without the AES-NI path every garbling
+    goes through a new :class:`Garbler` (same tables).
+    """
+
+    def __init__(self, circuit: Circuit, batch: int, delta: np.ndarray, chunk: int | None = None) -> None:
+        g = Garbler(circuit, batch, delta=delta, chunk=chunk, instance_offset=0, keep_scratch=True)
+        self.circuit, self.batch, self.chunk, self.delta = circuit, g.batch, g.chunk, g.delta
+        self._plan = g._plan
+        n_out = self._plan.out_slots.shape[0]
+        self.output_zero = np.empty((n_out, self.batch, 2), _U64)
+        self.decode_bits = np.empty((n_out, self.batch), bool)
+        self._size = table_bytes(circuit, self.batch)
+        self._next = 0  # the lowest instance offset the next garbling may use
+        self._fused = _jit_mod.fused_ready()
+
+    def iter_into(self, zero: np.ndarray, instance_offset: int, dest: np.ndarray, every: int = 0) -> Iterator[int]:
+        """Garble with input zero labels ``zero`` (n_inputs, batch, 2) uint64 into ``dest`` (the tables'
+        uint64 words, exactly); yield the bytes of ``dest`` written so far, as :meth:`Garbler.iter_into`."""
+        if instance_offset < self._next:
+            raise GarbleError(f"instance offset {instance_offset} reuses tweaks: the next garbling under this "
+                              f"Delta must start at instance {self._next} or later")
+        if dest.dtype != _U64 or dest.nbytes != self._size or zero.shape != (self.circuit.n_inputs, self.batch, 2):
+            raise GarbleError(f"dest must be {self._size // 8} uint64 words and zero labels of shape "
+                              f"({self.circuit.n_inputs}, {self.batch}, 2)")
+        _check_offset(instance_offset, self.batch)
+        self._next = instance_offset + self.batch
+        if not self._fused:
+            gar = Garbler(self.circuit, self.batch, delta=self.delta, input_zero=zero, instance_offset=instance_offset,
+                          chunk=self.chunk, keep_scratch=True)
+            yield from gar.iter_into(memoryview(dest).cast("B"), every)
+            self.output_zero[...] = gar.output_zero
+            self.decode_bits[...] = gar.decode_bits
+            return
+        from . import fused
+
+        done = 0
+        for tab in fused.garble(self._plan, zero, self.delta, instance_offset, self.batch, self.chunk, dest, None,
+                                every, False, True, self.output_zero, self.decode_bits, None):
+            done += tab.nbytes
+            yield done

@@ -31,6 +31,7 @@ from ..basecot import BaseCOTReceiver, BaseCOTSender
 from ..channel import Channel, handshake
 from ..errors import HandshakeError, ProtocolError
 from ..garble import Evaluator, Garbler, decode, default_chunk, urandom_bits, wire_slice
+from ..garble.garbler import Regarbler
 from ..iknp import DEFAULT_BATCH, COTReceiver, COTSender, _IKNPParty
 from . import wire as _w
 from .inputs import (
@@ -134,7 +135,7 @@ class _Shape:
     """What a circuit and the execution parameters fix, the same on both sides; computed once and kept."""
 
     __slots__ = ("circuit", "batch", "chunk", "output", "random", "rnames", "g_groups", "e_ord", "e_rnd",
-                 "n_ord", "n_rnd", "n_g", "n_tab", "n_out", "n_dec", "header_args", "ord_slice")
+                 "n_ord", "n_rnd", "n_g", "n_tab", "n_out", "n_dec", "header_args", "ord_slice", "gar", "ev")
 
     def __init__(self, circuit: Circuit, batch: int, chunk: int, output: str, rnd: tuple[InputGroup, ...]) -> None:
         self.circuit, self.batch, self.chunk, self.output, self.random = circuit, batch, chunk, output, rnd
@@ -155,6 +156,8 @@ class _Shape:
         self.ord_slice = wire_slice(self.e_ord[0]) if len(self.e_ord) == 1 else None
         if not isinstance(self.ord_slice, slice):
             self.ord_slice = None
+        self.gar: Regarbler | None = None  # (garbler) the session's Regarbler of this shape, once made
+        self.ev: Evaluator | None = None  # (evaluator) its Evaluator, its instance offset set per execution
 
     def header(self, offset: int) -> bytes:
         m, h, n_and, batch, chunk, mode, digest = self.header_args
@@ -368,7 +371,7 @@ class GarblerSession(_Session):
             d = self._receive_request(ex)  # 2. the evaluator's header (checked) and correction bits
             self._evaluator_labels(ex, zero, d)  # 4. the evaluator's groups' zero labels, from COTs
             gar = self._garbler(ex, zero)
-            self._send_stream(ex, gar)  # 5. our header, the tables, the decoding bits
+            self._send_stream(ex, gar, zero)  # 5. our header, the tables, the decoding bits
             outs = self._outputs(ex, gar)  # 6. the output, if the garbler learns it
         except BaseException as exc:
             self._broken = exc
@@ -396,9 +399,14 @@ class GarblerSession(_Session):
                 self._label_stream.fill(a.reshape(n, 2))
                 zero[w] = a ^ (_bit_masks(b) & self.delta)
 
-    def _garbler(self, ex: _Execution, zero: np.ndarray) -> Garbler:
-        """The Garbler of the execution, with every input wire's zero label from ``zero``."""
+    def _garbler(self, ex: _Execution, zero: np.ndarray) -> Garbler | Regarbler:
+        """The Garbler of the execution, with every input wire's zero label from ``zero``: for streams that fit
+        the reused buffer, the shape's Regarbler (checks and buffers once per session)."""
         sh = ex.shape
+        if _HDR + sh.n_tab + sh.n_dec <= _w.STREAM_BUFFER:
+            if sh.gar is None:
+                sh.gar = Regarbler(sh.circuit, sh.batch, self.delta, sh.chunk)
+            return sh.gar
         if zero.nbytes <= 1 << 16:  # small: one copy in the constructor
             return Garbler(sh.circuit, sh.batch, delta=self.delta, input_zero=zero, instance_offset=ex.offset,
                            chunk=sh.chunk, keep_scratch=True)
@@ -456,7 +464,7 @@ class GarblerSession(_Session):
             else:
                 zero[w] = self.cot.send_random(n).reshape(g.width, sh.batch, 2)
 
-    def _send_stream(self, ex: _Execution, gar: Garbler) -> None:
+    def _send_stream(self, ex: _Execution, gar: Garbler | Regarbler, zero: np.ndarray) -> None:
         """Step 5: garble while sending: our header, the tables, then (if the evaluator learns the output) the
         decoding bits, in the frames of :func:`pairwise.mpc.twopc.wire.frame_ends`."""
         sh = ex.shape
@@ -472,7 +480,9 @@ class GarblerSession(_Session):
             sent = _HDR if ex.headers_apart else 0  # (the header went out on its own already)
             ends = [sent + e for e in _w.frame_ends(total - sent)]
             i = 0
-            for done in gar.iter_into(mv[_HDR : _HDR + n_tab], _yield_every(ends)):
+            assert isinstance(gar, Regarbler)  # (_garbler: the stream fits the buffer)
+            words = self._stream[_HDR // 8 : (_HDR + n_tab) // 8]
+            for done in gar.iter_into(zero, ex.offset, words, _yield_every(ends)):
                 done += _HDR
                 if done >= ends[i] and i < len(ends) - 1:  # a frame is complete: out it goes, while we garble on
                     sent = self._send_range(mv, sent, done)
@@ -482,6 +492,7 @@ class GarblerSession(_Session):
                 buf[_HDR + n_tab :] = np.packbits(gar.decode_bits.reshape(-1), bitorder="little")  # type: ignore[union-attr]
             self._send_range(mv, sent, total)
         else:  # segment by segment through one reused scratch buffer
+            assert isinstance(gar, Garbler)
             need = gar.max_segment_words()
             if self._scratch is None or self._scratch.shape[0] < need:
                 self._scratch = np.empty(need, np.uint64)
@@ -503,7 +514,7 @@ class GarblerSession(_Session):
             start += n
         return end
 
-    def _outputs(self, ex: _Execution, gar: Garbler) -> tuple[list | None, list[np.ndarray] | None]:
+    def _outputs(self, ex: _Execution, gar: Garbler | Regarbler) -> tuple[list | None, list[np.ndarray] | None]:
         """Step 6: if the garbler learns the output, the permute bits of the evaluator's output labels, decoded."""
         if ex.shape.output not in ("both", "garbler"):
             return None, None
@@ -549,7 +560,10 @@ class EvaluatorSession(_Session):
             active = self._label_buffer(sh.circuit, sh.batch)
             self._send_request(ex, active)  # 2. + 4. our header and correction bits; our labels from COTs
             self._garbler_labels(ex, active)  # 3. the garbler's active labels: the label stream
-            ev = Evaluator(sh.circuit, sh.batch, instance_offset=ex.offset, chunk=sh.chunk, keep_scratch=True)
+            ev = sh.ev
+            if ev is None:
+                ev = sh.ev = Evaluator(sh.circuit, sh.batch, instance_offset=ex.offset, chunk=sh.chunk, keep_scratch=True)
+            ev.instance_offset = ex.offset  # (the shape checked batch and chunk; _finish keeps offsets growing)
             out_labels, dec = self._receive_stream(ex, ev, active)  # 5. evaluated as it arrives
             outs = self._outputs(ex, out_labels, dec)  # 6. the garbler's output first, then ours
         except BaseException as exc:

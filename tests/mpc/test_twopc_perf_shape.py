@@ -383,18 +383,19 @@ def test_explicit_cot_batch_is_kept():
 
 def test_stream_tables_are_the_engines_tables_bit_for_bit(monkeypatch):
     """The tables in the garbler's stream equal a standalone Garbler's for the same zero labels, Delta and
-    instance offset, and the decoding bits its decode bits: frames and buffers change nothing."""
+    instance offset, and the decoding bits its decode bits: frames, buffers and the session's reused
+    Regarbler change nothing."""
     from pairwise.mpc.garble import Garbler, table_bytes
+    from pairwise.mpc.garble.garbler import Regarbler
 
     made = []
-    real = session.Garbler
 
-    def recording(*a, **kw):
-        g = real(*a, **kw)
-        made.append((a, dict(kw), np.array(g.input_zero)))
-        return g
+    class Recording(Regarbler):
+        def iter_into(self, zero, instance_offset, dest, every=0):
+            made.append((self.circuit, self.batch, self.chunk, np.array(self.delta[0]), np.array(zero), instance_offset))
+            return super().iter_into(zero, instance_offset, dest, every)
 
-    monkeypatch.setattr(session, "Garbler", recording)
+    monkeypatch.setattr(session, "Regarbler", Recording)
     c = resolve_circuit("aes128")
     p = Pair(ot_batch=1024)
     try:
@@ -402,12 +403,37 @@ def test_stream_tables_are_the_engines_tables_bit_for_bit(monkeypatch):
             f0 = len(p.garbler_channel.sent)
             p.run_ok(c, 1000 + i, 2000 + i)
             stream = b"".join(stream_frames(p.garbler_channel.sent[f0:]))
-            (circuit, batch), kw, zero = made[-1]
-            ref = Garbler(circuit, batch, delta=kw["delta"], input_zero=zero, instance_offset=kw["instance_offset"],
-                          chunk=kw["chunk"])
+            circuit, batch, chunk, delta, zero, offset = made[-1]
+            ref = Garbler(circuit, batch, delta=delta, input_zero=zero, instance_offset=offset, chunk=chunk)
             tables = bytes(ref.garble().tables)
             n = table_bytes(c, 1)
-            assert stream[:n] == tables and kw["instance_offset"] == i
+            assert stream[:n] == tables and offset == i
             assert stream[n:] == np.packbits(ref.decode_bits.reshape(-1), bitorder="little").tobytes()
+        assert len(made) == 3
     finally:
         p.close()
+
+
+@pytest.mark.parametrize("fused_path", [True, False])
+def test_regarbler_matches_garbler_and_refuses_reused_offsets(fused_path):
+    """Regarbler (the session's reused garbler) gives a fresh Garbler's tables and decoding bits on both the
+    AES-NI and the other paths, and refuses an instance offset that would repeat tweaks under its Delta."""
+    from pairwise.mpc.garble import GarbleError, Garbler, table_bytes
+    from pairwise.mpc.garble.garbler import Regarbler
+    from pairwise.mpc.garble.garbler import fresh_delta
+
+    c = resolve_circuit("aes128")
+    delta = fresh_delta(1)[0]
+    rg = Regarbler(c, 1, delta)
+    rg._fused = rg._fused and fused_path
+    dest = np.empty(table_bytes(c, 1) // 8, np.uint64)
+    for offset in (0, 1, 5):
+        zero = np.frombuffer(os.urandom(16 * c.n_inputs), np.uint64).reshape(c.n_inputs, 1, 2).copy()
+        done = list(rg.iter_into(zero, offset, dest, 1 << 14))
+        assert done[-1] == dest.nbytes
+        ref = Garbler(c, 1, delta=delta, input_zero=zero, instance_offset=offset)
+        assert dest.tobytes() == bytes(ref.garble().tables)
+        assert (rg.decode_bits == ref.decode_bits).all() and (rg.output_zero == ref.output_zero).all()
+    for bad in (5, 0):
+        with pytest.raises(GarbleError, match="reuses tweaks"):
+            next(rg.iter_into(zero, bad, dest))

@@ -251,6 +251,7 @@ def _evaluator_view(pair, circuit: Circuit, monkeypatch, r_value: bool, reps: in
             recs.append(self)
 
     monkeypatch.setattr(twopc.session, "Evaluator", Recording)
+    pair.evaluator._shapes.clear()  # (the session keeps one Evaluator per shape: make it a Recording)
     monkeypatch.setattr(twopc.session, "urandom_bits", lambda b, w: np.full((b, w), r_value, bool))
     rng = np.random.default_rng()
     n_out = sum(g.width for g in circuit.outputs)
