@@ -4,6 +4,7 @@ Usage (by twoparty.py, not by hand)::
 
     python benchmarks/_twoparty_worker.py ROLE PORT CIRCUIT BITS SEED FIRST_REPS EXECUTIONS SIMD COTS
         [--profile FILE] [--buffered] [--tls DIR] [--frame-target N] [--min-frame N] [--split K]
+        [--ot-batch session|cli|N]
 
 ROLE is ``garbler`` (listens) or ``evaluator`` (connects).  The party runs, in
 order, over loopback TCP with the real runtime (mpc.twopc):
@@ -14,7 +15,10 @@ order, over loopback TCP with the real runtime (mpc.twopc):
    the session's default (``ot_batch=None``: a first IKNP batch of 1024 COTs that
    grows with use);
 2. one session with one warm-up execution and then EXECUTIONS executions of
-   batch 1 (the amortized case), timed as a whole and one by one;
+   batch 1 (the amortized case), timed as a whole and one by one; its COT
+   batches are the session's own (``ot_batch=None``, growing from 1024 to
+   65536 COTs, as a long-running party runs), or with ``--ot-batch cli`` the
+   CLI's fixed batch sized to the evaluator's input (1024 for AES-128), or N;
 3. in the same session, one execution of SIMD instances (batch = SIMD);
 4. a COT-only session: COTSender.send_random / COTReceiver.recv_random of COTS
    correlated OTs in the default batches (the correlated-OT rate).
@@ -98,6 +102,8 @@ def main(argv: list[str]) -> int:
         if flag in argv:  # experiments on the garbler's frames (mpc.twopc.wire)
             setattr(twopc.wire, name, int(argv[argv.index(flag) + 1]))
     port, bits, seed = int(port), int(bits), int(seed)
+    ob = argv[argv.index("--ot-batch") + 1] if "--ot-batch" in argv else "session"
+    amortized_ot_batch = None if ob == "session" else _ot_batch(resolve_circuit(spec, bits, False)) if ob == "cli" else int(ob)
     first_reps, executions, simd, cots = int(first_reps), int(executions), int(simd), int(cots)
     circuit = resolve_circuit(spec, bits, False)
     # load the compiled one-instance loops at process start, as a long-running party would (0.4-0.9 s;
@@ -150,7 +156,7 @@ def main(argv: list[str]) -> int:
 
     # 2. amortized: many executions of batch 1 in one session
     ch = connect(role, listener, port)
-    s = Session(ch, ot_batch=_ot_batch(circuit), extra=digest)
+    s = Session(ch, ot_batch=amortized_ot_batch, extra=digest)
     s.run(circuit, mine(1, 10_000, scalar=True))  # warm-up: first IKNP batch, plan caches
     ins = [mine(1, 20_000 + i, scalar=True) for i in range(executions)]
     b0, r0, m0, n0 = ch.bytes_sent, ch.bytes_received, ch.messages_sent, ch.messages_received

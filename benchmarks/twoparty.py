@@ -88,6 +88,7 @@ def run_circuit(spec: str, bits: int, args, profile_dir: str | None, buffered: b
         extra += ["--frame-target", str(args.frame_target)] if args.frame_target else []
         extra += ["--min-frame", str(args.min_frame)] if args.min_frame else []
         extra += ["--split", str(args.split)] if args.split else []
+        extra += ["--ot-batch", args.ot_batch]
         env = dict(os.environ, PAIRWISE_JIT="0" if engine == "numpy" else "1")
         procs[role] = subprocess.Popen([sys.executable, WORKER, role, str(port), *common, *extra],
                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
@@ -350,6 +351,11 @@ def main(argv: list[str] | None = None) -> int:
                     help="override mpc.twopc.wire.MIN_FRAME (smallest frame of the garbler's stream) in both workers")
     ap.add_argument("--split", type=int, default=None,
                     help="override mpc.twopc.wire.SPLIT (frames per garbler stream) in both workers")
+    ap.add_argument("--ot-batch", default="session",
+                    help="COT batches of the amortized session: session (default: the session's own, ot_batch=None: "
+                         "1024 COTs first, each batch at least twice the last, up to 65536, as a long-running party "
+                         "runs), cli (a fixed batch sized to the evaluator's input, as the one-execution CLI: 1024 "
+                         "for AES-128; the default before 2026-11-27), or a number of COTs")
     ap.add_argument("--emp", metavar="PATH", default=None,
                     help="EMP-toolkit's emp_2pc driver: run it interleaved with pairwise on the same Bristol "
                          "circuits and print same-run ratios (no ratio without it)")
