@@ -83,6 +83,8 @@ PeerFilter: TypeAlias = str | Iterable[str] | None
 # Frames larger than this are received incrementally: the buffer grows by this much only
 # after the bytes already announced have arrived, so an announced length never allocates.
 _RECV_STEP = 1 << 20
+#: Frames handed back with :meth:`TCPChannel.recycle` are kept for reuse up to this many bytes in all.
+_RECYCLE_BYTES = 1 << 20
 _ZEROS = bytes(_RECV_STEP)
 #: Seconds a TLS handshake plus admission may take on an accepted connection (default).
 DEFAULT_HANDSHAKE_TIMEOUT = 10.0
@@ -195,6 +197,9 @@ class TCPChannel(Channel):
         self._tls = isinstance(sock, ssl.SSLSocket)
         self._sock_timeout = self.timeout
         self._wbuf = bytearray()
+        self._hdr = bytearray(HEADER_BYTES)  # each frame's length prefix is read into this one buffer
+        self._free: dict[int, list[bytearray]] = {}  # recycled frames by size (see recycle)
+        self._free_bytes = 0
         self.peer_identity = peer_identity
         if peer is None:
             try:
@@ -351,7 +356,7 @@ class TCPChannel(Channel):
     def _recv_frame(self, timeout: float, limit: int) -> bytearray:
         self._flush()
         self._set_sock_timeout(timeout)
-        header = bytearray(HEADER_BYTES)
+        header = self._hdr
         self._recv_into(header, 0, timeout, frame_start=True)
         (n,) = _HEADER.unpack(header)
         if n > limit:
@@ -364,6 +369,12 @@ class TCPChannel(Channel):
                 f"frame of {n} bytes announced by {self.peer} exceeds the limit of {limit} bytes "
                 "(garbage or another protocol on this port, or max_frame too small)"
             )
+        spare = self._free.get(n)
+        if spare:  # a recycled frame of this size: every byte is overwritten below (or the channel fails)
+            buf = spare.pop()
+            self._free_bytes -= n
+            self._recv_into(buf, 0, timeout, frame_start=False, total=n)
+            return buf
         # Never allocate from the announced length alone: up to _RECV_STEP at once, then
         # one more step each time the bytes received so far fill the buffer.
         buf = bytearray(min(n, _RECV_STEP))
@@ -374,6 +385,14 @@ class TCPChannel(Channel):
             self._recv_into(buf, got, timeout, frame_start=False, total=n)
             got = len(buf)
         return buf
+
+    def recycle(self, frame: bytes | bytearray) -> None:
+        """Keep a consumed frame for the next frame of the same size (up to 1 MiB in all): streams of
+        same-size frames (the garbled tables of repeated executions) then allocate nothing."""
+        n = len(frame)
+        if type(frame) is bytearray and n and self._free_bytes + n <= _RECYCLE_BYTES:
+            self._free.setdefault(n, []).append(frame)
+            self._free_bytes += n
 
     def _recv_into(self, buf: bytearray, start: int, timeout: float, *, frame_start: bool,
                    total: int | None = None) -> None:

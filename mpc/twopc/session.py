@@ -56,6 +56,7 @@ COT_SOURCES = ("iknp", "base")
 #: batch is at least twice the previous one, up to :data:`pairwise.mpc.iknp.DEFAULT_BATCH`.
 FIRST_COT_BATCH = 1024
 _HDR = EXEC.size
+_ONE = np.uint64(1)
 #: The garbler accepts an evaluator request of up to this many bytes more than it expects, so that a peer
 #: with a somewhat larger circuit still gets "circuit mismatch" (from the header) rather than a frame error.
 REQUEST_SLACK = 8192
@@ -642,7 +643,7 @@ class EvaluatorSession(_Session):
         """Step 6: send the permute bits of the output labels if the garbler learns the output (first, so it
         is not kept waiting), then decode ours if we got the decoding bits."""
         if ex.shape.output in ("both", "garbler"):
-            self.channel.send_bits(((out_labels[..., 0] & np.uint64(1)).astype(bool)).reshape(-1))
+            self.channel.send(np.packbits((out_labels[..., 0] & _ONE).astype(bool), axis=None, bitorder="little"))
             self.channel.flush()
         if dec is None:
             return None, None

@@ -610,3 +610,29 @@ def test_the_package_re_exports_every_name_of_the_former_module(name):
 def test_the_handshake_function_is_not_shadowed_by_a_submodule():
     assert callable(channel_mod.handshake) and channel_mod.handshake.__module__ == "pairwise.mpc.channel.hello"
     assert channel_mod.__all__.count("handshake") == 1
+
+
+def test_tcp_recycled_frames_are_reused_for_the_same_size_and_overwritten_whole():
+    """A frame handed back with recycle() receives the next frame of its size (every byte rewritten); other
+    sizes get a fresh buffer, and a truncated frame still fails."""
+    a, b = socket.socketpair()
+    ca, cb = TCPChannel(a, timeout=5), TCPChannel(b, timeout=5)
+    try:
+        ca.send(b"x" * 1000)
+        f = cb.recv_frame()
+        assert f == b"x" * 1000
+        cb.recycle(f)
+        ca.send(b"y" * 1000)
+        g = cb.recv_frame()
+        assert g is f and g == b"y" * 1000
+        cb.recycle(g)
+        ca.send(b"z" * 999)
+        h = cb.recv_frame()
+        assert h is not f and h == b"z" * 999
+        a.sendall(struct.pack("!I", 1000) + b"w" * 10)  # the recycled size, cut short
+        a.close()
+        with pytest.raises(TruncatedFrame):
+            cb.recv_frame()
+    finally:
+        ca.close()
+        cb.close()
