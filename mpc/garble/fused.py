@@ -152,6 +152,16 @@ class _Info:
         self.n_and = sum(self.ks)
         self.max_k = max(self.ks)
         self.out_slots = np.ascontiguousarray(plan.out_slots, dtype=np.int64)
+        self._spans: dict[tuple[int, int], list[tuple[int, int]]] = {}
+
+    def spans(self, bc: int, every: int) -> list[tuple[int, int]]:
+        """:func:`_spans` of this program, kept per (chunk size, every): a session's executions repeat them."""
+        got = self._spans.get((bc, every))
+        if got is None:
+            if len(self._spans) >= 64:
+                self._spans.clear()
+            got = self._spans[bc, every] = _spans(self.ks, bc, every)
+        return got
 
 
 def _info(plan: _Plan) -> _Info:
@@ -313,7 +323,7 @@ def garble(g: Garbler, plan: _Plan, zero: np.ndarray, dest: np.ndarray | None, s
                 yield dest[pos:end]
                 pos = end
             elif dest is not None:
-                for i, j in _spans(ks, bc, every):
+                for i, j in info.spans(bc, every):
                     end = int(K.garble_batches(lab, P, i, j, (bc, 0, bc), key, dest, pos))
                     if end > pos:
                         yield dest[pos:end]

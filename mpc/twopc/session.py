@@ -136,7 +136,7 @@ class _Shape:
     """What a circuit and the execution parameters fix, the same on both sides; computed once and kept."""
 
     __slots__ = ("circuit", "batch", "chunk", "output", "random", "rnames", "g_groups", "e_ord", "e_rnd",
-                 "n_ord", "n_rnd", "n_g", "n_tab", "n_out", "n_dec", "header_args", "ord_slice", "gar", "ev")
+                 "n_ord", "n_rnd", "n_g", "n_tab", "n_out", "n_dec", "header_args", "ord_slice", "gar", "ev", "frames")
 
     def __init__(self, circuit: Circuit, batch: int, chunk: int, output: str, rnd: tuple[InputGroup, ...]) -> None:
         self.circuit, self.batch, self.chunk, self.output, self.random = circuit, batch, chunk, output, rnd
@@ -159,6 +159,7 @@ class _Shape:
             self.ord_slice = None
         self.gar: Regarbler | None = None  # (garbler) the session's Regarbler of this shape, once made
         self.ev: Evaluator | None = None  # (evaluator) its Evaluator, its instance offset set per execution
+        self.frames: dict[int, tuple[list[int], int]] = {}  # (garbler) bytes already sent -> frame ends, yield hint
 
     def header(self, offset: int) -> bytes:
         m, h, n_and, batch, chunk, mode, digest = self.header_args
@@ -479,11 +480,15 @@ class GarblerSession(_Session):
             buf[:_HDR] = np.frombuffer(ex.header, np.uint8)
             mv = memoryview(buf)
             sent = _HDR if ex.headers_apart else 0  # (the header went out on its own already)
-            ends = [sent + e for e in _w.frame_ends(total - sent)]
+            plan = sh.frames.get(sent)
+            if plan is None:
+                ends = [sent + e for e in _w.frame_ends(total - sent)]
+                plan = sh.frames[sent] = (ends, _yield_every(ends))
+            ends, every = plan
             i = 0
             assert isinstance(gar, Regarbler)  # (_garbler: the stream fits the buffer)
             words = self._stream[_HDR // 8 : (_HDR + n_tab) // 8]
-            for done in gar.iter_into(zero, ex.offset, words, _yield_every(ends)):
+            for done in gar.iter_into(zero, ex.offset, words, every):
                 done += _HDR
                 if done >= ends[i] and i < len(ends) - 1:  # a frame is complete: out it goes, while we garble on
                     sent = self._send_range(mv, sent, done)
