@@ -468,6 +468,7 @@ class Regarbler:
             gar = Garbler(self.circuit, self.batch, delta=self.delta, input_zero=zero, instance_offset=instance_offset,
                           chunk=self.chunk, keep_scratch=True)
             yield from gar.iter_into(memoryview(dest).cast("B"), every)
+            assert gar.output_zero is not None and gar.decode_bits is not None  # (set by the garbling)
             self.output_zero[...] = gar.output_zero
             self.decode_bits[...] = gar.decode_bits
             return

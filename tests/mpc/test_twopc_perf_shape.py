@@ -419,8 +419,7 @@ def test_regarbler_matches_garbler_and_refuses_reused_offsets(fused_path):
     """Regarbler (the session's reused garbler) gives a fresh Garbler's tables and decoding bits on both the
     AES-NI and the other paths, and refuses an instance offset that would repeat tweaks under its Delta."""
     from pairwise.mpc.garble import GarbleError, Garbler, table_bytes
-    from pairwise.mpc.garble.garbler import Regarbler
-    from pairwise.mpc.garble.garbler import fresh_delta
+    from pairwise.mpc.garble.garbler import Regarbler, fresh_delta
 
     c = resolve_circuit("aes128")
     delta = fresh_delta(1)[0]
