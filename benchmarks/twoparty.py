@@ -11,7 +11,9 @@ For each circuit (AES-128 from Bristol Fashion, the gini and kendall kernels at
   batch (``ot_batch=None``: 1024 COTs first, growing);
 * amortized: wall time per execution over ``--executions`` executions of one
   instance each in one session (after one warm-up execution), and one SIMD
-  execution of ``--simd`` instances;
+  execution of ``--simd`` instances; the session's COT batches are its own
+  (``--ot-batch session``: 1024 growing to 65536, as a long-running party), or
+  the one-execution CLI's fixed batch (``--ot-batch cli``, 1024 for AES-128), or N;
 * bytes and frames each way per execution, and the garbler's bytes per AND gate;
 * the correlated-OT rate: ``COTSender.send_random`` of ``--cots`` COTs between
   the two processes (default batches of 65536);
