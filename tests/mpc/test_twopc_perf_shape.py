@@ -416,8 +416,9 @@ def test_stream_tables_are_the_engines_tables_bit_for_bit(monkeypatch):
 
 @pytest.mark.parametrize("fused_path", [True, False])
 def test_regarbler_matches_garbler_and_refuses_reused_offsets(fused_path):
-    """Regarbler (the session's reused garbler) gives a fresh Garbler's tables and decoding bits on both the
-    AES-NI and the other paths, and refuses an instance offset that would repeat tweaks under its Delta."""
+    """Regarbler (the session's reused garbler) gives a fresh Garbler's tables and decoding bits on both of its
+    paths (the AES-NI driver called directly; a Garbler per garbling, as without AES-NI), and refuses an
+    instance offset that would repeat tweaks under its Delta."""
     from pairwise.mpc.garble import GarbleError, Garbler, table_bytes
     from pairwise.mpc.garble.garbler import Regarbler, fresh_delta
 
