@@ -443,12 +443,14 @@ class Regarbler:
     """
 
     def __init__(self, circuit: Circuit, batch: int, delta: np.ndarray, chunk: int | None = None) -> None:
-        g = Garbler(circuit, batch, delta=delta, chunk=chunk, instance_offset=0, keep_scratch=True)
+        # one Garbler holds what the AES-NI driver reads (Delta per instance, batch, chunk, output arrays);
+        # only its instance offset changes from one garbling to the next
+        g = self._g = Garbler(circuit, batch, delta=delta, chunk=chunk, instance_offset=0, keep_scratch=True)
         self.circuit, self.batch, self.chunk, self.delta = circuit, g.batch, g.chunk, g.delta
         self._plan = g._plan
         n_out = self._plan.out_slots.shape[0]
-        self.output_zero = np.empty((n_out, self.batch, 2), _U64)
-        self.decode_bits = np.empty((n_out, self.batch), bool)
+        self.output_zero = g.output_zero = np.empty((n_out, self.batch, 2), _U64)
+        self.decode_bits = g.decode_bits = np.empty((n_out, self.batch), bool)
         self._size = table_bytes(circuit, self.batch)
         self._next = 0  # the lowest instance offset the next garbling may use
         self._fused = _jit_mod.fused_ready()
@@ -475,7 +477,7 @@ class Regarbler:
         from . import fused
 
         done = 0
-        for tab in fused.garble(self._plan, zero, self.delta, instance_offset, self.batch, self.chunk, dest, None,
-                                every, False, True, self.output_zero, self.decode_bits, None):
+        self._g.instance_offset = instance_offset
+        for tab in fused.garble(self._g, self._plan, zero, dest, None, every, False):
             done += tab.nbytes
             yield done
