@@ -282,6 +282,36 @@ class TCPChannel(Channel):
         )
 
     @classmethod
+    def connect_once(cls, host: str, port: int, *, timeout: float = DEFAULT_TIMEOUT, tls: TLSConfig | None = None,
+                     insecure: bool = False, peer_roles: PeerFilter = None, peer_names: PeerFilter = None) -> TCPChannel:
+        """One attempt of :meth:`connect` (TCP within ``timeout``, then TLS and admission), never retried.
+
+        For callers that own their retry policy (thousands of clients of one
+        server back off for seconds, not :meth:`connect`'s half second): a busy
+        peer raises :class:`PeerBusy` at once, an unreachable one
+        :class:`ConnectError`; the other errors are those of :meth:`connect`.
+        """
+        from ..tls import check_plaintext, client_handshake
+
+        port = _check_port(port, allow_zero=False)
+        timeout = _check_timeout(timeout)
+        roles, names = _check_peers(tls, peer_roles, peer_names)
+        if tls is None:
+            check_plaintext(host, port, insecure=insecure, what="connection to")
+        label = f"{host}:{port}"
+        try:
+            sock = socket.create_connection((host, port), timeout=timeout)
+        except socket.gaierror as exc:
+            raise ConnectError(f"cannot resolve host {host!r}: {exc.strerror}; check the host name") from exc
+        except OSError as exc:
+            raise ConnectError(f"could not connect to {label} ({_describe_oserror(exc)}); is the peer running and "
+                               "listening there?") from exc
+        if tls is None:
+            return cls(sock, timeout=timeout, peer=label)
+        ssock, ident = client_handshake(sock, tls, timeout=timeout, peer=label)
+        return _admitted(cls(ssock, timeout=timeout, peer=label, peer_identity=ident), roles, names, timeout)
+
+    @classmethod
     def listen(cls, host: str, port: int, timeout: float = DEFAULT_TIMEOUT, *, recv_timeout: float | None = None,
                max_frame: int = DEFAULT_MAX_FRAME, buffered: bool = False, tls: TLSConfig | None = None,
                insecure: bool = False, peer_roles: PeerFilter = None, peer_names: PeerFilter = None) -> TCPChannel:

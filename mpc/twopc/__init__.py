@@ -42,7 +42,15 @@ Follows
 from __future__ import annotations
 
 from .inputs import OUTPUT_MODES, GroupValue, PartyInputs, RandomGroups, prepare_inputs
-from .session import COT_SOURCES, FIRST_COT_BATCH, EvaluatorSession, ExecutionResult, GarblerSession
+from .session import (
+    BASE_COT_MAX_BITS,
+    COT_SOURCES,
+    FIRST_COT_BATCH,
+    EvaluatorSession,
+    ExecutionResult,
+    GarblerSession,
+    fresh_cot,
+)
 from .wire import (
     EXEC,
     FRAME_TARGET,
@@ -79,4 +87,6 @@ __all__ = [
     "STREAM_BUFFER",
     "FIRST_COT_BATCH",
     "COT_SOURCES",
+    "BASE_COT_MAX_BITS",
+    "fresh_cot",
 ]

@@ -47,6 +47,17 @@ from .inputs import (
 from .wire import EXEC, ExecutionMismatch, FrameReader, FrameWriter, LabelStream, compare_headers, unpack_bits
 
 __all__ = ["GarblerSession", "EvaluatorSession", "ExecutionResult", "FIRST_COT_BATCH", "COT_SOURCES"]
+#: A fresh session takes its correlated OTs straight from base OTs (``cot="base"``) when the evaluator has
+#: at most this many input bits, else from 128 base OTs and IKNP (benchmarks/RESULTS.md, "A fresh session's
+#: OTs": up to 79 bits base OTs cost a fifth to a tenth; even at 128; IKNP wins at 256).
+BASE_COT_MAX_BITS = 128
+
+
+def fresh_cot(circuit: Circuit) -> str:
+    """The COT source of a one-execution session of ``circuit``; both parties derive it from the circuit."""
+    n = sum(g.width for g in circuit.groups_of(EVALUATOR))
+    return "base" if n <= BASE_COT_MAX_BITS else "iknp"
+
 
 #: Where the correlated OTs come from: ``iknp`` (128 base OTs once, then extension batches) or ``base``
 #: (one base OT per COT, no extension: for sessions with few evaluator input bits, mpc.basecot).

@@ -105,6 +105,13 @@ def register(root, groups) -> None:
                    help="seconds of silence a request connection may keep (default 120)")
     s.add_argument("--max-connections", type=positive_int, default=16384, metavar="N",
                    help="connections served at once (default 16384)")
+    s.add_argument("--max-handshakes", type=positive_int, default=64, metavar="N",
+                   help="TLS handshakes in flight at once; more connections are told busy before TLS and back "
+                        "off (default 64)")
+    s.add_argument("--poll-rate", type=_rate, default=50.0, metavar="R",
+                   help="polls per second that a 2PC task's waiting users are spread over (default 50)")
+    s.add_argument("--max-sessions", type=positive_int, default=64, metavar="N",
+                   help="2PC sessions of one task handed out at once; later ones wait (default 64)")
     s.add_argument("--exit-with-parent", action="store_true", help="exit when the starting process exits")
     s.set_defaults(func=cmd_serve)
 
@@ -223,16 +230,33 @@ def _numbers(text: str | None):
 # ------------------------------------------------------------------------------ serve
 
 
+def _rate(text: str) -> float:
+    """argparse type: a finite positive rate (per second)."""
+    import argparse
+    import math
+
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a rate per second, got {text!r}") from None
+    if not (math.isfinite(v) and v > 0):
+        raise argparse.ArgumentTypeError(f"must be a positive finite rate per second, got {text}")
+    return v
+
+
 def cmd_serve(args) -> int:
     import signal
 
+    from pairwise.protocols.collect.admission import Admission
     from pairwise.protocols.collect.aggregator import Aggregator
     from pairwise.protocols.service.frames import parse_address
 
     host, port = parse_address(args.listen)
     tls = tls_from_args(args)
+    admission = Admission(max_handshakes=args.max_handshakes, per_address=args.max_handshakes,
+                          poll_rate=args.poll_rate, max_sessions=args.max_sessions)
     agg = Aggregator(host, port, state_dir=args.state, tls=tls, insecure=args.insecure, timeout=args.timeout,
-                     max_connections=args.max_connections)
+                     max_connections=args.max_connections, admission=admission)
 
     def listening(a) -> None:
         import asyncio

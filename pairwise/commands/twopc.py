@@ -46,6 +46,7 @@ from pairwise.circuits.catalog import resolve_circuit
 from pairwise.circuits.ir import EVALUATOR, GARBLER, Circuit, CircuitError, InputGroup
 from pairwise.circuits.kernels import KERNELS, pack_pair
 from pairwise.dp.errors import PairwiseError
+from pairwise.mpc.twopc.session import BASE_COT_MAX_BITS, fresh_cot  # noqa: F401 - BASE_COT_MAX_BITS re-exported
 from pairwise.protocols.transport import add_transport_args, tls_from_args, transport_argv
 
 from .circuit import format_hex_output, parse_hex_input
@@ -278,15 +279,10 @@ def parse_party_input(circuit: Circuit, spec: str, party, text, bits: int, signe
     return {g.name: parse_hex_input(text, g.width, g.name)}
 
 
-#: A session of the command line (one execution) takes its correlated OTs straight from base OTs when the
-#: evaluator has at most this many input bits, else from 128 base OTs and IKNP (benchmarks/RESULTS.md,
-#: "A fresh session's OTs"); both parties derive the choice from the circuit.
-BASE_COT_MAX_BITS = 128
-
-
 def _cot_source(circuit: Circuit) -> str:
-    n = sum(g.width for g in circuit.groups_of(EVALUATOR))
-    return "base" if n <= BASE_COT_MAX_BITS else "iknp"
+    """A session of the command line (one execution): :func:`pairwise.mpc.twopc.fresh_cot` (both parties derive
+    it from the circuit; ``BASE_COT_MAX_BITS`` is re-exported from there)."""
+    return fresh_cot(circuit)
 
 
 def _ot_batch(circuit: Circuit) -> int:

@@ -2,9 +2,10 @@
 
 What it does
     ``pairwise collect serve --listen HOST:PORT --state DIR --tls DIR --name NAME``
-    runs :class:`Aggregator`: one asyncio event loop that accepts mutual TLS 1.3
-    connections (:mod:`pairwise.mpc.tls`), runs admission and the session
-    handshake (:mod:`pairwise.protocols.service.aio`), then serves JSON
+    runs :class:`Aggregator`: one asyncio event loop that accepts TCP, starts
+    mutual TLS 1.3 (:mod:`pairwise.mpc.tls`) only within a bounded handshake
+    gate (:mod:`.admission`: the rest are told busy before TLS), runs
+    admission and the session handshake (:mod:`pairwise.protocols.service.aio`), then serves JSON
     requests (:mod:`pairwise.protocols.collect.wire`), each authorized by the
     peer's certificate role.  Its state is one SQLite file
     (:mod:`pairwise.protocols.collect.storage`); every change is committed
@@ -17,8 +18,8 @@ What it does
     * Local model (here): a joining user gets its public assignment, then
       uploads one report, checked against the randomizer's output range and
       stored once; at close the analyzer runs over the stored reports.
-    * 2PC ([BBGK20, Sec. 5]): control connections, pairing and relays in
-      :mod:`pairwise.protocols.collect.aggregator_pairs`.
+    * 2PC ([BBGK20, Sec. 5]): pairing and relays in :mod:`.aggregator_pairs`;
+      waiting users poll, holding no connection (:mod:`.aggregator_poll`).
     * Shuffle model: :mod:`pairwise.protocols.collect.aggregator_shuffle`.
 
 Restarts and faults
@@ -45,12 +46,15 @@ import secrets
 import sys
 import threading
 import time
+from collections import deque
 
-from pairwise.mpc.errors import ChannelError, ProtocolError
+from pairwise.mpc.errors import ChannelError, PeerClosed, ProtocolError
 
 from ..service.aio import AsyncConnection, accept_connection, limit_tls_buffers
 from . import storage as st
+from .admission import Admission, HandshakeGate, tell_busy
 from .aggregator_pairs import _HANDOFF, PairOps, _Session
+from .aggregator_poll import PollOps
 from .aggregator_shuffle import ShuffleOps
 from .relay import Relay
 from .storage import StorageError, open_store
@@ -98,6 +102,14 @@ class _Task:
         self.sessions: dict[int, _Session] = {}
         self.close_requested = False
         self.started = time.monotonic()
+        self.next_poll: dict[str, float] = {}  # polling 2PC user -> when it was told to come back (monotonic)
+        self.mine: dict[str, list[int]] = {}  # 2PC user -> its sessions
+        self.handed: set[int] = set()  # sessions told to polling users and not known to have ended
+        self.joined_at: deque[float] = deque(maxlen=256)  # when the latest users registered (monotonic): the pace
+        self.ended_at: deque[float] = deque(maxlen=256)  # when the latest handed-out sessions ended (monotonic)
+        self.committing: dict[str, asyncio.Future] = {}  # users whose registration is being stored
+        self.join_queue: list = []  # registrations waiting for the next commit
+        self.join_writer = False
 
     @property
     def spec(self) -> dict:
@@ -110,6 +122,11 @@ class _Task:
     def add_user(self, name: str, label, assignment: dict) -> None:
         self.users[name] = (label, assignment)
         self.by_class.setdefault(label, []).append(assignment)
+
+    def drop_user(self, name: str) -> None:
+        """Forget a registration that could not be stored (the user was told so and may retry)."""
+        label, assignment = self.users.pop(name)
+        self.by_class[label].remove(assignment)
 
     def counts(self) -> dict:
         out = {"users_registered": len(self.users)}
@@ -128,19 +145,22 @@ class _Task:
                 **self.counts(), "spec": r.spec}
 
 
-class Aggregator(PairOps, ShuffleOps):
-    """The collect service (see the module docstring; 2PC: :mod:`.aggregator_pairs`, shuffle: :mod:`.aggregator_shuffle`).
+class Aggregator(PollOps, PairOps, ShuffleOps):
+    """The collect service (see the module docstring; 2PC: :mod:`.aggregator_pairs` and :mod:`.aggregator_poll`,
+    shuffle: :mod:`.aggregator_shuffle`).
 
     ``tls``: a :class:`pairwise.mpc.tls.TLSConfig` (mutual TLS 1.3), else
     plaintext on loopback only unless ``insecure`` (users then name
     themselves in their requests; there is no identity to check).
     ``timeout``: seconds of silence a request connection may keep.
     ``relay_tap(session, direction, data)``: sees every relayed byte (tests).
+    ``admission``: the handshake gate and the pacing of waiting users
+    (:class:`~pairwise.protocols.collect.admission.Admission`).
     """
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0, *, state_dir: str | None = None, tls=None,
                  insecure: bool = False, timeout: float = 120.0, max_connections: int = DEFAULT_MAX_CONNECTIONS,
-                 log=None, relay_tap=None) -> None:
+                 log=None, relay_tap=None, admission: Admission | None = None) -> None:
         from pairwise.mpc.tls import check_plaintext
 
         if not timeout > 0:
@@ -153,6 +173,11 @@ class Aggregator(PairOps, ShuffleOps):
         self.tls = tls
         self.timeout = float(timeout)
         self.max_connections = max_connections
+        self.admission = admission if admission is not None else Admission()
+        self.gate = HandshakeGate(self.admission)
+        self._ssl = None
+        self._busy = 0
+        self._stats_at, self._stats_seen = 0.0, (0, 0)
         self.name = tls.name if tls is not None else f"{host}:{port}"
         self._log = log if log is not None else (lambda m: print(f"collect-aggregator: {m}", file=sys.stderr,
                                                                  flush=True))
@@ -184,6 +209,10 @@ class Aggregator(PairOps, ShuffleOps):
                 s = _Session(p, planned_at=now)
                 s.interrupted = p.state == st.STARTED
                 t.sessions[p.session] = s
+                for u in (p.garbler, p.evaluator):
+                    t.mine.setdefault(u, []).append(p.session)
+            if t.proto.model == "2pc" and row.state in (st.OPEN, st.CLOSED):
+                t.next_poll = dict.fromkeys(t.users, now)  # registered before the restart: may come back
             self.tasks[row.id] = t
 
     async def _db(self, fn, *args, **kw):
@@ -195,11 +224,11 @@ class Aggregator(PairOps, ShuffleOps):
         """Bind and start accepting (``self.port`` is then the bound port)."""
         self._loop = asyncio.get_running_loop()
         self._stop = asyncio.Event()
-        ssl_ctx = self.tls.context(server=True) if self.tls is not None else None
+        self._ssl = self.tls.context(server=True) if self.tls is not None else None
         limit_tls_buffers()  # 16 KiB instead of asyncio's 256 KiB per TLS connection (10^4 users: 2 each)
-        self._server = await asyncio.start_server(self._on_connect, self.host, self.port, ssl=ssl_ctx,
-                                                  ssl_handshake_timeout=PREAUTH_TIMEOUT if ssl_ctx else None,
-                                                  backlog=1024, reuse_address=True)
+        # plain TCP: TLS starts in _on_connect once the handshake gate admits the connection (.admission)
+        self._server = await asyncio.start_server(self._on_connect, self.host, self.port, backlog=4096,
+                                                  reuse_address=True)
         self.port = self._server.sockets[0].getsockname()[1]
         if self.tls is None:
             self.name = f"{self.host}:{self.port}"
@@ -277,17 +306,41 @@ class Aggregator(PairOps, ShuffleOps):
 
     # ------------------------------------------------------------------ connections
     async def _on_connect(self, reader, writer) -> None:
-        if len(self._conns) >= self.max_connections:
-            writer.close()
+        peer = writer.get_extra_info("peername")
+        slot = None
+        if len(self._conns) < self.max_connections:
+            slot = self.gate.enter(peer[0] if isinstance(peer, tuple) else str(peer), writer.transport)
+        if slot is None:  # before any TLS: the price of an accept (.admission)
+            if self._ssl is not None and self._busy < 4096:
+                self._busy += 1
+                try:
+                    await tell_busy(reader, writer)
+                finally:
+                    self._busy -= 1
+            else:
+                writer.transport.abort()
             return
+        limit = self.admission.handshake_timeout
+        raw = writer.transport
         try:
+            if self._ssl is not None:
+                try:
+                    await writer.start_tls(self._ssl, ssl_handshake_timeout=limit)
+                except AttributeError:  # asyncio 3.11 when the peer left as the handshake ended (no transport)
+                    pass
+                if writer.transport is None:
+                    writer._transport = raw  # so the writer's finalizer finds a transport to check
+                    raise PeerClosed(f"{peer} closed the connection during the TLS handshake")
             conn, hs = await asyncio.wait_for(
                 accept_connection(reader, writer, role=ROLE_AGGREGATOR, session_id=SESSION_ID,
-                                  digest=PROTOCOL_DIGEST, timeout=PREAUTH_TIMEOUT), PREAUTH_TIMEOUT)
-        except (TimeoutError, ChannelError, ValueError, OSError) as exc:
-            self._log(f"connection refused: {exc or 'authentication timed out'}")
-            writer.close()
+                                  digest=PROTOCOL_DIGEST, timeout=limit), limit)
+        except (TimeoutError, ChannelError, ValueError, OSError, ConnectionError) as exc:
+            if not slot.evicted:
+                self._log(f"connection refused: {exc or 'authentication timed out'}")
+            (writer.transport or raw).abort()
             return
+        finally:
+            self.gate.leave(slot)
         self._conns.add(conn)
         handed_off = False
         try:
@@ -420,27 +473,71 @@ class Aggregator(PairOps, ShuffleOps):
         if model == "shuffle":
             raise CollectError(f"task {t.id} is a shuffle-model task: its messages go through a shuffler "
                                "(pairwise collect shuffler), not through join")
+        committing = t.committing.get(name)
+        if committing is not None:  # the same user's retried join while its first is being stored
+            try:
+                await asyncio.shield(committing)
+            except (StorageError, OSError):
+                pass  # the first was not stored: this one tries again
         async with t.lock:
             known = t.users.get(name)
             if known is not None and known[0] != label:
                 raise AlreadyJoined(f"{name!r} joined task {t.id} with label {known[0]}, not {label}")
             if t.row.state != st.OPEN and (known is None or model == "local"):
                 raise RegistrationClosed(f"task {t.id} is {t.row.state}: registration closed, nothing was stored")
-            if model == "2pc" and name in t.live:
+            if model == "2pc" and name in t.live and not req.get("poll"):
                 raise AlreadyJoined(f"{name!r} is already connected to task {t.id} from another connection")
             new = known is None
             if new:
                 assignment = (t.proto.assign(t.spec, label, t.by_class.get(label, []))
                               if model == "local" else {})
-                await self._db(self.store.add_user, t.id, name, label, assignment)  # on disk before the reply
-                t.add_user(name, label, assignment)
+                t.add_user(name, label, assignment)  # the next joiner's assignment counts this one
+                stored = t.committing[name] = asyncio.get_running_loop().create_future()
             assignment = t.users[name][1]
+        if new:  # on disk before the reply: one commit for the joins that arrive meanwhile (_store_joins)
+            try:
+                await self._store_join(t, name, label, assignment)
+            except BaseException as exc:
+                t.drop_user(name)
+                stored.set_exception(exc)
+                stored.exception()  # retrieved: a retried join awaiting it raises on its own
+                raise
+            finally:
+                t.committing.pop(name, None)
+            stored.set_result(True)
+            t.joined_at.append(time.monotonic())
         if model == "local":
             return {"assignment": assignment, "joined": new}
+        if req.get("poll"):  # registered; waits without a connection (.aggregator_poll)
+            return {"registered": True, "resumed": not new, "state": t.row.state, "users": len(t.users),
+                    "retry_after": self._tell_when(t, name)}
         await conn.send_json({"ok": True, "registered": True, "resumed": not new, "state": t.row.state,
                               "users": len(t.users)})
         await self._control(t, conn, name)
         return _HANDOFF
+
+    async def _store_join(self, t: _Task, name: str, label, assignment: dict) -> None:
+        """Store one registration, batched with the others waiting (group commit: a commit waits for the disk,
+        and joins that arrive meanwhile go into the next one together instead of queueing one by one)."""
+        done = asyncio.get_running_loop().create_future()
+        t.join_queue.append(((name, label, assignment), done))
+        if not t.join_writer:
+            t.join_writer = True
+            try:
+                while t.join_queue:
+                    batch, t.join_queue = t.join_queue, []
+                    try:
+                        await self._db(self.store.add_users, t.id, [row for row, _ in batch])
+                    except (StorageError, OSError) as exc:
+                        for _, f in batch:
+                            f.set_exception(exc)
+                            f.exception()
+                    else:
+                        for _, f in batch:
+                            f.set_result(None)
+            finally:
+                t.join_writer = False
+        await done
 
     async def _op_report(self, conn, name, req) -> dict:
         t = self._task(req)
@@ -461,18 +558,27 @@ class Aggregator(PairOps, ShuffleOps):
     async def _op_ping(self, conn, name, req) -> dict:
         return {}
 
-    async def _op_pair_result(self, conn, name, req):  # only on a control connection
-        raise CollectError("pair_result belongs on the control connection of a joined 2PC task")
+    async def _op_pair_result(self, conn, name, req):  # a polling user's report, as a request
+        t = self._task(req)
+        if t.proto.model != "2pc":
+            raise CollectError(f"task {t.id} has no 2PC sessions")
+        await self._pair_report(t, name, req.get("op"), req)
+        return {"session": req.get("session"), "state": t.sessions[req["session"]].row.state}
 
     _op_pair_done = _op_pair_failed = _op_pair_result
 
     # ------------------------------------------------------------------ closing and finishing
     async def _tick(self) -> None:
         now, mono = time.time(), time.monotonic()
+        seen = (self.gate.refused, self.gate.evicted)
+        if mono >= self._stats_at and seen != self._stats_seen:  # admission at a glance, for operators
+            self._stats_at, self._stats_seen = mono + 30.0, seen
+            self._log(f"admission: {len(self._conns)} connections, {len(self.gate)} handshakes in flight; "
+                      f"{seen[0]} told busy, {seen[1]} evicted so far")
         for t in list(self.tasks.values()):
             try:
                 if t.row.state == st.OPEN and t.proto.model in ("local", "2pc"):
-                    count = t.reports if t.proto.model == "local" else len(t.live)
+                    count = t.reports if t.proto.model == "local" else len(self._alive(t))
                     if now >= t.spec["deadline_at"] and count >= t.spec["min_users"]:
                         await self._close(t)
                 elif t.row.state == st.OPEN and t.proto.model == "shuffle" and now >= t.spec["deadline_at"]:

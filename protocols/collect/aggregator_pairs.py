@@ -64,6 +64,7 @@ class _Session:
     relay_ended_at: float | None = None
     evaluator_gone: bool = False
     interrupted: bool = False  # started before the aggregator restarted: never relayed again
+    handed: bool = False  # told to a polling user (.aggregator_poll); planned_at is then its due time
 
     def role_of(self, name: str) -> str | None:
         return "garbler" if name == self.row.garbler else ("evaluator" if name == self.row.evaluator else None)
@@ -91,6 +92,7 @@ class PairOps:
         def _task(self, req: dict) -> _Task: ...
         async def _done(self, t: _Task, result: dict, **counts: Any) -> None: ...
         async def _fail(self, t: _Task, reason: str) -> None: ...
+        def _alive(self, t: _Task) -> list[str]: ...
 
     # ------------------------------------------------------------------ 2PC: control connections
     async def _control(self, t: _Task, conn: AsyncConnection, name: str) -> None:
@@ -266,7 +268,8 @@ class PairOps:
         """Sec. 5, step 1: pair the connected users (OS CSPRNG); stored before anyone hears of it."""
         from pairwise.protocols.ustat.stats import csprng_generator
 
-        users = [(name, t.users[name][0]) for name in t.users if name in t.live]
+        alive = set(self._alive(t))  # a control connection, or polling in time (.aggregator_poll)
+        users = [(name, t.users[name][0]) for name in t.users if name in alive]
         try:
             pairs = _pair_protocol(t).pair(t.spec, users, csprng_generator())
         except CollectError as exc:
@@ -277,7 +280,11 @@ class PairOps:
         now = time.monotonic()
         t.started = now
         for sid, (g, e, rnd) in enumerate(pairs):
-            t.sessions[sid] = _Session(st.PairRow(sid, rnd, g, e, st.PLANNED), planned_at=now)
+            # a polling user hears of its session at the poll it was told to make: both come at the later time
+            due = max([now] + [t.next_poll[u] for u in (g, e) if u in t.next_poll and u not in t.live])
+            t.sessions[sid] = _Session(st.PairRow(sid, rnd, g, e, st.PLANNED), planned_at=due)
+            t.mine.setdefault(g, []).append(sid)
+            t.mine.setdefault(e, []).append(sid)
         self._log(f"task {t.id}: {len(users)} users paired into {len(pairs)} sessions")
         for name in list(t.live):
             self._send_sessions(t, name)

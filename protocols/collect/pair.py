@@ -44,7 +44,7 @@ from dataclasses import asdict, dataclass, field
 from pairwise.circuits.ir import Circuit
 from pairwise.mpc.channel import Channel, TLSTunnel
 from pairwise.mpc.tls import TLSConfig
-from pairwise.mpc.twopc import EvaluatorSession, GarblerSession, circuit_digest
+from pairwise.mpc.twopc import EvaluatorSession, GarblerSession, circuit_digest, fresh_cot
 
 __all__ = ["PairCosts", "run_pair", "tls_pair_channel", "ROLES", "session_id"]
 
@@ -158,7 +158,8 @@ def _run_pair(open_channel, role, task_id, pair_id, circuit, value, timeout):
         sid = session_id(task_id, pair_id)
         digest = circuit_digest(circuit)
         with _Phase(costs, "setup"):
-            s = (GarblerSession if garbler else EvaluatorSession)(ch, sid, extra=digest)
+            # one base OT per evaluator input bit for circuits this small, as a fresh ``pairwise 2pc`` session
+            s = (GarblerSession if garbler else EvaluatorSession)(ch, sid, extra=digest, cot=fresh_cot(circuit))
         with _Phase(costs, "run"):
             res = s.run(circuit, {"x" if garbler else "y": int(value)}, output="evaluator", random=("rx", "ry"))
         finish = getattr(ch, "finish", None)

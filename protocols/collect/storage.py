@@ -170,6 +170,24 @@ class AggregatorStore(SQLiteStore):
 
         return self._write(work)
 
+    def add_users(self, task_id: str, rows: list[tuple[str, int | None, dict]]) -> list[bool]:
+        """Register every (name, label, assignment) of ``rows`` in one transaction (one commit for many users:
+        the aggregator batches the joins that arrive while the previous commit waits for the disk)."""
+        def work(db) -> list[bool]:
+            (seq,) = db.execute("SELECT COALESCE(MAX(seq), 0) FROM users WHERE task = ?", (task_id,)).fetchone()
+            out = []
+            for name, label, assignment in rows:
+                if db.execute("SELECT 1 FROM users WHERE task = ? AND name = ?", (task_id, name)).fetchone():
+                    out.append(False)
+                    continue
+                seq += 1
+                db.execute("INSERT INTO users(task, name, seq, label, assignment, joined) VALUES (?, ?, ?, ?, ?, ?)",
+                           (task_id, name, seq, label, json.dumps(assignment), time.time()))
+                out.append(True)
+            return out
+
+        return self._write(work)
+
     def users(self, task_id: str) -> list[tuple[str, int | None, dict]]:
         """(name, label, assignment) of every registered user, in join order."""
         return [(r[0], r[1], json.loads(r[2])) for r in

@@ -12,16 +12,19 @@ What it does
        ledger durably;
     3. clamp its value into the task's public domain and run its part: in the
        local model, randomize with the OS CSPRNG and upload the report once
-       (kept in the ledger for retries); in 2PC ([BBGK20, Sec. 5]), keep a
-       control connection and run each assigned session in its own thread
-       over a connection the aggregator relays to the partner
+       (kept in the ledger for retries); in 2PC ([BBGK20, Sec. 5]), register, hang
+       up and poll when the aggregator says (holding no connection while
+       waiting, :mod:`.aggregator_poll`), then run each due session in its
+       own thread over a connection the aggregator relays to the partner
        (:mod:`.pairchannel`), as garbler or evaluator of the task's
        noisy-kernel circuit.  Step by step: ``docs/collect.md``, "The user
        client, step by step".
 
-    Connections lost to an aggregator that restarts are retried until
-    ``timeout``; the aggregator recognises a user who joined before, so
-    nothing is counted twice and no session runs twice.
+    A busy aggregator (it refused before TLS, :mod:`.admission`) and
+    connections lost to one that restarts are retried with jittered backoff
+    up to :data:`MAX_BACKOFF` until ``timeout``; the aggregator recognises a
+    user who joined before, so nothing is counted twice and no session runs
+    twice.
 
 Security model
     The user's value never leaves the device except as a randomized report
@@ -45,18 +48,15 @@ from pairwise.mpc.errors import (
     AccessDenied,
     AuthenticationError,
     ChannelError,
-    ChannelTimeout,
     InsecureTransport,
     ProtocolError,
 )
 
-from ..service.frames import parse_address, recv_json, send_json
+from ..service.frames import parse_address
 from .ledger import DEFAULT_BUDGET, DEFAULT_MAX_EPSILON, open_ledger
 from .pairchannel import open_pair_channel
 from .tasks import protocol_of
 from .wire import (
-    DEAD_AFTER,
-    HEARTBEAT,
     ROLE_USER,
     AggregatorUnavailable,
     CapExceeded,
@@ -71,6 +71,10 @@ __all__ = ["JoinOptions", "JoinOutcome", "join"]
 
 #: How long a 2PC user waits for pairing beyond the task's registration deadline (seconds).
 DEFAULT_WAIT = 3600.0
+#: The longest backoff between two attempts to reach a busy or lost aggregator (seconds).
+MAX_BACKOFF = 30.0
+#: The longest wait a user accepts from the aggregator's ``retry_after`` before polling again (seconds).
+MAX_RETRY_AFTER = 600.0
 
 
 @dataclass
@@ -108,21 +112,25 @@ class _Link:
 
     def open(self):
         return connect(self.addr, ROLE_USER, tls=self.tls, insecure=self.insecure, server_name=self.server_name,
-                       connect_timeout=self.connect_timeout, timeout=self.timeout)
+                       connect_timeout=self.connect_timeout, timeout=self.timeout, once=True)
 
     def msg(self, **kw) -> dict:
         return kw if self.user is None else {**kw, "user": self.user}
 
 
 def _retrying(fn, deadline: float, what: str):
-    """``fn()``, again after an aggregator that went away, until ``deadline`` (monotonic).
+    """``fn()``, again after an aggregator that went away or was busy, until ``deadline`` (monotonic).
 
-    A refused identity or transport (``AccessDenied``, ``InsecureTransport``)
-    and a peer that speaks another protocol are not retried; a failed TLS
-    handshake is retried three times (an overloaded aggregator drops
-    handshakes; a wrong certificate fails the same way every time).
+    Backoff with jitter: waits drawn from [d/2, d], d doubling from 0.5 s to
+    :data:`MAX_BACKOFF` (tens of seconds), so 10^4 users refused at once come
+    back spread out instead of together.  A refused identity or transport
+    (``AccessDenied``, ``InsecureTransport``) and a peer that speaks another
+    protocol are not retried; a failed TLS handshake is retried three times
+    (an overloaded aggregator drops handshakes; a wrong certificate fails
+    the same way every time); a busy aggregator (it refused before TLS) is
+    retried until ``deadline``.
     """
-    delay, tls_failures = 0.2, 0
+    delay, tls_failures = 0.5, 0
     while True:
         try:
             return fn()
@@ -133,10 +141,11 @@ def _retrying(fn, deadline: float, what: str):
                 tls_failures += 1
                 if tls_failures >= 3:
                     raise
-            if time.monotonic() + delay >= deadline:
+            pause = random.uniform(delay / 2, delay)
+            if time.monotonic() + pause >= deadline:
                 raise AggregatorUnavailable(f"{what}: {exc}") from exc
-            time.sleep(delay + random.random() * delay)
-            delay = min(2 * delay, 2.0)
+            time.sleep(pause)
+            delay = min(2 * delay, MAX_BACKOFF)
 
 
 @dataclass(frozen=True)
@@ -261,10 +270,9 @@ def join(server, task: str, value, value2=None, label=None, *, options: JoinOpti
                 return _local(joined, ch, value, value2, label)
             if proto.model == "shuffle":
                 return _shuffle(joined, value)
-            ch.close()
-            ch = None
             deadline = max(0.0, spec["deadline_at"] - time.time()) + wait
             part = _Participant(link, task, spec, proto, nc, word, label, timeout_s, deadline, log)
+            part.first, ch = ch, None  # the join goes on this connection (one handshake fewer), then it is closed
             sessions, state = part.run()
             return JoinOutcome(task, proto.name, proto.model, aggregator, float(eps), proto.delta(spec),
                                "sessions finished", spec, sessions=sessions, task_state=state)
@@ -331,154 +339,140 @@ def _shuffle(j: _Joined, value) -> JoinOutcome:
 
 
 class _Participant:
-    """A 2PC user: the control connection, one thread per session, reconnection after a lost aggregator."""
+    """A 2PC user: register, wait without a connection (poll when told), run each session in its own thread."""
 
     def __init__(self, link: _Link, task: str, spec: dict, proto, nc, word: int, label, timeout: float,
                  wait: float, log) -> None:
         self.link, self.task, self.spec, self.proto, self.nc, self.word = link, task, spec, proto, nc, word
         self.label, self.timeout, self.log = label, timeout, log
         self.wait_until = time.monotonic() + wait
-        self.lock = threading.Lock()  # guards the control channel's sends and the tables below
-        self.ctrl = None
+        self.lock = threading.Lock()  # guards the tables below
         self.known: dict[int, dict] = {}  # session -> outcome (state: running, completed, failed, dropped, ...)
         self.unacked: dict[int, dict] = {}  # session -> report message not yet acknowledged
         self.threads: list[threading.Thread] = []
         self.heard_sessions = False
+        self.pending = 0
         self.finished_state = ""
+        self.first = None  # an open connection for the first request (the one task_info came on)
+        self.changed = threading.Event()  # set when a session thread ends
 
-    # ------------------------------------------------------------------ control connection
-    def _connect(self) -> None:
-        ch = self.link.open()
-        try:
-            call(ch, self.link.msg(op="join", task=self.task, label=self.label))
-        except BaseException:
-            ch.close()
-            raise
-        with self.lock:
-            self.ctrl = ch
-            pending = list(self.unacked.values())
-        for m in pending:
-            self._send(m)
-
-    def _send(self, msg: dict) -> None:
-        with self.lock:
-            ch = self.ctrl
-            if ch is None:
-                return
+    def _request(self, what: str, **msg) -> dict:
+        """One request on a fresh connection (closed after it), retried with backoff until ``timeout``."""
+        def once():
+            ch, self.first = self.first or self.link.open(), None
             try:
-                send_json(ch, self.link.msg(**msg))
-            except ChannelError:
-                pass  # the reader notices the broken connection and reconnects
+                return call(ch, self.link.msg(**msg))
+            finally:
+                ch.close()
 
-    def _report(self, msg: dict) -> None:
-        with self.lock:
-            self.unacked[msg["session"]] = msg
-        self._send(msg)
+        return _retrying(once, time.monotonic() + self.timeout, f"task {self.task!r}: {what}")
 
     def _done(self) -> bool:
         with self.lock:
             if self.finished_state:
                 return True
-            if not self.heard_sessions:
+            if not self.heard_sessions or self.pending:
                 return False
             return all(o["state"] not in ("running", "waiting") for o in self.known.values()) and not self.unacked
 
     def run(self) -> tuple[list[dict], str]:
-        _retrying(self._connect, time.monotonic() + self.timeout, f"task {self.task!r}: cannot join")
+        reply = self._request("cannot join", op="join", task=self.task, label=self.label, poll=True)
         try:
-            while not self._done():
-                if time.monotonic() > self.wait_until:
+            while True:
+                self.changed.clear()  # before looking: a session that ends after this wakes the wait below
+                if self._done():
+                    break
+                now = time.monotonic()
+                if now > self.wait_until:
                     raise CollectError(f"task {self.task!r}: gave up waiting for pairing and sessions")
-                try:
-                    self._read_events()
-                except (AggregatorUnavailable, ChannelError) as exc:
-                    if self._done():
-                        break
-                    self.log(f"control connection lost ({exc}); reconnecting")
-                    with self.lock:
-                        if self.ctrl is not None:
-                            self.ctrl.close()
-                        self.ctrl = None
-                    _retrying(self._connect, time.monotonic() + self.timeout,
-                              f"task {self.task!r}: the aggregator did not come back")
+                # the aggregator's hint (capped; never past our own limit), or a short wait while sessions run
+                hint = reply.get("retry_after") if isinstance(reply, dict) else None
+                if isinstance(hint, (int, float)) and not isinstance(hint, bool) and hint >= 0:
+                    pause = min(float(hint), MAX_RETRY_AFTER)
+                else:
+                    pause = 5.0
+                with self.lock:
+                    busy = any(o["state"] in ("running", "waiting") for o in self.known.values()) or self.unacked
+                if busy:  # our sessions report on their own; look again only to learn of later ones
+                    pause = max(pause, 1.0)
+                self._sleep(min(pause, max(0.0, self.wait_until - now)))
+                if self._done():
+                    break
+                reply = self._request("the aggregator did not come back", op="poll", task=self.task)
+                self._poll_reply(reply)
         finally:
-            with self.lock:
-                if self.ctrl is not None:
-                    self.ctrl.close()
-                self.ctrl = None
             for t in self.threads:
                 t.join(self.timeout + 60)
         with self.lock:
             return [dict(o) for _, o in sorted(self.known.items())], self.finished_state or "running"
 
-    def _read_events(self) -> None:
-        """Read control events until done; ping every HEARTBEAT seconds; raise when the aggregator is gone."""
-        last = sent = time.monotonic()
-        while not self._done():
-            if time.monotonic() - sent >= HEARTBEAT:
-                self._send({"op": "ping"})
-                sent = time.monotonic()
-            try:
-                ev = recv_json(self.ctrl, timeout=HEARTBEAT)
-            except ChannelTimeout:
-                if time.monotonic() - last > DEAD_AFTER:
-                    raise AggregatorUnavailable(f"the aggregator was silent for {DEAD_AFTER:g} s") from None
-                continue
-            last = time.monotonic()
-            self._event(ev)
+    def _sleep(self, seconds: float) -> None:
+        """Sleep, waking early when a session of ours ends (so a finished user returns at once); no polling of
+        our own state: thousands of users in one process would wake the interpreter thousands of times a second."""
+        self.changed.wait(seconds)
 
-    def _event(self, ev: dict) -> None:
-        kind = ev.get("event")
-        if kind == "sessions":
-            self._sessions(ev.get("sessions") or [], ev.get("pair_channel", "plain"))
-        elif kind == "ack" or kind == "dropped":
-            sid = ev.get("session")
+    def _poll_reply(self, reply: dict) -> None:
+        if reply.get("finished"):
             with self.lock:
-                o = self.known.get(sid)
-                if kind == "ack":
-                    self.unacked.pop(sid, None)
-                if o is None:
-                    return
-                if kind == "dropped" or ev.get("state") == "dropped":
-                    if o["state"] in ("running", "done"):  # a running session ends on its own and reports
-                        o["reason"] = ev.get("reason", "")
-                        if o["state"] == "done" and kind == "ack":
-                            o["state"] = "dropped"
-                    elif o["state"] == "failed" and kind == "ack":
-                        pass
-                elif o["state"] == "done":
-                    # the evaluator's value is stored; the garbler's part is done (its partner reports the value)
-                    o["state"] = "completed" if ev.get("state") == "completed" else "finished"
-        elif kind == "finished":
-            with self.lock:
-                self.finished_state = ev.get("state", "done")
-        elif kind == "error":
-            self.log(f"aggregator: {ev.get('error')}")
-            sid = ev.get("session")
-            with self.lock:
-                if sid in self.unacked:
-                    self.unacked.pop(sid)
-                    self.known[sid]["state"] = "refused"
-                    self.known[sid]["error"] = ev.get("error")
-
-    def _sessions(self, sessions: list[dict], kind: str) -> None:
+                self.finished_state = reply.get("state", "done")
+                for o in self.known.values():
+                    if o["state"] == "waiting":
+                        o["state"] = "dropped"
+            return
+        if reply.get("state") != "running":
+            return
+        kind = reply.get("pair_channel", "plain")
         with self.lock:
             self.heard_sessions = True
-            for s in sessions:
-                sid = s.get("session")
-                if sid in self.known:
+            self.pending = int(reply.get("pending") or 0)
+        for s in reply.get("sessions") or []:
+            sid = s.get("session")
+            with self.lock:
+                o = self.known.get(sid)
+                if o is not None:
+                    if s.get("state") == "dropped" and o["state"] == "waiting":
+                        o["state"] = "dropped"
                     continue
                 out = {"session": sid, "role": s.get("role"), "partner": s.get("partner"), "round": s.get("round")}
-                if s.get("state") != "planned":  # started before the aggregator restarted: never run again
-                    out["state"] = "interrupted"
-                    self.known[sid] = out
+                self.known[sid] = out
+                if s.get("state") != "planned":  # started before a restart, or already ended: never run again
+                    out["state"] = {"started": "interrupted"}.get(s.get("state"), s.get("state"))
                     continue
                 out["state"] = "running"
-                self.known[sid] = out
-                t = threading.Thread(target=self._session, args=(out, kind), name=f"collect-session-{sid}",
-                                     daemon=True)
-                self.threads.append(t)
-                t.start()
+            t = threading.Thread(target=self._session, args=(out, kind), name=f"collect-session-{sid}", daemon=True)
+            self.threads.append(t)
+            t.start()
+
+    def _report(self, msg: dict) -> None:
+        """Report a session's end on a fresh connection until acknowledged (the aggregator recognises a repeat)."""
+        sid = msg["session"]
+        with self.lock:
+            self.unacked[sid] = msg
+        try:
+            reply = self._request(f"session {sid}: cannot report", **msg)
+        except CollectError as exc:  # refused (e.g. a value outside the circuit's outputs)
+            self.log(f"aggregator: {exc}")
+            with self.lock:
+                self.unacked.pop(sid, None)
+                o = self.known[sid]
+                o["state"], o["error"] = ("refused", str(exc)) if o["state"] == "done" else (o["state"], str(exc))
+            return
+        except (AggregatorUnavailable, ChannelError) as exc:
+            self.log(f"session {sid}: the report was not acknowledged ({exc})")
+            with self.lock:
+                self.unacked.pop(sid, None)
+            return
+        with self.lock:
+            self.unacked.pop(sid, None)
+            o = self.known[sid]
+            state = reply.get("state")
+            if o["state"] == "done":
+                if state == "completed":
+                    o["state"] = "completed"
+                elif state == "dropped":
+                    o["state"] = "dropped"
+                else:
+                    o["state"] = "finished"  # the garbler's part is done (its partner reports the value)
 
     # ------------------------------------------------------------------ one session
     def _session(self, out: dict, kind: str) -> None:
@@ -486,8 +480,11 @@ class _Participant:
 
         # a user runs a few executions: the numpy program beats loading the compiled loops (0.4-0.9 s per
         # process, seconds on a first compile, all of it on the partner's clock), as in ``pairwise 2pc``
-        with jit.disabled():
-            self._run_session(out, kind)
+        try:
+            with jit.disabled():
+                self._run_session(out, kind)
+        finally:
+            self.changed.set()
 
     def _run_session(self, out: dict, kind: str) -> None:
         from .pair import run_pair
@@ -514,10 +511,9 @@ class _Participant:
                 with self.lock:
                     out["state"] = "done"
                 self._report({"op": "pair_result", "task": self.task, "session": sid, "value": value})
-            else:
+            else:  # the garbler's part is done; its partner reports the value (no connection needed to say so)
                 with self.lock:
-                    out["state"] = "done"
-                self._report({"op": "pair_done", "task": self.task, "session": sid})
+                    out["state"] = "finished"
         except (CollectError, ChannelError, ValueError, OSError) as exc:
             with self.lock:
                 out["state"], out["error"] = "failed", str(exc)

@@ -23,7 +23,7 @@ What it does
 Requests (``op``)
     ``task_info`` (any role), ``task_create``, ``task_list``, ``task_show``,
     ``task_close``, ``result`` (collector), ``join``, ``report``, ``relay``,
-    ``ping``/``pair_*`` (user), ``shuffle_task``, ``shuffle_batch`` (the
+    ``poll``, ``ping``/``pair_*`` (user), ``shuffle_task``, ``shuffle_batch`` (the
     shuffler, a ``server``); what each does: ``docs/collect.md``, "Requests".
 
 Security model
@@ -39,7 +39,7 @@ import re
 
 from pairwise.dp.errors import PairwiseError
 from pairwise.mpc.channel import TCPChannel, handshake
-from pairwise.mpc.errors import ChannelError, HandshakeError, InsecureTransport
+from pairwise.mpc.errors import ChannelError, HandshakeError, InsecureTransport, PeerBusy
 
 from ..service.auth import RolePolicy
 from ..service.frames import format_address, parse_address, recv_json, send_json
@@ -53,6 +53,7 @@ __all__ = [
     "ROLE_SHUFFLER",
     "ROLE_USER",
     "SESSION_ID",
+    "AggregatorBusy",
     "AggregatorUnavailable",
     "AlreadyJoined",
     "BadReport",
@@ -99,7 +100,7 @@ _REQUEST_OPS = {
     "task_info": "info",
     "task_create": "manage", "task_close": "manage",
     "task_list": "read", "task_show": "read", "result": "read",
-    "join": "participate", "report": "participate", "relay": "participate", "ping": "participate",
+    "join": "participate", "report": "participate", "relay": "participate", "ping": "participate", "poll": "participate",
     "pair_result": "participate", "pair_done": "participate", "pair_failed": "participate",
     "shuffle_task": "shuffle", "shuffle_batch": "shuffle",
 }
@@ -146,6 +147,10 @@ class AggregatorUnavailable(ChannelError, ConnectionError):
     """The aggregator could not be reached or dropped the connection; the message names it."""
 
 
+class AggregatorBusy(AggregatorUnavailable):
+    """The aggregator refused the connection before its TLS handshake (too many handshakes at once): back off."""
+
+
 _CODES = (("unknown", UnknownTask), ("closed", RegistrationClosed), ("joined", AlreadyJoined),
           ("report", BadReport), ("pending", NotFinished), ("failed", TaskFailed), ("unauthorized", Unauthorized),
           ("unavailable", AggregatorUnavailable))
@@ -181,21 +186,32 @@ def check_task_id(task: object) -> str:
 
 
 def connect(addr: tuple[str, int], role: str, *, tls=None, insecure: bool = False, server_name: str | None = None,
-            connect_timeout: float = 30.0, timeout: float = 120.0) -> TCPChannel:
+            connect_timeout: float = 30.0, timeout: float = 120.0, once: bool = False) -> TCPChannel:
     """Connect to the aggregator at ``addr`` and handshake as ``role`` (:data:`ROLE_USER` or :data:`ROLE_COLLECTOR`).
 
     With ``tls`` the aggregator must hold a ``server`` certificate of the CA
     (named ``server_name``, if given); a refused identity keeps its class
     (``AuthenticationError``, ``AccessDenied``).  An aggregator that cannot
-    be reached raises :class:`AggregatorUnavailable`.
+    be reached raises :class:`AggregatorUnavailable`; with ``once``, one
+    attempt, and a busy aggregator (it refused before TLS) raises
+    :class:`AggregatorBusy` at once, for the caller to back off.
     """
     host, port = addr
     where = f"the aggregator at {format_address(addr)}"
     if server_name is not None and tls is None:
         raise ValueError("a pinned aggregator name needs TLS (--tls DIR --name NAME)")
     try:
-        ch = TCPChannel.connect(host, port, deadline=connect_timeout, timeout=timeout, tls=tls, insecure=insecure,
-                                peer_roles=None if tls is None else ("server",), peer_names=server_name)
+        if once:  # the caller backs off (seconds, with jitter): a busy aggregator is told so at once
+            ch = TCPChannel.connect_once(host, port, timeout=min(timeout, connect_timeout), tls=tls,
+                                         insecure=insecure, peer_roles=None if tls is None else ("server",),
+                                         peer_names=server_name)
+            ch.timeout = timeout
+        else:
+            ch = TCPChannel.connect(host, port, deadline=connect_timeout, timeout=timeout, tls=tls,
+                                    insecure=insecure, peer_roles=None if tls is None else ("server",),
+                                    peer_names=server_name)
+    except PeerBusy as exc:
+        raise AggregatorBusy(f"{where} is busy (too many connections at once): {exc}") from exc
     except (HandshakeError, InsecureTransport) as exc:
         raise type(exc)(f"{where}: {exc}") from exc
     except ChannelError as exc:
