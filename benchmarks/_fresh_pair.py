@@ -46,7 +46,7 @@ def main() -> int:
     from pairwise.mpc.channel import TCPChannel, TCPListener
     from pairwise.mpc.garble import jit
     from pairwise.mpc.tls import TLSConfig
-    from pairwise.mpc.twopc import EvaluatorSession, GarblerSession, circuit_digest
+    from pairwise.mpc.twopc import EvaluatorSession, GarblerSession, circuit_digest, fresh_cot
 
     if a.spec:
         import json as _json
@@ -79,7 +79,8 @@ def main() -> int:
             ch = phase("tls", lambda: TCPChannel.connect("127.0.0.1", a.port, deadline=a.timeout, timeout=a.timeout,
                                                          tls=tls, peer_names=a.peer))
         sid = b"pairwise-collect/bench/fresh"
-        s = phase("setup", lambda: (GarblerSession if garbler else EvaluatorSession)(ch, sid, extra=circuit_digest(circuit)))
+        s = phase("setup", lambda: (GarblerSession if garbler else EvaluatorSession)(ch, sid, extra=circuit_digest(circuit),
+                                                                                  cot=fresh_cot(circuit)))
         res = phase("run", lambda: s.run(circuit, {"x" if garbler else "y": a.value}, output="evaluator",
                                          random=("rx", "ry")))
         phase("finish", ch.close)

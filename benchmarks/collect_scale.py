@@ -9,12 +9,14 @@ What it measures (issue 21, "Benchmarks")
       process (``pairwise collect serve``, SQLite state), K worker
       processes of ``pairwise collect simulate-users`` playing the N users
       (each its own certificate, own ledger, only its own row), users
-      arriving at ``--rate`` per second; registration closes 60 s after the
-      last arrival (users who could not join are counted, not waited for).  End-to-end seconds (first user
+      arriving at ``--rate`` per second; registration closes when all N
+      registered (``min_users = N``, no deadline: what a study needing N
+      users does; if some cannot join, the analyst closes it 120 s after the
+      arrivals, and those are counted, not waited for).  End-to-end seconds (first user
       arrives -> the result is stored), pairs per second, the aggregator's
       peak RSS (VmHWM) and CPU, the relayed bytes per user, and the users'
-      CPU per pair split into TLS handshake, setup (the 128 base OTs),
-      execution (OT extension + garbling/evaluation), close, and the wait on
+      CPU per pair split into TLS handshake, setup (base OTs: one per
+      evaluator input bit, ``fresh_cot``), execution (garbling/evaluation), close, and the wait on
       the partner through the relay, plus the whole user processes' CPU per
       pair (credentials, connections to the aggregator, ledger, threads);
     * a fresh two-process session of the *same* circuit (the task's spec):
@@ -92,32 +94,60 @@ def fresh_sessions(certs: str, spec: dict, count: int) -> list[dict]:
     return out
 
 
+def _watch(agg, certs: str, t0: float, close_after: float, timeout: float, out: dict, stop) -> None:
+    """Note when registration closed (and the aggregator's CPU then); close it after ``close_after`` seconds
+    if the minimum was not reached (a user who could not join is counted, not waited for)."""
+    from pairwise.mpc.tls import TLSConfig
+    from pairwise.protocols.collect import Collector
+
+    with Collector(agg.server, tls=TLSConfig(certs, "analyst"), server_name="aggregator", timeout=timeout) as c:
+        while not stop.wait(1.0):
+            view = c.show("bench")
+            if view["state"] != "open":
+                out.update(closed_after=time.perf_counter() - t0, users_at_close=view["users_registered"],
+                           aggregator_at_close=_proc_stats(agg.proc.pid), uptime_at_close=uptime())
+                return
+            if time.perf_counter() - t0 > close_after:
+                c.close_task("bench")
+                out["closed_by_collector"] = True
+
+
 def run_task(protocol: str, params: dict, n: int, certs: str, csv: str, columns: list[str], processes: int,
-             rate: float, timeout: float) -> dict:
+             rate: float, timeout: float, serve_args: tuple = ()) -> dict:
+    import threading
+
     from pairwise.mpc.tls import TLSConfig
     from pairwise.protocols.collect import Collector
     from pairwise.protocols.collect.processes import AggregatorProcess
     from pairwise.protocols.collect.simulate import simulate_users
 
     state = tempfile.mkdtemp(prefix="collect-bench-state-")
-    agg = AggregatorProcess(state, tls_dir=certs, timeout=timeout, extra_args=("--max-connections", str(4 * n + 64)))
+    agg = AggregatorProcess(state, tls_dir=certs, timeout=timeout,
+                            extra_args=("--max-connections", str(4 * n + 64), *serve_args))
+    watch: dict = {}
+    stop = threading.Event()
     try:
         with Collector(agg.server, tls=TLSConfig(certs, "analyst"), server_name="aggregator", timeout=timeout) as c:
-            # registration closes once the users had time to arrive (a user who could not join is not waited for)
+            # registration closes when all N users registered, as a study that needs N users would (min_users = N,
+            # no deadline to wait out); if some could not join, the collector closes it 120 s after the arrivals
             arrival = n / rate if rate else 0.0
-            task = c.create(protocol, {**params, "min_users": 2, "deadline": arrival + 60.0, "timeout": timeout},
+            task = c.create(protocol, {**params, "min_users": n, "deadline": 0, "timeout": timeout},
                             task_id="bench")
             t0 = time.perf_counter()
+            watcher = threading.Thread(target=_watch, args=(agg, certs, t0, arrival + 120.0, timeout, watch, stop),
+                                       daemon=True)
+            watcher.start()
             sim = simulate_users(agg.server, "bench", csv, columns, users=n, processes=processes, tls=certs,
-                                 server_name="aggregator", timeout=timeout, wait=max(600.0, 3 * arrival),
+                                 server_name="aggregator", timeout=timeout, wait=max(900.0, 3 * arrival),
                                  rate=rate)
             result = c.result("bench", wait=300)
             seconds = time.perf_counter() - t0
             aggst = _proc_stats(agg.proc.pid)
     finally:
+        stop.set()
         agg.close()
         shutil.rmtree(state, ignore_errors=True)
-    return {"spec": task["spec"], "sim": sim, "result": result, "seconds": seconds, "aggregator": aggst}
+    return {"spec": task["spec"], "sim": sim, "result": result, "seconds": seconds, "aggregator": aggst, **watch}
 
 
 def main() -> int:
@@ -128,8 +158,13 @@ def main() -> int:
     p.add_argument("--fresh", type=int, default=6, help="fresh two-process sessions (half before, half after)")
     p.add_argument("--timeout", type=float, default=300.0)
     p.add_argument("--skip-local", action="store_true")
+    p.add_argument("--max-handshakes", type=int, default=64, help="collect serve --max-handshakes")
+    p.add_argument("--poll-rate", type=float, default=50.0, help="collect serve --poll-rate")
+    p.add_argument("--max-sessions", type=int, default=64, help="collect serve --max-sessions")
     p.add_argument("--json", action="store_true")
     a = p.parse_args()
+    serve_args = ("--max-handshakes", str(a.max_handshakes), "--poll-rate", str(a.poll_rate), "--max-sessions",
+                  str(a.max_sessions))
 
     from pairwise.protocols.collect.processes import study_certificates
     from pairwise.protocols.processes import exit_on_sigterm
@@ -155,14 +190,15 @@ def main() -> int:
 
             spec = validate_task("ustat-2pc", {**params, "min_users": 2})
             before = fresh_sessions(certs, spec, a.fresh // 2)
-            two = run_task("ustat-2pc", params, n, certs, csv, ["x", "y"], a.processes, a.rate, a.timeout)
+            two = run_task("ustat-2pc", params, n, certs, csv, ["x", "y"], a.processes, a.rate, a.timeout,
+                           serve_args)
             after = fresh_sessions(certs, spec, a.fresh - a.fresh // 2)
             run = {"n": n, "certificates_seconds": cert_seconds, "uptime_2pc": uptime(), "twopc": two,
                    "fresh": before + after}
             if not a.skip_local:
                 run["local"] = run_task("ldp-ustat", {"kernel": "kendall", "lower": [0, 0], "upper": [15, 15],
                                                       "decimals": [0, 0], "epsilon": 1.0, "discrete": True},
-                                        n, certs, csv, ["x", "y"], a.processes, a.rate, a.timeout)
+                                        n, certs, csv, ["x", "y"], a.processes, a.rate, a.timeout, serve_args)
                 run["uptime_local"] = uptime()
             report["runs"].append(run)
             print(json.dumps(summary(run)), file=sys.stderr, flush=True)
@@ -196,6 +232,11 @@ def summary(run: dict) -> dict:
         "user_outcomes": sim["statuses"], "pairs_planned": res["pairs_planned"], "pairs_completed": pairs,
         "pairs_dropped": res["pairs_dropped"], "pairs_per_second": round(pairs / two["seconds"], 1),
         "sessions_seconds": round(res.get("seconds", float("nan")), 1),
+        "registration_closed_after": round(two.get("closed_after", float("nan")), 1),
+        "closed_by_collector": bool(two.get("closed_by_collector")),
+        "aggregator_cpu_at_close": round(two.get("aggregator_at_close", {}).get("cpu_seconds", float("nan")), 1),
+        "aggregator_rss_at_close_mib": round(two.get("aggregator_at_close", {}).get("rss_mib", float("nan")), 1),
+        "uptime_at_close": two.get("uptime_at_close"),
         "pairs_per_second_in_sessions": round(pairs / res["seconds"], 1) if res.get("seconds") else None,
         "aggregator_peak_rss_mib": round(two["aggregator"]["peak_rss_mib"], 1),
         "aggregator_cpu_seconds": round(two["aggregator"]["cpu_seconds"], 1),
