@@ -42,9 +42,14 @@ def loopback_cluster(n_workers: int, *, nthreads: int = 1, timeout: float = 60.0
         sfile = os.path.join(tmp, "scheduler.json")
         log = open(os.path.join(tmp, "log.txt"), "w")  # noqa: SIM115 - closed below
         try:
-            procs.append(subprocess.Popen(
-                dask_cli + ["scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
-                            "--scheduler-file", sfile], stdout=log, stderr=subprocess.STDOUT))
+            procs.append(
+                subprocess.Popen(
+                    dask_cli
+                    + ["scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard", "--scheduler-file", sfile],
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                )
+            )
             deadline = time.monotonic() + timeout
             address = None
             while address is None:
@@ -57,10 +62,26 @@ def loopback_cluster(n_workers: int, *, nthreads: int = 1, timeout: float = 60.0
                         address = json.load(f)["address"]
                 time.sleep(0.2)
             for i in range(n_workers):
-                procs.append(subprocess.Popen(
-                    dask_cli + ["worker", address, "--nthreads", str(nthreads), "--host", "127.0.0.1",
-                                "--no-dashboard", "--name", f"loopback-{i}", "--death-timeout", str(int(timeout))],
-                    stdout=log, stderr=subprocess.STDOUT))
+                procs.append(
+                    subprocess.Popen(
+                        dask_cli
+                        + [
+                            "worker",
+                            address,
+                            "--nthreads",
+                            str(nthreads),
+                            "--host",
+                            "127.0.0.1",
+                            "--no-dashboard",
+                            "--name",
+                            f"loopback-{i}",
+                            "--death-timeout",
+                            str(int(timeout)),
+                        ],
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                    )
+                )
             yield address
         finally:
             _stop(procs)

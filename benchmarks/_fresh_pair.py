@@ -76,20 +76,37 @@ def main() -> int:
             with TCPListener("127.0.0.1", a.port, tls=tls) as lst:
                 ch = phase("tls", lambda: lst.accept(a.timeout, peer_names=a.peer))
         else:
-            ch = phase("tls", lambda: TCPChannel.connect("127.0.0.1", a.port, deadline=a.timeout, timeout=a.timeout,
-                                                         tls=tls, peer_names=a.peer))
+            ch = phase(
+                "tls",
+                lambda: TCPChannel.connect(
+                    "127.0.0.1", a.port, deadline=a.timeout, timeout=a.timeout, tls=tls, peer_names=a.peer
+                ),
+            )
         sid = b"pairwise-collect/bench/fresh"
-        s = phase("setup", lambda: (GarblerSession if garbler else EvaluatorSession)(ch, sid, extra=circuit_digest(circuit),
-                                                                                  cot=fresh_cot(circuit)))
-        res = phase("run", lambda: s.run(circuit, {"x" if garbler else "y": a.value}, output="evaluator",
-                                         random=("rx", "ry")))
+        s = phase(
+            "setup",
+            lambda: (GarblerSession if garbler else EvaluatorSession)(
+                ch, sid, extra=circuit_digest(circuit), cot=fresh_cot(circuit)
+            ),
+        )
+        res = phase(
+            "run", lambda: s.run(circuit, {"x" if garbler else "y": a.value}, output="evaluator", random=("rx", "ry"))
+        )
         phase("finish", ch.close)
     st = ch.stats()
-    out = {"role": a.role, **costs, "session_cpu": sum(v for k, v in costs.items() if k.endswith("_cpu")),
-           "session_process_cpu": _cpu() - before, "startup_cpu": startup_cpu, "process_cpu": _cpu(),
-           "bytes_sent": st["bytes_sent"], "bytes_received": st["bytes_received"],
-           "output": None if garbler else int(res.outputs[0]), "and_gates": circuit.n_and,
-           "circuit_hash": circuit.content_hash}
+    out = {
+        "role": a.role,
+        **costs,
+        "session_cpu": sum(v for k, v in costs.items() if k.endswith("_cpu")),
+        "session_process_cpu": _cpu() - before,
+        "startup_cpu": startup_cpu,
+        "process_cpu": _cpu(),
+        "bytes_sent": st["bytes_sent"],
+        "bytes_received": st["bytes_received"],
+        "output": None if garbler else int(res.outputs[0]),
+        "and_gates": circuit.n_and,
+        "circuit_hash": circuit.content_hash,
+    }
     print(json.dumps(out), flush=True)
     return 0
 

@@ -85,8 +85,15 @@ TLS = None  # set by --tls DIR: this party's TLSConfig
 def connect(role: str, listener: TCPListener | None, port: int) -> TCPChannel:
     if role == "garbler":
         return listener.accept(TIMEOUT, buffered=BUFFERED, peer_names="evaluator" if TLS else None)
-    return TCPChannel.connect("127.0.0.1", port, deadline=TIMEOUT, timeout=TIMEOUT, buffered=BUFFERED, tls=TLS,
-                              peer_names="garbler" if TLS else None)
+    return TCPChannel.connect(
+        "127.0.0.1",
+        port,
+        deadline=TIMEOUT,
+        timeout=TIMEOUT,
+        buffered=BUFFERED,
+        tls=TLS,
+        peer_names="garbler" if TLS else None,
+    )
 
 
 def main(argv: list[str]) -> int:
@@ -103,7 +110,9 @@ def main(argv: list[str]) -> int:
             setattr(twopc.wire, name, int(argv[argv.index(flag) + 1]))
     port, bits, seed = int(port), int(bits), int(seed)
     ob = argv[argv.index("--ot-batch") + 1] if "--ot-batch" in argv else "session"
-    amortized_ot_batch = None if ob == "session" else _ot_batch(resolve_circuit(spec, bits, False)) if ob == "cli" else int(ob)
+    amortized_ot_batch = (
+        None if ob == "session" else _ot_batch(resolve_circuit(spec, bits, False)) if ob == "cli" else int(ob)
+    )
     first_reps, executions, simd, cots = int(first_reps), int(executions), int(simd), int(cots)
     circuit = resolve_circuit(spec, bits, False)
     # load the compiled one-instance loops at process start, as a long-running party would (0.4-0.9 s;
@@ -118,8 +127,15 @@ def main(argv: list[str]) -> int:
     Session = GarblerSession if role == "garbler" else EvaluatorSession
     listener = TCPListener("127.0.0.1", port, tls=TLS) if role == "garbler" else None
     digest = circuit_digest(circuit)
-    result: dict = {"role": role, "circuit": circuit.name, "and_gates": circuit.n_and, "buffered": BUFFERED,
-                    "tls": TLS is not None, "jit": jit_ready, "jit_warm_up_seconds": jit_seconds}
+    result: dict = {
+        "role": role,
+        "circuit": circuit.name,
+        "and_gates": circuit.n_and,
+        "buffered": BUFFERED,
+        "tls": TLS is not None,
+        "jit": jit_ready,
+        "jit_warm_up_seconds": jit_seconds,
+    }
 
     def mine(batch: int, salt: int, scalar: bool = False) -> dict:
         """This party's inputs as {group: value} (scalar) or {group: [values]}."""
@@ -127,8 +143,10 @@ def main(argv: list[str]) -> int:
         return {g.name: (v[0] if scalar else v) for g, v in zip(circuit.groups_of(party), vals)}
 
     # 1. first execution of a fresh session: handshake + base OTs + one execution
-    for label, ot_batch, cot in (("first", _ot_batch(circuit), _cot_source(circuit)),
-                                 ("first_default_ot_batch", None, "iknp")):
+    for label, ot_batch, cot in (
+        ("first", _ot_batch(circuit), _cot_source(circuit)),
+        ("first_default_ot_batch", None, "iknp"),
+    ):
         rows = []
         for rep in range(first_reps):
             tc = time.perf_counter()
@@ -139,8 +157,9 @@ def main(argv: list[str]) -> int:
             t1 = time.perf_counter()
             r = s.run(circuit, mine(1, rep, scalar=True))
             t2 = time.perf_counter()
-            rows.append((t2 - t0, t1 - t0, ch.bytes_sent, ch.bytes_received, r.bytes_sent, time.process_time() - c0,
-                         t0 - tc))
+            rows.append(
+                (t2 - t0, t1 - t0, ch.bytes_sent, ch.bytes_received, r.bytes_sent, time.process_time() - c0, t0 - tc)
+            )
             ch.close()
         result[label] = {
             "ot_batch": ot_batch,
@@ -194,14 +213,16 @@ def main(argv: list[str]) -> int:
     # 3. one SIMD execution of `simd` instances in the same session
     t0 = time.perf_counter()
     r = s.run(circuit, mine(simd, 40_000))
-    result["simd"] = {"batch": simd, "seconds": time.perf_counter() - t0, "bytes_sent": r.bytes_sent,
-                      "bytes_received": r.bytes_received}
+    result["simd"] = {
+        "batch": simd,
+        "seconds": time.perf_counter() - t0,
+        "bytes_sent": r.bytes_sent,
+        "bytes_received": r.bytes_received,
+    }
     if role == "evaluator":
         g_in, e_in = both_inputs(circuit, seed, simd, 40_000)
         want = circuit.evaluate(*_merge(circuit, g_in, e_in))
-        result["simd"]["check"] = all(
-            [int(v) for v in a] == [int(v) for v in b] for a, b in zip(r.outputs, want)
-        )
+        result["simd"]["check"] = all([int(v) for v in a] == [int(v) for v in b] for a, b in zip(r.outputs, want))
     ch.close()
 
     # 4. correlated-OT rate over TCP
@@ -225,8 +246,14 @@ def main(argv: list[str]) -> int:
         cot.recv_random(cots)
         ch.send(b"done")
         dt = time.perf_counter() - t0
-    result["cot"] = {"n": cots, "seconds": dt, "per_second": cots / dt, "batch": DEFAULT_BATCH,
-                     "bytes_received": ch.bytes_received, "bytes_sent": ch.bytes_sent}
+    result["cot"] = {
+        "n": cots,
+        "seconds": dt,
+        "per_second": cots / dt,
+        "batch": DEFAULT_BATCH,
+        "bytes_received": ch.bytes_received,
+        "bytes_sent": ch.bytes_sent,
+    }
     ch.close()
     if listener:
         listener.close()

@@ -60,8 +60,9 @@ def test_dcf_serialize_32(benchmark, dcf_keys):
 
 def test_dcf_parse_32(benchmark, dcf_keys):
     blobs = dcf_keys[0].to_bytes_list()
-    batch = benchmark.pedantic(DCFKeyBatch.from_bytes_list, args=(blobs,),
-                               kwargs=dict(n=N, l=L, party=0), rounds=3, iterations=1)
+    batch = benchmark.pedantic(
+        DCFKeyBatch.from_bytes_list, args=(blobs,), kwargs=dict(n=N, l=L, party=0), rounds=3, iterations=1
+    )
     assert len(batch) == K
     _rate(benchmark, K)
 

@@ -31,11 +31,11 @@ from pairwise.mpc.garble import Evaluator, Garbler, decode, garble_and_evaluate,
 
 
 @functools.cache
-
 def _record(benchmark, key, from_mean) -> None:
     """Derived rate in extra_info; skipped under --benchmark-disable (no stats are collected)."""
     if benchmark.stats is not None:
         benchmark.extra_info[key] = from_mean(benchmark.stats.stats.mean)
+
 
 def circuit(name: str):
     if name == "aes128":

@@ -84,13 +84,41 @@ def fresh_sessions(certs: str, spec: dict, count: int) -> list[dict]:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
         common = ["--port", str(port), "--tls", certs, "--spec", path]
-        g = subprocess.Popen([sys.executable, os.path.join(HERE, "_fresh_pair.py"), "--role", "garbler", "--name",
-                              "fresh-g", "--peer", "fresh-e", *common], stdout=subprocess.PIPE, text=True)
-        e = subprocess.Popen([sys.executable, os.path.join(HERE, "_fresh_pair.py"), "--role", "evaluator", "--name",
-                              "fresh-e", "--peer", "fresh-g", *common], stdout=subprocess.PIPE, text=True)
+        g = subprocess.Popen(
+            [
+                sys.executable,
+                os.path.join(HERE, "_fresh_pair.py"),
+                "--role",
+                "garbler",
+                "--name",
+                "fresh-g",
+                "--peer",
+                "fresh-e",
+                *common,
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        e = subprocess.Popen(
+            [
+                sys.executable,
+                os.path.join(HERE, "_fresh_pair.py"),
+                "--role",
+                "evaluator",
+                "--name",
+                "fresh-e",
+                "--peer",
+                "fresh-g",
+                *common,
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         go, _ = g.communicate(timeout=300)
         eo, _ = e.communicate(timeout=300)
-        out.append({"garbler": json.loads(go.strip().splitlines()[-1]), "evaluator": json.loads(eo.strip().splitlines()[-1])})
+        out.append(
+            {"garbler": json.loads(go.strip().splitlines()[-1]), "evaluator": json.loads(eo.strip().splitlines()[-1])}
+        )
     return out
 
 
@@ -104,16 +132,30 @@ def _watch(agg, certs: str, t0: float, close_after: float, timeout: float, out: 
         while not stop.wait(1.0):
             view = c.show("bench")
             if view["state"] != "open":
-                out.update(closed_after=time.perf_counter() - t0, users_at_close=view["users_registered"],
-                           aggregator_at_close=_proc_stats(agg.proc.pid), uptime_at_close=uptime())
+                out.update(
+                    closed_after=time.perf_counter() - t0,
+                    users_at_close=view["users_registered"],
+                    aggregator_at_close=_proc_stats(agg.proc.pid),
+                    uptime_at_close=uptime(),
+                )
                 return
             if time.perf_counter() - t0 > close_after:
                 c.close_task("bench")
                 out["closed_by_collector"] = True
 
 
-def run_task(protocol: str, params: dict, n: int, certs: str, csv: str, columns: list[str], processes: int,
-             rate: float, timeout: float, serve_args: tuple = ()) -> dict:
+def run_task(
+    protocol: str,
+    params: dict,
+    n: int,
+    certs: str,
+    csv: str,
+    columns: list[str],
+    processes: int,
+    rate: float,
+    timeout: float,
+    serve_args: tuple = (),
+) -> dict:
     import threading
 
     from pairwise.mpc.tls import TLSConfig
@@ -122,8 +164,9 @@ def run_task(protocol: str, params: dict, n: int, certs: str, csv: str, columns:
     from pairwise.protocols.collect.simulate import simulate_users
 
     state = tempfile.mkdtemp(prefix="collect-bench-state-")
-    agg = AggregatorProcess(state, tls_dir=certs, timeout=timeout,
-                            extra_args=("--max-connections", str(4 * n + 64), *serve_args))
+    agg = AggregatorProcess(
+        state, tls_dir=certs, timeout=timeout, extra_args=("--max-connections", str(4 * n + 64), *serve_args)
+    )
     watch: dict = {}
     stop = threading.Event()
     try:
@@ -131,15 +174,25 @@ def run_task(protocol: str, params: dict, n: int, certs: str, csv: str, columns:
             # registration closes when all N users registered, as a study that needs N users would (min_users = N,
             # no deadline to wait out); if some could not join, the collector closes it 120 s after the arrivals
             arrival = n / rate if rate else 0.0
-            task = c.create(protocol, {**params, "min_users": n, "deadline": 0, "timeout": timeout},
-                            task_id="bench")
+            task = c.create(protocol, {**params, "min_users": n, "deadline": 0, "timeout": timeout}, task_id="bench")
             t0 = time.perf_counter()
-            watcher = threading.Thread(target=_watch, args=(agg, certs, t0, arrival + 120.0, timeout, watch, stop),
-                                       daemon=True)
+            watcher = threading.Thread(
+                target=_watch, args=(agg, certs, t0, arrival + 120.0, timeout, watch, stop), daemon=True
+            )
             watcher.start()
-            sim = simulate_users(agg.server, "bench", csv, columns, users=n, processes=processes, tls=certs,
-                                 server_name="aggregator", timeout=timeout, wait=max(900.0, 3 * arrival),
-                                 rate=rate)
+            sim = simulate_users(
+                agg.server,
+                "bench",
+                csv,
+                columns,
+                users=n,
+                processes=processes,
+                tls=certs,
+                server_name="aggregator",
+                timeout=timeout,
+                wait=max(900.0, 3 * arrival),
+                rate=rate,
+            )
             result = c.result("bench", wait=300)
             seconds = time.perf_counter() - t0
             aggst = _proc_stats(agg.proc.pid)
@@ -163,8 +216,14 @@ def main() -> int:
     p.add_argument("--max-sessions", type=int, default=64, help="collect serve --max-sessions")
     p.add_argument("--json", action="store_true")
     a = p.parse_args()
-    serve_args = ("--max-handshakes", str(a.max_handshakes), "--poll-rate", str(a.poll_rate), "--max-sessions",
-                  str(a.max_sessions))
+    serve_args = (
+        "--max-handshakes",
+        str(a.max_handshakes),
+        "--poll-rate",
+        str(a.poll_rate),
+        "--max-sessions",
+        str(a.max_sessions),
+    )
 
     from pairwise.protocols.collect.processes import study_certificates
     from pairwise.protocols.processes import exit_on_sigterm
@@ -184,21 +243,48 @@ def main() -> int:
             csv = os.path.join(certs, f"data{n}.csv")
             with open(csv, "w") as fh:
                 fh.write("x,y\n" + "".join(f"{x},{y}\n" for x, y in rng.integers(0, 16, (n, 2))))
-            params = {"statistic": "kendall", "lower": [0, 0], "upper": [15, 15], "decimals": [0, 0], "epsilon": 1.0,
-                      "pairs_per_user": 1, "pair_channel": "tls"}
+            params = {
+                "statistic": "kendall",
+                "lower": [0, 0],
+                "upper": [15, 15],
+                "decimals": [0, 0],
+                "epsilon": 1.0,
+                "pairs_per_user": 1,
+                "pair_channel": "tls",
+            }
             from pairwise.protocols.collect.tasks import validate_task
 
             spec = validate_task("ustat-2pc", {**params, "min_users": 2})
             before = fresh_sessions(certs, spec, a.fresh // 2)
-            two = run_task("ustat-2pc", params, n, certs, csv, ["x", "y"], a.processes, a.rate, a.timeout,
-                           serve_args)
+            two = run_task("ustat-2pc", params, n, certs, csv, ["x", "y"], a.processes, a.rate, a.timeout, serve_args)
             after = fresh_sessions(certs, spec, a.fresh - a.fresh // 2)
-            run = {"n": n, "certificates_seconds": cert_seconds, "uptime_2pc": uptime(), "twopc": two,
-                   "fresh": before + after}
+            run = {
+                "n": n,
+                "certificates_seconds": cert_seconds,
+                "uptime_2pc": uptime(),
+                "twopc": two,
+                "fresh": before + after,
+            }
             if not a.skip_local:
-                run["local"] = run_task("ldp-ustat", {"kernel": "kendall", "lower": [0, 0], "upper": [15, 15],
-                                                      "decimals": [0, 0], "epsilon": 1.0, "discrete": True},
-                                        n, certs, csv, ["x", "y"], a.processes, a.rate, a.timeout, serve_args)
+                run["local"] = run_task(
+                    "ldp-ustat",
+                    {
+                        "kernel": "kendall",
+                        "lower": [0, 0],
+                        "upper": [15, 15],
+                        "decimals": [0, 0],
+                        "epsilon": 1.0,
+                        "discrete": True,
+                    },
+                    n,
+                    certs,
+                    csv,
+                    ["x", "y"],
+                    a.processes,
+                    a.rate,
+                    a.timeout,
+                    serve_args,
+                )
                 run["uptime_local"] = uptime()
             report["runs"].append(run)
             print(json.dumps(summary(run)), file=sys.stderr, flush=True)
@@ -227,10 +313,15 @@ def summary(run: dict) -> dict:
     fresh_pair = med(fg, "session_cpu") + med(fe, "session_cpu")
     in_session = g.get("cpu", float("nan")) + e.get("cpu", float("nan"))
     out = {
-        "n": n, "certificates_seconds": round(run["certificates_seconds"], 2),
-        "twopc_seconds": round(two["seconds"], 1), "users_registered": res["users_registered"],
-        "user_outcomes": sim["statuses"], "pairs_planned": res["pairs_planned"], "pairs_completed": pairs,
-        "pairs_dropped": res["pairs_dropped"], "pairs_per_second": round(pairs / two["seconds"], 1),
+        "n": n,
+        "certificates_seconds": round(run["certificates_seconds"], 2),
+        "twopc_seconds": round(two["seconds"], 1),
+        "users_registered": res["users_registered"],
+        "user_outcomes": sim["statuses"],
+        "pairs_planned": res["pairs_planned"],
+        "pairs_completed": pairs,
+        "pairs_dropped": res["pairs_dropped"],
+        "pairs_per_second": round(pairs / two["seconds"], 1),
         "sessions_seconds": round(res.get("seconds", float("nan")), 1),
         "registration_closed_after": round(two.get("closed_after", float("nan")), 1),
         "closed_by_collector": bool(two.get("closed_by_collector")),
@@ -242,48 +333,64 @@ def summary(run: dict) -> dict:
         "aggregator_cpu_seconds": round(two["aggregator"]["cpu_seconds"], 1),
         "relay_bytes_per_user": round(res["bytes"] / max(1, pairs), 0),  # a user sends + receives its pair's total
         "user_cpu_per_pair_ms": {
-            "tls": round(1e3 * (g["tls_cpu"] + e["tls_cpu"]), 2), "base_ot": round(1e3 * (g["setup_cpu"] + e["setup_cpu"]), 2),
+            "tls": round(1e3 * (g["tls_cpu"] + e["tls_cpu"]), 2),
+            "base_ot": round(1e3 * (g["setup_cpu"] + e["setup_cpu"]), 2),
             "execution": round(1e3 * (g["run_cpu"] + e["run_cpu"]), 2),
             "close": round(1e3 * (g["finish_cpu"] + e["finish_cpu"]), 2),
             "in_session": round(1e3 * in_session, 2),
             "relay_wait_wall": round(1e3 * (g["wait"] + e["wait"]), 1),
-            "whole_user_processes": round(1e3 * sim["cpu_seconds"] / max(1, pairs), 2)},
-        "fresh_pair_cpu_ms": {"tls": round(1e3 * (med(fg, "tls_cpu") + med(fe, "tls_cpu")), 2),
-                              "credentials": round(1e3 * (med(fg, "credentials_cpu") + med(fe, "credentials_cpu")), 2),
-                              "base_ot": round(1e3 * (med(fg, "setup_cpu") + med(fe, "setup_cpu")), 2),
-                              "execution": round(1e3 * (med(fg, "run_cpu") + med(fe, "run_cpu")), 2),
-                              "session": round(1e3 * fresh_pair, 2),
-                              "whole_processes": round(1e3 * (med(fg, "process_cpu") + med(fe, "process_cpu")), 1)},
+            "whole_user_processes": round(1e3 * sim["cpu_seconds"] / max(1, pairs), 2),
+        },
+        "fresh_pair_cpu_ms": {
+            "tls": round(1e3 * (med(fg, "tls_cpu") + med(fe, "tls_cpu")), 2),
+            "credentials": round(1e3 * (med(fg, "credentials_cpu") + med(fe, "credentials_cpu")), 2),
+            "base_ot": round(1e3 * (med(fg, "setup_cpu") + med(fe, "setup_cpu")), 2),
+            "execution": round(1e3 * (med(fg, "run_cpu") + med(fe, "run_cpu")), 2),
+            "session": round(1e3 * fresh_pair, 2),
+            "whole_processes": round(1e3 * (med(fg, "process_cpu") + med(fe, "process_cpu")), 1),
+        },
         "in_session_over_fresh": round(in_session / fresh_pair, 3),
         "user_processes_over_fresh": round((sim["cpu_seconds"] / max(1, pairs)) / fresh_pair, 3),
         "and_gates": res.get("and_gates_per_pair"),
     }
     if "local" in run:
         loc = run["local"]
-        out.update(local_seconds=round(loc["seconds"], 1), local_users_per_second=round(n / loc["seconds"], 1),
-                   local_aggregator_peak_rss_mib=round(loc["aggregator"]["peak_rss_mib"], 1),
-                   local_reports=loc["result"].get("reports"),
-                   local_user_cpu_ms=round(1e3 * loc["sim"]["cpu_seconds"] / n, 2))
+        out.update(
+            local_seconds=round(loc["seconds"], 1),
+            local_users_per_second=round(n / loc["seconds"], 1),
+            local_aggregator_peak_rss_mib=round(loc["aggregator"]["peak_rss_mib"], 1),
+            local_reports=loc["result"].get("reports"),
+            local_user_cpu_ms=round(1e3 * loc["sim"]["cpu_seconds"] / n, 2),
+        )
     return out
 
 
 def markdown(report: dict) -> str:
     rows = [summary(r) for r in report["runs"]]
-    lines = [f"uptime before: {report['uptime_before']}", f"uptime after: {report['uptime_after']}", "",
-             "| N | 2PC end to end (s) | pairs/s | completed / planned | aggregator peak RSS (MiB) | aggregator CPU (s) "
-             "| relayed bytes per user | user CPU per pair in session (ms): TLS / base OT / execution / close | "
-             "fresh 2-process session (ms) | ratio | whole user processes per pair (ms) | local model (s, users/s, RSS MiB) |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"uptime before: {report['uptime_before']}",
+        f"uptime after: {report['uptime_after']}",
+        "",
+        "| N | 2PC end to end (s) | pairs/s | completed / planned | aggregator peak RSS (MiB) | aggregator CPU (s) "
+        "| relayed bytes per user | user CPU per pair in session (ms): TLS / base OT / execution / close | "
+        "fresh 2-process session (ms) | ratio | whole user processes per pair (ms) | local model (s, users/s, RSS MiB) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for s in rows:
         u, f = s["user_cpu_per_pair_ms"], s["fresh_pair_cpu_ms"]
-        loc = (f"{s['local_seconds']}, {s['local_users_per_second']}, {s['local_aggregator_peak_rss_mib']}"
-               if "local_seconds" in s else "-")
-        lines.append(f"| {s['n']} | {s['twopc_seconds']} | {s['pairs_per_second']} | {s['pairs_completed']} / "
-                     f"{s['pairs_planned']} | {s['aggregator_peak_rss_mib']} | {s['aggregator_cpu_seconds']} | "
-                     f"{s['relay_bytes_per_user']:.0f} | {u['in_session']} = {u['tls']} / {u['base_ot']} / "
-                     f"{u['execution']} / {u['close']} (waits {u['relay_wait_wall']}) | {f['session']} "
-                     f"(TLS {f['tls']}, base OT {f['base_ot']}, execution {f['execution']}) | "
-                     f"{s['in_session_over_fresh']} | {u['whole_user_processes']} | {loc} |")
+        loc = (
+            f"{s['local_seconds']}, {s['local_users_per_second']}, {s['local_aggregator_peak_rss_mib']}"
+            if "local_seconds" in s
+            else "-"
+        )
+        lines.append(
+            f"| {s['n']} | {s['twopc_seconds']} | {s['pairs_per_second']} | {s['pairs_completed']} / "
+            f"{s['pairs_planned']} | {s['aggregator_peak_rss_mib']} | {s['aggregator_cpu_seconds']} | "
+            f"{s['relay_bytes_per_user']:.0f} | {u['in_session']} = {u['tls']} / {u['base_ot']} / "
+            f"{u['execution']} / {u['close']} (waits {u['relay_wait_wall']}) | {f['session']} "
+            f"(TLS {f['tls']}, base OT {f['base_ot']}, execution {f['execution']}) | "
+            f"{s['in_session_over_fresh']} | {u['whole_user_processes']} | {loc} |"
+        )
     return "\n".join(lines)
 
 

@@ -72,16 +72,37 @@ def theorem31(quick: bool) -> str:
                 mse = sq / trials
                 theory = theorem31_mse(L, eps)
                 rel = mse / theory
-                rows.append([L, eps, noise, trials, f"{mse.mean():.4g}", f"{theory:.4g}",
-                             f"{rel.mean():.4f}", f"{np.abs(rel - 1).max():.3f}"])
-    return table(["L", "eps", "noise", "trials", "MSE (mean over thresholds)",
-                  "2(L+1)^3/eps^2", "ratio", "max per-threshold |ratio-1|"], rows)
+                rows.append(
+                    [
+                        L,
+                        eps,
+                        noise,
+                        trials,
+                        f"{mse.mean():.4g}",
+                        f"{theory:.4g}",
+                        f"{rel.mean():.4f}",
+                        f"{np.abs(rel - 1).max():.3f}",
+                    ]
+                )
+    return table(
+        [
+            "L",
+            "eps",
+            "noise",
+            "trials",
+            "MSE (mean over thresholds)",
+            "2(L+1)^3/eps^2",
+            "ratio",
+            "max per-threshold |ratio-1|",
+        ],
+        rows,
+    )
 
 
 def consistency(quick: bool) -> str:
     rng = np.random.default_rng(7)
     rows = []
-    for L in ((8, 10, 12) if not quick else (8,)):
+    for L in (8, 10, 12) if not quick else (8,):
         counts = rng.poisson(3, 1 << L)
         exact = np.cumsum(counts)
         trials = 200 if not quick else 50
@@ -95,8 +116,9 @@ def consistency(quick: bool) -> str:
         for name, total in sq.items():
             mse = total / trials
             rows.append([L, name, trials, f"{mse:.4g}", f"{mse / theory:.3f}"])
-    return table(["L", "mechanism (eps = 1, discrete Laplace)", "trials",
-                  "per-threshold MSE (counts^2)", "/ Thm 3.1"], rows)
+    return table(
+        ["L", "mechanism (eps = 1, discrete Laplace)", "trials", "per-threshold MSE (counts^2)", "/ Thm 3.1"], rows
+    )
 
 
 def smoothing(quick: bool) -> str:
@@ -118,8 +140,7 @@ def smoothing(quick: bool) -> str:
                 s = smooth_ecdf(f_hat, p, space=space)
                 secs[(p, space)] += time.perf_counter() - t0
                 ratios[(p, space)].append(np.sum((s - f) ** 2) / base)
-        rows.append([eps] + [f"{np.mean(ratios[m]):.3f}" for m in methods]
-                    + [f"{secs[m] / runs:.2f}" for m in methods])
+        rows.append([eps] + [f"{np.mean(ratios[m]):.3f}" for m in methods] + [f"{secs[m] / runs:.2f}" for m in methods])
     head = ["eps"] + [f"ratio p={p} {s}" for p, s in methods] + [f"s p={p} {s}" for p, s in methods]
     fig2 = table(head, rows)
     rows3 = []
@@ -132,8 +153,10 @@ def smoothing(quick: bool) -> str:
             r.append(np.sum((smooth_ecdf(f_hat, 2) - f) ** 2) / np.sum((f_hat - f) ** 2))
         rows3.append([lam, f"{np.mean(r):.3f}"])
     fig3 = table(["lambda (eps = 1)", "ratio p=2 leaf"], rows3)
-    return (f"N = {n_bins}, lambda = 3, {runs} runs per cell, Laplace noise (simulation):\n\n{fig2}"
-            f"\n\nFigure 3 analogue (N = {n_bins}, eps = 1):\n\n{fig3}")
+    return (
+        f"N = {n_bins}, lambda = 3, {runs} runs per cell, Laplace noise (simulation):\n\n{fig2}"
+        f"\n\nFigure 3 analogue (N = {n_bins}, eps = 1):\n\n{fig3}"
+    )
 
 
 def hosmer(quick: bool) -> str:
@@ -146,10 +169,12 @@ def hosmer(quick: bool) -> str:
     runs = 100 if not quick else 20
     for eps in (0.5, 1.0, 2.0, 5.0, 10.0):
         vals = np.array([hosmer_lemeshow_dp(p, y, eps, rng=rng).statistic for _ in range(runs)])
-        rows.append([eps, runs, f"{exact:.2f}", f"{np.median(vals):.2f}",
-                     f"{np.mean((vals - exact) ** 2) / exact**2:.4f}"])
-    return (f"n = {n}, Q = 10, L = 10, miscalibrated model (true p = 1.3 x predicted):\n\n"
-            + table(["eps", "runs", "exact H", "median DP H", "relative MSE"], rows))
+        rows.append(
+            [eps, runs, f"{exact:.2f}", f"{np.median(vals):.2f}", f"{np.mean((vals - exact) ** 2) / exact**2:.4f}"]
+        )
+    return f"n = {n}, Q = 10, L = 10, miscalibrated model (true p = 1.3 x predicted):\n\n" + table(
+        ["eps", "runs", "exact H", "median DP H", "relative MSE"], rows
+    )
 
 
 def throughput() -> str:
@@ -169,24 +194,35 @@ def throughput() -> str:
     counts = np.random.default_rng(0).poisson(3, 1 << 15)
     t0 = time.perf_counter()
     tree_mechanism(counts, 1.0)
-    rows.append(["tree_mechanism exact CSPRNG, N = 2^15 (65535 nodes)", "1 release",
-                 f"{1 / (time.perf_counter() - t0):.2f} releases/s"])
+    rows.append(
+        [
+            "tree_mechanism exact CSPRNG, N = 2^15 (65535 nodes)",
+            "1 release",
+            f"{1 / (time.perf_counter() - t0):.2f} releases/s",
+        ]
+    )
     return table(["sampler", "draws", "values / s"], rows)
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="small sizes for a fast smoke run")
-    ap.add_argument("--only", nargs="+", metavar="SECTION",
-                    choices=["theorem31", "consistency", "smoothing", "hosmer", "throughput"],
-                    help="run only these sections")
+    ap.add_argument(
+        "--only",
+        nargs="+",
+        metavar="SECTION",
+        choices=["theorem31", "consistency", "smoothing", "hosmer", "throughput"],
+        help="run only these sections",
+    )
     args = ap.parse_args()
     sections = [
-        ("theorem31", "Theorem 3.1: per-threshold MSE of the tree mechanism (simulation)",
-         lambda: theorem31(args.quick)),
+        (
+            "theorem31",
+            "Theorem 3.1: per-threshold MSE of the tree mechanism (simulation)",
+            lambda: theorem31(args.quick),
+        ),
         ("consistency", "Least-squares consistency versus the paper's layout", lambda: consistency(args.quick)),
-        ("smoothing", "Smoothing on X_pois (Figure 2): squared error after / before",
-         lambda: smoothing(args.quick)),
+        ("smoothing", "Smoothing on X_pois (Figure 2): squared error after / before", lambda: smoothing(args.quick)),
         ("hosmer", "Hosmer-Lemeshow (Algorithm 2)", lambda: hosmer(args.quick)),
         ("throughput", "Exact sampler throughput (OS CSPRNG)", throughput),
     ]

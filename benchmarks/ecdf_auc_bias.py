@@ -85,8 +85,16 @@ def run(n: int, eps: float, grid_bits: int, reps: int, seed: int, mechanism: str
         v = v[np.isfinite(v)]
         return float(v.mean() - A), float(v.std(ddof=1) / math.sqrt(v.size)), float(v.std(ddof=1)), v.size
 
-    return {"n": n, "eps": eps, "exact": A, "smoothed": stats(sm), "plugin": stats(pl),
-            "below": float(np.mean(sm[np.isfinite(sm)] < A)), "cover": cover / reps, "width": float(np.mean(width))}
+    return {
+        "n": n,
+        "eps": eps,
+        "exact": A,
+        "smoothed": stats(sm),
+        "plugin": stats(pl),
+        "below": float(np.mean(sm[np.isfinite(sm)] < A)),
+        "cover": cover / reps,
+        "width": float(np.mean(width)),
+    }
 
 
 def main() -> None:
@@ -98,18 +106,25 @@ def main() -> None:
     ap.add_argument("--mechanism", default="paper")
     ap.add_argument("--seed", type=int, default=2026)
     a = ap.parse_args()
-    print(f"grid 2^{a.grid_bits}, {a.mechanism} mechanism, {a.reps} simulated releases per row, ROC epsilon "
-          "split eps/2 per class; bias = mean - exact (standard error)")
-    print("| n | eps | exact AUC | smoothed: bias (se) | smoothed below exact | smoothed sd | plug-in: bias (se) "
-          "| plug-in sd | 95% interval coverage | mean width |")
+    print(
+        f"grid 2^{a.grid_bits}, {a.mechanism} mechanism, {a.reps} simulated releases per row, ROC epsilon "
+        "split eps/2 per class; bias = mean - exact (standard error)"
+    )
+    print(
+        "| n | eps | exact AUC | smoothed: bias (se) | smoothed below exact | smoothed sd | plug-in: bias (se) "
+        "| plug-in sd | 95% interval coverage | mean width |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|")
     t0 = time.time()
     for n in (int(v) for v in a.ns.split(",")):
         for eps in (float(v) for v in a.eps.split(",")):
             r = run(n, eps, a.grid_bits, a.reps, a.seed + n + int(eps * 10), a.mechanism)
             s, p = r["smoothed"], r["plugin"]
-            print(f"| {n} | {eps:g} | {r['exact']:.4f} | {s[0]:+.4f} ({s[1]:.4f}) | {r['below']:.2f} | {s[2]:.4f} "
-                  f"| {p[0]:+.4f} ({p[1]:.4f}) | {p[2]:.4f} | {r['cover']:.3f} | {r['width']:.3f} |", flush=True)
+            print(
+                f"| {n} | {eps:g} | {r['exact']:.4f} | {s[0]:+.4f} ({s[1]:.4f}) | {r['below']:.2f} | {s[2]:.4f} "
+                f"| {p[0]:+.4f} ({p[1]:.4f}) | {p[2]:.4f} | {r['cover']:.3f} | {r['width']:.3f} |",
+                flush=True,
+            )
     print(f"({time.time() - t0:.0f} s)")
 
 

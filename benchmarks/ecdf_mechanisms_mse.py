@@ -53,22 +53,30 @@ def main() -> None:
     a = ap.parse_args()
     from pairwise.dp.kary import tree_radices
 
-    print("| grid | eps | radices (kary) | paper MSE | hierarchical MSE | kary MSE | paper / kary "
-          "| paper / hierarchical |")
+    print(
+        "| grid | eps | radices (kary) | paper MSE | hierarchical MSE | kary MSE | paper / kary "
+        "| paper / hierarchical |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     for g in (int(v) for v in a.grids.split(",")):
         for eps in (float(v) for v in a.eps.split(",")):
             p, hi, k = (closed_form(m, g, eps) for m in MECHS)
-            print(f"| 2^{g} | {eps:g} | {'x'.join(map(str, tree_radices(g)))} | {p:.4g} | {hi:.4g} | {k:.4g} "
-                  f"| {p / k:.2f} | {p / hi:.2f} |", flush=True)
+            print(
+                f"| 2^{g} | {eps:g} | {'x'.join(map(str, tree_radices(g)))} | {p:.4g} | {hi:.4g} | {k:.4g} "
+                f"| {p / k:.2f} | {p / hi:.2f} |",
+                flush=True,
+            )
     g = a.measure_grid
     print(f"\nmeasured on the demo data, 2^{g} thresholds, {a.reps} simulated releases each (counts^2):")
     print("| eps | paper | hierarchical | kary | paper / kary | closed form paper / kary |")
     print("|---|---|---|---|---|---|")
     for eps in (float(v) for v in a.eps.split(",")):
         p, hi, k = (measured(m, g, eps, a.reps) for m in MECHS)
-        print(f"| {eps:g} | {p:.4g} | {hi:.4g} | {k:.4g} | {p / k:.2f} | "
-              f"{closed_form('paper', g, eps) / closed_form('kary', g, eps):.2f} |", flush=True)
+        print(
+            f"| {eps:g} | {p:.4g} | {hi:.4g} | {k:.4g} | {p / k:.2f} | "
+            f"{closed_form('paper', g, eps) / closed_form('kary', g, eps):.2f} |",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

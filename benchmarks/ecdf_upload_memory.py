@@ -60,29 +60,68 @@ def measure(rows: int, python: str, domain_bits: int, workdir: Path) -> dict:
     load_before = os.getloadavg()
     state = tempfile.mkdtemp(prefix=f"state-{rows}-", dir=workdir)
     with ServerProcesses(2, budget="10", timeout=3600, state_dir=state) as sp:
-        cmd = [python, "-m", "pairwise", "ecdf", "upload", "--servers", sp.servers, "--data", str(csv),
-               "--columns", "score", "--lower", "0", "--upper", "40", "--domain-bits", str(domain_bits),
-               "--dataset", f"bench-{rows}", "--timeout", "3600", "--json"]
+        cmd = [
+            python,
+            "-m",
+            "pairwise",
+            "ecdf",
+            "upload",
+            "--servers",
+            sp.servers,
+            "--data",
+            str(csv),
+            "--columns",
+            "score",
+            "--lower",
+            "0",
+            "--upper",
+            "40",
+            "--domain-bits",
+            str(domain_bits),
+            "--dataset",
+            f"bench-{rows}",
+            "--timeout",
+            "3600",
+            "--json",
+        ]
         t0 = time.perf_counter()
         code, out, err, usage = _run_child(cmd)
         seconds = time.perf_counter() - t0
     if code != 0:
-        return {"rows": rows, "python": python, "failed": code, "stderr": err.decode()[-500:],
-                "peak_rss_mib": round(usage.ru_maxrss / 1024, 1), "seconds": round(seconds, 1)}
+        return {
+            "rows": rows,
+            "python": python,
+            "failed": code,
+            "stderr": err.decode()[-500:],
+            "peak_rss_mib": round(usage.ru_maxrss / 1024, 1),
+            "seconds": round(seconds, 1),
+        }
     rep = json.loads(out)
-    return {"rows": rows, "accepted": rep["accepted"], "peak_rss_mib": round(usage.ru_maxrss / 1024, 1),
-            "seconds": round(seconds, 1), "clients_per_second": round(rows / seconds),
-            "csv_mib": round(csv.stat().st_size / 2**20, 1), "upload_bytes": rep["upload_bytes"],
-            "domain_bits": domain_bits, "python": python,
-            "load_before": [round(x, 2) for x in load_before], "load_after": [round(x, 2) for x in os.getloadavg()]}
+    return {
+        "rows": rows,
+        "accepted": rep["accepted"],
+        "peak_rss_mib": round(usage.ru_maxrss / 1024, 1),
+        "seconds": round(seconds, 1),
+        "clients_per_second": round(rows / seconds),
+        "csv_mib": round(csv.stat().st_size / 2**20, 1),
+        "upload_bytes": rep["upload_bytes"],
+        "domain_bits": domain_bits,
+        "python": python,
+        "load_before": [round(x, 2) for x in load_before],
+        "load_after": [round(x, 2) for x in os.getloadavg()],
+    }
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, nargs="+", default=[10**6, 10**7])
     ap.add_argument("--domain-bits", type=int, default=10)
-    ap.add_argument("--python", nargs="+", default=[sys.executable],
-                    help="interpreters to run the upload with, interleaved per row count (default: this one)")
+    ap.add_argument(
+        "--python",
+        nargs="+",
+        default=[sys.executable],
+        help="interpreters to run the upload with, interleaved per row count (default: this one)",
+    )
     ap.add_argument("--dir", help="work directory (default: a temporary one, removed afterwards)")
     a = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="ecdf-upload-mem-", dir=a.dir) as d:

@@ -31,7 +31,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-SHIM = '''
+SHIM = """
 import os, sys
 tree = os.environ.get("PAIRWISE_TREE")
 if tree:
@@ -42,7 +42,7 @@ if tree:
             root = os.path.dirname(mapping["pairwise"])
             for k, v in list(mapping.items()):
                 mapping[k] = os.path.join(tree, os.path.relpath(v, root))
-'''
+"""
 
 
 def load() -> str:
@@ -56,8 +56,22 @@ def run(tree: Path, n: int, shim: str, base: bool) -> dict:
     else:
         env.pop("PAIRWISE_TREE", None)
     before = load()
-    out = subprocess.run([sys.executable, str(tree / "benchmarks" / "ecdf_service.py"), "--part", "e2e", "--n", str(n),
-                          "--only", "dcf10"], env=env, capture_output=True, text=True, timeout=7200)
+    out = subprocess.run(
+        [
+            sys.executable,
+            str(tree / "benchmarks" / "ecdf_service.py"),
+            "--part",
+            "e2e",
+            "--n",
+            str(n),
+            "--only",
+            "dcf10",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=7200,
+    )
     if out.returncode:
         raise RuntimeError(f"{tree}: {out.stderr[-3000:]}")
     row = next(ast.literal_eval(line) for line in out.stdout.splitlines() if line.startswith("{'n'"))
@@ -82,21 +96,32 @@ def main() -> None:
             for name, tree in order:
                 got[name] = run(tree, args.n, shim, base=name == "base")
                 g = got[name]
-                print(f"round {r + 1} {name}: load {g['load']}, total {g['total_s']:.2f} s, keygen {g['keygen_s']:.2f},"
-                      f" upload {g['upload_s']:.2f}, release {g['release_s']:.2f}"
-                      + (f", {g['keys_per_s_per_server']:.0f} keys/s/server, {g['check_bytes'] / args.n:.1f} check "
-                         f"bytes/client" if "check_bytes" in g else ""), flush=True)
+                print(
+                    f"round {r + 1} {name}: load {g['load']}, total {g['total_s']:.2f} s, keygen {g['keygen_s']:.2f},"
+                    f" upload {g['upload_s']:.2f}, release {g['release_s']:.2f}"
+                    + (
+                        f", {g['keys_per_s_per_server']:.0f} keys/s/server, {g['check_bytes'] / args.n:.1f} check "
+                        f"bytes/client"
+                        if "check_bytes" in g
+                        else ""
+                    ),
+                    flush=True,
+                )
             rows.append((r + 1, [n for n, _ in order], got))
-    print("\n| round | order | load | base total s | new total s | new / base | base upload s | new upload s | "
-          "base release s | new release s | new keys/s/server | check bytes/client |")
+    print(
+        "\n| round | order | load | base total s | new total s | new / base | base upload s | new upload s | "
+        "base release s | new release s | new keys/s/server | check bytes/client |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     ratios = []
     for r, order, g in rows:
         b, nw = g["base"], g["new"]
         ratios.append(nw["total_s"] / b["total_s"])
-        print(f"| {r} | {' '.join(order)} | {b['load']} / {nw['load']} | {b['total_s']:.2f} | {nw['total_s']:.2f} | "
-              f"{ratios[-1]:.2f} | {b['upload_s']:.2f} | {nw['upload_s']:.2f} | {b['release_s']:.2f} | "
-              f"{nw['release_s']:.2f} | {nw['keys_per_s_per_server']:.0f} | {nw['check_bytes'] / args.n:.1f} |")
+        print(
+            f"| {r} | {' '.join(order)} | {b['load']} / {nw['load']} | {b['total_s']:.2f} | {nw['total_s']:.2f} | "
+            f"{ratios[-1]:.2f} | {b['upload_s']:.2f} | {nw['upload_s']:.2f} | {b['release_s']:.2f} | "
+            f"{nw['release_s']:.2f} | {nw['keys_per_s_per_server']:.0f} | {nw['check_bytes'] / args.n:.1f} |"
+        )
     print(f"\nmedian new / base: {statistics.median(ratios):.2f} (range {min(ratios):.2f}-{max(ratios):.2f})")
 
 

@@ -150,7 +150,9 @@ def measure_streamed(circuit_spec: str, batch: int) -> dict:
 
     res = subprocess.run(
         [sys.executable, os.path.abspath(__file__), "--streamed-child", circuit_spec, str(batch)],
-        capture_output=True, text=True, timeout=1800,
+        capture_output=True,
+        text=True,
+        timeout=1800,
     )
     if res.returncode != 0:
         raise RuntimeError(f"streamed benchmark failed: {res.stderr.strip()[-2000:]}")
@@ -209,6 +211,7 @@ class _TimedNumpy:
 
     def __init__(self) -> None:
         from pairwise.mpc.garble import evaluator, garbler, kernels
+
         self._np = np
         self._mods = (kernels, garbler, evaluator)  # every module of the engine that calls them
 
@@ -327,8 +330,14 @@ def measure_two_process(spec: str, bits: int, batch: int) -> dict:
     g, e = res["garbler"], res["evaluator"]
     wall = max(g["simd"]["seconds"], e["simd"]["seconds"])
     n_and = g["and_gates"] * batch
-    return {"case": f"two-process {spec}{bits or ''}", "batch": batch, "and_gates": n_and, "seconds": wall,
-            "mands": n_and / wall / 1e6, "correct": bool(e["simd"].get("check", True))}
+    return {
+        "case": f"two-process {spec}{bits or ''}",
+        "batch": batch,
+        "and_gates": n_and,
+        "seconds": wall,
+        "mands": n_and / wall / 1e6,
+        "correct": bool(e["simd"].get("check", True)),
+    }
 
 
 def main(argv=None) -> int:
@@ -336,15 +345,23 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true", help="smaller gini batch and AND layer")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--profile", action="store_true", help="print a cProfile breakdown instead")
-    ap.add_argument("--two-process", type=int, metavar="B",
-                    help="per-machine throughput with both cores: garbler and evaluator processes, B instances")
+    ap.add_argument(
+        "--two-process",
+        type=int,
+        metavar="B",
+        help="per-machine throughput with both cores: garbler and evaluator processes, B instances",
+    )
     ap.add_argument("--streamed-child", nargs=2, metavar=("CIRCUIT", "BATCH"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.streamed_child:
         print(json.dumps(_streamed_child(args.streamed_child[0], int(args.streamed_child[1]))))
         return 0
     if args.profile:
-        for c, b in ((resolve_circuit("aes128"), 1024), (and_layer_circuit(1 << 20), 1), (resolve_circuit("aes128"), 1)):
+        for c, b in (
+            (resolve_circuit("aes128"), 1024),
+            (and_layer_circuit(1 << 20), 1),
+            (resolve_circuit("aes128"), 1),
+        ):
             print(profile(c, b), flush=True)
         return 0
     if args.two_process:
@@ -356,10 +373,12 @@ def main(argv=None) -> int:
             two["correct"] = two["correct"] and one["correct"]
             rows.append(two)
             if not args.json:
-                print(f"{two['case']:<22} B={batch:<7} two processes (garbler | evaluator over TCP, OT "
-                      f"included) {two['mands']:7.2f} M AND/s ({1e3 * two['seconds']:9.1f} ms)   one process "
-                      f"garble+eval {two['one_process_garble_eval_mands']:7.2f} M AND/s  ok={two['correct']}",
-                      flush=True)
+                print(
+                    f"{two['case']:<22} B={batch:<7} two processes (garbler | evaluator over TCP, OT "
+                    f"included) {two['mands']:7.2f} M AND/s ({1e3 * two['seconds']:9.1f} ms)   one process "
+                    f"garble+eval {two['one_process_garble_eval_mands']:7.2f} M AND/s  ok={two['correct']}",
+                    flush=True,
+                )
         if args.json:
             print(json.dumps(rows, indent=1))
         return 0 if all(r["correct"] for r in rows) else 1

@@ -77,7 +77,9 @@ def q_last(typingctx, q, k):
 
 def _aes_op(builder, name, x, k):
     if WIDTH == 512:
-        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_V8, [_V8, _V8]), f"llvm.x86.aesni.{name}.512")
+        fn = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(_V8, [_V8, _V8]), f"llvm.x86.aesni.{name}.512"
+        )
         return builder.call(fn, [x, k])
     n = 4 if WIDTH == 128 else 2
     w = 8 // n
@@ -129,8 +131,9 @@ def q_rcon(typingctx, r):
 
     def codegen(context, builder, sig, args):
         table = [0x01, 0x02, 0x04, 0x08, 0x10, 0x20, 0x40, 0x80, 0x1B, 0x36]
-        arr = cgutils.global_constant(builder, "pairwise_rcon", ir.Constant(ir.ArrayType(_I64, 10),
-                                                                          [c | c << 32 for c in table]))
+        arr = cgutils.global_constant(
+            builder, "pairwise_rcon", ir.Constant(ir.ArrayType(_I64, 10), [c | c << 32 for c in table])
+        )
         v = builder.load(builder.gep(arr, [ir.Constant(_I64, 0), builder.sub(args[0], ir.Constant(_I64, 1))]))
         vec = ir.Constant(_V8, [ir.Undefined] * 8)
         for i in range(8):
@@ -192,8 +195,9 @@ def q_sigma(typingctx, q):
     def codegen(context, builder, sig, args):
         x = args[0]
         hi = builder.shuffle_vector(x, x, ir.Constant(ir.VectorType(_I32, 8), [1, 1, 3, 3, 5, 5, 7, 7]))
-        lo_in_hi = builder.shuffle_vector(x, ir.Constant(_V8, [0] * 8),
-                                          ir.Constant(ir.VectorType(_I32, 8), [8, 0, 8, 2, 8, 4, 8, 6]))
+        lo_in_hi = builder.shuffle_vector(
+            x, ir.Constant(_V8, [0] * 8), ir.Constant(ir.VectorType(_I32, 8), [8, 0, 8, 2, 8, 4, 8, 6])
+        )
         return builder.xor(hi, lo_in_hi)
 
     return sig, codegen
@@ -210,8 +214,12 @@ def mitccrh_garbler(lab, n_gates, start, sink):
     acc = q_make(d, d, d, d)
     for g in range(0, n_gates, 2):
         t = np.uint64(2 * g)
-        k = q_make(x_make(s_lo ^ t, s_hi), x_make(s_lo ^ (t + np.uint64(1)), s_hi),
-                   x_make(s_lo ^ (t + np.uint64(2)), s_hi), x_make(s_lo ^ (t + np.uint64(3)), s_hi))
+        k = q_make(
+            x_make(s_lo ^ t, s_hi),
+            x_make(s_lo ^ (t + np.uint64(1)), s_hi),
+            x_make(s_lo ^ (t + np.uint64(2)), s_hi),
+            x_make(s_lo ^ (t + np.uint64(3)), s_hi),
+        )
         a0 = x_load(lab, 4 * g)
         b0 = x_load(lab, 4 * g + 2)
         a2 = x_load(lab, 4 * g + 4)
@@ -243,8 +251,12 @@ def mitccrh_evaluator(lab, n_gates, start, sink):
     acc = q_make(d, d, d, d)
     for g in range(0, n_gates, 2):
         t = np.uint64(2 * g)
-        k = q_make(x_make(s_lo ^ t, s_hi), x_make(s_lo ^ (t + np.uint64(1)), s_hi),
-                   x_make(s_lo ^ (t + np.uint64(2)), s_hi), x_make(s_lo ^ (t + np.uint64(3)), s_hi))
+        k = q_make(
+            x_make(s_lo ^ t, s_hi),
+            x_make(s_lo ^ (t + np.uint64(1)), s_hi),
+            x_make(s_lo ^ (t + np.uint64(2)), s_hi),
+            x_make(s_lo ^ (t + np.uint64(3)), s_hi),
+        )
         u = q_sigma(q_make(x_load(lab, 4 * g), x_load(lab, 4 * g + 2), x_load(lab, 4 * g + 4), x_load(lab, 4 * g + 6)))
         pu = u
         u = q_xor(u, k)
@@ -269,8 +281,12 @@ def tmmo_garbler(lab, n_gates, start, sink):
             a = x_load(lab, 4 * (g + h))
             b = x_load(lab, 4 * (g + h) + 2)
             t = np.uint64(2 * (g + h))
-            tw = q_make(x_make(t, np.uint64(0)), x_make(t + np.uint64(1), np.uint64(0)),
-                        x_make(t, np.uint64(0)), x_make(t + np.uint64(1), np.uint64(0)))
+            tw = q_make(
+                x_make(t, np.uint64(0)),
+                x_make(t + np.uint64(1), np.uint64(0)),
+                x_make(t, np.uint64(0)),
+                x_make(t + np.uint64(1), np.uint64(0)),
+            )
             ys = q_xor(ys, _tmmo(q_make(a, b, _bx(a, d), _bx(b, d)), tw, rk))
         acc = ys
     _store_quad(sink, 0, acc)
@@ -286,10 +302,18 @@ def tmmo_evaluator(lab, n_gates, start, sink):
         ys = acc
         for h in range(0, 8, 2):
             t = np.uint64(2 * (g + h))
-            tw = q_make(x_make(t, np.uint64(0)), x_make(t + np.uint64(1), np.uint64(0)),
-                        x_make(t + np.uint64(2), np.uint64(0)), x_make(t + np.uint64(3), np.uint64(0)))
-            x = q_make(x_load(lab, 4 * (g + h)), x_load(lab, 4 * (g + h) + 2),
-                       x_load(lab, 4 * (g + h) + 4), x_load(lab, 4 * (g + h) + 6))
+            tw = q_make(
+                x_make(t, np.uint64(0)),
+                x_make(t + np.uint64(1), np.uint64(0)),
+                x_make(t + np.uint64(2), np.uint64(0)),
+                x_make(t + np.uint64(3), np.uint64(0)),
+            )
+            x = q_make(
+                x_load(lab, 4 * (g + h)),
+                x_load(lab, 4 * (g + h) + 2),
+                x_load(lab, 4 * (g + h) + 4),
+                x_load(lab, 4 * (g + h) + 6),
+            )
             ys = q_xor(ys, _tmmo(x, tw, rk))
         acc = ys
     _store_quad(sink, 0, acc)
@@ -339,8 +363,10 @@ def main(argv=None) -> int:
     start[2] |= np.uint64(1)
     sink = np.zeros(8, np.uint64)
     kernels = {
-        "tmmo garbler": tmmo_garbler, "mitccrh garbler": mitccrh_garbler,
-        "tmmo evaluator": tmmo_evaluator, "mitccrh evaluator": mitccrh_evaluator,
+        "tmmo garbler": tmmo_garbler,
+        "mitccrh garbler": mitccrh_garbler,
+        "tmmo evaluator": tmmo_evaluator,
+        "mitccrh evaluator": mitccrh_evaluator,
     }
     for f in kernels.values():
         f(lab, 8, start, sink)  # compile
@@ -352,17 +378,26 @@ def main(argv=None) -> int:
                 f(lab, n, start, sink)
             times[name].append((time.process_time() - t) / (10 * n) * 1e9)
     med = {k: float(np.median(v)) for k, v in times.items()}
-    res = {"aes_width": WIDTH, "gates": n, "rounds": args.rounds, "ns_per_and": med,
-           "mitccrh_over_tmmo": {role: med[f"mitccrh {role}"] / med[f"tmmo {role}"] for role in ("garbler", "evaluator")},
-           "load": os.getloadavg()}
+    res = {
+        "aes_width": WIDTH,
+        "gates": n,
+        "rounds": args.rounds,
+        "ns_per_and": med,
+        "mitccrh_over_tmmo": {role: med[f"mitccrh {role}"] / med[f"tmmo {role}"] for role in ("garbler", "evaluator")},
+        "load": os.getloadavg(),
+    }
     if args.json:
         print(json.dumps(res))
     else:
-        print(f"hash cost per AND gate, {WIDTH}-bit AES instructions, one core, median of {args.rounds} rounds "
-              f"(CPU time), load {res['load'][0]:.2f}")
+        print(
+            f"hash cost per AND gate, {WIDTH}-bit AES instructions, one core, median of {args.rounds} rounds "
+            f"(CPU time), load {res['load'][0]:.2f}"
+        )
         for role in ("garbler", "evaluator"):
-            print(f"  {role:<9}  TMMO {med[f'tmmo {role}']:6.2f} ns   MITCCRH {med[f'mitccrh {role}']:6.2f} ns   "
-                  f"MITCCRH / TMMO {res['mitccrh_over_tmmo'][role]:.2f}x")
+            print(
+                f"  {role:<9}  TMMO {med[f'tmmo {role}']:6.2f} ns   MITCCRH {med[f'mitccrh {role}']:6.2f} ns   "
+                f"MITCCRH / TMMO {res['mitccrh_over_tmmo'][role]:.2f}x"
+            )
     return 0
 
 

@@ -42,38 +42,104 @@ from garbling import and_layer_circuit, measure  # noqa: E402
 from pairwise.circuits.catalog import resolve_circuit  # noqa: E402
 from pairwise.mpc.garble import fused, jit  # noqa: E402
 
-AES_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "circuits",
-                        "bristol_fashion", "aes_128.txt")
+AES_FILE = os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "circuits", "bristol_fashion", "aes_128.txt"
+)
 
 M = 1e6
 #: (key, label, EMP value from (aes json, and20 json), pairwise value from the round's rows, target ratio or None)
 ROWS = [
-    ("aes1_garble_wall", "AES-128 B=1 garble, best wall (EMP: into memory)",
-     lambda a, l: a["garble_mem_and_per_s_best"] / M, lambda r: r["aes1"]["garble_mands"], 1.0),
-    ("aes1_garble_wall_null", "AES-128 B=1 garble, best wall (EMP: NullIO, discards tables)",
-     lambda a, l: a["garble_and_per_s_best"] / M, lambda r: r["aes1"]["garble_mands"], None),
-    ("aes1_eval_wall", "AES-128 B=1 evaluate, best wall",
-     lambda a, l: a["evaluate_and_per_s_best"] / M, lambda r: r["aes1"]["eval_mands"], 1.0),
-    ("aes1_garble_cpu", "AES-128 B=1 garble per CPU s (EMP: NullIO)",
-     lambda a, l: a["garble_and_per_cpu_s"] / M, lambda r: r["aes1"]["garble_cpu_mands"], None),
-    ("aes1_eval_cpu", "AES-128 B=1 evaluate per CPU s",
-     lambda a, l: a["evaluate_and_per_cpu_s"] / M, lambda r: r["aes1"]["eval_cpu_mands"], None),
-    ("aes1024_garble_core", "AES-128 garble per CPU s: pairwise B=1024 one thread vs EMP B=1",
-     lambda a, l: a["garble_and_per_cpu_s"] / M, lambda r: r["aes1024_t1"]["garble_cpu_mands"], None),
-    ("aes1024_eval_core", "AES-128 evaluate per CPU s: pairwise B=1024 one thread vs EMP B=1",
-     lambda a, l: a["evaluate_and_per_cpu_s"] / M, lambda r: r["aes1024_t1"]["eval_cpu_mands"], None),
-    ("aes1024_garble_machine", "AES-128 garble, best wall: pairwise B=1024 all CPUs vs EMP B=1 (into memory)",
-     lambda a, l: a["garble_mem_and_per_s_best"] / M, lambda r: r["aes1024_tn"]["garble_mands"], 1.5),
-    ("aes1024_eval_machine", "AES-128 evaluate, best wall: pairwise B=1024 all CPUs vs EMP B=1",
-     lambda a, l: a["evaluate_and_per_s_best"] / M, lambda r: r["aes1024_tn"]["eval_mands"], 1.5),
-    ("layer_garble_core", "2^20 AND layer garble per CPU s, one thread (EMP: NullIO)",
-     lambda a, l: l["garble_and_per_cpu_s"] / M, lambda r: r["layer_t1"]["garble_cpu_mands"], None),
-    ("layer_eval_core", "2^20 AND layer evaluate per CPU s, one thread",
-     lambda a, l: l["evaluate_and_per_cpu_s"] / M, lambda r: r["layer_t1"]["eval_cpu_mands"], None),
-    ("layer_garble_machine", "2^20 AND layer garble, best wall: pairwise all CPUs (EMP: into memory)",
-     lambda a, l: l["garble_mem_and_per_s_best"] / M, lambda r: r["layer_tn"]["garble_mands"], 1.5),
-    ("layer_eval_machine", "2^20 AND layer evaluate, best wall: pairwise all CPUs",
-     lambda a, l: l["evaluate_and_per_s_best"] / M, lambda r: r["layer_tn"]["eval_mands"], 1.5),
+    (
+        "aes1_garble_wall",
+        "AES-128 B=1 garble, best wall (EMP: into memory)",
+        lambda a, l: a["garble_mem_and_per_s_best"] / M,
+        lambda r: r["aes1"]["garble_mands"],
+        1.0,
+    ),
+    (
+        "aes1_garble_wall_null",
+        "AES-128 B=1 garble, best wall (EMP: NullIO, discards tables)",
+        lambda a, l: a["garble_and_per_s_best"] / M,
+        lambda r: r["aes1"]["garble_mands"],
+        None,
+    ),
+    (
+        "aes1_eval_wall",
+        "AES-128 B=1 evaluate, best wall",
+        lambda a, l: a["evaluate_and_per_s_best"] / M,
+        lambda r: r["aes1"]["eval_mands"],
+        1.0,
+    ),
+    (
+        "aes1_garble_cpu",
+        "AES-128 B=1 garble per CPU s (EMP: NullIO)",
+        lambda a, l: a["garble_and_per_cpu_s"] / M,
+        lambda r: r["aes1"]["garble_cpu_mands"],
+        None,
+    ),
+    (
+        "aes1_eval_cpu",
+        "AES-128 B=1 evaluate per CPU s",
+        lambda a, l: a["evaluate_and_per_cpu_s"] / M,
+        lambda r: r["aes1"]["eval_cpu_mands"],
+        None,
+    ),
+    (
+        "aes1024_garble_core",
+        "AES-128 garble per CPU s: pairwise B=1024 one thread vs EMP B=1",
+        lambda a, l: a["garble_and_per_cpu_s"] / M,
+        lambda r: r["aes1024_t1"]["garble_cpu_mands"],
+        None,
+    ),
+    (
+        "aes1024_eval_core",
+        "AES-128 evaluate per CPU s: pairwise B=1024 one thread vs EMP B=1",
+        lambda a, l: a["evaluate_and_per_cpu_s"] / M,
+        lambda r: r["aes1024_t1"]["eval_cpu_mands"],
+        None,
+    ),
+    (
+        "aes1024_garble_machine",
+        "AES-128 garble, best wall: pairwise B=1024 all CPUs vs EMP B=1 (into memory)",
+        lambda a, l: a["garble_mem_and_per_s_best"] / M,
+        lambda r: r["aes1024_tn"]["garble_mands"],
+        1.5,
+    ),
+    (
+        "aes1024_eval_machine",
+        "AES-128 evaluate, best wall: pairwise B=1024 all CPUs vs EMP B=1",
+        lambda a, l: a["evaluate_and_per_s_best"] / M,
+        lambda r: r["aes1024_tn"]["eval_mands"],
+        1.5,
+    ),
+    (
+        "layer_garble_core",
+        "2^20 AND layer garble per CPU s, one thread (EMP: NullIO)",
+        lambda a, l: l["garble_and_per_cpu_s"] / M,
+        lambda r: r["layer_t1"]["garble_cpu_mands"],
+        None,
+    ),
+    (
+        "layer_eval_core",
+        "2^20 AND layer evaluate per CPU s, one thread",
+        lambda a, l: l["evaluate_and_per_cpu_s"] / M,
+        lambda r: r["layer_t1"]["eval_cpu_mands"],
+        None,
+    ),
+    (
+        "layer_garble_machine",
+        "2^20 AND layer garble, best wall: pairwise all CPUs (EMP: into memory)",
+        lambda a, l: l["garble_mem_and_per_s_best"] / M,
+        lambda r: r["layer_tn"]["garble_mands"],
+        1.5,
+    ),
+    (
+        "layer_eval_machine",
+        "2^20 AND layer evaluate, best wall: pairwise all CPUs",
+        lambda a, l: l["evaluate_and_per_s_best"] / M,
+        lambda r: r["layer_tn"]["eval_mands"],
+        1.5,
+    ),
 ]
 
 
@@ -159,15 +225,21 @@ def main(argv=None) -> int:
     if args.json:
         print(json.dumps({"rounds": rounds, "table": table, "threads": args.threads, "emp": binary}))
         return 0
-    print(f"{args.rounds} interleaved rounds; pairwise path {jit.path()}, per-machine rows on {args.threads} threads; "
-          f"loads: " + ", ".join(r["uptime"].split("load average:")[-1].strip() for r in rounds))
+    print(
+        f"{args.rounds} interleaved rounds; pairwise path {jit.path()}, per-machine rows on {args.threads} threads; "
+        f"loads: " + ", ".join(r["uptime"].split("load average:")[-1].strip() for r in rounds)
+    )
     if binary:
-        print("| metric | EMP median [min-max] | pairwise median [min-max] | pairwise / EMP (median of rounds) | target |")
+        print(
+            "| metric | EMP median [min-max] | pairwise median [min-max] | pairwise / EMP (median of rounds) | target |"
+        )
         print("|---|---|---|---|---|")
         for row in table:
             tgt = f">= {row['target']}x: {'met' if row['met'] else 'not met'}" if row["target"] else ""
-            print(f"| {row['metric']} | {_fmt(row['emp'])} | {_fmt(row['pairwise'])} | {row['ratio']:.2f}x "
-                  f"[{row['ratio_range'][0]:.2f}-{row['ratio_range'][1]:.2f}] | {tgt} |")
+            print(
+                f"| {row['metric']} | {_fmt(row['emp'])} | {_fmt(row['pairwise'])} | {row['ratio']:.2f}x "
+                f"[{row['ratio_range'][0]:.2f}-{row['ratio_range'][1]:.2f}] | {tgt} |"
+            )
     else:
         print("| metric | pairwise median [min-max] |")
         print("|---|---|")

@@ -51,14 +51,19 @@ def alg1_row(stat, data, eps, reps, alpha):
         cp, cn = proto.encode(cols[0][lab == 1]), proto.encode(cols[0][lab == 0])
         t = proto.exact_quantized_two_sample(cp, cn)
         iw = alg1_interval(proto.beta, 1.0, n_pos=cp.size, n_neg=cn.size, alpha=alpha)
-        est = np.array([proto.estimate_two_sample(proto.simulate_randomize(cp, rng), proto.simulate_randomize(cn, rng))
-                        for _ in range(reps)])
+        est = np.array(
+            [
+                proto.estimate_two_sample(proto.simulate_randomize(cp, rng), proto.simulate_randomize(cn, rng))
+                for _ in range(reps)
+            ]
+        )
         n = cp.size + cn.size
     else:
         cells = proto.encode(cols[0] if stat == "gini" else np.stack(cols, 1))
         t = proto.exact_quantized(cells)
-        iw = alg1_interval(proto.beta, alg1_kernel_range((proto.matrix + proto.matrix.T) / 2), n=cells.size,
-                           alpha=alpha)
+        iw = alg1_interval(
+            proto.beta, alg1_kernel_range((proto.matrix + proto.matrix.T) / 2), n=cells.size, alpha=alpha
+        )
         est = np.array([proto.estimate(proto.simulate_randomize(cells, rng)) for _ in range(reps)])
         n = cells.size
     cover = float(((est - iw.below <= t) & (t <= est + iw.above)).mean())
@@ -79,8 +84,11 @@ def main() -> int:
             for data in ("shipped", "held-out", "worst"):
                 for eps in (0.5, 1.0, 4.0):
                     n, cover, half, rmse = fn(stat, data, eps, args.reps, args.alpha)
-                    print(f"| {release} | {stat} | {data} | {n} | {eps:g} | {cover:.3f} | {half:.4g} | {rmse:.4g} | "
-                          f"{half / rmse:.2f} |", flush=True)
+                    print(
+                        f"| {release} | {stat} | {data} | {n} | {eps:g} | {cover:.3f} | {half:.4g} | {rmse:.4g} | "
+                        f"{half / rmse:.2f} |",
+                        flush=True,
+                    )
     print(f"\n({time.time() - t0:.0f} s; load average at end: {os.getloadavg()[0]:.1f})")
     return 0
 

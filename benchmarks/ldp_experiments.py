@@ -54,8 +54,10 @@ def experiment_d1(args, rng) -> None:
     alphas = [1, 2, 4, 6, 8, 10, 12, 14, 16]
     eps = 1.0
     print(f"\n## App. D.1: |AUC error| vs domain size (n = {n} per class, eps = {eps}, {reps} runs)\n")
-    print("| dataset | alpha | d | AUC (raw) | AUC (quantized) | hierarchical: mean ± sd | Algorithm 1: mean ± sd "
-          "| hierarchical, clipped to [0, 1]: mean | Algorithm 1, clipped: mean |")
+    print(
+        "| dataset | alpha | d | AUC (raw) | AUC (quantized) | hierarchical: mean ± sd | Algorithm 1: mean ± sd "
+        "| hierarchical, clipped to [0, 1]: mean | Algorithm 1, clipped: mean |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     results = {}
     for ds in ("auc_one", "ur", "ithdigit"):
@@ -63,9 +65,11 @@ def experiment_d1(args, rng) -> None:
         rows = run_experiment_auc_domain(ds, n, alphas, eps, reps, rng, digit=8)
         results[ds] = rows
         for r in rows:
-            print(f"| {ds} | {r['alpha']} | {r['domain']} | {r['true_auc']:.3f} | {r['quantized_auc']:.3f} | "
-                  f"{r['hh_mean']:.4f} ± {r['hh_std']:.4f} | {r['rr_mean']:.4g} ± {r['rr_std']:.3g} | "
-                  f"{r['hh_clipped_mean']:.4f} | {r['rr_clipped_mean']:.4f} |")
+            print(
+                f"| {ds} | {r['alpha']} | {r['domain']} | {r['true_auc']:.3f} | {r['quantized_auc']:.3f} | "
+                f"{r['hh_mean']:.4f} ± {r['hh_std']:.4f} | {r['rr_mean']:.4g} ± {r['rr_std']:.3g} | "
+                f"{r['hh_clipped_mean']:.4f} | {r['rr_clipped_mean']:.4f} |"
+            )
         print(f"<!-- {ds}: {time.perf_counter() - t:.1f} s -->")
     plot_auc_domain(results, eps, n, reps)
 
@@ -86,8 +90,10 @@ def plot_auc_domain(results: dict, eps: float, n: int, reps: int) -> None:
     fig, axes = plt.subplots(1, 3, figsize=(14, 4.6), sharey=True)
     for ax, (ds, rows) in zip(axes, results.items()):
         d = [r["domain"] for r in rows]
-        for key, marker, label in (("hh", "o", "hierarchical histograms, one bit per user (Sec. 4)"),
-                                   ("rr", "s", "Algorithm 1: quantize to d bins + k-ary randomized response")):
+        for key, marker, label in (
+            ("hh", "o", "hierarchical histograms, one bit per user (Sec. 4)"),
+            ("rr", "s", "Algorithm 1: quantize to d bins + k-ary randomized response"),
+        ):
             mean = [r[f"{key}_clipped_mean"] for r in rows]
             se = [r[f"{key}_clipped_std"] / np.sqrt(reps) for r in rows]
             ax.errorbar(d, mean, yerr=se, marker=marker, capsize=3, label=label)
@@ -98,8 +104,10 @@ def plot_auc_domain(results: dict, eps: float, n: int, reps: int) -> None:
         ax.grid(True, which="major", alpha=0.3)
     axes[0].set_ylabel("mean |estimated AUC - true AUC|\n(estimates clipped to [0, 1]; AUC has no unit)")
     axes[0].legend(fontsize=8, loc="upper left")
-    fig.suptitle(f"Locally private AUC: error vs number of score bins (epsilon = {eps:g} per user, "
-                 f"n = {n} users per class; mean of {reps} runs, bars: 1 standard error)")
+    fig.suptitle(
+        f"Locally private AUC: error vs number of score bins (epsilon = {eps:g} per user, "
+        f"n = {n} users per class; mean of {reps} runs, bars: 1 standard error)"
+    )
     fig.tight_layout()
     fig.savefig(PLOTS / "ldp_auc_domain.png", dpi=110)
     plt.close(fig)
@@ -111,8 +119,10 @@ def experiment_qmle(args, rng) -> None:
     ns = [500, 1000, 2000, 4000]
     reps = 20 if args.quick else 100
     epsilons = [1.0, 2.0, 4.0]
-    print(f"\n## Sec. 5: Frobenius norm of the QMLE's empirical covariance vs n "
-          f"(fair: yrs_married ~ age, tau = 0.5, y truncated to [0, 25], sigma = 2.5, {reps} subsamples)\n")
+    print(
+        f"\n## Sec. 5: Frobenius norm of the QMLE's empirical covariance vs n "
+        f"(fair: yrs_married ~ age, tau = 0.5, y truncated to [0, 25], sigma = 2.5, {reps} subsamples)\n"
+    )
     out = {}
     for eps in epsilons:
         t = time.perf_counter()
@@ -128,8 +138,12 @@ def experiment_qmle(args, rng) -> None:
         PLOTS.mkdir(exist_ok=True)
         fig, ax = plt.subplots(figsize=(6.4, 4.6))
         for e in epsilons:
-            ax.plot(ns, [r["frobenius"] for r in out[e]["rows"]], marker="o",
-                    label=f"epsilon = {e:g} per user (one bit each)")
+            ax.plot(
+                ns,
+                [r["frobenius"] for r in out[e]["rows"]],
+                marker="o",
+                label=f"epsilon = {e:g} per user (one bit each)",
+            )
         ref = out[epsilons[0]]["rows"][0]["frobenius"]
         ax.plot(ns, [ref * ns[0] / n for n in ns], "k--", label="reference slope: proportional to 1/n")
         ax.set_xscale("log")
@@ -138,8 +152,9 @@ def experiment_qmle(args, rng) -> None:
         ax.minorticks_off()
         ax.set_xlabel("number of users n (rows drawn from the Fair survey, log scale)")
         ax.set_ylabel("||Cov(estimate)||_F, Frobenius norm\n(mixed units: intercept in years, slope in years/year)")
-        ax.set_title(f"One-bit LDP median regression (QMLE):\nspread of the estimate vs n ({reps} subsamples per n)",
-                     fontsize=10)
+        ax.set_title(
+            f"One-bit LDP median regression (QMLE):\nspread of the estimate vs n ({reps} subsamples per n)", fontsize=10
+        )
         ax.grid(True, which="major", alpha=0.3)
         ax.legend(fontsize=8)
         fig.tight_layout()
@@ -154,32 +169,55 @@ def experiment_shuffle(args, rng) -> None:
     eps, delta = 1.0, 1e-6
     values = rng.choice(ratings, size=n, replace=True)
     ds = [8, 64, 512, 4096, 32768]
-    print(f"\n## Shuffled histograms: simultaneous error vs domain size "
-          f"(fair rate_marriage resampled to n = {n}, eps = {eps}, delta = {delta}, {reps} runs)\n")
+    print(
+        f"\n## Shuffled histograms: simultaneous error vs domain size "
+        f"(fair rate_marriage resampled to n = {n}, eps = {eps}, delta = {delta}, {reps} runs)\n"
+    )
     t = time.perf_counter()
     rows = run_experiment_histogram_domain(values, ds, eps, delta, reps, rng)
     print("| d | shuffled P^hist: max error | bound (beta=0.05) | local k-RR: max error |")
     print("|---|---|---|---|")
     for r in rows:
-        print(f"| {r['d']} | {r['shuffle_mean']:.4f} ± {r['shuffle_std']:.4f} | {r['shuffle_bound']:.4f} | "
-              f"{r['krr_mean']:.4f} ± {r['krr_std']:.4f} |")
+        print(
+            f"| {r['d']} | {r['shuffle_mean']:.4f} ± {r['shuffle_std']:.4f} | {r['shuffle_bound']:.4f} | "
+            f"{r['krr_mean']:.4f} ± {r['krr_std']:.4f} |"
+        )
     print(f"<!-- {time.perf_counter() - t:.1f} s -->")
     plt = _plt()
     if plt is not None:
         PLOTS.mkdir(exist_ok=True)
         fig, ax = plt.subplots(figsize=(6.4, 4.6))
-        ax.errorbar(ds, [r["shuffle_mean"] for r in rows], [r["shuffle_std"] for r in rows], marker="o",
-                    label=f"shuffle model, Balcer-Cheu P^hist (epsilon = {eps:g}, delta = {delta:g})", capsize=3)
-        ax.errorbar(ds, [r["krr_mean"] for r in rows], [r["krr_std"] for r in rows], marker="s",
-                    label=f"local model, k-ary randomized response (epsilon = {eps:g})", capsize=3)
-        ax.axhline(1.0, color="grey", linestyle=":",
-                   label="largest error once estimates are clipped to [0, 1] (k-RR's are not)")
+        ax.errorbar(
+            ds,
+            [r["shuffle_mean"] for r in rows],
+            [r["shuffle_std"] for r in rows],
+            marker="o",
+            label=f"shuffle model, Balcer-Cheu P^hist (epsilon = {eps:g}, delta = {delta:g})",
+            capsize=3,
+        )
+        ax.errorbar(
+            ds,
+            [r["krr_mean"] for r in rows],
+            [r["krr_std"] for r in rows],
+            marker="s",
+            label=f"local model, k-ary randomized response (epsilon = {eps:g})",
+            capsize=3,
+        )
+        ax.axhline(
+            1.0,
+            color="grey",
+            linestyle=":",
+            label="largest error once estimates are clipped to [0, 1] (k-RR's are not)",
+        )
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xlabel("domain size d = number of histogram bins (log scale)")
         ax.set_ylabel("largest |estimated - true frequency| over the d bins\n(fraction of users)")
-        ax.set_title(f"Private histogram of n = {n} marriage ratings (Fair survey):\n"
-                     f"worst-bin error vs domain size (mean and s.d. of {reps} runs)", fontsize=10)
+        ax.set_title(
+            f"Private histogram of n = {n} marriage ratings (Fair survey):\n"
+            f"worst-bin error vs domain size (mean and s.d. of {reps} runs)",
+            fontsize=10,
+        )
         ax.grid(True, which="major", alpha=0.3)
         ax.legend(fontsize=8)
         fig.tight_layout()

@@ -47,8 +47,11 @@ def gadget_rows():
     for eps in EPSILONS:
         for s in SENSITIVITIES:
             ideal = float(ideal_discrete_laplace_variance(eps, s)[0])
-            for label, kw in (("DL uniform (before)", dict(precision="uniform")), ("DL designed", {}),
-                              ("signed designed", dict(construction="signed"))):
+            for label, kw in (
+                ("DL uniform (before)", dict(precision="uniform")),
+                ("DL designed", {}),
+                ("signed designed", dict(construction="signed")),
+            ):
                 t = time.perf_counter()
                 try:
                     p = choose_discrete_laplace(eps, s, **kw)
@@ -56,15 +59,33 @@ def gadget_rows():
                     continue  # the signed shape's extra 1/4 exceeds the tolerance at small S / large eps
                 sel = time.perf_counter() - t
                 nc = discrete_laplace_gadget(p)
-                yield {"gadget": label, "eps": eps, "S": s, "K": p.bits, "max acc": p.acc, "and": nc.circuit.n_and,
-                       "rand_bits": nc.random_width, "var/ideal": f"{float(p.noise_variance) / ideal:.5f}",
-                       "delta": _delta(nc.guarantee), "select_s": f"{sel:.2f}"}
+                yield {
+                    "gadget": label,
+                    "eps": eps,
+                    "S": s,
+                    "K": p.bits,
+                    "max acc": p.acc,
+                    "and": nc.circuit.n_and,
+                    "rand_bits": nc.random_width,
+                    "var/ideal": f"{float(p.noise_variance) / ideal:.5f}",
+                    "delta": _delta(nc.guarantee),
+                    "select_s": f"{sel:.2f}",
+                }
         q = choose_krr(eps, 3)
         nc = krr_gadget(q)
         worst = float(krr_estimator(q, (-1, 0, 1)).max_variance)
-        yield {"gadget": "3-RR designed", "eps": eps, "S": 2, "K": "-", "max acc": q.acc, "and": nc.circuit.n_and,
-               "rand_bits": nc.random_width, "var/ideal": f"{worst / float(ideal_discrete_laplace_variance(eps, 2)[0]):.5f}",
-               "delta": _delta(nc.guarantee), "select_s": "-"}
+        yield {
+            "gadget": "3-RR designed",
+            "eps": eps,
+            "S": 2,
+            "K": "-",
+            "max acc": q.acc,
+            "and": nc.circuit.n_and,
+            "rand_bits": nc.random_width,
+            "var/ideal": f"{worst / float(ideal_discrete_laplace_variance(eps, 2)[0]):.5f}",
+            "delta": _delta(nc.guarantee),
+            "select_s": "-",
+        }
 
 
 def _main_job():
@@ -77,16 +98,27 @@ def _main_job():
         name, cols, label = DEFAULTS[stat]
         d = load_dataset(name)
         doms = [column_domain(name, c) for c in cols]  # the declared public domains, as `pairwise ustat` uses them
-        pd = prepare_data(stat, d[cols[0]], d[cols[1]] if stat == "kendall" else None, d[label] if label else None,
-                          lower=[x.lower for x in doms], upper=[x.upper for x in doms],
-                          decimals=[x.scale_decimals for x in doms])
+        pd = prepare_data(
+            stat,
+            d[cols[0]],
+            d[cols[1]] if stat == "kendall" else None,
+            d[label] if label else None,
+            lower=[x.lower for x in doms],
+            upper=[x.upper for x in doms],
+            decimals=[x.scale_decimals for x in doms],
+        )
         pairs = min(pd.x.size, pd.y.size) if stat == "auc" else pd.x.size // 2
         yield stat, pd, pairs
 
 
 def _circuits(stat, pd, pairs, eps=1):
-    before = noisy_kernel(stat, pd.bits, epsilon=eps, sensitivity=pd.range_,
-                          noise=choose_discrete_laplace(eps, pd.range_, precision="uniform", lam=40, n_samples=pairs))
+    before = noisy_kernel(
+        stat,
+        pd.bits,
+        epsilon=eps,
+        sensitivity=pd.range_,
+        noise=choose_discrete_laplace(eps, pd.range_, precision="uniform", lam=40, n_samples=pairs),
+    )
     after = noisy_kernel(stat, pd.bits, epsilon=eps, sensitivity=pd.range_)
     return before, after
 
@@ -104,7 +136,7 @@ def _measure_bytes(circuit, g_inputs, e_inputs, batch=4096) -> int:
         try:
             s = EvaluatorSession(b, session_id=b"bench-noise")
             for s0 in range(0, n, batch):
-                s.run(circuit, {k: v[s0:s0 + batch] for k, v in e_inputs.items()}, output="evaluator")
+                s.run(circuit, {k: v[s0 : s0 + batch] for k, v in e_inputs.items()}, output="evaluator")
         except BaseException as exc:  # noqa: BLE001 - reported below
             err.append(exc)
             b.close()
@@ -113,7 +145,7 @@ def _measure_bytes(circuit, g_inputs, e_inputs, batch=4096) -> int:
     th.start()
     g = GarblerSession(a, session_id=b"bench-noise")
     for s0 in range(0, n, batch):
-        g.run(circuit, {k: v[s0:s0 + batch] for k, v in g_inputs.items()}, output="evaluator")
+        g.run(circuit, {k: v[s0 : s0 + batch] for k, v in g_inputs.items()}, output="evaluator")
     th.join(600)
     if err:
         raise err[0]
@@ -133,7 +165,11 @@ def main_job_rows(wire: bool):
         measured = {}
         if wire:
             rng = np.random.default_rng(1)
-            pairs = sample_two_sample_pairs(pd.x.size, pd.y.size, 1, rng) if stat == "auc" else sample_pairs(pd.x.size, 1, rng)
+            pairs = (
+                sample_two_sample_pairs(pd.x.size, pd.y.size, 1, rng)
+                if stat == "auc"
+                else sample_pairs(pd.x.size, 1, rng)
+            )
             gx, ey = _pair_inputs(pd, pairs)
             gx, ey = list(map(int, gx)), list(map(int, ey))
             k_bytes = _measure_bytes(build_kernel(stat, pd.bits), {"x": gx}, {"y": ey})
@@ -142,15 +178,24 @@ def main_job_rows(wire: bool):
                 measured[tag] = _measure_bytes(nc.circuit, {"x": gx, "rx": rx}, {"y": ey, "ry": ry})
             measured["kernel"] = k_bytes
         for tag, nc in (("before", before), ("after", after)):
-            row = {"statistic": f"{stat} ({pd.bits}-bit, S={pd.range_})", "circuit": tag, "noise": nc.mechanism,
-                   "kernel_and": kernel_and, "noise_and": nc.noise_and_gates, "total_and": nc.circuit.n_and,
-                   "rand_bits": nc.random_width, "table_B": 32 * nc.circuit.n_and,
-                   "var/pair": f"{float(nc.max_estimate_variance) * conv:.4g}",
-                   "delta/pair": _delta(nc.guarantee)}
+            row = {
+                "statistic": f"{stat} ({pd.bits}-bit, S={pd.range_})",
+                "circuit": tag,
+                "noise": nc.mechanism,
+                "kernel_and": kernel_and,
+                "noise_and": nc.noise_and_gates,
+                "total_and": nc.circuit.n_and,
+                "rand_bits": nc.random_width,
+                "table_B": 32 * nc.circuit.n_and,
+                "var/pair": f"{float(nc.max_estimate_variance) * conv:.4g}",
+                "delta/pair": _delta(nc.guarantee),
+            }
             if wire:
                 total = measured[tag] / m
                 rand = (measured[tag] - measured["kernel"]) / m - 32 * (nc.circuit.n_and - kernel_and)
-                row.update({"bytes/pair": f"{total:.0f}", "rand_B/pair": f"{rand:.0f}", "wire w/o rand": f"{total - rand:.0f}"})
+                row.update(
+                    {"bytes/pair": f"{total:.0f}", "rand_B/pair": f"{rand:.0f}", "wire w/o rand": f"{total - rand:.0f}"}
+                )
             yield row
 
 
@@ -179,8 +224,10 @@ def garble_rate(n: int) -> None:
     t = time.perf_counter()
     out = decode_output(nc, garble_and_evaluate(nc.circuit, [rx, ry])[0])
     dt = time.perf_counter() - t
-    print(f"garbled {n} discrete Laplace samples (S=1, eps=1, {nc.circuit.n_and} ANDs each) in {dt:.2f} s: "
-          f"{n / dt:.0f} samples/s, {n * nc.circuit.n_and / dt / 1e6:.2f} M AND/s; mean {out.mean():+.4f}")
+    print(
+        f"garbled {n} discrete Laplace samples (S=1, eps=1, {nc.circuit.n_and} ANDs each) in {dt:.2f} s: "
+        f"{n / dt:.0f} samples/s, {n * nc.circuit.n_and / dt / 1e6:.2f} M AND/s; mean {out.mean():+.4f}"
+    )
 
 
 def main() -> None:

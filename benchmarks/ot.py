@@ -189,8 +189,13 @@ def fresh_session_labels(mode: str, n_inputs: int) -> dict[str, float]:
         finally:
             if child.poll() is None:
                 child.kill()
-    return {"wall_ms": 1e3 * wall, "cpu_ms_garbler": 1e3 * cpu, "cpu_ms_evaluator": 1e3 * child_cpu, "ok": ok,
-            "bytes": sent + received - 16 * n_inputs - -(-n_inputs // 8) - 2 * 4 - 8 - 4}  # without the check
+    return {
+        "wall_ms": 1e3 * wall,
+        "cpu_ms_garbler": 1e3 * cpu,
+        "cpu_ms_evaluator": 1e3 * child_cpu,
+        "ok": ok,
+        "bytes": sent + received - 16 * n_inputs - -(-n_inputs // 8) - 2 * 4 - 8 - 4,
+    }  # without the check
 
 
 def fresh_session_table(sizes: list[int], rounds: int) -> list[dict]:
@@ -256,8 +261,12 @@ def cot_tcp(n: int, batch: int, repeats: int) -> dict[str, float]:
         finally:
             if child.poll() is None:
                 child.kill()
-    return {"per_s": statistics.median(rates), "cpu_ns_sender": 1e9 * statistics.median(cpus),
-            "cpu_ns_receiver": 1e9 * child_cpu / n, "bytes": per}
+    return {
+        "per_s": statistics.median(rates),
+        "cpu_ns_sender": 1e9 * statistics.median(cpus),
+        "cpu_ns_receiver": 1e9 * child_cpu / n,
+        "bytes": per,
+    }
 
 
 def _transpose_unpack(rows: np.ndarray, chunk: int = 1 << 14) -> np.ndarray:
@@ -266,7 +275,7 @@ def _transpose_unpack(rows: np.ndarray, chunk: int = 1 << 14) -> np.ndarray:
     for s in range(0, c, chunk // 8):
         e = min(c, s + chunk // 8)
         bits = np.unpackbits(rows[:, s:e], axis=1, bitorder="little")
-        out[8 * s: 8 * e] = np.packbits(bits.T, axis=1, bitorder="little")
+        out[8 * s : 8 * e] = np.packbits(bits.T, axis=1, bitorder="little")
     return out
 
 
@@ -300,9 +309,12 @@ def transpose_rates(m: int, repeats: int) -> dict[str, float]:
     rows = np.frombuffer(os.urandom(KAPPA * m // 8), dtype=np.uint8).reshape(KAPPA, m // 8)
     ref = transpose_bit_matrix(rows)
     out = {}
-    for name, f in (("mpc.iknp (compiled 64x64 tiles)", transpose_bit_matrix),
-                    ("mpc.iknp numpy 8x8 tiles (fallback)", _transpose_numpy), ("unpackbits/packbits", _transpose_unpack),
-                    ("numpy 64x64 word tiles", _transpose_64)):
+    for name, f in (
+        ("mpc.iknp (compiled 64x64 tiles)", transpose_bit_matrix),
+        ("mpc.iknp numpy 8x8 tiles (fallback)", _transpose_numpy),
+        ("unpackbits/packbits", _transpose_unpack),
+        ("numpy 64x64 word tiles", _transpose_64),
+    ):
         assert np.array_equal(f(rows), ref), name
         best = min(_timed(f, rows) for _ in range(repeats))
         out[name] = m / best
@@ -327,9 +339,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--quick", action="store_true", help="n = 2^20, 2 repeats, fewer batch sizes")
     p.add_argument("--json", action="store_true")
-    p.add_argument("--fresh-session", metavar="BITS", default=None,
-                   help="only the fresh-session comparison: 128 base OTs + IKNP vs one base OT per evaluator input "
-                        "bit, for these bit counts (e.g. 31,47,79,128,256), --repeats interleaved rounds")
+    p.add_argument(
+        "--fresh-session",
+        metavar="BITS",
+        default=None,
+        help="only the fresh-session comparison: 128 base OTs + IKNP vs one base OT per evaluator input "
+        "bit, for these bit counts (e.g. 31,47,79,128,256), --repeats interleaved rounds",
+    )
     args = p.parse_args(argv)
     if args.fresh_session:
         sizes = [int(b) for b in args.fresh_session.split(",")]
@@ -338,14 +354,18 @@ def main(argv: list[str] | None = None) -> int:
         if args.json:
             print(json.dumps({"rows": rows, "load_before": load0, "load_after": os.getloadavg()}))
             return 0
-        print(f"# fresh session, OT part: two processes over loopback TCP, medians of {args.repeats} interleaved "
-              f"rounds; load {' '.join(f'{v:.2f}' for v in load0)} -> {' '.join(f'{v:.2f}' for v in os.getloadavg())}\n")
+        print(
+            f"# fresh session, OT part: two processes over loopback TCP, medians of {args.repeats} interleaved "
+            f"rounds; load {' '.join(f'{v:.2f}' for v in load0)} -> {' '.join(f'{v:.2f}' for v in os.getloadavg())}\n"
+        )
         print("| evaluator input bits | mode | wall ms | CPU ms garbler | CPU ms evaluator | bytes | labels correct |")
         print("|---:|---|---:|---:|---:|---:|---|")
         for r in sorted(rows, key=lambda r: (r["bits"], r["mode"])):
             what = "128 base OTs + IKNP (1024)" if r["mode"] == "iknp" else "one base OT per bit"
-            print(f"| {r['bits']} | {what} | {r['wall_ms']:.1f} | {r['cpu_ms_garbler']:.1f} | "
-                  f"{r['cpu_ms_evaluator']:.1f} | {r['bytes']:.0f} | {r['ok']} |")
+            print(
+                f"| {r['bits']} | {what} | {r['wall_ms']:.1f} | {r['cpu_ms_garbler']:.1f} | "
+                f"{r['cpu_ms_evaluator']:.1f} | {r['bytes']:.0f} | {r['ok']} |"
+            )
         return 0
     n, repeats = args.n, args.repeats
     batches = [1 << 14, 1 << 16, 1 << 18, 1 << 20]
@@ -366,23 +386,33 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(res, indent=2))
         return 0
     fu = res["first_use_tcp_ms"]
-    print(f"# OT benchmark (n = {n} COTs per run, median of {repeats}; {res['cpus']} CPUs, "
-          f"load average {res['load_average']:.1f} -> {res['load_average_end']:.1f})\n")
+    print(
+        f"# OT benchmark (n = {n} COTs per run, median of {repeats}; {res['cpus']} CPUs, "
+        f"load average {res['load_average']:.1f} -> {res['load_average_end']:.1f})\n"
+    )
     print("| measurement | wall | CPU |")
     print("|---|---:|---:|")
-    print(f"| 128 base OTs (Chou-Orlandi, edwards25519), in memory, 2 threads | {res['base_ot_memory_ms']:.1f} ms "
-          f"| {res['base_ot_memory_cpu_ms']:.1f} ms (both parties) |")
-    print(f"| 128 base OTs, TCP loopback, 2 processes | {fu['base_wall']:.1f} ms "
-          f"| {fu['base_cpu_sender']:.1f} ms garbler, {fu['base_cpu_receiver']:.1f} ms evaluator |")
+    print(
+        f"| 128 base OTs (Chou-Orlandi, edwards25519), in memory, 2 threads | {res['base_ot_memory_ms']:.1f} ms "
+        f"| {res['base_ot_memory_cpu_ms']:.1f} ms (both parties) |"
+    )
+    print(
+        f"| 128 base OTs, TCP loopback, 2 processes | {fu['base_wall']:.1f} ms "
+        f"| {fu['base_cpu_sender']:.1f} ms garbler, {fu['base_cpu_receiver']:.1f} ms evaluator |"
+    )
     print(f"| first use over TCP: handshake + base OTs + labels for 128 inputs | {fu['total']:.1f} ms | |")
     print()
-    print("| batch | COT/s memory (2 threads) | CPU ns/COT memory (both) | COT/s TCP (2 processes) "
-          "| CPU ns/COT TCP garbler / evaluator | bytes/COT |")
+    print(
+        "| batch | COT/s memory (2 threads) | CPU ns/COT memory (both) | COT/s TCP (2 processes) "
+        "| CPU ns/COT TCP garbler / evaluator | bytes/COT |"
+    )
     print("|---:|---:|---:|---:|---:|---:|")
     for row in res["cot"]:
         mem, tcp = row["memory"], row["tcp"]
-        print(f"| {row['batch']} | {mem['per_s'] / 1e6:.2f} M | {mem['cpu_ns']:.0f} | {tcp['per_s'] / 1e6:.2f} M "
-              f"| {tcp['cpu_ns_sender']:.0f} / {tcp['cpu_ns_receiver']:.0f} | {tcp['bytes']:.3f} |")
+        print(
+            f"| {row['batch']} | {mem['per_s'] / 1e6:.2f} M | {mem['cpu_ns']:.0f} | {tcp['per_s'] / 1e6:.2f} M "
+            f"| {tcp['cpu_ns_sender']:.0f} / {tcp['cpu_ns_receiver']:.0f} | {tcp['bytes']:.3f} |"
+        )
     print()
     print("| transpose 128 x 2^20 bits | rows/s |")
     print("|---|---:|")

@@ -75,15 +75,31 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def run_circuit(spec: str, bits: int, args, profile_dir: str | None, buffered: bool,
-                tls_dir: str | None = None, engine: str = "compiled") -> dict:
+def run_circuit(
+    spec: str,
+    bits: int,
+    args,
+    profile_dir: str | None,
+    buffered: bool,
+    tls_dir: str | None = None,
+    engine: str = "compiled",
+) -> dict:
     port = free_port()
-    common = [spec, str(bits), str(int.from_bytes(os.urandom(4), "little")), str(args.first_reps),
-              str(args.executions), str(args.simd), str(args.cots)]
+    common = [
+        spec,
+        str(bits),
+        str(int.from_bytes(os.urandom(4), "little")),
+        str(args.first_reps),
+        str(args.executions),
+        str(args.simd),
+        str(args.cots),
+    ]
     procs = {}
     for role in ("garbler", "evaluator"):
-        tag = (f"{spec}{bits if spec != 'aes128' else ''}{'-buffered' if buffered else ''}{'-tls' if tls_dir else ''}"
-               f"{'-numpy' if engine == 'numpy' else ''}")
+        tag = (
+            f"{spec}{bits if spec != 'aes128' else ''}{'-buffered' if buffered else ''}{'-tls' if tls_dir else ''}"
+            f"{'-numpy' if engine == 'numpy' else ''}"
+        )
         extra = ["--profile", os.path.join(profile_dir, f"{tag}-{role}.prof")] if profile_dir else []
         extra += ["--buffered"] if buffered else []
         extra += ["--tls", tls_dir] if tls_dir else []
@@ -92,14 +108,22 @@ def run_circuit(spec: str, bits: int, args, profile_dir: str | None, buffered: b
         extra += ["--split", str(args.split)] if args.split else []
         extra += ["--ot-batch", args.ot_batch]
         env = dict(os.environ, PAIRWISE_JIT="0" if engine == "numpy" else "1")
-        procs[role] = subprocess.Popen([sys.executable, WORKER, role, str(port), *common, *extra],
-                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        procs[role] = subprocess.Popen(
+            [sys.executable, WORKER, role, str(port), *common, *extra],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
         if role == "garbler":
             time.sleep(0.3)  # let it listen (the evaluator also retries)
     try:
         done = {role: p.communicate(timeout=1800) for role, p in procs.items()}
-        failed = [f"{role} worker failed ({procs[role].returncode}): {se.strip()}"
-                  for role, (_, se) in done.items() if procs[role].returncode]
+        failed = [
+            f"{role} worker failed ({procs[role].returncode}): {se.strip()}"
+            for role, (_, se) in done.items()
+            if procs[role].returncode
+        ]
         if failed:
             raise RuntimeError("\n".join(failed))
         out = {role: json.loads(so.strip().splitlines()[-1]) for role, (so, _) in done.items()}
@@ -128,7 +152,8 @@ def summarize(res: dict) -> dict:
         "first_cpu_ms_evaluator": 1e3 * first_e["cpu_seconds"],
         "first_setup_ms": 1e3 * max(first_g["setup_seconds"], first_e["setup_seconds"]),
         "first_cot": first_g.get("cot", "iknp"),
-        "first_default_ot_ms": 1e3 * max(g["first_default_ot_batch"]["seconds"], e["first_default_ot_batch"]["seconds"]),
+        "first_default_ot_ms": 1e3
+        * max(g["first_default_ot_batch"]["seconds"], e["first_default_ot_batch"]["seconds"]),
         "first_default_ot_cpu_ms_garbler": 1e3 * g["first_default_ot_batch"]["cpu_seconds"],
         "first_default_ot_cpu_ms_evaluator": 1e3 * e["first_default_ot_batch"]["cpu_seconds"],
         "amortized_ms": 1e3 * max(am_g["seconds_per_execution"], am_e["seconds_per_execution"]),
@@ -163,9 +188,14 @@ def _medians(a: list[dict], b: list[dict], keys) -> str:
     return "; ".join(parts)
 
 
-_KEYS = (("amortized_ms", "amortized ms/exec"), ("median_exec_ms", "median ms/exec"),
-         ("cpu_ms_garbler", "garbler CPU ms/exec"), ("cpu_ms_evaluator", "evaluator CPU ms/exec"),
-         ("first_ms", "first ms"), ("connect_ms", "connect ms"))
+_KEYS = (
+    ("amortized_ms", "amortized ms/exec"),
+    ("median_exec_ms", "median ms/exec"),
+    ("cpu_ms_garbler", "garbler CPU ms/exec"),
+    ("cpu_ms_evaluator", "evaluator CPU ms/exec"),
+    ("first_ms", "first ms"),
+    ("connect_ms", "connect ms"),
+)
 
 
 def _compare(rows: list[dict], within: str, split: str, before: str, after: str, title: str) -> None:
@@ -176,8 +206,10 @@ def _compare(rows: list[dict], within: str, split: str, before: str, after: str,
             a = [r for r in mine if r[split] == before]
             b = [r for r in mine if r[split] == after]
             if a and b:
-                print(f"\n{title}, {circ} ({v}), median of {len(a)} {before} / {len(b)} {after} runs: "
-                      + _medians(a, b, _KEYS))
+                print(
+                    f"\n{title}, {circ} ({v}), median of {len(a)} {before} / {len(b)} {after} runs: "
+                    + _medians(a, b, _KEYS)
+                )
 
 
 def tls_overhead(rows: list[dict]) -> None:
@@ -305,30 +337,51 @@ def emp_ratios(rows: list[dict], emp_rows: list[dict]) -> list[dict]:
         for key, emp_key, label in EMP_KEYS:
             a = [emp[k][emp_key] for k in rounds]
             b = [ours[k][key] for k in rounds]
-            out.append({"spec": cfg[0], "channel": cfg[1], "engine": cfg[2], "metric": key, "label": label,
-                        "rounds": len(rounds), "emp_median": statistics.median(a), "emp_min": min(a),
-                        "emp_max": max(a), "pairwise_median": statistics.median(b), "pairwise_min": min(b),
-                        "pairwise_max": max(b),
-                        "ratio_median": statistics.median(y / x for x, y in zip(a, b) if x)})
+            out.append(
+                {
+                    "spec": cfg[0],
+                    "channel": cfg[1],
+                    "engine": cfg[2],
+                    "metric": key,
+                    "label": label,
+                    "rounds": len(rounds),
+                    "emp_median": statistics.median(a),
+                    "emp_min": min(a),
+                    "emp_max": max(a),
+                    "pairwise_median": statistics.median(b),
+                    "pairwise_min": min(b),
+                    "pairwise_max": max(b),
+                    "ratio_median": statistics.median(y / x for x, y in zip(a, b) if x),
+                }
+            )
     return out
 
 
 def print_emp_comparison(rows: list[dict], emp_rows: list[dict], ratios: list[dict]) -> None:
-    print(f"\nEMP-toolkit in the same run ({len(emp_rows)} sessions, interleaved: EMP then pairwise in every round); "
-          f"EMP's first execution checked against cryptography's AES: "
-          f"{[r['check'] for r in emp_rows]}")
-    print("load (1/5/15 min) before each run: " + "; ".join(
-        f"r{r['round']} EMP {r['load']}" for r in emp_rows) + "; " + "; ".join(
-        f"r{r['round']} pairwise {r['load']}" for r in rows))
+    print(
+        f"\nEMP-toolkit in the same run ({len(emp_rows)} sessions, interleaved: EMP then pairwise in every round); "
+        f"EMP's first execution checked against cryptography's AES: "
+        f"{[r['check'] for r in emp_rows]}"
+    )
+    print(
+        "load (1/5/15 min) before each run: "
+        + "; ".join(f"r{r['round']} EMP {r['load']}" for r in emp_rows)
+        + "; "
+        + "; ".join(f"r{r['round']} pairwise {r['load']}" for r in rows)
+    )
     for cfg in dict.fromkeys((r["spec"], r["channel"], r["engine"]) for r in ratios):
         sel = [r for r in ratios if (r["spec"], r["channel"], r["engine"]) == cfg]
         print(f"\n{cfg[0]} ({cfg[1]}, {cfg[2]}), {sel[0]['rounds']} rounds")
-        print("| metric | EMP median [min-max] | pairwise median [min-max] | pairwise / EMP (median of per-round ratios) |")
+        print(
+            "| metric | EMP median [min-max] | pairwise median [min-max] | pairwise / EMP (median of per-round ratios) |"
+        )
         print("|---|---|---|---|")
         for r in sel:
-            print(f"| {r['label']} | {r['emp_median']:.3g} [{r['emp_min']:.3g}-{r['emp_max']:.3g}] "
-                  f"| {r['pairwise_median']:.3g} [{r['pairwise_min']:.3g}-{r['pairwise_max']:.3g}] "
-                  f"| {r['ratio_median']:.2f}x |")
+            print(
+                f"| {r['label']} | {r['emp_median']:.3g} [{r['emp_min']:.3g}-{r['emp_max']:.3g}] "
+                f"| {r['pairwise_median']:.3g} [{r['pairwise_min']:.3g}-{r['pairwise_max']:.3g}] "
+                f"| {r['ratio_median']:.2f}x |"
+            )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -339,28 +392,57 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--simd", type=int, default=100)
     ap.add_argument("--cots", type=int, default=1 << 22)
     ap.add_argument("--circuits", default=",".join(f"{c}:{b}" if b else c for c, b in CIRCUITS))
-    ap.add_argument("--channels", default="unbuffered,buffered,tls",
-                    help="TCP channel kinds to run: unbuffered (as the CLI), buffered (TCPChannel(buffered=True)), "
-                         "tls (unbuffered in mutual TLS 1.3, throwaway CA)")
-    ap.add_argument("--engines", default="compiled",
-                    help="one-instance engine paths to run, interleaved: compiled (mpc.jit, loaded at worker start), "
-                         "numpy (PAIRWISE_JIT=0: the numpy program), e.g. compiled,numpy for an A/B in one run")
-    ap.add_argument("--rounds", type=int, default=1,
-                    help="repeat every circuit x channel run this many times, interleaved (A/B on a noisy machine)")
-    ap.add_argument("--frame-target", type=int, default=None,
-                    help="override mpc.twopc.wire.FRAME_TARGET (bytes per garbler frame) in both workers")
-    ap.add_argument("--min-frame", type=int, default=None,
-                    help="override mpc.twopc.wire.MIN_FRAME (smallest frame of the garbler's stream) in both workers")
-    ap.add_argument("--split", type=int, default=None,
-                    help="override mpc.twopc.wire.SPLIT (frames per garbler stream) in both workers")
-    ap.add_argument("--ot-batch", default="session",
-                    help="COT batches of the amortized session: session (default: the session's own, ot_batch=None: "
-                         "1024 COTs first, each batch at least twice the last, up to 65536, as a long-running party "
-                         "runs), cli (a fixed batch sized to the evaluator's input, as the one-execution CLI: 1024 "
-                         "for AES-128; the default before 2026-11-27), or a number of COTs")
-    ap.add_argument("--emp", metavar="PATH", default=None,
-                    help="EMP-toolkit's emp_2pc driver: run it interleaved with pairwise on the same Bristol "
-                         "circuits and print same-run ratios (no ratio without it)")
+    ap.add_argument(
+        "--channels",
+        default="unbuffered,buffered,tls",
+        help="TCP channel kinds to run: unbuffered (as the CLI), buffered (TCPChannel(buffered=True)), "
+        "tls (unbuffered in mutual TLS 1.3, throwaway CA)",
+    )
+    ap.add_argument(
+        "--engines",
+        default="compiled",
+        help="one-instance engine paths to run, interleaved: compiled (mpc.jit, loaded at worker start), "
+        "numpy (PAIRWISE_JIT=0: the numpy program), e.g. compiled,numpy for an A/B in one run",
+    )
+    ap.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="repeat every circuit x channel run this many times, interleaved (A/B on a noisy machine)",
+    )
+    ap.add_argument(
+        "--frame-target",
+        type=int,
+        default=None,
+        help="override mpc.twopc.wire.FRAME_TARGET (bytes per garbler frame) in both workers",
+    )
+    ap.add_argument(
+        "--min-frame",
+        type=int,
+        default=None,
+        help="override mpc.twopc.wire.MIN_FRAME (smallest frame of the garbler's stream) in both workers",
+    )
+    ap.add_argument(
+        "--split",
+        type=int,
+        default=None,
+        help="override mpc.twopc.wire.SPLIT (frames per garbler stream) in both workers",
+    )
+    ap.add_argument(
+        "--ot-batch",
+        default="session",
+        help="COT batches of the amortized session: session (default: the session's own, ot_batch=None: "
+        "1024 COTs first, each batch at least twice the last, up to 65536, as a long-running party "
+        "runs), cli (a fixed batch sized to the evaluator's input, as the one-execution CLI: 1024 "
+        "for AES-128; the default before 2026-11-27), or a number of COTs",
+    )
+    ap.add_argument(
+        "--emp",
+        metavar="PATH",
+        default=None,
+        help="EMP-toolkit's emp_2pc driver: run it interleaved with pairwise on the same Bristol "
+        "circuits and print same-run ratios (no ratio without it)",
+    )
     ap.add_argument("--profile", metavar="DIR", default=None, help="write cProfile stats of the amortized loop here")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
@@ -382,8 +464,10 @@ def main(argv: list[str] | None = None) -> int:
     rows, emp_rows = [], []
     if args.emp and not os.access(args.emp, os.X_OK):
         ap.error(f"--emp {args.emp!r} is not an executable file (EMP-toolkit's emp_2pc driver)")
-    with throwaway_credentials([("garbler", "client"), ("evaluator", "client")]) as certs, \
-            tempfile.TemporaryDirectory() as tmp:
+    with (
+        throwaway_credentials([("garbler", "client"), ("evaluator", "client")]) as certs,
+        tempfile.TemporaryDirectory() as tmp,
+    ):
         for rnd in range(args.rounds):
             for item in args.circuits.split(","):
                 spec, _, b = item.partition(":")
@@ -394,26 +478,39 @@ def main(argv: list[str] | None = None) -> int:
                 for kind in kinds:
                     for eng in engines:
                         before = load()
-                        res = run_circuit(spec, bits or 32, args, args.profile, kind == "buffered",
-                                          certs if kind == "tls" else None, eng)
+                        res = run_circuit(
+                            spec,
+                            bits or 32,
+                            args,
+                            args.profile,
+                            kind == "buffered",
+                            certs if kind == "tls" else None,
+                            eng,
+                        )
                         rows.append(dict(summarize(res), round=rnd + 1, spec=spec, load=before))
     ratios = emp_ratios(rows, emp_rows) if emp_rows else []
     if args.json:
         print(json.dumps({"rows": rows, "emp_rows": emp_rows, "ratios": ratios, "args": vars(args)}))
         return 0
-    print(f"two processes over loopback TCP; first = median of {args.first_reps} fresh sessions; "
-          f"amortized over {args.executions} executions (batch 1) in one session")
-    hdr = ("| round | circuit | channel | engine | AND | connect ms | first ms | (setup ms) | first CPU ms G / E | first ms, default COT batch | amortized ms/exec | median ms/exec | CPU ms/exec G / E "
-           f"| SIMD x{args.simd} ms/inst | frames/exec G->E / E->G | garbler->evaluator B/exec | evaluator->garbler B/exec | B/AND (garbler) "
-           "| garbler / (32 AND) | first: garbler / (32 AND + base OT) | COT/s | ok |")
+    print(
+        f"two processes over loopback TCP; first = median of {args.first_reps} fresh sessions; "
+        f"amortized over {args.executions} executions (batch 1) in one session"
+    )
+    hdr = (
+        "| round | circuit | channel | engine | AND | connect ms | first ms | (setup ms) | first CPU ms G / E | first ms, default COT batch | amortized ms/exec | median ms/exec | CPU ms/exec G / E "
+        f"| SIMD x{args.simd} ms/inst | frames/exec G->E / E->G | garbler->evaluator B/exec | evaluator->garbler B/exec | B/AND (garbler) "
+        "| garbler / (32 AND) | first: garbler / (32 AND + base OT) | COT/s | ok |"
+    )
     print(hdr)
     print("|" + "---|" * (hdr.count("|") - 1))
     for r in rows:
-        print(f"| {r['round']} | {r['circuit']} | {r['channel']} | {r['engine']} | {r['and_gates']} | {r['connect_ms']:.2f} | {r['first_ms']:.1f} | {r['first_setup_ms']:.1f} | {r['first_cpu_ms_garbler']:.0f} / {r['first_cpu_ms_evaluator']:.0f} "
-              f"| {r['first_default_ot_ms']:.1f} | {r['amortized_ms']:.2f} | {r['median_exec_ms']:.2f} | {r['cpu_ms_garbler']:.1f} / {r['cpu_ms_evaluator']:.1f} "
-              f"| {r['simd_ms_per_instance']:.3f} | {r['g_to_e_frames']:.1f} / {r['e_to_g_frames']:.2f} | {r['g_to_e_bytes']:.0f} | {r['e_to_g_bytes']:.0f} "
-              f"| {r['bytes_per_and']:.2f} | {r['garbler_vs_ideal']:.4f} | {r['first_garbler_vs_ideal_plus_ot']:.4f} "
-              f"| {r['cot_per_s'] / 1e6:.2f} M | {'yes' if r['check'] else 'NO'} |")
+        print(
+            f"| {r['round']} | {r['circuit']} | {r['channel']} | {r['engine']} | {r['and_gates']} | {r['connect_ms']:.2f} | {r['first_ms']:.1f} | {r['first_setup_ms']:.1f} | {r['first_cpu_ms_garbler']:.0f} / {r['first_cpu_ms_evaluator']:.0f} "
+            f"| {r['first_default_ot_ms']:.1f} | {r['amortized_ms']:.2f} | {r['median_exec_ms']:.2f} | {r['cpu_ms_garbler']:.1f} / {r['cpu_ms_evaluator']:.1f} "
+            f"| {r['simd_ms_per_instance']:.3f} | {r['g_to_e_frames']:.1f} / {r['e_to_g_frames']:.2f} | {r['g_to_e_bytes']:.0f} | {r['e_to_g_bytes']:.0f} "
+            f"| {r['bytes_per_and']:.2f} | {r['garbler_vs_ideal']:.4f} | {r['first_garbler_vs_ideal_plus_ot']:.4f} "
+            f"| {r['cot_per_s'] / 1e6:.2f} M | {'yes' if r['check'] else 'NO'} |"
+        )
     tls_overhead(rows)
     engine_ab(rows)
     if emp_rows:

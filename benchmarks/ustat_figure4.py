@@ -67,15 +67,21 @@ ROOT = Path(__file__).resolve().parent
 
 
 # Public domains of the columns (declared in protocols/data/domains.json), never the data's min/max.
-_COLUMNS = {"kendall": ("fair", ["rate_marriage", "religious"]), "gini": ("diabetes", ["progression"]),
-            "auc": ("breast_cancer", ["mean_radius"])}
+_COLUMNS = {
+    "kendall": ("fair", ["rate_marriage", "religious"]),
+    "gini": ("diabetes", ["progression"]),
+    "auc": ("breast_cancer", ["mean_radius"]),
+}
 
 
 def bounds(stat) -> dict:
     name, cols = _COLUMNS[stat]
     doms = [column_domain(name, c) for c in cols]
-    return {"lower": [d.lower for d in doms], "upper": [d.upper for d in doms],
-            "decimals": [d.scale_decimals for d in doms]}
+    return {
+        "lower": [d.lower for d in doms],
+        "upper": [d.upper for d in doms],
+        "decimals": [d.scale_decimals for d in doms],
+    }
 
 
 def kernel_values(stat, pd, pairs):
@@ -131,9 +137,13 @@ def curves(stat, x, y, levels, trials, rng, labels=None):
         # RR, Algorithm 1
         k = None if levels is not None else 16  # 16 bins on the public domain
         b = bounds(stat)
-        errs = [simulate_ldp_ustatistic(data2, stat, k, eps, rng, levels=levels, labels=labels,
-                                        bounds=(b["lower"], b["upper"])) - exact
-                for _ in range(trials)]
+        errs = [
+            simulate_ldp_ustatistic(
+                data2, stat, k, eps, rng, levels=levels, labels=labels, bounds=(b["lower"], b["upper"])
+            )
+            - exact
+            for _ in range(trials)
+        ]
         row["rr"] = float(np.mean(np.square(errs)))
         # all pairs, advanced composition over the k_all releases of the busiest user
         eps0, _ = per_pair_epsilon(eps, "all", 1, k_all + 1, 1e-8)
@@ -162,8 +172,15 @@ def theorem5_check(stat, x, y, trials, rng, labels=None):
     pd = prepare_data(stat, x, y, labels, **bounds(stat))
     sums = kernel_sums(stat, pd.x, pd.y)
     scale = 2.0 if stat == "auc" else 1.0  # circuit units (AUC: 2[x > y] + [x = y])
-    sums = type(sums)(sums.n_rows, sums.n_cols, sums.total * scale, sums.total_sq * scale**2,
-                      sums.rows * scale, sums.cols * scale, sums.diag)
+    sums = type(sums)(
+        sums.n_rows,
+        sums.n_cols,
+        sums.total * scale,
+        sums.total_sq * scale**2,
+        sums.rows * scale,
+        sums.cols * scale,
+        sums.diag,
+    )
     out = []
     if stat == "auc":
         z2 = two_sample_zetas(sums)
@@ -185,7 +202,9 @@ def theorem5_check(stat, x, y, trials, rng, labels=None):
                     sub = type(pd)(pd.statistic, pd.x[ia], pd.y[ib], pd.bits, pd.scale, pd.range_)
                 else:
                     idx = rng.integers(0, pd.x.size, size=n)
-                    sub = type(pd)(pd.statistic, pd.x[idx], None if pd.y is None else pd.y[idx], pd.bits, pd.scale, pd.range_)
+                    sub = type(pd)(
+                        pd.statistic, pd.x[idx], None if pd.y is None else pd.y[idx], pd.bits, pd.scale, pd.range_
+                    )
                     pairs = sample_pairs(n, P, rng)
                 e[t] = noisy_estimates(nc, kernel_values(stat, sub, pairs), rng).mean() - mean
             emp = float(np.mean(e**2))
@@ -194,8 +213,18 @@ def theorem5_check(stat, x, y, trials, rng, labels=None):
             else:
                 th = theorem5_mse(n, P, z.zeta1, z.zeta2, noise)
             se = emp * np.sqrt(2 / trials)
-            out.append({"n": n if stat != "auc" else f"{n[0]}+{n[1]}", "P": P, "eps": eps, "noise": nc.mechanism,
-                        "empirical": emp, "theorem5": th, "ratio": emp / th, "rel_se": se / emp})
+            out.append(
+                {
+                    "n": n if stat != "auc" else f"{n[0]}+{n[1]}",
+                    "P": P,
+                    "eps": eps,
+                    "noise": nc.mechanism,
+                    "empirical": emp,
+                    "theorem5": th,
+                    "ratio": emp / th,
+                    "rel_se": se / emp,
+                }
+            )
     return out
 
 
@@ -207,9 +236,16 @@ def garbled_check(stat, x, y, runs, trials_sim_row, labels=None):
     for _ in range(runs):
         r = run_ustat(stat, x, y, labels, epsilon=1.0, pairs_per_user=1, **bounds(stat))
         errs.append(r.estimate - r.extra["exact_quantized"])  # what the estimate is unbiased for
-    return {"runs": runs, "mse": float(np.mean(np.square(errs))), "simulated_mse": trials_sim_row["new_P1"],
-            "predicted_mse": r.extra["sample_mse"], "noise": r.extra["noise"], "and_per_pair": r.extra["and_gates_per_pair"],
-            "bytes_per_pair": r.extra["bytes_per_pair"], "seconds_per_run": (time.perf_counter() - t0) / runs}
+    return {
+        "runs": runs,
+        "mse": float(np.mean(np.square(errs))),
+        "simulated_mse": trials_sim_row["new_P1"],
+        "predicted_mse": r.extra["sample_mse"],
+        "noise": r.extra["noise"],
+        "and_per_pair": r.extra["and_gates_per_pair"],
+        "bytes_per_pair": r.extra["bytes_per_pair"],
+        "seconds_per_run": (time.perf_counter() - t0) / runs,
+    }
 
 
 #: Per statistic: what the error is measured in (y axis) and a short name for the title.
@@ -242,11 +278,21 @@ def plot(name, rows, path, stat):
     for key, marker, label in CURVES:
         ax.plot(eps, [np.sqrt(r[key]) for r in rows], marker=marker, label=label)
     for key, marker, P in (("new_P1", "o", 1), ("new_P5", "D", 5)):
-        ax.plot(eps, [np.sqrt(r[key]) for r in rows], marker=marker, linestyle="--", mfc="none",
-                label=f"2PC, subsampled pairs, P = {P}, this project's default noise ({new})")
+        ax.plot(
+            eps,
+            [np.sqrt(r[key]) for r in rows],
+            marker=marker,
+            linestyle="--",
+            mfc="none",
+            label=f"2PC, subsampled pairs, P = {P}, this project's default noise ({new})",
+        )
     if width is not None:
-        ax.axhline(width, color="grey", linestyle=":",
-                   label=f"largest error once an estimate is clipped to the range ({width:g})")
+        ax.axhline(
+            width,
+            color="grey",
+            linestyle=":",
+            label=f"largest error once an estimate is clipped to the range ({width:g})",
+        )
     ax.set_xscale("log", base=2)
     ax.set_xticks(eps, [f"{e:g}" for e in eps])
     ax.minorticks_off()
@@ -275,7 +321,9 @@ def read_tables(path: Path) -> list[tuple[str, str, list[dict]]]:
             out.append((title, {"Kendal": "kendall", "Gini m": "gini", "AUC, b": "auc"}[title[:6]], rows))
         elif rows is not None and line.startswith("| ") and not line.startswith("| eps"):
             cells = [c.strip() for c in line.strip("|").split("|")]
-            rows.append({"eps": float(cells[0]), "new_P1_noise": new, **{k: float(v) for k, v in zip(keys, cells[1:7])}})
+            rows.append(
+                {"eps": float(cells[0]), "new_P1_noise": new, **{k: float(v) for k, v in zip(keys, cells[1:7])}}
+            )
         elif line.startswith("## Theorem 5"):
             rows = None
     return out
@@ -304,25 +352,40 @@ def main() -> None:
     diab = load_dataset("diabetes")
     bc = load_dataset("breast_cancer")
     cases = [
-        ("Kendall's tau-a, Fair ratings (rate_marriage vs religious, n=6366)", "kendall",
-         fair["rate_marriage"], fair["religious"], [[1, 2, 3, 4, 5], [1, 2, 3, 4]]),
+        (
+            "Kendall's tau-a, Fair ratings (rate_marriage vs religious, n=6366)",
+            "kendall",
+            fair["rate_marriage"],
+            fair["religious"],
+            [[1, 2, 3, 4, 5], [1, 2, 3, 4]],
+        ),
         ("Gini mean difference, diabetes progression (n=442)", "gini", diab["progression"], None, None),
         ("AUC, breast cancer mean radius vs malignant (212 + 357)", "auc", bc["mean_radius"], None, None),
     ]
     labels_of = {"auc": bc["malignant"]}
-    lines = ["# U-statistics: the paper's Figure 4 and Theorem 5", "",
-             f"Command: `.venv/bin/python benchmarks/ustat_figure4.py --trials {args.trials} --garbled-runs {args.garbled_runs}`", "",
-             "MSE against the exact U-statistic of the fixed data (seeded trials); see the script's docstring for what is simulated.", ""]
+    lines = [
+        "# U-statistics: the paper's Figure 4 and Theorem 5",
+        "",
+        f"Command: `.venv/bin/python benchmarks/ustat_figure4.py --trials {args.trials} --garbled-runs {args.garbled_runs}`",
+        "",
+        "MSE against the exact U-statistic of the fixed data (seeded trials); see the script's docstring for what is simulated.",
+        "",
+    ]
     for title, stat, x, y, levels in cases:
         t0 = time.perf_counter()
         rows = curves(stat, x, y, levels, args.trials, rng, labels_of.get(stat))
         new = rows[0]["new_P1_noise"]
-        lines += [f"## {title}", "",
-                  f"| eps | RR (Alg. 1) | 2PC all pairs | subsampling P=1, DL | subsampling P=5, DL | subsampling P=1, {new} | subsampling P=5, {new} |",
-                  "|---|---|---|---|---|---|---|"]
+        lines += [
+            f"## {title}",
+            "",
+            f"| eps | RR (Alg. 1) | 2PC all pairs | subsampling P=1, DL | subsampling P=5, DL | subsampling P=1, {new} | subsampling P=5, {new} |",
+            "|---|---|---|---|---|---|---|",
+        ]
         for r in rows:
-            lines.append(f"| {r['eps']} | {r['rr']:.3g} | {r['all_pairs']:.3g} | {r['sub_P1']:.3g} | {r['sub_P5']:.3g} "
-                         f"| {r['new_P1']:.3g} | {r['new_P5']:.3g} |")
+            lines.append(
+                f"| {r['eps']} | {r['rr']:.3g} | {r['all_pairs']:.3g} | {r['sub_P1']:.3g} | {r['sub_P5']:.3g} "
+                f"| {r['new_P1']:.3g} | {r['new_P5']:.3g} |"
+            )
         png = ROOT / "plots" / f"ustat_figure4_{stat}.png"
         png.parent.mkdir(exist_ok=True)
         if plot(title, rows, png, stat):
@@ -332,26 +395,40 @@ def main() -> None:
         lines += ["", f"Best method per eps: {per_eps}."]
         hp = [r for r in rows if r["eps"] <= 2]
         ratio = [min(r["rr"], r["all_pairs"]) / r["sub_P1"] for r in hp]
-        lines += [f"High privacy (eps <= 2): the best baseline's MSE is {min(ratio):.1f}x to {max(ratio):.1f}x that of subsampling with P=1 (DL)."]
+        lines += [
+            f"High privacy (eps <= 2): the best baseline's MSE is {min(ratio):.1f}x to {max(ratio):.1f}x that of subsampling with P=1 (DL)."
+        ]
         gain = [r["sub_P1"] / r["new_P1"] for r in rows]
-        lines += [f"{new} against the discrete Laplace at P=1: MSE ratio DL/{new} from {min(gain):.2f} to {max(gain):.2f} over eps."]
+        lines += [
+            f"{new} against the discrete Laplace at P=1: MSE ratio DL/{new} from {min(gain):.2f} to {max(gain):.2f} over eps."
+        ]
         g = garbled_check(stat, x, y, args.garbled_runs, rows[2], labels_of.get(stat))
         if g:
-            lines += ["", f"Real garbled runs (run_ustat, eps=1, P=1, noise {g['noise']}, {g['and_per_pair']} AND and "
-                      f"{g['bytes_per_pair']:.0f} bytes per pair): {g['runs']} runs, MSE {g['mse']:.3g} vs simulated "
-                      f"{g['simulated_mse']:.3g} and predicted {g['predicted_mse']:.3g} (sample_mse) "
-                      f"({g['seconds_per_run']:.1f} s per run)."]
+            lines += [
+                "",
+                f"Real garbled runs (run_ustat, eps=1, P=1, noise {g['noise']}, {g['and_per_pair']} AND and "
+                f"{g['bytes_per_pair']:.0f} bytes per pair): {g['runs']} runs, MSE {g['mse']:.3g} vs simulated "
+                f"{g['simulated_mse']:.3g} and predicted {g['predicted_mse']:.3g} (sample_mse) "
+                f"({g['seconds_per_run']:.1f} s per run).",
+            ]
         lines += ["", f"({time.perf_counter() - t0:.0f} s)", ""]
         print("\n".join(lines[-20:]), flush=True)
     # Theorem 5
-    lines += ["## Theorem 5 against the empirical MSE (bootstrap from the data, exact gadget noise)", "",
-              "Circuit units (AUC: 2[x > y] + [x = y]).  Predicted: Theorem 5 with the noise term of the mechanism "
-              "(discrete Laplace: its exact variance; k-RR: E v(f), quadratic in f); AUC: the two-sample analogue.", "",
-              "| statistic | n | P | eps | noise | empirical MSE | predicted | ratio | rel. s.e. |", "|---|---|---|---|---|---|---|---|---|"]
+    lines += [
+        "## Theorem 5 against the empirical MSE (bootstrap from the data, exact gadget noise)",
+        "",
+        "Circuit units (AUC: 2[x > y] + [x = y]).  Predicted: Theorem 5 with the noise term of the mechanism "
+        "(discrete Laplace: its exact variance; k-RR: E v(f), quadratic in f); AUC: the two-sample analogue.",
+        "",
+        "| statistic | n | P | eps | noise | empirical MSE | predicted | ratio | rel. s.e. |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for _title, stat, x, y, _ in cases:
         for r in theorem5_check(stat, x, y, max(400, args.trials * 2), rng, labels_of.get(stat)):
-            lines.append(f"| {stat} | {r['n']} | {r['P']} | {r['eps']} | {r['noise']} | {r['empirical']:.4g} | {r['theorem5']:.4g} "
-                         f"| {r['ratio']:.3f} | {r['rel_se']:.3f} |")
+            lines.append(
+                f"| {stat} | {r['n']} | {r['P']} | {r['eps']} | {r['noise']} | {r['empirical']:.4g} | {r['theorem5']:.4g} "
+                f"| {r['ratio']:.3f} | {r['rel_se']:.3f} |"
+            )
     text = "\n".join(lines) + "\n"
     Path(args.out).write_text(text)
     print(text)

@@ -102,8 +102,13 @@ def main() -> None:
     ap.add_argument("--epsilon", type=float, default=1.0)
     ap.add_argument("--batch", type=int, default=8192, help="pairs per SIMD execution in simulation mode")
     ap.add_argument("--no-bench", action="store_true", help="skip the bench-garble comparison")
-    ap.add_argument("--cluster", nargs="*", default=[], metavar="SPEC",
-                    help="local:N, loopback:N (scheduler + N worker processes started here) or tcp://HOST:PORT")
+    ap.add_argument(
+        "--cluster",
+        nargs="*",
+        default=[],
+        metavar="SPEC",
+        help="local:N, loopback:N (scheduler + N worker processes started here) or tcp://HOST:PORT",
+    )
     ap.add_argument("--no-inprocess", action="store_true", help="skip the in-process baseline")
     ap.add_argument("--repeat", type=int, default=1, help="interleaved rounds of every configuration")
     ap.add_argument("--project", type=int, default=10_000_000, help="users for the projection (0: none)")
@@ -122,6 +127,7 @@ def main() -> None:
             return real_simulate(nc, *a, **kw)
         finally:
             seen["seconds"] = time.perf_counter() - t
+
     configs = ([] if args.no_inprocess else [None]) + list(args.cluster)
     worker_rss: dict[str, dict] = {}
     threads: dict[str, int] = {}
@@ -139,19 +145,42 @@ def main() -> None:
                         client = stack.enter_context(cluster_client(cfg, args.timeout))
                         threads[cfg] = cluster_threads(client)
                         start = time.perf_counter() - t0
-                        run_ustat("kendall", wx, wy, epsilon=args.epsilon, pairs_per_user=1, mode="simulate",
-                                  batch=args.batch, compute_theorem5=False, timeout=args.timeout, cluster=client,
-                                  **RATINGS)  # warm-up: imports, circuit and plan caches in every worker
-                        print(f"cluster {cfg}: {threads[cfg]} worker thread(s), start-up {start:.1f} s, warm-up "
-                              f"{time.perf_counter() - t0 - start:.1f} s (not timed below)", flush=True)
+                        run_ustat(
+                            "kendall",
+                            wx,
+                            wy,
+                            epsilon=args.epsilon,
+                            pairs_per_user=1,
+                            mode="simulate",
+                            batch=args.batch,
+                            compute_theorem5=False,
+                            timeout=args.timeout,
+                            cluster=client,
+                            **RATINGS,
+                        )  # warm-up: imports, circuit and plan caches in every worker
+                        print(
+                            f"cluster {cfg}: {threads[cfg]} worker thread(s), start-up {start:.1f} s, warm-up "
+                            f"{time.perf_counter() - t0 - start:.1f} s (not timed below)",
+                            flush=True,
+                        )
                     seen.pop("seconds", None)
                     ustat_runners._run_simulate = spy if cfg is None else real_simulate
                     u0 = resource.getrusage(resource.RUSAGE_SELF)
                     t0 = time.perf_counter()
                     try:
-                        r = run_ustat("kendall", x, y, epsilon=args.epsilon, pairs_per_user=1, mode="simulate",
-                                      batch=args.batch, compute_theorem5=False, timeout=args.timeout,
-                                      cluster=client, **RATINGS)
+                        r = run_ustat(
+                            "kendall",
+                            x,
+                            y,
+                            epsilon=args.epsilon,
+                            pairs_per_user=1,
+                            mode="simulate",
+                            batch=args.batch,
+                            compute_theorem5=False,
+                            timeout=args.timeout,
+                            cluster=client,
+                            **RATINGS,
+                        )
                     finally:
                         ustat_runners._run_simulate = real_simulate
                     dt = time.perf_counter() - t0
@@ -161,41 +190,58 @@ def main() -> None:
                         prev = worker_rss.get(cfg, {})
                         worker_rss[cfg] = {i: max(v, prev.get(i, 0.0)) for i, v in enumerate(rss.values())}
                 rows.append((cfg or "in-process", n, rnd, r, dt, load_avg()))
-                print(f"{cfg or 'in-process'} n={n} round {rnd}: {dt:.1f} s, pairs {r.pairs}, "
-                      f"AND {r.and_gates}, bytes {r.bytes} ({r.bytes / r.pairs:.0f} per pair), "
-                      f"{r.pairs / dt:.0f} pairs/s, {r.and_gates / dt / 1e6:.2f} M AND/s, executions {r.executions}, "
-                      f"CPU user {u1.ru_utime - u0.ru_utime:.1f} s sys {u1.ru_stime - u0.ru_stime:.1f} s (this process), "
-                      f"estimate {r.estimate:.4f} (exact {r.exact:.4f}), load {load_avg()}", flush=True)
+                print(
+                    f"{cfg or 'in-process'} n={n} round {rnd}: {dt:.1f} s, pairs {r.pairs}, "
+                    f"AND {r.and_gates}, bytes {r.bytes} ({r.bytes / r.pairs:.0f} per pair), "
+                    f"{r.pairs / dt:.0f} pairs/s, {r.and_gates / dt / 1e6:.2f} M AND/s, executions {r.executions}, "
+                    f"CPU user {u1.ru_utime - u0.ru_utime:.1f} s sys {u1.ru_stime - u0.ru_stime:.1f} s (this process), "
+                    f"estimate {r.estimate:.4f} (exact {r.exact:.4f}), load {load_avg()}",
+                    flush=True,
+                )
                 if "seconds" in seen:
                     core = seen["seconds"]
-                    print(f"  of which the two-party executions (_run_simulate: sessions, OT, garbling, "
-                          f"evaluation): {core:.1f} s, {r.pairs / core:.0f} pairs/s, "
-                          f"{r.and_gates / core / 1e6:.2f} M AND/s", flush=True)
+                    print(
+                        f"  of which the two-party executions (_run_simulate: sessions, OT, garbling, "
+                        f"evaluation): {core:.1f} s, {r.pairs / core:.0f} pairs/s, "
+                        f"{r.and_gates / core / 1e6:.2f} M AND/s",
+                        flush=True,
+                    )
     if "circuit" in seen and not args.no_bench:
         c = seen["circuit"]
         b = bench_garble(c, args.batch)
-        print(f"bench garble on the same circuit ({c.n_and} AND, batch {args.batch}): garble {b['garble_mands']:.2f} "
-              f"M AND/s, evaluate {b['eval_mands']:.2f} M AND/s (one thread each, in memory, best of 3; "
-              f"{b['garble_mands'] * 1e6 / c.n_and:.0f} pairs/s of garbling alone)", flush=True)
+        print(
+            f"bench garble on the same circuit ({c.n_and} AND, batch {args.batch}): garble {b['garble_mands']:.2f} "
+            f"M AND/s, evaluate {b['eval_mands']:.2f} M AND/s (one thread each, in memory, best of 3; "
+            f"{b['garble_mands'] * 1e6 / c.n_and:.0f} pairs/s of garbling alone)",
+            flush=True,
+        )
     if args.network_users:
         n = args.network_users
         x, y = users(n, rng)
         t0 = time.perf_counter()
-        r = run_ustat("kendall", x, y, epsilon=args.epsilon, pairs_per_user=1, mode="network", workers=args.workers,
-                      **RATINGS)
+        r = run_ustat(
+            "kendall", x, y, epsilon=args.epsilon, pairs_per_user=1, mode="network", workers=args.workers, **RATINGS
+        )
         dt = time.perf_counter() - t0
         rows.append((f"network, {args.workers} worker processes", n, 0, r, dt, load_avg()))
-        print(f"network n={n} ({args.workers} worker processes, {r.executions} TCP sessions): {dt:.1f} s, "
-              f"bytes {r.bytes}", flush=True)
+        print(
+            f"network n={n} ({args.workers} worker processes, {r.executions} TCP sessions): {dt:.1f} s, "
+            f"bytes {r.bytes}",
+            flush=True,
+        )
     print()
-    print("| mode | users | round | pairs | AND/pair | AND gates | bytes | seconds | pairs/s | M AND/s | speed-up | load 1/5/15 |")
+    print(
+        "| mode | users | round | pairs | AND/pair | AND gates | bytes | seconds | pairs/s | M AND/s | speed-up | load 1/5/15 |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     base = {(n, rnd): dt for cfg, n, rnd, _, dt, _ in rows if cfg == "in-process"}
     for cfg, n, rnd, r, dt, load in rows:
         sp = base.get((n, rnd))
         speed = f"{sp / dt:.2f}x" if sp and cfg != "in-process" and not cfg.startswith("network") else "-"
-        print(f"| {cfg} | {n} | {rnd} | {r.pairs} | {r.extra['and_gates_per_pair']} | {r.and_gates} | {r.bytes} | "
-              f"{dt:.1f} | {r.pairs / dt:.0f} | {r.and_gates / dt / 1e6:.2f} | {speed} | {load} |")
+        print(
+            f"| {cfg} | {n} | {rnd} | {r.pairs} | {r.extra['and_gates_per_pair']} | {r.and_gates} | {r.bytes} | "
+            f"{dt:.1f} | {r.pairs / dt:.0f} | {r.and_gates / dt / 1e6:.2f} | {speed} | {load} |"
+        )
     print(f"\npeak RSS of this process (the driver): {peak_rss_mib():.0f} MiB")
     for spec, rss in worker_rss.items():
         print(f"peak RSS of the workers of {spec}: " + ", ".join(f"{v:.0f}" for v in rss.values()) + " MiB")
@@ -206,14 +252,18 @@ def main() -> None:
         for cfg, r in task_rows:
             rate = r.pairs / r.extra["cluster_task_seconds"]
             rates.setdefault(cfg, []).append(rate)
-            print(f"  {cfg} n={r.n}: {r.extra['cluster_tasks']} tasks, {rate:.0f} pairs per task-second "
-                  f"({rate * r.extra['and_gates_per_pair'] / 1e6:.2f} M AND per task-second)")
+            print(
+                f"  {cfg} n={r.n}: {r.extra['cluster_tasks']} tasks, {rate:.0f} pairs per task-second "
+                f"({rate * r.extra['and_gates_per_pair'] / 1e6:.2f} M AND per task-second)"
+            )
         if args.project:
             prep = driver_prep_seconds(args.project, rng)
             m = args.project // 2
-            print(f"\nPROJECTION (not a measurement) for n = {args.project} users (P = 1: {m} pairs): the driver's "
-                  f"preparation measured at that size: {prep:.1f} s; garbling at the slowest measured per-task rate, "
-                  "assuming the tasks scale linearly with worker threads (each thread one batch at a time):")
+            print(
+                f"\nPROJECTION (not a measurement) for n = {args.project} users (P = 1: {m} pairs): the driver's "
+                f"preparation measured at that size: {prep:.1f} s; garbling at the slowest measured per-task rate, "
+                "assuming the tasks scale linearly with worker threads (each thread one batch at a time):"
+            )
             rate = min(min(v) for v in rates.values())
             for w in sorted({*threads.values(), 16, 64, 256}):
                 print(f"  {w:4d} worker threads: {prep + m / (rate * w):8.0f} s")

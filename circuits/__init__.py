@@ -22,7 +22,22 @@ from .ir import AND, EVALUATOR, GARBLER, INV, XOR, Circuit, CircuitError, Circui
 from .kernels import KERNELS, build_kernel
 
 __all__ = [
-    "AND", "XOR", "INV", "Party", "GARBLER", "EVALUATOR", "Circuit", "CircuitError", "CircuitStats",
-    "Builder", "Int", "KERNELS", "build_kernel", "resolve_circuit",
-    "BristolFormatError", "read_bristol_fashion", "parse_bristol_fashion", "write_bristol_fashion",
+    "AND",
+    "XOR",
+    "INV",
+    "Party",
+    "GARBLER",
+    "EVALUATOR",
+    "Circuit",
+    "CircuitError",
+    "CircuitStats",
+    "Builder",
+    "Int",
+    "KERNELS",
+    "build_kernel",
+    "resolve_circuit",
+    "BristolFormatError",
+    "read_bristol_fashion",
+    "parse_bristol_fashion",
+    "write_bristol_fashion",
 ]

@@ -55,7 +55,7 @@ class BristolFormatError(CircuitError):
         self.source = source
         where = f"{source}, line {line}: " if line else f"{source}: "
         if len(message) > self.MAX_MESSAGE:
-            message = f"{message[:self.MAX_MESSAGE]}... ({len(message)} characters in all)"
+            message = f"{message[: self.MAX_MESSAGE]}... ({len(message)} characters in all)"
         super().__init__(where + message)
 
 
@@ -90,13 +90,15 @@ def _check_wire_count(lines: list[str], first: int, nwires: int, n_in: int, src:
     then bounded by the file's own size, whatever its header claims.
     """
     room = n_in
-    for raw in lines[first - 1:]:
+    for raw in lines[first - 1 :]:
         room += max(0, len(raw.split()) - 3)
         if room >= nwires:
             return
     raise BristolFormatError(
         f"the header announces {nwires} wires, but the {n_in} inputs and the gate lines can set at most {room}; "
-        "the wire count is wrong (or the file is truncated)", 1, src
+        "the wire count is wrong (or the file is truncated)",
+        1,
+        src,
     )
 
 
@@ -254,7 +256,9 @@ def _finish(gates: _Gates, nwires, groups_in, groups_out, parties, name, src):
         wires = np.arange(obase, obase + w)
         for x in wires.tolist():
             if not defined[x]:
-                raise BristolFormatError(f"output wire {x} is never set (the header's wire count leaves it unused)", 1, src)
+                raise BristolFormatError(
+                    f"output wire {x} is never set (the header's wire count leaves it unused)", 1, src
+                )
         outputs.append(OutputGroup(f"out{k}", np.array([alias[x] for x in wires.tolist()])))
         obase += w
     try:
@@ -325,7 +329,10 @@ def parse_bristol_fashion(text: str, parties=None, name: str = "bristol", source
         raise BristolFormatError(
             f"this is the old Bristol format (line 2 'n1 n2 nout' = {_quote(line2)}), not Bristol Fashion; "
             f"read it with pairwise.circuits.bristol.read_bristol_old, or convert it with "
-            f"'pairwise circuit export {source} --old-bristol --format bristol -o NEW.txt'", exc.line, source) from None
+            f"'pairwise circuit export {source} --old-bristol --format bristol -o NEW.txt'",
+            exc.line,
+            source,
+        ) from None
     n_in = sum(gin)
     if n_in > nwires:
         raise BristolFormatError(f"{n_in} input wires do not fit in {nwires} wires", 2, source)

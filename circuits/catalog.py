@@ -28,7 +28,9 @@ def read_circuit_file(path: str | os.PathLike) -> Circuit:
     """Read a Bristol Fashion file, plain or gzip-compressed."""
     path = os.fspath(path)
     if not os.path.exists(path):
-        raise CircuitError(f"no such circuit file: {path!r} (give a kernel name {sorted(KERNELS)}, 'aes128', or a Bristol Fashion file)")
+        raise CircuitError(
+            f"no such circuit file: {path!r} (give a kernel name {sorted(KERNELS)}, 'aes128', or a Bristol Fashion file)"
+        )
     opener = gzip.open if path.endswith(".gz") else open
     try:
         with opener(path, "rt", encoding="ascii") as fh:

@@ -646,7 +646,9 @@ def _unpack_columns(words: np.ndarray, batch: int) -> np.ndarray:
     return bits.T.astype(bool)
 
 
-def ints_to_bits(values: Sequence[int] | np.ndarray, width: int, signed: bool = False, name: str = "input") -> np.ndarray:
+def ints_to_bits(
+    values: Sequence[int] | np.ndarray, width: int, signed: bool = False, name: str = "input"
+) -> np.ndarray:
     """Python ints -> (B, width) bools, LSB first, after a range check."""
     lo, hi = (-(1 << (width - 1)), (1 << (width - 1)) - 1) if signed else (0, (1 << width) - 1)
     if width <= 62:  # integer arrays (or lists that numpy reads as one): checked and split without a Python loop
@@ -680,7 +682,9 @@ def _int_array_bits(values, width: int, lo: int, hi: int, signed: bool, name: st
     if bad.any():
         i = int(np.argmax(bad))
         kind = "signed" if signed else "unsigned"
-        raise CircuitError(f"{name}: value {int(arr[i])} (item {i}) is out of range for {width}-bit {kind} [{lo}, {hi}]")
+        raise CircuitError(
+            f"{name}: value {int(arr[i])} (item {i}) is out of range for {width}-bit {kind} [{lo}, {hi}]"
+        )
     u = arr.astype(np.int64).view(np.uint64) & np.uint64((1 << width) - 1)
     shifts = np.arange(width, dtype=np.uint64)
     return ((u[:, None] >> shifts[None, :]) & np.uint64(1)).astype(bool)

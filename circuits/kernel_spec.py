@@ -45,8 +45,19 @@ import numpy as np
 from .builder import Builder, Int
 from .ir import EVALUATOR, GARBLER, Circuit, CircuitError
 
-__all__ = ["KernelSpec", "kernel", "load_kernel", "verify_kernel", "kernel_circuit", "kernel_table", "VARIANCE",
-           "COLLISION", "BUILTIN_SPECS", "EXHAUSTIVE_LIMIT", "KernelRangeError"]
+__all__ = [
+    "KernelSpec",
+    "kernel",
+    "load_kernel",
+    "verify_kernel",
+    "kernel_circuit",
+    "kernel_table",
+    "VARIANCE",
+    "COLLISION",
+    "BUILTIN_SPECS",
+    "EXHAUSTIVE_LIMIT",
+    "KernelRangeError",
+]
 
 #: Largest number of grid pairs (S + 1)^2 checked exhaustively (plaintext, bit-sliced, in chunks).
 EXHAUSTIVE_LIMIT = 1 << 22
@@ -91,7 +102,9 @@ class KernelSpec:
         if self.values is not None:
             vals = tuple(int(v) for v in self.values)
             if len(vals) not in (2, 3) or len(set(vals)) != len(vals):
-                raise KernelRangeError(f"kernel {self.name!r}: values must be 2 or 3 distinct integers, got {self.values!r}")
+                raise KernelRangeError(
+                    f"kernel {self.name!r}: values must be 2 or 3 distinct integers, got {self.values!r}"
+                )
             object.__setattr__(self, "values", vals)
 
     def output_range(self, span: int) -> tuple[int, int]:
@@ -112,20 +125,36 @@ class KernelSpec:
         return float(self.scale) * float(step) ** self.power
 
 
-def kernel(*, range: RangeDecl, symmetric: bool, scale: Fraction | int | float | str = 1, power: int = 0,
-           values: Sequence[int] | None = None, name: str | None = None) -> Callable[[Callable], KernelSpec]:
+def kernel(
+    *,
+    range: RangeDecl,
+    symmetric: bool,
+    scale: Fraction | int | float | str = 1,
+    power: int = 0,
+    values: Sequence[int] | None = None,
+    name: str | None = None,
+) -> Callable[[Callable], KernelSpec]:
     """Decorator: ``@kernel(range=(0, 1), symmetric=True)`` over ``def h(b, x, y): return ...``.
 
     The function gets the builder and the two grid indices (unsigned
     :class:`pairwise.circuits.builder.Int` of the circuit width) and returns
     h(x, y) as an ``Int``.  See :class:`KernelSpec` for the declaration.
     """
+
     def wrap(fn: Callable) -> KernelSpec:
         mod = getattr(fn, "__module__", None)
         qual = getattr(fn, "__qualname__", "")
         path = f"{mod}:{qual}" if mod and mod != "__main__" and "<" not in qual else None
-        return KernelSpec(name or fn.__name__, fn, range, symmetric, Fraction(scale), power,
-                          None if values is None else tuple(values), path)
+        return KernelSpec(
+            name or fn.__name__,
+            fn,
+            range,
+            symmetric,
+            Fraction(scale),
+            power,
+            None if values is None else tuple(values),
+            path,
+        )
 
     return wrap
 
@@ -134,7 +163,9 @@ def load_kernel(path: str) -> KernelSpec:
     """``module:attribute`` -> the :class:`KernelSpec` it names (for ``pairwise ustat --kernel``)."""
     mod, sep, attr = str(path).partition(":")
     if not sep or not mod or not attr:
-        raise KernelRangeError(f"--kernel wants module:function (a @pairwise.circuits.kernel_spec.kernel function), got {path!r}")
+        raise KernelRangeError(
+            f"--kernel wants module:function (a @pairwise.circuits.kernel_spec.kernel function), got {path!r}"
+        )
     try:
         obj = importlib.import_module(mod)
     except ImportError as exc:
@@ -144,8 +175,10 @@ def load_kernel(path: str) -> KernelSpec:
             raise KernelRangeError(f"module {mod!r} has no attribute {attr!r}")
         obj = getattr(obj, part)
     if not isinstance(obj, KernelSpec):
-        raise KernelRangeError(f"{path} is not a kernel: decorate it with @kernel(range=..., symmetric=...) "
-                               "(pairwise.circuits.kernel_spec)")
+        raise KernelRangeError(
+            f"{path} is not a kernel: decorate it with @kernel(range=..., symmetric=...) "
+            "(pairwise.circuits.kernel_spec)"
+        )
     if obj.path is None:
         object.__setattr__(obj, "path", path)
     return obj
@@ -173,11 +206,15 @@ def kernel_table(spec: KernelSpec, bits: int, span: int) -> np.ndarray:
 
     k = span + 1
     if k * k > EXHAUSTIVE_LIMIT:
-        raise KernelRangeError(f"a grid of {k} points has {k * k} pairs, more than the {EXHAUSTIVE_LIMIT} checked exhaustively")
+        raise KernelRangeError(
+            f"a grid of {k} points has {k * k} pairs, more than the {EXHAUSTIVE_LIMIT} checked exhaustively"
+        )
     circuit, _ = kernel_circuit(spec, bits)
     g = circuit.outputs[0]
     if g.width > 63:
-        raise KernelRangeError(f"kernel {spec.name!r}: a {g.width}-bit output is too wide to tabulate (at most 63 bits)")
+        raise KernelRangeError(
+            f"kernel {spec.name!r}: a {g.width}-bit output is too wide to tabulate (at most 63 bits)"
+        )
     xs = np.repeat(np.arange(k, dtype=np.int64), k)
     ys = np.tile(np.arange(k, dtype=np.int64), k)
     out = np.empty(k * k, dtype=np.int64)
@@ -199,15 +236,18 @@ def verify_kernel(spec: KernelSpec, bits: int, span: int) -> tuple[tuple[int, in
         t = kernel_table(spec, bits, span)
         tlo, thi = int(t.min()), int(t.max())
         if tlo < lo or thi > hi:
-            raise KernelRangeError(f"kernel {spec.name!r} declares the range [{lo}, {hi}] but its circuit outputs values "
-                                   f"in [{tlo}, {thi}] on the public grid 0..{span}: declare a range that contains them")
+            raise KernelRangeError(
+                f"kernel {spec.name!r} declares the range [{lo}, {hi}] but its circuit outputs values "
+                f"in [{tlo}, {thi}] on the public grid 0..{span}: declare a range that contains them"
+            )
         if spec.values is not None and not np.isin(t, spec.values).all():
             bad = sorted(set(np.unique(t).tolist()) - set(spec.values))[:5]
             raise KernelRangeError(f"kernel {spec.name!r} declares the values {spec.values} but outputs {bad}")
         if spec.symmetric and not np.array_equal(t, t.T):
             i, j = np.argwhere(t != t.T)[0]
-            raise KernelRangeError(f"kernel {spec.name!r} is declared symmetric but h({i}, {j}) = {t[i, j]} and "
-                                   f"h({j}, {i}) = {t[j, i]}")
+            raise KernelRangeError(
+                f"kernel {spec.name!r} is declared symmetric but h({i}, {j}) = {t[i, j]} and h({j}, {i}) = {t[j, i]}"
+            )
         return (lo, hi), t, f"exhaustive over the {(span + 1) ** 2} grid pairs"
     if spec.proven:
         return (lo, hi), None, "by construction (a shipped kernel, also checked exhaustively on small grids)"
@@ -215,14 +255,17 @@ def verify_kernel(spec: KernelSpec, bits: int, span: int) -> tuple[tuple[int, in
     w = h.width
     wlo, whi = (-(1 << (w - 1)), (1 << (w - 1)) - 1) if h.signed else (0, (1 << w) - 1)
     if spec.values is not None:
-        raise KernelRangeError(f"kernel {spec.name!r}: its values cannot be checked on a grid of {span + 1} points "
-                               f"(more than {EXHAUSTIVE_LIMIT} pairs); lower the decimals or narrow the domain")
+        raise KernelRangeError(
+            f"kernel {spec.name!r}: its values cannot be checked on a grid of {span + 1} points "
+            f"(more than {EXHAUSTIVE_LIMIT} pairs); lower the decimals or narrow the domain"
+        )
     if not (lo <= wlo and whi <= hi):
         raise KernelRangeError(
             f"kernel {spec.name!r}: a grid of {span + 1} points is too large to check exhaustively, and its "
             f"{w}-bit {'signed' if h.signed else 'unsigned'} output word can hold [{wlo}, {whi}], beyond the declared "
-            f"[{lo}, {hi}]: lower the decimals or narrow the domain (at most {int(EXHAUSTIVE_LIMIT ** 0.5)} grid "
-            f"points), or declare the word's range")
+            f"[{lo}, {hi}]: lower the decimals or narrow the domain (at most {int(EXHAUSTIVE_LIMIT**0.5)} grid "
+            f"points), or declare the word's range"
+        )
     return (lo, hi), None, f"sound bound: the {w}-bit output word"
 
 
@@ -241,9 +284,27 @@ def _collision(b: Builder, x: Int, y: Int) -> Int:
 
 
 #: (x - y)^2 / 2: its U-statistic is the sample variance (n - 1 denominator); circuit (x - y)^2, scale 1/2.
-VARIANCE = KernelSpec("variance", _variance, lambda span: (0, span * span), True, Fraction(1, 2), 2, None,
-                      "pairwise.circuits.kernel_spec:VARIANCE", proven=True)
+VARIANCE = KernelSpec(
+    "variance",
+    _variance,
+    lambda span: (0, span * span),
+    True,
+    Fraction(1, 2),
+    2,
+    None,
+    "pairwise.circuits.kernel_spec:VARIANCE",
+    proven=True,
+)
 #: [x = y]: its U-statistic is the collision probability (Renyi-2 entropy = -log of it).
-COLLISION = KernelSpec("collision", _collision, (0, 1), True, Fraction(1), 0, (0, 1),
-                       "pairwise.circuits.kernel_spec:COLLISION", proven=True)
+COLLISION = KernelSpec(
+    "collision",
+    _collision,
+    (0, 1),
+    True,
+    Fraction(1),
+    0,
+    (0, 1),
+    "pairwise.circuits.kernel_spec:COLLISION",
+    proven=True,
+)
 BUILTIN_SPECS = {"variance": VARIANCE, "collision": COLLISION}

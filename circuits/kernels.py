@@ -36,7 +36,17 @@ from collections.abc import Callable
 from .builder import Builder, Int
 from .ir import EVALUATOR, GARBLER, Circuit, CircuitError
 
-__all__ = ["KERNELS", "build_kernel", "gini", "auc", "kendall", "variance", "collision", "pack_pair", "kernel_reference"]
+__all__ = [
+    "KERNELS",
+    "build_kernel",
+    "gini",
+    "auc",
+    "kendall",
+    "variance",
+    "collision",
+    "pack_pair",
+    "kernel_reference",
+]
 
 MIN_BITS, MAX_BITS = 8, 64
 

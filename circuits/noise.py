@@ -167,8 +167,12 @@ __all__ = [
 def __getattr__(name: str) -> object:
     """``NoiseGuarantee``: deprecated alias of :class:`pairwise.dp.accounting.PrivacyGuarantee` (until 0.3)."""
     if name == "NoiseGuarantee":
-        warnings.warn("pairwise.circuits.noise.NoiseGuarantee is deprecated and goes in 0.3: a gadget's guarantee "
-                      "is a pairwise.dp.accounting.PrivacyGuarantee (same fields)", DeprecationWarning, stacklevel=2)
+        warnings.warn(
+            "pairwise.circuits.noise.NoiseGuarantee is deprecated and goes in 0.3: a gadget's guarantee "
+            "is a pairwise.dp.accounting.PrivacyGuarantee (same fields)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
         return PrivacyGuarantee
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
@@ -370,7 +374,9 @@ class NoisyCircuit:
 
     def simulate_random_inputs(self, batch: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
         """Seeded (rx, ry) for tests and simulations only."""
-        return simulate_random_input_bits(self.random_width, batch, rng), simulate_random_input_bits(self.random_width, batch, rng)
+        return simulate_random_input_bits(self.random_width, batch, rng), simulate_random_input_bits(
+            self.random_width, batch, rng
+        )
 
 
 def bernoulli_gadget(params: BernoulliParams) -> NoisyCircuit:
@@ -417,7 +423,13 @@ def randomized_response_gadget(params: RandomizedResponseParams) -> NoisyCircuit
     bld.output("out", Int(bld, [bld.xor(bit.bits[0], flip)]))
     st.check_used()
     return NoisyCircuit(
-        bld.build(), "randomized_response", params, randomized_response_guarantee(params), params.random_bits, value_range=(0, 1), sensitivity=1
+        bld.build(),
+        "randomized_response",
+        params,
+        randomized_response_guarantee(params),
+        params.random_bits,
+        value_range=(0, 1),
+        sensitivity=1,
     )
 
 
@@ -451,8 +463,16 @@ def krr_gadget(params: KaryRRParams) -> NoisyCircuit:
     st = _random_groups(bld, params.random_bits)
     bld.output("out", Int(bld, krr_value(bld, st, x.bits, params), False))
     st.check_used()
-    return NoisyCircuit(bld.build(), "krr", params, krr_guarantee(params), params.random_bits,
-                        value_range=(0, params.k - 1), sensitivity=params.k - 1, codes=tuple(range(params.k)))
+    return NoisyCircuit(
+        bld.build(),
+        "krr",
+        params,
+        krr_guarantee(params),
+        params.random_bits,
+        value_range=(0, params.k - 1),
+        sensitivity=params.k - 1,
+        codes=tuple(range(params.k)),
+    )
 
 
 # ---------------------------------------------------------------------- kernels + noise
@@ -510,7 +530,9 @@ def _kernel_body(b: Builder, name: str, bits: int, signed: bool) -> Int:
         return K.kendall_value(b, fld(p1, 0), fld(p1, 1), fld(p2, 0), fld(p2, 1))
     x = b.input("x", bits, GARBLER, signed)
     y = b.input("y", bits, EVALUATOR, signed)
-    body = {"gini": K.gini_value, "auc": K.auc_value, "variance": K.variance_value, "collision": K.collision_value}.get(name)
+    body = {"gini": K.gini_value, "auc": K.auc_value, "variance": K.variance_value, "collision": K.collision_value}.get(
+        name
+    )
     if body is None:
         raise NoiseParameterError(f"unknown kernel {name!r}; choose from {sorted(KERNEL_RANGES)}")
     return body(b, x, y)
@@ -544,13 +566,20 @@ def choose_kernel_noise(
     eps = check_noise_epsilon(epsilon)
     s = max(1, check_positive_int(sensitivity, "sensitivity"))
     tau = check_variance_tolerance(variance_tolerance)
-    kw: dict[str, Any] = dict(delta=delta, lam=lam, n_samples=n_samples, target_delta=target_delta, variance_tolerance=tau)
+    kw: dict[str, Any] = dict(
+        delta=delta, lam=lam, n_samples=n_samples, target_delta=target_delta, variance_tolerance=tau
+    )
     resolve_target_delta(lam, n_samples, target_delta, delta)  # validate before any work
     if mechanism == "krr" or (mechanism == "auto" and krr_values is not None):
         if krr_values is None:
-            raise NoiseParameterError(f"k-ary randomized response needs a kernel with {' or '.join(map(str, KRR_K))} values; {name!r} has more")
+            raise NoiseParameterError(
+                f"k-ary randomized response needs a kernel with {' or '.join(map(str, KRR_K))} values; {name!r} has more"
+            )
         params = choose_krr(eps, len(krr_values), tau)
-        if mechanism == "krr" or krr_estimator(params, krr_values).max_variance < ideal_discrete_laplace_variance(eps, s)[0]:
+        if (
+            mechanism == "krr"
+            or krr_estimator(params, krr_values).max_variance < ideal_discrete_laplace_variance(eps, s)[0]
+        ):
             return params
     if mechanism == "discrete_laplace":
         return choose_discrete_laplace(eps, s, construction="difference", **kw)
@@ -613,15 +642,26 @@ def noisy_kernel(
     lo_t, hi_t = lo >> t, hi >> t
     values = KERNEL_VALUES.get(name) if t == 0 else None
     if t and name in KERNEL_VALUES and (mechanism == "krr" or isinstance(noise, KaryRRParams)):
-        raise NoiseParameterError(f"k-ary randomized response needs the exact values of kernel {name!r}; it does not apply in fixed point "
-                                  f"(fixed_point_bits={fixed_point_bits} drops {t} bits)")
+        raise NoiseParameterError(
+            f"k-ary randomized response needs the exact values of kernel {name!r}; it does not apply in fixed point "
+            f"(fixed_point_bits={fixed_point_bits} drops {t} bits)"
+        )
     if noise is None:
         if epsilon is None:
             raise NoiseParameterError("noisy_kernel needs epsilon (or explicit noise parameters)")
         sens = (hi_t - lo_t) if sensitivity is None else check_positive_int(sensitivity, "sensitivity")
-        noise = choose_kernel_noise(name, epsilon, max(1, sens), mechanism=mechanism, delta=c.delta,
-                                    variance_tolerance=c.variance_tolerance, krr_values=values, lam=c.lam,
-                                    n_samples=c.n_samples, target_delta=c.target_delta)
+        noise = choose_kernel_noise(
+            name,
+            epsilon,
+            max(1, sens),
+            mechanism=mechanism,
+            delta=c.delta,
+            variance_tolerance=c.variance_tolerance,
+            krr_values=values,
+            lam=c.lam,
+            n_samples=c.n_samples,
+            target_delta=c.target_delta,
+        )
     elif not isinstance(noise, (DiscreteLaplaceParams, KaryRRParams)):
         raise NoiseParameterError(f"noise must be DiscreteLaplaceParams or KaryRRParams, got {type(noise).__name__}")
     b = Builder(f"noisy_{name}{bits}{'s' if signed else 'u'}_{noise.mechanism}_acc{noise.acc}")
@@ -629,12 +669,24 @@ def noisy_kernel(
     st = _random_groups(b, noise.random_bits)
     if isinstance(noise, KaryRRParams):
         if values is None or len(values) != noise.k:
-            raise NoiseParameterError(f"k-ary randomized response with k={noise.k} does not apply to kernel {name!r}"
-                                      + (" in fixed point" if t else ""))
+            raise NoiseParameterError(
+                f"k-ary randomized response with k={noise.k} does not apply to kernel {name!r}"
+                + (" in fixed point" if t else "")
+            )
         b.output("out", Int(b, krr_value(b, st, _kernel_code(b, name, h), noise), False))
         st.check_used()
-        return NoisyCircuit(b.build(), "krr", noise, krr_guarantee(noise), noise.random_bits, unit=Fraction(1 << t),
-                            value_range=(lo_t, hi_t), sensitivity=hi_t - lo_t, kernel=name, codes=values)
+        return NoisyCircuit(
+            b.build(),
+            "krr",
+            noise,
+            krr_guarantee(noise),
+            noise.random_bits,
+            unit=Fraction(1 << t),
+            value_range=(lo_t, hi_t),
+            sensitivity=hi_t - lo_t,
+            kernel=name,
+            codes=values,
+        )
     z = discrete_laplace_value(b, st, noise)
     st.check_used()
     zlo, zhi = noise.noise_range
@@ -680,8 +732,15 @@ def noisy_spec_kernel(
     K._check(bits)
     lo, hi = spec.output_range(span)
     values = spec.values
-    noise = choose_kernel_noise(spec.name, epsilon, hi - lo, mechanism=mechanism, delta=delta,
-                                variance_tolerance=variance_tolerance, krr_values=values)
+    noise = choose_kernel_noise(
+        spec.name,
+        epsilon,
+        hi - lo,
+        mechanism=mechanism,
+        delta=delta,
+        variance_tolerance=variance_tolerance,
+        krr_values=values,
+    )
     b = Builder(f"noisy_{spec.name}{bits}u_{noise.mechanism}_acc{noise.acc}")
     x = b.input("x", bits, GARBLER)
     y = b.input("y", bits, EVALUATOR)
@@ -693,20 +752,39 @@ def noisy_spec_kernel(
         code = [h.eq(v).bits[0] for v in values[1:]]  # one-hot of the non-zero codes: (c0, c1) = ([h = v1], [h = v2])
         b.output("out", Int(b, krr_value(b, st, code, noise), False))
         st.check_used()
-        return NoisyCircuit(b.build(), "krr", noise, krr_guarantee(noise), noise.random_bits, value_range=(lo, hi),
-                            sensitivity=hi - lo, kernel=spec.name, codes=values)
+        return NoisyCircuit(
+            b.build(),
+            "krr",
+            noise,
+            krr_guarantee(noise),
+            noise.random_bits,
+            value_range=(lo, hi),
+            sensitivity=hi - lo,
+            kernel=spec.name,
+            codes=values,
+        )
     z = discrete_laplace_value(b, st, noise)
     st.check_used()
     zlo, zhi = noise.noise_range
     width = _signed_width(min(lo, 0) + zlo, max(hi, 0) + zhi)
     if width > 64:
-        raise KernelRangeError(f"kernel {spec.name!r}: the noisy output needs {width} bits (more than 64); "
-                               "narrow the domain or lower the decimals")
+        raise KernelRangeError(
+            f"kernel {spec.name!r}: the noisy output needs {width} bits (more than 64); "
+            "narrow the domain or lower the decimals"
+        )
     hw = max(width, h.width + 1)
     out = h.extend(hw).extend(hw, True) + z.extend(hw)
     b.output("out", out.extend(width, True).as_signed())
-    return NoisyCircuit(b.build(), noise.mechanism, noise, discrete_laplace_guarantee(noise), noise.random_bits,
-                        value_range=(lo, hi), sensitivity=noise.sensitivity, kernel=spec.name)
+    return NoisyCircuit(
+        b.build(),
+        noise.mechanism,
+        noise,
+        discrete_laplace_guarantee(noise),
+        noise.random_bits,
+        value_range=(lo, hi),
+        sensitivity=noise.sensitivity,
+        kernel=spec.name,
+    )
 
 
 def _greater_value(b: Builder, x: Int, y: Int) -> Int:
@@ -749,7 +827,14 @@ def noisy_binary_kernel(
     st.check_used()
     b.output("out", Int(b, [b.xor(v.bits[0], flip)]))
     return NoisyCircuit(
-        b.build(), "randomized_response", rr, randomized_response_guarantee(rr), rr.random_bits, value_range=(0, 1), sensitivity=1, kernel=name
+        b.build(),
+        "randomized_response",
+        rr,
+        randomized_response_guarantee(rr),
+        rr.random_bits,
+        value_range=(0, 1),
+        sensitivity=1,
+        kernel=name,
     )
 
 

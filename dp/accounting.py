@@ -67,9 +67,7 @@ __all__ = [
 
 def _as_real(value: object, name: str) -> float:
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise PrivacyParameterError(
-            f"{name} must be a real number, got {type(value).__name__} {value!r}"
-        )
+        raise PrivacyParameterError(f"{name} must be a real number, got {type(value).__name__} {value!r}")
     try:
         return float(value)
     except (OverflowError, ValueError) as exc:  # e.g. a huge Fraction
@@ -114,7 +112,8 @@ def check_epsilon(eps: object, name: str = "epsilon") -> float:
         raise PrivacyParameterError(f"{name} must be a finite number, got {eps!r}")
     if not EPSILON_MIN <= value <= EPSILON_MAX:
         raise PrivacyParameterError(
-            f"{name} must lie in [2^-32, {EPSILON_MAX:g}] (about [2.3e-10, {EPSILON_MAX:g}]), got {eps!r}")
+            f"{name} must lie in [2^-32, {EPSILON_MAX:g}] (about [2.3e-10, {EPSILON_MAX:g}]), got {eps!r}"
+        )
     return value
 
 
@@ -221,21 +220,15 @@ def basic_composition(guarantees: Iterable[PrivacyGuarantee]) -> PrivacyGuarante
         raise PrivacyParameterError("basic_composition needs at least one guarantee")
     for g in items:
         if not isinstance(g, PrivacyGuarantee):
-            raise PrivacyParameterError(
-                f"basic_composition takes PrivacyGuarantee objects, got {type(g).__name__}"
-            )
+            raise PrivacyParameterError(f"basic_composition takes PrivacyGuarantee objects, got {type(g).__name__}")
     eps = round_up(sum((Fraction(g.epsilon) for g in items), Fraction(0)))
     delta = round_up(sum((Fraction(g.delta) for g in items), Fraction(0)))
     if delta >= 1.0:
-        raise PrivacyParameterError(
-            f"composed delta {delta!r} is >= 1: the composition gives no guarantee"
-        )
+        raise PrivacyParameterError(f"composed delta {delta!r} is >= 1: the composition gives no guarantee")
     return PrivacyGuarantee(eps, delta)
 
 
-def advanced_composition(
-    epsilon: float, delta: float, k: int, delta_slack: float
-) -> PrivacyGuarantee:
+def advanced_composition(epsilon: float, delta: float, k: int, delta_slack: float) -> PrivacyGuarantee:
     """k-fold adaptive composition of (epsilon, delta)-DP mechanisms (DRV 2010).
 
     Returns (epsilon', k*delta + delta_slack) with
@@ -269,7 +262,6 @@ def advanced_composition(
     delta_total = round_up(Fraction(k) * Fraction(dlt) + Fraction(slack))
     if delta_total >= 1.0:
         raise PrivacyParameterError(
-            f"k*delta + delta_slack = {delta_total!r} is >= 1: no guarantee; "
-            "lower delta or delta_slack"
+            f"k*delta + delta_slack = {delta_total!r} is >= 1: no guarantee; lower delta or delta_slack"
         )
     return PrivacyGuarantee(round_up(eps_total), delta_total)

@@ -128,7 +128,7 @@ class PublicDomain:
     @property
     def step(self) -> float:
         """Natural units per grid step, 10^-decimals."""
-        return 10.0 ** -self.scale_decimals
+        return 10.0**-self.scale_decimals
 
     @property
     def span(self) -> int:
@@ -145,12 +145,12 @@ def grid_span(lower: float, upper: float, decimals: int) -> int:
     d = validate_decimals(decimals)
     span = round((hi - lo) * 10**d)
     if span < 1:
-        raise PrivacyParameterError(
-            f"the domain [{lo:g}, {hi:g}] has no grid step at {d} decimals: raise the decimals")
+        raise PrivacyParameterError(f"the domain [{lo:g}, {hi:g}] has no grid step at {d} decimals: raise the decimals")
     if span >= MAX_SPAN:
         raise PrivacyParameterError(
             f"the domain [{lo:g}, {hi:g}] at {d} decimals has {span:.3g} grid steps, more than 2^62 (a 64-bit "
-            f"word): " + ("lower the decimals or narrow the domain" if d > 0 else "narrow the domain"))
+            f"word): " + ("lower the decimals or narrow the domain" if d > 0 else "narrow the domain")
+        )
     return int(span)
 
 
@@ -179,8 +179,12 @@ def validate_quantile_levels(levels: Iterable[object]) -> list[float]:
     """Quantile levels as floats, each finite and in (0, 1]; at least one."""
     out = []
     for q in levels:
-        if isinstance(q, bool) or not isinstance(q, numbers.Real) or not math.isfinite(float(q)) \
-                or not 0.0 < float(q) <= 1.0:
+        if (
+            isinstance(q, bool)
+            or not isinstance(q, numbers.Real)
+            or not math.isfinite(float(q))
+            or not 0.0 < float(q) <= 1.0
+        ):
             raise PrivacyParameterError(f"quantile levels must lie in (0, 1], got {q!r}")
         out.append(float(q))
     if not out:

@@ -38,8 +38,18 @@ from fractions import Fraction
 
 import numpy as np
 
-__all__ = ["IntervalWidth", "chernoff_radius", "finite_log_mgf", "dyadic_noise_log_mgf", "krr_estimate_log_mgf",
-           "bernstein_radius", "hoeffding_radius", "binomial_band", "check_alpha", "PAD"]
+__all__ = [
+    "IntervalWidth",
+    "chernoff_radius",
+    "finite_log_mgf",
+    "dyadic_noise_log_mgf",
+    "krr_estimate_log_mgf",
+    "bernstein_radius",
+    "hoeffding_radius",
+    "binomial_band",
+    "check_alpha",
+    "PAD",
+]
 
 #: Relative padding of every computed radius (floating-point rounding in the bound's evaluation).
 PAD = 1e-9

@@ -138,9 +138,7 @@ def simulate_poisson_counts(n_bins: int, lam: float, rng: np.random.Generator) -
 # --------------------------------------------------------------------------
 
 
-def inverse_ecdf(
-    ecdf: object, q: object, thresholds: object | None = None
-) -> np.ndarray | float:
+def inverse_ecdf(ecdf: object, q: object, thresholds: object | None = None) -> np.ndarray | float:
     """Algorithm 1 on a threshold grid: the first threshold where the ECDF reaches q.
 
     Binary search over threshold indices with the invariant F(a) < q <= F(b)
@@ -330,9 +328,7 @@ def probability_bins(probabilities: object, L: int) -> np.ndarray:
     return np.minimum(np.floor(p * size).astype(np.int64), size - 1)
 
 
-def hosmer_lemeshow_statistic(
-    o1: object, e1: object, o0: object, e0: object, min_expected: float = 0.5
-) -> float:
+def hosmer_lemeshow_statistic(o1: object, e1: object, o0: object, e0: object, min_expected: float = 0.5) -> float:
     """Eq. (5): sum_q (O1 - E1)^2 / E1 + (O0 - E0)^2 / E0.
 
     Observed and expected values are clipped at 0 and the denominators at
@@ -445,8 +441,18 @@ def hosmer_lemeshow_dp(
     scale = conservative_scale(L + 9, eps)  # >= 1/eps'
     eta = tree_node_noise(L, scale, noise="discrete_laplace", rng=rng)
     cum = np.cumsum(counts) + path_sums(eta)
-    tree_rel = TreeRelease(cum, n, L, eps_tree, float(scale), "discrete_laplace", "paper",
-                           rng is not None, PrivacyGuarantee(eps_tree), discrete_laplace_variance(scale))
+    tree_rel = TreeRelease(
+        cum,
+        n,
+        L,
+        eps_tree,
+        float(scale),
+        "discrete_laplace",
+        "paper",
+        rng is not None,
+        PrivacyGuarantee(eps_tree),
+        discrete_laplace_variance(scale),
+    )
     f = cum / n
     if smoothing is not None:
         f = smooth_ecdf(f, smoothing)
@@ -466,6 +472,14 @@ def hosmer_lemeshow_dp(
     e0n = (e0g + _noise(grid_scale, Q, rng)) / grid
     stat = hosmer_lemeshow_statistic(o1n, e1n, o0n, e0n, min_expected)
     return HosmerLemeshowRelease(
-        stat, cuts, (cuts + 1) / size, o1n, e1n, o0n, e0n, tree_rel,
-        eps / (L + 9), PrivacyGuarantee(eps),
+        stat,
+        cuts,
+        (cuts + 1) / size,
+        o1n,
+        e1n,
+        o0n,
+        e0n,
+        tree_rel,
+        eps / (L + 9),
+        PrivacyGuarantee(eps),
     )

@@ -110,8 +110,10 @@ def effective_alpha(alpha: float, law: NoiseLaw, values: int) -> float:
     """The miss probability left for the ideal law when ``values`` noise values are each within ``tv`` of it."""
     out = check_alpha(alpha) - int(values) * law.tv
     if not out > 0:
-        raise PrivacyParameterError(f"the noise's distance to its ideal law ({law.tv:.3g} per value, {values} values) "
-                                    f"leaves nothing of alpha = {alpha}")
+        raise PrivacyParameterError(
+            f"the noise's distance to its ideal law ({law.tv:.3g} per value, {values} values) "
+            f"leaves nothing of alpha = {alpha}"
+        )
     return out
 
 
@@ -318,9 +320,19 @@ def product_moment(cov_above, cov_below) -> float:
     return float(np.sum(Da * Mb))
 
 
-def auc_interval(cum_above, cum_below, n: int, alpha: float, *, law_above: NoiseLaw, law_below: NoiseLaw,
-                 adj_above, adj_below, product_second_moment: float,
-                 split=(0.35, 0.35, 0.15, 0.15)) -> AUCInterval:
+def auc_interval(
+    cum_above,
+    cum_below,
+    n: int,
+    alpha: float,
+    *,
+    law_above: NoiseLaw,
+    law_below: NoiseLaw,
+    adj_above,
+    adj_below,
+    product_second_moment: float,
+    split=(0.35, 0.35, 0.15, 0.15),
+) -> AUCInterval:
     """AUC = P(score_a > score_b) + P(tie) / 2 from two released cumulative-count vectors, with its interval.
 
     ``cum_above`` / ``cum_below``: the releases of class a (expected above)
@@ -365,9 +377,11 @@ def auc_interval(cum_above, cum_below, n: int, alpha: float, *, law_above: Noise
     lo = max(0.0, (U - rU) / dmax)
     hi = min(1.0, (U + rU) / dmin)
     est = auc_estimate(ca, cb, n)
-    method = (f"union of four bounds (alpha split {split[0]:g}/{split[1]:g}/{split[2]:g}/{split[3]:g}): "
-              "conditional Chernoff for each class's noise term, Chebyshev for their product, Chernoff for the "
-              "class size; holds for every dataset")
+    method = (
+        f"union of four bounds (alpha split {split[0]:g}/{split[1]:g}/{split[2]:g}/{split[3]:g}): "
+        "conditional Chernoff for each class's noise term, Chebyshev for their product, Chernoff for the "
+        "class size; holds for every dataset"
+    )
     return AUCInterval(est, (lo, hi), alpha, rU, rP, na, method)
 
 
@@ -386,5 +400,6 @@ def _two_law_radius(law_a: NoiseLaw, wa, law_b: NoiseLaw, wb, beta: float) -> fl
         k = law_a.log_mgf(np.multiply.outer(s, wa)).sum(-1) + law_b.log_mgf(np.multiply.outer(s, wb)).sum(-1)
         return (k + lb) / s
 
-    return float(_golden_min(f, np.array([math.log(smax * 1e-9)]), np.array([math.log(smax * (1 - 1e-12))]))[0]) \
-        * (1.0 + PAD)
+    return float(_golden_min(f, np.array([math.log(smax * 1e-9)]), np.array([math.log(smax * (1 - 1e-12))]))[0]) * (
+        1.0 + PAD
+    )

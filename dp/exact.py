@@ -78,9 +78,7 @@ def as_fraction(value: object, name: str) -> Fraction:
         if not math.isfinite(f):
             raise PrivacyParameterError(f"{name} must be finite, got {value!r}")
         return Fraction(f)
-    raise PrivacyParameterError(
-        f"{name} must be an int, Fraction or float, got {type(value).__name__} {value!r}"
-    )
+    raise PrivacyParameterError(f"{name} must be an int, Fraction or float, got {type(value).__name__} {value!r}")
 
 
 def check_fraction(value: object, name: str) -> Fraction:

@@ -80,8 +80,9 @@ def check_radices(radices: object) -> tuple[int, ...]:
     except (TypeError, ValueError):
         raise PrivacyParameterError(f"radices must be a list of integers, got {radices!r}") from None
     if not rad or any(k < 2 or k & (k - 1) for k in rad) or sum(k.bit_length() - 1 for k in rad) > MAX_TREE_BITS:
-        raise PrivacyParameterError(f"radices must be powers of two >= 2 whose product is at most 2^{MAX_TREE_BITS}, "
-                                    f"got {radices!r}")
+        raise PrivacyParameterError(
+            f"radices must be powers of two >= 2 whose product is at most 2^{MAX_TREE_BITS}, got {radices!r}"
+        )
     return rad
 
 
@@ -235,7 +236,7 @@ class PrefixMap:
         sz, out, start = self.sizes, [], 0
         for l in range(len(sz)):
             if self.level_variances[l] > 0:
-                out.append(flat[..., start:start + sz[l]])
+                out.append(flat[..., start : start + sz[l]])
                 start += sz[l]
             else:
                 out.append(np.zeros(flat.shape[:-1] + (sz[l],)))
@@ -279,12 +280,12 @@ class PrefixMap:
         thr = np.arange(N) if thresholds is None else np.asarray(thresholds, dtype=np.int64)
         sq, mx = np.empty(thr.size), np.empty(thr.size)
         for s in range(0, thr.size, batch):
-            part = thr[s:s + batch]
+            part = thr[s : s + batch]
             e = np.zeros((part.size, N))
             e[np.arange(part.size), part] = 1.0
             w = self.adjoint(e)
-            sq[s:s + batch] = np.sum(w * w, axis=-1)
-            mx[s:s + batch] = np.max(np.abs(w), axis=-1)
+            sq[s : s + batch] = np.sum(w * w, axis=-1)
+            mx[s : s + batch] = np.max(np.abs(w), axis=-1)
         return sq, mx
 
 
@@ -306,8 +307,9 @@ def subtraction_costs(radices, root_public: bool = True) -> np.ndarray:
     for k in rad:
         d = (x // w) % k
         n0 = np.minimum(c0 + d, np.where(d + 1 < k, c1 + d + 1, inf))
-        n1 = np.minimum(np.where(d > 0, c0 + k - d, inf),
-                        np.where(d + 1 < k, c1 + k - d - 1, np.where(d + 1 == k, c1, inf)))
+        n1 = np.minimum(
+            np.where(d > 0, c0 + k - d, inf), np.where(d + 1 < k, c1 + k - d - 1, np.where(d + 1 == k, c1, inf))
+        )
         c0, c1 = n0, n1
         w *= k
     top = x // N  # 1 only for the last prefix (all bins)
@@ -366,5 +368,16 @@ def kary_mechanism(
     var = discrete_laplace_variance(scale)
     variances = [var] * h + [0.0 if root_public else var]
     cum = consistent_prefix(noisy, variances, rad)
-    return TreeRelease(cum[:N], n, g, eps, float(scale), "discrete_laplace", "kary", rng is not None,
-                       PrivacyGuarantee(eps), var, tuple(noisy))
+    return TreeRelease(
+        cum[:N],
+        n,
+        g,
+        eps,
+        float(scale),
+        "discrete_laplace",
+        "kary",
+        rng is not None,
+        PrivacyGuarantee(eps),
+        var,
+        tuple(noisy),
+    )

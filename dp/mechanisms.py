@@ -199,7 +199,9 @@ class KRREstimator:
         k = check_int(k, "k", lo=2, error=PrivacyParameterError)
         phi = as_fraction(flip_probability, "flip_probability")
         if not 0 <= phi < Fraction(k - 1, k):
-            raise PrivacyParameterError(f"flip_probability must lie in [0, (k-1)/k) = [0, {k - 1}/{k}), got {flip_probability!r}")
+            raise PrivacyParameterError(
+                f"flip_probability must lie in [0, (k-1)/k) = [0, {k - 1}/{k}), got {flip_probability!r}"
+            )
         vals = tuple(values)
         if not all(is_int(v) for v in vals):
             raise InvalidDataError(f"k-RR values must be integers, got {values!r}")
@@ -215,7 +217,9 @@ class KRREstimator:
     @classmethod
     def additive(cls, mean: object, variance: object) -> KRREstimator:
         """The record of additive noise with mean E Z and variance Var Z: out - E Z, variance constant."""
-        return cls((), Fraction(1), -as_fraction(mean, "mean"), (as_fraction(variance, "variance"), Fraction(0), Fraction(0)))
+        return cls(
+            (), Fraction(1), -as_fraction(mean, "mean"), (as_fraction(variance, "variance"), Fraction(0), Fraction(0))
+        )
 
     def variance(self, f: Fraction | int) -> Fraction:
         c0, c1, c2 = self.variance_coefficients

@@ -154,9 +154,7 @@ def sample_bernoulli_rational(num: int, den: int) -> int:
     num = check_int(num, "num", error=PrivacyParameterError)
     den = check_int(den, "den", error=PrivacyParameterError)
     if den < 1 or num < 0 or num > den:
-        raise PrivacyParameterError(
-            f"Bernoulli(num/den) needs 0 <= num <= den and den >= 1, got {num}/{den}"
-        )
+        raise PrivacyParameterError(f"Bernoulli(num/den) needs 0 <= num <= den and den >= 1, got {num}/{den}")
     return 1 if secrets.randbelow(den) < num else 0
 
 
@@ -325,9 +323,7 @@ def bernoulli_rational_array(num: int, den: int, size: int) -> np.ndarray:
     num = check_int(num, "num", error=PrivacyParameterError)
     den = check_int(den, "den", error=PrivacyParameterError)
     if den < 1 or num < 0 or num > den:
-        raise PrivacyParameterError(
-            f"Bernoulli(num/den) needs 0 <= num <= den and den >= 1, got {num}/{den}"
-        )
+        raise PrivacyParameterError(f"Bernoulli(num/den) needs 0 <= num <= den and den >= 1, got {num}/{den}")
     size = _check_size(size)
     if den >= _MAX_VECTOR_BOUND:
         return np.array([secrets.randbelow(den) < num for _ in range(size)], dtype=np.uint8)
@@ -425,9 +421,7 @@ def discrete_laplace_variance(scale: object) -> float:
 
 def _check_rng(rng: object) -> np.random.Generator:
     if not isinstance(rng, np.random.Generator):
-        raise TypeError(
-            f"rng must be a numpy.random.Generator (simulation only), got {type(rng).__name__}"
-        )
+        raise TypeError(f"rng must be a numpy.random.Generator (simulation only), got {type(rng).__name__}")
     return rng
 
 
@@ -463,9 +457,7 @@ def simulate_discrete_laplace(
     return g.geometric(p, shape).astype(np.int64) - g.geometric(p, shape).astype(np.int64)
 
 
-def simulate_laplace(
-    scale: float, size: int | tuple[int, ...], rng: np.random.Generator
-) -> np.ndarray:
+def simulate_laplace(scale: float, size: int | tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
     """SIMULATION: continuous Laplace(0, scale) in floating point (vulnerable to Mironov 2012).
 
     Only for reproducing the paper's experiments; never release its output.
@@ -566,9 +558,7 @@ def _snapping_params(scale: object, lower: object, upper: object, sensitivity: o
     return lam, half, sens, (lo + hi) / 2
 
 
-def snapping_epsilon(
-    scale: object, lower: object, upper: object, sensitivity: object = 1
-) -> float:
+def snapping_epsilon(scale: object, lower: object, upper: object, sensitivity: object = 1) -> float:
     """Privacy of :func:`snapping_laplace`: (1 + 12 B eta)/lambda + 2 eta, rounded up.
 
     lambda = scale / sensitivity and B = (upper - lower) / (2 sensitivity).
@@ -596,9 +586,7 @@ def _snap_setup(scale, lower, upper, sensitivity):
     return lam_f, big_lambda, float(half), float(sens), float(center)
 
 
-def snapping_laplace(
-    value: float, scale: object, lower: object, upper: object, sensitivity: object = 1
-) -> float:
+def snapping_laplace(value: float, scale: object, lower: object, upper: object, sensitivity: object = 1) -> float:
     """Mironov's snapping mechanism: a Laplace(scale) release of ``value`` that resists
     the floating-point attack of Mironov 2012.
 
@@ -689,7 +677,11 @@ def _krr_from(params: KaryRRParams, codes: np.ndarray, randbytes: Callable[[int]
         raise NoiseParameterError(f"k-RR codes must lie in 0..{params.k - 1}")
     n = codes.shape[0]
     flip = _coins([params.numerator], [params.acc], n, randbytes)[:, 0]
-    other = (np.frombuffer(randbytes(n), dtype=np.uint8) % 2).astype(np.int64) if (n and params.k == 3) else np.zeros(n, np.int64)
+    other = (
+        (np.frombuffer(randbytes(n), dtype=np.uint8) % 2).astype(np.int64)
+        if (n and params.k == 3)
+        else np.zeros(n, np.int64)
+    )
     return (codes + flip * (1 + other)) % params.k
 
 

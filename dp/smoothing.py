@@ -67,6 +67,7 @@ def _values(values: object) -> np.ndarray:
 def isotonic_bounded(values: object, lower: float = 0.0, upper: float = 1.0) -> np.ndarray:
     """Euclidean projection onto {non-decreasing, lower <= F <= upper} (p = 2, leaf space)."""
     from scipy.optimize import isotonic_regression
+
     arr = _values(values)
     fitted = isotonic_regression(arr, increasing=True).x
     return np.clip(fitted, lower, upper)
@@ -75,6 +76,7 @@ def isotonic_bounded(values: object, lower: float = 0.0, upper: float = 1.0) -> 
 def _l1_isotonic(arr: np.ndarray, lower: float, upper: float) -> np.ndarray:
     import scipy.sparse as sp
     from scipy.optimize import linprog
+
     n = arr.size
     # variables [F (n), t (n)]; minimise sum t, t >= |F - y|, F_{i+1} >= F_i, lower <= F <= upper
     eye = sp.identity(n, format="csr")
@@ -100,6 +102,7 @@ def path_matrix(n_thresholds: int, rows: np.ndarray | None = None) -> sp.csr_mat
     Nodes are numbered level by level (leaves first, root last).
     """
     import scipy.sparse as sp
+
     L = tree_depth(n_thresholds)
     idx = np.arange(n_thresholds) if rows is None else np.asarray(rows)
     offsets = np.concatenate([[0], np.cumsum([1 << (L - l) for l in range(L + 1)])])
@@ -110,6 +113,7 @@ def path_matrix(n_thresholds: int, rows: np.ndarray | None = None) -> sp.csr_mat
 
 def _tree_constraints(arr: np.ndarray, rows: np.ndarray, n_total: int, lower: float, upper: float):
     import scipy.sparse as sp
+
     z = path_matrix(n_total, rows)
     m = rows.size
     blocks = []
@@ -127,11 +131,15 @@ def _tree_constraints(arr: np.ndarray, rows: np.ndarray, n_total: int, lower: fl
 def _tree_l1(arr, rows, n_total, lower, upper):
     import scipy.sparse as sp
     from scipy.optimize import linprog
+
     a, c, z = _tree_constraints(arr, rows, n_total, lower, upper)
     m = a.shape[1]
     res = linprog(
-        np.ones(2 * m), A_ub=sp.hstack([-a, a], format="csr"), b_ub=-c,
-        bounds=[(0, None)] * (2 * m), method="highs",
+        np.ones(2 * m),
+        A_ub=sp.hstack([-a, a], format="csr"),
+        b_ub=-c,
+        bounds=[(0, None)] * (2 * m),
+        method="highs",
     )
     if res.status != 0:
         raise RuntimeError(f"HiGHS failed on the p=1 tree smoothing LP: {res.message}")

@@ -400,8 +400,16 @@ def tree_mechanism(
     eta = tree_node_noise(L, scale, noise=noise, rng=rng)
     cum = exact_cum + path_sums(eta)
     return TreeRelease(
-        cum[:N], n, L, eps, float(scale), noise, "paper", rng is not None,
-        PrivacyGuarantee(eps), _node_variance(noise, scale),
+        cum[:N],
+        n,
+        L,
+        eps,
+        float(scale),
+        noise,
+        "paper",
+        rng is not None,
+        PrivacyGuarantee(eps),
+        _node_variance(noise, scale),
     )
 
 
@@ -429,8 +437,9 @@ def hierarchical_mechanism(
     nodes = dyadic_node_counts(arr)
     if L == 0:
         cum = np.array([n])
-        return TreeRelease(cum, n, 0, eps, 0.0, noise, "hierarchical", rng is not None,
-                           PrivacyGuarantee(eps), 0.0, tuple(nodes))
+        return TreeRelease(
+            cum, n, 0, eps, 0.0, noise, "hierarchical", rng is not None, PrivacyGuarantee(eps), 0.0, tuple(nodes)
+        )
     if noise == "laplace" and rng is None:
         snapped, lam, guarantee = _snap_nodes(nodes, n, eps, 2 * L, L)
         noisy = snapped[:-1] + [np.array([float(n)])]
@@ -445,8 +454,7 @@ def hierarchical_mechanism(
         cum = consistent_prefix_sums(noisy, [var] * L + [0.0])
     else:
         cum = dyadic_prefix_sums(noisy)
-    return TreeRelease(cum[:N], n, L, eps, scale, noise, "hierarchical", simulated,
-                       guarantee, var, tuple(noisy))
+    return TreeRelease(cum[:N], n, L, eps, scale, noise, "hierarchical", simulated, guarantee, var, tuple(noisy))
 
 
 # --------------------------------------------------------------------------

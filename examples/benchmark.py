@@ -72,10 +72,18 @@ def party(role: str, port: int, spec: str, executions: int, simd: int, seed: int
         want = circuit.evaluate_bits([g_in.get(g.name, e_in.get(g.name)) for g in circuit.inputs])
         ok &= all(np.array_equal(a, b) for a, b in zip(res.output_bits, want))
     ch.close()
-    return {"role": role, "circuit": circuit.name, "and_gates": circuit.n_and, "first_ms": 1e3 * first_s,
-            "amortized_ms": 1e3 * wall, "median_ms": 1e3 * statistics.median(per) if per else None,
-            "cpu_ms": 1e3 * cpu, "simd": simd, "simd_ms_per_instance": 1e3 * r.seconds / simd,
-            "check": ok}
+    return {
+        "role": role,
+        "circuit": circuit.name,
+        "and_gates": circuit.n_and,
+        "first_ms": 1e3 * first_s,
+        "amortized_ms": 1e3 * wall,
+        "median_ms": 1e3 * statistics.median(per) if per else None,
+        "cpu_ms": 1e3 * cpu,
+        "simd": simd,
+        "simd_ms_per_instance": 1e3 * r.seconds / simd,
+        "check": ok,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -93,9 +101,23 @@ def main(argv: list[str] | None = None) -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    cmd = [sys.executable, __file__, "--circuit", args.circuit, "--executions", str(args.executions),
-           "--simd", str(args.simd), "--port", str(port), "--seed", str(args.seed)]
-    procs = [subprocess.Popen(cmd + ["--role", role], stdout=subprocess.PIPE, text=True) for role in ("garbler", "evaluator")]
+    cmd = [
+        sys.executable,
+        __file__,
+        "--circuit",
+        args.circuit,
+        "--executions",
+        str(args.executions),
+        "--simd",
+        str(args.simd),
+        "--port",
+        str(port),
+        "--seed",
+        str(args.seed),
+    ]
+    procs = [
+        subprocess.Popen(cmd + ["--role", role], stdout=subprocess.PIPE, text=True) for role in ("garbler", "evaluator")
+    ]
     try:
         outs = [p.communicate(timeout=600)[0] for p in procs]
         if any(p.returncode for p in procs):
@@ -108,9 +130,11 @@ def main(argv: list[str] | None = None) -> int:
     g, e = rows
     print(f"{g['circuit']} ({g['and_gates']} AND gates), two processes on loopback, load {os.getloadavg()[0]:.2f}")
     print(f"  first execution (handshake, base OTs, one execution): {max(g['first_ms'], e['first_ms']):.1f} ms")
-    print(f"  amortized over {args.executions - 1} executions: {max(g['amortized_ms'], e['amortized_ms']):.2f} ms "
-          f"(median {max(g['median_ms'], e['median_ms']):.2f} ms); CPU per execution garbler {g['cpu_ms']:.2f} ms, "
-          f"evaluator {e['cpu_ms']:.2f} ms")
+    print(
+        f"  amortized over {args.executions - 1} executions: {max(g['amortized_ms'], e['amortized_ms']):.2f} ms "
+        f"(median {max(g['median_ms'], e['median_ms']):.2f} ms); CPU per execution garbler {g['cpu_ms']:.2f} ms, "
+        f"evaluator {e['cpu_ms']:.2f} ms"
+    )
     print(f"  SIMD x{args.simd}: {max(g['simd_ms_per_instance'], e['simd_ms_per_instance']):.3f} ms per instance")
     print(f"  outputs checked against the plaintext circuit: {g['check'] and e['check']}")
     return 0 if g["check"] and e["check"] else 1

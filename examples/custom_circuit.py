@@ -65,10 +65,18 @@ def main() -> int:
     port = _free_port()
     cli = [sys.executable, "-m", "pairwise", "2pc"]
     common = ["--circuit", spec, "--json", "--timeout", "60", "--connect-timeout", "60"]
-    garbler = subprocess.Popen(cli + ["garbler", "--listen", f"127.0.0.1:{port}", "--input", "x=" + ",".join(map(str, x))]
-                               + common, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    evaluator = subprocess.Popen(cli + ["evaluator", "--connect", f"127.0.0.1:{port}", "--input", "y=" + ",".join(map(str, y))]
-                                 + common, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    garbler = subprocess.Popen(
+        cli + ["garbler", "--listen", f"127.0.0.1:{port}", "--input", "x=" + ",".join(map(str, x))] + common,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    evaluator = subprocess.Popen(
+        cli + ["evaluator", "--connect", f"127.0.0.1:{port}", "--input", "y=" + ",".join(map(str, y))] + common,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     results = {}
     for role, proc in (("garbler", garbler), ("evaluator", evaluator)):
         try:
@@ -82,8 +90,10 @@ def main() -> int:
         results[role] = json.loads(out.strip().splitlines()[-1])
     want = sum(a * b for a, b in zip(x, y))
     for role, r in results.items():
-        print(f"{role:<9} dot = {r['named_outputs']['dot']}  ({r['and_gates']} AND gates, "
-              f"{r['bytes_sent']} bytes sent, {r['seconds'] * 1e3:.0f} ms)")
+        print(
+            f"{role:<9} dot = {r['named_outputs']['dot']}  ({r['and_gates']} AND gates, "
+            f"{r['bytes_sent']} bytes sent, {r['seconds'] * 1e3:.0f} ms)"
+        )
         assert r["named_outputs"]["dot"] == want, (role, r["named_outputs"], want)
     print(f"plaintext dot = {want}: both parties agree with it")
     return 0

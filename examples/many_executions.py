@@ -61,8 +61,10 @@ def garbler(port: int, executions: int) -> None:
         per = (time.perf_counter() - t0) / executions
         r = session.run(circuit, [key] * 100)  # one SIMD execution of 100 instances
         assert [int(v) for v in r.outputs[0]] == [aes(key, demo_block("simd", j)) for j in range(100)]
-        print(f"garbler: {executions} executions, {per * 1e3:.2f} ms each; SIMD x100 in {r.seconds * 1e3:.0f} ms; "
-              f"all outputs equal cryptography's AES")
+        print(
+            f"garbler: {executions} executions, {per * 1e3:.2f} ms each; SIMD x100 in {r.seconds * 1e3:.0f} ms; "
+            f"all outputs equal cryptography's AES"
+        )
 
 
 def evaluator(port: int, executions: int) -> None:
@@ -78,8 +80,10 @@ def evaluator(port: int, executions: int) -> None:
             sent += r.bytes_sent
         r = session.run(circuit, [demo_block("simd", j) for j in range(100)])
         assert [int(v) for v in r.outputs[0]] == [aes(key, demo_block("simd", j)) for j in range(100)]
-        print(f"evaluator: {executions} executions, {sent / executions:.0f} bytes sent per execution "
-              f"(header, correction bits, output bits, IKNP batches)")
+        print(
+            f"evaluator: {executions} executions, {sent / executions:.0f} bytes sent per execution "
+            f"(header, correction bits, output bits, IKNP batches)"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -97,8 +101,9 @@ def main(argv: list[str] | None = None) -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    child = subprocess.Popen([sys.executable, __file__, "--role", "evaluator", "--port", str(port),
-                              "--executions", str(args.executions)])
+    child = subprocess.Popen(
+        [sys.executable, __file__, "--role", "evaluator", "--port", str(port), "--executions", str(args.executions)]
+    )
     try:
         garbler(port, args.executions)
         return child.wait(timeout=120)

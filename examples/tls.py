@@ -44,8 +44,10 @@ def garbler(port: int, certs: str) -> None:
     tls = TLSConfig(certs, "alice")
     with pairwise.TCPChannel.listen("127.0.0.1", port, timeout=60, tls=tls, peer_names="bob") as ch:
         r = GarblerSession(ch, extra=circuit_digest(circuit)).run(circuit, {"x": 1234})
-        print(f"garbler alice: |x - y| = {r.outputs[0]}, peer {ch.peer_identity.name!r} "
-              f"(certificate role {ch.peer_identity.role!r}), TLS: {ch.secure}")
+        print(
+            f"garbler alice: |x - y| = {r.outputs[0]}, peer {ch.peer_identity.name!r} "
+            f"(certificate role {ch.peer_identity.role!r}), TLS: {ch.secure}"
+        )
         assert r.outputs[0] == abs(1234 - 987)
 
 
@@ -73,8 +75,9 @@ def main(argv: list[str] | None = None) -> int:
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
-        child = subprocess.Popen([sys.executable, __file__, "--role", "evaluator", "--port", str(port),
-                                  "--certs", certs])
+        child = subprocess.Popen(
+            [sys.executable, __file__, "--role", "evaluator", "--port", str(port), "--certs", certs]
+        )
         try:
             garbler(port, certs)
             return child.wait(timeout=120)

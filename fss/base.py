@@ -93,15 +93,23 @@ class FSSKeyBatch:
     KIND: ClassVar[int]
     KEY_CLASS: ClassVar[type[FSSKey]]
 
-    def __init__(self, party: int, n: int, l: int, seeds: np.ndarray, scw: np.ndarray,
-                 tcw: np.ndarray, fcw: np.ndarray, vcw: np.ndarray | None = None,
-                 ccw: np.ndarray | None = None) -> None:
+    def __init__(
+        self,
+        party: int,
+        n: int,
+        l: int,
+        seeds: np.ndarray,
+        scw: np.ndarray,
+        tcw: np.ndarray,
+        fcw: np.ndarray,
+        vcw: np.ndarray | None = None,
+        ccw: np.ndarray | None = None,
+    ) -> None:
         if party not in (0, 1):
             raise FSSParameterError(f"party must be 0 or 1, got {party}")
         lay = key_layout(self.KIND, n, l)
         K = seeds.shape[0]
-        shapes = {"seeds": (seeds, (K, 2)), "scw": (scw, (n, 2, K)), "tcw": (tcw, (n, 2, K)),
-                  "fcw": (fcw, (K,))}
+        shapes = {"seeds": (seeds, (K, 2)), "scw": (scw, (n, 2, K)), "tcw": (tcw, (n, 2, K)), "fcw": (fcw, (K,))}
         if self.KIND == KIND_DCF:
             if vcw is None:
                 raise FSSParameterError("a DCF key batch needs value corrections vcw")
@@ -143,14 +151,20 @@ class FSSKeyBatch:
         return self.seeds.shape[0]
 
     def __repr__(self) -> str:
-        return (f"{type(self).__name__}(party={self.party}, n={self.n}, l={self.l}, "
-                f"keys={len(self)})")
+        return f"{type(self).__name__}(party={self.party}, n={self.n}, l={self.l}, keys={len(self)})"
 
     def _take(self, idx) -> FSSKeyBatch:
-        return type(self)(self.party, self.n, self.l, self.seeds[idx], self.scw[:, :, idx],
-                          self.tcw[:, :, idx], self.fcw[idx],
-                          None if self.vcw is None else self.vcw[:, idx],
-                          None if self.ccw is None else self.ccw[idx])
+        return type(self)(
+            self.party,
+            self.n,
+            self.l,
+            self.seeds[idx],
+            self.scw[:, :, idx],
+            self.tcw[:, :, idx],
+            self.fcw[idx],
+            None if self.vcw is None else self.vcw[:, idx],
+            None if self.ccw is None else self.ccw[idx],
+        )
 
     def __getitem__(self, item):
         if isinstance(item, (int, np.integer)):
@@ -175,13 +189,17 @@ class FSSKeyBatch:
         for b in batches:
             if not isinstance(b, cls) or (b.party, b.n, b.l) != (b0.party, b0.n, b0.l):
                 raise FSSParameterError("concat needs batches of one kind, party, n and l")
-        return cls(b0.party, b0.n, b0.l,
-                   np.concatenate([b.seeds for b in batches]),
-                   np.concatenate([b.scw for b in batches], axis=2),
-                   np.concatenate([b.tcw for b in batches], axis=2),
-                   np.concatenate([b.fcw for b in batches]),
-                   None if b0.vcw is None else np.concatenate([b.vcw for b in batches], axis=1),
-                   None if b0.ccw is None else np.concatenate([b.ccw for b in batches]))
+        return cls(
+            b0.party,
+            b0.n,
+            b0.l,
+            np.concatenate([b.seeds for b in batches]),
+            np.concatenate([b.scw for b in batches], axis=2),
+            np.concatenate([b.tcw for b in batches], axis=2),
+            np.concatenate([b.fcw for b in batches]),
+            None if b0.vcw is None else np.concatenate([b.vcw for b in batches], axis=1),
+            None if b0.ccw is None else np.concatenate([b.ccw for b in batches]),
+        )
 
     @classmethod
     def from_keys(cls, keys: Sequence[FSSKey]) -> FSSKeyBatch:
@@ -191,8 +209,9 @@ class FSSKeyBatch:
     # ------------------------------------------------------------------ bytes
     def to_bytes_array(self) -> np.ndarray:
         """(K, key_bytes) uint8 array, row k = the serialized key k."""
-        return encode_keys(self.KIND, self.party, self.n, self.l, self.seeds, self.scw,
-                           self.tcw, self.fcw, self.vcw, self.ccw)
+        return encode_keys(
+            self.KIND, self.party, self.n, self.l, self.seeds, self.scw, self.tcw, self.fcw, self.vcw, self.ccw
+        )
 
     def to_bytes_list(self) -> list[bytes]:
         """The serialized keys, one ``bytes`` per key."""
@@ -203,8 +222,9 @@ class FSSKeyBatch:
         return cls(d.party, d.n, d.l, d.seeds, d.scw, d.tcw, d.fcw, d.vcw, d.ccw)
 
     @classmethod
-    def from_bytes_list(cls, blobs: Sequence[bytes], *, n: int | None = None, l: int | None = None,
-                        party: int | None = None) -> FSSKeyBatch:
+    def from_bytes_list(
+        cls, blobs: Sequence[bytes], *, n: int | None = None, l: int | None = None, party: int | None = None
+    ) -> FSSKeyBatch:
         """Parse serialized keys into a batch (vectorized).
 
         n, l and party default to those of the first key; every key must
@@ -215,8 +235,9 @@ class FSSKeyBatch:
         return cls._from_decoded(d)
 
     @classmethod
-    def parse_valid(cls, blobs: Sequence[bytes], *, n: int, l: int, party: int
-                    ) -> tuple[FSSKeyBatch, list[int], dict[int, KeyFormatError]]:
+    def parse_valid(
+        cls, blobs: Sequence[bytes], *, n: int, l: int, party: int
+    ) -> tuple[FSSKeyBatch, list[int], dict[int, KeyFormatError]]:
         """Parse the well-formed keys and report the others.
 
         Returns ``(batch, kept, rejected)``: ``batch[j]`` is ``blobs[kept[j]]``
@@ -240,8 +261,9 @@ class FSSKeyBatch:
             return validate_point(x, self.n)
         return points_array(x, self.n)
 
-    def eval(self, x: IntLike | IntArrayLike, *, chunk: int | None = DEFAULT_CHUNK,
-             aes: FixedKeyAES | None = None) -> np.ndarray:
+    def eval(
+        self, x: IntLike | IntArrayLike, *, chunk: int | None = DEFAULT_CHUNK, aes: FixedKeyAES | None = None
+    ) -> np.ndarray:
         """Party shares of every key at x: an int (all keys at one point) or an array of K points.
 
         Returns a (K,) uint64 array of shares in [0, 2^l).  Vectorized across
@@ -260,14 +282,16 @@ class FSSKeyBatch:
             out[sl] = self._walk(pts if isinstance(pts, int) else pts[sl], sl, aes)
         return out
 
-    def eval_sum(self, x: IntLike | IntArrayLike, *, chunk: int | None = DEFAULT_CHUNK,
-                 aes: FixedKeyAES | None = None) -> int:
+    def eval_sum(
+        self, x: IntLike | IntArrayLike, *, chunk: int | None = DEFAULT_CHUNK, aes: FixedKeyAES | None = None
+    ) -> int:
         """This party's share of sum_k f_k(x) mod 2^l (an int)."""
         shares = self.eval(x, chunk=chunk, aes=aes)
         return int(np.sum(shares, dtype=np.uint64)) & ((1 << self.l) - 1)
 
-    def eval_sums(self, xs: IntArrayLike, *, chunk: int | None = DEFAULT_CHUNK,
-                  aes: FixedKeyAES | None = None) -> np.ndarray:
+    def eval_sums(
+        self, xs: IntArrayLike, *, chunk: int | None = DEFAULT_CHUNK, aes: FixedKeyAES | None = None
+    ) -> np.ndarray:
         """Shares of sum_k f_k(x) mod 2^l for each x in ``xs`` ((m,) uint64)."""
         pts = points_array(xs, self.n)
         return np.array([self.eval_sum(int(x), chunk=chunk, aes=aes) for x in pts], dtype=np.uint64)
@@ -310,8 +334,14 @@ class FSSKey:
         return self.batch.to_bytes_array()[0].tobytes()
 
     @classmethod
-    def from_bytes(cls, data: bytes | bytearray | memoryview, *, n: int | None = None,
-                   l: int | None = None, party: int | None = None) -> FSSKey:
+    def from_bytes(
+        cls,
+        data: bytes | bytearray | memoryview,
+        *,
+        n: int | None = None,
+        l: int | None = None,
+        party: int | None = None,
+    ) -> FSSKey:
         """Parse one key; raises :class:`KeyFormatError` if it is malformed."""
         if not isinstance(data, (bytes, bytearray, memoryview)):
             raise KeyFormatError(f"key must be bytes, got {type(data).__name__}")
@@ -327,8 +357,9 @@ class FSSKey:
         x = validate_point(x, self.n)
         return int(self.batch._walk(x, None, aes)[0])
 
-    def eval_many(self, xs: IntArrayLike, *, chunk: int | None = DEFAULT_CHUNK,
-                  aes: FixedKeyAES | None = None) -> np.ndarray:
+    def eval_many(
+        self, xs: IntArrayLike, *, chunk: int | None = DEFAULT_CHUNK, aes: FixedKeyAES | None = None
+    ) -> np.ndarray:
         """Shares of f at every point of ``xs`` ((m,) uint64), vectorized across points."""
         pts = points_array(xs, self.n)
         m = pts.shape[0]

@@ -72,8 +72,15 @@ def _check_comparison(comparison: str) -> str:
     return comparison
 
 
-def _dcf_gen_from_roots(alphas: np.ndarray, betas: np.ndarray, n: int, l: int, comparison: str,
-                        roots: np.ndarray, aes: FixedKeyAES | None = None):
+def _dcf_gen_from_roots(
+    alphas: np.ndarray,
+    betas: np.ndarray,
+    n: int,
+    l: int,
+    comparison: str,
+    roots: np.ndarray,
+    aes: FixedKeyAES | None = None,
+):
     """Gen of BCGGIKR21 Fig. 1 for K keys from given root seeds roots (2, K, 2).
 
     Returns (scw (n,K,2), vcw (n,K), tcw (n,K,2) uint8, fcw (K,)), values
@@ -100,8 +107,8 @@ def _dcf_gen_from_roots(alphas: np.ndarray, betas: np.ndarray, n: int, l: int, c
         a = (alphas >> np.uint64(n - 1 - i)) & _ONE
         am = np.negative(a)  # all ones where Keep = R (alpha_i = 1), i.e. Lose = L
         (l0, h0), (l1, h1), (vL, vR) = [
-            (lo.reshape(2, K), hi.reshape(2, K))
-            for lo, hi in expand_words(S_lo.reshape(-1), S_hi.reshape(-1), 3, aes)]
+            (lo.reshape(2, K), hi.reshape(2, K)) for lo, hi in expand_words(S_lo.reshape(-1), S_hi.reshape(-1), 3, aes)
+        ]
         tL = l0 & _ONE
         tR = l1 & _ONE
         l0 &= LSB_CLEAR
@@ -149,12 +156,20 @@ def _dcf_gen_chunked(alphas, betas, n, l, comparison, roots, aes):
     for c0 in range(0, K, GEN_CHUNK):
         sl = slice(c0, min(K, c0 + GEN_CHUNK))
         scw[:, :, sl], vcw[:, sl], tcw[:, :, sl], fcw[sl] = _dcf_gen_from_roots(
-            alphas[sl], betas[sl], n, l, comparison, roots[:, sl], aes)
+            alphas[sl], betas[sl], n, l, comparison, roots[:, sl], aes
+        )
     return scw, vcw, tcw, fcw
 
 
-def dcf_gen_batch(alphas: IntArrayLike, betas: IntLike | IntArrayLike, n: int, l: int, *, comparison: str = "lt",
-                  aes: FixedKeyAES | None = None) -> tuple[DCFKeyBatch, DCFKeyBatch]:
+def dcf_gen_batch(
+    alphas: IntArrayLike,
+    betas: IntLike | IntArrayLike,
+    n: int,
+    l: int,
+    *,
+    comparison: str = "lt",
+    aes: FixedKeyAES | None = None,
+) -> tuple[DCFKeyBatch, DCFKeyBatch]:
     """Keys for K comparison functions f_k(x) = betas[k] * [x CMP alphas[k]] mod 2^l.
 
     ``betas`` is one integer for all keys or one per key, in (-2^l, 2^l).
@@ -168,12 +183,15 @@ def dcf_gen_batch(alphas: IntArrayLike, betas: IntLike | IntArrayLike, n: int, l
     roots = random_blocks(2, a.shape[0])
     scw, vcw, tcw, fcw = _dcf_gen_chunked(a, b, n, l, comparison, roots, aes)
     # separate copies: party b's batch must not reference the other party's root seeds
-    return (DCFKeyBatch(0, n, l, roots[0].copy(), scw, tcw, fcw, vcw),
-            DCFKeyBatch(1, n, l, roots[1].copy(), scw, tcw, fcw, vcw))
+    return (
+        DCFKeyBatch(0, n, l, roots[0].copy(), scw, tcw, fcw, vcw),
+        DCFKeyBatch(1, n, l, roots[1].copy(), scw, tcw, fcw, vcw),
+    )
 
 
-def dcf_gen(alpha: int, beta: int, n: int, l: int, *, comparison: str = "lt",
-            aes: FixedKeyAES | None = None) -> tuple[DCFKey, DCFKey]:
+def dcf_gen(
+    alpha: int, beta: int, n: int, l: int, *, comparison: str = "lt", aes: FixedKeyAES | None = None
+) -> tuple[DCFKey, DCFKey]:
     """Keys (k_0, k_1) of f(x) = beta * [x CMP alpha] (default x < alpha), outputs mod 2^l."""
     n, l = validate_params(n, l)
     alpha = validate_point(alpha, n, "alpha")
@@ -242,7 +260,6 @@ class DCFKeyBatch(FSSKeyBatch):
         V &= self.mask
         return V
 
-
     def full_domain_sum(self, *, aes: FixedKeyAES | None = None) -> np.ndarray:
         """(2^n,) this party's share of sum_k f_k(x) mod 2^l at every x (n <= DCF_FULL_DOMAIN_MAX_BITS).
 
@@ -258,7 +275,8 @@ class DCFKeyBatch(FSSKeyBatch):
         n = self.n
         if n > DCF_FULL_DOMAIN_MAX_BITS:
             raise FSSParameterError(
-                f"full-domain DCF evaluation of an n={n}-bit domain is limited to n <= {DCF_FULL_DOMAIN_MAX_BITS}")
+                f"full-domain DCF evaluation of an n={n}-bit domain is limited to n <= {DCF_FULL_DOMAIN_MAX_BITS}"
+            )
         K = len(self)
         acc = np.zeros(1 << n, dtype=np.uint64)
         per = max(1, (1 << 16) >> n)

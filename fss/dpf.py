@@ -85,8 +85,8 @@ def _tree_gen(alphas: np.ndarray, n: int, roots: np.ndarray, aes: FixedKeyAES | 
         a = (alphas >> np.uint64(n - 1 - i)) & _ONE
         am = np.negative(a)  # all ones where Keep = R (alpha_i = 1)
         (l0, h0), (l1, h1) = [
-            (lo.reshape(2, K), hi.reshape(2, K))
-            for lo, hi in expand_words(S_lo.reshape(-1), S_hi.reshape(-1), 2, aes)]
+            (lo.reshape(2, K), hi.reshape(2, K)) for lo, hi in expand_words(S_lo.reshape(-1), S_hi.reshape(-1), 2, aes)
+        ]
         tL = l0 & _ONE
         tR = l1 & _ONE
         l0 &= LSB_CLEAR
@@ -112,8 +112,9 @@ def _tree_gen(alphas: np.ndarray, n: int, roots: np.ndarray, aes: FixedKeyAES | 
     return scw, tcw, S_lo, S_hi, T
 
 
-def _dpf_gen_from_roots(alphas: np.ndarray, betas: np.ndarray, n: int, l: int, roots: np.ndarray,
-                        aes: FixedKeyAES | None = None):
+def _dpf_gen_from_roots(
+    alphas: np.ndarray, betas: np.ndarray, n: int, l: int, roots: np.ndarray, aes: FixedKeyAES | None = None
+):
     """Gen of BGI16 Fig. 1 for K keys from given root seeds roots (2, K, 2).
 
     Returns (scw (n,K,2), tcw (n,K,2) uint8, fcw (K,)); deterministic in the
@@ -126,8 +127,9 @@ def _dpf_gen_from_roots(alphas: np.ndarray, betas: np.ndarray, n: int, l: int, r
     return scw, tcw, fcw
 
 
-def dpf_gen_batch(alphas: IntArrayLike, betas: IntLike | IntArrayLike, n: int, l: int, *,
-                  aes: FixedKeyAES | None = None) -> tuple[DPFKeyBatch, DPFKeyBatch]:
+def dpf_gen_batch(
+    alphas: IntArrayLike, betas: IntLike | IntArrayLike, n: int, l: int, *, aes: FixedKeyAES | None = None
+) -> tuple[DPFKeyBatch, DPFKeyBatch]:
     """Keys for K point functions f_k(x) = betas[k] * [x == alphas[k]] mod 2^l.
 
     ``betas`` is one integer for all keys or one per key, in (-2^l, 2^l)
@@ -149,12 +151,10 @@ def dpf_gen_batch(alphas: IntArrayLike, betas: IntLike | IntArrayLike, n: int, l
             sl = slice(c0, min(K, c0 + GEN_CHUNK))
             scw[:, :, sl], tcw[:, :, sl], fcw[sl] = _dpf_gen_from_roots(a[sl], b[sl], n, l, roots[:, sl], aes)
     # separate copies: party b's batch must not reference the other party's root seeds
-    return (DPFKeyBatch(0, n, l, roots[0].copy(), scw, tcw, fcw),
-            DPFKeyBatch(1, n, l, roots[1].copy(), scw, tcw, fcw))
+    return (DPFKeyBatch(0, n, l, roots[0].copy(), scw, tcw, fcw), DPFKeyBatch(1, n, l, roots[1].copy(), scw, tcw, fcw))
 
 
-def dpf_gen(alpha: int, beta: int, n: int, l: int, *, aes: FixedKeyAES | None = None
-            ) -> tuple[DPFKey, DPFKey]:
+def dpf_gen(alpha: int, beta: int, n: int, l: int, *, aes: FixedKeyAES | None = None) -> tuple[DPFKey, DPFKey]:
     """Keys (k_0, k_1) of f(x) = beta * [x == alpha] over n-bit x, outputs mod 2^l."""
     n, l = validate_params(n, l)
     alpha = validate_point(alpha, n, "alpha")
@@ -175,8 +175,9 @@ class DPFKeyBatch(FSSKeyBatch):
         """
         return s_hi
 
-    def _outputs(self, s_lo: np.ndarray, s_hi: np.ndarray, T: np.ndarray, fcw: np.ndarray,
-                 aes: FixedKeyAES | None) -> np.ndarray:
+    def _outputs(
+        self, s_lo: np.ndarray, s_hi: np.ndarray, T: np.ndarray, fcw: np.ndarray, aes: FixedKeyAES | None
+    ) -> np.ndarray:
         """(-1)^b [Convert(s) + t CW^(n+1)] mod 2^l at leaves (s, t); ``fcw`` broadcasts against them."""
         V = self._leaf_values(s_lo, s_hi, aes) + (np.negative(T) & fcw)
         if self.party:
@@ -265,7 +266,8 @@ class DPFKeyBatch(FSSKeyBatch):
         if self.n > FULL_DOMAIN_MAX_BITS:
             raise FSSParameterError(
                 f"full-domain evaluation of an n={self.n}-bit domain would produce 2^{self.n} "
-                f"outputs; it is limited to n <= {FULL_DOMAIN_MAX_BITS}")
+                f"outputs; it is limited to n <= {FULL_DOMAIN_MAX_BITS}"
+            )
 
     def full_domain(self, *, aes: FixedKeyAES | None = None) -> np.ndarray:
         """(K, 2^n) shares of every key at every point (row k, column x)."""

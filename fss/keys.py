@@ -95,8 +95,7 @@ class KeyFormatError(PairwiseError, ValueError):
     each of them to its message, so a server can reject exactly those clients.
     """
 
-    def __init__(self, message: str, index: int | None = None,
-                 reasons: dict[int, str] | None = None) -> None:
+    def __init__(self, message: str, index: int | None = None, reasons: dict[int, str] | None = None) -> None:
         super().__init__(message)
         self.index = index
         self.reasons = dict(reasons or {})
@@ -104,6 +103,7 @@ class KeyFormatError(PairwiseError, ValueError):
 
 
 # --------------------------------------------------------------------------- parameters
+
 
 def _as_int(value: object, what: str) -> int:
     return check_int(value, what, error=FSSParameterError)
@@ -152,8 +152,7 @@ def points_array(xs: object, n: int, what: str = "evaluation points") -> np.ndar
         raise FSSParameterError(f"{what} must be one-dimensional, got shape {arr.shape}")
     if n < 64 and arr.size and int(arr.max()) >> n:
         bad = int(np.flatnonzero(arr >> np.uint64(n))[0])
-        raise FSSParameterError(
-            f"{what}[{bad}] = {int(arr[bad])} is outside [0, 2^{n}) (a domain of n = {n} bits)")
+        raise FSSParameterError(f"{what}[{bad}] = {int(arr[bad])} is outside [0, 2^{n}) (a domain of n = {n} bits)")
     return arr
 
 
@@ -170,8 +169,7 @@ def betas_array(betas: Any, l: int, count: int) -> np.ndarray:
         return np.full(count, b % (1 << l), dtype=np.uint64)
     arr = np.asarray(betas)
     if arr.shape != (count,):
-        raise FSSParameterError(
-            f"beta must be a scalar or have one entry per alpha ({count}), got shape {arr.shape}")
+        raise FSSParameterError(f"beta must be a scalar or have one entry per alpha ({count}), got shape {arr.shape}")
     if arr.dtype.kind == "u":
         a = arr.astype(np.uint64)
         if l < 64 and count and int(a.max()) >> l:
@@ -203,7 +201,8 @@ def _check_beta(b: int, l: int, k: int | None) -> None:
     if not -(1 << l) < b < (1 << l):
         where = "beta" if k is None else f"beta[{k}]"
         raise FSSParameterError(
-            f"{where} = {b} is outside (-2^{l}, 2^{l}); outputs live in Z_2^{l}, reduce it mod 2^{l} first")
+            f"{where} = {b} is outside (-2^{l}, 2^{l}); outputs live in Z_2^{l}, reduce it mod 2^{l} first"
+        )
 
 
 def _mask(l: int) -> np.uint64:
@@ -216,6 +215,7 @@ def format_version(kind: int) -> int:
 
 
 # --------------------------------------------------------------------------- layout
+
 
 @dataclass(frozen=True)
 class KeyLayout:
@@ -290,9 +290,19 @@ def vdpf_key_bytes(n: int, l: int) -> int:
 
 # --------------------------------------------------------------------------- encode
 
-def encode_keys(kind: int, party: int, n: int, l: int, seeds: np.ndarray, scw: np.ndarray,
-                tcw: np.ndarray, fcw: np.ndarray, vcw: np.ndarray | None = None,
-                ccw: np.ndarray | None = None) -> np.ndarray:
+
+def encode_keys(
+    kind: int,
+    party: int,
+    n: int,
+    l: int,
+    seeds: np.ndarray,
+    scw: np.ndarray,
+    tcw: np.ndarray,
+    fcw: np.ndarray,
+    vcw: np.ndarray | None = None,
+    ccw: np.ndarray | None = None,
+) -> np.ndarray:
     """Serialize K keys given as arrays into a (K, size) uint8 array, one key per row.
 
     seeds (K, 2) uint64; scw (n, 2, K) uint64 (low/high word planes); tcw (n, 2, K)
@@ -334,7 +344,7 @@ def encode_keys(kind: int, party: int, n: int, l: int, seeds: np.ndarray, scw: n
 
 def _col(raw: np.ndarray, off: int, width: int) -> np.ndarray:
     """Column view (K,) of fixed-width ``void`` elements at byte offset ``off`` of each row."""
-    return raw[:, off:off + width].view(f"V{width}")[:, 0]
+    return raw[:, off : off + width].view(f"V{width}")[:, 0]
 
 
 def _as_le(arr: np.ndarray) -> np.ndarray:
@@ -348,6 +358,7 @@ def _low_bytes(words: np.ndarray, w: int) -> np.ndarray:
 
 
 # --------------------------------------------------------------------------- decode
+
 
 @dataclass
 class DecodedKeys:
@@ -365,8 +376,7 @@ class DecodedKeys:
     ccw: np.ndarray | None = None  # (K, 4, 2) uint64, VDPF only
 
 
-def _header_problem(blob: bytes, kind: int, n: int | None, l: int | None,
-                    party: int | None) -> str | None:
+def _header_problem(blob: bytes, kind: int, n: int | None, l: int | None, party: int | None) -> str | None:
     """Why a key's header or length is unacceptable (None if fine)."""
     name = KIND_NAMES[kind]
     if len(blob) < HEADER_BYTES:
@@ -378,8 +388,11 @@ def _header_problem(blob: bytes, kind: int, n: int | None, l: int | None,
         return f"unsupported key format version {ver} (this library reads version {_VERSIONS[kind]})"
     if k != kind:
         other = KIND_NAMES.get(k)
-        return (f"this is a {other} key, expected a {name} key" if other
-                else f"unknown key kind byte {k}, expected {kind} ({name})")
+        return (
+            f"this is a {other} key, expected a {name} key"
+            if other
+            else f"unknown key kind byte {k}, expected {kind} ({name})"
+        )
     if b not in (0, 1):
         return f"party byte is {b}, must be 0 or 1"
     if not 1 <= kn <= MAX_BITS:
@@ -406,7 +419,7 @@ def _canonical_problems(raw: np.ndarray, lay: KeyLayout) -> dict[int, str]:
     K = raw.shape[0]
     if K == 0:
         return problems
-    levels = raw[:, lay.levels_offset:lay.bits_offset].reshape(K, lay.n, lay.level_bytes)
+    levels = raw[:, lay.levels_offset : lay.bits_offset].reshape(K, lay.n, lay.level_bytes)
     bad = np.flatnonzero((levels[:, :, 0] & 1).any(axis=1))
     for r in bad:
         problems.setdefault(int(r), "a seed correction has its lowest bit set (not canonical)")
@@ -415,25 +428,35 @@ def _canonical_problems(raw: np.ndarray, lay: KeyLayout) -> dict[int, str]:
         if lay.kind == KIND_DCF:
             bad = np.flatnonzero((levels[:, :, -1] & top).any(axis=1))
             for r in bad:
-                problems.setdefault(int(r), f"a value correction has bits set above bit {lay.l - 1} (not reduced mod 2^{lay.l})")
+                problems.setdefault(
+                    int(r), f"a value correction has bits set above bit {lay.l - 1} (not reduced mod 2^{lay.l})"
+                )
         bad = np.flatnonzero(raw[:, -1] & top)
         for r in bad:
-            problems.setdefault(int(r), f"the output correction has bits set above bit {lay.l - 1} (not reduced mod 2^{lay.l})")
+            problems.setdefault(
+                int(r), f"the output correction has bits set above bit {lay.l - 1} (not reduced mod 2^{lay.l})"
+            )
     if (2 * lay.n) % 8:
         top = np.uint8((0xFF << ((2 * lay.n) % 8)) & 0xFF)
         bad = np.flatnonzero(raw[:, lay.final_offset - 1] & top)
         for r in bad:
             problems.setdefault(int(r), "padding bits after the control-bit corrections are not zero")
     if lay.kind == KIND_VDPF:
-        bad = np.flatnonzero(~raw[:, lay.check_offset:lay.check_offset + CHECK_BYTES].any(axis=1))
+        bad = np.flatnonzero(~raw[:, lay.check_offset : lay.check_offset + CHECK_BYTES].any(axis=1))
         for r in bad:
             problems.setdefault(int(r), "the check correction is all zero (never so in an honest VDPF key)")
     return problems
 
 
-def decode_keys(blobs: Sequence[bytes | bytearray | memoryview], kind: int, *, n: int | None = None,
-                l: int | None = None, party: int | None = None,
-                collect: bool = False) -> tuple[DecodedKeys, list[int], dict[int, KeyFormatError]]:
+def decode_keys(
+    blobs: Sequence[bytes | bytearray | memoryview],
+    kind: int,
+    *,
+    n: int | None = None,
+    l: int | None = None,
+    party: int | None = None,
+    collect: bool = False,
+) -> tuple[DecodedKeys, list[int], dict[int, KeyFormatError]]:
     """Parse serialized keys into arrays (vectorized over keys).
 
     All keys must share kind, party, n and l; any of n, l, party left ``None``

@@ -64,8 +64,9 @@ def expand(seeds: np.ndarray, with_values: bool, aes: FixedKeyAES | None = None)
     return sL, tL, sR, tR, None, None
 
 
-def expand_words(s_lo: np.ndarray, s_hi: np.ndarray, nblocks: int, aes: FixedKeyAES | None = None
-                 ) -> list[tuple[np.ndarray, np.ndarray]]:
+def expand_words(
+    s_lo: np.ndarray, s_hi: np.ndarray, nblocks: int, aes: FixedKeyAES | None = None
+) -> list[tuple[np.ndarray, np.ndarray]]:
     """B_j = H(s, j) for j < nblocks on word planes: ``[(lo_0, hi_0), (lo_1, hi_1), ...]``.
 
     ``s_lo``/``s_hi`` are 1-D uint64 arrays of the seeds' low/high words; the

@@ -66,12 +66,22 @@ from .keys import (
     validate_point,
 )
 
-__all__ = ["CHECK_KEYS", "VDPFKey", "VDPFKeyBatch", "VDPFVerifier", "VDPFEvaluation", "check_hash", "vdpf_gen",
-           "vdpf_gen_batch", "vdpf_verify_pair", "VDPF_MAX_BITS", "VERIFIER_KEY_BYTES"]
+__all__ = [
+    "CHECK_KEYS",
+    "VDPFKey",
+    "VDPFKeyBatch",
+    "VDPFVerifier",
+    "VDPFEvaluation",
+    "check_hash",
+    "vdpf_gen",
+    "vdpf_gen_batch",
+    "vdpf_verify_pair",
+    "VDPF_MAX_BITS",
+    "VERIFIER_KEY_BYTES",
+]
 
 #: The four fixed public AES keys of the check permutations pi_0..pi_3 (SHA-256 of a label, 16 bytes).
-CHECK_KEYS = tuple(hashlib.sha256(b"pairwise/fss/vdpf/check-permutation/" + bytes([j])).digest()[:16]
-                   for j in range(4))
+CHECK_KEYS = tuple(hashlib.sha256(b"pairwise/fss/vdpf/check-permutation/" + bytes([j])).digest()[:16] for j in range(4))
 #: Largest domain of a VDPF key (full-domain verification is O(2^n) per key; x must fit in 32 bits).
 VDPF_MAX_BITS = FULL_DOMAIN_MAX_BITS
 #: Bytes of a verifier key: 16 for the position masks, 16 for the tag permutation.
@@ -99,9 +109,16 @@ def compiled_kernels():
             try:
                 from . import _vdpf_kernels as k
 
-                b = VDPFKeyBatch(0, 1, 8, np.zeros((1, 2), np.uint64), np.zeros((1, 2, 1), np.uint64),
-                                 np.zeros((1, 2, 1), np.uint8), np.zeros(1, np.uint64),
-                                 ccw=np.ones((1, 4, 2), np.uint64))
+                b = VDPFKeyBatch(
+                    0,
+                    1,
+                    8,
+                    np.zeros((1, 2), np.uint64),
+                    np.zeros((1, 2, 1), np.uint64),
+                    np.zeros((1, 2, 1), np.uint8),
+                    np.zeros(1, np.uint64),
+                    ccw=np.ones((1, 4, 2), np.uint64),
+                )
                 _jit_chunk(k, b, slice(0, 1), VDPFVerifier(bytes(32)), _x_masks(np.arange(2)), None)
                 _KERNELS = k
             except Exception as exc:  # noqa: BLE001 - any numba failure: use the numpy path
@@ -249,8 +266,9 @@ class VDPFEvaluation:
     tags: np.ndarray
 
 
-def _vdpf_gen_from_roots(alphas: np.ndarray, betas: np.ndarray, n: int, l: int, roots: np.ndarray,
-                         aes: FixedKeyAES | None = None):
+def _vdpf_gen_from_roots(
+    alphas: np.ndarray, betas: np.ndarray, n: int, l: int, roots: np.ndarray, aes: FixedKeyAES | None = None
+):
     """Gen for K keys from root seeds roots (2, K, 2): (scw, tcw, fcw, ccw (K, 4, 2)); deterministic.
 
     The tree is BGI16's; then fcw = (-1)^{t_1} [beta - V(s_0) + V(s_1)] and
@@ -264,8 +282,9 @@ def _vdpf_gen_from_roots(alphas: np.ndarray, betas: np.ndarray, n: int, l: int, 
     return scw, tcw, fcw, H[0] ^ H[1]
 
 
-def vdpf_gen_batch(alphas: IntArrayLike, betas: IntLike | IntArrayLike, n: int, l: int, *,
-                   aes: FixedKeyAES | None = None) -> tuple[VDPFKeyBatch, VDPFKeyBatch]:
+def vdpf_gen_batch(
+    alphas: IntArrayLike, betas: IntLike | IntArrayLike, n: int, l: int, *, aes: FixedKeyAES | None = None
+) -> tuple[VDPFKeyBatch, VDPFKeyBatch]:
     """Keys for K point functions f_k(x) = betas[k] [x == alphas[k]] mod 2^l, verifiable (module docstring).
 
     Returns the party-0 and party-1 batches; key k of each is client k's pair.
@@ -291,13 +310,15 @@ def vdpf_gen_batch(alphas: IntArrayLike, betas: IntLike | IntArrayLike, n: int, 
             break
         roots[:, zero] = random_blocks(2, zero.size)
         scw[:, :, zero], tcw[:, :, zero], fcw[zero], ccw[zero] = _vdpf_gen_from_roots(
-            a[zero], b[zero], n, l, roots[:, zero], aes)
-    return (VDPFKeyBatch(0, n, l, roots[0].copy(), scw, tcw, fcw, ccw=ccw),
-            VDPFKeyBatch(1, n, l, roots[1].copy(), scw, tcw, fcw, ccw=ccw))
+            a[zero], b[zero], n, l, roots[:, zero], aes
+        )
+    return (
+        VDPFKeyBatch(0, n, l, roots[0].copy(), scw, tcw, fcw, ccw=ccw),
+        VDPFKeyBatch(1, n, l, roots[1].copy(), scw, tcw, fcw, ccw=ccw),
+    )
 
 
-def vdpf_gen(alpha: int, beta: int, n: int, l: int, *, aes: FixedKeyAES | None = None
-             ) -> tuple[VDPFKey, VDPFKey]:
+def vdpf_gen(alpha: int, beta: int, n: int, l: int, *, aes: FixedKeyAES | None = None) -> tuple[VDPFKey, VDPFKey]:
     """Keys (k_0, k_1) of f(x) = beta [x == alpha] over n-bit x, outputs mod 2^l, verifiable."""
     n, l = validate_params(n, l)
     alpha = validate_point(alpha, n, "alpha")
@@ -323,8 +344,14 @@ class VDPFKeyBatch(DPFKeyBatch):
         raw = self.to_bytes_array()
         return np.concatenate([raw[:, :2], raw[:, 3:5], raw[:, 21:]], axis=1)
 
-    def iter_verify(self, verifier: VDPFVerifier, *, leaves_per_chunk: int = 1 << 15,
-                    aes: FixedKeyAES | None = None, compiled: bool | None = None) -> Iterator[VDPFEvaluation]:
+    def iter_verify(
+        self,
+        verifier: VDPFVerifier,
+        *,
+        leaves_per_chunk: int = 1 << 15,
+        aes: FixedKeyAES | None = None,
+        compiled: bool | None = None,
+    ) -> Iterator[VDPFEvaluation]:
         """Full-domain outputs and tags of every key, in chunks of about ``leaves_per_chunk`` leaves.
 
         The check values rho(x) = H(x, s(x)) xor t(x) cs never leave the
@@ -384,8 +411,15 @@ def _words(scratch: dict | None, name: str, shape: tuple[int, ...]) -> np.ndarra
     return buf[:count].reshape(shape)
 
 
-def _jit_chunk(k, batch: VDPFKeyBatch, sl: slice, verifier: VDPFVerifier, X: np.ndarray,
-               aes: FixedKeyAES | None, scratch: dict | None = None) -> VDPFEvaluation:
+def _jit_chunk(
+    k,
+    batch: VDPFKeyBatch,
+    sl: slice,
+    verifier: VDPFVerifier,
+    X: np.ndarray,
+    aes: FixedKeyAES | None,
+    scratch: dict | None = None,
+) -> VDPFEvaluation:
     """One chunk of :meth:`VDPFKeyBatch.iter_verify` through the compiled loops (same numbers as numpy).
 
     ``scratch``: buffers kept across chunks (the outputs and tags returned are fresh arrays).
@@ -406,8 +440,12 @@ def _jit_chunk(k, batch: VDPFKeyBatch, sl: slice, verifier: VDPFVerifier, X: np.
         nlo = _words(scratch, "lo" + side, (kc, 2 * w))
         nhi = _words(scratch, "hi" + side, (kc, 2 * w))
         nT = _words(scratch, "t" + side, (kc, 2 * w))
-        cw = (np.ascontiguousarray(batch.scw[i, 0, sl]), np.ascontiguousarray(batch.scw[i, 1, sl]),
-              np.ascontiguousarray(batch.tcw[i, 0, sl]), np.ascontiguousarray(batch.tcw[i, 1, sl]))
+        cw = (
+            np.ascontiguousarray(batch.scw[i, 0, sl]),
+            np.ascontiguousarray(batch.scw[i, 1, sl]),
+            np.ascontiguousarray(batch.tcw[i, 0, sl]),
+            np.ascontiguousarray(batch.tcw[i, 1, sl]),
+        )
         k.children(E, lo, hi, T, cw, (nlo, nhi, nT))
         lo, hi, T = nlo, nhi, nT
     W = 1 << n
@@ -420,8 +458,17 @@ def _jit_chunk(k, batch: VDPFKeyBatch, sl: slice, verifier: VDPFVerifier, X: np.
         caes.permute(y[j], out=H[j])
     out = np.empty((kc, W), dtype=np.uint64)
     assert batch.ccw is not None  # a VDPF batch always has its check words
-    k.leaf_finish(vin, hi, T, (np.ascontiguousarray(batch.fcw[sl]), batch.party, batch.mask), H, y,
-                  np.ascontiguousarray(batch.ccw[sl]), verifier.masks(n), out)
+    k.leaf_finish(
+        vin,
+        hi,
+        T,
+        (np.ascontiguousarray(batch.fcw[sl]), batch.party, batch.mask),
+        H,
+        y,
+        np.ascontiguousarray(batch.ccw[sl]),
+        verifier.masks(n),
+        out,
+    )
     verifier._tag_aes.permute(H, out=H)
     tags = np.empty((kc, 2), dtype=np.uint64)
     k.fold(H, tags)
@@ -437,8 +484,9 @@ class VDPFKey(DPFKey):
 VDPFKeyBatch.KEY_CLASS = VDPFKey
 
 
-def vdpf_verify_pair(k0: VDPFKeyBatch, k1: VDPFKeyBatch, verifier: VDPFVerifier | None = None
-                     ) -> tuple[np.ndarray, np.ndarray]:
+def vdpf_verify_pair(
+    k0: VDPFKeyBatch, k1: VDPFKeyBatch, verifier: VDPFVerifier | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """Both servers' check in one place (tests, simulations): (accepted (K,) bool, beta (K,) uint64).
 
     Accepted: equal public parts and equal tags, i.e. the pair shares one

@@ -50,8 +50,16 @@ from nacl.exceptions import RuntimeError as _NaClError
 from .channel import Channel, session_bytes
 from .errors import ProtocolError
 
-__all__ = ["CURVE", "POINT_BYTES", "OT_VERSION", "BaseOTSender", "BaseOTReceiver", "derive_key", "check_point",
-           "u_coordinates"]
+__all__ = [
+    "CURVE",
+    "POINT_BYTES",
+    "OT_VERSION",
+    "BaseOTSender",
+    "BaseOTReceiver",
+    "derive_key",
+    "check_point",
+    "u_coordinates",
+]
 
 #: The group: the prime-order subgroup of edwards25519 (keys through X25519 coordinates).
 CURVE = "edwards25519"
@@ -65,13 +73,15 @@ _L = 2**252 + 27742317777372353535851937790883648493
 _INV8 = pow(8, -1, _L)
 _Y_MASK = (1 << 255) - 1
 #: y of the small-order points (orders 1, 2, 4 and 8), as libsodium's blacklist lists them.
-_SMALL_ORDER_Y = frozenset((
-    0,
-    1,
-    _P - 1,
-    2707385501144840649318225287225658788936804267575313519463743609750303402022,
-    55188659117513257062467267217118295137698188065244968500265048394206261417927,
-))
+_SMALL_ORDER_Y = frozenset(
+    (
+        0,
+        1,
+        _P - 1,
+        2707385501144840649318225287225658788936804267575313519463743609750303402022,
+        55188659117513257062467267217118295137698188065244968500265048394206261417927,
+    )
+)
 _DOMAIN = b"pairwise/co-ot/v3\x00"
 _HEADER = struct.Struct("!QI")  # first OT index, number of OTs
 #: The receiver sends its points in frames of this many, so the sender starts on the first ones
@@ -239,14 +249,16 @@ class BaseOTReceiver:
         start = self.index
         raw = self.channel.recv(max_size=_HEADER.size + POINT_BYTES)
         if len(raw) != _HEADER.size + POINT_BYTES:
-            raise ProtocolError(f"base OT: sender's first message has {len(raw)} bytes, expected {_HEADER.size + POINT_BYTES}")
+            raise ProtocolError(
+                f"base OT: sender's first message has {len(raw)} bytes, expected {_HEADER.size + POINT_BYTES}"
+            )
         got_start, got_n = _HEADER.unpack_from(raw)
         if (got_start, got_n) != (start, n):
             raise ProtocolError(
                 f"base OT desynchronised: sender runs OTs {got_start}..{got_start + got_n - 1}, "
                 f"receiver expects {start}..{start + n - 1}"
             )
-        a_enc = bytes(raw[_HEADER.size:])
+        a_enc = bytes(raw[_HEADER.size :])
         y_a = check_point(a_enc, "base OT: sender's point A")
         if not _na.crypto_core_ed25519_is_valid_point(a_enc):  # on the curve and in the prime-order group
             raise ProtocolError(f"base OT: sender's point A is not a point of the prime-order group of {CURVE}")
@@ -268,8 +280,10 @@ class BaseOTReceiver:
             self.channel.send(b"".join(encs[j0:]))
             self.channel.flush()
         # then u(b_j A): the sender's two multiplications per OT run at the same time
-        keys = [derive_key(sid, start + j, a_enc, b_enc, _na.crypto_scalarmult(s, u_a))
-                for j, (b_enc, s) in enumerate(zip(encs, scalars))]
+        keys = [
+            derive_key(sid, start + j, a_enc, b_enc, _na.crypto_scalarmult(s, u_a))
+            for j, (b_enc, s) in enumerate(zip(encs, scalars))
+        ]
         self.index = start + n
         return _keys_to_blocks(keys)
 

@@ -144,7 +144,9 @@ def _compiled_transpose() -> bool:
 
             x = np.frombuffer(hashlib.shake_128(b"transpose").digest(128 * 24), dtype=np.uint8).reshape(128, 24)
             want = _transpose_numpy(x.reshape(16, 8, 24), np.empty((192, 16), np.uint8), 24, 16)
-            got = _bitmatrix.transpose_words(x.view(np.uint64).reshape(-1), 128, 3, 3, 192, np.empty((192, 2), np.uint64))
+            got = _bitmatrix.transpose_words(
+                x.view(np.uint64).reshape(-1), 128, 3, 3, 192, np.empty((192, 2), np.uint64)
+            )
             if not np.array_equal(got.view(np.uint8), want):
                 raise RuntimeError("the compiled transpose disagrees with the numpy one")
             _BITMATRIX = _bitmatrix
@@ -196,8 +198,9 @@ class RowPRG:
 
     def __init__(self, seeds: np.ndarray) -> None:
         seeds = np.ascontiguousarray(seeds, dtype="<u8")
-        self._enc = [Cipher(algorithms.AES(seeds[j].tobytes()), modes.CTR(bytes(16))).encryptor()
-                     for j in range(seeds.shape[0])]
+        self._enc = [
+            Cipher(algorithms.AES(seeds[j].tobytes()), modes.CTR(bytes(16))).encryptor() for j in range(seeds.shape[0])
+        ]
         self._zeros = b""
         self._buf = np.empty((0, 0), dtype=np.uint8)
 
@@ -354,7 +357,7 @@ class _IKNPParty:
             while need:
                 head = self._pool[0]
                 k = min(need, head[0].shape[0] - self._offset)
-                parts.append(tuple(a[self._offset: self._offset + k] for a in head))
+                parts.append(tuple(a[self._offset : self._offset + k] for a in head))
                 self._offset += k
                 need -= k
                 if self._offset == head[0].shape[0]:
@@ -374,7 +377,7 @@ class _IKNPParty:
             head = self._pool[0]
             k = min(n - pos, head[0].shape[0] - self._offset)
             for dst, src in zip(result, head):
-                dst[pos: pos + k] = src[self._offset: self._offset + k]
+                dst[pos : pos + k] = src[self._offset : self._offset + k]
             pos += k
             self._offset += k
             self._available -= k
@@ -383,7 +386,7 @@ class _IKNPParty:
                 self._offset = 0
         m = self.batch_size
         while n - pos >= m:
-            self._new_batch(tuple(a[pos: pos + m] for a in result))
+            self._new_batch(tuple(a[pos : pos + m] for a in result))
             pos += m
         if pos < n:  # the pool is empty here: a new batch, partly handed out, the rest pooled
             batch = self._new_batch()
@@ -548,7 +551,7 @@ class COTReceiver(_IKNPParty):
             self._frame = np.empty(_BATCH_HEADER.size + KAPPA * nbytes, dtype=np.uint8)
         frame = self._frame
         frame[: _BATCH_HEADER.size] = np.frombuffer(_BATCH_HEADER.pack(self.batches, m), dtype=np.uint8)
-        u = frame[_BATCH_HEADER.size:].reshape(KAPPA, nbytes)
+        u = frame[_BATCH_HEADER.size :].reshape(KAPPA, nbytes)
         np.bitwise_xor(self._prg1.next(nbytes), t, out=u)
         u ^= r
         self.channel.send(frame)

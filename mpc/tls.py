@@ -141,8 +141,9 @@ def _write_new(path: str, data: bytes, mode: int) -> None:
 def _key_pem(key) -> bytes:
     from cryptography.hazmat.primitives import serialization
 
-    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                             serialization.NoEncryption())
+    return key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
 
 
 def _prepare_dir(directory: str) -> str:
@@ -188,20 +189,37 @@ def _load_or_create_ca(directory: str):
             "(restore the missing file, or use a new directory for a new CA)"
         )
     key = ec.generate_private_key(ec.SECP256R1())
-    subject = x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, "pairwise"),
-                         x509.NameAttribute(NameOID.COMMON_NAME, f"pairwise CA {os.urandom(4).hex()}")])
+    subject = x509.Name(
+        [
+            x509.NameAttribute(NameOID.ORGANIZATION_NAME, "pairwise"),
+            x509.NameAttribute(NameOID.COMMON_NAME, f"pairwise CA {os.urandom(4).hex()}"),
+        ]
+    )
     now = _now()
     ski = x509.SubjectKeyIdentifier.from_public_key(key.public_key())
     cert = (
         x509.CertificateBuilder()
-        .subject_name(subject).issuer_name(subject).public_key(key.public_key())
+        .subject_name(subject)
+        .issuer_name(subject)
+        .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - _dt.timedelta(minutes=5))
         .not_valid_after(now + _dt.timedelta(days=_CA_DAYS))
         .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(x509.KeyUsage(digital_signature=False, content_commitment=False, key_encipherment=False,
-                                     data_encipherment=False, key_agreement=False, key_cert_sign=True,
-                                     crl_sign=True, encipher_only=False, decipher_only=False), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=False,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=True,
+                crl_sign=True,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
         .add_extension(ski, critical=False)
         .add_extension(x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ski), critical=False)
         .sign(key, hashes.SHA256())
@@ -234,8 +252,9 @@ def create_certificate(directory: str | os.PathLike, name: str, role: str, *, da
     return create_certificates(directory, [name], role, days=days)[0]
 
 
-def create_certificates(directory: str | os.PathLike, names: Iterable[str], role: str, *,
-                        days: int = 365) -> list[IssuedCertificate]:
+def create_certificates(
+    directory: str | os.PathLike, names: Iterable[str], role: str, *, days: int = 365
+) -> list[IssuedCertificate]:
     """:func:`create_certificate` for many names with one role, loading the CA once (e.g. 10^4 simulated users).
 
     Every name is checked (valid, not repeated, no file of that name yet)
@@ -258,8 +277,10 @@ def create_certificates(directory: str | os.PathLike, names: Iterable[str], role
     for pair in paths:
         for p in pair:
             if os.path.exists(p):
-                raise CertificateError(f"{p} already exists; refusing to overwrite it "
-                                       "(remove both NAME.pem and NAME.key to reissue, or choose another name)")
+                raise CertificateError(
+                    f"{p} already exists; refusing to overwrite it "
+                    "(remove both NAME.pem and NAME.key to reissue, or choose another name)"
+                )
     ca_cert, ca_key, created = _load_or_create_ca(directory)
     now = _now()
     if ca_cert.not_valid_after_utc <= now + _dt.timedelta(days=1):
@@ -271,19 +292,45 @@ def create_certificates(directory: str | os.PathLike, names: Iterable[str], role
         key = ec.generate_private_key(ec.SECP256R1())
         cert = (
             x509.CertificateBuilder()
-            .subject_name(x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, "pairwise"),
-                                     x509.NameAttribute(NameOID.ORGANIZATIONAL_UNIT_NAME, role),
-                                     x509.NameAttribute(NameOID.COMMON_NAME, name)]))
-            .issuer_name(ca_cert.subject).public_key(key.public_key())
+            .subject_name(
+                x509.Name(
+                    [
+                        x509.NameAttribute(NameOID.ORGANIZATION_NAME, "pairwise"),
+                        x509.NameAttribute(NameOID.ORGANIZATIONAL_UNIT_NAME, role),
+                        x509.NameAttribute(NameOID.COMMON_NAME, name),
+                    ]
+                )
+            )
+            .issuer_name(ca_cert.subject)
+            .public_key(key.public_key())
             .serial_number(x509.random_serial_number())
             .not_valid_before(now - _dt.timedelta(minutes=5))
             .not_valid_after(not_after)
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(x509.KeyUsage(digital_signature=True, content_commitment=False, key_encipherment=False,
-                                         data_encipherment=False, key_agreement=False, key_cert_sign=False,
-                                         crl_sign=False, encipher_only=False, decipher_only=False), critical=True)
-            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH,
-                                                  x509.ObjectIdentifier(_ROLE_OID_TEXT[role])]), critical=False)
+            .add_extension(
+                x509.KeyUsage(
+                    digital_signature=True,
+                    content_commitment=False,
+                    key_encipherment=False,
+                    data_encipherment=False,
+                    key_agreement=False,
+                    key_cert_sign=False,
+                    crl_sign=False,
+                    encipher_only=False,
+                    decipher_only=False,
+                ),
+                critical=True,
+            )
+            .add_extension(
+                x509.ExtendedKeyUsage(
+                    [
+                        ExtendedKeyUsageOID.SERVER_AUTH,
+                        ExtendedKeyUsageOID.CLIENT_AUTH,
+                        x509.ObjectIdentifier(_ROLE_OID_TEXT[role]),
+                    ]
+                ),
+                critical=False,
+            )
             .add_extension(x509.SubjectAlternativeName([x509.DNSName(name.lower())]), critical=False)
             .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
             .add_extension(x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ca_ski), critical=False)
@@ -295,10 +342,18 @@ def create_certificates(directory: str | os.PathLike, names: Iterable[str], role
         except BaseException:
             os.unlink(key_path)
             raise
-        out.append(IssuedCertificate(name=name, role=role, cert=cert_path, key=key_path,
-                                     ca=os.path.join(directory, CA_CERT), created_ca=created and not out,
-                                     not_after=not_after.isoformat(timespec="seconds"),
-                                     fingerprint=hashlib.sha256(cert.public_bytes(serialization.Encoding.DER)).hexdigest()))
+        out.append(
+            IssuedCertificate(
+                name=name,
+                role=role,
+                cert=cert_path,
+                key=key_path,
+                ca=os.path.join(directory, CA_CERT),
+                created_ca=created and not out,
+                not_after=not_after.isoformat(timespec="seconds"),
+                fingerprint=hashlib.sha256(cert.public_bytes(serialization.Encoding.DER)).hexdigest(),
+            )
+        )
     return out
 
 
@@ -313,10 +368,16 @@ def list_certificates(directory: str | os.PathLike) -> list[dict]:
             continue
         cert = _load_cert(os.path.join(directory, fn))
         ident = identity_from_cert(cert)
-        out.append({"name": ident.name, "role": ident.role, "file": fn,
-                    "not_after": cert.not_valid_after_utc.isoformat(timespec="seconds"),
-                    "fingerprint": ident.fingerprint,
-                    "key": os.path.exists(os.path.join(directory, fn[:-4] + ".key"))})
+        out.append(
+            {
+                "name": ident.name,
+                "role": ident.role,
+                "file": fn,
+                "not_after": cert.not_valid_after_utc.isoformat(timespec="seconds"),
+                "fingerprint": ident.fingerprint,
+                "key": os.path.exists(os.path.join(directory, fn[:-4] + ".key")),
+            }
+        )
     return out
 
 
@@ -410,8 +471,10 @@ class TLSConfig:
         directory = os.fspath(directory)
         check_name(name)
         if not os.path.isdir(directory):
-            raise CertificateError(f"--tls {directory}: no such directory (create certificates with "
-                                   f"`pairwise certs create --dir {directory} --name {name} --role ROLE`)")
+            raise CertificateError(
+                f"--tls {directory}: no such directory (create certificates with "
+                f"`pairwise certs create --dir {directory} --name {name} --role ROLE`)"
+            )
         self.directory = directory
         self.ca_path = os.path.join(directory, CA_CERT)
         self.cert_path = os.path.join(directory, f"{name}.pem")
@@ -479,7 +542,7 @@ _ALERTS = {
     "PEER_DID_NOT_RETURN_A_CERTIFICATE": "the peer sent no certificate (every party needs one: --tls DIR --name NAME)",
     "WRONG_VERSION_NUMBER": "the peer is not speaking TLS (does it run without --tls?)",
     "UNEXPECTED_EOF_WHILE_READING": "the peer closed the connection during the handshake "
-                                    "(it may run without --tls, or it rejected our certificate)",
+    "(it may run without --tls, or it rejected our certificate)",
     "UNSUPPORTED_PROTOCOL": "the peer does not speak TLS 1.3",
 }
 
@@ -504,8 +567,7 @@ def describe_ssl_error(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
 
-def _handshake(sock: socket.socket, config: TLSConfig, *, server: bool, timeout: float, peer: str,
-               on_wrap=None):
+def _handshake(sock: socket.socket, config: TLSConfig, *, server: bool, timeout: float, peer: str, on_wrap=None):
     ssock = config.context(server=server).wrap_socket(sock, server_side=server, do_handshake_on_connect=False)
     if on_wrap is not None:
         on_wrap(ssock)
@@ -528,8 +590,9 @@ def _handshake(sock: socket.socket, config: TLSConfig, *, server: bool, timeout:
         else:
             ssock.close()
         if not server and getattr(exc, "reason", None) == "TLSV1_ALERT_USER_CANCELLED":
-            raise PeerBusy(f"{peer} is busy: it cancelled the TLS handshake (it serves its maximum of "
-                           "connections); retry later") from None
+            raise PeerBusy(
+                f"{peer} is busy: it cancelled the TLS handshake (it serves its maximum of connections); retry later"
+            ) from None
         raise AuthenticationError(f"TLS handshake with {peer} failed: {describe_ssl_error(exc)}") from None
     except BaseException:
         ssock.close()

@@ -80,8 +80,12 @@ def build_parser() -> argparse.ArgumentParser:
         prog="pairwise",
         description="Secure two-party and multi-server computation of private statistics.",
     )
-    parser.add_argument("--version", action="version", version=f"pairwise {package_version()}",
-                        help="print the installed version and exit")
+    parser.add_argument(
+        "--version",
+        action="version",
+        version=f"pairwise {package_version()}",
+        help="print the installed version and exit",
+    )
     root = parser.add_subparsers(dest="command", metavar="COMMAND")
     groups: dict[str, argparse._SubParsersAction] = {}
     for name, help_text in (

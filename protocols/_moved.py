@@ -22,5 +22,6 @@ def warn_moved(old: str, new: str) -> None:
     ``importlib`` between the shim and the importing line, so the warning names
     the user's code (and Python's default filters show it when that is ``__main__``).
     """
-    warnings.warn(f"{old} moved to {new}; the old name will be removed in the next release",
-                  DeprecationWarning, stacklevel=3)
+    warnings.warn(
+        f"{old} moved to {new}; the old name will be removed in the next release", DeprecationWarning, stacklevel=3
+    )

@@ -51,8 +51,16 @@ from typing import Any
 
 from pairwise.dp.errors import PairwiseError
 
-__all__ = ["ClusterError", "ClusterSpec", "parse_cluster", "open_cluster", "run_bounded", "cluster_threads",
-           "keep_large_allocations", "INSTALL_HINT"]
+__all__ = [
+    "ClusterError",
+    "ClusterSpec",
+    "parse_cluster",
+    "open_cluster",
+    "run_bounded",
+    "cluster_threads",
+    "keep_large_allocations",
+    "INSTALL_HINT",
+]
 
 #: How to get Dask distributed: the ``cluster`` extra, installed from a checkout (pairwise-mpc is not on PyPI yet).
 INSTALL_HINT = "pip install -e '.[cluster]' in a checkout of pairwise (Dask distributed)"
@@ -142,6 +150,7 @@ def _retire_workers(client, timeout: float) -> None:
     have nothing left to tell the scheduler.  Runs in a daemon thread so that
     a scheduler that does not answer cannot hold up a SIGTERM shutdown.
     """
+
     def retire() -> None:
         with contextlib.suppress(Exception):
             # The run's results are in hand: what a worker says while the cluster shuts down
@@ -158,8 +167,9 @@ def _retire_workers(client, timeout: float) -> None:
 
 
 @contextlib.contextmanager
-def open_cluster(cluster: Any, *, timeout: float = 60.0, connect_timeout: float = 30.0,
-                 secure: bool = False) -> Iterator[Any]:
+def open_cluster(
+    cluster: Any, *, timeout: float = 60.0, connect_timeout: float = 30.0, secure: bool = False
+) -> Iterator[Any]:
     """Yield a connected :class:`distributed.Client` for ``cluster``.
 
     ``cluster`` is a spec string (see :func:`parse_cluster`), a
@@ -188,8 +198,14 @@ def open_cluster(cluster: Any, *, timeout: float = 60.0, connect_timeout: float 
             try:
                 # secure: no dashboard (the scheduler's HTTP server, health routes only, on a free loopback port)
                 extra = {"security": True, "scheduler_kwargs": {"dashboard": False}} if secure else {}
-                lc = distributed.LocalCluster(n_workers=spec.workers, threads_per_worker=1, processes=True,
-                                              dashboard_address="127.0.0.1:0", silence_logs=logging.ERROR, **extra)
+                lc = distributed.LocalCluster(
+                    n_workers=spec.workers,
+                    threads_per_worker=1,
+                    processes=True,
+                    dashboard_address="127.0.0.1:0",
+                    silence_logs=logging.ERROR,
+                    **extra,
+                )
             except Exception as exc:  # noqa: BLE001 - any start-up failure becomes one clear error
                 raise ClusterError(f"could not start a local Dask cluster of {spec.workers} workers: {exc}") from exc
         try:
@@ -211,26 +227,34 @@ def open_cluster(cluster: Any, *, timeout: float = 60.0, connect_timeout: float 
                 dlog.setLevel(level)
         return
     if spec.address.startswith("tcp://") and not _loopback(spec.address):
-        raise ClusterError(f"{spec.address} is not on this machine: tcp:// would carry the tasks (their inputs, "
-                           "key shares) in the clear across the network; use tls://HOST:PORT with Dask's TLS "
-                           "settings (README, 'Running on a cluster')")
+        raise ClusterError(
+            f"{spec.address} is not on this machine: tcp:// would carry the tasks (their inputs, "
+            "key shares) in the clear across the network; use tls://HOST:PORT with Dask's TLS "
+            "settings (README, 'Running on a cluster')"
+        )
     if spec.address.startswith("tls://"):
         sec = distributed.Security()  # from Dask's config: distributed.comm.tls.*
         if not (sec.tls_ca_file and sec.tls_client_cert):
-            raise ClusterError(f"{spec.address} needs Dask's TLS settings: set DASK_DISTRIBUTED__COMM__TLS__CA_FILE, "
-                               "DASK_DISTRIBUTED__COMM__TLS__CLIENT__CERT and DASK_DISTRIBUTED__COMM__TLS__CLIENT__KEY "
-                               "(or distributed.comm.tls.* in a Dask config file)")
+            raise ClusterError(
+                f"{spec.address} needs Dask's TLS settings: set DASK_DISTRIBUTED__COMM__TLS__CA_FILE, "
+                "DASK_DISTRIBUTED__COMM__TLS__CLIENT__CERT and DASK_DISTRIBUTED__COMM__TLS__CLIENT__KEY "
+                "(or distributed.comm.tls.* in a Dask config file)"
+            )
     try:
         client = distributed.Client(spec.address, timeout=connect_timeout)
     except (OSError, TimeoutError) as exc:
-        raise ClusterError(f"cannot reach the Dask scheduler at {spec.address} within {connect_timeout:g} s "
-                           f"(start one with: dask scheduler): {exc}") from exc
+        raise ClusterError(
+            f"cannot reach the Dask scheduler at {spec.address} within {connect_timeout:g} s "
+            f"(start one with: dask scheduler): {exc}"
+        ) from exc
     try:
         try:
             client.wait_for_workers(1, timeout=timeout)
         except TimeoutError as exc:
-            raise ClusterError(f"the Dask scheduler at {spec.address} has no worker after {timeout:g} s "
-                               "(start one with: dask worker " + spec.address + ")") from exc
+            raise ClusterError(
+                f"the Dask scheduler at {spec.address} has no worker after {timeout:g} s "
+                "(start one with: dask worker " + spec.address + ")"
+            ) from exc
         yield client
     finally:
         with contextlib.suppress(Exception):
@@ -297,8 +321,17 @@ def _worker_summary(client) -> str:
         return f"scheduler unreachable ({exc})"
 
 
-def run_bounded(client, fn: Callable, items: Iterable[tuple], *, window: int, timeout: float,
-                on_result: Callable[[int, Any], None], name: str = "task", shared: tuple = ()) -> int:
+def run_bounded(
+    client,
+    fn: Callable,
+    items: Iterable[tuple],
+    *,
+    window: int,
+    timeout: float,
+    on_result: Callable[[int, Any], None],
+    name: str = "task",
+    shared: tuple = (),
+) -> int:
     """Run ``fn(*shared, *item)`` for every item as a Dask task, at most ``window`` in flight.
 
     Items are submitted lazily (the driver never materializes more than
@@ -332,8 +365,10 @@ def run_bounded(client, fn: Callable, items: Iterable[tuple], *, window: int, ti
             try:
                 done, _ = distributed.wait(list(pending), timeout=timeout, return_when="FIRST_COMPLETED")
             except TimeoutError as exc:
-                raise ClusterError(f"no {name} finished within {timeout:g} s ({len(pending)} in flight, "
-                                   f"{finished} done; {_worker_summary(client)})") from exc
+                raise ClusterError(
+                    f"no {name} finished within {timeout:g} s ({len(pending)} in flight, "
+                    f"{finished} done; {_worker_summary(client)})"
+                ) from exc
             for fut in done:
                 i = pending.pop(fut)
                 try:
@@ -358,9 +393,13 @@ def __getattr__(name: str) -> Any:
     if name == "add_cluster_argument":
         import warnings
 
-        warnings.warn("pairwise.protocols.cluster.add_cluster_argument moved to "
-                      "pairwise.commands.options.add_cluster_argument; the old name will be removed in the next "
-                      "release", DeprecationWarning, stacklevel=2)
+        warnings.warn(
+            "pairwise.protocols.cluster.add_cluster_argument moved to "
+            "pairwise.commands.options.add_cluster_argument; the old name will be removed in the next "
+            "release",
+            DeprecationWarning,
+            stacklevel=2,
+        )
         from pairwise.commands.options import add_cluster_argument
 
         return add_cluster_argument

@@ -137,9 +137,7 @@ def dataset_info(name: str) -> DatasetInfo:
     try:
         return _DATASETS[name]
     except KeyError:
-        raise DataError(
-            f"unknown dataset {name!r}; shipped datasets are: {', '.join(list_datasets())}"
-        ) from None
+        raise DataError(f"unknown dataset {name!r}; shipped datasets are: {', '.join(list_datasets())}") from None
 
 
 def dataset_path(name: str) -> Path:
@@ -154,9 +152,12 @@ def dataset_domains(name: str):
     dataset_info(name)
     with open(DOMAINS_FILE, encoding="utf-8") as fh:
         table = json.load(fh)["datasets"].get(name, {})
-    return {col: PublicDomain(float(d["lower"]), float(d["upper"]), int(d["decimals"]),
-                              f"{name}:{col} ({d['basis']}: {d['source']})")
-            for col, d in table.items()}
+    return {
+        col: PublicDomain(
+            float(d["lower"]), float(d["upper"]), int(d["decimals"]), f"{name}:{col} ({d['basis']}: {d['source']})"
+        )
+        for col, d in table.items()
+    }
 
 
 def column_domain(name: str, column: str, flags: str = "--lower/--upper"):
@@ -175,7 +176,8 @@ def column_domain(name: str, column: str, flags: str = "--lower/--upper"):
         raise DataError(
             f"the shipped dataset {name!r} declares no public domain for column {column!r} "
             f"(declared: {', '.join(sorted(doms)) or 'none'}); give its bounds with {flags}",
-            column=column)
+            column=column,
+        )
     return doms[column]
 
 
@@ -290,9 +292,7 @@ def check_integer_range(
             )
         ints = arr
     else:
-        raise DataError(
-            f"column {column!r}: expected numeric values, got dtype {arr.dtype}", column=column
-        )
+        raise DataError(f"column {column!r}: expected numeric values, got dtype {arr.dtype}", column=column)
     if signed or bits < 64:
         return ints.astype(np.int64)
     return ints.astype(np.uint64)
@@ -425,8 +425,11 @@ def iter_csv(
             cells = [row[j].strip() for row in block]
             for r, cell in enumerate(cells):
                 if not cell:
-                    raise DataError(f"{path}: line {lines[r]} (data row {first + r + 1}), column {col!r}: "
-                                    "empty value", row=first + r + 1, column=col)
+                    raise DataError(
+                        f"{path}: line {lines[r]} (data row {first + r + 1}), column {col!r}: empty value",
+                        row=first + r + 1,
+                        column=col,
+                    )
             out[col] = np.array(cells, dtype=str)
         yield out
         first += len(block)
@@ -438,9 +441,7 @@ def _column(
     try:
         j = header.index(name)
     except ValueError:
-        raise DataError(
-            f"{path}: no column {name!r}; columns are: {', '.join(header)}", column=name
-        ) from None
+        raise DataError(f"{path}: no column {name!r}; columns are: {', '.join(header)}", column=name) from None
     cells = [row[j].strip() for row in rows]
     try:
         col = np.array(cells, dtype=np.float64)
@@ -467,4 +468,3 @@ def _column(
             column=name,
         )
     raise AssertionError("unreachable: a bad cell must exist")  # pragma: no cover
-

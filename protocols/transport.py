@@ -67,11 +67,17 @@ class Transport:
 def add_transport_args(p) -> None:
     """Add ``--tls``, ``--name`` and ``--insecure`` to parser ``p``."""
     g = p.add_argument_group("transport security")
-    g.add_argument("--tls", metavar="DIR",
-                   help="mutual TLS 1.3 with DIR/ca.pem and DIR/NAME.pem, DIR/NAME.key (pairwise certs create)")
+    g.add_argument(
+        "--tls",
+        metavar="DIR",
+        help="mutual TLS 1.3 with DIR/ca.pem and DIR/NAME.pem, DIR/NAME.key (pairwise certs create)",
+    )
     g.add_argument("--name", metavar="NAME", help="this party's certificate name in the --tls directory")
-    g.add_argument("--insecure", action="store_true",
-                   help="allow plaintext on a non-loopback address (only on a network you trust)")
+    g.add_argument(
+        "--insecure",
+        action="store_true",
+        help="allow plaintext on a non-loopback address (only on a network you trust)",
+    )
 
 
 def tls_from_args(args):

@@ -45,8 +45,10 @@ def pytest_collection_modifyitems(config, items):
 
 
 #: compile (or load) each set of numba kernels into numba's on-disk cache, one process per set
-_WARM_UP = ("from pairwise.mpc.garble import jit; jit.warm_up(); from pairwise.mpc import iknp; iknp._compiled_transpose()",
-            "from pairwise.fss import vdpf; vdpf.compiled_kernels()")
+_WARM_UP = (
+    "from pairwise.mpc.garble import jit; jit.warm_up(); from pairwise.mpc import iknp; iknp._compiled_transpose()",
+    "from pairwise.fss import vdpf; vdpf.compiled_kernels()",
+)
 
 
 def _warm_numba_cache() -> None:
@@ -101,8 +103,10 @@ def bristol_dir() -> Path:
     """The standard Bristol Fashion circuit files (../shared/circuits/bristol_fashion)."""
     if not BRISTOL_DIR.is_dir():
         if os.environ.get("CI"):
-            pytest.fail(f"{MISSING_MESSAGE}; CI is set, so these tests must run: check out ../shared next to the "
-                        "repository", pytrace=False)
+            pytest.fail(
+                f"{MISSING_MESSAGE}; CI is set, so these tests must run: check out ../shared next to the repository",
+                pytrace=False,
+            )
         pytest.skip(MISSING_MESSAGE)
     return BRISTOL_DIR
 
@@ -115,5 +119,7 @@ def pytest_runtest_logreport(report):
 def pytest_terminal_summary(terminalreporter):
     if _skipped_bristol:
         terminalreporter.write_line(
-            f"WARNING: {len(_skipped_bristol)} Bristol Fashion tests were SKIPPED: {MISSING_MESSAGE}", red=True,
-            bold=True)
+            f"WARNING: {len(_skipped_bristol)} Bristol Fashion tests were SKIPPED: {MISSING_MESSAGE}",
+            red=True,
+            bold=True,
+        )

@@ -119,7 +119,9 @@ def _extreme_shift_ratio(odds: Sequence[tuple[int, int]], s_max: int, k: int, wa
                         f = (vn * rd, vd * rn)
                     key = (t >> 1, 1 if sb > si else (0 if sb < si else gt))
                     old = nxt.get(key)
-                    if old is None or ((f[0] * old[1] > old[0] * f[1]) if want_max else (f[0] * old[1] < old[0] * f[1])):
+                    if old is None or (
+                        (f[0] * old[1] > old[0] * f[1]) if want_max else (f[0] * old[1] < old[0] * f[1])
+                    ):
                         nxt[key] = f
         states = nxt
     ok = [Fraction(*v) for (c, gt), v in states.items() if c == 0 and (gt == 0 or (s_max >> k))]
@@ -268,7 +270,11 @@ def delta_bound(params: DiscreteLaplaceParams) -> tuple[Fraction, Fraction]:
     cert = ratio_certificate(params)
     tail = geometric_tail(params)
     tv = _tv_to_ideal(params)
-    d1 = tail if cert.rho_min >= exp_bounds(-params.epsilon)[1] and cert.rho_min > 0 else min(Fraction(1), tail + _one_sided_rounding_bound(params))
+    d1 = (
+        tail
+        if cert.rho_min >= exp_bounds(-params.epsilon)[1] and cert.rho_min > 0
+        else min(Fraction(1), tail + _one_sided_rounding_bound(params))
+    )
     if params.construction == "difference":
         return min(Fraction(1), d1), tv
     e_lo = exp_bounds(params.epsilon)[0]
@@ -358,7 +364,9 @@ def discrete_laplace_guarantee(params: DiscreteLaplaceParams, exact: str = "auto
     else:
         d, method = bound, "bound"
     if d >= 1 or round_up(d) >= 1:  # a delta that rounds up to 1 is no guarantee either
-        raise NoiseParameterError(f"the gadget gives no guarantee (delta >= 1) for K={params.bits}, S={params.sensitivity}; increase the support")
+        raise NoiseParameterError(
+            f"the gadget gives no guarantee (delta >= 1) for K={params.bits}, S={params.sensitivity}; increase the support"
+        )
     return PrivacyGuarantee(
         epsilon=float(params.epsilon),
         delta=round_up(d),

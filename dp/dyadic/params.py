@@ -94,7 +94,9 @@ def _coin_ands(m: int, acc: int) -> int:
 
 def _check_numerator(m: int, acc: int, what: str) -> None:
     if not 0 < m < (1 << acc):
-        raise NoiseParameterError(f"{what}: numerator {m} must lie in (0, 2^{acc}) (a coin that is never or always 1 needs no randomness)")
+        raise NoiseParameterError(
+            f"{what}: numerator {m} must lie in (0, 2^{acc}) (a coin that is never or always 1 needs no randomness)"
+        )
 
 
 class _CoinCost:
@@ -126,7 +128,6 @@ class BernoulliParams(_CoinCost):
     @property
     def probability(self) -> Fraction:
         return Fraction(self.numerator, 1 << self.acc)
-
 
 
 def bernoulli_params(p: object, acc: int, rounding: str = "nearest") -> BernoulliParams:
@@ -203,7 +204,9 @@ class DiscreteLaplaceParams:
         for i, (m, a) in enumerate(zip(nums, accs)):
             _check_numerator(m, a, f"digit {i}")
             if 2 * m > (1 << a):
-                raise NoiseParameterError(f"digit {i}: probability {m}/2^{a} exceeds 1/2; geometric digits are at most 1/2")
+                raise NoiseParameterError(
+                    f"digit {i}: probability {m}/2^{a} exceeds 1/2; geometric digits are at most 1/2"
+                )
         object.__setattr__(self, "numerators", nums)
 
     @property
@@ -284,7 +287,9 @@ class DiscreteLaplaceParams:
         return v + m * m + m + Fraction(1, 4)
 
 
-def discrete_laplace_params(epsilon: object, sensitivity: int, bits: int, acc: int, construction: str = "difference") -> DiscreteLaplaceParams:
+def discrete_laplace_params(
+    epsilon: object, sensitivity: int, bits: int, acc: int, construction: str = "difference"
+) -> DiscreteLaplaceParams:
     """Digits of alpha = exp(-epsilon / S) rounded *up* to acc bits each, support 2^bits (uniform precision)."""
     eps = check_noise_epsilon(epsilon)
     s = check_positive_int(sensitivity, "sensitivity")
@@ -311,7 +316,9 @@ class RandomizedResponseParams(_CoinCost):
         check_positive_int(self.acc, "acc", MAX_ACC)
         _check_numerator(self.numerator, self.acc, "randomized response flip")
         if 2 * self.numerator >= (1 << self.acc):
-            raise NoiseParameterError(f"flip probability {self.numerator}/2^{self.acc} >= 1/2 carries no information; use a larger acc")
+            raise NoiseParameterError(
+                f"flip probability {self.numerator}/2^{self.acc} >= 1/2 carries no information; use a larger acc"
+            )
         # eps-DP needs p >= 1/(1 + e^eps); (1 + e_lo) p >= 1 certifies it rigorously.
         if Fraction(self.numerator, 1 << self.acc) * (1 + exp_bounds(self.epsilon)[0]) < 1:
             raise NoiseParameterError(
@@ -321,7 +328,6 @@ class RandomizedResponseParams(_CoinCost):
     @property
     def flip_probability(self) -> Fraction:
         return Fraction(self.numerator, 1 << self.acc)
-
 
     def effective_epsilon(self) -> Fraction:
         """A rational upper bound of ln((2^acc - m) / m), the actual epsilon (<= epsilon)."""

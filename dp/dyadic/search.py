@@ -84,7 +84,9 @@ DEFAULT_VARIANCE_TOLERANCE = Fraction(1, 1 << 12)
 
 
 # ---------------------------------------------------------------------- parameter selection
-def resolve_target_delta(lam: int, n_samples: int, target_delta: object | None, delta: object | None = None) -> Fraction:
+def resolve_target_delta(
+    lam: int, n_samples: int, target_delta: object | None, delta: object | None = None
+) -> Fraction:
     """The per-release delta: ``target_delta`` or ``delta`` if given, else 2^-lam / n_samples (2^-40 by default)."""
     for value, name in ((target_delta, "target_delta"), (delta, "delta")):
         if value is not None:
@@ -155,8 +157,11 @@ def ideal_discrete_laplace_variance(epsilon: object, sensitivity: int) -> tuple[
 
 
 @lru_cache(maxsize=128)
-def _choose_uniform(eps: Fraction, s: int, target: Fraction, max_acc: int, max_bits: int, construction: str) -> DiscreteLaplaceParams:
+def _choose_uniform(
+    eps: Fraction, s: int, target: Fraction, max_acc: int, max_bits: int, construction: str
+) -> DiscreteLaplaceParams:
     """The PR-1 rule: one precision acc for every digit (rounded up), the rigorous bound and TV both <= target."""
+
     def ok(k: int, acc: int) -> DiscreteLaplaceParams | None:
         p = discrete_laplace_params(eps, s, k, acc, construction)
         d, tv = delta_bound(p)
@@ -300,8 +305,9 @@ def _float_variance(nums, accs, construction: str) -> float:
 
 
 @lru_cache(maxsize=128)
-def _choose_designed(eps: Fraction, s: int, target: Fraction, tau: Fraction, max_acc: int, max_bits: int,
-                     construction: str) -> DiscreteLaplaceParams:
+def _choose_designed(
+    eps: Fraction, s: int, target: Fraction, tau: Fraction, max_acc: int, max_bits: int, construction: str
+) -> DiscreteLaplaceParams:
     """Cheapest gadget with certified delta <= target and exact Var(Z) <= (1 + tau) Var(ideal discrete Laplace).
 
     Searched: support K (from the smallest whose ideal tail meets the
@@ -317,8 +323,10 @@ def _choose_designed(eps: Fraction, s: int, target: Fraction, tau: Fraction, max
     flimit = float(limit)
     factor = 0.5 if construction == "signed" else 1.0
     if construction == "signed" and Fraction(1, 4) > tau * ideal_discrete_laplace_variance(eps, s)[1]:
-        raise NoiseParameterError(f"the signed construction adds 1/4 to the variance, more than {float(tau):.3g} of the ideal "
-                                  f"{float(ideal_discrete_laplace_variance(eps, s)[0]):.4g} for epsilon={ef:.6g}, sensitivity={s}")
+        raise NoiseParameterError(
+            f"the signed construction adds 1/4 to the variance, more than {float(tau):.3g} of the ideal "
+            f"{float(ideal_discrete_laplace_variance(eps, s)[0]):.4g} for epsilon={ef:.6g}, sensitivity={s}"
+        )
     ln_target = math.log(float(target))
     k0 = 1
     while k0 < max_bits and ((1 << k0) <= s or -((1 << k0) - s) * ef / s + math.log(factor) > ln_target):
@@ -326,7 +334,7 @@ def _choose_designed(eps: Fraction, s: int, target: Fraction, tau: Fraction, max
     a = math.exp(-ef / s)
     gain = (ef / s) * (1 + a) / max(1e-300, 1 - a)  # ~ relative variance per unit of theta (>= 2)
     tf = float(tau)
-    thetas = [min(0.25, tf / gain * 2.0 ** -j) for j in range(1, 5)]
+    thetas = [min(0.25, tf / gain * 2.0**-j) for j in range(1, 5)]
     lifts = [min(ef, 4.0) / 8, tf / 8]
     best: tuple[int, Fraction, DiscreteLaplaceParams] | None = None
     for k in range(max(1, k0 - 1), min(max_bits, k0 + 2) + 1):
@@ -336,7 +344,9 @@ def _choose_designed(eps: Fraction, s: int, target: Fraction, tau: Fraction, max
             for beta in (2.0, 4.0, 8.0, 16.0, 32.0, 64.0):
                 for chain_from in range(max(0, k - 8), k + 1):
                     for lift in lifts if chain_from < k else lifts[:1]:
-                        design = _design_digits(ef, s, k, theta, beta, chain_from, lift / max(1, k - chain_from), max_acc)
+                        design = _design_digits(
+                            ef, s, k, theta, beta, chain_from, lift / max(1, k - chain_from), max_acc
+                        )
                         if design is None:
                             continue
                         nums, accs = design
@@ -406,7 +416,9 @@ def _rr_numerator(eps: Fraction, acc: int) -> int:
     return ceil_div(phi.numerator << acc, phi.denominator)
 
 
-def choose_randomized_response(epsilon: object, acc: int | None = None, rel_tol: float = 2.0**-10) -> RandomizedResponseParams:
+def choose_randomized_response(
+    epsilon: object, acc: int | None = None, rel_tol: float = 2.0**-10
+) -> RandomizedResponseParams:
     """Flip probability 1/(1+e^eps) rounded up to acc bits (so eps' <= eps).
 
     With ``acc=None`` the smallest acc in [2, 128] with eps - eps' <= rel_tol * eps
@@ -424,7 +436,9 @@ def choose_randomized_response(epsilon: object, acc: int | None = None, rel_tol:
         eff_lo = ln_lower(Fraction((1 << a) - m, m))
         if eps - eff_lo <= tol:
             return RandomizedResponseParams(eps, a, m)
-    raise NoiseParameterError(f"no precision up to 128 bits reaches relative tolerance {rel_tol} for epsilon={float(eps)}")
+    raise NoiseParameterError(
+        f"no precision up to 128 bits reaches relative tolerance {rel_tol} for epsilon={float(eps)}"
+    )
 
 
 def _krr_worst_variance(phi: float, k: int) -> float:
@@ -432,7 +446,9 @@ def _krr_worst_variance(phi: float, k: int) -> float:
     lam = 1 - k * phi / (k - 1)
     mu = phi * sum(range(k)) / (k - 1)
     q = sum(v * v for v in range(k))
-    return max((lam * (1 - lam) * f * f - 2 * lam * mu * f + phi * q / (k - 1) - mu * mu) / (lam * lam) for f in range(k))
+    return max(
+        (lam * (1 - lam) * f * f - 2 * lam * mu * f + phi * q / (k - 1) - mu * mu) / (lam * lam) for f in range(k)
+    )
 
 
 def choose_krr(epsilon: object, k: int = 3, variance_tolerance: object = DEFAULT_VARIANCE_TOLERANCE) -> KaryRRParams:

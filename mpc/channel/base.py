@@ -136,9 +136,7 @@ class Channel:
         if self._closed:
             raise ChannelError(f"{type(self).__name__} is closed")
         if self._failure is not None:
-            raise ChannelError(
-                f"{type(self).__name__} is unusable after an earlier error: {self._failure}"
-            )
+            raise ChannelError(f"{type(self).__name__} is unusable after an earlier error: {self._failure}")
 
     def _fail(self, exc: BaseException) -> None:
         """Mark the stream as desynchronised: later calls raise, the transport is released."""
@@ -271,8 +269,9 @@ class Channel:
             raise ValueError(f"send_array needs a fixed-width numeric array, got dtype {a.dtype}")
         self.send(np.ascontiguousarray(a, dtype=a.dtype.newbyteorder("<")))
 
-    def recv_array(self, dtype: npt.DTypeLike, shape: int | tuple[int, ...], *,
-                   timeout: float | None = None) -> np.ndarray:
+    def recv_array(
+        self, dtype: npt.DTypeLike, shape: int | tuple[int, ...], *, timeout: float | None = None
+    ) -> np.ndarray:
         """Receive an array sent by :meth:`send_array`; dtype and shape are enforced by size."""
         dt = np.dtype(dtype)
         if dt.kind not in "biuf":

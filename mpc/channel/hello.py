@@ -42,8 +42,16 @@ from dataclasses import dataclass
 from ..errors import AuthenticationError, ChannelTimeout, FrameError, HandshakeError
 from .base import Channel
 
-__all__ = ["Hello", "HandshakeResult", "handshake", "hello_message", "check_hello", "session_bytes", "MAGIC",
-           "PROTOCOL_VERSION"]
+__all__ = [
+    "Hello",
+    "HandshakeResult",
+    "handshake",
+    "hello_message",
+    "check_hello",
+    "session_bytes",
+    "MAGIC",
+    "PROTOCOL_VERSION",
+]
 
 
 #: First bytes of every session.
@@ -93,12 +101,17 @@ class Hello:
 
     def encode(self) -> bytes:
         role = self.role.encode("ascii")
-        return b"".join((
-            _HELLO_FIXED.pack(MAGIC, self.version, self.nonce),
-            struct.pack("!B", len(role)), role,
-            struct.pack("!H", len(self.session_id)), self.session_id,
-            struct.pack("!H", len(self.extra)), self.extra,
-        ))
+        return b"".join(
+            (
+                _HELLO_FIXED.pack(MAGIC, self.version, self.nonce),
+                struct.pack("!B", len(role)),
+                role,
+                struct.pack("!H", len(self.session_id)),
+                self.session_id,
+                struct.pack("!H", len(self.extra)),
+                self.extra,
+            )
+        )
 
     @classmethod
     def decode(cls, data: bytes) -> Hello:
@@ -124,13 +137,13 @@ class Hello:
         try:
             pos = _HELLO_FIXED.size
             (lr,) = struct.unpack_from("!B", data, pos)
-            role = data[pos + 1: pos + 1 + lr].decode("ascii")
+            role = data[pos + 1 : pos + 1 + lr].decode("ascii")
             pos += 1 + lr
             (ls,) = struct.unpack_from("!H", data, pos)
-            sid = data[pos + 2: pos + 2 + ls]
+            sid = data[pos + 2 : pos + 2 + ls]
             pos += 2 + ls
             (le,) = struct.unpack_from("!H", data, pos)
-            extra = data[pos + 2: pos + 2 + le]
+            extra = data[pos + 2 : pos + 2 + le]
             pos += 2 + le
             if pos != len(data) or len(role) != lr or len(sid) != ls or len(extra) != le:
                 raise ValueError("length fields do not match the message")
@@ -161,9 +174,16 @@ def _check_role(role: str) -> str:
     return role
 
 
-def handshake(channel: Channel, role: str, session_id: bytes | str, extra: bytes = b"", *,
-              peer_role: str | None = None, extra_label: str = "circuit",
-              timeout: float | None = None) -> HandshakeResult:
+def handshake(
+    channel: Channel,
+    role: str,
+    session_id: bytes | str,
+    extra: bytes = b"",
+    *,
+    peer_role: str | None = None,
+    extra_label: str = "circuit",
+    timeout: float | None = None,
+) -> HandshakeResult:
     """Exchange hellos, then check magic, version, session id, roles and ``extra`` -- on both sides.
 
     ``role`` names this party (e.g. ``"garbler"``); the peer must claim a
@@ -204,8 +224,9 @@ def hello_message(role: str, session_id: bytes | str, extra: bytes = b"", *, pee
     return Hello(role=role, session_id=sid, extra=extra, nonce=os.urandom(_NONCE_BYTES)).encode()
 
 
-def check_hello(mine: bytes, theirs_raw: bytes, *, peer_role: str | None = None,
-                extra_label: str = "circuit") -> HandshakeResult:
+def check_hello(
+    mine: bytes, theirs_raw: bytes, *, peer_role: str | None = None, extra_label: str = "circuit"
+) -> HandshakeResult:
     """The checks of :func:`handshake` on our hello ``mine`` and the peer's frame ``theirs_raw``.
 
     Raises :class:`HandshakeError` (or :class:`AuthenticationError` for a

@@ -62,15 +62,24 @@ class MemoryChannel(Channel):
     ``timeout``.
     """
 
-    def __init__(self, outbox: _Pipe, inbox: _Pipe, *, timeout: float = DEFAULT_TIMEOUT,
-                 max_frame: int = DEFAULT_MAX_FRAME, name: str = "memory") -> None:
+    def __init__(
+        self,
+        outbox: _Pipe,
+        inbox: _Pipe,
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+        max_frame: int = DEFAULT_MAX_FRAME,
+        name: str = "memory",
+    ) -> None:
         super().__init__(timeout=timeout, max_frame=max_frame)
         self._out = outbox
         self._in = inbox
         self.name = name
 
     @classmethod
-    def pair(cls, *, timeout: float = DEFAULT_TIMEOUT, max_frame: int = DEFAULT_MAX_FRAME) -> tuple[MemoryChannel, MemoryChannel]:
+    def pair(
+        cls, *, timeout: float = DEFAULT_TIMEOUT, max_frame: int = DEFAULT_MAX_FRAME
+    ) -> tuple[MemoryChannel, MemoryChannel]:
         """Two connected ends ``(a, b)``: what ``a`` sends, ``b`` receives, and vice versa."""
         ab, ba = _Pipe(), _Pipe()
         return (

@@ -106,8 +106,9 @@ def _describe_oserror(exc: BaseException | None) -> str:
     return str(exc) or type(exc).__name__
 
 
-def _check_peers(tls: TLSConfig | None, peer_roles: PeerFilter,
-                 peer_names: PeerFilter) -> tuple[frozenset | None, frozenset | None]:
+def _check_peers(
+    tls: TLSConfig | None, peer_roles: PeerFilter, peer_names: PeerFilter
+) -> tuple[frozenset | None, frozenset | None]:
     roles = None if peer_roles is None else frozenset([peer_roles] if isinstance(peer_roles, str) else peer_roles)
     names = None if peer_names is None else frozenset([peer_names] if isinstance(peer_names, str) else peer_names)
     if tls is None and (roles is not None or names is not None):
@@ -154,7 +155,7 @@ def _admit(ch: TCPChannel, roles: frozenset | None, names: frozenset | None, tim
     if not theirs.startswith(_ADMIT) or len(theirs) < len(_ADMIT) + 1:
         raise HandshakeError(f"{ch.peer} sent no TLS admission message (not a pairwise endpoint?)")
     if theirs[len(_ADMIT)] != 1:
-        why = theirs[len(_ADMIT) + 1:].decode("utf-8", "replace")
+        why = theirs[len(_ADMIT) + 1 :].decode("utf-8", "replace")
         raise AccessDenied(f"{ch.peer_identity} at {ch.peer} refused this connection: {why}")
     # the counters report the application's frames, as on a plaintext channel
     ch.bytes_sent = ch.bytes_received = ch.messages_sent = ch.messages_received = 0
@@ -185,9 +186,16 @@ class TCPChannel(Channel):
     application to authorize on; it is ``None`` on a plaintext channel.
     """
 
-    def __init__(self, sock: socket.socket, *, timeout: float = DEFAULT_TIMEOUT,
-                 max_frame: int = DEFAULT_MAX_FRAME, peer: str | None = None, buffered: bool = False,
-                 peer_identity: PeerIdentity | None = None) -> None:
+    def __init__(
+        self,
+        sock: socket.socket,
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+        max_frame: int = DEFAULT_MAX_FRAME,
+        peer: str | None = None,
+        buffered: bool = False,
+        peer_identity: PeerIdentity | None = None,
+    ) -> None:
         super().__init__(timeout=timeout, max_frame=max_frame)
         self.buffered = bool(buffered)
         if sock.family in (socket.AF_INET, socket.AF_INET6):
@@ -216,9 +224,20 @@ class TCPChannel(Channel):
 
     # -- construction -------------------------------------------------------
     @classmethod
-    def connect(cls, host: str, port: int, deadline: float = 10.0, *, timeout: float = DEFAULT_TIMEOUT,
-                max_frame: int = DEFAULT_MAX_FRAME, buffered: bool = False, tls: TLSConfig | None = None,
-                insecure: bool = False, peer_roles: PeerFilter = None, peer_names: PeerFilter = None) -> TCPChannel:
+    def connect(
+        cls,
+        host: str,
+        port: int,
+        deadline: float = 10.0,
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+        max_frame: int = DEFAULT_MAX_FRAME,
+        buffered: bool = False,
+        tls: TLSConfig | None = None,
+        insecure: bool = False,
+        peer_roles: PeerFilter = None,
+        peer_names: PeerFilter = None,
+    ) -> TCPChannel:
         """Connect to ``host:port``, retrying (refused, unreachable, timed out) for up to ``deadline`` seconds.
 
         With ``tls`` (a :class:`pairwise.mpc.tls.TLSConfig`) the connection is
@@ -269,8 +288,14 @@ class TCPChannel(Channel):
                     if end - time.monotonic() <= delay:
                         raise
                     continue
-                return _admitted(cls(ssock, timeout=timeout, max_frame=max_frame, peer=label, buffered=buffered,
-                                     peer_identity=ident), roles, names, hs_timeout)
+                return _admitted(
+                    cls(
+                        ssock, timeout=timeout, max_frame=max_frame, peer=label, buffered=buffered, peer_identity=ident
+                    ),
+                    roles,
+                    names,
+                    hs_timeout,
+                )
             remaining = end - time.monotonic()
             if remaining <= 0:
                 break
@@ -282,8 +307,17 @@ class TCPChannel(Channel):
         )
 
     @classmethod
-    def connect_once(cls, host: str, port: int, *, timeout: float = DEFAULT_TIMEOUT, tls: TLSConfig | None = None,
-                     insecure: bool = False, peer_roles: PeerFilter = None, peer_names: PeerFilter = None) -> TCPChannel:
+    def connect_once(
+        cls,
+        host: str,
+        port: int,
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+        tls: TLSConfig | None = None,
+        insecure: bool = False,
+        peer_roles: PeerFilter = None,
+        peer_names: PeerFilter = None,
+    ) -> TCPChannel:
         """One attempt of :meth:`connect` (TCP within ``timeout``, then TLS and admission), never retried.
 
         For callers that own their retry policy (thousands of clients of one
@@ -304,17 +338,29 @@ class TCPChannel(Channel):
         except socket.gaierror as exc:
             raise ConnectError(f"cannot resolve host {host!r}: {exc.strerror}; check the host name") from exc
         except OSError as exc:
-            raise ConnectError(f"could not connect to {label} ({_describe_oserror(exc)}); is the peer running and "
-                               "listening there?") from exc
+            raise ConnectError(
+                f"could not connect to {label} ({_describe_oserror(exc)}); is the peer running and listening there?"
+            ) from exc
         if tls is None:
             return cls(sock, timeout=timeout, peer=label)
         ssock, ident = client_handshake(sock, tls, timeout=timeout, peer=label)
         return _admitted(cls(ssock, timeout=timeout, peer=label, peer_identity=ident), roles, names, timeout)
 
     @classmethod
-    def listen(cls, host: str, port: int, timeout: float = DEFAULT_TIMEOUT, *, recv_timeout: float | None = None,
-               max_frame: int = DEFAULT_MAX_FRAME, buffered: bool = False, tls: TLSConfig | None = None,
-               insecure: bool = False, peer_roles: PeerFilter = None, peer_names: PeerFilter = None) -> TCPChannel:
+    def listen(
+        cls,
+        host: str,
+        port: int,
+        timeout: float = DEFAULT_TIMEOUT,
+        *,
+        recv_timeout: float | None = None,
+        max_frame: int = DEFAULT_MAX_FRAME,
+        buffered: bool = False,
+        tls: TLSConfig | None = None,
+        insecure: bool = False,
+        peer_roles: PeerFilter = None,
+        peer_names: PeerFilter = None,
+    ) -> TCPChannel:
         """Listen on ``host:port``, accept exactly one peer within ``timeout`` seconds, stop listening.
 
         The channel's receive timeout is ``recv_timeout`` (default: ``timeout``).
@@ -324,8 +370,14 @@ class TCPChannel(Channel):
         (:meth:`TCPListener.accept_first`).
         """
         with TCPListener(host, port, tls=tls, insecure=insecure) as listener:
-            return listener.accept(timeout, recv_timeout=recv_timeout, max_frame=max_frame, buffered=buffered,
-                                   peer_roles=peer_roles, peer_names=peer_names)
+            return listener.accept(
+                timeout,
+                recv_timeout=recv_timeout,
+                max_frame=max_frame,
+                buffered=buffered,
+                peer_roles=peer_roles,
+                peer_names=peer_names,
+            )
 
     # -- frames -------------------------------------------------------------
     def _set_sock_timeout(self, timeout: float) -> None:
@@ -424,8 +476,9 @@ class TCPChannel(Channel):
             self._free.setdefault(n, []).append(frame)
             self._free_bytes += n
 
-    def _recv_into(self, buf: bytearray, start: int, timeout: float, *, frame_start: bool,
-                   total: int | None = None) -> None:
+    def _recv_into(
+        self, buf: bytearray, start: int, timeout: float, *, frame_start: bool, total: int | None = None
+    ) -> None:
         """Fill ``buf[start:]`` from the socket (``total``: the frame size, for messages)."""
         exc: ChannelError
         n, got = len(buf), start
@@ -463,7 +516,9 @@ class TCPChannel(Channel):
     def _closed_error(self, at_boundary: bool, got: int, n: int, why: str) -> PeerClosed:
         if at_boundary:
             return PeerClosed(f"{self.peer} closed the connection ({why})")
-        return TruncatedFrame(f"{self.peer} closed the connection in the middle of a frame: got {got} of {n} bytes ({why})")
+        return TruncatedFrame(
+            f"{self.peer} closed the connection in the middle of a frame: got {got} of {n} bytes ({why})"
+        )
 
     def interrupt(self) -> None:
         """Shut the connection down from any thread (a server's deadline, shutdown).
@@ -540,9 +595,16 @@ class PendingConnection:
         except OSError:
             pass
 
-    def open(self, *, recv_timeout: float = DEFAULT_TIMEOUT, max_frame: int = DEFAULT_MAX_FRAME,
-             buffered: bool = False, handshake_timeout: float | None = None, peer_roles: PeerFilter = None,
-             peer_names: PeerFilter = None) -> TCPChannel:
+    def open(
+        self,
+        *,
+        recv_timeout: float = DEFAULT_TIMEOUT,
+        max_frame: int = DEFAULT_MAX_FRAME,
+        buffered: bool = False,
+        handshake_timeout: float | None = None,
+        peer_roles: PeerFilter = None,
+        peer_names: PeerFilter = None,
+    ) -> TCPChannel:
         """TLS handshake and admission (on a TLS listener), then the channel.
 
         Raises :class:`AuthenticationError` (no or untrusted certificate,
@@ -565,11 +627,20 @@ class PendingConnection:
             raise
         if tls is None:
             return TCPChannel(sock, timeout=recv_timeout, max_frame=max_frame, peer=self.peer, buffered=buffered)
-        hs_timeout = _check_timeout(handshake_timeout if handshake_timeout is not None
-                                    else min(_check_timeout(recv_timeout), DEFAULT_HANDSHAKE_TIMEOUT))
+        hs_timeout = _check_timeout(
+            handshake_timeout
+            if handshake_timeout is not None
+            else min(_check_timeout(recv_timeout), DEFAULT_HANDSHAKE_TIMEOUT)
+        )
         ssock, ident = server_handshake(sock, tls, timeout=hs_timeout, peer=self.peer, on_wrap=self._track)
-        return _admitted(TCPChannel(ssock, timeout=recv_timeout, max_frame=max_frame, peer=self.peer,
-                                    buffered=buffered, peer_identity=ident), roles, names, hs_timeout)
+        return _admitted(
+            TCPChannel(
+                ssock, timeout=recv_timeout, max_frame=max_frame, peer=self.peer, buffered=buffered, peer_identity=ident
+            ),
+            roles,
+            names,
+            hs_timeout,
+        )
 
     def close(self) -> None:
         self._live = None
@@ -618,8 +689,15 @@ class TCPListener:
                                  daemon=True).start()
     """
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 0, *, backlog: int = 16,
-                 tls: TLSConfig | None = None, insecure: bool = False) -> None:
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        backlog: int = 16,
+        tls: TLSConfig | None = None,
+        insecure: bool = False,
+    ) -> None:
         port = _check_port(port, allow_zero=True)
         self.host = host
         self.tls = tls
@@ -647,7 +725,9 @@ class TCPListener:
                     "(another process holds this port; stop it or choose another port)"
                 ) from exc
             if exc.errno == errno.EACCES:
-                raise ChannelError(f"cannot listen on {host}:{port}: permission denied (ports below 1024 need privileges)") from exc
+                raise ChannelError(
+                    f"cannot listen on {host}:{port}: permission denied (ports below 1024 need privileges)"
+                ) from exc
             if exc.errno == errno.EADDRNOTAVAIL:
                 raise ChannelError(f"cannot listen on {host}:{port}: address not available on this machine") from exc
             raise ChannelError(f"cannot listen on {host}:{port}: {_describe_oserror(exc)}") from exc
@@ -673,9 +753,17 @@ class TCPListener:
         peer = f"{addr[0]}:{addr[1]}" if isinstance(addr, tuple) else str(addr)
         return PendingConnection(self, conn, peer)
 
-    def accept(self, timeout: float = DEFAULT_TIMEOUT, *, recv_timeout: float | None = None,
-               max_frame: int = DEFAULT_MAX_FRAME, buffered: bool = False, handshake_timeout: float | None = None,
-               peer_roles: PeerFilter = None, peer_names: PeerFilter = None) -> TCPChannel:
+    def accept(
+        self,
+        timeout: float = DEFAULT_TIMEOUT,
+        *,
+        recv_timeout: float | None = None,
+        max_frame: int = DEFAULT_MAX_FRAME,
+        buffered: bool = False,
+        handshake_timeout: float | None = None,
+        peer_roles: PeerFilter = None,
+        peer_names: PeerFilter = None,
+    ) -> TCPChannel:
         """Wait up to ``timeout`` seconds for one peer; return its channel (receive timeout ``recv_timeout`` or ``timeout``).
 
         On a TLS listener the handshake and admission run here (see
@@ -684,13 +772,29 @@ class TCPListener:
         :meth:`accept_first` or :meth:`accept_socket`.
         """
         pending = self.accept_socket(timeout)
-        return pending.open(recv_timeout=recv_timeout if recv_timeout is not None else timeout,
-                            max_frame=max_frame, buffered=buffered, handshake_timeout=handshake_timeout,
-                            peer_roles=peer_roles, peer_names=peer_names)
+        return pending.open(
+            recv_timeout=recv_timeout if recv_timeout is not None else timeout,
+            max_frame=max_frame,
+            buffered=buffered,
+            handshake_timeout=handshake_timeout,
+            peer_roles=peer_roles,
+            peer_names=peer_names,
+        )
 
-    def accept_first(self, timeout: float, setup, *, recv_timeout: float | None = None,
-                     max_frame: int = DEFAULT_MAX_FRAME, buffered: bool = False, peer_roles=None, peer_names=None,
-                     on_reject=None, limits: AcceptLimits | None = None, **legacy: Any):
+    def accept_first(
+        self,
+        timeout: float,
+        setup,
+        *,
+        recv_timeout: float | None = None,
+        max_frame: int = DEFAULT_MAX_FRAME,
+        buffered: bool = False,
+        peer_roles=None,
+        peer_names=None,
+        on_reject=None,
+        limits: AcceptLimits | None = None,
+        **legacy: Any,
+    ):
         """Accept peers until one passes TLS, admission and ``setup(channel)``; return ``(channel, setup_result)``.
 
         ``setup`` runs the application's first exchange (e.g. the session
@@ -734,8 +838,14 @@ class TCPListener:
             ch = None
             budget = max(0.05, min(end - time.monotonic(), hs_limit))
             try:
-                ch = pending.open(recv_timeout=recv_timeout, max_frame=max_frame, buffered=buffered,
-                                  handshake_timeout=budget, peer_roles=peer_roles, peer_names=peer_names)
+                ch = pending.open(
+                    recv_timeout=recv_timeout,
+                    max_frame=max_frame,
+                    buffered=buffered,
+                    handshake_timeout=budget,
+                    peer_roles=peer_roles,
+                    peer_names=peer_names,
+                )
                 ch.timeout = min(recv_timeout, budget)  # the first exchange of a stray must not hold us long
                 result = setup(ch)
                 ch.timeout = recv_timeout
@@ -748,9 +858,14 @@ class TCPListener:
                 stray = ch is None or isinstance(exc, HandshakeError) or ch.messages_received == 0
                 with cond:
                     if pending in cut or "winner" in out:
-                        reject(f"closed connection from {pending.peer}: "
-                               + ("a valid peer was accepted meanwhile" if "winner" in out else
-                                  "newer connections took its place"))
+                        reject(
+                            f"closed connection from {pending.peer}: "
+                            + (
+                                "a valid peer was accepted meanwhile"
+                                if "winner" in out
+                                else "newer connections took its place"
+                            )
+                        )
                     elif stray:
                         reject(f"rejected connection from {pending.peer}: {exc}")
                     else:

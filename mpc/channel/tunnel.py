@@ -152,9 +152,18 @@ class TLSTunnel(Channel):
     :attr:`carrier` counts the ciphertext on the wire.
     """
 
-    def __init__(self, carrier: Channel, tls: TLSConfig, *, server: bool, peer_name: str,
-                 peer_roles: PeerFilter = None, timeout: float | None = None,
-                 handshake_timeout: float | None = None, max_frame: int = DEFAULT_MAX_FRAME) -> None:
+    def __init__(
+        self,
+        carrier: Channel,
+        tls: TLSConfig,
+        *,
+        server: bool,
+        peer_name: str,
+        peer_roles: PeerFilter = None,
+        timeout: float | None = None,
+        handshake_timeout: float | None = None,
+        max_frame: int = DEFAULT_MAX_FRAME,
+    ) -> None:
         if not isinstance(carrier, Channel):
             raise TypeError(f"carrier must be a Channel, got {type(carrier).__name__}")
         if not isinstance(peer_name, str) or not peer_name:
@@ -163,8 +172,10 @@ class TLSTunnel(Channel):
         if int(max_frame) >= _CONTROL:
             raise ValueError(f"a tunnel's max_frame must be below 2^31 bytes, got {max_frame}")
         if carrier.max_frame < _RECORD.size + MAX_RECORD:
-            raise ValueError(f"the carrier's max_frame ({carrier.max_frame}) cannot hold one TLS record "
-                             f"({_RECORD.size + MAX_RECORD} bytes)")
+            raise ValueError(
+                f"the carrier's max_frame ({carrier.max_frame}) cannot hold one TLS record "
+                f"({_RECORD.size + MAX_RECORD} bytes)"
+            )
         super().__init__(timeout=timeout, max_frame=max_frame)
         self.carrier = carrier
         self._carrier_base = carrier.stats()  # what the carrier carried before the tunnel is not the tunnel's
@@ -174,8 +185,7 @@ class TLSTunnel(Channel):
         self.peer_identity: PeerIdentity | None = None
         self._roles, self._names = _check_peers(tls, peer_roles, peer_name)
         self._incoming, self._outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
-        self._ssl = tls.context(server=self.server).wrap_bio(self._incoming, self._outgoing,
-                                                           server_side=self.server)
+        self._ssl = tls.context(server=self.server).wrap_bio(self._incoming, self._outgoing, server_side=self.server)
         self._tls_up = False  # the TLS handshake finished (records are application data from now on)
         self._established = False  # ... and both sides admitted each other
         self._finished = False
@@ -246,7 +256,7 @@ class TLSTunnel(Channel):
         if not theirs.startswith(_ADMIT) or len(theirs) < len(_ADMIT) + 1:
             raise HandshakeError(f"{self.peer} sent no admission message inside the tunnel")
         if theirs[len(_ADMIT)] != 1:
-            why = theirs[len(_ADMIT) + 1:].decode("utf-8", "replace")
+            why = theirs[len(_ADMIT) + 1 :].decode("utf-8", "replace")
             raise AccessDenied(f"{self.peer_identity} ({self.peer}) refused this tunnel: {why}")
 
     # ------------------------------------------------------------- TLS plumbing
@@ -302,14 +312,16 @@ class TLSTunnel(Channel):
                         need, pos = need - step, pos + step
                         continue
                     take = min(_HEADER.size - len(header), len(mv) - pos)
-                    header += mv[pos:pos + take]
+                    header += mv[pos : pos + take]
                     pos += take
                     if len(header) == _HEADER.size:
                         (n,) = _HEADER.unpack(header)
                         header.clear()
                         if n == _ABORT:
-                            raise TamperedStream(f"{self.peer} reports that a frame from us arrived corrupt: the "
-                                                 "relay changed bytes; discard this session's results") from cause
+                            raise TamperedStream(
+                                f"{self.peer} reports that a frame from us arrived corrupt: the "
+                                "relay changed bytes; discard this session's results"
+                            ) from cause
                         need = 0 if n & _CONTROL else n  # a fin carries no payload
         except ChannelError as exc:
             if isinstance(exc, TamperedStream):
@@ -326,8 +338,9 @@ class TLSTunnel(Channel):
             # a tunnel never sends a larger or malformed carrier frame: the relay's framing was altered
             if handshake_done:
                 self._send_abort()
-            raise TamperedStream(f"the relay delivered a corrupt frame from {self.peer} ({exc}); "
-                                 "discard this session's results") from None
+            raise TamperedStream(
+                f"the relay delivered a corrupt frame from {self.peer} ({exc}); discard this session's results"
+            ) from None
         why = check_records(frame, handshake_done=handshake_done)
         if why is not None:
             if handshake_done:
@@ -371,8 +384,10 @@ class TLSTunnel(Channel):
             from ..tls import describe_ssl_error
 
             return AuthenticationError(f"TLS handshake with {self.peer} failed: {describe_ssl_error(exc)}")
-        return TamperedStream(f"the TLS stream with {self.peer} is corrupt ({reason or exc}): the relay changed "
-                              "bytes, or the partner saw corrupt bytes; discard this session's results")
+        return TamperedStream(
+            f"the TLS stream with {self.peer} is corrupt ({reason or exc}): the relay changed "
+            "bytes, or the partner saw corrupt bytes; discard this session's results"
+        )
 
     # ------------------------------------------------------------------ frames
     def _push(self, data) -> None:
@@ -424,7 +439,9 @@ class TLSTunnel(Channel):
             except ssl.SSLWantReadError:
                 pass
             except ssl.SSLZeroReturnError:
-                raise PeerClosed(f"{self.peer} ended the TLS session (close_notify) in the middle of the protocol") from None
+                raise PeerClosed(
+                    f"{self.peer} ended the TLS session (close_notify) in the middle of the protocol"
+                ) from None
             except ssl.SSLError as exc:
                 raise self._ssl_failure(exc) from None
             self._feed(timeout, handshake_done=self._tls_up)
@@ -437,8 +454,10 @@ class TLSTunnel(Channel):
             (n,) = _HEADER.unpack(head)
             if n & _CONTROL:
                 if n == _ABORT:
-                    raise TamperedStream(f"{self.peer} reports that a frame from us arrived corrupt: the relay "
-                                         "changed bytes; discard this session's results")
+                    raise TamperedStream(
+                        f"{self.peer} reports that a frame from us arrived corrupt: the relay "
+                        "changed bytes; discard this session's results"
+                    )
                 raise FrameError(f"{self.peer} sent an unknown control code {n:#010x} inside the tunnel")
             if n > limit:
                 raise FrameError(f"{self.peer} announced a frame of {n} bytes, larger than the limit of {limit} bytes")
@@ -482,7 +501,9 @@ class TLSTunnel(Channel):
                     self.carrier.flush()
                     remaining = end - time.monotonic()
                     if remaining <= 0:
-                        raise ChannelTimeout(f"{self.peer} did not confirm the end of the session within {t:g} s") from None
+                        raise ChannelTimeout(
+                            f"{self.peer} did not confirm the end of the session within {t:g} s"
+                        ) from None
                     self._feed(remaining, handshake_done=True)
                 except ssl.SSLError as exc:
                     raise self._ssl_failure(exc) from None
@@ -505,14 +526,18 @@ class TLSTunnel(Channel):
         except ChannelTimeout:
             raise ChannelTimeout(f"{self.peer} did not confirm the end of the session within {t:g} s") from None
         except PeerClosed:
-            raise PeerClosed(f"{self.peer} ended the session without confirming it received everything intact "
-                             "(it failed, or the relay cut the stream); discard this session's results") from None
+            raise PeerClosed(
+                f"{self.peer} ended the session without confirming it received everything intact "
+                "(it failed, or the relay cut the stream); discard this session's results"
+            ) from None
         (n,) = _HEADER.unpack(head)
         if n == _FIN:
             return
         if n == _ABORT:
-            raise TamperedStream(f"{self.peer} reports that a frame from us arrived corrupt: the relay "
-                                 "changed bytes; discard this session's results")
+            raise TamperedStream(
+                f"{self.peer} reports that a frame from us arrived corrupt: the relay "
+                "changed bytes; discard this session's results"
+            )
         if n & _CONTROL:
             raise FrameError(f"{self.peer} sent an unknown control code {n:#010x} inside the tunnel")
         raise ProtocolError(f"{self.peer} sent data that was never read before the end of the session")
@@ -532,5 +557,7 @@ class TLSTunnel(Channel):
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else ("failed" if self._failure else "open")
-        return (f"<TLSTunnel {state} {'server' if self.server else 'client'} to {self.peer} "
-                f"sent={self.messages_sent}/{self.bytes_sent}B received={self.messages_received}/{self.bytes_received}B>")
+        return (
+            f"<TLSTunnel {state} {'server' if self.server else 'client'} to {self.peer} "
+            f"sent={self.messages_sent}/{self.bytes_sent}B received={self.messages_received}/{self.bytes_received}B>"
+        )

@@ -40,8 +40,31 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic, models, register_model
 
-__all__ = ["WIDTH", "CACHE", "aes_width", "block", "quad", "ld", "st", "x_load", "x_store", "x_make", "x_lo", "x_hi",
-           "x_xor", "x_and", "x_mask", "q_make", "q_dup", "q_p0", "q_p1", "q_p2", "q_p3", "q_xor", "q_aes"]
+__all__ = [
+    "WIDTH",
+    "CACHE",
+    "aes_width",
+    "block",
+    "quad",
+    "ld",
+    "st",
+    "x_load",
+    "x_store",
+    "x_make",
+    "x_lo",
+    "x_hi",
+    "x_xor",
+    "x_and",
+    "x_mask",
+    "q_make",
+    "q_dup",
+    "q_p0",
+    "q_p1",
+    "q_p2",
+    "q_p3",
+    "q_xor",
+    "q_aes",
+]
 
 _I64 = ir.IntType(64)
 _V2 = ir.VectorType(_I64, 2)
@@ -284,20 +307,24 @@ def q_aes(typingctx, q, rk):
             parts, vt, suffix = [x], _V8, ".512"
         elif WIDTH == 256:
             vt, suffix = _V4, ".256"
-            parts = [builder.shuffle_vector(x, x, ir.Constant(ir.VectorType(_I32, 4), [4 * h + j for j in range(4)]))
-                     for h in range(2)]
+            parts = [
+                builder.shuffle_vector(x, x, ir.Constant(ir.VectorType(_I32, 4), [4 * h + j for j in range(4)]))
+                for h in range(2)
+            ]
         else:
             vt, suffix = _V2, ""
-            parts = [builder.shuffle_vector(x, x, ir.Constant(ir.VectorType(_I32, 2), [2 * h, 2 * h + 1]))
-                     for h in range(4)]
+            parts = [
+                builder.shuffle_vector(x, x, ir.Constant(ir.VectorType(_I32, 2), [2 * h, 2 * h + 1])) for h in range(4)
+            ]
         n = len(parts)
         step = 8 // n
 
         def key(r, h):
             if n == 1:
                 return keys[r]
-            return builder.shuffle_vector(keys[r], keys[r], ir.Constant(ir.VectorType(_I32, step),
-                                                                         [step * h + j for j in range(step)]))
+            return builder.shuffle_vector(
+                keys[r], keys[r], ir.Constant(ir.VectorType(_I32, step), [step * h + j for j in range(step)])
+            )
 
         enc = _aes_fn(builder, "llvm.x86.aesni.aesenc" + suffix, vt)
         last = _aes_fn(builder, "llvm.x86.aesni.aesenclast" + suffix, vt)

@@ -433,8 +433,11 @@ def tmmo_blocks(x, t, out, rk):
         i1 = min(q + 1, m - 1)
         i2 = min(q + 2, m - 1)
         i3 = min(q + 3, m - 1)
-        y = _tmmo(q_make(x_load(x, 2 * q), x_load(x, 2 * i1), x_load(x, 2 * i2), x_load(x, 2 * i3)),
-                  q_make(x_load(t, 2 * q), x_load(t, 2 * i1), x_load(t, 2 * i2), x_load(t, 2 * i3)), rk)
+        y = _tmmo(
+            q_make(x_load(x, 2 * q), x_load(x, 2 * i1), x_load(x, 2 * i2), x_load(x, 2 * i3)),
+            q_make(x_load(t, 2 * q), x_load(t, 2 * i1), x_load(t, 2 * i2), x_load(t, 2 * i3)),
+            rk,
+        )
         x_store(out, 2 * q, q_p0(y))
         x_store(out, 2 * i1, q_p1(y))
         x_store(out, 2 * i2, q_p2(y))

@@ -137,10 +137,17 @@ def eval_step(lab, P, i, x, y, tab, off):
             ma = np.uint64(0) - (al & np.uint64(1))
             mb = np.uint64(0) - (lab[b, 0] & np.uint64(1))
             o = P[ao + a0 + j]
-            lab[o, 0] = (y[j, 0] ^ x[j, 0] ^ y[k + j, 0] ^ x[k + j, 0]
-                         ^ (ma & tab[off + j]) ^ (mb & (tab[off + 2 * k + j] ^ al)))
-            lab[o, 1] = (y[j, 1] ^ x[j, 1] ^ y[k + j, 1] ^ x[k + j, 1]
-                         ^ (ma & tab[off + k + j]) ^ (mb & (tab[off + 3 * k + j] ^ ah)))
+            lab[o, 0] = (
+                y[j, 0] ^ x[j, 0] ^ y[k + j, 0] ^ x[k + j, 0] ^ (ma & tab[off + j]) ^ (mb & (tab[off + 2 * k + j] ^ al))
+            )
+            lab[o, 1] = (
+                y[j, 1]
+                ^ x[j, 1]
+                ^ y[k + j, 1]
+                ^ x[k + j, 1]
+                ^ (ma & tab[off + k + j])
+                ^ (mb & (tab[off + 3 * k + j] ^ ah))
+            )
     _linear(lab, P, i)
     if i == P[2]:  # the last step: no batch to gather
         return 0

@@ -107,8 +107,9 @@ class Evaluator:
         if _jit_mod.fused_ready():  # every chunk shape, AES inside the compiled loops
             from . import fused
 
-            fused.evaluate(plan, act, self.instance_offset, self.batch, self.chunk, reader, self._keep, out,
-                           self.wire_labels)
+            fused.evaluate(
+                plan, act, self.instance_offset, self.batch, self.chunk, reader, self._keep, out, self.wire_labels
+            )
             reader.finish()
             return out
         aes = self._aes or default_aes()
@@ -117,6 +118,7 @@ class Evaluator:
         for b0, b1 in _chunks(self.batch, self.chunk):
             bc = b1 - b0
             if bc == 1 and jit1:  # the latency path: compiled loops, same algebra
+
                 def finish(lab: np.ndarray, b0: int = b0) -> None:
                     out[:, b0] = lab[plan.out_slots]
                     if self.record_wires:

@@ -89,9 +89,11 @@ class _Reader:
         self.whole = isinstance(source, (bytes, bytearray, memoryview, np.ndarray))
         if self.whole:
             self._it: Iterator | None = None
-            self._set(memoryview(source).cast("B") if not isinstance(source, np.ndarray) else memoryview(
-                np.ascontiguousarray(source)
-            ).cast("B"))
+            self._set(
+                memoryview(source).cast("B")
+                if not isinstance(source, np.ndarray)
+                else memoryview(np.ascontiguousarray(source)).cast("B")
+            )
         else:
             self._it = iter(source)
             self._set(memoryview(b""))
@@ -194,7 +196,14 @@ class GarbledCircuit:
 
     def header(self) -> bytes:
         return _HEADER.pack(
-            _MAGIC, _VERSION, 0, bytes.fromhex(self.circuit_hash), self.n_and, self.batch, self.chunk, self.instance_offset
+            _MAGIC,
+            _VERSION,
+            0,
+            bytes.fromhex(self.circuit_hash),
+            self.n_and,
+            self.batch,
+            self.chunk,
+            self.instance_offset,
         )
 
     def to_bytes(self) -> bytes:

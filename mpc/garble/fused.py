@@ -182,8 +182,12 @@ def _run_whole(K, role: str, lab, info: _Info, bc: int, key: tuple, tab, off: in
         return int(run(lab, P, 0, nb + 1, (bc, 0, bc), key, tab, off))
     if split:
         parts = min(threads, bc, info.n_and * bc // MIN_THREAD_ITEMS)
-        res = _parallel([lambda n0=n0, n1=n1: run(lab, P, 0, nb + 1, (bc, n0, n1), key, tab, off)  # type: ignore[misc]  # lambdas bind loop values as defaults
-                         for n0, n1 in _split(0, bc, parts)])
+        res = _parallel(
+            [
+                lambda n0=n0, n1=n1: run(lab, P, 0, nb + 1, (bc, n0, n1), key, tab, off)  # type: ignore[misc]  # lambdas bind loop values as defaults
+                for n0, n1 in _split(0, bc, parts)
+            ]
+        )
         return int(res[0])
     ands = K.garble_ands if role == "garbler" else K.eval_ands
     i = 0
@@ -200,8 +204,12 @@ def _run_whole(K, role: str, lab, info: _Info, bc: int, key: tuple, tab, off: in
             _parallel([lambda a=a, b=b: K.linear(lab, P, a, b, bc, 0, bc) for a, b in _split(l0, l1, lp)])  # type: ignore[misc]  # lambdas bind loop values as defaults
         k = ks[j]
         parts = min(threads, k * bc // MIN_THREAD_ITEMS)
-        _parallel([lambda a=a, b=b, j=j, off=off: ands(lab, P, j, a, b, (bc, 0, bc), key, tab, off)  # type: ignore[misc]  # lambdas bind loop values as defaults
-                   for a, b in _split(0, k, parts)])
+        _parallel(
+            [
+                lambda a=a, b=b, j=j, off=off: ands(lab, P, j, a, b, (bc, 0, bc), key, tab, off)  # type: ignore[misc]  # lambdas bind loop values as defaults
+                for a, b in _split(0, k, parts)
+            ]
+        )
         off += 4 * k * bc
         i = j + 1
     return off
@@ -238,17 +246,29 @@ def _copy_in(dst: np.ndarray, src: np.ndarray, par: bool) -> None:
     _parallel([lambda a=a, b=b: np.copyto(dst[a:b], src[a:b]) for a, b in _split(0, rows, parts)])  # type: ignore[misc]  # lambdas bind loop values as defaults
 
 
-def _gather(K, lab, slots: np.ndarray, bc: int, out_flat: np.ndarray, batch: int, b0: int, bits_flat: np.ndarray,
-            par: bool) -> None:
+def _gather(
+    K, lab, slots: np.ndarray, bc: int, out_flat: np.ndarray, batch: int, b0: int, bits_flat: np.ndarray, par: bool
+) -> None:
     """K.gather_out, split by output rows over the threads when ``par`` and large."""
     n_out = slots.shape[0]
     if not par or n_out * bc < 2 * MIN_THREAD_COPY or n_out < 2:
         K.gather_out(lab, slots, bc, out_flat, batch, b0, bits_flat)
         return
     parts = min(THREADS, n_out, n_out * bc // MIN_THREAD_COPY)
-    _parallel([lambda a=a, b=b: K.gather_out(lab, slots[a:b], bc, out_flat[2 * a * batch :], batch, b0,  # type: ignore[misc]  # lambdas bind loop values as defaults
-                                             bits_flat[a * batch :] if bits_flat.shape[0] else bits_flat)
-               for a, b in _split(0, n_out, parts)])
+    _parallel(
+        [
+            lambda a=a, b=b: K.gather_out(
+                lab,
+                slots[a:b],
+                bc,
+                out_flat[2 * a * batch :],
+                batch,
+                b0,  # type: ignore[misc]  # lambdas bind loop values as defaults
+                bits_flat[a * batch :] if bits_flat.shape[0] else bits_flat,
+            )
+            for a, b in _split(0, n_out, parts)
+        ]
+    )
 
 
 def _groups(chunks: list[tuple[int, int]], parts: int) -> list[list[tuple[int, int]]]:
@@ -260,8 +280,15 @@ def _groups(chunks: list[tuple[int, int]], parts: int) -> list[list[tuple[int, i
     return [g for g in groups if g]
 
 
-def garble(g: Garbler, plan: _Plan, zero: np.ndarray, dest: np.ndarray | None, scratch: np.ndarray | None,
-           every: int, whole: bool) -> Iterator[np.ndarray]:
+def garble(
+    g: Garbler,
+    plan: _Plan,
+    zero: np.ndarray,
+    dest: np.ndarray | None,
+    scratch: np.ndarray | None,
+    every: int,
+    whole: bool,
+) -> Iterator[np.ndarray]:
     """Garble every chunk of the garbler ``g`` (its Delta per instance, instance offset, batch, chunk,
     scratch policy, and output arrays); yield table segments as :meth:`Garbler._run` does.
 
@@ -299,6 +326,7 @@ def garble(g: Garbler, plan: _Plan, zero: np.ndarray, dest: np.ndarray | None, s
 
     chunks = _chunks(batch, chunk)
     if dest is not None and whole and THREADS > 1 and len(chunks) > 1 and info.n_and * batch >= 2 * MIN_THREAD_ITEMS:
+
         def group(cs: list[tuple[int, int]]) -> None:  # a thread's chunks, one call each, tables in place
             w = _Scratch.acquire(plan, "garbler", chunk)
             try:
@@ -355,8 +383,17 @@ def garble(g: Garbler, plan: _Plan, zero: np.ndarray, dest: np.ndarray | None, s
         w.release(plan, "garbler", chunk, keep)
 
 
-def evaluate(plan: _Plan, act: np.ndarray, instance_offset: int, batch: int, chunk: int, reader: _Reader,
-             keep: bool, out: np.ndarray, wire_labels: np.ndarray | None) -> None:
+def evaluate(
+    plan: _Plan,
+    act: np.ndarray,
+    instance_offset: int,
+    batch: int,
+    chunk: int,
+    reader: _Reader,
+    keep: bool,
+    out: np.ndarray,
+    wire_labels: np.ndarray | None,
+) -> None:
     """Evaluate every chunk, pulling each run of tables from ``reader``; output labels into ``out``.
 
     Tables held whole (``reader.whole``) let the chunks (or a single

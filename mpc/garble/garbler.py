@@ -56,8 +56,11 @@ def fresh_delta(batch: int) -> np.ndarray:
 
 def _same_memory(a: np.ndarray, b: np.ndarray) -> bool:
     """Whether two arrays are the very same view (same start, shape and strides)."""
-    return (a.__array_interface__["data"][0] == b.__array_interface__["data"][0]
-            and a.shape == b.shape and a.strides == b.strides)
+    return (
+        a.__array_interface__["data"][0] == b.__array_interface__["data"][0]
+        and a.shape == b.shape
+        and a.strides == b.strides
+    )
 
 
 class Garbler:
@@ -121,7 +124,9 @@ class Garbler:
         else:
             d = np.asarray(delta)
             if d.dtype != np.uint64 or d.shape not in ((2,), (self.batch, 2)):
-                raise GarbleError(f"delta must be a uint64 block of shape (2,) or ({self.batch}, 2), got {d.dtype} {d.shape}")
+                raise GarbleError(
+                    f"delta must be a uint64 block of shape (2,) or ({self.batch}, 2), got {d.dtype} {d.shape}"
+                )
             if not (d[..., 0] & _ONE).all():
                 raise GarbleError("delta must have lowest bit 1 (point-and-permute)")
             self.delta = np.empty((self.batch, 2), _U64)  # a private copy
@@ -261,7 +266,9 @@ class Garbler:
 
     # -- tables
     def header(self) -> bytes:
-        return GarbledCircuit(self.circuit.content_hash, self.circuit.n_and, self.batch, self.chunk, self.instance_offset, b"").header()
+        return GarbledCircuit(
+            self.circuit.content_hash, self.circuit.n_and, self.batch, self.chunk, self.instance_offset, b""
+        ).header()
 
     def segment_sizes(self) -> list[int]:
         """Byte sizes of the segments :meth:`iter_tables` yields, in order."""
@@ -278,10 +285,17 @@ class Garbler:
         """
         if scratch is not None:
             scratch = np.asarray(scratch)
-            if (scratch.dtype != _U64 or scratch.ndim != 1 or scratch.shape[0] < self.max_segment_words()
-                    or not scratch.flags.c_contiguous or not scratch.flags.writeable):
-                raise GarbleError(f"scratch must be a writable, contiguous flat uint64 array of at least "
-                                  f"{self.max_segment_words()} words")
+            if (
+                scratch.dtype != _U64
+                or scratch.ndim != 1
+                or scratch.shape[0] < self.max_segment_words()
+                or not scratch.flags.c_contiguous
+                or not scratch.flags.writeable
+            ):
+                raise GarbleError(
+                    f"scratch must be a writable, contiguous flat uint64 array of at least "
+                    f"{self.max_segment_words()} words"
+                )
         for tab in self._run(None, scratch):
             yield memoryview(tab).cast("B")
 
@@ -316,8 +330,9 @@ class Garbler:
             raise GarbleError(f"out must be a writable buffer of exactly {size} bytes, got {mv.nbytes}")
         return np.frombuffer(mv, dtype=_U64) if size else np.empty(0, _U64)
 
-    def _run(self, dest: np.ndarray | None, scratch: np.ndarray | None = None,
-             every: int = 0, whole: bool = False) -> Iterator[np.ndarray]:
+    def _run(
+        self, dest: np.ndarray | None, scratch: np.ndarray | None = None, every: int = 0, whole: bool = False
+    ) -> Iterator[np.ndarray]:
         """Garble; yield each segment as a (2, 2, k, b) array, (2, 2, k) for one-instance chunks.
 
         Segments are views of ``dest`` (all tables, in order) if given, else
@@ -351,13 +366,23 @@ class Garbler:
         for b0, b1 in _chunks(self.batch, self.chunk):
             bc = b1 - b0
             if bc == 1 and jit1:  # the latency path: compiled loops, same tables
+
                 def finish(lab: np.ndarray, b0: int = b0) -> None:
                     self.output_zero[:, b0] = lab[plan.out_slots]  # type: ignore[index]  # allocated above
                     if self.record_wires:
                         self.wire_zero[:, b0] = lab[: self.circuit.n_wires]  # type: ignore[index]  # allocated when record_wires
 
-                for seg in _jit_garble1(plan, zero[:, b0], self.delta[b0], self.instance_offset + b0, (dest, pos, every),
-                                        scratch, aes, finish, self._keep):
+                for seg in _jit_garble1(
+                    plan,
+                    zero[:, b0],
+                    self.delta[b0],
+                    self.instance_offset + b0,
+                    (dest, pos, every),
+                    scratch,
+                    aes,
+                    finish,
+                    self._keep,
+                ):
                     if dest is not None:
                         pos += seg.shape[0]
                     yield seg
@@ -419,7 +444,11 @@ class Garbler:
         for _ in self._run(dest, whole=True):
             pass
         return GarbledCircuit(
-            self.circuit.content_hash, self.circuit.n_and, self.batch, self.chunk, self.instance_offset,
+            self.circuit.content_hash,
+            self.circuit.n_and,
+            self.batch,
+            self.chunk,
+            self.instance_offset,
             memoryview(dest).cast("B"),
         )
 
@@ -459,16 +488,27 @@ class Regarbler:
         """Garble with input zero labels ``zero`` (n_inputs, batch, 2) uint64 into ``dest`` (the tables'
         uint64 words, exactly); yield the bytes of ``dest`` written so far, as :meth:`Garbler.iter_into`."""
         if instance_offset < self._next:
-            raise GarbleError(f"instance offset {instance_offset} reuses tweaks: the next garbling under this "
-                              f"Delta must start at instance {self._next} or later")
+            raise GarbleError(
+                f"instance offset {instance_offset} reuses tweaks: the next garbling under this "
+                f"Delta must start at instance {self._next} or later"
+            )
         if dest.dtype != _U64 or dest.nbytes != self._size or zero.shape != (self.circuit.n_inputs, self.batch, 2):
-            raise GarbleError(f"dest must be {self._size // 8} uint64 words and zero labels of shape "
-                              f"({self.circuit.n_inputs}, {self.batch}, 2)")
+            raise GarbleError(
+                f"dest must be {self._size // 8} uint64 words and zero labels of shape "
+                f"({self.circuit.n_inputs}, {self.batch}, 2)"
+            )
         _check_offset(instance_offset, self.batch)
         self._next = instance_offset + self.batch
         if not self._fused:
-            gar = Garbler(self.circuit, self.batch, delta=self.delta, input_zero=zero, instance_offset=instance_offset,
-                          chunk=self.chunk, keep_scratch=True)
+            gar = Garbler(
+                self.circuit,
+                self.batch,
+                delta=self.delta,
+                input_zero=zero,
+                instance_offset=instance_offset,
+                chunk=self.chunk,
+                keep_scratch=True,
+            )
             yield from gar.iter_into(memoryview(dest).cast("B"), every)
             assert gar.output_zero is not None and gar.decode_bits is not None  # (set by the garbling)
             self.output_zero[...] = gar.output_zero

@@ -53,8 +53,19 @@ from .format import _U64, _Reader
 from .plan import _Plan
 from .program import _keep_spare
 
-__all__ = ["ENABLED", "AESNI", "HEADER", "disabled", "kernels", "fused_kernels", "fused_ready", "path", "program",
-           "ready", "warm_up"]
+__all__ = [
+    "ENABLED",
+    "AESNI",
+    "HEADER",
+    "disabled",
+    "kernels",
+    "fused_kernels",
+    "fused_ready",
+    "path",
+    "program",
+    "ready",
+    "warm_up",
+]
 
 # (the logger keeps the module's former name, so existing logging configuration still applies)
 log = logging.getLogger("pairwise.mpc.jit")
@@ -156,7 +167,9 @@ def warm_up() -> bool:
                 k.eval_step(lab, prog, 1, x, y, tables, 0)
             _K = k
         except Exception as exc:  # noqa: BLE001 - any numba failure means: use the numpy program
-            log.warning("compiled garbling loops unavailable (%s: %s); using the numpy program", type(exc).__name__, exc)
+            log.warning(
+                "compiled garbling loops unavailable (%s: %s); using the numpy program", type(exc).__name__, exc
+            )
             _K = False
     if _F is None and _K is not False and AESNI:
         _F = _load_fused()
@@ -246,8 +259,10 @@ class _Jit1:
         self._xb, self._yb = BlockBuffer(n), BlockBuffer(n)
         self.x, self.y = self._xb.blocks, self._yb.blocks
         xmv, ymv = self._xb._mv, self._yb._mv
-        self.batches = [(k, xmv[: 16 * parts * k], xmv[: 16 * parts * k + 15],
-                         ymv[: 16 * parts * k], ymv[: 16 * parts * k + 15]) for k in sizes]
+        self.batches = [
+            (k, xmv[: 16 * parts * k], xmv[: 16 * parts * k + 15], ymv[: 16 * parts * k], ymv[: 16 * parts * k + 15])
+            for k in sizes
+        ]
         self.nbytes = self.lab.nbytes + 2 * (16 * n + 16)
 
     @classmethod
@@ -310,9 +325,17 @@ def _jit_program(plan: _Plan) -> tuple[np.ndarray, list[int]]:
     return got
 
 
-def _jit_garble1(plan: _Plan, lab_in: np.ndarray, delta: np.ndarray, instance: int,
-                 sink: tuple[np.ndarray | None, int, int], scratch: np.ndarray | None, aes: FixedKeyAES,
-                 finish: Callable[[np.ndarray], None], keep: bool = False) -> Iterator[np.ndarray]:
+def _jit_garble1(
+    plan: _Plan,
+    lab_in: np.ndarray,
+    delta: np.ndarray,
+    instance: int,
+    sink: tuple[np.ndarray | None, int, int],
+    scratch: np.ndarray | None,
+    aes: FixedKeyAES,
+    finish: Callable[[np.ndarray], None],
+    keep: bool = False,
+) -> Iterator[np.ndarray]:
     """Garble one instance on the compiled path; yields table segments as :meth:`Garbler._run` does.
 
     ``lab_in`` (n_in, 2) zero labels of the input slots, ``delta`` (2,).
@@ -360,8 +383,15 @@ def _jit_garble1(plan: _Plan, lab_in: np.ndarray, delta: np.ndarray, instance: i
         yield out.reshape(2, 2, k_prev)
 
 
-def _jit_eval1(plan: _Plan, lab_in: np.ndarray, instance: int, reader: _Reader, aes: FixedKeyAES,
-               finish: Callable[[np.ndarray], None], keep: bool = False) -> None:
+def _jit_eval1(
+    plan: _Plan,
+    lab_in: np.ndarray,
+    instance: int,
+    reader: _Reader,
+    aes: FixedKeyAES,
+    finish: Callable[[np.ndarray], None],
+    keep: bool = False,
+) -> None:
     """Evaluate one instance on the compiled path; ``finish`` gets the active labels (n_slots, 2) of every slot."""
     w = _Jit1.acquire(plan, "evaluator")
     prog, lab, x, y = w.prog, w.lab, w.x, w.y

@@ -29,8 +29,13 @@ from .garbler import Garbler
 
 
 def garble_and_evaluate(
-    circuit: Circuit, inputs: Sequence[np.ndarray], *, chunk: int | None = None, instance_offset: int = 0,
-    random: str | Iterable[str] = (), batch: int | None = None,
+    circuit: Circuit,
+    inputs: Sequence[np.ndarray],
+    *,
+    chunk: int | None = None,
+    instance_offset: int = 0,
+    random: str | Iterable[str] = (),
+    batch: int | None = None,
 ) -> list[np.ndarray]:
     """Garble, evaluate and decode in one process (for checks and the CLI).
 

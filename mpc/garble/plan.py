@@ -119,9 +119,7 @@ def _build_plan(circuit: Circuit, layout: str) -> _Plan:
     nl = len(levels)
     n_in = circuit.n_inputs
     nw = circuit.n_wires
-    out_wires = (
-        np.concatenate([g.wires for g in circuit.outputs]) if circuit.outputs else np.zeros(0, np.int64)
-    )
+    out_wires = np.concatenate([g.wires for g in circuit.outputs]) if circuit.outputs else np.zeros(0, np.int64)
     if layout == "wires":
         slot = np.arange(nw, dtype=np.intp)
         n_slots = nw

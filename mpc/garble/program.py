@@ -184,8 +184,20 @@ class _Work:
                 c = _flat(c_buf, (2, k))
                 t = _flat(t_buf, (2, k))
                 common = (
-                    rows_u, rows_w, w, w[0], tw, bits, bits[0], bits[1], c, t,
-                    np.ascontiguousarray(lv.and_out[:, g0:g1]), g0, g1, g0 == 0 and g1 == lv.k,
+                    rows_u,
+                    rows_w,
+                    w,
+                    w[0],
+                    tw,
+                    bits,
+                    bits[0],
+                    bits[1],
+                    c,
+                    t,
+                    np.ascontiguousarray(lv.and_out[:, g0:g1]),
+                    g0,
+                    g1,
+                    g0 == 0 and g1 == lv.k,
                 )
                 if garbler:
                     u = _flat(self.u, (2, 2, k, 2))  # [zero, one] x [A, B] labels, interleaved
@@ -194,10 +206,25 @@ class _Work:
                     if k not in self.tiles1:
                         self.tiles1[k] = (np.empty((k, 2), _U64), np.empty((2, k), _U64))
                     rt, rp = self.tiles1[k]
-                    ands.append(common + (
-                        4 * k, u, u[0], u[1], v, v[0].transpose(0, 2, 1), v[1].transpose(0, 2, 1),
-                        v[0, 0].T, v[0, 1].T, d, d[0], d[1], rt, rp,
-                    ))
+                    ands.append(
+                        common
+                        + (
+                            4 * k,
+                            u,
+                            u[0],
+                            u[1],
+                            v,
+                            v[0].transpose(0, 2, 1),
+                            v[1].transpose(0, 2, 1),
+                            v[0, 0].T,
+                            v[0, 1].T,
+                            d,
+                            d[0],
+                            d[1],
+                            rt,
+                            rp,
+                        )
+                    )
                 else:
                     u = _flat(self.u, (2, k, 2))
                     v = _flat(self.v, (2, k, 2))
@@ -259,26 +286,73 @@ class _Work:
                 # strided part of that tile
                 tw = _flat(self.tw, (2, step, bc, 2))[:, :k]
                 common = (
-                    rows, x.reshape(rows.shape + (bc,)), x[:, 0], x[:, 1], x[0], tw, tw[..., 0], np.ascontiguousarray(lv.tlo[:, g0:g1]),
-                    c, c[0], c[1], m, m[0], m[1], t,
-                    np.ascontiguousarray(lv.and_out[:, g0:g1]), g0, g1, g0 == 0 and g1 == lv.k,
+                    rows,
+                    x.reshape(rows.shape + (bc,)),
+                    x[:, 0],
+                    x[:, 1],
+                    x[0],
+                    tw,
+                    tw[..., 0],
+                    np.ascontiguousarray(lv.tlo[:, g0:g1]),
+                    c,
+                    c[0],
+                    c[1],
+                    m,
+                    m[0],
+                    m[1],
+                    t,
+                    np.ascontiguousarray(lv.and_out[:, g0:g1]),
+                    g0,
+                    g1,
+                    g0 == 0 and g1 == lv.k,
                 )
                 if garbler:
                     u = _flat(self.u, (2, 2, k, bc, 2))  # hash inputs [zero, one] x [A, B], interleaved
                     v = _flat(self.v, (2, 2, k, bc, 2))  # their hashes
                     d = _flat(self.d, (2, 2, k, bc))  # H(X0) ^ H(X1), planar
-                    ands.append(common + (
-                        4 * k * bc, u, v, u[0], u[1], u[0, ..., 0], u[0, ..., 1], _flat(self.rt_buf, (k, bc, 2)),
-                        v[0, ..., 0], v[1, ..., 0], v[0, ..., 1], v[1, ..., 1],
-                        v[0, 0, ..., 0], v[0, 1, ..., 0], v[0, 0, ..., 1], v[0, 1, ..., 1],
-                        d, d[:, 0], d[:, 1], d[0], d[1],
-                    ))
+                    ands.append(
+                        common
+                        + (
+                            4 * k * bc,
+                            u,
+                            v,
+                            u[0],
+                            u[1],
+                            u[0, ..., 0],
+                            u[0, ..., 1],
+                            _flat(self.rt_buf, (k, bc, 2)),
+                            v[0, ..., 0],
+                            v[1, ..., 0],
+                            v[0, ..., 1],
+                            v[1, ..., 1],
+                            v[0, 0, ..., 0],
+                            v[0, 1, ..., 0],
+                            v[0, 0, ..., 1],
+                            v[0, 1, ..., 1],
+                            d,
+                            d[:, 0],
+                            d[:, 1],
+                            d[0],
+                            d[1],
+                        )
+                    )
                 else:
                     u = _flat(self.u, (2, k, bc, 2))  # hash inputs [A, B], interleaved
                     v = _flat(self.v, (2, k, bc, 2))
-                    ands.append(common + (
-                        2 * k * bc, u, v, u[..., 0], u[..., 1], v[0, ..., 0], v[1, ..., 0], v[0, ..., 1], v[1, ..., 1],
-                    ))
+                    ands.append(
+                        common
+                        + (
+                            2 * k * bc,
+                            u,
+                            v,
+                            u[..., 0],
+                            u[..., 1],
+                            v[0, ..., 0],
+                            v[1, ..., 0],
+                            v[0, ..., 1],
+                            v[1, ..., 1],
+                        )
+                    )
             lins: list[tuple[Any, ...]] = []
             dlins: tuple[tuple[Any, Any, Any], ...] = ()
             if _direct_lin(lv.n_lin, bc, step):  # one XOR call per gate on the label rows themselves
@@ -316,19 +390,64 @@ class _Work:
                 u = _flat(self.u, (2, 2, bc, 2))  # [zero, one] x [A, B], interleaved
                 v = _flat(self.v, (2, 2, bc, 2))
                 d = _flat(self.d, (2, 2, bc))  # H(X0) ^ H(X1), planar (2 [A, B], 2 [lo, hi], bc)
-                res.append(common + (
-                    4 * bc, u, v, a0, a1, b0, b1, u[0, 0, :, 0], u[0, 0, :, 1], u[0, 1, :, 0], u[0, 1, :, 1],
-                    u[0], u[1], _flat(self.rt_buf, (bc, 2)), u[0, :, :, 0], _flat(self.const_buf, (2, bc)),
-                    v[0, ..., 0], v[1, ..., 0], v[0, ..., 1], v[1, ..., 1], d, d[:, 0], d[:, 1], d[0], d[1],
-                    v[0, 0, :, 0], v[0, 1, :, 0], v[0, 0, :, 1], v[0, 1, :, 1],
-                ))
+                res.append(
+                    common
+                    + (
+                        4 * bc,
+                        u,
+                        v,
+                        a0,
+                        a1,
+                        b0,
+                        b1,
+                        u[0, 0, :, 0],
+                        u[0, 0, :, 1],
+                        u[0, 1, :, 0],
+                        u[0, 1, :, 1],
+                        u[0],
+                        u[1],
+                        _flat(self.rt_buf, (bc, 2)),
+                        u[0, :, :, 0],
+                        _flat(self.const_buf, (2, bc)),
+                        v[0, ..., 0],
+                        v[1, ..., 0],
+                        v[0, ..., 1],
+                        v[1, ..., 1],
+                        d,
+                        d[:, 0],
+                        d[:, 1],
+                        d[0],
+                        d[1],
+                        v[0, 0, :, 0],
+                        v[0, 1, :, 0],
+                        v[0, 0, :, 1],
+                        v[0, 1, :, 1],
+                    )
+                )
             else:
                 u = _flat(self.u, (2, bc, 2))  # [A, B], interleaved
                 v = _flat(self.v, (2, bc, 2))
-                res.append(common + (
-                    2 * bc, u, v, a0, a1, b0, b1, u[0, :, 0], u[0, :, 1], u[1, :, 0], u[1, :, 1], u[:, :, 0],
-                    v[0, :, 0], v[1, :, 0], v[0, :, 1], v[1, :, 1],
-                ))
+                res.append(
+                    common
+                    + (
+                        2 * bc,
+                        u,
+                        v,
+                        a0,
+                        a1,
+                        b0,
+                        b1,
+                        u[0, :, 0],
+                        u[0, :, 1],
+                        u[1, :, 0],
+                        u[1, :, 1],
+                        u[:, :, 0],
+                        v[0, :, 0],
+                        v[1, :, 0],
+                        v[0, :, 1],
+                        v[1, :, 1],
+                    )
+                )
         return tuple(res)
 
 

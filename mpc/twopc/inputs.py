@@ -48,8 +48,9 @@ def _scalar_bits(v: int, g: InputGroup) -> np.ndarray:
     return np.unpackbits(raw, count=w, bitorder="little").view(np.bool_).reshape(1, w)
 
 
-def prepare_inputs(circuit: Circuit, party: Party | str, values: PartyInputs, *,
-                   skip: Iterable[str] = ()) -> tuple[list[np.ndarray], int, bool]:
+def prepare_inputs(
+    circuit: Circuit, party: Party | str, values: PartyInputs, *, skip: Iterable[str] = ()
+) -> tuple[list[np.ndarray], int, bool]:
     """Convert a party's inputs to bit arrays, with range checks, before any secret moves.
 
     ``values``: a mapping group name -> int or sequence of ints, or a sequence
@@ -66,27 +67,37 @@ def prepare_inputs(circuit: Circuit, party: Party | str, values: PartyInputs, *,
     if not groups:
         if values is not None and not (isinstance(values, (Mapping, list, tuple)) and len(values) == 0):
             given = sorted(values) if isinstance(values, Mapping) else values
-            raise CircuitError(f"{party.value} feeds no input group here (its groups: "
-                               f"{[g.name for g in circuit.groups_of(party)]}, random: {sorted(skip)}), got {given!r}")
+            raise CircuitError(
+                f"{party.value} feeds no input group here (its groups: "
+                f"{[g.name for g in circuit.groups_of(party)]}, random: {sorted(skip)}), got {given!r}"
+            )
         return [], 0, False
     seq: list[Any]
     if isinstance(values, Mapping):
         passed_random = sorted(set(values) & skip)
         if passed_random:
-            raise CircuitError(f"{passed_random} are random input groups: the runtime draws their bits; do not pass them")
+            raise CircuitError(
+                f"{passed_random} are random input groups: the runtime draws their bits; do not pass them"
+            )
         unknown = set(values) - {g.name for g in groups}
         if unknown:
-            raise CircuitError(f"{party.value} has no input group(s) {sorted(unknown)}; its groups: {[g.name for g in groups]}")
+            raise CircuitError(
+                f"{party.value} has no input group(s) {sorted(unknown)}; its groups: {[g.name for g in groups]}"
+            )
         missing = [g.name for g in groups if g.name not in values]
         if missing:
             raise CircuitError(f"missing {party.value} input group(s) {missing}")
         seq = [values[g.name] for g in groups]
-    elif len(groups) == 1 and not (isinstance(values, (list, tuple)) and len(values) == 1 and not isinstance(values[0], (int, np.integer))):
+    elif len(groups) == 1 and not (
+        isinstance(values, (list, tuple)) and len(values) == 1 and not isinstance(values[0], (int, np.integer))
+    ):
         seq = [values]
     else:
         seq = list(values)  # type: ignore[arg-type]  # (several groups: values must be a sequence)
     if len(seq) != len(groups):
-        raise CircuitError(f"{party.value} owns {len(groups)} input group(s) {[g.name for g in groups]}, got {len(seq)} value(s)")
+        raise CircuitError(
+            f"{party.value} owns {len(groups)} input group(s) {[g.name for g in groups]}, got {len(seq)} value(s)"
+        )
     bits = []
     batch = None
     scalar = True
@@ -104,7 +115,9 @@ def prepare_inputs(circuit: Circuit, party: Party | str, values: PartyInputs, *,
         if batch is None:
             batch = b.shape[0]
         elif b.shape[0] != batch:
-            raise CircuitError(f"all input groups must have the same batch size ({batch} vs {b.shape[0]} for {g.name!r})")
+            raise CircuitError(
+                f"all input groups must have the same batch size ({batch} vs {b.shape[0]} for {g.name!r})"
+            )
         bits.append(b)
     if batch is None:
         batch = 0
@@ -117,7 +130,9 @@ def random_groups(circuit: Circuit, random: RandomGroups) -> tuple[InputGroup, .
     known = {g.name for g in circuit.inputs}
     bad = [n for n in names if n not in known]
     if bad:
-        raise CircuitError(f"random input group(s) {bad} are not inputs of {circuit.name!r}; its groups: {sorted(known)}")
+        raise CircuitError(
+            f"random input group(s) {bad} are not inputs of {circuit.name!r}; its groups: {sorted(known)}"
+        )
     if len(set(names)) != len(names):
         raise CircuitError(f"random input groups named twice: {names}")
     return tuple(g for g in circuit.inputs if g.name in set(names))

@@ -146,8 +146,28 @@ def _bit_masks(bits: np.ndarray) -> np.ndarray:
 class _Shape:
     """What a circuit and the execution parameters fix, the same on both sides; computed once and kept."""
 
-    __slots__ = ("circuit", "batch", "chunk", "output", "random", "rnames", "g_groups", "e_ord", "e_rnd",
-                 "n_ord", "n_rnd", "n_g", "n_tab", "n_out", "n_dec", "header_args", "ord_slice", "gar", "ev", "frames")
+    __slots__ = (
+        "circuit",
+        "batch",
+        "chunk",
+        "output",
+        "random",
+        "rnames",
+        "g_groups",
+        "e_ord",
+        "e_rnd",
+        "n_ord",
+        "n_rnd",
+        "n_g",
+        "n_tab",
+        "n_out",
+        "n_dec",
+        "header_args",
+        "ord_slice",
+        "gar",
+        "ev",
+        "frames",
+    )
 
     def __init__(self, circuit: Circuit, batch: int, chunk: int, output: str, rnd: tuple[InputGroup, ...]) -> None:
         self.circuit, self.batch, self.chunk, self.output, self.random = circuit, batch, chunk, output, rnd
@@ -162,8 +182,15 @@ class _Shape:
         self.n_tab = 32 * circuit.n_and * batch
         self.n_out = sum(g.width for g in circuit.outputs)
         self.n_dec = -(-self.n_out * batch // 8) if output in ("both", "evaluator") else 0
-        self.header_args = (_w.EXEC_MAGIC, bytes.fromhex(circuit.content_hash), circuit.n_and, batch, chunk,
-                            OUTPUT_MODES.index(output), _w.random_digest(rnd))
+        self.header_args = (
+            _w.EXEC_MAGIC,
+            bytes.fromhex(circuit.content_hash),
+            circuit.n_and,
+            batch,
+            chunk,
+            OUTPUT_MODES.index(output),
+            _w.random_digest(rnd),
+        )
         # one ordinary evaluator group with consecutive wires: its COTs go straight into the label storage
         self.ord_slice = wire_slice(self.e_ord[0]) if len(self.e_ord) == 1 else None
         if not isinstance(self.ord_slice, slice):
@@ -206,8 +233,9 @@ class _Session:
     peer_role: str
     cot: _IKNPParty
 
-    def __init__(self, channel: Channel, session_id: bytes | str, ot_batch: int | None, extra: bytes,
-                 cot: str = "iknp") -> None:
+    def __init__(
+        self, channel: Channel, session_id: bytes | str, ot_batch: int | None, extra: bytes, cot: str = "iknp"
+    ) -> None:
         if cot not in COT_SOURCES:
             raise ValueError(f"cot must be one of {COT_SOURCES}, got {cot!r}")
         self.cot_source = cot
@@ -224,8 +252,14 @@ class _Session:
         self._t_setup = time.perf_counter()
         my_extra = _w.session_extra(extra, cot)
         try:
-            self._hs = handshake(channel, self.role, session_id, my_extra, peer_role=self.peer_role,
-                                 extra_label="circuit" if extra else "runtime")
+            self._hs = handshake(
+                channel,
+                self.role,
+                session_id,
+                my_extra,
+                peer_role=self.peer_role,
+                extra_label="circuit" if extra else "runtime",
+            )
         except HandshakeError as exc:
             err = _w.explain_handshake_error(exc, my_extra)
             if err is exc:
@@ -233,14 +267,17 @@ class _Session:
             raise err from None
 
     # -- shared helpers
-    def _shape(self, circuit: Circuit, batch: int, chunk: int | None, output: str, rnd: tuple[InputGroup, ...]) -> _Shape:
+    def _shape(
+        self, circuit: Circuit, batch: int, chunk: int | None, output: str, rnd: tuple[InputGroup, ...]
+    ) -> _Shape:
         key = (id(circuit), batch, chunk, output, tuple(g.name for g in rnd))
         sh = self._shapes.get(key)
         if sh is None or sh.circuit is not circuit:
             if len(self._shapes) >= 64:
                 self._shapes.clear()
-            sh = self._shapes[key] = _Shape(circuit, batch, default_chunk(circuit, batch) if chunk is None else chunk,
-                                           output, rnd)
+            sh = self._shapes[key] = _Shape(
+                circuit, batch, default_chunk(circuit, batch) if chunk is None else chunk, output, rnd
+            )
         return sh
 
     def _label_buffer(self, circuit: Circuit, batch: int) -> np.ndarray:
@@ -283,11 +320,20 @@ class _Session:
 
     def _check_usable(self) -> None:
         if self._broken is not None:
-            raise ProtocolError(f"this {self.role} session is unusable after an earlier failure ({self._broken}); "
-                                "open a new session")
+            raise ProtocolError(
+                f"this {self.role} session is unusable after an earlier failure ({self._broken}); open a new session"
+            )
 
-    def _start(self, circuit: Circuit, output: str, random: RandomGroups, chunk: int | None, inputs: PartyInputs,
-               batch: int | None, party) -> _Execution:
+    def _start(
+        self,
+        circuit: Circuit,
+        output: str,
+        random: RandomGroups,
+        chunk: int | None,
+        inputs: PartyInputs,
+        batch: int | None,
+        party,
+    ) -> _Execution:
         """Step 1: the inputs converted and checked (nothing is sent before); the clock and counters start."""
         self._check_usable()
         rkey = random if isinstance(random, str) or random is None else tuple(random)
@@ -325,8 +371,18 @@ class _Session:
         self._next_instance += ex.batch
         self.executions += 1
         c0, c1 = ex.c0, self._counters()
-        return ExecutionResult(outs, per_group, ex.circuit.n_and * ex.batch, ex.batch, c1[0] - c0[0], c1[1] - c0[1],
-                               c1[2] - c0[2], c1[3] - c0[3], time.perf_counter() - ex.t0, random_bits=ex.random_bits)
+        return ExecutionResult(
+            outs,
+            per_group,
+            ex.circuit.n_and * ex.batch,
+            ex.batch,
+            c1[0] - c0[0],
+            c1[1] - c0[1],
+            c1[2] - c0[2],
+            c1[3] - c0[3],
+            time.perf_counter() - ex.t0,
+            random_bits=ex.random_bits,
+        )
 
     def close(self) -> None:
         self.channel.close()
@@ -347,8 +403,15 @@ class GarblerSession(_Session):
 
     role, peer_role = "garbler", "evaluator"
 
-    def __init__(self, channel: Channel, session_id: bytes | str = b"pairwise-2pc", *, ot_batch: int | None = None,
-                 extra: bytes = b"", cot: str = "iknp") -> None:
+    def __init__(
+        self,
+        channel: Channel,
+        session_id: bytes | str = b"pairwise-2pc",
+        *,
+        ot_batch: int | None = None,
+        extra: bytes = b"",
+        cot: str = "iknp",
+    ) -> None:
         super().__init__(channel, session_id, ot_batch, extra, cot)
         self.delta = random_blocks(1)[0]
         self.delta[0] |= np.uint64(1)
@@ -359,15 +422,24 @@ class GarblerSession(_Session):
         if cot == "base":
             self.cot = BaseCOTSender(channel, self.delta, self._hs.run_id)
         else:
-            self.cot = COTSender(channel, self.delta, self._hs.run_id,
-                                 batch_size=FIRST_COT_BATCH if ot_batch is None else ot_batch)
+            self.cot = COTSender(
+                channel, self.delta, self._hs.run_id, batch_size=FIRST_COT_BATCH if ot_batch is None else ot_batch
+            )
         self._stream: np.ndarray | None = None  # reused buffer of the per-execution stream
         self._scratch: np.ndarray | None = None  # reused buffer of the table segments of larger streams
         self.cot.setup()
         self.setup_seconds = time.perf_counter() - self._t_setup
 
-    def run(self, circuit: Circuit, inputs: PartyInputs, *, output: str = "both", chunk: int | None = None,
-            random: RandomGroups = (), batch: int | None = None) -> ExecutionResult:
+    def run(
+        self,
+        circuit: Circuit,
+        inputs: PartyInputs,
+        *,
+        output: str = "both",
+        chunk: int | None = None,
+        random: RandomGroups = (),
+        batch: int | None = None,
+    ) -> ExecutionResult:
         """Run one execution with the garbler's ``inputs``.
 
         ``random``: names of the input groups (of either party) whose bits are
@@ -421,10 +493,24 @@ class GarblerSession(_Session):
                 sh.gar = Regarbler(sh.circuit, sh.batch, self.delta, sh.chunk)
             return sh.gar
         if zero.nbytes <= 1 << 16:  # small: one copy in the constructor
-            return Garbler(sh.circuit, sh.batch, delta=self.delta, input_zero=zero, instance_offset=ex.offset,
-                           chunk=sh.chunk, keep_scratch=True)
-        gar = Garbler(sh.circuit, sh.batch, delta=self.delta, instance_offset=ex.offset, chunk=sh.chunk,
-                      keep_scratch=True, input_buffer=zero)  # large batches: no copy, the groups set in place
+            return Garbler(
+                sh.circuit,
+                sh.batch,
+                delta=self.delta,
+                input_zero=zero,
+                instance_offset=ex.offset,
+                chunk=sh.chunk,
+                keep_scratch=True,
+            )
+        gar = Garbler(
+            sh.circuit,
+            sh.batch,
+            delta=self.delta,
+            instance_offset=ex.offset,
+            chunk=sh.chunk,
+            keep_scratch=True,
+            input_buffer=zero,
+        )  # large batches: no copy, the groups set in place
         for g in sh.circuit.inputs:
             w = wire_slice(g)
             gar.set_zero_labels(g.name, zero[w] if isinstance(w, slice) else zero[w].copy())
@@ -546,8 +632,15 @@ class EvaluatorSession(_Session):
 
     role, peer_role = "evaluator", "garbler"
 
-    def __init__(self, channel: Channel, session_id: bytes | str = b"pairwise-2pc", *, ot_batch: int | None = None,
-                 extra: bytes = b"", cot: str = "iknp") -> None:
+    def __init__(
+        self,
+        channel: Channel,
+        session_id: bytes | str = b"pairwise-2pc",
+        *,
+        ot_batch: int | None = None,
+        extra: bytes = b"",
+        cot: str = "iknp",
+    ) -> None:
         super().__init__(channel, session_id, ot_batch, extra, cot)
         key = channel.recv(max_size=16)
         if len(key) != 16:
@@ -557,12 +650,22 @@ class EvaluatorSession(_Session):
         if cot == "base":
             self.cot = BaseCOTReceiver(channel, self._hs.run_id)
         else:
-            self.cot = COTReceiver(channel, self._hs.run_id, batch_size=FIRST_COT_BATCH if ot_batch is None else ot_batch)
+            self.cot = COTReceiver(
+                channel, self._hs.run_id, batch_size=FIRST_COT_BATCH if ot_batch is None else ot_batch
+            )
         self.cot.setup()
         self.setup_seconds = time.perf_counter() - self._t_setup
 
-    def run(self, circuit: Circuit, inputs: PartyInputs, *, output: str = "both", chunk: int | None = None,
-            random: RandomGroups = (), batch: int | None = None) -> ExecutionResult:
+    def run(
+        self,
+        circuit: Circuit,
+        inputs: PartyInputs,
+        *,
+        output: str = "both",
+        chunk: int | None = None,
+        random: RandomGroups = (),
+        batch: int | None = None,
+    ) -> ExecutionResult:
         """Run one execution with the evaluator's ``inputs`` (same batch as the garbler's).
 
         ``random`` names the same groups as the garbler's call; the
@@ -579,7 +682,9 @@ class EvaluatorSession(_Session):
             self._garbler_labels(ex, active)  # 3. the garbler's active labels: the label stream
             ev = sh.ev
             if ev is None:
-                ev = sh.ev = Evaluator(sh.circuit, sh.batch, instance_offset=ex.offset, chunk=sh.chunk, keep_scratch=True)
+                ev = sh.ev = Evaluator(
+                    sh.circuit, sh.batch, instance_offset=ex.offset, chunk=sh.chunk, keep_scratch=True
+                )
             ev.instance_offset = ex.offset  # (the shape checked batch and chunk; _finish keeps offsets growing)
             out_labels, dec = self._receive_stream(ex, ev, active)  # 5. evaluated as it arrives
             outs = self._outputs(ex, out_labels, dec)  # 6. the garbler's output first, then ours
@@ -640,7 +745,9 @@ class EvaluatorSession(_Session):
                 self._label_stream.fill(tmp)
                 active[w] = tmp.reshape(g.width, sh.batch, 2)
 
-    def _receive_stream(self, ex: _Execution, ev: Evaluator, active: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+    def _receive_stream(
+        self, ex: _Execution, ev: Evaluator, active: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray | None]:
         """Step 5: the garbler's header (compared with ours), then the tables evaluated frame by frame as they
         arrive, then the decoding bits, if sent."""
         sh = ex.shape
@@ -654,8 +761,9 @@ class EvaluatorSession(_Session):
         stream.finish()
         return out_labels, dec
 
-    def _outputs(self, ex: _Execution, out_labels: np.ndarray,
-                 dec: np.ndarray | None) -> tuple[list | None, list[np.ndarray] | None]:
+    def _outputs(
+        self, ex: _Execution, out_labels: np.ndarray, dec: np.ndarray | None
+    ) -> tuple[list | None, list[np.ndarray] | None]:
         """Step 6: send the permute bits of the output labels if the garbler learns the output (first, so it
         is not kept waiting), then decode ours if we got the decoding bits."""
         if ex.shape.output in ("both", "garbler"):

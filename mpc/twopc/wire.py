@@ -59,6 +59,7 @@ def frame_ends(total: int) -> list[int]:
     k = max(-(-total // FRAME_TARGET), min(SPLIT, total // MIN_FRAME), 1)
     return [-(-i * total // k) for i in range(1, k + 1)]
 
+
 #: Runtime protocol version: 5 = one request frame from the evaluator (header + correction bits),
 #: the garbler's header inside its stream, a session label stream, base OTs on edwards25519.
 RUNTIME_VERSION = b"pairwise-yao/5"
@@ -121,10 +122,19 @@ def random_digest(groups: tuple[InputGroup, ...]) -> bytes:
     return hashlib.sha256(b"random-groups\0" + b"\0".join(g.name.encode() for g in groups)).digest()[:8]
 
 
-def exec_header(circuit: Circuit, batch: int, chunk: int, offset: int, output: str,
-                random: tuple[InputGroup, ...] = ()) -> bytes:
-    return EXEC.pack(EXEC_MAGIC, bytes.fromhex(circuit.content_hash), circuit.n_and, batch, chunk, offset,
-                     OUTPUT_MODES.index(output), random_digest(random))
+def exec_header(
+    circuit: Circuit, batch: int, chunk: int, offset: int, output: str, random: tuple[InputGroup, ...] = ()
+) -> bytes:
+    return EXEC.pack(
+        EXEC_MAGIC,
+        bytes.fromhex(circuit.content_hash),
+        circuit.n_and,
+        batch,
+        chunk,
+        offset,
+        OUTPUT_MODES.index(output),
+        random_digest(random),
+    )
 
 
 def compare_headers(mine: bytes, theirs, circuit: Circuit) -> None:
@@ -148,8 +158,10 @@ def compare_headers(mine: bytes, theirs, circuit: Circuit) -> None:
                 a, b = OUTPUT_MODES[a] if a < 3 else a, OUTPUT_MODES[b] if b < 3 else b
             raise ExecutionMismatch(f"execution parameter mismatch: {name} is {a} here and {b} at the peer")
     if m[7] != t[7]:
-        raise ExecutionMismatch("execution parameter mismatch: the two parties name different random input groups "
-                                "(run(..., random=...) must list the same groups on both sides)")
+        raise ExecutionMismatch(
+            "execution parameter mismatch: the two parties name different random input groups "
+            "(run(..., random=...) must list the same groups on both sides)"
+        )
     raise ProtocolError("malformed execution header from the peer")
 
 

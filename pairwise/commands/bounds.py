@@ -32,25 +32,35 @@ from .options import deprecated  # noqa: F401 - the one deprecation warning, re-
 NOT_PRIVATE = "(not private)"
 
 
-def add_bound_args(p, columns: str, *, decimals: bool = False, integer: bool = False,
-                   shipped_default: bool = True) -> None:
+def add_bound_args(
+    p, columns: str, *, decimals: bool = False, integer: bool = False, shipped_default: bool = True
+) -> None:
     """Add ``--lower``/``--upper`` (and ``--decimals``) to parser ``p``; ``columns`` names them in the help.
 
     ``shipped_default``: the command can read a shipped dataset, whose declared domain is then the default.
     """
     kind = "integer" if integer else "value"
-    default = ("Default: the shipped dataset's declared domain; required with a CSV file" if shipped_default
-               else "Required")
-    p.add_argument("--lower", metavar="L[,L2]",
-                   help=f"public lower bound, one {kind} per private column ({columns}); values below are "
-                        f"clamped by their owner (negative values: --lower -1,-2 or --lower=-1,-2). {default}")
-    p.add_argument("--upper", metavar="U[,U2]",
-                   help=f"public upper bound, one {kind} per private column ({columns}); values above are "
-                        "clamped by their owner")
+    default = (
+        "Default: the shipped dataset's declared domain; required with a CSV file" if shipped_default else "Required"
+    )
+    p.add_argument(
+        "--lower",
+        metavar="L[,L2]",
+        help=f"public lower bound, one {kind} per private column ({columns}); values below are "
+        f"clamped by their owner (negative values: --lower -1,-2 or --lower=-1,-2). {default}",
+    )
+    p.add_argument(
+        "--upper",
+        metavar="U[,U2]",
+        help=f"public upper bound, one {kind} per private column ({columns}); values above are clamped by their owner",
+    )
     if decimals:
-        p.add_argument("--decimals", metavar="D[,D2]",
-                       help="fixed-point scale: values are rounded to lower + k 10^-D (default: the shipped "
-                            "domain's decimals, else the fewest giving at least 10^4 steps across [L, U])")
+        p.add_argument(
+            "--decimals",
+            metavar="D[,D2]",
+            help="fixed-point scale: values are rounded to lower + k 10^-D (default: the shipped "
+            "domain's decimals, else the fewest giving at least 10^4 steps across [L, U])",
+        )
 
 
 def parse_list(text: str | None, count: int, flag: str, *, integer: bool = False) -> list | None:
@@ -61,15 +71,17 @@ def parse_list(text: str | None, count: int, flag: str, *, integer: bool = False
     try:
         vals = [int(t) if integer else float(t) for t in parts]
     except ValueError:
-        raise ValueError(f"{flag} must be {count} comma-separated {'integers' if integer else 'numbers'}, "
-                         f"got {text!r}") from None
+        raise ValueError(
+            f"{flag} must be {count} comma-separated {'integers' if integer else 'numbers'}, got {text!r}"
+        ) from None
     if len(vals) != count:
         raise ValueError(f"{flag} needs one value per private column ({count}), got {len(vals)} in {text!r}")
     return vals
 
 
-def resolve_domains(args, columns: list[str], dataset: str | None, *, integer: bool = False,
-                    data_flag: str = "--data") -> list[PublicDomain]:
+def resolve_domains(
+    args, columns: list[str], dataset: str | None, *, integer: bool = False, data_flag: str = "--data"
+) -> list[PublicDomain]:
     """The public domain of each of ``columns``, from the flags or the shipped dataset's declaration.
 
     ``dataset`` is the shipped dataset's name, or None for a user CSV (then
@@ -88,15 +100,18 @@ def resolve_domains(args, columns: list[str], dataset: str | None, *, integer: b
             raise ValueError(
                 f"{data_flag} needs the public domain of its private column(s) {', '.join(columns)}: give "
                 f"--lower L --upper U (one value per column, comma-separated), fixed in advance, not the "
-                f"data's min/max")
+                f"data's min/max"
+            )
         from pairwise.protocols.datasets import column_domain
 
         doms = [column_domain(dataset, c) for c in columns]
         if decs is not None:
             doms = [PublicDomain(d.lower, d.upper, dd, d.source) for d, dd in zip(doms, decs)]
         return doms
-    return [PublicDomain(lo, hi, None if decs is None else decs[j], f"column {c!r} (--lower/--upper)")
-            for j, (c, lo, hi) in enumerate(zip(columns, lower, upper))]
+    return [
+        PublicDomain(lo, hi, None if decs is None else decs[j], f"column {c!r} (--lower/--upper)")
+        for j, (c, lo, hi) in enumerate(zip(columns, lower, upper))
+    ]
 
 
 def clamped_note(count: int, domains: list[PublicDomain]) -> str:

@@ -35,10 +35,14 @@ def register(root, groups) -> None:
     c = sub.add_parser("create", help="create DIR/NAME.pem and DIR/NAME.key (and the CA if DIR has none)")
     c.add_argument("--dir", required=True, help="certificate directory (created with mode 0700 if absent)")
     c.add_argument("--name", required=True, help="the party's name (certificate CN), e.g. server-0, alice")
-    c.add_argument("--role", required=True, choices=["server", "querier", "client", "user", "collector"],
-                   help="server: an ECDF server or the collect aggregator; querier: uploads, releases, status; "
-                        "client: uploads only, ustat workers and 2PC parties; user: joins collect tasks with "
-                        "their own value; collector: creates collect tasks and reads their results")
+    c.add_argument(
+        "--role",
+        required=True,
+        choices=["server", "querier", "client", "user", "collector"],
+        help="server: an ECDF server or the collect aggregator; querier: uploads, releases, status; "
+        "client: uploads only, ustat workers and 2PC parties; user: joins collect tasks with "
+        "their own value; collector: creates collect tasks and reads their results",
+    )
     c.add_argument("--days", type=positive_int, default=365, help="validity in days (default 365)")
     add_json(c)
     c.set_defaults(func=cmd_create)
@@ -59,8 +63,10 @@ def cmd_create(args) -> int:
         return 0
     if issued.created_ca:
         print(f"created CA {issued.ca} (and its key {issued.ca[:-4]}.key, mode 0600: keep it private)")
-    print(f"created {issued.cert} and {issued.key}: name {issued.name}, role {issued.role}, "
-          f"valid until {issued.not_after}")
+    print(
+        f"created {issued.cert} and {issued.key}: name {issued.name}, role {issued.role}, "
+        f"valid until {issued.not_after}"
+    )
     print(f"  sha256 fingerprint {issued.fingerprint}")
     return 0
 
@@ -75,6 +81,8 @@ def cmd_list(args) -> int:
     if not certs:
         print(f"no certificates in {args.dir}")
     for c in certs:
-        print(f"{c['name']:<20} {c['role']:<8} until {c['not_after']}  {c['fingerprint'][:16]}"
-              f"{'' if c['key'] else '  (no key here)'}")
+        print(
+            f"{c['name']:<20} {c['role']:<8} until {c['not_after']}  {c['fingerprint'][:16]}"
+            f"{'' if c['key'] else '  (no key here)'}"
+        )
     return 0

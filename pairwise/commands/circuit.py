@@ -54,17 +54,30 @@ def register(root, groups) -> None:
     e.set_defaults(func=cmd_eval)
 
     t = sub.add_parser("table", help="the kernel circuit table")
-    t.add_argument("--bits", type=int, nargs="+", default=[8, 16, 32, 64], metavar="W",
-                   help="kernel widths to tabulate (default 8 16 32 64)")
+    t.add_argument(
+        "--bits",
+        type=int,
+        nargs="+",
+        default=[8, 16, 32, 64],
+        metavar="W",
+        help="kernel widths to tabulate (default 8 16 32 64)",
+    )
     add_json(t, "print the rows as one JSON list of objects")
     t.set_defaults(func=cmd_table)
 
     x = sub.add_parser("export", help="write a circuit as Bristol Fashion, DOT or GraphML")
     _add_spec_args(x)
-    x.add_argument("--format", choices=["bristol", "dot", "graphml"], default="bristol",
-                   help="Bristol Fashion (default), Graphviz DOT or GraphML")
-    x.add_argument("--old-bristol", action="store_true",
-                   help="read CIRCUIT in the old Bristol format (line 2 'n1 n2 nout'), e.g. to convert it")
+    x.add_argument(
+        "--format",
+        choices=["bristol", "dot", "graphml"],
+        default="bristol",
+        help="Bristol Fashion (default), Graphviz DOT or GraphML",
+    )
+    x.add_argument(
+        "--old-bristol",
+        action="store_true",
+        help="read CIRCUIT in the old Bristol format (line 2 'n1 n2 nout'), e.g. to convert it",
+    )
     x.add_argument("-o", "--output", required=True, metavar="PATH", help="file to write")
     add_json(x, 'print {"output": PATH, "format": ...} instead of a sentence')
     x.set_defaults(func=cmd_export)
@@ -106,7 +119,9 @@ def format_hex_output(value: int, width: int) -> str:
 def cmd_eval(args) -> int:
     c = resolve_circuit(args.circuit, args.bits, args.signed)
     if len(args.input) != len(c.inputs):
-        raise CircuitError(f"{c.name} has {len(c.inputs)} input groups ({', '.join(f'{g.name}: {g.width} bits' for g in c.inputs)}); got {len(args.input)} --input")
+        raise CircuitError(
+            f"{c.name} has {len(c.inputs)} input groups ({', '.join(f'{g.name}: {g.width} bits' for g in c.inputs)}); got {len(args.input)} --input"
+        )
     values = [parse_hex_input(h, g.width, g.name) for h, g in zip(args.input, c.inputs)]
     bits = [ints_to_bits([v], g.width, False, g.name) for v, g in zip(values, c.inputs)]
     if args.garbled:
@@ -129,7 +144,9 @@ def kernel_table(widths=(8, 16, 32, 64)) -> list[dict]:
     for name in KERNELS:
         for w in widths:
             st = build_kernel(name, w).stats().as_dict()
-            rows.append({"kernel": name, "bits": w, **{k: st[k] for k in ("and", "xor", "inv", "depth", "and_depth", "bytes")}})
+            rows.append(
+                {"kernel": name, "bits": w, **{k: st[k] for k in ("and", "xor", "inv", "depth", "and_depth", "bytes")}}
+            )
     return rows
 
 
@@ -138,7 +155,10 @@ def print_table(rows: list[dict], file=sys.stdout) -> None:
     widths = {k: max(len(k), *(len(str(r[k])) for r in rows)) for k in cols}
     print("  ".join(k.ljust(widths[k]) if k == "kernel" else k.rjust(widths[k]) for k in cols), file=file)
     for r in rows:
-        print("  ".join(str(r[k]).ljust(widths[k]) if k == "kernel" else str(r[k]).rjust(widths[k]) for k in cols), file=file)
+        print(
+            "  ".join(str(r[k]).ljust(widths[k]) if k == "kernel" else str(r[k]).rjust(widths[k]) for k in cols),
+            file=file,
+        )
 
 
 def cmd_table(args) -> int:

@@ -52,8 +52,9 @@ def _best_of(fn, repeats: int, tick=None) -> tuple[float, float]:
     return wall, max(cpu, 1e-9)
 
 
-def run_dcf_benchmark(domain_bits: int = 32, keys: int = 100_000, output_bits: int = 32,
-                      repeats: int = 3, progress=None) -> dict:
+def run_dcf_benchmark(
+    domain_bits: int = 32, keys: int = 100_000, output_bits: int = 32, repeats: int = 3, progress=None
+) -> dict:
     """Measure DCF key size, batched Gen, (de)serialization and batched Eval; return a dict.
 
     ``progress(done, total)``, if given, counts the timed calls (4 stages x
@@ -91,7 +92,8 @@ def run_dcf_benchmark(domain_bits: int = 32, keys: int = 100_000, output_bits: i
     t_ser, c_ser = _best_of(lambda: holder.__setitem__("b", k0.to_bytes_list()), repeats, tick)
     blobs0 = holder["b"]
     t_parse, c_parse = _best_of(
-        lambda: holder.__setitem__("s", DCFKeyBatch.from_bytes_list(blobs0, n=n, l=l, party=0)), repeats, tick)
+        lambda: holder.__setitem__("s", DCFKeyBatch.from_bytes_list(blobs0, n=n, l=l, party=0)), repeats, tick
+    )
     server0 = holder["s"]
     t_eval, c_eval = _best_of(lambda: holder.__setitem__("y0", server0.eval_sum(threshold)), repeats, tick)
     # correctness guard: the two servers' shares must reconstruct the true count
@@ -127,8 +129,13 @@ def run_dpf_full_domain_benchmark(domain_bits: int, output_bits: int = 32, repea
     y = (holder["y"] + k1.full_domain()) & np.uint64((1 << l) - 1)
     if int(np.count_nonzero(y)) != 1 or int(y[alpha]) != 1:
         raise RuntimeError("DPF benchmark self-check failed")
-    return {"domain_bits": n, "output_bits": l, "dpf_key_bytes": dpf_key_bytes(n, l),
-            "full_domain_s": t, "full_domain_cpu_s": c}
+    return {
+        "domain_bits": n,
+        "output_bits": l,
+        "dpf_key_bytes": dpf_key_bytes(n, l),
+        "full_domain_s": t,
+        "full_domain_cpu_s": c,
+    }
 
 
 def _cmd_bench_fss(args) -> int:
@@ -137,23 +144,28 @@ def _cmd_bench_fss(args) -> int:
     if args.json:
         print(json.dumps(res))
         return 0
-    print(f"DCF over a {res['domain_bits']}-bit domain, outputs mod 2^{res['output_bits']}, "
-          f"{res['keys']} keys (best of {args.repeats}; wall clock, and per CPU second)")
+    print(
+        f"DCF over a {res['domain_bits']}-bit domain, outputs mod 2^{res['output_bits']}, "
+        f"{res['keys']} keys (best of {args.repeats}; wall clock, and per CPU second)"
+    )
     print(f"  key size            {res['dcf_key_bytes']:>12d} bytes")
-    for label, key, unit in (("key generation", "keygen", "key pairs/s (batched)"),
-                             ("serialization", "serialize", "keys/s"),
-                             ("parsing (server)", "parse", "keys/s"),
-                             ("evaluation", "eval", "evaluations/s per server (batched)")):
-        print(f"  {label:<18}{res[key + '_per_s']:>13,.0f} {unit}   "
-              f"[{res[key + '_cpu_per_s']:,.0f} per CPU s]")
+    for label, key, unit in (
+        ("key generation", "keygen", "key pairs/s (batched)"),
+        ("serialization", "serialize", "keys/s"),
+        ("parsing (server)", "parse", "keys/s"),
+        ("evaluation", "eval", "evaluations/s per server (batched)"),
+    ):
+        print(f"  {label:<18}{res[key + '_per_s']:>13,.0f} {unit}   [{res[key + '_cpu_per_s']:,.0f} per CPU s]")
     return 0
 
 
 def register(root, groups) -> None:
     """Add ``pairwise bench fss``."""
     p = groups["bench"].add_parser(
-        "fss", help="DCF key generation / batched evaluation rates and key size",
-        description="Generate DCF keys, evaluate one server's batch at a threshold, report rates.")
+        "fss",
+        help="DCF key generation / batched evaluation rates and key size",
+        description="Generate DCF keys, evaluate one server's batch at a threshold, report rates.",
+    )
     p.add_argument("--domain-bits", type=int, default=32, metavar="N", help="domain bits n (1..64), default 32")
     p.add_argument("--output-bits", type=int, default=32, metavar="L", help="output bits l (1..64), default 32")
     p.add_argument("--keys", type=int, default=100_000, metavar="K", help="number of keys, default 100000")

@@ -54,8 +54,9 @@ from .options import add_progress, positive_int, progress_bar
 MAX_TABLE_BYTES = 3 << 30
 
 
-def bench_garble(circuit: Circuit, batch: int, repeat: int = 3, chunk: int | None = None, progress=None,
-                 threads: int | None = None) -> dict:
+def bench_garble(
+    circuit: Circuit, batch: int, repeat: int = 3, chunk: int | None = None, progress=None, threads: int | None = None
+) -> dict:
     """Best-of-``repeat`` garbling and evaluation times of ``circuit`` for ``batch`` instances.
 
     ``threads``: the engine's threads for these runs (None: its default, every
@@ -150,14 +151,22 @@ def bench_garble(circuit: Circuit, batch: int, repeat: int = 3, chunk: int | Non
 
 def register(root, groups) -> None:
     p = groups["bench"].add_parser("garble", help="half-gates garbling / evaluation throughput (M AND/s)")
-    p.add_argument("--circuit", default="aes128", help=f"aes128, a kernel ({', '.join(KERNELS)}) or a Bristol Fashion file")
+    p.add_argument(
+        "--circuit", default="aes128", help=f"aes128, a kernel ({', '.join(KERNELS)}) or a Bristol Fashion file"
+    )
     p.add_argument("--bits", type=int, default=32, help="kernel width in bits, default 32")
     p.add_argument("--signed", action="store_true", help="signed kernel inputs")
-    p.add_argument("--batch", type=positive_int, required=True, metavar="B", help="instances garbled at once (SIMD batch)")
+    p.add_argument(
+        "--batch", type=positive_int, required=True, metavar="B", help="instances garbled at once (SIMD batch)"
+    )
     p.add_argument("--repeat", type=positive_int, default=3, help="runs; the best is reported (default 3)")
     p.add_argument("--chunk", type=positive_int, default=None, help="instances per chunk (default: automatic)")
-    p.add_argument("--threads", type=positive_int, default=None,
-                   help="engine threads (default: every CPU of the process; 1: one core)")
+    p.add_argument(
+        "--threads",
+        type=positive_int,
+        default=None,
+        help="engine threads (default: every CPU of the process; 1: one core)",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     add_progress(p)
     p.set_defaults(func=cmd_bench_garble)
@@ -174,11 +183,15 @@ def cmd_bench_garble(args) -> int:
     if args.json:
         print(json.dumps(r))
     else:
-        print(f"circuit      {r['circuit']} ({r['and_gates']} AND gates), batch {r['batch']}, chunk {r['chunk']}, "
-              f"{r['threads']} thread(s), {r['path']} path")
+        print(
+            f"circuit      {r['circuit']} ({r['and_gates']} AND gates), batch {r['batch']}, chunk {r['chunk']}, "
+            f"{r['threads']} thread(s), {r['path']} path"
+        )
         for role, key, sec in (("garble", "garble", "garble_seconds"), ("evaluate", "eval", "eval_seconds")):
-            print(f"{role:<12} {r[key + '_mands']:8.2f} M AND/s per machine ({r[sec] * 1e3:.1f} ms, best of "
-                  f"{r['repeat']})   {r[key + '_mands_per_core']:8.2f} M AND/s per core (per CPU second)")
+            print(
+                f"{role:<12} {r[key + '_mands']:8.2f} M AND/s per machine ({r[sec] * 1e3:.1f} ms, best of "
+                f"{r['repeat']})   {r[key + '_mands_per_core']:8.2f} M AND/s per core (per CPU second)"
+            )
         print(f"fresh memory {r['garble_fresh_mands']:8.2f} M AND/s (the first garbling, into fresh table memory)")
         print(f"tables       {r['table_bytes']} bytes (32 per AND per instance)")
         print(f"correct      {r['correct']}")

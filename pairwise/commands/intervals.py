@@ -34,13 +34,19 @@ def alpha_type(text: str) -> float:
 
 def add_alpha(p) -> None:
     """``--alpha A``: the published interval covers the target with probability >= 1 - A."""
-    p.add_argument("--alpha", type=alpha_type, default=DEFAULT_ALPHA, metavar="A",
-                   help="the (1 - A) interval published with the estimate (default 0.05: 95%%); its width "
-                        "depends on public parameters only")
+    p.add_argument(
+        "--alpha",
+        type=alpha_type,
+        default=DEFAULT_ALPHA,
+        metavar="A",
+        help="the (1 - A) interval published with the estimate (default 0.05: 95%%); its width "
+        "depends on public parameters only",
+    )
 
 
-def interval_line(interval, alpha: float | None = None, clamp: tuple[float, float] | None = None,
-                  fmt: str = ".6g") -> str:
+def interval_line(
+    interval, alpha: float | None = None, clamp: tuple[float, float] | None = None, fmt: str = ".6g"
+) -> str:
     """``[lo, hi]``, clamped to the statistic's natural range if given, then `` (95%)`` if ``alpha`` is given."""
     lo, hi = interval
     if clamp is not None:

@@ -46,8 +46,14 @@ DEFAULT_EPSILON = 2.0
 DP_KEYS = {
     "auc": ("estimate", "estimate_clamped", "recursed_per_level", "discarded_per_level", "interval"),
     "qmle": ("estimate", "std_errors", "covariance", "loglik", "converged", "interval"),
-    "shuffle-histogram": ("estimate", "estimate_clamped", "estimate_thresholded", "messages", "interval",
-                          "interval_clamped"),
+    "shuffle-histogram": (
+        "estimate",
+        "estimate_clamped",
+        "estimate_thresholded",
+        "messages",
+        "interval",
+        "interval_clamped",
+    ),
     "ustat": ("estimate", "estimate_clamped", "interval", "interval_clamped"),
 }
 #: JSON keys computed without noise: not private, for evaluation only. Every other key is a function of public
@@ -57,24 +63,32 @@ NOT_PRIVATE_KEYS = ("exact", "exact_quantized", "max_error", "clamped")
 
 def _add_data_args(p, dataset: str | None) -> None:
     add_builtin(p, default=dataset, old=("--dataset",))
-    add_data(p, what="read this CSV file (header row; needs --lower/--upper) instead of the shipped data",
-             old=("--csv",))
+    add_data(
+        p, what="read this CSV file (header row; needs --lower/--upper) instead of the shipped data", old=("--csv",)
+    )
     add_alpha(p)
     add_json(p)
 
 
 def _add_epsilon(p, old_default: float, what: str = "privacy budget per user") -> None:
-    p.add_argument("--epsilon", type=epsilon_type, default=None, metavar="E",
-                   help=f"{what}, in [2^-32, 500] (required; without it the old default {old_default:g} is "
-                        f"used, with a deprecation warning)")
+    p.add_argument(
+        "--epsilon",
+        type=epsilon_type,
+        default=None,
+        metavar="E",
+        help=f"{what}, in [2^-32, 500] (required; without it the old default {old_default:g} is "
+        f"used, with a deprecation warning)",
+    )
     p.set_defaults(epsilon_old_default=old_default)
 
 
 def _epsilon(args) -> float:
     """``--epsilon``, or (deprecated, one release) the command's old default with a warning."""
     if args.epsilon is None:
-        warn(f"ldp {args.ldp_command} without --epsilon is deprecated: using the old default "
-             f"{args.epsilon_old_default:g}; --epsilon will be required in the next release")
+        warn(
+            f"ldp {args.ldp_command} without --epsilon is deprecated: using the old default "
+            f"{args.epsilon_old_default:g}; --epsilon will be required in the next release"
+        )
         args.epsilon = args.epsilon_old_default
     return args.epsilon
 
@@ -110,35 +124,54 @@ def register(root, groups) -> None:
     a.add_argument("--bits", type=int, default=4, help="alpha: scores are discretized to 2^alpha bins (default 4)")
     add_bound_args(a, "the score column")
     _add_epsilon(a, DEFAULT_EPSILON)
-    a.add_argument("--splitting", choices=["users", "budget"], default="users",
-                   help="split users across levels (default) or each user's budget")
-    a.add_argument("--composition", choices=["basic", "advanced"], default="basic",
-                   help="budget splitting: basic (pure eps) or advanced composition (needs --delta)")
+    a.add_argument(
+        "--splitting",
+        choices=["users", "budget"],
+        default="users",
+        help="split users across levels (default) or each user's budget",
+    )
+    a.add_argument(
+        "--composition",
+        choices=["basic", "advanced"],
+        default="basic",
+        help="budget splitting: basic (pure eps) or advanced composition (needs --delta)",
+    )
     a.add_argument("--delta", type=float, default=0.0, help="delta for advanced composition (default 0)")
     a.add_argument("--a", type=float, default=None, help="threshold parameter a > 1 (default: Corollary 4/5)")
-    a.add_argument("--discarded", choices=["half", "zero"], default="half",
-                   help="discarded nodes: Eq. (10) 'half' or Corollary 5 'zero'")
-    a.add_argument("--ties", choices=["half", "zero"], default="half",
-                   help="ties count one half (default) or zero (Eq. 10 verbatim)")
+    a.add_argument(
+        "--discarded",
+        choices=["half", "zero"],
+        default="half",
+        help="discarded nodes: Eq. (10) 'half' or Corollary 5 'zero'",
+    )
+    a.add_argument(
+        "--ties",
+        choices=["half", "zero"],
+        default="half",
+        help="ties count one half (default) or zero (Eq. 10 verbatim)",
+    )
     a.set_defaults(func=cmd_auc)
 
     q = sub.add_parser("qmle", help="one-bit LDP quasi-MLE of quantile regression")
     _add_data_args(q, "engel")
     q.add_argument("--response", default="foodexp", help="private response column (default foodexp)")
-    add_columns(q, what="covariate columns A[,B...] (default income)", default=["income"], spaces=True,
-                flag="--covariates")
+    add_columns(
+        q, what="covariate columns A[,B...] (default income)", default=["income"], spaces=True, flag="--covariates"
+    )
     q.add_argument("--tau", type=float, default=0.5, help="quantile level (default 0.5)")
     q.add_argument("--sigma", type=float, default=None, help="ALD scale (default (upper-lower)/10)")
     add_bound_args(q, "--response, then each of --covariates with --private-x; Eq. (6) truncation")
     _add_epsilon(q, DEFAULT_EPSILON)
-    q.add_argument("--private-x", action="store_true",
-                   help="covariates are private too (Sec. 3.2): one bit each, budget split equally")
+    q.add_argument(
+        "--private-x",
+        action="store_true",
+        help="covariates are private too (Sec. 3.2): one bit each, budget split equally",
+    )
     q.set_defaults(func=cmd_qmle)
 
     h = sub.add_parser("shuffle-histogram", help="shuffled-model histogram (Balcer-Cheu, Figure 2)")
     _add_data_args(h, "fair")
-    add_columns(h, what="integer-valued column (default rate_marriage)", default=["rate_marriage"],
-                old=("--column",))
+    add_columns(h, what="integer-valued column (default rate_marriage)", default=["rate_marriage"], old=("--column",))
     add_bound_args(h, "the column: the integer domain lower..upper", integer=True)
     _add_epsilon(h, 1.0, "privacy budget, at most 1 for this protocol")
     h.add_argument("--delta", type=float, default=1e-5, help="delta (default 1e-5)")
@@ -146,21 +179,34 @@ def register(root, groups) -> None:
     h.set_defaults(func=cmd_shuffle_histogram)
 
     u = sub.add_parser("ustat", help="Algorithm 1: quantization + k-ary randomized response")
-    u.add_argument("--kernel", choices=["gini", "kendall", "auc"], default="gini",
-                   help="U-statistic kernel: gini (default), kendall or auc")
-    add_builtin(u, default=None, what="shipped dataset (default: breast_cancer, or fair for kendall)",
-                old=("--dataset",))
-    add_data(u, what="read this CSV file (header row; needs --lower/--upper) instead of the shipped data",
-             old=("--csv",))
+    u.add_argument(
+        "--kernel",
+        choices=["gini", "kendall", "auc"],
+        default="gini",
+        help="U-statistic kernel: gini (default), kendall or auc",
+    )
+    add_builtin(
+        u, default=None, what="shipped dataset (default: breast_cancer, or fair for kendall)", old=("--dataset",)
+    )
+    add_data(
+        u, what="read this CSV file (header row; needs --lower/--upper) instead of the shipped data", old=("--csv",)
+    )
     add_columns(u, what="data column(s): A for gini/auc, A,B for kendall", spaces=True)
     u.add_argument("--label", default="malignant", help="0/1 label column for auc (default malignant)")
     u.add_argument("--k", type=int, default=8, help="bins per coordinate (default 8)")
-    u.add_argument("--discrete", action="store_true",
-                   help="no quantization: the domain is the public grid lower + k 10^-decimals (default for "
-                        "kendall when that grid has at most 8192 cells)")
+    u.add_argument(
+        "--discrete",
+        action="store_true",
+        help="no quantization: the domain is the public grid lower + k 10^-decimals (default for "
+        "kendall when that grid has at most 8192 cells)",
+    )
     add_bound_args(u, "one for gini/auc, two for kendall", decimals=True)
-    u.add_argument("--quantized-kernel", choices=["midpoint", "average"], default="midpoint",
-                   help="kernel on a pair of bins: midpoint of its range (Eq. 14, default) or its mean (Eq. 15)")
+    u.add_argument(
+        "--quantized-kernel",
+        choices=["midpoint", "average"],
+        default="midpoint",
+        help="kernel on a pair of bins: midpoint of its range (Eq. 14, default) or its mean (Eq. 15)",
+    )
     _add_epsilon(u, DEFAULT_EPSILON)
     add_alpha(u)
     add_json(u)
@@ -195,13 +241,24 @@ def cmd_auc(args) -> int:
     if not ((y == 1).any() and (y == 0).any()):
         raise DataError(f"label column {args.label!r} must contain both 0 and 1")
     for cls in (y == 1, y == 0):  # validates epsilon, delta, splitting, composition before any randomness
-        PrivateHierarchicalHistogram(args.bits, args.epsilon, int(cls.sum()), args.splitting, args.composition,
-                                     args.delta)
+        PrivateHierarchicalHistogram(
+            args.bits, args.epsilon, int(cls.sum()), args.splitting, args.composition, args.delta
+        )
     sc, clamped = clamp(s, lo, hi)  # each user clamps its score into the public domain
     q = quantize_scores(sc, args.bits, lo, hi)  # floor on 2^bits bins of [lo, hi]
     pos, neg = q[y == 1], q[y == 0]
-    res = ldp_auc(pos, neg, args.bits, args.epsilon, splitting=args.splitting, a=args.a,
-                  discarded=args.discarded, ties=args.ties, composition=args.composition, delta=args.delta)
+    res = ldp_auc(
+        pos,
+        neg,
+        args.bits,
+        args.epsilon,
+        splitting=args.splitting,
+        a=args.a,
+        discarded=args.discarded,
+        ties=args.ties,
+        composition=args.composition,
+        delta=args.delta,
+    )
     exact = exact_auc(s[y == 1], s[y == 0])
     payload = {
         "estimate": res.estimate,
@@ -309,7 +366,8 @@ def cmd_qmle(args) -> int:
         f"one-bit LDP QMLE, {args.tau}-quantile regression of {args.response} on "
         f"{', '.join(args.covariates)} ({'private' if args.private_x else 'public'} covariates), eps={args.epsilon}",
         f"data      {_where(args)} (n={y.size}), response truncated to the public [{lo:g}, {hi:g}]"
-        + (f", covariates to {', '.join(f'[{a:g}, {b:g}]' for a, b in xb)}" if xb else "") + f", sigma={res.sigma:g}",
+        + (f", covariates to {', '.join(f'[{a:g}, {b:g}]' for a, b in xb)}" if xb else "")
+        + f", sigma={res.sigma:g}",
         f"{'coefficient':<14}{'estimate':>14}{'std.err':>14}{'exact (QR)*':>14}   (* not private)",
     ]
     for nm, t, se, ex in zip(names, res.theta, res.std_errors, exact):
@@ -367,8 +425,7 @@ def cmd_shuffle_histogram(args) -> int:
         "bounds_from_data": False,
         "clamped": clamped,
         "interval": [[float(e - below), float(e + above)] for e in est],
-        "interval_clamped": [[min(max(float(e - below), 0.0), 1.0), min(max(float(e + above), 0.0), 1.0)]
-                             for e in est],
+        "interval_clamped": [[min(max(float(e - below), 0.0), 1.0), min(max(float(e + above), 0.0), 1.0)] for e in est],
         "interval_method": method,
         "interval_width": below + above,
         "alpha": args.alpha,
@@ -381,12 +438,18 @@ def cmd_shuffle_histogram(args) -> int:
     ]
     for val, e, h, t in zip(range(lo, hi + 1), est, thr, res.exact):
         lines.append(f"{val:>8}{e:>12.4f}{min(max(e, 0.0), 1.0):>10.4f}{h:>10.4f}{t:>10.4f}")
-    lines.append(f"estimate: raw c* = messages/n - p (unbiased); A^hist: the paper's analyzer, which reports "
-                 f"frequencies at or below {proto.inner.q:.4f} as 0")
-    lines.append(f"{100 * (1 - args.alpha):g}% band: every raw frequency within [estimate - {below:.4f}, estimate + "
-                 f"{above:.4f}], all {d} values at once ({method}; width from public parameters only)")
-    lines.append(f"max error of A^hist {res.max_error:.4f} {NOT_PRIVATE} (bound {bound:.4f} with probability "
-                 f"{1 - args.beta:g}, Theorem 3.2)")
+    lines.append(
+        f"estimate: raw c* = messages/n - p (unbiased); A^hist: the paper's analyzer, which reports "
+        f"frequencies at or below {proto.inner.q:.4f} as 0"
+    )
+    lines.append(
+        f"{100 * (1 - args.alpha):g}% band: every raw frequency within [estimate - {below:.4f}, estimate + "
+        f"{above:.4f}], all {d} values at once ({method}; width from public parameters only)"
+    )
+    lines.append(
+        f"max error of A^hist {res.max_error:.4f} {NOT_PRIVATE} (bound {bound:.4f} with probability "
+        f"{1 - args.beta:g}, Theorem 3.2)"
+    )
     lines.append(f"clamped   {clamped_note(clamped, [dom])}")
     return _emit(args, payload, lines)
 
@@ -409,8 +472,9 @@ def cmd_ustat(args) -> int:
     args.builtin = dataset
     doms = _domains(args, columns)
     # kendall defaults to the discrete grid (ratings) when it is small enough, else to --k bins
-    proto, discrete = from_domains(kernel, doms, args.epsilon, k=args.k, discrete=args.discrete,
-                                   quantized_kernel=args.quantized_kernel)  # validated before any noise
+    proto, discrete = from_domains(
+        kernel, doms, args.epsilon, k=args.k, discrete=args.discrete, quantized_kernel=args.quantized_kernel
+    )  # validated before any noise
     source = args.data if args.data else dataset_path(dataset)
     label = args.label if kernel == "auc" else None
     cols = load_csv(source, columns, label=label)
@@ -430,8 +494,9 @@ def cmd_ustat(args) -> int:
         natural = (0.0, 1.0)
     else:
         cells = proto.encode(data)
-        iw = alg1_interval(proto.beta, alg1_kernel_range((proto.matrix + proto.matrix.T) / 2), n=int(cells.size),
-                           alpha=args.alpha)
+        iw = alg1_interval(
+            proto.beta, alg1_kernel_range((proto.matrix + proto.matrix.T) / 2), n=int(cells.size), alpha=args.alpha
+        )
         est = proto.estimate(proto.randomize(cells))
         exact_q = proto.exact_quantized(cells)
         exact = exact_ustatistic(raw, kernel)

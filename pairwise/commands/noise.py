@@ -52,10 +52,22 @@ HIST_ROWS = 41
 
 def _add_common(p) -> None:
     add_epsilon(p, what="privacy budget of one release")
-    p.add_argument("--sensitivity", type=positive_int, default=1, metavar="S",
-                   help="integer sensitivity S of the query (output units), default 1")
-    p.add_argument("--lam", type=positive_int, default=40, help="statistical security: delta target 2^-lam / releases (default 40)")
-    p.add_argument("--releases", type=positive_int, default=1, help="number of releases sharing the 2^-lam delta budget (default 1)")
+    p.add_argument(
+        "--sensitivity",
+        type=positive_int,
+        default=1,
+        metavar="S",
+        help="integer sensitivity S of the query (output units), default 1",
+    )
+    p.add_argument(
+        "--lam", type=positive_int, default=40, help="statistical security: delta target 2^-lam / releases (default 40)"
+    )
+    p.add_argument(
+        "--releases",
+        type=positive_int,
+        default=1,
+        help="number of releases sharing the 2^-lam delta budget (default 1)",
+    )
     add_json(p)
 
 
@@ -66,9 +78,14 @@ def register(root, groups) -> None:
 
     s = sub.add_parser("sample", help="draw samples from the discrete Laplace gadget and print the histogram")
     _add_common(s)
-    s.add_argument("--count", type=positive_int, required=True, metavar="N",
-                   help=f"number of samples N, 1..{MAX_COUNT:.0e}")
-    s.add_argument("--garbled", action="store_true", help="garble and evaluate the gadget circuit (SIMD) instead of the exact sampler")
+    s.add_argument(
+        "--count", type=positive_int, required=True, metavar="N", help=f"number of samples N, 1..{MAX_COUNT:.0e}"
+    )
+    s.add_argument(
+        "--garbled",
+        action="store_true",
+        help="garble and evaluate the gadget circuit (SIMD) instead of the exact sampler",
+    )
     add_progress(s)
     s.set_defaults(func=cmd_sample)
 
@@ -157,12 +174,22 @@ def _print_header(info: dict, sampler: str | None) -> None:
         f"gadget    discrete Laplace, alpha = exp(-epsilon/S), S = {info['sensitivity']}: "
         f"K = {info['bits']} digits, acc = {info['acc']} bits"
     )
-    print(f"cost      {info['and_gates_per_sample']} AND gates, {info['random_bits_per_party']} random bits per party per sample")
-    print(f"epsilon   {info['epsilon']:.6g}" + (f" (requested {info['epsilon_requested']:g}; the gadget's largest "
-                                                  f"epsilon is {GADGET_MAX_EPSILON:g}, which is "
-                                                  f"{info['epsilon_requested']:g}-DP too)"
-                                                  if info['epsilon_requested'] > GADGET_MAX_EPSILON else ""))
-    print(f"delta     {info['delta']:.6g} ({info['method']}; rigorous bound {info['delta_bound']:.3g}; target {info['target_delta']:.3g})")
+    print(
+        f"cost      {info['and_gates_per_sample']} AND gates, {info['random_bits_per_party']} random bits per party per sample"
+    )
+    print(
+        f"epsilon   {info['epsilon']:.6g}"
+        + (
+            f" (requested {info['epsilon_requested']:g}; the gadget's largest "
+            f"epsilon is {GADGET_MAX_EPSILON:g}, which is "
+            f"{info['epsilon_requested']:g}-DP too)"
+            if info["epsilon_requested"] > GADGET_MAX_EPSILON
+            else ""
+        )
+    )
+    print(
+        f"delta     {info['delta']:.6g} ({info['method']}; rigorous bound {info['delta_bound']:.3g}; target {info['target_delta']:.3g})"
+    )
     print(f"TV        <= {info['tv_to_ideal']:.3g} from the ideal discrete Laplace")
     if sampler:
         print(f"sampler   {sampler}")

@@ -136,8 +136,9 @@ class _Deprecated(argparse.Action):
 
 def add_alias(p, old: str, new: str, dest: str, how: str = "store", **kw) -> None:
     """Register ``old`` as a deprecated, hidden spelling of ``new`` (same ``dest``)."""
-    p.add_argument(old, dest=dest, action=_Deprecated, new=new, how=how, help=argparse.SUPPRESS,
-                   default=argparse.SUPPRESS, **kw)
+    p.add_argument(
+        old, dest=dest, action=_Deprecated, new=new, how=how, help=argparse.SUPPRESS, default=argparse.SUPPRESS, **kw
+    )
 
 
 class _Columns(argparse.Action):
@@ -157,32 +158,37 @@ class _Columns(argparse.Action):
 def add_epsilon(p, *, default: float | None = None, what: str = "privacy budget of the release") -> None:
     """``--epsilon E``: required unless ``default`` is given (demos); limits [2^-32, 500]."""
     tail = f"default {default:g}" if default is not None else "required"
-    p.add_argument("--epsilon", type=epsilon, default=default, required=default is None, metavar="E",
-                   help=f"{what}, in [2^-32, 500] ({tail})")
+    p.add_argument(
+        "--epsilon",
+        type=epsilon,
+        default=default,
+        required=default is None,
+        metavar="E",
+        help=f"{what}, in [2^-32, 500] ({tail})",
+    )
 
 
 def add_json(p, what: str = "print one JSON object on stdout instead of text") -> None:
     p.add_argument("--json", action="store_true", help=what)
 
 
-def add_data(p, *, required: bool = False, what: str = "CSV file with a header row",
-             old: tuple[str, ...] = ()) -> None:
+def add_data(p, *, required: bool = False, what: str = "CSV file with a header row", old: tuple[str, ...] = ()) -> None:
     """``--data FILE.csv`` (and hidden deprecated ``old`` spellings, e.g. ``--csv``)."""
     p.add_argument("--data", metavar="FILE.csv", required=required, help=what)
     for o in old:
         add_alias(p, o, "--data", "data", metavar="FILE.csv")
 
 
-def add_columns(p, *, what: str, default=None, old: tuple[str, ...] = (), spaces: bool = False,
-                flag: str = "--columns") -> None:
+def add_columns(
+    p, *, what: str, default=None, old: tuple[str, ...] = (), spaces: bool = False, flag: str = "--columns"
+) -> None:
     """``--columns A[,B]`` (list of names in ``args.columns``); ``old`` single-column spellings.
 
     ``spaces``: also accept the old space-separated ``--columns A B`` (with a warning).
     ``flag``: another name for a list of columns with a role (``ldp qmle --covariates A,B``).
     """
     dest = flag.lstrip("-").replace("-", "_")
-    p.add_argument(flag, nargs="+" if spaces else None, action=_Columns, default=default,
-                   metavar="A[,B]", help=what)
+    p.add_argument(flag, nargs="+" if spaces else None, action=_Columns, default=default, metavar="A[,B]", help=what)
     for o in old:
         add_alias(p, o, flag, dest, how="columns", metavar="COLUMN")
 
@@ -198,32 +204,50 @@ def add_builtin(p, *, default: str | None, what: str | None = None, old: tuple[s
         add_alias(p, o, "--builtin", "builtin", metavar="NAME")
 
 
-def add_timeouts(p, *, timeout: float, connect_timeout: float | None, timeout_what: str = "a peer",
-                 old_connect: tuple[str, ...] = ()) -> None:
+def add_timeouts(
+    p, *, timeout: float, connect_timeout: float | None, timeout_what: str = "a peer", old_connect: tuple[str, ...] = ()
+) -> None:
     """``--timeout S`` and (when there is something to connect to) ``--connect-timeout S``."""
-    p.add_argument("--timeout", type=seconds, default=timeout, metavar="S",
-                   help=f"seconds any wait for {timeout_what} may take (default {timeout:g})")
+    p.add_argument(
+        "--timeout",
+        type=seconds,
+        default=timeout,
+        metavar="S",
+        help=f"seconds any wait for {timeout_what} may take (default {timeout:g})",
+    )
     if connect_timeout is not None:
-        p.add_argument("--connect-timeout", type=seconds, default=connect_timeout, metavar="S",
-                       help=f"seconds to keep trying to connect (default {connect_timeout:g})")
+        p.add_argument(
+            "--connect-timeout",
+            type=seconds,
+            default=connect_timeout,
+            metavar="S",
+            help=f"seconds to keep trying to connect (default {connect_timeout:g})",
+        )
         for o in old_connect:
             add_alias(p, o, "--connect-timeout", "connect_timeout", type=seconds, metavar="S")
 
 
 def add_progress(p) -> None:
     """``--progress`` / ``--no-progress``: a bar on stderr (default: when stderr is a terminal)."""
-    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
-                   help="progress bar on stderr (default: only when stderr is a terminal)")
+    p.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="progress bar on stderr (default: only when stderr is a terminal)",
+    )
 
 
 def add_cluster_argument(parser, what: str) -> None:
     """The ``--cluster`` flag shared by the commands that can run on Dask."""
     from pairwise.protocols.cluster import INSTALL_HINT
 
-    parser.add_argument("--cluster", metavar="SPEC",
-                        help=f"run {what} on Dask distributed: 'local' (one worker process per core), "
-                             "'local:N', or a scheduler address tls://HOST:PORT with Dask's TLS settings "
-                             f"(tcp://HOST:PORT on loopback only); needs {INSTALL_HINT}")
+    parser.add_argument(
+        "--cluster",
+        metavar="SPEC",
+        help=f"run {what} on Dask distributed: 'local' (one worker process per core), "
+        "'local:N', or a scheduler address tls://HOST:PORT with Dask's TLS settings "
+        f"(tcp://HOST:PORT on loopback only); needs {INSTALL_HINT}",
+    )
 
 
 #: On a terminal, the bar is redrawn this often (seconds) between reports, so its elapsed time keeps moving
@@ -264,8 +288,16 @@ def progress_bar(args, desc: str, unit: str = "it"):
 
     def update(done: int, total: int) -> None:
         if not bars:
-            bars.append(tqdm(total=total, desc=desc, unit=unit, file=sys.stderr, dynamic_ncols=True,
-                             leave=not sys.stderr.isatty()))  # a terminal keeps its screen; a log its last line
+            bars.append(
+                tqdm(
+                    total=total,
+                    desc=desc,
+                    unit=unit,
+                    file=sys.stderr,
+                    dynamic_ncols=True,
+                    leave=not sys.stderr.isatty(),
+                )
+            )  # a terminal keeps its screen; a log its last line
         bar = bars[0]
         if bar.total != total:
             bar.total = total

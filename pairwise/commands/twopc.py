@@ -67,14 +67,22 @@ def _hostport(text: str) -> tuple[str, int]:
 
 
 def _add_common(p) -> None:
-    p.add_argument("--circuit", required=True,
-                   help=f"kernel ({', '.join(KERNELS)}), aes128, a Bristol Fashion file, or FILE.py:FUNCTION / "
-                        "MODULE:FUNCTION (a function that builds the circuit)")
+    p.add_argument(
+        "--circuit",
+        required=True,
+        help=f"kernel ({', '.join(KERNELS)}), aes128, a Bristol Fashion file, or FILE.py:FUNCTION / "
+        "MODULE:FUNCTION (a function that builds the circuit)",
+    )
     p.add_argument("--bits", type=int, default=32, help="kernel width (8..64), default 32")
     p.add_argument("--signed", action="store_true", help="kernel inputs are signed")
-    p.add_argument("--input", required=True, action="append", metavar="V",
-                   help="this party's input: NAME=v1,v2,... per input group (integers; repeat --input per group), "
-                        "or the older forms: an integer for kernels, x,y for kendall, hex for a Bristol file")
+    p.add_argument(
+        "--input",
+        required=True,
+        action="append",
+        metavar="V",
+        help="this party's input: NAME=v1,v2,... per input group (integers; repeat --input per group), "
+        "or the older forms: an integer for kernels, x,y for kendall, hex for a Bristol file",
+    )
     p.add_argument("--output", choices=["both", "evaluator", "garbler"], default="both", help="who learns the output")
     add_json(p)
     add_transport_args(p)
@@ -86,34 +94,61 @@ def register(root, groups) -> None:
     sub = p.add_subparsers(dest="twopc_command", metavar="ROLE")
     p.set_defaults(func=lambda a, _p=p: (_p.print_help(), 2)[1])
     g = sub.add_parser("garbler", help="garbler: listens for the evaluator")
-    g.add_argument("--listen", required=True, metavar="HOST:PORT",
-                   help="address to listen on for the evaluator, e.g. 127.0.0.1:9000 (0.0.0.0 for all interfaces)")
+    g.add_argument(
+        "--listen",
+        required=True,
+        metavar="HOST:PORT",
+        help="address to listen on for the evaluator, e.g. 127.0.0.1:9000 (0.0.0.0 for all interfaces)",
+    )
     _add_common(g)
-    g.add_argument("--timeout", type=seconds, default=30.0, metavar="S",
-                   help="seconds to wait for the evaluator on any message (default 30)")
-    g.add_argument("--connect-timeout", type=seconds, default=None, metavar="S",
-                   help="seconds to wait for a valid evaluator to connect and finish the setup (default: --timeout)")
+    g.add_argument(
+        "--timeout",
+        type=seconds,
+        default=30.0,
+        metavar="S",
+        help="seconds to wait for the evaluator on any message (default 30)",
+    )
+    g.add_argument(
+        "--connect-timeout",
+        type=seconds,
+        default=None,
+        metavar="S",
+        help="seconds to wait for a valid evaluator to connect and finish the setup (default: --timeout)",
+    )
     g.set_defaults(func=cmd_garbler)
     e = sub.add_parser("evaluator", help="evaluator: connects to the garbler")
-    e.add_argument("--connect", required=True, metavar="HOST:PORT",
-                   help="the garbler's address, e.g. 127.0.0.1:9000 (retried until --connect-timeout)")
+    e.add_argument(
+        "--connect",
+        required=True,
+        metavar="HOST:PORT",
+        help="the garbler's address, e.g. 127.0.0.1:9000 (retried until --connect-timeout)",
+    )
     _add_common(e)
-    add_timeouts(e, timeout=30.0, connect_timeout=10.0, timeout_what="the garbler",
-                 old_connect=("--connect-deadline",))
+    add_timeouts(e, timeout=30.0, connect_timeout=10.0, timeout_what="the garbler", old_connect=("--connect-deadline",))
     e.set_defaults(func=cmd_evaluator)
 
     d = groups["demo"].add_parser("2pc", help="garbler and evaluator as two processes on loopback")
-    d.add_argument("--circuit", default="gini",
-                   help=f"kernel ({', '.join(KERNELS)}), aes128, a Bristol Fashion file, or FILE.py:FUNCTION "
-                        "(default gini)")
+    d.add_argument(
+        "--circuit",
+        default="gini",
+        help=f"kernel ({', '.join(KERNELS)}), aes128, a Bristol Fashion file, or FILE.py:FUNCTION (default gini)",
+    )
     d.add_argument("--bits", type=int, default=32, help="kernel width (8..64), default 32")
     d.add_argument("--signed", action="store_true", help="kernel inputs are signed")
-    d.add_argument("--garbler-input", default=None, metavar="V",
-                   help="the garbler's input (default: a value that fits --bits, e.g. 1234; FIPS-197 key for aes128), "
-                        "or NAME=v1,v2,... per input group, ';' between groups")
-    d.add_argument("--evaluator-input", default=None, metavar="V",
-                   help="the evaluator's input (default: a value that fits --bits, e.g. 987; FIPS-197 plaintext), "
-                        "or NAME=v1,v2,... per input group, ';' between groups")
+    d.add_argument(
+        "--garbler-input",
+        default=None,
+        metavar="V",
+        help="the garbler's input (default: a value that fits --bits, e.g. 1234; FIPS-197 key for aes128), "
+        "or NAME=v1,v2,... per input group, ';' between groups",
+    )
+    d.add_argument(
+        "--evaluator-input",
+        default=None,
+        metavar="V",
+        help="the evaluator's input (default: a value that fits --bits, e.g. 987; FIPS-197 plaintext), "
+        "or NAME=v1,v2,... per input group, ';' between groups",
+    )
     add_timeouts(d, timeout=30.0, connect_timeout=30.0, timeout_what="the other party")
     add_json(d)
     d.set_defaults(func=cmd_demo)
@@ -153,8 +188,10 @@ def load_builder(target: str, func: str) -> Circuit:
         try:
             module = importlib.import_module(target)
         except ModuleNotFoundError as exc:
-            raise CircuitError(f"--circuit {where}: no module {target!r} ({exc}); give FILE.py:FUNCTION or an "
-                               "importable MODULE:FUNCTION") from None
+            raise CircuitError(
+                f"--circuit {where}: no module {target!r} ({exc}); give FILE.py:FUNCTION or an "
+                "importable MODULE:FUNCTION"
+            ) from None
     fn = getattr(module, func, None)
     if not callable(fn):
         raise CircuitError(f"--circuit {where}: {target!r} has no function {func!r}")
@@ -162,8 +199,10 @@ def load_builder(target: str, func: str) -> Circuit:
     if isinstance(built, Builder):
         built = built.build()
     if not isinstance(built, Circuit):
-        raise CircuitError(f"--circuit {where}: {func}() returned {type(built).__name__}, expected a Circuit "
-                           "(Builder.build()) or a Builder")
+        raise CircuitError(
+            f"--circuit {where}: {func}() returned {type(built).__name__}, expected a Circuit "
+            "(Builder.build()) or a Builder"
+        )
     return built
 
 
@@ -210,11 +249,15 @@ def parse_named_inputs(circuit: Circuit, party, texts: list[str], flag: str = "-
         else:
             vec = _vector_groups(groups, name)
             if not vec:
-                raise CircuitError(f"{flag} {text!r}: the {party.value} has no input group {name!r}; its groups: "
-                                   + ", ".join(_describe_group(g) for g in groups))
+                raise CircuitError(
+                    f"{flag} {text!r}: the {party.value} has no input group {name!r}; its groups: "
+                    + ", ".join(_describe_group(g) for g in groups)
+                )
             if len(vals) != len(vec):
-                raise CircuitError(f"{flag} {text!r}: {name} stands for the {len(vec)} groups "
-                                   f"{vec[0].name} .. {vec[-1].name}, got {len(vals)} value(s)")
+                raise CircuitError(
+                    f"{flag} {text!r}: {name} stands for the {len(vec)} groups "
+                    f"{vec[0].name} .. {vec[-1].name}, got {len(vals)} value(s)"
+                )
             targets = [(g, [v]) for g, v in zip(vec, vals)]
         for g, v in targets:
             if g.name in got:
@@ -222,12 +265,15 @@ def parse_named_inputs(circuit: Circuit, party, texts: list[str], flag: str = "-
             got[g.name] = v
     missing = [g for g in groups if g.name not in got]
     if missing:
-        raise CircuitError(f"missing {flag} for the {party.value}'s input group(s): "
-                           + ", ".join(_describe_group(g) for g in missing))
+        raise CircuitError(
+            f"missing {flag} for the {party.value}'s input group(s): " + ", ".join(_describe_group(g) for g in missing)
+        )
     sizes = {len(v) for v in got.values()}
     if len(sizes) > 1:
-        raise CircuitError(f"{flag}: every group needs the same number of values (the SIMD batch), got "
-                           + ", ".join(f"{k}: {len(v)}" for k, v in got.items()))
+        raise CircuitError(
+            f"{flag}: every group needs the same number of values (the SIMD batch), got "
+            + ", ".join(f"{k}: {len(v)}" for k, v in got.items())
+        )
     if sizes == {1}:
         return {k: v[0] for k, v in got.items()}
     return got
@@ -241,8 +287,7 @@ def _is_named(texts: list[str]) -> bool:
     return any(re.match(r"\s*[A-Za-z_][\w\[\]]*\s*=", t) for t in texts)
 
 
-def parse_party_input(circuit: Circuit, spec: str, party, text, bits: int, signed: bool,
-                      flag: str = "--input") -> dict:
+def parse_party_input(circuit: Circuit, spec: str, party, text, bits: int, signed: bool, flag: str = "--input") -> dict:
     """The party's input as {group: int or [ints]}, validated against the circuit before anything is sent;
     errors name ``flag``.  ``text``: one string or the list of ``--input`` values."""
     texts = [text] if isinstance(text, str) else list(text)
@@ -257,8 +302,11 @@ def parse_party_input(circuit: Circuit, spec: str, party, text, bits: int, signe
     text = texts[0]
     groups = circuit.groups_of(party)
     if len(groups) != 1:
-        raise CircuitError(f"{party.value} owns {len(groups)} input groups ("
-                           + ", ".join(_describe_group(g) for g in groups) + f"): give {flag} NAME=value for each")
+        raise CircuitError(
+            f"{party.value} owns {len(groups)} input groups ("
+            + ", ".join(_describe_group(g) for g in groups)
+            + f"): give {flag} NAME=value for each"
+        )
     g = groups[0]
     if _is_kernel(spec):
         try:
@@ -274,7 +322,9 @@ def parse_party_input(circuit: Circuit, spec: str, party, text, bits: int, signe
         v = parts[0]
         lo, hi = (-(1 << (g.width - 1)), (1 << (g.width - 1)) - 1) if g.signed else (0, (1 << g.width) - 1)
         if not lo <= v <= hi:
-            raise CircuitError(f"{flag} {v} is out of range for {g.width}-bit {'signed' if g.signed else 'unsigned'} [{lo}, {hi}]")
+            raise CircuitError(
+                f"{flag} {v} is out of range for {g.width}-bit {'signed' if g.signed else 'unsigned'} [{lo}, {hi}]"
+            )
         return {g.name: v}
     return {g.name: parse_hex_input(text, g.width, g.name)}
 
@@ -304,16 +354,22 @@ FORMULAS = {
 def describe(circuit: Circuit, spec: str, bits: int, signed: bool) -> str:
     """One line saying what the computation is and whose input is which (JSON key ``computed``)."""
     if spec == "kendall":
-        return (f"{FORMULAS[spec]} on {bits}-bit {'signed' if signed else 'unsigned'} values: "
-                f"(x1, y1) = garbler's pair, (x2, y2) = evaluator's pair")
+        return (
+            f"{FORMULAS[spec]} on {bits}-bit {'signed' if signed else 'unsigned'} values: "
+            f"(x1, y1) = garbler's pair, (x2, y2) = evaluator's pair"
+        )
     if _is_kernel(spec):
-        return (f"{FORMULAS[spec]} on {bits}-bit {'signed' if signed else 'unsigned'} values: "
-                f"x = garbler's input, y = evaluator's input")
+        return (
+            f"{FORMULAS[spec]} on {bits}-bit {'signed' if signed else 'unsigned'} values: "
+            f"x = garbler's input, y = evaluator's input"
+        )
     if spec == "aes128":
         return "AES-128 encryption: output = AES(key, plaintext), key = garbler's input, plaintext = evaluator's input"
     ins = ", ".join(_compact_groups([(g.name, f"{g.party.value}, ", g.width, g.signed) for g in circuit.inputs]))
     outs = ", ".join(_compact_groups([(g.name, "", g.width, g.signed) for g in circuit.outputs]))
-    kind = f"circuit {circuit.name} built by {spec}" if builder_spec(spec) else f"Bristol Fashion circuit {circuit.name}"
+    kind = (
+        f"circuit {circuit.name} built by {spec}" if builder_spec(spec) else f"Bristol Fashion circuit {circuit.name}"
+    )
     return f"{kind}: {ins} -> {outs}"
 
 
@@ -353,8 +409,12 @@ def _report(args, circuit: Circuit, res, setup_s: float, role: str, ch) -> None:
         if _is_kernel(args.circuit) or builder_spec(args.circuit) is not None:
             outs = [_plain(o) for o in res.outputs]
         else:  # Bristol files: hex, as before (a batch: one hex string per instance)
-            outs = [format_hex_output(int(o), g.width) if isinstance(o, (int, np.integer))
-                    else [format_hex_output(int(x), g.width) for x in o] for o, g in zip(res.outputs, circuit.outputs)]
+            outs = [
+                format_hex_output(int(o), g.width)
+                if isinstance(o, (int, np.integer))
+                else [format_hex_output(int(x), g.width) for x in o]
+                for o, g in zip(res.outputs, circuit.outputs)
+            ]
     d = {
         "role": role,
         "circuit": circuit.name,
@@ -379,9 +439,19 @@ def _report(args, circuit: Circuit, res, setup_s: float, role: str, ch) -> None:
         print(f"  outputs         {outs if outs is not None else '(not revealed to this party)'}")
         for name, v in (named or {}).items():  # per named output group, signed where declared
             print(f"    {name:<13} {v}")
-        for k in ("and_gates", "bytes_sent", "bytes_received", "messages_sent", "messages_received", "seconds", "setup_seconds"):
+        for k in (
+            "and_gates",
+            "bytes_sent",
+            "bytes_received",
+            "messages_sent",
+            "messages_received",
+            "seconds",
+            "setup_seconds",
+        ):
             print(f"  {k:<15} {d[k]}")
-        print(f"  {'peer':<15} {ch.peer_identity if ch.peer_identity is not None else '(plaintext, loopback)'} at {ch.peer}")
+        print(
+            f"  {'peer':<15} {ch.peer_identity if ch.peer_identity is not None else '(plaintext, loopback)'} at {ch.peer}"
+        )
     sys.stdout.flush()
 
 
@@ -412,14 +482,25 @@ def _run_session(args, party, tls, circuit: Circuit, inputs) -> int:
         with TCPListener(host, port, tls=tls, insecure=args.insecure) as lst:
             # a stray connection is rejected and the garbler keeps waiting for its evaluator
             accept = args.timeout if args.connect_timeout is None else args.connect_timeout
-            ch, s = lst.accept_first(accept, lambda c: _stop_on_mismatch(lambda: GarblerSession(c, **session_args), circuit),
-                                     recv_timeout=args.timeout, peer_names=args.peer,
-                                     on_reject=lambda msg: print(f"pairwise: {msg}", file=sys.stderr, flush=True))
+            ch, s = lst.accept_first(
+                accept,
+                lambda c: _stop_on_mismatch(lambda: GarblerSession(c, **session_args), circuit),
+                recv_timeout=args.timeout,
+                peer_names=args.peer,
+                on_reject=lambda msg: print(f"pairwise: {msg}", file=sys.stderr, flush=True),
+            )
         t0 = time.perf_counter() - s.setup_seconds
     else:
         host, port = _hostport(args.connect)
-        ch = TCPChannel.connect(host, port, deadline=args.connect_timeout, timeout=args.timeout, tls=tls,
-                                insecure=args.insecure, peer_names=args.peer)
+        ch = TCPChannel.connect(
+            host,
+            port,
+            deadline=args.connect_timeout,
+            timeout=args.timeout,
+            tls=tls,
+            insecure=args.insecure,
+            peer_names=args.peer,
+        )
         s = None
     try:
         if s is None:
@@ -484,8 +565,10 @@ def cmd_demo(args) -> int:
         gi = args.garbler_input or ("12,7" if args.circuit == "kendall" else "123" if small else "1234")
         ei = args.evaluator_input or ("3,9" if args.circuit == "kendall" else "98" if small else "987")
     elif builder_spec(args.circuit) is not None and not (args.garbler_input and args.evaluator_input):
-        raise ValueError("demo 2pc with a builder circuit needs --garbler-input and --evaluator-input "
-                         "(NAME=v1,v2,... per input group, ';' between groups)")
+        raise ValueError(
+            "demo 2pc with a builder circuit needs --garbler-input and --evaluator-input "
+            "(NAME=v1,v2,... per input group, ';' between groups)"
+        )
     else:
         gi = args.garbler_input or "000102030405060708090a0b0c0d0e0f"
         ei = args.evaluator_input or "00112233445566778899aabbccddeeff"
@@ -494,8 +577,17 @@ def cmd_demo(args) -> int:
     parse_party_input(circuit, args.circuit, GARBLER, gis, args.bits, args.signed, "--garbler-input")
     parse_party_input(circuit, args.circuit, EVALUATOR, eis, args.bits, args.signed, "--evaluator-input")
     port = _free_port()
-    common = ["--circuit", args.circuit, "--bits", str(args.bits), "--json", "--timeout", str(args.timeout),
-              "--connect-timeout", str(args.connect_timeout)]
+    common = [
+        "--circuit",
+        args.circuit,
+        "--bits",
+        str(args.bits),
+        "--json",
+        "--timeout",
+        str(args.timeout),
+        "--connect-timeout",
+        str(args.connect_timeout),
+    ]
     if args.signed:
         common.append("--signed")
     exe = [sys.executable, "-m", "pairwise", "2pc"]
@@ -504,11 +596,21 @@ def cmd_demo(args) -> int:
     # a throwaway CA: both parties authenticate each other and pin the other's name
     with throwaway_credentials([("garbler", "client"), ("evaluator", "client")]) as certs:
         try:
-            g = spawn(exe + ["garbler", "--listen", f"127.0.0.1:{port}", *[f"--input={v}" for v in gis], "--peer", "evaluator"]
-                      + transport_argv(certs, "garbler") + common, **pipes)
+            g = spawn(
+                exe
+                + ["garbler", "--listen", f"127.0.0.1:{port}", *[f"--input={v}" for v in gis], "--peer", "evaluator"]
+                + transport_argv(certs, "garbler")
+                + common,
+                **pipes,
+            )
             procs.append(g)
-            e = spawn(exe + ["evaluator", "--connect", f"127.0.0.1:{port}", *[f"--input={v}" for v in eis], "--peer", "garbler"]
-                      + transport_argv(certs, "evaluator") + common, **pipes)
+            e = spawn(
+                exe
+                + ["evaluator", "--connect", f"127.0.0.1:{port}", *[f"--input={v}" for v in eis], "--peer", "garbler"]
+                + transport_argv(certs, "evaluator")
+                + common,
+                **pipes,
+            )
             procs.append(e)
             limit = args.connect_timeout + 4 * args.timeout + 60  # each party gives up on its own long before this
             try:
@@ -519,18 +621,25 @@ def cmd_demo(args) -> int:
         finally:
             terminate(procs)  # also on Ctrl-C / SIGTERM: no party outlives the demo
     if g.returncode or e.returncode:
-        raise RuntimeError(f"demo failed: garbler rc={g.returncode}: {gerr.strip()} | evaluator rc={e.returncode}: {eerr.strip()}")
+        raise RuntimeError(
+            f"demo failed: garbler rc={g.returncode}: {gerr.strip()} | evaluator rc={e.returncode}: {eerr.strip()}"
+        )
     gd, ed = json.loads(gout.strip().splitlines()[-1]), json.loads(eout.strip().splitlines()[-1])
     if args.json:
-        print(json.dumps({"garbler": gd, "evaluator": ed, "inputs": {"garbler": gi, "evaluator": ei},
-                          "computed": gd["computed"]}))
+        print(
+            json.dumps(
+                {"garbler": gd, "evaluator": ed, "inputs": {"garbler": gi, "evaluator": ei}, "computed": gd["computed"]}
+            )
+        )
     else:
         print(f"two processes on 127.0.0.1:{port} in mutual TLS 1.3 (throwaway CA), circuit {gd['circuit']}")
         print(f"  computed  {gd['computed']}")
         print(f"  inputs    garbler {gi}, evaluator {ei}")
         print(f"  output    {', '.join(map(str, gd['outputs']))}")
         for d in (gd, ed):
-            print(f"  {d['role']:<9} outputs={d['outputs']} and_gates={d['and_gates']} sent={d['bytes_sent']} "
-                  f"received={d['bytes_received']} messages={d['messages_sent']}/{d['messages_received']} "
-                  f"seconds={d['seconds']} peer={d['peer_name']}")
+            print(
+                f"  {d['role']:<9} outputs={d['outputs']} and_gates={d['and_gates']} sent={d['bytes_sent']} "
+                f"received={d['bytes_received']} messages={d['messages_sent']}/{d['messages_received']} "
+                f"seconds={d['seconds']} peer={d['peer_name']}"
+            )
     return 0

@@ -38,4 +38,13 @@ from .tasks import PROTOCOLS, validate_task
 from .user import JoinOptions, JoinOutcome, join
 from .wire import CapExceeded, CollectError
 
-__all__ = ["PROTOCOLS", "CapExceeded", "CollectError", "Collector", "JoinOptions", "JoinOutcome", "join", "validate_task"]
+__all__ = [
+    "PROTOCOLS",
+    "CapExceeded",
+    "CollectError",
+    "Collector",
+    "JoinOptions",
+    "JoinOutcome",
+    "join",
+    "validate_task",
+]

@@ -92,8 +92,11 @@ class HandshakeGate:
     """The handshakes in flight (see the module docstring); :meth:`enter` before TLS, :meth:`leave` after."""
 
     def __init__(self, admission: Admission) -> None:
-        self.limit, self.per_address, self.min_age = (admission.max_handshakes, admission.per_address,
-                                                      admission.min_age)
+        self.limit, self.per_address, self.min_age = (
+            admission.max_handshakes,
+            admission.per_address,
+            admission.min_age,
+        )
         self.slots: dict[int, _Slot] = {}
         self.by_address: dict[str, list[_Slot]] = {}
         self.refused = self.evicted = 0

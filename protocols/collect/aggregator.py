@@ -134,15 +134,28 @@ class _Task:
             out["reports"] = self.reports
         if self.proto.model == "2pc":
             states = [s.row.state for s in self.sessions.values()]
-            out.update(users_connected=len(self.live), pairs_planned=len(states),
-                       pairs_completed=states.count(st.COMPLETED), pairs_dropped=states.count(st.DROPPED))
+            out.update(
+                users_connected=len(self.live),
+                pairs_planned=len(states),
+                pairs_completed=states.count(st.COMPLETED),
+                pairs_dropped=states.count(st.DROPPED),
+            )
         return out
 
     def view(self) -> dict:
         r = self.row
-        return {"id": r.id, "protocol": r.protocol, "title": r.spec.get("title", ""), "state": r.state,
-                "reason": r.reason, "created": r.created, "closed": r.closed, "finished": r.finished,
-                **self.counts(), "spec": r.spec}
+        return {
+            "id": r.id,
+            "protocol": r.protocol,
+            "title": r.spec.get("title", ""),
+            "state": r.state,
+            "reason": r.reason,
+            "created": r.created,
+            "closed": r.closed,
+            "finished": r.finished,
+            **self.counts(),
+            "spec": r.spec,
+        }
 
 
 class Aggregator(PollOps, PairOps, ShuffleOps):
@@ -158,9 +171,20 @@ class Aggregator(PollOps, PairOps, ShuffleOps):
     (:class:`~pairwise.protocols.collect.admission.Admission`).
     """
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 0, *, state_dir: str | None = None, tls=None,
-                 insecure: bool = False, timeout: float = 120.0, max_connections: int = DEFAULT_MAX_CONNECTIONS,
-                 log=None, relay_tap=None, admission: Admission | None = None) -> None:
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        state_dir: str | None = None,
+        tls=None,
+        insecure: bool = False,
+        timeout: float = 120.0,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        log=None,
+        relay_tap=None,
+        admission: Admission | None = None,
+    ) -> None:
         from pairwise.mpc.tls import check_plaintext
 
         if not timeout > 0:
@@ -179,8 +203,9 @@ class Aggregator(PollOps, PairOps, ShuffleOps):
         self._busy = 0
         self._stats_at, self._stats_seen = 0.0, (0, 0)
         self.name = tls.name if tls is not None else f"{host}:{port}"
-        self._log = log if log is not None else (lambda m: print(f"collect-aggregator: {m}", file=sys.stderr,
-                                                                 flush=True))
+        self._log = (
+            log if log is not None else (lambda m: print(f"collect-aggregator: {m}", file=sys.stderr, flush=True))
+        )
         self.policy = policy()
         self.relay = Relay(self.timeout, tap=relay_tap)
         self.store = open_store(state_dir)
@@ -227,8 +252,9 @@ class Aggregator(PollOps, PairOps, ShuffleOps):
         self._ssl = self.tls.context(server=True) if self.tls is not None else None
         limit_tls_buffers()  # 16 KiB instead of asyncio's 256 KiB per TLS connection (10^4 users: 2 each)
         # plain TCP: TLS starts in _on_connect once the handshake gate admits the connection (.admission)
-        self._server = await asyncio.start_server(self._on_connect, self.host, self.port, backlog=4096,
-                                                  reuse_address=True)
+        self._server = await asyncio.start_server(
+            self._on_connect, self.host, self.port, backlog=4096, reuse_address=True
+        )
         self.port = self._server.sockets[0].getsockname()[1]
         if self.tls is None:
             self.name = f"{self.host}:{self.port}"
@@ -332,8 +358,11 @@ class Aggregator(PollOps, PairOps, ShuffleOps):
                     writer._transport = raw  # so the writer's finalizer finds a transport to check
                     raise PeerClosed(f"{peer} closed the connection during the TLS handshake")
             conn, hs = await asyncio.wait_for(
-                accept_connection(reader, writer, role=ROLE_AGGREGATOR, session_id=SESSION_ID,
-                                  digest=PROTOCOL_DIGEST, timeout=limit), limit)
+                accept_connection(
+                    reader, writer, role=ROLE_AGGREGATOR, session_id=SESSION_ID, digest=PROTOCOL_DIGEST, timeout=limit
+                ),
+                limit,
+            )
         except (TimeoutError, ChannelError, ValueError, OSError, ConnectionError) as exc:
             if not slot.evicted:
                 self._log(f"connection refused: {exc or 'authentication timed out'}")
@@ -394,7 +423,7 @@ class Aggregator(PollOps, PairOps, ShuffleOps):
             return conn.identity.name
         name = req.get("user")  # plaintext loopback: the user names itself (module docstring)
         if not isinstance(name, str) or not 1 <= len(name) <= 64:
-            raise CollectError("a user without a certificate must name itself (\"user\": NAME) on plaintext loopback")
+            raise CollectError('a user without a certificate must name itself ("user": NAME) on plaintext loopback')
         return name
 
     async def _refuse(self, conn: AsyncConnection, exc: BaseException) -> None:
@@ -453,8 +482,17 @@ class Aggregator(PollOps, PairOps, ShuffleOps):
     # ------------------------------------------------------------------ user requests
     async def _op_task_info(self, conn, name, req) -> dict:
         t = self._task(req)
-        return {"task": {"id": t.id, "protocol": t.row.protocol, "state": t.row.state, "spec": t.spec,
-                         "aggregator": self.name, "model": t.proto.model, "describe": t.proto.describe(t.spec)}}
+        return {
+            "task": {
+                "id": t.id,
+                "protocol": t.row.protocol,
+                "state": t.row.state,
+                "spec": t.spec,
+                "aggregator": self.name,
+                "model": t.proto.model,
+                "describe": t.proto.describe(t.spec),
+            }
+        }
 
     def _label(self, t: _Task, req: dict):
         label = req.get("label")
@@ -471,8 +509,10 @@ class Aggregator(PollOps, PairOps, ShuffleOps):
         label = self._label(t, req)
         model = t.proto.model
         if model == "shuffle":
-            raise CollectError(f"task {t.id} is a shuffle-model task: its messages go through a shuffler "
-                               "(pairwise collect shuffler), not through join")
+            raise CollectError(
+                f"task {t.id} is a shuffle-model task: its messages go through a shuffler "
+                "(pairwise collect shuffler), not through join"
+            )
         committing = t.committing.get(name)
         if committing is not None:  # the same user's retried join while its first is being stored
             try:
@@ -489,8 +529,7 @@ class Aggregator(PollOps, PairOps, ShuffleOps):
                 raise AlreadyJoined(f"{name!r} is already connected to task {t.id} from another connection")
             new = known is None
             if new:
-                assignment = (t.proto.assign(t.spec, label, t.by_class.get(label, []))
-                              if model == "local" else {})
+                assignment = t.proto.assign(t.spec, label, t.by_class.get(label, [])) if model == "local" else {}
                 t.add_user(name, label, assignment)  # the next joiner's assignment counts this one
                 stored = t.committing[name] = asyncio.get_running_loop().create_future()
             assignment = t.users[name][1]
@@ -509,10 +548,16 @@ class Aggregator(PollOps, PairOps, ShuffleOps):
         if model == "local":
             return {"assignment": assignment, "joined": new}
         if req.get("poll"):  # registered; waits without a connection (.aggregator_poll)
-            return {"registered": True, "resumed": not new, "state": t.row.state, "users": len(t.users),
-                    "retry_after": self._tell_when(t, name)}
-        await conn.send_json({"ok": True, "registered": True, "resumed": not new, "state": t.row.state,
-                              "users": len(t.users)})
+            return {
+                "registered": True,
+                "resumed": not new,
+                "state": t.row.state,
+                "users": len(t.users),
+                "retry_after": self._tell_when(t, name),
+            }
+        await conn.send_json(
+            {"ok": True, "registered": True, "resumed": not new, "state": t.row.state, "users": len(t.users)}
+        )
         await self._control(t, conn, name)
         return _HANDOFF
 
@@ -545,8 +590,9 @@ class Aggregator(PollOps, PairOps, ShuffleOps):
             raise CollectError(f"task {t.id} takes no reports ({t.proto.model} model)")
         async with t.lock:
             if t.row.state != st.OPEN:
-                raise RegistrationClosed(f"task {t.id} is {t.row.state}: registration closed, the report was "
-                                         "not counted")
+                raise RegistrationClosed(
+                    f"task {t.id} is {t.row.state}: registration closed, the report was not counted"
+                )
             if name not in t.users:
                 raise CollectError(f"{name!r} has not joined task {t.id}: join first")
             label, assignment = t.users[name]
@@ -573,8 +619,10 @@ class Aggregator(PollOps, PairOps, ShuffleOps):
         seen = (self.gate.refused, self.gate.evicted)
         if mono >= self._stats_at and seen != self._stats_seen:  # admission at a glance, for operators
             self._stats_at, self._stats_seen = mono + 30.0, seen
-            self._log(f"admission: {len(self._conns)} connections, {len(self.gate)} handshakes in flight; "
-                      f"{seen[0]} told busy, {seen[1]} evicted so far")
+            self._log(
+                f"admission: {len(self._conns)} connections, {len(self.gate)} handshakes in flight; "
+                f"{seen[0]} told busy, {seen[1]} evicted so far"
+            )
         for t in list(self.tasks.values()):
             try:
                 if t.row.state == st.OPEN and t.proto.model in ("local", "2pc"):
@@ -617,8 +665,7 @@ class Aggregator(PollOps, PairOps, ShuffleOps):
             except (CollectError, ValueError) as exc:
                 await self._fail(t, str(exc))
                 return
-            await self._done(t, result, reports=len(rows), pairs_planned=None, pairs_completed=None,
-                             pairs_dropped=None)
+            await self._done(t, result, reports=len(rows), pairs_planned=None, pairs_completed=None, pairs_dropped=None)
 
     def _local_rows(self, t: _Task) -> list:
         return [(t.users[name][0], t.users[name][1], rep) for name, rep in self.store.reports(t.id)]
@@ -644,8 +691,7 @@ class Aggregator(PollOps, PairOps, ShuffleOps):
 def _progress(t: _Task) -> str:
     c = t.counts()
     if t.proto.model == "2pc" and t.row.state == st.RUNNING:
-        return (f"{c['pairs_completed']} of {c['pairs_planned']} pairs completed, {c['pairs_dropped']} dropped")
+        return f"{c['pairs_completed']} of {c['pairs_planned']} pairs completed, {c['pairs_dropped']} dropped"
     if t.proto.model == "local":
         return f"{c['reports']} report(s), {t.spec['min_users']} needed"
     return f"{c['users_registered']} user(s) registered, {t.spec['min_users']} needed"
-

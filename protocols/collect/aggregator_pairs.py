@@ -53,7 +53,6 @@ __all__ = ["PairOps"]
 _HANDOFF = object()
 
 
-
 @dataclass
 class _Session:
     """One sampled pair of a running task, in memory (its durable state is a row of ``pairs``)."""
@@ -117,8 +116,10 @@ class PairOps:
                     else:
                         raise CollectError(f"unexpected {op!r} on a control connection")
                 except CollectError as exc:
-                    self._event(conn, {"event": "error", "session": msg.get("session"), "error": str(exc),
-                                       "code": error_code(exc)})
+                    self._event(
+                        conn,
+                        {"event": "error", "session": msg.get("session"), "error": str(exc), "code": error_code(exc)},
+                    )
         except ChannelError:
             pass
         finally:
@@ -139,9 +140,17 @@ class PairOps:
         conn = t.live.get(name)
         if conn is None:
             return
-        mine = [{"session": s.row.session, "role": s.role_of(name), "partner": s.partner_of(name),
-                 "round": s.row.round, "state": "started" if s.row.state == st.STARTED else s.row.state}
-                for s in t.sessions.values() if s.role_of(name) and s.row.state in (st.PLANNED, st.STARTED)]
+        mine = [
+            {
+                "session": s.row.session,
+                "role": s.role_of(name),
+                "partner": s.partner_of(name),
+                "round": s.row.round,
+                "state": "started" if s.row.state == st.STARTED else s.row.state,
+            }
+            for s in t.sessions.values()
+            if s.role_of(name) and s.row.state in (st.PLANNED, st.STARTED)
+        ]
         self._event(conn, {"event": "sessions", "sessions": mine, "pair_channel": t.spec.get("pair_channel", "plain")})
 
     async def _user_gone(self, t: _Task, name: str) -> None:
@@ -176,8 +185,7 @@ class PairOps:
                         raise AlreadyJoined(f"session {sid} was completed with another value; nothing changed")
                 elif state == st.STARTED:
                     value = _pair_protocol(t).check_value(t.spec, msg.get("value"))  # BadReport: refused for this user
-                    await self._db(self.store.update_pair, t.id, sid, st.COMPLETED, value=value,
-                                   nbytes=s.row.bytes)
+                    await self._db(self.store.update_pair, t.id, sid, st.COMPLETED, value=value, nbytes=s.row.bytes)
                     s.row.state, s.row.value = st.COMPLETED, value
                 elif state == st.PLANNED:
                     raise CollectError(f"session {sid} never started")
@@ -210,8 +218,9 @@ class PairOps:
             except TimeoutError:
                 s.waiting.pop(name, None)
                 await self._drop(t, s, f"{s.partner_of(name)} did not come within {limit:g} s")
-                raise CollectError(f"session {sid}: the partner did not come within {limit:g} s; "
-                                   "the pair is dropped") from None
+                raise CollectError(
+                    f"session {sid}: the partner did not come within {limit:g} s; the pair is dropped"
+                ) from None
             except CollectError:  # dropped while waiting (the partner left)
                 s.waiting.pop(name, None)
                 raise
@@ -231,8 +240,15 @@ class PairOps:
         channel = t.spec.get("pair_channel", "plain")
         try:
             for c, who in ((gc, s.row.garbler), (ec, s.row.evaluator)):
-                await c.send_json({"ok": True, "session": sid, "role": s.role_of(who), "partner": s.partner_of(who),
-                                   "pair_channel": channel})
+                await c.send_json(
+                    {
+                        "ok": True,
+                        "session": sid,
+                        "role": s.role_of(who),
+                        "partner": s.partner_of(who),
+                        "pair_channel": channel,
+                    }
+                )
             stats = await self.relay.splice(gc, ec, f"{t.id}/{sid}", idle_timeout=t.spec["timeout"])
             s.row.bytes = stats.total
         except ChannelError as exc:
@@ -297,15 +313,24 @@ class PairOps:
                 return
             done = [s for s in t.sessions.values() if s.row.state == st.COMPLETED]
             users = {u for s in t.sessions.values() for u in (s.row.garbler, s.row.evaluator)}
-            stats = {"users_paired": len(users), "pairs_planned": len(t.sessions),
-                     "garblers": len({s.row.garbler for s in t.sessions.values()}),
-                     "evaluators": len({s.row.evaluator for s in t.sessions.values()}), "pairs_dropped":
-                     len(t.sessions) - len(done), "bytes": sum(s.row.bytes for s in t.sessions.values()),
-                     "seconds": time.monotonic() - t.started}
+            stats = {
+                "users_paired": len(users),
+                "pairs_planned": len(t.sessions),
+                "garblers": len({s.row.garbler for s in t.sessions.values()}),
+                "evaluators": len({s.row.evaluator for s in t.sessions.values()}),
+                "pairs_dropped": len(t.sessions) - len(done),
+                "bytes": sum(s.row.bytes for s in t.sessions.values()),
+                "seconds": time.monotonic() - t.started,
+            }
             try:
                 result = await self._db(_pair_protocol(t).finish, dict(t.spec), [s.row.value for s in done], stats)
             except (CollectError, ValueError) as exc:
                 await self._fail(t, str(exc))
                 return
-            await self._done(t, result, pairs_planned=len(t.sessions), pairs_completed=len(done),
-                             pairs_dropped=len(t.sessions) - len(done))
+            await self._done(
+                t,
+                result,
+                pairs_planned=len(t.sessions),
+                pairs_completed=len(done),
+                pairs_dropped=len(t.sessions) - len(done),
+            )

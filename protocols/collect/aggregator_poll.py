@@ -142,8 +142,20 @@ class PollOps:
                     t.handed.add(sid)
             elif s.row.state == st.PLANNED:
                 shown = st.STARTED  # started before a restart: never run again
-            sessions.append({"session": sid, "role": s.role_of(name), "partner": s.partner_of(name),
-                             "round": s.row.round, "state": shown})
+            sessions.append(
+                {
+                    "session": sid,
+                    "role": s.role_of(name),
+                    "partner": s.partner_of(name),
+                    "round": s.row.round,
+                    "state": shown,
+                }
+            )
         at = min(due) if due else None
-        return {"state": state, "sessions": sessions, "pending": len(due),
-                "pair_channel": t.spec.get("pair_channel", "plain"), "retry_after": self._tell_when(t, name, at)}
+        return {
+            "state": state,
+            "sessions": sessions,
+            "pending": len(due),
+            "pair_channel": t.spec.get("pair_channel", "plain"),
+            "retry_after": self._tell_when(t, name, at),
+        }

@@ -78,8 +78,16 @@ class ShuffleOps:
 
     async def _op_shuffle_task(self, conn, name, req) -> dict:
         t = self._shuffle_task_of(req, name, conn)
-        return {"task": {"id": t.id, "protocol": t.row.protocol, "state": t.row.state, "spec": t.spec,
-                         "aggregator": self.name, "model": t.proto.model}}
+        return {
+            "task": {
+                "id": t.id,
+                "protocol": t.row.protocol,
+                "state": t.row.state,
+                "spec": t.spec,
+                "aggregator": self.name,
+                "model": t.proto.model,
+            }
+        }
 
     async def _op_shuffle_batch(self, conn, name, req) -> dict:
         from .histogram import HistogramTask, box_bytes, max_boxes
@@ -105,17 +113,20 @@ class ShuffleOps:
                 raise CollectError(f"shuffle_batch: a frame of {len(frame)} bytes is not whole {size}-byte boxes")
             data += frame
         if users and users < task.min_users:
-            raise CollectError(f"shuffle_batch: a batch of {users} users is below the task's minimum of "
-                               f"{task.min_users}; the shuffler must never forward one")
+            raise CollectError(
+                f"shuffle_batch: a batch of {users} users is below the task's minimum of "
+                f"{task.min_users}; the shuffler must never forward one"
+            )
         if not users and count:
             raise CollectError("shuffle_batch: boxes without users")
         async with t.lock:
             if t.row.state not in (st.OPEN, st.CLOSED):
                 raise RegistrationClosed(f"task {t.id} is {t.row.state}: it takes no more batches")
-            new = await self._db(self.store.add_shuffle_batch, t.id, batch_id, seq, users, bytes(data), final,
-                                 dropped)
-        self._log(f"task {t.id}: shuffled batch {seq} {'stored' if new else 'redelivered'}: {users} users, "
-                  f"{count} boxes" + (" (final)" if final else ""))
+            new = await self._db(self.store.add_shuffle_batch, t.id, batch_id, seq, users, bytes(data), final, dropped)
+        self._log(
+            f"task {t.id}: shuffled batch {seq} {'stored' if new else 'redelivered'}: {users} users, "
+            f"{count} boxes" + (" (final)" if final else "")
+        )
         return {"stored": new}
 
     async def _close_shuffle(self, t) -> None:
@@ -125,8 +136,9 @@ class ShuffleOps:
             t.row.state, t.row.closed = st.CLOSED, time.time()
         if not await self._db(self.store.has_final_shuffle_batch, t.id):
             if time.time() - (t.row.closed or time.time()) > float(t.spec["timeout"]):
-                await self._fail(t, f"the shuffler delivered no final batch within {t.spec['timeout']:g} s of the "
-                                    "close")
+                await self._fail(
+                    t, f"the shuffler delivered no final batch within {t.spec['timeout']:g} s of the close"
+                )
             return
         batches = await self._db(self.store.shuffle_batches, t.id)
         key = await self._db(self.store.task_key, t.id)
@@ -136,14 +148,25 @@ class ShuffleOps:
         from .histogram import box_bytes
 
         b = box_bytes()
-        opened = [(users, [boxes[i:i + b] for i in range(0, len(boxes), b)]) for users, boxes, _, _ in batches
-                  if users]
+        opened = [
+            (users, [boxes[i : i + b] for i in range(0, len(boxes), b)]) for users, boxes, _, _ in batches if users
+        ]
         dropped = sum(d for _, _, _, d in batches)
         try:
             result = await self._db(t.proto.finish, dict(t.spec), opened, key, t.id)
         except (CollectError, ValueError) as exc:
-            await self._fail(t, f"{exc} ({dropped} user(s) dropped by the shuffler: fewer than n at the close)"
-                             if dropped else str(exc))
+            await self._fail(
+                t,
+                f"{exc} ({dropped} user(s) dropped by the shuffler: fewer than n at the close)"
+                if dropped
+                else str(exc),
+            )
             return
-        await self._done(t, {**result, "users_dropped_by_shuffler": dropped}, users_registered=result["n"],
-                         pairs_planned=None, pairs_completed=None, pairs_dropped=None)
+        await self._done(
+            t,
+            {**result, "users_dropped_by_shuffler": dropped},
+            users_registered=result["n"],
+            pairs_planned=None,
+            pairs_completed=None,
+            pairs_dropped=None,
+        )

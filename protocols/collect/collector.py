@@ -29,12 +29,27 @@ __all__ = ["Collector"]
 class Collector:
     """A connection to the aggregator at ``server`` (``HOST:PORT``) as a collector (see the module docstring)."""
 
-    def __init__(self, server, *, tls=None, insecure: bool = False, server_name: str | None = None,
-                 timeout: float = 120.0, connect_timeout: float = 30.0) -> None:
+    def __init__(
+        self,
+        server,
+        *,
+        tls=None,
+        insecure: bool = False,
+        server_name: str | None = None,
+        timeout: float = 120.0,
+        connect_timeout: float = 30.0,
+    ) -> None:
         self.addr = parse_address(server) if isinstance(server, str) else (str(server[0]), int(server[1]))
         self.timeout = float(timeout)
-        self._connect = lambda: connect(self.addr, ROLE_COLLECTOR, tls=tls, insecure=insecure,
-                                        server_name=server_name, connect_timeout=connect_timeout, timeout=timeout)
+        self._connect = lambda: connect(
+            self.addr,
+            ROLE_COLLECTOR,
+            tls=tls,
+            insecure=insecure,
+            server_name=server_name,
+            connect_timeout=connect_timeout,
+            timeout=timeout,
+        )
         self.ch = self._connect()
 
     def _call(self, *, again: bool = False, **msg) -> dict:

@@ -74,15 +74,20 @@ class HistogramTask:
     def __post_init__(self) -> None:
         for name in ("lower", "upper", "min_users"):
             v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) and not (
-                    isinstance(v, float) and v.is_integer()):
+            if (
+                isinstance(v, bool)
+                or not isinstance(v, (int, np.integer))
+                and not (isinstance(v, float) and v.is_integer())
+            ):
                 raise PrivacyParameterError(f"the histogram's {name} must be an integer, got {v!r}")
             object.__setattr__(self, name, int(v))
         if self.upper < self.lower:
             raise PrivacyParameterError(f"the histogram domain needs lower <= upper, got [{self.lower}, {self.upper}]")
         if self.bins > MAX_BINS:
-            raise PrivacyParameterError(f"a domain of {self.bins} values is too large for a collect histogram "
-                                        f"(at most {MAX_BINS} bins: each user sends up to d + 1 sealed messages)")
+            raise PrivacyParameterError(
+                f"a domain of {self.bins} values is too large for a collect histogram "
+                f"(at most {MAX_BINS} bins: each user sends up to d + 1 sealed messages)"
+            )
         if not (isinstance(self.beta, (int, float)) and 0.0 < float(self.beta) < 1.0):
             raise PrivacyParameterError(f"beta must lie in (0, 1), got {self.beta!r}")
         self.protocol()  # epsilon <= 1, delta, n >= 400 ln(4/delta)/eps^2 (Theorem 3.2)
@@ -91,10 +96,14 @@ class HistogramTask:
     def from_spec(cls, spec: dict) -> HistogramTask:
         """From a ``shuffle-histogram`` task's spec (:mod:`pairwise.protocols.collect.tasks.shuffle_histogram`)."""
         lo, hi = spec["lower"], spec["upper"]
-        return cls(epsilon=float(spec["epsilon"]), delta=float(spec["delta"]),
-                   lower=lo[0] if isinstance(lo, (list, tuple)) else lo,
-                   upper=hi[0] if isinstance(hi, (list, tuple)) else hi,
-                   min_users=int(spec["min_users"]), beta=float(spec.get("beta", 0.05)))
+        return cls(
+            epsilon=float(spec["epsilon"]),
+            delta=float(spec["delta"]),
+            lower=lo[0] if isinstance(lo, (list, tuple)) else lo,
+            upper=hi[0] if isinstance(hi, (list, tuple)) else hi,
+            min_users=int(spec["min_users"]),
+            beta=float(spec.get("beta", 0.05)),
+        )
 
     @property
     def bins(self) -> int:
@@ -158,8 +167,10 @@ def analyze(batches: list[tuple[int, list[bytes]]], task: HistogramTask, private
     m = 0
     for users, _ in batches:
         if int(users) < task.min_users:
-            raise PrivacyParameterError(f"a shuffled batch of {users} users is below the task's minimum of "
-                                        f"{task.min_users}: its noise does not give the promised privacy")
+            raise PrivacyParameterError(
+                f"a shuffled batch of {users} users is below the task's minimum of "
+                f"{task.min_users}: its noise does not give the promised privacy"
+            )
         m += int(users)
     if m == 0:
         raise PrivacyParameterError("no shuffled batch arrived: nothing to analyze")

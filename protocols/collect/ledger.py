@@ -71,19 +71,36 @@ class UserLedger(SQLiteStore):
         return sum((Fraction(r[0]) for r in self._read("SELECT epsilon FROM charges")), Fraction(0))
 
     def entry(self, aggregator: str, task: str) -> dict | None:
-        rows = self._read("SELECT protocol, epsilon, delta, at, report FROM charges WHERE aggregator = ? AND task = ?",
-                          (aggregator, task))
+        rows = self._read(
+            "SELECT protocol, epsilon, delta, at, report FROM charges WHERE aggregator = ? AND task = ?",
+            (aggregator, task),
+        )
         if not rows:
             return None
         p, eps, delta, at, rep = rows[0]
-        return {"protocol": p, "epsilon": Fraction(eps), "delta": delta, "at": at,
-                "report": None if rep is None else json.loads(rep)}
+        return {
+            "protocol": p,
+            "epsilon": Fraction(eps),
+            "delta": delta,
+            "at": at,
+            "report": None if rep is None else json.loads(rep),
+        }
 
     def entries(self) -> list[dict]:
-        return [{"aggregator": r[0], "task": r[1], "protocol": r[2], "epsilon": float(Fraction(r[3])), "delta": r[4],
-                 "at": r[5], "reported": r[6] is not None}
-                for r in self._read("SELECT aggregator, task, protocol, epsilon, delta, at, report FROM charges "
-                                    "ORDER BY at")]
+        return [
+            {
+                "aggregator": r[0],
+                "task": r[1],
+                "protocol": r[2],
+                "epsilon": float(Fraction(r[3])),
+                "delta": r[4],
+                "at": r[5],
+                "reported": r[6] is not None,
+            }
+            for r in self._read(
+                "SELECT aggregator, task, protocol, epsilon, delta, at, report FROM charges ORDER BY at"
+            )
+        ]
 
     def check(self, epsilon: Fraction, budget: Fraction, *, aggregator: str, task: str) -> None:
         """Refuse (nothing written) a task that the budget cannot pay; a task already charged passes."""
@@ -91,36 +108,48 @@ class UserLedger(SQLiteStore):
             return
         spent = self.spent()
         if spent + epsilon > budget:
-            raise CapExceeded(f"refusing task {task!r}: its epsilon {_fmt(epsilon)} is more than this user's ledger "
-                              f"has left ({_fmt(budget - spent)} of the budget {_fmt(budget)}; spent {_fmt(spent)})")
+            raise CapExceeded(
+                f"refusing task {task!r}: its epsilon {_fmt(epsilon)} is more than this user's ledger "
+                f"has left ({_fmt(budget - spent)} of the budget {_fmt(budget)}; spent {_fmt(spent)})"
+            )
 
-    def charge(self, aggregator: str, task: str, protocol: str, epsilon: Fraction, delta: float,
-               budget: Fraction) -> bool:
+    def charge(
+        self, aggregator: str, task: str, protocol: str, epsilon: Fraction, delta: float, budget: Fraction
+    ) -> bool:
         """Record the task's charge durably (True), or find it recorded already (False); raise if it does not fit."""
+
         def work(db) -> bool:
             if db.execute("SELECT 1 FROM charges WHERE aggregator = ? AND task = ?", (aggregator, task)).fetchone():
                 return False
             spent = sum((Fraction(r[0]) for r in db.execute("SELECT epsilon FROM charges")), Fraction(0))
             if spent + epsilon > budget:
-                raise CapExceeded(f"refusing task {task!r}: its epsilon {_fmt(epsilon)} is more than this user's "
-                                  f"ledger has left ({_fmt(budget - spent)} of the budget {_fmt(budget)})")
-            db.execute("INSERT INTO charges(aggregator, task, protocol, epsilon, delta, at) VALUES (?, ?, ?, ?, ?, ?)",
-                       (aggregator, task, protocol, str(epsilon), float(delta), time.time()))
+                raise CapExceeded(
+                    f"refusing task {task!r}: its epsilon {_fmt(epsilon)} is more than this user's "
+                    f"ledger has left ({_fmt(budget - spent)} of the budget {_fmt(budget)})"
+                )
+            db.execute(
+                "INSERT INTO charges(aggregator, task, protocol, epsilon, delta, at) VALUES (?, ?, ?, ?, ?, ?)",
+                (aggregator, task, protocol, str(epsilon), float(delta), time.time()),
+            )
             return True
 
         return self._write(work)
 
     def keep_report(self, aggregator: str, task: str, report: dict) -> dict:
         """Store ``report`` with the task's charge unless one is stored already; returns the stored one."""
+
         def work(db) -> dict:
-            row = db.execute("SELECT report FROM charges WHERE aggregator = ? AND task = ?",
-                             (aggregator, task)).fetchone()
+            row = db.execute(
+                "SELECT report FROM charges WHERE aggregator = ? AND task = ?", (aggregator, task)
+            ).fetchone()
             if row is None:
                 raise StorageError(f"no charge for task {task!r} in {self.path}: charge before randomizing")
             if row[0] is not None:
                 return json.loads(row[0])
-            db.execute("UPDATE charges SET report = ? WHERE aggregator = ? AND task = ?",
-                       (json.dumps(report, sort_keys=True), aggregator, task))
+            db.execute(
+                "UPDATE charges SET report = ? WHERE aggregator = ? AND task = ?",
+                (json.dumps(report, sort_keys=True), aggregator, task),
+            )
             return report
 
         return self._write(work)

@@ -95,7 +95,9 @@ class _Phase:
 
     def __exit__(self, *exc) -> None:
         setattr(self.costs, f"{self.name}_cpu", getattr(self.costs, f"{self.name}_cpu") + time.thread_time() - self.c0)
-        setattr(self.costs, f"{self.name}_wall", getattr(self.costs, f"{self.name}_wall") + time.perf_counter() - self.w0)
+        setattr(
+            self.costs, f"{self.name}_wall", getattr(self.costs, f"{self.name}_wall") + time.perf_counter() - self.w0
+        )
 
 
 def session_id(task_id: str, pair_id: str | int) -> bytes:
@@ -103,8 +105,9 @@ def session_id(task_id: str, pair_id: str | int) -> bytes:
     return f"pairwise-collect/{task_id}/{pair_id}".encode()
 
 
-def tls_pair_channel(conn: Channel, *, role: str, partner: str, tls: TLSConfig | None = None,
-                     timeout: float = 120.0) -> TLSTunnel:
+def tls_pair_channel(
+    conn: Channel, *, role: str, partner: str, tls: TLSConfig | None = None, timeout: float = 120.0
+) -> TLSTunnel:
     """The ``tls`` pair channel (:mod:`pairwise.protocols.collect.pairchannel`): TLS 1.3 to the partner inside the relay.
 
     ``conn`` is the user's connection to the aggregator after the relay
@@ -115,16 +118,26 @@ def tls_pair_channel(conn: Channel, *, role: str, partner: str, tls: TLSConfig |
     if tls is None:
         from .wire import CollectError
 
-        raise CollectError("the tls pair channel needs this user's certificate (--tls DIR --name NAME); a task "
-                           "among users without certificates (plaintext loopback) uses --pair-channel plain")
+        raise CollectError(
+            "the tls pair channel needs this user's certificate (--tls DIR --name NAME); a task "
+            "among users without certificates (plaintext loopback) uses --pair-channel plain"
+        )
     if role not in ROLES:
         raise ValueError(f"role must be one of {ROLES}, got {role!r}")
-    return TLSTunnel(conn, tls, server=(role == "evaluator"), peer_name=partner, peer_roles=("user",),
-                     timeout=timeout)
+    return TLSTunnel(conn, tls, server=(role == "evaluator"), peer_name=partner, peer_roles=("user",), timeout=timeout)
 
 
-def run_pair(open_channel, *, role: str, task_id: str, pair_id: str | int, circuit: Circuit, value: int,
-             timeout: float, compiled: bool = False) -> tuple[int | None, PairCosts]:
+def run_pair(
+    open_channel,
+    *,
+    role: str,
+    task_id: str,
+    pair_id: str | int,
+    circuit: Circuit,
+    value: int,
+    timeout: float,
+    compiled: bool = False,
+) -> tuple[int | None, PairCosts]:
     """Run this user's side of one pair; returns (the noisy output for the evaluator, None for the garbler; costs).
 
     ``open_channel()`` returns the pair's channel (e.g. :func:`tls_pair_channel`

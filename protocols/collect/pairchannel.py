@@ -69,8 +69,10 @@ def open_pair_channel(kind: str, conn, *, role: str, partner: str, tls=None, tim
     """The channel of one pair session over ``conn`` (see the module docstring)."""
     factory = PAIR_CHANNELS.get(kind)
     if factory is None:
-        raise CollectError(f"this pairwise has no pair channel {kind!r} (known: {', '.join(sorted(PAIR_CHANNELS))}); "
-                           "upgrade pairwise to join this task")
+        raise CollectError(
+            f"this pairwise has no pair channel {kind!r} (known: {', '.join(sorted(PAIR_CHANNELS))}); "
+            "upgrade pairwise to join this task"
+        )
     if role not in ("garbler", "evaluator"):
         raise CollectError(f"a pair session role is garbler or evaluator, got {role!r}")
     return factory(conn, role=role, partner=partner, tls=tls, timeout=timeout)

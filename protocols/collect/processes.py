@@ -41,15 +41,28 @@ def study_certificates(directory: str, users: int, *, days: int = 2) -> None:
 class AggregatorProcess(ServiceProcess):
     """``pairwise collect serve`` on a free loopback port (``tls_dir``: with the ``aggregator`` certificate)."""
 
-    def __init__(self, state_dir: str | None, *, tls_dir: str | None = None, name: str = AGGREGATOR,
-                 timeout: float = 120.0, extra_args: tuple = (), startup_timeout: float = 60.0) -> None:
+    def __init__(
+        self,
+        state_dir: str | None,
+        *,
+        tls_dir: str | None = None,
+        name: str = AGGREGATOR,
+        timeout: float = 120.0,
+        extra_args: tuple = (),
+        startup_timeout: float = 60.0,
+    ) -> None:
         args = ["--timeout", str(timeout), *extra_args]
         if state_dir is not None:
             args += ["--state", str(state_dir)]
         if tls_dir is not None:
             args += ["--tls", str(tls_dir), "--name", name]
-        super().__init__(["collect", "serve"], args, label="the aggregator", startup_timeout=startup_timeout,
-                         error=AggregatorUnavailable)
+        super().__init__(
+            ["collect", "serve"],
+            args,
+            label="the aggregator",
+            startup_timeout=startup_timeout,
+            error=AggregatorUnavailable,
+        )
 
     @property
     def server(self) -> str:

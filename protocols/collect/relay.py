@@ -73,8 +73,9 @@ class Relay:
         self.idle_timeout = float(idle_timeout)
         self.tap = tap
 
-    async def splice(self, a: AsyncConnection, b: AsyncConnection, session: str = "",
-                     idle_timeout: float | None = None) -> RelayStats:
+    async def splice(
+        self, a: AsyncConnection, b: AsyncConnection, session: str = "", idle_timeout: float | None = None
+    ) -> RelayStats:
         """Copy bytes a -> b and b -> a until both directions end; returns the counts."""
         idle = self.idle_timeout if idle_timeout is None else float(idle_timeout)
         stats = RelayStats()

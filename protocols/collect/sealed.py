@@ -143,7 +143,7 @@ def seal(message: bytes, public_key: bytes, context: bytes) -> bytes:
 def enc_of(box: bytes) -> bytes:
     """The box's encapsulated ephemeral key (public, fresh per box): the key for replay detection."""
     _check_shape(box, None)
-    return bytes(box[1:1 + ENC_BYTES])
+    return bytes(box[1 : 1 + ENC_BYTES])
 
 
 def _check_shape(box: bytes, message_bytes: int | None) -> None:
@@ -168,7 +168,9 @@ def open_box(box: bytes, private_key: bytes, context: bytes, *, message_bytes: i
     try:
         return _SUITE.decrypt(bytes(box[1:]), _private(private_key), info=context)
     except InvalidTag:
-        raise SealedBoxError("the sealed box does not open: altered, or sealed for another key, task or purpose") from None
+        raise SealedBoxError(
+            "the sealed box does not open: altered, or sealed for another key, task or purpose"
+        ) from None
     except ValueError as exc:  # e.g. an invalid encapsulated key
         raise SealedBoxError(f"the sealed box is malformed ({exc})") from None
 

@@ -119,8 +119,8 @@ class TaskInfo:
             task = HistogramTask.from_spec(spec)  # type: ignore[arg-type]
         except (KeyError, TypeError, ValueError, IndexError) as exc:
             raise ShuffleError(f"task {task_id!r} has unusable parameters ({exc})", "bad_task") from None
-        return cls(task_id, task.min_users, max_boxes(task), box_bytes(),
-                   {"protocol": info["protocol"], "spec": dict(spec)})  # type: ignore[arg-type]
+        public = {"protocol": info["protocol"], "spec": dict(spec)}  # type: ignore[arg-type]
+        return cls(task_id, task.min_users, max_boxes(task), box_bytes(), public)
 
 
 @dataclass(frozen=True)
@@ -155,8 +155,10 @@ class ShufflerStore(SQLiteStore):
 
     def _check_meta(self, rows: dict[str, str]) -> None:
         if rows.get("kind") != "collect-shuffler":
-            raise StorageError(f"{self.path} is not the state of a collect shuffler (it is a "
-                               f"{rows.get('kind', 'different')} file); give the shuffler its own --state")
+            raise StorageError(
+                f"{self.path} is not the state of a collect shuffler (it is a "
+                f"{rows.get('kind', 'different')} file); give the shuffler its own --state"
+            )
 
     # ---------------------------------------------------------------- tasks
     def task(self, task_id: str) -> tuple[TaskInfo, str] | None:
@@ -168,8 +170,12 @@ class ShufflerStore(SQLiteStore):
 
     def remember_task(self, info: TaskInfo) -> None:
         """Record a task's parameters (as fetched from the aggregator) if it is new."""
-        self._write(lambda db: db.execute("INSERT OR IGNORE INTO task(task_id, params, status) VALUES (?, ?, 'open')",
-                                          (info.task_id, json.dumps(info.info, sort_keys=True))))
+        self._write(
+            lambda db: db.execute(
+                "INSERT OR IGNORE INTO task(task_id, params, status) VALUES (?, ?, 'open')",
+                (info.task_id, json.dumps(info.info, sort_keys=True)),
+            )
+        )
 
     def tasks_with_work(self) -> list[str]:
         """Tasks not yet delivered in full (open, or final with an outbox)."""
@@ -185,13 +191,17 @@ class ShufflerStore(SQLiteStore):
         if not isinstance(user, str) or not user:
             raise ShuffleError("a submission needs an authenticated user name", "unauthorized")
         if len(data) == 0 or len(data) % size:
-            raise ShuffleError(f"a submission is a whole number of {size}-byte boxes, got {len(data)} bytes", "malformed")
+            raise ShuffleError(
+                f"a submission is a whole number of {size}-byte boxes, got {len(data)} bytes", "malformed"
+            )
         k = len(data) // size
         if k > info.max_boxes:
-            raise ShuffleError(f"{k} boxes is more than a user of this task sends (at most {info.max_boxes})", "malformed")
+            raise ShuffleError(
+                f"{k} boxes is more than a user of this task sends (at most {info.max_boxes})", "malformed"
+            )
         encs = []
         for i in range(k):
-            box = data[i * size:(i + 1) * size]
+            box = data[i * size : (i + 1) * size]
             try:
                 encs.append(sealed.enc_of(box))
             except sealed.SealedBoxError as exc:
@@ -206,14 +216,18 @@ class ShufflerStore(SQLiteStore):
             if st[0] != "open":
                 raise ShuffleError(f"task {info.task_id!r} is closed: its last batch left the shuffler", "closed")
             if db.execute("SELECT 1 FROM submission WHERE task_id = ? AND user = ?", (info.task_id, user)).fetchone():
-                raise ShuffleError(f"{user!r} already submitted to task {info.task_id!r} (one submission per user)",
-                                   "duplicate")
+                raise ShuffleError(
+                    f"{user!r} already submitted to task {info.task_id!r} (one submission per user)", "duplicate"
+                )
             try:
                 db.executemany("INSERT INTO seen_key(task_id, enc) VALUES (?, ?)", [(info.task_id, e) for e in encs])
             except sqlite3.IntegrityError:
-                raise ShuffleError("the submission repeats a box already submitted to this task (a replay)",
-                                   "replayed") from None
-            db.execute("INSERT INTO submission(task_id, user, boxes) VALUES (?, ?, ?)", (info.task_id, user, bytes(data)))
+                raise ShuffleError(
+                    "the submission repeats a box already submitted to this task (a replay)", "replayed"
+                ) from None
+            db.execute(
+                "INSERT INTO submission(task_id, user, boxes) VALUES (?, ?, ?)", (info.task_id, user, bytes(data))
+            )
             return k
 
         return self._write(tx)
@@ -233,8 +247,9 @@ class ShufflerStore(SQLiteStore):
             if row is None or row[1] != "open":
                 return None
             info = TaskInfo.from_info(task_id, json.loads(row[0]))
-            pending = db.execute("SELECT user, boxes FROM submission WHERE task_id = ? AND batch IS NULL",
-                                 (task_id,)).fetchall()
+            pending = db.execute(
+                "SELECT user, boxes FROM submission WHERE task_id = ? AND batch IS NULL", (task_id,)
+            ).fetchall()
             need = max(info.min_users, int(at_least or 0))
             if not final and len(pending) < need:
                 return None
@@ -247,20 +262,28 @@ class ShufflerStore(SQLiteStore):
                 users = len(pending)
             else:  # final, too few to hide anyone: never forwarded
                 shuffled, users, dropped = b"", 0, len(pending)
-            db.execute("UPDATE submission SET boxes = NULL, batch = ? WHERE task_id = ? AND batch IS NULL", (k, task_id))
+            db.execute(
+                "UPDATE submission SET boxes = NULL, batch = ? WHERE task_id = ? AND batch IS NULL", (k, task_id)
+            )
             batch_id = os.urandom(16).hex()
-            db.execute("INSERT INTO outbox(task_id, batch, batch_id, users, boxes, final, dropped_users) "
-                       "VALUES (?, ?, ?, ?, ?, ?, ?)", (task_id, k, batch_id, users, shuffled, int(final), dropped))
-            db.execute("UPDATE task SET next_batch = ?, status = ?, dropped_users = dropped_users + ? WHERE task_id = ?",
-                       (k + 1, "final" if final else "open", dropped, task_id))
+            db.execute(
+                "INSERT INTO outbox(task_id, batch, batch_id, users, boxes, final, dropped_users) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (task_id, k, batch_id, users, shuffled, int(final), dropped),
+            )
+            db.execute(
+                "UPDATE task SET next_batch = ?, status = ?, dropped_users = dropped_users + ? WHERE task_id = ?",
+                (k + 1, "final" if final else "open", dropped, task_id),
+            )
             return Batch(task_id, k, batch_id, users, shuffled, final, dropped)
 
         return self._write(tx)
 
     def outbox(self) -> list[Batch]:
         """Batches cut but not yet acknowledged by the aggregator, oldest first."""
-        rows = self._read("SELECT task_id, batch, batch_id, users, boxes, final, dropped_users FROM outbox "
-                          "ORDER BY task_id, batch")
+        rows = self._read(
+            "SELECT task_id, batch, batch_id, users, boxes, final, dropped_users FROM outbox ORDER BY task_id, batch"
+        )
         return [Batch(r[0], r[1], r[2], r[3], bytes(r[4]), bool(r[5]), r[6]) for r in rows]
 
     def acknowledge(self, batch: Batch) -> None:
@@ -309,8 +332,9 @@ class Shuffler:
     least the task's n); ``None``: one batch per task, when it closes.
     """
 
-    def __init__(self, store: ShufflerStore, upstream: Upstream, *, batch_size: int | None = None,
-                 log=lambda msg: None) -> None:
+    def __init__(
+        self, store: ShufflerStore, upstream: Upstream, *, batch_size: int | None = None, log=lambda msg: None
+    ) -> None:
         if batch_size is not None and (isinstance(batch_size, bool) or int(batch_size) < 1):
             raise ValueError(f"batch size must be a positive number of users, got {batch_size!r}")
         self.store, self.upstream, self.batch_size, self.log = store, upstream, batch_size, log
@@ -330,8 +354,9 @@ class Shuffler:
             desc = self.upstream.task(task_id)
             info = TaskInfo.from_info(task_id, desc)
             if desc.get("state") not in OPEN_STATUSES:
-                raise ShuffleError(f"task {task_id!r} is not open for submissions (it is {desc.get('state')!r})",
-                                   "closed")
+                raise ShuffleError(
+                    f"task {task_id!r} is not open for submissions (it is {desc.get('state')!r})", "closed"
+                )
             self.store.remember_task(info)
             return info
 
@@ -346,9 +371,11 @@ class Shuffler:
     def cut(self, task_id: str, *, final: bool) -> Batch | None:
         b = self.store.cut_batch(task_id, final=final, at_least=self.batch_size)
         if b is not None:
-            self.log(f"task {task_id}: batch {b.batch} cut: {b.users} users, {b.count} boxes"
-                     + (f", {b.dropped_users} users dropped (fewer than n)" if b.dropped_users else "")
-                     + (" (final)" if final else ""))
+            self.log(
+                f"task {task_id}: batch {b.batch} cut: {b.users} users, {b.count} boxes"
+                + (f", {b.dropped_users} users dropped (fewer than n)" if b.dropped_users else "")
+                + (" (final)" if final else "")
+            )
         return b
 
     def step(self) -> None:
@@ -408,9 +435,20 @@ class ShufflerServer:
     forwarder thread runs :meth:`Shuffler.step` every ``poll`` seconds.
     """
 
-    def __init__(self, shuffler: Shuffler, host: str, port: int, *, tls=None, insecure: bool = False,
-                 timeout: float = 30.0, poll: float = 1.0, max_connections: int = 64, user_roles=None,
-                 log=lambda msg: None) -> None:
+    def __init__(
+        self,
+        shuffler: Shuffler,
+        host: str,
+        port: int,
+        *,
+        tls=None,
+        insecure: bool = False,
+        timeout: float = 30.0,
+        poll: float = 1.0,
+        max_connections: int = 64,
+        user_roles=None,
+        log=lambda msg: None,
+    ) -> None:
         from pairwise.mpc.channel import TCPListener
 
         self.shuffler, self.timeout, self.poll, self.log = shuffler, float(timeout), float(poll), log
@@ -471,10 +509,18 @@ class ShufflerServer:
         send_json, recv_json = _json_io()
         ch = None
         try:
-            ch = pending.open(recv_timeout=self.timeout, handshake_timeout=min(self.timeout, 10.0),
-                              peer_roles=self.user_roles)
-            handshake(ch, ROLE_SHUFFLER, SESSION_ID, PROTOCOL_DIGEST, peer_role=ROLE_SUBMITTER,
-                      extra_label="protocol", timeout=self.timeout)
+            ch = pending.open(
+                recv_timeout=self.timeout, handshake_timeout=min(self.timeout, 10.0), peer_roles=self.user_roles
+            )
+            handshake(
+                ch,
+                ROLE_SHUFFLER,
+                SESSION_ID,
+                PROTOCOL_DIGEST,
+                peer_role=ROLE_SUBMITTER,
+                extra_label="protocol",
+                timeout=self.timeout,
+            )
             req = recv_json(ch)
             try:
                 if req.get("op") != "submit":
@@ -484,15 +530,18 @@ class ShufflerServer:
                 data = ch.recv(max_size=SUBMIT_FRAME_MAX)
                 user = ch.peer_identity.name if ch.peer_identity is not None else req.get("user")
                 if not isinstance(user, str) or not 1 <= len(user) <= 64:  # plaintext loopback: the user names itself
-                    raise ShuffleError("a user without a certificate must name itself (\"user\": NAME) on "
-                                       "plaintext loopback", "malformed")
+                    raise ShuffleError(
+                        'a user without a certificate must name itself ("user": NAME) on plaintext loopback',
+                        "malformed",
+                    )
                 task_id, k = req.get("task"), req.get("boxes")
                 if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k:
                     raise ShuffleError(f"'boxes' must be a positive integer, got {k!r}", "malformed")
                 info = self.shuffler.task_info(task_id)
                 if len(data) != k * info.box_bytes:
-                    raise ShuffleError(f"announced {k} boxes ({k * info.box_bytes} bytes), sent {len(data)} bytes",
-                                       "malformed")
+                    raise ShuffleError(
+                        f"announced {k} boxes ({k * info.box_bytes} bytes), sent {len(data)} bytes", "malformed"
+                    )
                 accepted = self.shuffler.submit(user, task_id, data)
                 send_json(ch, {"ok": True, "accepted": accepted})
             except ShuffleError as exc:
@@ -507,8 +556,19 @@ class ShufflerServer:
             self._slots.release()
 
 
-def submit(host: str, port: int, task_id: str, boxes: list[bytes], *, tls=None, insecure: bool = False,
-           peer_names=None, user: str | None = None, timeout: float = 30.0, connect_timeout: float = 10.0) -> int:
+def submit(
+    host: str,
+    port: int,
+    task_id: str,
+    boxes: list[bytes],
+    *,
+    tls=None,
+    insecure: bool = False,
+    peer_names=None,
+    user: str | None = None,
+    timeout: float = 30.0,
+    connect_timeout: float = 10.0,
+) -> int:
     """A user's submission of its sealed boxes to the shuffler; returns the number accepted.
 
     Raises :class:`ShuffleError` (with the shuffler's ``code``) when refused, a
@@ -522,20 +582,32 @@ def submit(host: str, port: int, task_id: str, boxes: list[bytes], *, tls=None, 
     send_json, recv_json = _json_io()
     if not boxes:
         raise ShuffleError("nothing to submit", "malformed")
-    ch = TCPChannel.connect(host, port, deadline=connect_timeout, timeout=timeout, tls=tls, insecure=insecure,
-                            peer_names=peer_names)
+    ch = TCPChannel.connect(
+        host, port, deadline=connect_timeout, timeout=timeout, tls=tls, insecure=insecure, peer_names=peer_names
+    )
     try:
-        handshake(ch, ROLE_SUBMITTER, SESSION_ID, PROTOCOL_DIGEST, peer_role=ROLE_SHUFFLER,
-                  extra_label="protocol", timeout=timeout)
-        send_json(ch, {"op": "submit", "task": task_id, "boxes": len(boxes),
-                       **({"user": user} if tls is None and user else {})})
+        handshake(
+            ch,
+            ROLE_SUBMITTER,
+            SESSION_ID,
+            PROTOCOL_DIGEST,
+            peer_role=ROLE_SHUFFLER,
+            extra_label="protocol",
+            timeout=timeout,
+        )
+        send_json(
+            ch,
+            {"op": "submit", "task": task_id, "boxes": len(boxes), **({"user": user} if tls is None and user else {})},
+        )
         ch.send(b"".join(boxes))
         reply = recv_json(ch)
     finally:
         ch.close()
     if not reply.get("ok"):
-        raise ShuffleError(f"the shuffler refused the submission: {reply.get('error', 'no reason given')}",
-                           str(reply.get("code", "refused")))
+        raise ShuffleError(
+            f"the shuffler refused the submission: {reply.get('error', 'no reason given')}",
+            str(reply.get("code", "refused")),
+        )
     return int(reply["accepted"])
 
 
@@ -547,8 +619,16 @@ class AggregatorUpstream(Upstream):
     ``server`` certificate; ``server_name`` pins the aggregator's name.
     """
 
-    def __init__(self, address: str, *, tls=None, insecure: bool = False, server_name: str | None = None,
-                 timeout: float = 60.0, connect_timeout: float = 10.0) -> None:
+    def __init__(
+        self,
+        address: str,
+        *,
+        tls=None,
+        insecure: bool = False,
+        server_name: str | None = None,
+        timeout: float = 60.0,
+        connect_timeout: float = 10.0,
+    ) -> None:
         from .wire import parse_address
 
         self.addr = parse_address(address)
@@ -559,8 +639,15 @@ class AggregatorUpstream(Upstream):
         from .wire import ROLE_SHUFFLER as ROLE
         from .wire import connect
 
-        return connect(self.addr, ROLE, tls=self.tls, insecure=self.insecure, server_name=self.server_name,
-                       connect_timeout=self.connect_timeout, timeout=self.timeout)
+        return connect(
+            self.addr,
+            ROLE,
+            tls=self.tls,
+            insecure=self.insecure,
+            server_name=self.server_name,
+            connect_timeout=self.connect_timeout,
+            timeout=self.timeout,
+        )
 
     def task(self, task_id: str) -> dict:
         from .wire import UnknownTask, call
@@ -583,11 +670,21 @@ class AggregatorUpstream(Upstream):
         send_json, recv_json = _json_io()
         ch = self._connect()
         try:
-            send_json(ch, {"op": "shuffle_batch", "task": batch.task_id, "batch": batch.batch,
-                           "batch_id": batch.batch_id, "users": batch.users, "boxes": batch.count,
-                           "final": batch.final, "dropped_users": batch.dropped_users})
+            send_json(
+                ch,
+                {
+                    "op": "shuffle_batch",
+                    "task": batch.task_id,
+                    "batch": batch.batch,
+                    "batch_id": batch.batch_id,
+                    "users": batch.users,
+                    "boxes": batch.count,
+                    "final": batch.final,
+                    "dropped_users": batch.dropped_users,
+                },
+            )
             for i in range(0, len(batch.boxes), per):
-                ch.send(batch.boxes[i:i + per])
+                ch.send(batch.boxes[i : i + per])
             ch.flush()
             reply = recv_json(ch, timeout=self.timeout)
         finally:
@@ -629,8 +726,16 @@ class ShufflerOptions:
                 raise ShuffleError(f"{name} must be a positive number of seconds, got {v!r}")
 
 
-def run_shuffler(listen: str, upstream: str, *, options: ShufflerOptions | None = None, on_listening=None, log=None,
-                 stop_event: threading.Event | None = None, **legacy: Any) -> None:
+def run_shuffler(
+    listen: str,
+    upstream: str,
+    *,
+    options: ShufflerOptions | None = None,
+    on_listening=None,
+    log=None,
+    stop_event: threading.Event | None = None,
+    **legacy: Any,
+) -> None:
     """``pairwise collect shuffler``: serve users and forward batches until ``stop_event`` is set (or SIGTERM).
 
     ``options``: a :class:`ShufflerOptions`, or its fields as keywords."""
@@ -639,16 +744,35 @@ def run_shuffler(listen: str, upstream: str, *, options: ShufflerOptions | None 
     o = with_legacy(options, ShufflerOptions, legacy, "run_shuffler")
     no_more_keywords(legacy, "run_shuffler")
     state_dir, tls, insecure, upstream_name, batch_size, poll, timeout = (
-        o.state_dir, o.tls, o.insecure, o.upstream_name, o.batch_size, o.poll, o.timeout)
+        o.state_dir,
+        o.tls,
+        o.insecure,
+        o.upstream_name,
+        o.batch_size,
+        o.poll,
+        o.timeout,
+    )
 
     host, port = parse_address(listen)
     store = open_store(state_dir)
     try:
-        shuf = Shuffler(store, AggregatorUpstream(upstream, tls=tls, insecure=insecure, server_name=upstream_name,
-                                                  timeout=timeout),
-                        batch_size=batch_size, log=log or (lambda m: None))
-        srv = ShufflerServer(shuf, host, port, tls=tls, insecure=insecure, timeout=timeout, poll=poll,
-                             user_roles=None if tls is None else ("user",), log=log or (lambda m: None))
+        shuf = Shuffler(
+            store,
+            AggregatorUpstream(upstream, tls=tls, insecure=insecure, server_name=upstream_name, timeout=timeout),
+            batch_size=batch_size,
+            log=log or (lambda m: None),
+        )
+        srv = ShufflerServer(
+            shuf,
+            host,
+            port,
+            tls=tls,
+            insecure=insecure,
+            timeout=timeout,
+            poll=poll,
+            user_roles=None if tls is None else ("user",),
+            log=log or (lambda m: None),
+        )
         if stop_event is not None:
             threading.Thread(target=lambda: (stop_event.wait(), srv.stop()), daemon=True).start()
         if on_listening is not None:

@@ -67,8 +67,10 @@ def ensure_certificates(tls_dir: str, names: list[str]) -> int:
     if not missing:
         return 0
     if not os.path.exists(os.path.join(tls_dir, CA_KEY)):
-        raise SimulationError(f"{len(missing)} simulated users have no certificate in {tls_dir} and there is no "
-                              f"{CA_KEY} to make them (e.g. {missing[0]}.pem)")
+        raise SimulationError(
+            f"{len(missing)} simulated users have no certificate in {tls_dir} and there is no "
+            f"{CA_KEY} to make them (e.g. {missing[0]}.pem)"
+        )
     create_certificates(tls_dir, missing, "user", days=30)
     return len(missing)
 
@@ -125,9 +127,22 @@ def run_worker(a: WorkerArgs) -> dict:
         try:
             v, v2, lab = rows[i]  # this user's own row, and nothing else
             tls = TLSConfig(a.tls, names[i]) if a.tls else None
-            out = join(a.server, a.task, v, v2, lab, tls=tls, insecure=a.insecure, server_name=a.server_name,
-                       user=None if tls else names[i], max_epsilon=a.max_epsilon, budget=500.0,
-                       state_dir=os.path.join(a.state_root, names[i]), timeout=a.timeout, wait=a.wait)
+            out = join(
+                a.server,
+                a.task,
+                v,
+                v2,
+                lab,
+                tls=tls,
+                insecure=a.insecure,
+                server_name=a.server_name,
+                user=None if tls else names[i],
+                max_epsilon=a.max_epsilon,
+                budget=500.0,
+                state_dir=os.path.join(a.state_root, names[i]),
+                timeout=a.timeout,
+                wait=a.wait,
+            )
             res = {"status": out.status, "sessions": out.sessions}
         except Exception as exc:  # noqa: BLE001 - one user's failure is reported, the others go on
             res = {"status": "error", "error": f"{type(exc).__name__}: {exc}"[:300], "sessions": []}
@@ -167,15 +182,31 @@ def summarize(outcomes: dict[int, dict], planned: int) -> dict:
                     if isinstance(v, (int, float)):
                         acc[k] = acc.get(k, 0) + v
     r = resource.getrusage(resource.RUSAGE_SELF)
-    return {"users": planned, "finished": len(outcomes), "statuses": statuses, "sessions": sessions,
-            "costs": costs, "errors": errors, "cpu_seconds": r.ru_utime + r.ru_stime,
-            "peak_rss_mib": r.ru_maxrss / 1024.0}
+    return {
+        "users": planned,
+        "finished": len(outcomes),
+        "statuses": statuses,
+        "sessions": sessions,
+        "costs": costs,
+        "errors": errors,
+        "cpu_seconds": r.ru_utime + r.ru_stime,
+        "peak_rss_mib": r.ru_maxrss / 1024.0,
+    }
 
 
 def merge(summaries: list[dict]) -> dict:
     """The generator's view: the workers' summaries added up (costs as sums; see :func:`per_session`)."""
-    out = {"users": 0, "finished": 0, "statuses": {}, "sessions": {}, "errors": [], "cpu_seconds": 0.0,
-           "peak_rss_mib": 0.0, "costs": {"garbler": {}, "evaluator": {}}, "workers": len(summaries)}
+    out = {
+        "users": 0,
+        "finished": 0,
+        "statuses": {},
+        "sessions": {},
+        "errors": [],
+        "cpu_seconds": 0.0,
+        "peak_rss_mib": 0.0,
+        "costs": {"garbler": {}, "evaluator": {}},
+        "workers": len(summaries),
+    }
     for s in summaries:
         out["users"] += s["users"]
         out["finished"] += s["finished"]
@@ -225,8 +256,16 @@ class SimulationOptions:
             raise SimulationError(f"--processes must be in 1..64, got {processes!r}")
 
 
-def simulate_users(server: str, task: str, data: str, columns: list[str], *,
-                   options: SimulationOptions | None = None, log=None, **legacy: Any) -> dict:
+def simulate_users(
+    server: str,
+    task: str,
+    data: str,
+    columns: list[str],
+    *,
+    options: SimulationOptions | None = None,
+    log=None,
+    **legacy: Any,
+) -> dict:
     """Run ``users`` simulated users of ``task`` on ``processes`` worker processes; returns the merged summary.
 
     ``options``: a :class:`SimulationOptions`, or its fields as keywords (``users=``, ``processes=``, ...).
@@ -235,8 +274,7 @@ def simulate_users(server: str, task: str, data: str, columns: list[str], *,
 
     o = with_legacy(options, SimulationOptions, legacy, "simulate_users")
     no_more_keywords(legacy, "simulate_users")
-    users, processes, tls, label, prefix, server_name = (o.users, o.processes, o.tls, o.label, o.prefix,
-                                                         o.server_name)
+    users, processes, tls, label, prefix, server_name = (o.users, o.processes, o.tls, o.label, o.prefix, o.server_name)
     max_epsilon, timeout, wait, insecure, rate = o.max_epsilon, o.timeout, o.wait, o.insecure, o.rate
     if not 1 <= len(columns) <= 2:
         raise SimulationError("--columns names one or two columns (the second: kendall's y, the QMLE's covariate)")
@@ -258,12 +296,30 @@ def simulate_users(server: str, task: str, data: str, columns: list[str], *,
     try:
         for k in range(processes):
             mine = list(range(k, users, processes))
-            spec = {"server": server, "task": task, "data": os.path.abspath(data), "columns": columns, "label": label,
-                    "users": mine, "tls": tls, "prefix": prefix, "server_name": server_name,
-                    "max_epsilon": max_epsilon, "timeout": timeout, "wait": wait, "state_root": root,
-                    "insecure": insecure, "rate": float(rate) / processes}
-            p = spawn([sys.executable, "-m", "pairwise.protocols.collect.simulate"], stdin=_pipe(),
-                      stdout=_pipe(), stderr=None, text=True)
+            spec = {
+                "server": server,
+                "task": task,
+                "data": os.path.abspath(data),
+                "columns": columns,
+                "label": label,
+                "users": mine,
+                "tls": tls,
+                "prefix": prefix,
+                "server_name": server_name,
+                "max_epsilon": max_epsilon,
+                "timeout": timeout,
+                "wait": wait,
+                "state_root": root,
+                "insecure": insecure,
+                "rate": float(rate) / processes,
+            }
+            p = spawn(
+                [sys.executable, "-m", "pairwise.protocols.collect.simulate"],
+                stdin=_pipe(),
+                stdout=_pipe(),
+                stderr=None,
+                text=True,
+            )
             p.stdin.write(json.dumps(spec))
             p.stdin.close()
             procs.append(p)
@@ -273,7 +329,9 @@ def simulate_users(server: str, task: str, data: str, columns: list[str], *,
             try:
                 outs.append(json.loads(line.strip().splitlines()[-1]))
             except (json.JSONDecodeError, IndexError):
-                raise SimulationError(f"a worker process ended without a summary (exit status {p.returncode})") from None
+                raise SimulationError(
+                    f"a worker process ended without a summary (exit status {p.returncode})"
+                ) from None
     finally:
         terminate(procs)
         import shutil

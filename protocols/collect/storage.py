@@ -117,8 +117,10 @@ class AggregatorStore(SQLiteStore):
 
     def _check_meta(self, rows: dict[str, str]) -> None:
         if rows.get("kind") != "collect-aggregator":
-            raise StorageError(f"{self.path} is not the state of a collect aggregator (it is a "
-                               f"{rows.get('kind', 'different')} file); give the aggregator its own --state")
+            raise StorageError(
+                f"{self.path} is not the state of a collect aggregator (it is a "
+                f"{rows.get('kind', 'different')} file); give the aggregator its own --state"
+            )
 
     # ------------------------------------------------------------------ tasks
     def create_task(self, task_id: str, spec: dict, creator: str, *, private_key: bytes | None = None) -> TaskRow:
@@ -130,8 +132,10 @@ class AggregatorStore(SQLiteStore):
                 from .wire import CollectError
 
                 raise CollectError(f"task {task_id!r} exists already; choose another --id")
-            db.execute("INSERT INTO tasks(id, protocol, spec, state, creator, created) VALUES (?, ?, ?, ?, ?, ?)",
-                       (task_id, spec["protocol"], json.dumps(spec), OPEN, creator, now))
+            db.execute(
+                "INSERT INTO tasks(id, protocol, spec, state, creator, created) VALUES (?, ?, ?, ?, ?, ?)",
+                (task_id, spec["protocol"], json.dumps(spec), OPEN, creator, now),
+            )
             if private_key is not None:
                 db.execute("INSERT INTO task_keys(task, private_key) VALUES (?, ?)", (task_id, bytes(private_key)))
 
@@ -139,10 +143,25 @@ class AggregatorStore(SQLiteStore):
         return TaskRow(task_id, spec["protocol"], spec, OPEN, creator, now)
 
     def tasks(self) -> list[TaskRow]:
-        rows = self._read("SELECT id, protocol, spec, state, creator, created, closed, finished, reason, result "
-                          "FROM tasks ORDER BY created, id")
-        return [TaskRow(r[0], r[1], json.loads(r[2]), r[3], r[4], r[5], r[6], r[7], r[8],
-                        None if r[9] is None else json.loads(r[9])) for r in rows]
+        rows = self._read(
+            "SELECT id, protocol, spec, state, creator, created, closed, finished, reason, result "
+            "FROM tasks ORDER BY created, id"
+        )
+        return [
+            TaskRow(
+                r[0],
+                r[1],
+                json.loads(r[2]),
+                r[3],
+                r[4],
+                r[5],
+                r[6],
+                r[7],
+                r[8],
+                None if r[9] is None else json.loads(r[9]),
+            )
+            for r in rows
+        ]
 
     def set_state(self, task_id: str, state: str, *, reason: str = "", result: dict | None = None) -> None:
         """Move a task to ``state`` (``closed``/``running`` stamp ``closed``; ``done``/``failed`` stamp ``finished``)."""
@@ -152,20 +171,25 @@ class AggregatorStore(SQLiteStore):
             if state in (CLOSED, RUNNING):
                 db.execute("UPDATE tasks SET state = ?, closed = ? WHERE id = ?", (state, now, task_id))
             else:
-                db.execute("UPDATE tasks SET state = ?, finished = ?, reason = ?, result = ? WHERE id = ?",
-                           (state, now, reason, None if result is None else json.dumps(result), task_id))
+                db.execute(
+                    "UPDATE tasks SET state = ?, finished = ?, reason = ?, result = ? WHERE id = ?",
+                    (state, now, reason, None if result is None else json.dumps(result), task_id),
+                )
 
         self._write(work)
 
     # ------------------------------------------------------------------ users and reports
     def add_user(self, task_id: str, name: str, label: int | None, assignment: dict) -> bool:
         """Register ``name`` (True), or leave an existing registration as it is (False)."""
+
         def work(db) -> bool:
             if db.execute("SELECT 1 FROM users WHERE task = ? AND name = ?", (task_id, name)).fetchone():
                 return False
             (seq,) = db.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM users WHERE task = ?", (task_id,)).fetchone()
-            db.execute("INSERT INTO users(task, name, seq, label, assignment, joined) VALUES (?, ?, ?, ?, ?, ?)",
-                       (task_id, name, seq, label, json.dumps(assignment), time.time()))
+            db.execute(
+                "INSERT INTO users(task, name, seq, label, assignment, joined) VALUES (?, ?, ?, ?, ?, ?)",
+                (task_id, name, seq, label, json.dumps(assignment), time.time()),
+            )
             return True
 
         return self._write(work)
@@ -173,6 +197,7 @@ class AggregatorStore(SQLiteStore):
     def add_users(self, task_id: str, rows: list[tuple[str, int | None, dict]]) -> list[bool]:
         """Register every (name, label, assignment) of ``rows`` in one transaction (one commit for many users:
         the aggregator batches the joins that arrive while the previous commit waits for the disk)."""
+
         def work(db) -> list[bool]:
             (seq,) = db.execute("SELECT COALESCE(MAX(seq), 0) FROM users WHERE task = ?", (task_id,)).fetchone()
             out = []
@@ -181,8 +206,10 @@ class AggregatorStore(SQLiteStore):
                     out.append(False)
                     continue
                 seq += 1
-                db.execute("INSERT INTO users(task, name, seq, label, assignment, joined) VALUES (?, ?, ?, ?, ?, ?)",
-                           (task_id, name, seq, label, json.dumps(assignment), time.time()))
+                db.execute(
+                    "INSERT INTO users(task, name, seq, label, assignment, joined) VALUES (?, ?, ?, ?, ?, ?)",
+                    (task_id, name, seq, label, json.dumps(assignment), time.time()),
+                )
                 out.append(True)
             return out
 
@@ -190,8 +217,10 @@ class AggregatorStore(SQLiteStore):
 
     def users(self, task_id: str) -> list[tuple[str, int | None, dict]]:
         """(name, label, assignment) of every registered user, in join order."""
-        return [(r[0], r[1], json.loads(r[2])) for r in
-                self._read("SELECT name, label, assignment FROM users WHERE task = ? ORDER BY seq", (task_id,))]
+        return [
+            (r[0], r[1], json.loads(r[2]))
+            for r in self._read("SELECT name, label, assignment FROM users WHERE task = ? ORDER BY seq", (task_id,))
+        ]
 
     def add_report(self, task_id: str, name: str, report: dict) -> bool:
         """Store ``name``'s report (True); an identical one already stored is not stored again (False).
@@ -208,17 +237,22 @@ class AggregatorStore(SQLiteStore):
                     return False
                 from .wire import AlreadyJoined
 
-                raise AlreadyJoined(f"a different report of {name!r} for task {task_id!r} was counted already; "
-                                    "one report per user, nothing changed")
-            db.execute("INSERT INTO reports(task, name, report, at) VALUES (?, ?, ?, ?)",
-                       (task_id, name, text, time.time()))
+                raise AlreadyJoined(
+                    f"a different report of {name!r} for task {task_id!r} was counted already; "
+                    "one report per user, nothing changed"
+                )
+            db.execute(
+                "INSERT INTO reports(task, name, report, at) VALUES (?, ?, ?, ?)", (task_id, name, text, time.time())
+            )
             return True
 
         return self._write(work)
 
     def reports(self, task_id: str) -> list[tuple[str, dict]]:
-        return [(r[0], json.loads(r[1])) for r in
-                self._read("SELECT name, report FROM reports WHERE task = ? ORDER BY at, name", (task_id,))]
+        return [
+            (r[0], json.loads(r[1]))
+            for r in self._read("SELECT name, report FROM reports WHERE task = ? ORDER BY at, name", (task_id,))
+        ]
 
     def report_count(self, task_id: str) -> int:
         return int(self._read("SELECT COUNT(*) FROM reports WHERE task = ?", (task_id,))[0][0])
@@ -229,27 +263,43 @@ class AggregatorStore(SQLiteStore):
         now = time.time()
 
         def work(db) -> None:
-            db.executemany("INSERT INTO pairs(task, session, round, garbler, evaluator, state, updated) "
-                           "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                           [(task_id, s, rnd, g, e, PLANNED, now) for s, (g, e, rnd) in enumerate(pairs)])
+            db.executemany(
+                "INSERT INTO pairs(task, session, round, garbler, evaluator, state, updated) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [(task_id, s, rnd, g, e, PLANNED, now) for s, (g, e, rnd) in enumerate(pairs)],
+            )
             db.execute("UPDATE tasks SET state = ?, closed = ? WHERE id = ?", (RUNNING, now, task_id))
 
         self._write(work)
 
     def pairs(self, task_id: str) -> list[PairRow]:
-        return [PairRow(*r) for r in self._read(
-            "SELECT session, round, garbler, evaluator, state, value, bytes, reason FROM pairs WHERE task = ? "
-            "ORDER BY session", (task_id,))]
+        return [
+            PairRow(*r)
+            for r in self._read(
+                "SELECT session, round, garbler, evaluator, state, value, bytes, reason FROM pairs WHERE task = ? "
+                "ORDER BY session",
+                (task_id,),
+            )
+        ]
 
-    def update_pair(self, task_id: str, session: int, state: str, *, value: int | None = None,
-                    nbytes: int | None = None, reason: str = "") -> None:
+    def update_pair(
+        self,
+        task_id: str,
+        session: int,
+        state: str,
+        *,
+        value: int | None = None,
+        nbytes: int | None = None,
+        reason: str = "",
+    ) -> None:
         def work(db) -> None:
-            db.execute("UPDATE pairs SET state = ?, value = COALESCE(?, value), bytes = COALESCE(?, bytes), "
-                       "reason = ?, updated = ? WHERE task = ? AND session = ?",
-                       (state, value, nbytes, reason, time.time(), task_id, session))
+            db.execute(
+                "UPDATE pairs SET state = ?, value = COALESCE(?, value), bytes = COALESCE(?, bytes), "
+                "reason = ?, updated = ? WHERE task = ? AND session = ?",
+                (state, value, nbytes, reason, time.time(), task_id, session),
+            )
 
         self._write(work)
-
 
     # ------------------------------------------------------------------ shuffle model
     def task_key(self, task_id: str) -> bytes | None:
@@ -257,16 +307,21 @@ class AggregatorStore(SQLiteStore):
         rows = self._read("SELECT private_key FROM task_keys WHERE task = ?", (task_id,))
         return bytes(rows[0][0]) if rows else None
 
-    def add_shuffle_batch(self, task_id: str, batch_id: str, seq: int, users: int, boxes: bytes, final: bool,
-                          dropped_users: int) -> bool:
+    def add_shuffle_batch(
+        self, task_id: str, batch_id: str, seq: int, users: int, boxes: bytes, final: bool, dropped_users: int
+    ) -> bool:
         """Store one batch from the shuffler (True), or recognise a redelivered one by its id (False)."""
+
         def work(db) -> bool:
-            if db.execute("SELECT 1 FROM shuffle_batches WHERE task = ? AND batch_id = ?",
-                          (task_id, batch_id)).fetchone():
+            if db.execute(
+                "SELECT 1 FROM shuffle_batches WHERE task = ? AND batch_id = ?", (task_id, batch_id)
+            ).fetchone():
                 return False
-            db.execute("INSERT INTO shuffle_batches(task, batch_id, seq, users, boxes, final, dropped_users, at) "
-                       "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                       (task_id, batch_id, seq, users, bytes(boxes), int(bool(final)), dropped_users, time.time()))
+            db.execute(
+                "INSERT INTO shuffle_batches(task, batch_id, seq, users, boxes, final, dropped_users, at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (task_id, batch_id, seq, users, bytes(boxes), int(bool(final)), dropped_users, time.time()),
+            )
             return True
 
         return self._write(work)
@@ -276,9 +331,12 @@ class AggregatorStore(SQLiteStore):
 
     def shuffle_batches(self, task_id: str) -> list[tuple[int, bytes, bool, int]]:
         """(users, boxes, final, dropped users) of every stored batch of a task, in the shuffler's order."""
-        return [(r[0], bytes(r[1]), bool(r[2]), r[3]) for r in self._read(
-            "SELECT users, boxes, final, dropped_users FROM shuffle_batches WHERE task = ? ORDER BY seq",
-            (task_id,))]
+        return [
+            (r[0], bytes(r[1]), bool(r[2]), r[3])
+            for r in self._read(
+                "SELECT users, boxes, final, dropped_users FROM shuffle_batches WHERE task = ? ORDER BY seq", (task_id,)
+            )
+        ]
 
 
 def open_store(state_dir: str | None) -> AggregatorStore:

@@ -94,9 +94,18 @@ class JoinOutcome:
     task_state: str = ""
 
     def as_dict(self) -> dict:
-        return {"task": self.task, "protocol": self.protocol, "model": self.model, "aggregator": self.aggregator,
-                "epsilon": self.epsilon, "delta": self.delta, "status": self.status, "task_state": self.task_state,
-                "sessions": self.sessions, "spec": self.spec}
+        return {
+            "task": self.task,
+            "protocol": self.protocol,
+            "model": self.model,
+            "aggregator": self.aggregator,
+            "epsilon": self.epsilon,
+            "delta": self.delta,
+            "status": self.status,
+            "task_state": self.task_state,
+            "sessions": self.sessions,
+            "spec": self.spec,
+        }
 
 
 class _Link:
@@ -111,8 +120,16 @@ class _Link:
             raise CollectError("without TLS a user names itself: pass user=NAME (plaintext loopback only)")
 
     def open(self):
-        return connect(self.addr, ROLE_USER, tls=self.tls, insecure=self.insecure, server_name=self.server_name,
-                       connect_timeout=self.connect_timeout, timeout=self.timeout, once=True)
+        return connect(
+            self.addr,
+            ROLE_USER,
+            tls=self.tls,
+            insecure=self.insecure,
+            server_name=self.server_name,
+            connect_timeout=self.connect_timeout,
+            timeout=self.timeout,
+            once=True,
+        )
 
     def msg(self, **kw) -> dict:
         return kw if self.user is None else {**kw, "user": self.user}
@@ -190,12 +207,23 @@ class _Joined:
     log: Callable[[str], Any]
 
     def outcome(self, status: str, report) -> JoinOutcome:
-        return JoinOutcome(self.task, self.proto.name, self.proto.model, self.aggregator, float(self.eps),
-                           self.proto.delta(self.spec), status, self.spec, report, task_state=self.info["state"])
+        return JoinOutcome(
+            self.task,
+            self.proto.name,
+            self.proto.model,
+            self.aggregator,
+            float(self.eps),
+            self.proto.delta(self.spec),
+            status,
+            self.spec,
+            report,
+            task_state=self.info["state"],
+        )
 
 
-def join(server, task: str, value, value2=None, label=None, *, options: JoinOptions | None = None,
-         **legacy: Any) -> JoinOutcome:
+def join(
+    server, task: str, value, value2=None, label=None, *, options: JoinOptions | None = None, **legacy: Any
+) -> JoinOutcome:
     """Join ``task`` on the aggregator at ``server`` (``HOST:PORT``) with this user's value(s).
 
     ``options``: a :class:`JoinOptions`, or its fields as keywords (``tls=``, ``user=``, ``timeout=``, ...):
@@ -218,10 +246,22 @@ def join(server, task: str, value, value2=None, label=None, *, options: JoinOpti
 
     o = with_legacy(options, JoinOptions, legacy, "join")
     no_more_keywords(legacy, "join")
-    tls, insecure, server_name, user, max_epsilon, budget = (o.tls, o.insecure, o.server_name, o.user,
-                                                             o.max_epsilon, o.budget)
-    state_dir, timeout, connect_timeout, wait, show, log = (o.state_dir, o.timeout, o.connect_timeout, o.wait,
-                                                            o.show, o.log)
+    tls, insecure, server_name, user, max_epsilon, budget = (
+        o.tls,
+        o.insecure,
+        o.server_name,
+        o.user,
+        o.max_epsilon,
+        o.budget,
+    )
+    state_dir, timeout, connect_timeout, wait, show, log = (
+        o.state_dir,
+        o.timeout,
+        o.connect_timeout,
+        o.wait,
+        o.show,
+        o.log,
+    )
     check_task_id(task)
     cap = Fraction(repr(check_epsilon(max_epsilon, "max_epsilon")))
     total = Fraction(repr(check_epsilon(budget, "budget")))
@@ -236,8 +276,11 @@ def join(server, task: str, value, value2=None, label=None, *, options: JoinOpti
             c.close()
             raise
 
-    ch, info = _retrying(first_contact, time.monotonic() + max(connect_timeout, link.timeout),
-                         f"task {task!r}: cannot reach the aggregator")
+    ch, info = _retrying(
+        first_contact,
+        time.monotonic() + max(connect_timeout, link.timeout),
+        f"task {task!r}: cannot reach the aggregator",
+    )
     try:
         aggregator = ch.peer_identity.name if ch.peer_identity is not None else f"{link.addr[0]}:{link.addr[1]}"
         spec = info["spec"]
@@ -246,16 +289,28 @@ def join(server, task: str, value, value2=None, label=None, *, options: JoinOpti
             show(info)
         eps = Fraction(repr(float(spec["epsilon"])))
         if eps > cap:
-            raise CapExceeded(f"refusing task {task!r}: its epsilon {float(eps):g} is above this user's cap "
-                              f"--max-epsilon {float(cap):g}; nothing was sent")
+            raise CapExceeded(
+                f"refusing task {task!r}: its epsilon {float(eps):g} is above this user's cap "
+                f"--max-epsilon {float(cap):g}; nothing was sent"
+            )
         proto.check_user(spec, value, value2, label)
         ledger = open_ledger(state_dir)
         try:
             known = ledger.entry(aggregator, task)
             if info["state"] != "open" and (known is None or proto.model in ("local", "shuffle")):
                 if known is not None and known["report"] is not None:
-                    return JoinOutcome(task, proto.name, proto.model, aggregator, float(eps), proto.delta(spec),
-                                       "already reported", spec, known["report"], task_state=info["state"])
+                    return JoinOutcome(
+                        task,
+                        proto.name,
+                        proto.model,
+                        aggregator,
+                        float(eps),
+                        proto.delta(spec),
+                        "already reported",
+                        spec,
+                        known["report"],
+                        task_state=info["state"],
+                    )
                 raise RegistrationClosed(f"task {task!r} is {info['state']}: registration closed; nothing was sent")
             ledger.check(eps, total, aggregator=aggregator, task=task)  # refuses before anything is sent
             if proto.model == "2pc":
@@ -274,8 +329,18 @@ def join(server, task: str, value, value2=None, label=None, *, options: JoinOpti
             part = _Participant(link, task, spec, proto, nc, word, label, timeout_s, deadline, log)
             part.first, ch = ch, None  # the join goes on this connection (one handshake fewer), then it is closed
             sessions, state = part.run()
-            return JoinOutcome(task, proto.name, proto.model, aggregator, float(eps), proto.delta(spec),
-                               "sessions finished", spec, sessions=sessions, task_state=state)
+            return JoinOutcome(
+                task,
+                proto.name,
+                proto.model,
+                aggregator,
+                float(eps),
+                proto.delta(spec),
+                "sessions finished",
+                spec,
+                sessions=sessions,
+                task_state=state,
+            )
         finally:
             ledger.close()
     finally:
@@ -325,10 +390,22 @@ def _shuffle(j: _Joined, value) -> JoinOutcome:
     boxes = [bytes.fromhex(b) for b in kept["boxes"]]
     host, port = parse_address(spec["shuffler"])
     try:
-        _retrying(lambda: submit(host, port, task, boxes, tls=link.tls, insecure=link.insecure,
-                                 peer_names=spec.get("shuffler_name"), user=link.user, timeout=timeout,
-                                 connect_timeout=link.connect_timeout),
-                  time.monotonic() + timeout, f"task {task!r}: the shuffler at {spec['shuffler']} is unavailable")
+        _retrying(
+            lambda: submit(
+                host,
+                port,
+                task,
+                boxes,
+                tls=link.tls,
+                insecure=link.insecure,
+                peer_names=spec.get("shuffler_name"),
+                user=link.user,
+                timeout=timeout,
+                connect_timeout=link.connect_timeout,
+            ),
+            time.monotonic() + timeout,
+            f"task {task!r}: the shuffler at {spec['shuffler']} is unavailable",
+        )
         status = "submitted to the shuffler"
     except ShuffleError as exc:
         if exc.code != "duplicate":
@@ -341,8 +418,9 @@ def _shuffle(j: _Joined, value) -> JoinOutcome:
 class _Participant:
     """A 2PC user: register, wait without a connection (poll when told), run each session in its own thread."""
 
-    def __init__(self, link: _Link, task: str, spec: dict, proto, nc, word: int, label, timeout: float,
-                 wait: float, log) -> None:
+    def __init__(
+        self, link: _Link, task: str, spec: dict, proto, nc, word: int, label, timeout: float, wait: float, log
+    ) -> None:
         self.link, self.task, self.spec, self.proto, self.nc, self.word = link, task, spec, proto, nc, word
         self.label, self.timeout, self.log = label, timeout, log
         self.wait_until = time.monotonic() + wait
@@ -358,6 +436,7 @@ class _Participant:
 
     def _request(self, what: str, **msg) -> dict:
         """One request on a fresh connection (closed after it), retried with backoff until ``timeout``."""
+
         def once():
             ch, self.first = self.first or self.link.open(), None
             try:
@@ -497,14 +576,27 @@ class _Participant:
             ch = _retrying(self.link.open, time.monotonic() + self.timeout, f"session {sid}: cannot reach the relay")
             reply = call(ch, self.link.msg(op="relay", task=self.task, session=sid), timeout=self.timeout + 30)
             if reply.get("partner") != out["partner"] or reply.get("role") != role:
-                raise CollectError(f"session {sid}: the relay announced {reply.get('partner')!r} as "
-                                   f"{reply.get('role')}, not the partner the pairing named")
+                raise CollectError(
+                    f"session {sid}: the relay announced {reply.get('partner')!r} as "
+                    f"{reply.get('role')}, not the partner the pairing named"
+                )
             # the pair channel (tls: the partner's name pinned), the 2PC, then finish() before any report
             value, costs = run_pair(
-                lambda: open_pair_channel(reply.get("pair_channel", kind), ch, role=role, partner=out["partner"],
-                                          tls=self.link.tls, timeout=self.timeout),
-                role=role, task_id=self.task, pair_id=sid, circuit=self.nc.circuit, value=self.word,
-                timeout=self.timeout)
+                lambda: open_pair_channel(
+                    reply.get("pair_channel", kind),
+                    ch,
+                    role=role,
+                    partner=out["partner"],
+                    tls=self.link.tls,
+                    timeout=self.timeout,
+                ),
+                role=role,
+                task_id=self.task,
+                pair_id=sid,
+                circuit=self.nc.circuit,
+                value=self.word,
+                timeout=self.timeout,
+            )
             out["bytes"] = costs.wire_sent + costs.wire_received
             out["costs"] = costs.as_dict()
             if role == "evaluator":

@@ -98,11 +98,21 @@ OPS: dict[str, tuple[str, ...]] = {
 }
 _REQUEST_OPS = {
     "task_info": "info",
-    "task_create": "manage", "task_close": "manage",
-    "task_list": "read", "task_show": "read", "result": "read",
-    "join": "participate", "report": "participate", "relay": "participate", "ping": "participate", "poll": "participate",
-    "pair_result": "participate", "pair_done": "participate", "pair_failed": "participate",
-    "shuffle_task": "shuffle", "shuffle_batch": "shuffle",
+    "task_create": "manage",
+    "task_close": "manage",
+    "task_list": "read",
+    "task_show": "read",
+    "result": "read",
+    "join": "participate",
+    "report": "participate",
+    "relay": "participate",
+    "ping": "participate",
+    "poll": "participate",
+    "pair_result": "participate",
+    "pair_done": "participate",
+    "pair_failed": "participate",
+    "shuffle_task": "shuffle",
+    "shuffle_batch": "shuffle",
 }
 _TASK_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
@@ -151,9 +161,16 @@ class AggregatorBusy(AggregatorUnavailable):
     """The aggregator refused the connection before its TLS handshake (too many handshakes at once): back off."""
 
 
-_CODES = (("unknown", UnknownTask), ("closed", RegistrationClosed), ("joined", AlreadyJoined),
-          ("report", BadReport), ("pending", NotFinished), ("failed", TaskFailed), ("unauthorized", Unauthorized),
-          ("unavailable", AggregatorUnavailable))
+_CODES = (
+    ("unknown", UnknownTask),
+    ("closed", RegistrationClosed),
+    ("joined", AlreadyJoined),
+    ("report", BadReport),
+    ("pending", NotFinished),
+    ("failed", TaskFailed),
+    ("unauthorized", Unauthorized),
+    ("unavailable", AggregatorUnavailable),
+)
 
 
 def error_code(exc: BaseException) -> str:
@@ -180,13 +197,23 @@ def policy() -> RolePolicy:
 def check_task_id(task: object) -> str:
     """A task id: 1..64 characters from ``[A-Za-z0-9._-]``, starting with a letter or digit."""
     if not isinstance(task, str) or not _TASK_ID.fullmatch(task):
-        raise CollectError(f"a task id is 1..64 characters from A-Z a-z 0-9 . _ -, starting with a letter or "
-                           f"digit; got {task!r}")
+        raise CollectError(
+            f"a task id is 1..64 characters from A-Z a-z 0-9 . _ -, starting with a letter or digit; got {task!r}"
+        )
     return task
 
 
-def connect(addr: tuple[str, int], role: str, *, tls=None, insecure: bool = False, server_name: str | None = None,
-            connect_timeout: float = 30.0, timeout: float = 120.0, once: bool = False) -> TCPChannel:
+def connect(
+    addr: tuple[str, int],
+    role: str,
+    *,
+    tls=None,
+    insecure: bool = False,
+    server_name: str | None = None,
+    connect_timeout: float = 30.0,
+    timeout: float = 120.0,
+    once: bool = False,
+) -> TCPChannel:
     """Connect to the aggregator at ``addr`` and handshake as ``role`` (:data:`ROLE_USER` or :data:`ROLE_COLLECTOR`).
 
     With ``tls`` the aggregator must hold a ``server`` certificate of the CA
@@ -202,14 +229,27 @@ def connect(addr: tuple[str, int], role: str, *, tls=None, insecure: bool = Fals
         raise ValueError("a pinned aggregator name needs TLS (--tls DIR --name NAME)")
     try:
         if once:  # the caller backs off (seconds, with jitter): a busy aggregator is told so at once
-            ch = TCPChannel.connect_once(host, port, timeout=min(timeout, connect_timeout), tls=tls,
-                                         insecure=insecure, peer_roles=None if tls is None else ("server",),
-                                         peer_names=server_name)
+            ch = TCPChannel.connect_once(
+                host,
+                port,
+                timeout=min(timeout, connect_timeout),
+                tls=tls,
+                insecure=insecure,
+                peer_roles=None if tls is None else ("server",),
+                peer_names=server_name,
+            )
             ch.timeout = timeout
         else:
-            ch = TCPChannel.connect(host, port, deadline=connect_timeout, timeout=timeout, tls=tls,
-                                    insecure=insecure, peer_roles=None if tls is None else ("server",),
-                                    peer_names=server_name)
+            ch = TCPChannel.connect(
+                host,
+                port,
+                deadline=connect_timeout,
+                timeout=timeout,
+                tls=tls,
+                insecure=insecure,
+                peer_roles=None if tls is None else ("server",),
+                peer_names=server_name,
+            )
     except PeerBusy as exc:
         raise AggregatorBusy(f"{where} is busy (too many connections at once): {exc}") from exc
     except (HandshakeError, InsecureTransport) as exc:
@@ -217,8 +257,15 @@ def connect(addr: tuple[str, int], role: str, *, tls=None, insecure: bool = Fals
     except ChannelError as exc:
         raise AggregatorUnavailable(f"{where} is unavailable: {exc}") from exc
     try:
-        handshake(ch, role, SESSION_ID, PROTOCOL_DIGEST, peer_role=ROLE_AGGREGATOR, extra_label="protocol",
-                  timeout=min(timeout, 30.0))
+        handshake(
+            ch,
+            role,
+            SESSION_ID,
+            PROTOCOL_DIGEST,
+            peer_role=ROLE_AGGREGATOR,
+            extra_label="protocol",
+            timeout=min(timeout, 30.0),
+        )
     except ChannelError as exc:
         ch.close()
         raise AggregatorUnavailable(f"{where}: handshake failed: {exc}") from exc

@@ -62,10 +62,18 @@ OPS: dict[str, tuple[str, ...]] = {
 
 # request "op" -> operation class
 _REQUEST_OPS = {
-    "upload": "upload", "pointwise": "upload", "commit": "upload", "discard": "upload",
-    "status": "status", "uploads": "status",
+    "upload": "upload",
+    "pointwise": "upload",
+    "commit": "upload",
+    "discard": "upload",
+    "status": "status",
+    "uploads": "status",
     "drop_upload": "repair",
-    "prepare": "release", "link": "release", "go": "release", "abort": "release", "ledger": "release",
+    "prepare": "release",
+    "link": "release",
+    "go": "release",
+    "abort": "release",
+    "ledger": "release",
     "adopt": "release",
     "peer": "noise",
     "verify": "verify",
@@ -102,8 +110,10 @@ class Policy(RolePolicy):
             return None
         name = self.server_names.get(server_id)
         if name is None:
-            raise Unauthorized(f"this server does not know which certificate server {server_id} holds: "
-                               f"start it with --peer-name {server_id}=NAME")
+            raise Unauthorized(
+                f"this server does not know which certificate server {server_id} holds: "
+                f"start it with --peer-name {server_id}=NAME"
+            )
         return name
 
     def authorize(self, op: str, peer: Peer | None, *, server_id: int | None = None) -> None:
@@ -117,5 +127,7 @@ class Policy(RolePolicy):
         if op in ("noise", "peer", "verify") and server_id is not None:
             want = self.server_names.get(server_id) if not self.tls else self.server_name(server_id)
             if want is not None and peer.name != want:
-                raise Unauthorized(f"{peer} is not server {server_id}: this server's configuration expects "
-                                   f"{want!r} as server {server_id}")
+                raise Unauthorized(
+                    f"{peer} is not server {server_id}: this server's configuration expects "
+                    f"{want!r} as server {server_id}"
+                )

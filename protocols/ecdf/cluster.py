@@ -111,8 +111,9 @@ class ClusterKeys:
     the cluster was named (``local:2``, ``tcp://...``), for reports.
     """
 
-    def __init__(self, client, *, timeout: float, shards_per_thread: int = 2, spec: str = "",
-                 max_datasets: int = MAX_DATASETS) -> None:
+    def __init__(
+        self, client, *, timeout: float, shards_per_thread: int = 2, spec: str = "", max_datasets: int = MAX_DATASETS
+    ) -> None:
         if not max_datasets >= 1:
             raise ValueError(f"max_datasets must be >= 1, got {max_datasets!r}")
         self.max_datasets = int(max_datasets)
@@ -137,8 +138,13 @@ class ClusterKeys:
     def describe(self) -> dict:
         """What ``status`` reports: the spec, the scheduler and its current workers and threads."""
         workers = self._info().get("workers", {})
-        return {"spec": self.spec, "scheduler": self.scheduler, "scheduler_id": self.scheduler_id,
-                "workers": len(workers), "threads": sum(max(1, int(w.get("nthreads", 1))) for w in workers.values())}
+        return {
+            "spec": self.spec,
+            "scheduler": self.scheduler,
+            "scheduler_id": self.scheduler_id,
+            "workers": len(workers),
+            "threads": sum(max(1, int(w.get("nthreads", 1))) for w in workers.values()),
+        }
 
     def shards(self, dataset: str) -> int:
         """Shards of ``dataset`` held by the workers now (all series)."""
@@ -167,8 +173,12 @@ class ClusterKeys:
     def _shards(self, dataset: str, series: str, digest: str, shares) -> list:
         key = (dataset, series)
         got = self._cache.get(key)
-        if got is not None and got[0] == digest and got[1] == len(shares) \
-                and all(f.status == "finished" for f in got[2]):
+        if (
+            got is not None
+            and got[0] == digest
+            and got[1] == len(shares)
+            and all(f.status == "finished" for f in got[2])
+        ):
             return got[2]
         self._cache.pop(key, None)
         rows = len(shares)
@@ -181,11 +191,13 @@ class ClusterKeys:
                 continue
             part = shares.take(np.arange(a, b))  # one shard in memory at a time
             try:
-                futures += self.client.scatter([part], workers=[slots[i % len(slots)]], hash=False,
-                                               timeout=self.timeout)
+                futures += self.client.scatter(
+                    [part], workers=[slots[i % len(slots)]], hash=False, timeout=self.timeout
+                )
             except Exception as exc:  # noqa: BLE001 - any failure of the cluster refuses the release
-                raise ClusterError(f"could not scatter the keys of {dataset!r}/{series} to the cluster "
-                                   f"({type(exc).__name__}: {exc})") from exc
+                raise ClusterError(
+                    f"could not scatter the keys of {dataset!r}/{series} to the cluster ({type(exc).__name__}: {exc})"
+                ) from exc
             del part
         self._cache[key] = (digest, rows, futures)
         return futures
@@ -200,8 +212,9 @@ class ClusterKeys:
         pts = np.unique(np.asarray(points, dtype=np.uint64))
         names = list(shares)
         if not self._lock.acquire(timeout=self.timeout):
-            raise ClusterError(f"another release kept the cluster's shard table for more than {self.timeout:g} s; "
-                               "retry")
+            raise ClusterError(
+                f"another release kept the cluster's shard table for more than {self.timeout:g} s; retry"
+            )
         try:
             # make room first, so that the workers never hold more than max_datasets datasets' shards
             while dataset not in self._recent and len(self._recent) >= self.max_datasets:
@@ -226,8 +239,15 @@ class ClusterKeys:
             totals[s] += r  # uint64 wraps mod 2^64, and 2^l divides 2^64
 
         try:
-            run_bounded(self.client, _eval_shard, ((f, pts) for _s, f in items), window=max(1, len(items)),
-                        timeout=self.timeout, on_result=add, name="key shard")
+            run_bounded(
+                self.client,
+                _eval_shard,
+                ((f, pts) for _s, f in items),
+                window=max(1, len(items)),
+                timeout=self.timeout,
+                on_result=add,
+                name="key shard",
+            )
         except BaseException:
             if self._lock.acquire(timeout=self.timeout):  # else: lost shards are found lost next time anyway
                 try:
@@ -235,5 +255,4 @@ class ClusterKeys:
                 finally:
                     self._lock.release()
             raise
-        return {s: EvaluatedShares(pts, reduce_mod(totals[s], shares[s].l), len(shares[s]), shares[s].l)
-                for s in names}
+        return {s: EvaluatedShares(pts, reduce_mod(totals[s], shares[s].l), len(shares[s]), shares[s].l) for s in names}

@@ -57,7 +57,7 @@ def split_keys(lens: np.ndarray, data: bytes) -> list[bytes]:
     """Cut concatenated keys into one bytes object per key (``lens`` sums to ``len(data)``)."""
     offs = np.concatenate([[0], np.cumsum(lens, dtype=np.int64)])
     mv = memoryview(data)
-    return [bytes(mv[offs[i]:offs[i + 1]]) for i in range(len(lens))]
+    return [bytes(mv[offs[i] : offs[i + 1]]) for i in range(len(lens))]
 
 
 def __getattr__(name: str):
@@ -240,8 +240,9 @@ class Dataset:
         if r.scheme == "pointwise":
             T = len(r.thresholds or [])
             if len(data) != 8 * k * T:
-                raise StorageError(f"stored pointwise shares of {self.name!r} have {len(data)} bytes, expected "
-                                   f"{8 * k * T}")
+                raise StorageError(
+                    f"stored pointwise shares of {self.name!r} have {len(data)} bytes, expected {8 * k * T}"
+                )
             vals = np.frombuffer(data, dtype="<u8").astype(np.uint64).reshape(k, T)
             pts = grid_points(r.n, r.grid_bits)[np.asarray(r.thresholds, dtype=np.int64)]
             return PointwiseShares(pts, reduce_mod(vals, r.l), r.l)
@@ -249,8 +250,9 @@ class Dataset:
             raise StorageError(f"stored keys of {self.name!r} (upload {c.upload_id}) are truncated")
         shares, _kept, bad = parse_keys(r.scheme, split_keys(lens, data), party=self.server_id, m=r.m, n=r.n, l=r.l)
         if bad:
-            raise StorageError(f"stored keys of dataset {self.name!r} (upload {c.upload_id}) are corrupt: "
-                               f"{next(iter(bad.values()))}")
+            raise StorageError(
+                f"stored keys of dataset {self.name!r} (upload {c.upload_id}) are corrupt: {next(iter(bad.values()))}"
+            )
         return shares
 
     def _parse_verified(self, c: ChunkRecord) -> dict:
@@ -265,8 +267,9 @@ class Dataset:
         try:
             return load_series(keys, layout=layout_for(dict(r.series), r.n, r.l), party=self.server_id)
         except (KeyFormatError, ShareParameterError) as exc:
-            raise StorageError(f"stored keys of dataset {self.name!r} (upload {c.upload_id}) are corrupt: "
-                               f"{exc}") from None
+            raise StorageError(
+                f"stored keys of dataset {self.name!r} (upload {c.upload_id}) are corrupt: {exc}"
+            ) from None
 
     def claim(self, ids: np.ndarray, token: int) -> tuple[np.ndarray, dict[int, str]]:
         """Claim client ids for the staged upload ``token`` (an id of the caller's choosing, e.g. ``id(upload)``):
@@ -298,8 +301,16 @@ class Dataset:
         with self.lock:
             self._pending.pop(token, None)
 
-    def add_upload(self, upload_id: str, ids: list[np.ndarray], *, token: int, record: DatasetRecord | None = None,
-                   replace: bool = False, parsed: dict | None = None) -> None:
+    def add_upload(
+        self,
+        upload_id: str,
+        ids: list[np.ndarray],
+        *,
+        token: int,
+        record: DatasetRecord | None = None,
+        replace: bool = False,
+        parsed: dict | None = None,
+    ) -> None:
         """Make a committed upload visible (after :meth:`Storage.commit_upload` returned): its client ids,
         and its keys parsed from storage by the next release, or ``parsed`` (series -> shares of exactly
         these clients, e.g. the histograms of the servers' vdpf check).  ``replace``: a new pointwise round
@@ -379,8 +390,10 @@ class Dataset:
                 sh = self._shares(s)
                 rows = 0 if sh is None else len(sh)
                 if rows != count:
-                    raise DatasetError(f"server {self.server_id}: dataset {self.name!r} is inconsistent "
-                                       f"({rows} rows of series {s!r} for {count} clients); refusing the release")
+                    raise DatasetError(
+                        f"server {self.server_id}: dataset {self.name!r} is inconsistent "
+                        f"({rows} rows of series {s!r} for {count} clients); refusing the release"
+                    )
                 shares[s] = sh
             return Snapshot(count, shares, self._digest_locked())
 
@@ -391,9 +404,18 @@ class Dataset:
     def _digest_locked(self) -> str:
         if self._digest is None:
             r = self.record
-            params = {"dataset": r.name, "scheme": r.scheme, "m": r.m, "domain_bits": r.n, "output_bits": r.l,
-                      "series": sorted(r.series.items()), "grid_bits": r.grid_bits, "thresholds": r.thresholds,
-                      "round": r.round, "meta": r.meta}
+            params = {
+                "dataset": r.name,
+                "scheme": r.scheme,
+                "m": r.m,
+                "domain_bits": r.n,
+                "output_bits": r.l,
+                "series": sorted(r.series.items()),
+                "grid_bits": r.grid_bits,
+                "thresholds": r.thresholds,
+                "round": r.round,
+                "meta": r.meta,
+            }
             h = hashlib.sha256(b"pairwise-ecdf/dataset\x00")
             h.update(json.dumps(params, sort_keys=True).encode())
             h.update(json.dumps(sorted(self._uploads)).encode())
@@ -406,7 +428,19 @@ class Dataset:
         with self.lock:
             count, uploads = len(self._ids), len(self._uploads)
             digest = self._digest_locked()
-        return {"dataset": r.name, "scheme": r.scheme, "m": r.m, "domain_bits": r.n, "output_bits": r.l,
-                "series": dict(r.series), "clients": count, "uploads": uploads, "sealed": True,
-                "budget": str(r.budget), "grid_bits": r.grid_bits, "round": r.round, "meta": r.meta,
-                "digest": digest}
+        return {
+            "dataset": r.name,
+            "scheme": r.scheme,
+            "m": r.m,
+            "domain_bits": r.n,
+            "output_bits": r.l,
+            "series": dict(r.series),
+            "clients": count,
+            "uploads": uploads,
+            "sealed": True,
+            "budget": str(r.budget),
+            "grid_bits": r.grid_bits,
+            "round": r.round,
+            "meta": r.meta,
+            "digest": digest,
+        }

@@ -57,8 +57,18 @@ from pairwise.dp.ecdf_intervals import (
 from pairwise.dp.kary import PrefixMap, level_sizes
 from pairwise.dp.tree import path_adjoint
 
-__all__ = ["MAX_AUC_BITS", "MAX_INTERVAL_BITS", "NoiseMap", "auc_estimate", "auc_method", "ecdf_band",
-           "prefix_covariance", "product_second_moment", "quantile_interval", "roc_auc_interval"]
+__all__ = [
+    "MAX_AUC_BITS",
+    "MAX_INTERVAL_BITS",
+    "NoiseMap",
+    "auc_estimate",
+    "auc_method",
+    "ecdf_band",
+    "prefix_covariance",
+    "product_second_moment",
+    "quantile_interval",
+    "roc_auc_interval",
+]
 
 #: Largest grid (bits) whose tree-release radii are computed (O(N x nodes)).
 MAX_INTERVAL_BITS = 14
@@ -101,21 +111,27 @@ class NoiseMap:
         return a if a > alpha / 2 else None
 
     def tv_note(self, values: int) -> str:
-        return (f"not computed: the in-circuit noise is within total variation {self.law.tv:.3g} of its ideal law "
-                f"per value, and this interval depends on {values} values (more than half of alpha); use a "
-                "coarser grid or m > 2 servers")
+        return (
+            f"not computed: the in-circuit noise is within total variation {self.law.tv:.3g} of its ideal law "
+            f"per value, and this interval depends on {values} values (more than half of alpha); use a "
+            "coarser grid or m > 2 servers"
+        )
 
     def method(self, alpha: float) -> str:
         pct = f"{100 * (1 - alpha):g}%"
         if self.ideal_alpha(alpha, self.threshold_values) is None:
             return self.tv_note(self.threshold_values)
         if self.radices is None:
-            return (f"{pct} per threshold, exact: the error is the sum of L + 1 = {self.grid_bits + 1} i.i.d. node "
-                    "noises (Theorem 3.1), whose exact law gives the radius; width from public parameters only")
+            return (
+                f"{pct} per threshold, exact: the error is the sum of L + 1 = {self.grid_bits + 1} i.i.d. node "
+                "noises (Theorem 3.1), whose exact law gives the radius; width from public parameters only"
+            )
         if self.grid_bits > MAX_INTERVAL_BITS:
             return f"not computed: tree radii need O(N x nodes) work, done up to 2^{MAX_INTERVAL_BITS} thresholds"
-        return (f"{pct} per threshold, Chernoff bound of the consistent tree's error (a public linear map of "
-                "i.i.d. node noise); width from public parameters only")
+        return (
+            f"{pct} per threshold, Chernoff bound of the consistent tree's error (a public linear map of "
+            "i.i.d. node noise); width from public parameters only"
+        )
 
     def available(self) -> bool:
         return self.radices is None or self.grid_bits <= MAX_INTERVAL_BITS
@@ -177,27 +193,37 @@ def prefix_covariance(nm: NoiseMap) -> np.ndarray:
 @lru_cache(maxsize=16)
 def product_second_moment(above: NoiseMap, below: NoiseMap) -> float:
     """E[(e_Ha . e_Gb)^2] in counts^4 for two releases (public; cached)."""
-    return product_moment(prefix_covariance(above), prefix_covariance(below)) * above.law.variance \
-        * below.law.variance
+    return product_moment(prefix_covariance(above), prefix_covariance(below)) * above.law.variance * below.law.variance
 
 
-def roc_auc_interval(cum_above, cum_below, n: int, above: NoiseMap, below: NoiseMap,
-                     alpha: float) -> AUCInterval | None:
+def roc_auc_interval(
+    cum_above, cum_below, n: int, above: NoiseMap, below: NoiseMap, alpha: float
+) -> AUCInterval | None:
     """The AUC estimate with its interval (class ``above`` expected to score higher), or None beyond
     :data:`MAX_AUC_BITS` (then :func:`pairwise.dp.ecdf_intervals.auc_estimate` is the estimate alone)."""
     if auc_method(above, below, alpha) is not None:
         return None
     a = check_alpha(alpha) - above.nodes * above.law.tv - below.nodes * below.law.tv
-    return auc_interval(cum_above, cum_below, n, a, law_above=above.law, law_below=below.law,
-                        adj_above=above.adjoint, adj_below=below.adjoint,
-                        product_second_moment=product_second_moment(above, below))
+    return auc_interval(
+        cum_above,
+        cum_below,
+        n,
+        a,
+        law_above=above.law,
+        law_below=below.law,
+        adj_above=above.adjoint,
+        adj_below=below.adjoint,
+        product_second_moment=product_second_moment(above, below),
+    )
 
 
 def auc_method(above: NoiseMap, below: NoiseMap, alpha: float) -> str | None:
     """Why the AUC interval is not printed, or None when it is."""
     if above.grid_bits > MAX_AUC_BITS:
-        return (f"not computed: the product term's second moment needs N x N covariances, done up to "
-                f"2^{MAX_AUC_BITS} thresholds (release the ROC on a coarser grid)")
+        return (
+            f"not computed: the product term's second moment needs N x N covariances, done up to "
+            f"2^{MAX_AUC_BITS} thresholds (release the ROC on a coarser grid)"
+        )
     values = above.nodes + below.nodes
     if above.nodes * above.law.tv + below.nodes * below.law.tv >= check_alpha(alpha) / 2:
         return above.tv_note(values)

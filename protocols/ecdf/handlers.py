@@ -88,6 +88,7 @@ from .wire import (
 
 __all__ = ["MAX_CLIENTS", "META_MAX", "Budgets", "PeerLinks", "ServerState", "Session"]
 
+
 @dataclass(frozen=True)
 class Budgets:
     """A server's privacy budgets, parsed: ``budget`` (each new dataset's), ``dataset_budgets`` (name ->
@@ -126,8 +127,17 @@ class PeerLinks:
 class ServerState:
     """Everything the connections of one server share (see the module docstring)."""
 
-    def __init__(self, server_id: int, storage: Storage, *, budgets: Budgets, links: PeerLinks, log,
-                 cluster=None, staging: StagingBudget | None = None) -> None:
+    def __init__(
+        self,
+        server_id: int,
+        storage: Storage,
+        *,
+        budgets: Budgets,
+        links: PeerLinks,
+        log,
+        cluster=None,
+        staging: StagingBudget | None = None,
+    ) -> None:
         budget, dataset_budgets = budgets.budget, budgets.dataset_budgets
         timeout, peers, policy, tls, insecure = links.timeout, links.peers, links.policy, links.tls, links.insecure
         self.server_id = server_id
@@ -161,8 +171,10 @@ class ServerState:
                     rec.budget = override
                     log(f"dataset {rec.name!r}: budget lowered to {fmt_eps(override)} (--dataset-budget)")
                 else:
-                    log(f"dataset {rec.name!r} keeps its stored budget {fmt_eps(rec.budget)}; a budget is "
-                        f"never raised after creation (--dataset-budget {fmt_eps(override)} ignored)")
+                    log(
+                        f"dataset {rec.name!r} keeps its stored budget {fmt_eps(rec.budget)}; a budget is "
+                        f"never raised after creation (--dataset-budget {fmt_eps(override)} ignored)"
+                    )
             ds = Dataset(rec, server_id)
             ds.load_ids(storage)
             self.datasets[rec.name] = ds
@@ -188,8 +200,7 @@ class ServerState:
         with self.lock:
             ds = self.datasets.get(dataset)
             staged = (dataset, upload_id) in self._staged
-        return {"dataset": ds is not None, "held": ds is not None and upload_id in ds.upload_ids(),
-                "staged": staged}
+        return {"dataset": ds is not None, "held": ds is not None and upload_id in ds.upload_ids(), "staged": staged}
 
     def budget_for(self, name: str) -> Fraction:
         return self.dataset_budgets.get(name, self.budget)
@@ -209,8 +220,12 @@ class ServerState:
         try:
             return self.cluster.describe()
         except ClusterError as exc:
-            return {"spec": self.cluster.spec, "scheduler": self.cluster.scheduler,
-                    "scheduler_id": self.cluster.scheduler_id, "error": str(exc)}
+            return {
+                "spec": self.cluster.spec,
+                "scheduler": self.cluster.scheduler,
+                "scheduler_id": self.cluster.scheduler_id,
+                "error": str(exc),
+            }
 
     def evaluate_on_cluster(self, ds: Dataset, plan: ReleasePlan, snap: Snapshot) -> Snapshot:
         """``snap`` with its key shares evaluated on this server's cluster at the release's points.
@@ -230,10 +245,15 @@ class ServerState:
             self.log(f"release {plan.rid} on {ds.name!r}: the cluster failed; refused, nothing reserved: {exc}")
             raise ServerUnavailable(
                 f"server {self.server_id}: its Dask cluster failed while evaluating the keys of {ds.name!r}: {exc}. "
-                "Nothing was reserved or charged; retry the release (the keys are sent to the cluster again)") from exc
+                "Nothing was reserved or charged; retry the release (the keys are sent to the cluster again)"
+            ) from exc
         seconds = time.perf_counter() - t0
-        return replace(snap, shares=ev, timings={"shares": seconds, "cluster": seconds},
-                       cluster={"spec": self.cluster.spec, "shards": self.cluster.shards(ds.name)})
+        return replace(
+            snap,
+            shares=ev,
+            timings={"shares": seconds, "cluster": seconds},
+            cluster={"spec": self.cluster.spec, "shards": self.cluster.shards(ds.name)},
+        )
 
     def info(self, ds: Dataset) -> dict:
         """The dataset's public state, its spend, and the spend of every budget its releases draw from.
@@ -244,16 +264,28 @@ class ServerState:
         led = self.ledger
         out = ds.info()
         owners = self.storage.owners(ds.name)
-        out.update(spent=str(led.spent(ds.name)), reserved=str(led.reserved(ds.name)),
-                   releases=led.releases(ds.name), ledger=led.digest(ds.name),
-                   left=str(max(Fraction(0), led.left(ds.name, ds.record.budget, owners))),
-                   owners=[{"owner": o, "spent": str(led.owner_spent(o)), "reserved": str(led.owner_reserved(o)),
-                            "budget": None if led.owner_budget is None else str(led.owner_budget)}
-                           for o in owners],
-                   total={"spent": str(led.total_spent()), "reserved": str(led.total_reserved()),
-                          "budget": None if led.total_budget is None else str(led.total_budget)})
+        out.update(
+            spent=str(led.spent(ds.name)),
+            reserved=str(led.reserved(ds.name)),
+            releases=led.releases(ds.name),
+            ledger=led.digest(ds.name),
+            left=str(max(Fraction(0), led.left(ds.name, ds.record.budget, owners))),
+            owners=[
+                {
+                    "owner": o,
+                    "spent": str(led.owner_spent(o)),
+                    "reserved": str(led.owner_reserved(o)),
+                    "budget": None if led.owner_budget is None else str(led.owner_budget),
+                }
+                for o in owners
+            ],
+            total={
+                "spent": str(led.total_spent()),
+                "reserved": str(led.total_reserved()),
+                "budget": None if led.total_budget is None else str(led.total_budget),
+            },
+        )
         return out
-
 
 
 class Session(UploadHandlers):
@@ -319,8 +351,12 @@ class Session(UploadHandlers):
         if name is None:
             with st.lock:
                 all_ds = list(st.datasets.values())
-            return {"ok": True, "server_id": self.sid, "datasets": [st.info(d) for d in all_ds],
-                    "cluster": st.cluster_info()}
+            return {
+                "ok": True,
+                "server_id": self.sid,
+                "datasets": [st.info(d) for d in all_ds],
+                "cluster": st.cluster_info(),
+            }
         return {"ok": True, "server_id": self.sid, "info": st.info(st.dataset(name)), "cluster": st.cluster_info()}
 
     # ------------------------------------------------------------------ releases
@@ -339,9 +375,15 @@ class Session(UploadHandlers):
         if ds.m == 2 and self.sid == 1:
             st.hub.expect(plan.rid)
         self.query = (plan, ds, snap, None)
-        return {"ok": True, "server_id": self.sid, "clients": snap.count, "digest": snap.digest,
-                "ledger": st.ledger.digest(ds.name), "info": st.info(ds),
-                "cluster_id": st.cluster.scheduler_id if st.cluster is not None else None}
+        return {
+            "ok": True,
+            "server_id": self.sid,
+            "clients": snap.count,
+            "digest": snap.digest,
+            "ledger": st.ledger.digest(ds.name),
+            "info": st.info(ds),
+            "cluster_id": st.cluster.scheduler_id if st.cluster is not None else None,
+        }
 
     def op_link(self, req: LinkRequest) -> None:
         """Server 0 of a two-server release, once every server prepared it: reach server 1 now, so an
@@ -351,8 +393,16 @@ class Session(UploadHandlers):
             raise QueryRefused("link needs a prepared release")
         plan, ds, snap, peer = self.query
         if ds.m == 2 and self.sid == 0 and peer is None:
-            peer = connect_peer(plan.rid, self._peer_address(plan), st.policy, connect_timeout=min(st.timeout, 10.0),
-                                timeout=st.timeout, tls=st.tls, insecure=st.insecure, dial=st.dial)
+            peer = connect_peer(
+                plan.rid,
+                self._peer_address(plan),
+                st.policy,
+                connect_timeout=min(st.timeout, 10.0),
+                timeout=st.timeout,
+                tls=st.tls,
+                insecure=st.insecure,
+                dial=st.dial,
+            )
             self.query = (plan, ds, snap, peer)
         send_json(self.ch, {"ok": True, "server_id": self.sid})
 
@@ -381,8 +431,9 @@ class Session(UploadHandlers):
             got = garbler_session(plan.rid, *peer)
         else:
             addr = self._peer_address(plan)
-            got = self.state.hub.open_evaluator(plan.rid, "peer server 0" + (f" ({format_address(addr)})"
-                                                                             if addr else ""))
+            got = self.state.hub.open_evaluator(
+                plan.rid, "peer server 0" + (f" ({format_address(addr)})" if addr else "")
+            )
         self.on_channel(got[1])
         return got
 
@@ -397,8 +448,10 @@ class Session(UploadHandlers):
             except BaseException:
                 st.ledger.unreserve(ds.name, plan.rid)
                 raise
-            st.log(f"release {plan.rid} on {ds.name!r}: charged {fmt_eps(plan.charge)}, "
-                   f"spent {fmt_eps(spent)} of {fmt_eps(ds.record.budget)}")
+            st.log(
+                f"release {plan.rid} on {ds.name!r}: charged {fmt_eps(plan.charge)}, "
+                f"spent {fmt_eps(spent)} of {fmt_eps(ds.record.budget)}"
+            )
             head, vals = run_release(ds, snap, plan, lambda: self._open_peer(plan, peer), self.sid)
         finally:
             st.hub.forget(plan.rid)
@@ -428,42 +481,66 @@ class Session(UploadHandlers):
         if upload_id not in ds.upload_ids():
             raise DatasetError(f"dataset {ds.name!r} has no upload {upload_id!r} on server {self.sid}")
         if req.servers is not None and len(req.servers) != ds.m:
-            raise QueryRefused(f"dataset {ds.name!r} is shared among m = {ds.m} servers, the request lists "
-                               f"{len(req.servers)}")
+            raise QueryRefused(
+                f"dataset {ds.name!r} is shared among m = {ds.m} servers, the request lists {len(req.servers)}"
+            )
         views = {}
         for j in range(ds.m):
             if j == self.sid:
                 continue
             addr = st.peers.get(j) or (tuple(req.servers[j]) if req.servers is not None else None)
             if addr is None:
-                raise QueryRefused(f"server {self.sid} cannot ask server {j} whether it holds upload {upload_id}: "
-                                   f"configure --peer {j}=HOST:PORT or send the servers' list; nothing was dropped")
+                raise QueryRefused(
+                    f"server {self.sid} cannot ask server {j} whether it holds upload {upload_id}: "
+                    f"configure --peer {j}=HOST:PORT or send the servers' list; nothing was dropped"
+                )
             try:
-                views[j] = ask_holds(addr, j, HoldsRequest(ds.name, upload_id, self.sid), st.policy,
-                                     connect_timeout=min(st.timeout, 10.0), timeout=min(st.timeout, 30.0),
-                                     tls=st.tls, insecure=st.insecure, dial=st.dial)
+                views[j] = ask_holds(
+                    addr,
+                    j,
+                    HoldsRequest(ds.name, upload_id, self.sid),
+                    st.policy,
+                    connect_timeout=min(st.timeout, 10.0),
+                    timeout=min(st.timeout, 30.0),
+                    tls=st.tls,
+                    insecure=st.insecure,
+                    dial=st.dial,
+                )
             except (ChannelError, ECDFError) as exc:
-                raise ServerUnavailable(f"server {self.sid} could not ask server {j} whether it holds upload "
-                                        f"{upload_id} of {ds.name!r}: {exc}; nothing was dropped") from exc
+                raise ServerUnavailable(
+                    f"server {self.sid} could not ask server {j} whether it holds upload "
+                    f"{upload_id} of {ds.name!r}: {exc}; nothing was dropped"
+                ) from exc
         lost = [j for j, v in views.items() if not v["dataset"]]
         if lost:
-            raise DatasetError(f"server {lost[0]} holds no dataset {ds.name!r}: a lost state is not repaired by "
-                               "deleting the other servers' clients; nothing was dropped (upload the data again "
-                               "under a new dataset id)")
+            raise DatasetError(
+                f"server {lost[0]} holds no dataset {ds.name!r}: a lost state is not repaired by "
+                "deleting the other servers' clients; nothing was dropped (upload the data again "
+                "under a new dataset id)"
+            )
         busy = [j for j, v in views.items() if v["staged"]]
         if busy or st.is_staged(ds.name, upload_id):
-            raise DatasetError(f"upload {upload_id} of {ds.name!r} is being uploaded right now"
-                               + (f" (staged on server {busy[0]})" if busy else "")
-                               + "; nothing was dropped: retry the repair once it has committed or failed")
+            raise DatasetError(
+                f"upload {upload_id} of {ds.name!r} is being uploaded right now"
+                + (f" (staged on server {busy[0]})" if busy else "")
+                + "; nothing was dropped: retry the repair once it has committed or failed"
+            )
         if all(v["held"] for v in views.values()):
-            raise DatasetError(f"every server holds upload {upload_id} of {ds.name!r}: repair drops only an upload "
-                               "that some server lacks (an upload interrupted between the servers' commits); "
-                               "nothing was dropped")
+            raise DatasetError(
+                f"every server holds upload {upload_id} of {ds.name!r}: repair drops only an upload "
+                "that some server lacks (an upload interrupted between the servers' commits); "
+                "nothing was dropped"
+            )
         before = ds.count
         ds.drop_upload(st.storage, upload_id)
         st.log(f"dataset {ds.name!r}: dropped upload {upload_id} ({before - ds.count} clients) by repair")
-        return {"ok": True, "server_id": self.sid, "clients": ds.count, "dropped": before - ds.count,
-                "digest": ds.digest()}
+        return {
+            "ok": True,
+            "server_id": self.sid,
+            "clients": ds.count,
+            "dropped": before - ds.count,
+            "digest": ds.digest(),
+        }
 
     def op_ledger(self, req: LedgerRequest) -> None:
         ds = self.state.dataset(req.dataset)
@@ -478,10 +555,11 @@ class Session(UploadHandlers):
         ds = st.dataset(req.dataset)
         added = st.ledger.adopt(ds.name, list(req.entries), st.storage.owners(ds.name))
         if added:
-            st.log(f"ledger of {ds.name!r}: adopted {added} charge(s) recorded by another server; "
-                   f"spent {fmt_eps(st.ledger.spent(ds.name))}")
-        return {"ok": True, "added": added, "spent": str(st.ledger.spent(ds.name)),
-                "ledger": st.ledger.digest(ds.name)}
+            st.log(
+                f"ledger of {ds.name!r}: adopted {added} charge(s) recorded by another server; "
+                f"spent {fmt_eps(st.ledger.spent(ds.name))}"
+            )
+        return {"ok": True, "added": added, "spent": str(st.ledger.spent(ds.name)), "ledger": st.ledger.digest(ds.name)}
 
     def op_uploads(self, req: UploadsRequest) -> None:
         ds = self.state.dataset(req.dataset)

@@ -69,8 +69,14 @@ class Ledger:
     the whole server (None: no such limit).
     """
 
-    def __init__(self, storage: Storage, server_id: int, *, owner_budget: Fraction | None = None,
-                 total_budget: Fraction | None = None) -> None:
+    def __init__(
+        self,
+        storage: Storage,
+        server_id: int,
+        *,
+        owner_budget: Fraction | None = None,
+        total_budget: Fraction | None = None,
+    ) -> None:
         self._storage = storage
         self._server_id = server_id
         self.owner_budget = owner_budget
@@ -129,8 +135,11 @@ class Ledger:
     def left(self, dataset: str, budget: Fraction, owners) -> Fraction:
         """What a new release of ``dataset`` (with these data owners) may still spend: the least of its scopes."""
         with self._lock:
-            return min(b - sc.spent - sc.held for (kind, name), b in self._budgets(dataset, budget, owners)
-                       for sc in [self._sums.get((kind, name), _Scope())])
+            return min(
+                b - sc.spent - sc.held
+                for (kind, name), b in self._budgets(dataset, budget, owners)
+                for sc in [self._sums.get((kind, name), _Scope())]
+            )
 
     def _budgets(self, dataset: str, budget: Fraction, owners) -> list[tuple[tuple[str, str], Fraction]]:
         out = [(("dataset", dataset), budget)]
@@ -157,7 +166,7 @@ class Ledger:
         """Entries ``offset .. offset + LEDGER_PAGE`` as [rid, epsilon] (sorted by rid), and whether more follow."""
         with self._lock:
             items = sorted((e.rid, str(e.epsilon)) for e in self._entries.get(dataset, {}).values())
-        part = items[offset:offset + LEDGER_PAGE]
+        part = items[offset : offset + LEDGER_PAGE]
         return [list(x) for x in part], offset + LEDGER_PAGE < len(items)
 
     # ------------------------------------------------------------------ steps
@@ -174,13 +183,18 @@ class Ledger:
             for (kind, name), b in self._budgets(dataset, budget, owners):
                 sc = self._sums.get((kind, name), _Scope())
                 if sc.spent + sc.held + charge > b:
-                    what = {"dataset": f"dataset {name!r}", "owner": f"data owner {_owner_label(name)}",
-                            "total": "the whole server"}[kind]
+                    what = {
+                        "dataset": f"dataset {name!r}",
+                        "owner": f"data owner {_owner_label(name)}",
+                        "total": "the whole server",
+                    }[kind]
                     flag = {"dataset": "--budget", "owner": "--budget-per-owner", "total": "--budget-total"}[kind]
                     raise BudgetExceeded(
                         f"privacy budget of {what} exhausted on server {self._server_id}: "
-                        f"spent {fmt_eps(sc.spent)}" + (f" (+{fmt_eps(sc.held)} reserved)" if sc.held else "")
-                        + f", this release needs {fmt_eps(charge)}, budget {fmt_eps(b)} ({flag})")
+                        f"spent {fmt_eps(sc.spent)}"
+                        + (f" (+{fmt_eps(sc.held)} reserved)" if sc.held else "")
+                        + f", this release needs {fmt_eps(charge)}, budget {fmt_eps(b)} ({flag})"
+                    )
             res[rid] = (charge, owners)
             self._hold(dataset, charge, owners, +1)
 
@@ -227,8 +241,10 @@ class Ledger:
             held = self._reserved.setdefault(dataset, {})
             busy = sorted({rid for rid, _ in pairs if rid in held})
             if busy:
-                raise QueryRefused(f"release {busy[0]} is prepared or in flight on server {self._server_id}; "
-                                   "a ledger entry can only be adopted for a release that has ended")
+                raise QueryRefused(
+                    f"release {busy[0]} is prepared or in flight on server {self._server_id}; "
+                    "a ledger entry can only be adopted for a release that has ended"
+                )
             have = self._entries.get(dataset, {})
             new: dict[str, Fraction] = {}
             for rid, eps in pairs:
@@ -255,9 +271,13 @@ class Ledger:
         have = self._entries.setdefault(dataset, {})
         cur = have.get(entry.rid)
         if cur is not None:
-            merged = LedgerEntry(entry.rid, max(cur.epsilon, entry.epsilon),
-                                 entry.how if entry.epsilon > cur.epsilon else cur.how, cur.at,
-                                 tuple(sorted(set(cur.owners) | set(entry.owners))))
+            merged = LedgerEntry(
+                entry.rid,
+                max(cur.epsilon, entry.epsilon),
+                entry.how if entry.epsilon > cur.epsilon else cur.how,
+                cur.at,
+                tuple(sorted(set(cur.owners) | set(entry.owners))),
+            )
             if merged == cur:
                 return False
             self._add(dataset, cur, -1)

@@ -157,7 +157,8 @@ def noisy_sum_circuit(l: int, epsilon: Fraction, sensitivity: int, changed: int 
     if params.bits + 2 > l:
         raise NoiseSetupError(
             f"the noise support 2^{params.bits} does not fit {l}-bit outputs with room for the count; "
-            f"use more output bits or a larger epsilon")
+            f"use more output bits or a larger epsilon"
+        )
     b = Builder(f"ecdf_noisy_sum_l{l}_K{params.bits}_acc{params.acc}")
     x = b.input("x", l, GARBLER)
     y = b.input("y", l, EVALUATOR)
@@ -274,7 +275,7 @@ def _iroot(x: int, q: int) -> int:
         if s >= r:
             break
         r = s
-    while r ** q > x:
+    while r**q > x:
         r -= 1
     while (r + 1) ** q <= x:
         r += 1
@@ -305,7 +306,8 @@ def polya_table(shape: Fraction, epsilon: Fraction, sensitivity: int) -> PolyaTa
         # the tail decays like a^K: fail fast instead of building a table that cannot end in time
         raise NoiseSetupError(
             f"the Polya noise for per-value epsilon {float(eps):.3g} and sensitivity {S} needs more than "
-            f"{MAX_POLYA_SUPPORT} support points; use a larger epsilon or a coarser weight grid")
+            f"{MAX_POLYA_SUPPORT} support points; use a larger epsilon or a coarser weight grid"
+        )
     p, q = r.numerator, r.denominator
     F = _FIXED
     one = 1 << F
@@ -317,7 +319,7 @@ def polya_table(shape: Fraction, epsilon: Fraction, sensitivity: int) -> PolyaTa
     X_hi = _ceil((1 - a_lo) ** p * (1 << (F * q)))
     lo = _iroot(X_lo, q)
     hi = _iroot(X_hi, q)
-    if hi ** q < X_hi:
+    if hi**q < X_hi:
         hi += 1
     scale_den = one * q
     lows, highs = [lo], [hi]
@@ -328,7 +330,8 @@ def polya_table(shape: Fraction, epsilon: Fraction, sensitivity: int) -> PolyaTa
         if k + 1 >= MAX_POLYA_SUPPORT:
             raise NoiseSetupError(
                 f"the Polya noise for per-value epsilon {float(eps):.3g} and sensitivity {S} needs more than "
-                f"{MAX_POLYA_SUPPORT} support points; use a larger epsilon or a coarser weight grid")
+                f"{MAX_POLYA_SUPPORT} support points; use a larger epsilon or a coarser weight grid"
+            )
         num = q * k + p
         den = scale_den * (k + 1)
         lo = (lo * A_lo * num) // den

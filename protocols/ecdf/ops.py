@@ -149,10 +149,17 @@ def _int_list(value: object, what: str, limit: int) -> tuple[int, ...]:
 
 def _release_names(value: object, kind: str) -> tuple[str, ...]:
     names = [value] if isinstance(value, str) and kind == "ecdf" else value
-    if not isinstance(names, list | tuple) or not 1 <= len(names) <= MAX_SERIES or \
-            any(not isinstance(v, str) for v in names) or len(set(names)) != len(names):
-        raise QueryRefused("series must be a series name or a list of distinct names" if kind == "ecdf"
-                           else "series must be a list of distinct series names for a counts release")
+    if (
+        not isinstance(names, list | tuple)
+        or not 1 <= len(names) <= MAX_SERIES
+        or any(not isinstance(v, str) for v in names)
+        or len(set(names)) != len(names)
+    ):
+        raise QueryRefused(
+            "series must be a series name or a list of distinct names"
+            if kind == "ecdf"
+            else "series must be a list of distinct series names for a counts release"
+        )
     return tuple(names)
 
 
@@ -218,9 +225,11 @@ def _servers(value: object) -> tuple[tuple[str, int], ...] | None:
     """The servers' addresses as [[host, port], ...] (None: not given)."""
     if value is None:
         return None
-    if (not isinstance(value, list) or not 2 <= len(value) <= 254
-            or any(not isinstance(a, list) or len(a) != 2 or not isinstance(a[0], str) or not is_int(a[1])
-                   for a in value)):
+    if (
+        not isinstance(value, list)
+        or not 2 <= len(value) <= 254
+        or any(not isinstance(a, list) or len(a) != 2 or not isinstance(a[0], str) or not is_int(a[1]) for a in value)
+    ):
         raise QueryRefused("servers must be a list of [host, port] pairs")
     return tuple((a[0], a[1]) for a in value)
 
@@ -260,8 +269,15 @@ class UploadRequest(Request):
         return {s.name: s.max_weight for s in self.series}
 
     def _head(self) -> dict[str, Any]:
-        return {"op": self.op, "dataset": self.dataset, "scheme": self.scheme, "m": self.m,
-                "server_id": self.server_id, "domain_bits": self.domain_bits, "output_bits": self.output_bits}
+        return {
+            "op": self.op,
+            "dataset": self.dataset,
+            "scheme": self.scheme,
+            "m": self.m,
+            "server_id": self.server_id,
+            "domain_bits": self.domain_bits,
+            "output_bits": self.output_bits,
+        }
 
     def _tail(self) -> dict[str, Any]:
         out = {"series": [s.to_json() for s in self.series], "chunks": list(self.chunks), "upload_id": self.upload_id}
@@ -282,9 +298,11 @@ class UploadRequest(Request):
         name = _dataset_name(obj.get("dataset"))
         scheme = obj.get("scheme")
         if scheme == "dcf" and cls.op == "upload":
-            raise QueryRefused("dcf keys cannot be verified and are no longer accepted: two servers take vdpf keys, "
-                               "which both servers check before they accept a client (upgrade the uploading "
-                               "client; datasets stored with dcf keys can still be released)")
+            raise QueryRefused(
+                "dcf keys cannot be verified and are no longer accepted: two servers take vdpf keys, "
+                "which both servers check before they accept a client (upgrade the uploading "
+                "client; datasets stored with dcf keys can still be released)"
+            )
         if scheme not in cls.SCHEMES:
             raise QueryRefused(f"scheme must be one of {cls.SCHEMES}, got {scheme!r}")
         m = _int_in(obj, "m", 2, 254)
@@ -296,8 +314,10 @@ class UploadRequest(Request):
         if scheme == "vdpf" and m != 2:
             raise QueryRefused("the vdpf scheme needs exactly 2 servers; use mshare for m > 2")
         if scheme == "mshare" and m == 2:  # a key kind two servers never use: one of them would hold 2^n words
-            raise QueryRefused("mshare keys are for 3 or more servers (two servers cannot check them): two servers "
-                               "take vdpf keys, which both servers check before they accept a client (scheme auto)")
+            raise QueryRefused(
+                "mshare keys are for 3 or more servers (two servers cannot check them): two servers "
+                "take vdpf keys, which both servers check before they accept a client (scheme auto)"
+            )
         if scheme == "mshare" and n > MSHARE_MAX_BITS:
             raise QueryRefused(f"mshare keys need domain bits <= {MSHARE_MAX_BITS}, got {n}")
         series = _series_specs(obj.get("series"), l)
@@ -313,14 +333,26 @@ class UploadRequest(Request):
                 key_lengths(scheme, n, l, {s.name: s.max_weight for s in series})  # a layout the servers can verify
             except ShareParameterError as exc:
                 raise QueryRefused(str(exc)) from None
-        return dict(dataset=name, scheme=scheme, m=m, server_id=sid, domain_bits=n, output_bits=l, series=series,
-                    upload_id=upload_id, append=append, meta=meta, servers=_servers(obj.get("servers")))
+        return dict(
+            dataset=name,
+            scheme=scheme,
+            m=m,
+            server_id=sid,
+            domain_bits=n,
+            output_bits=l,
+            series=series,
+            upload_id=upload_id,
+            append=append,
+            meta=meta,
+            servers=_servers(obj.get("servers")),
+        )
 
     @classmethod
     def from_json(cls, obj: dict) -> UploadRequest:
         f = cls._common(obj)
-        per_client = _per_client(f["scheme"], f["domain_bits"], f["output_bits"],
-                                 {s.name: s.max_weight for s in f["series"]})
+        per_client = _per_client(
+            f["scheme"], f["domain_bits"], f["output_bits"], {s.name: s.max_weight for s in f["series"]}
+        )
         return cls(chunks=_chunks(obj.get("chunks"), per_client), **f)
 
 
@@ -354,8 +386,15 @@ class PointwiseRequest(UploadRequest):
         return 4 if self.output_bits <= 32 else 8
 
     def to_json(self) -> dict[str, Any]:
-        return {**self._head(), "grid_bits": self.grid_bits, "thresholds": list(self.thresholds),
-                "round": self.round, "append": bool(self.append), "meta": dict(self.meta), **self._tail()}
+        return {
+            **self._head(),
+            "grid_bits": self.grid_bits,
+            "thresholds": list(self.thresholds),
+            "round": self.round,
+            "append": bool(self.append),
+            "meta": dict(self.meta),
+            **self._tail(),
+        }
 
     def per_client(self) -> int:
         return len(self.series) * len(self.thresholds) * self.word_bytes
@@ -456,15 +495,30 @@ class PrepareRequest(Request):
     def to_json(self) -> dict[str, Any]:
         if self.kind == "ecdf":
             body: dict[str, Any] = {
-                "kind": "ecdf", "series": list(self.series), "epsilon": str(self.epsilon),
-                "mechanism": self.mechanism, "grid_bits": self.grid_bits, "tolerate": self.tolerate,
-                "thresholds": None if self.thresholds is None else list(self.thresholds)}
+                "kind": "ecdf",
+                "series": list(self.series),
+                "epsilon": str(self.epsilon),
+                "mechanism": self.mechanism,
+                "grid_bits": self.grid_bits,
+                "tolerate": self.tolerate,
+                "thresholds": None if self.thresholds is None else list(self.thresholds),
+            }
         else:
-            body = {"kind": "counts", "series": list(self.series), "cuts": list(self.cuts),
-                    "epsilon_per_value": str(self.epsilon_per_value), "grid_bits": self.grid_bits,
-                    "tolerate": self.tolerate}
-        return {**body, "op": self.op, "rid": self.rid, "dataset": self.dataset,
-                "servers": None if self.servers is None else [[h, p] for h, p in self.servers]}
+            body = {
+                "kind": "counts",
+                "series": list(self.series),
+                "cuts": list(self.cuts),
+                "epsilon_per_value": str(self.epsilon_per_value),
+                "grid_bits": self.grid_bits,
+                "tolerate": self.tolerate,
+            }
+        return {
+            **body,
+            "op": self.op,
+            "rid": self.rid,
+            "dataset": self.dataset,
+            "servers": None if self.servers is None else [[h, p] for h, p in self.servers],
+        }
 
     @classmethod
     def from_json(cls, obj: dict) -> PrepareRequest:
@@ -602,9 +656,11 @@ class UploadsRequest(Request):
 def _servers(value: object) -> tuple[tuple[str, int], ...] | None:
     if value is None:
         return None
-    if (not isinstance(value, list) or not 2 <= len(value) <= 254
-            or any(not isinstance(a, list) or len(a) != 2 or not isinstance(a[0], str) or not is_int(a[1])
-                   for a in value)):
+    if (
+        not isinstance(value, list)
+        or not 2 <= len(value) <= 254
+        or any(not isinstance(a, list) or len(a) != 2 or not isinstance(a[0], str) or not is_int(a[1]) for a in value)
+    ):
         raise QueryRefused("servers must be a list of [host, port] pairs")
     return tuple((a[0], a[1]) for a in value)
 
@@ -654,8 +710,11 @@ class HoldsRequest(Request):
     @classmethod
     def from_json(cls, obj: dict) -> HoldsRequest:
         _op(obj, cls.op)
-        return cls(_dataset_ref(obj.get("dataset")), _hex_id(obj.get("upload_id"), "upload_id"),
-                   _int_in(obj, "server_id", 0, 253))
+        return cls(
+            _dataset_ref(obj.get("dataset")),
+            _hex_id(obj.get("upload_id"), "upload_id"),
+            _int_in(obj, "server_id", 0, 253),
+        )
 
 
 @dataclass(frozen=True)
@@ -700,16 +759,36 @@ class VerifyHello(Request):
         if obj.get("op") != cls.op or obj.get("server_id") != 0 or isinstance(obj.get("server_id"), bool):
             raise ProtocolError("expected a verification hello {op: verify, upload_id, chunks, server_id: 0}")
         chunks = obj.get("chunks")
-        if (not isinstance(chunks, list) or not chunks or len(chunks) > MAX_CLIENTS
-                or any(not is_int(k) or k < 1 for k in chunks) or sum(chunks) > MAX_CLIENTS):
+        if (
+            not isinstance(chunks, list)
+            or not chunks
+            or len(chunks) > MAX_CLIENTS
+            or any(not is_int(k) or k < 1 for k in chunks)
+            or sum(chunks) > MAX_CLIENTS
+        ):
             raise ProtocolError("a verification hello needs the upload's chunk sizes")
         return cls(_hex_id(obj.get("upload_id"), "upload_id"), tuple(chunks), 0)
 
 
 #: op -> request type, for the requests of clients and queriers (the peer hello is read by the peer hub).
-REQUESTS: dict[str, type[Request]] = {t.op: t for t in (
-    UploadRequest, PointwiseRequest, CommitRequest, DiscardRequest, StatusRequest, PrepareRequest, LinkRequest,
-    GoRequest, AbortRequest, LedgerRequest, AdoptRequest, UploadsRequest, DropUploadRequest)}
+REQUESTS: dict[str, type[Request]] = {
+    t.op: t
+    for t in (
+        UploadRequest,
+        PointwiseRequest,
+        CommitRequest,
+        DiscardRequest,
+        StatusRequest,
+        PrepareRequest,
+        LinkRequest,
+        GoRequest,
+        AbortRequest,
+        LedgerRequest,
+        AdoptRequest,
+        UploadsRequest,
+        DropUploadRequest,
+    )
+}
 
 
 def parse_peer_request(obj: dict) -> PeerHello | HoldsRequest:

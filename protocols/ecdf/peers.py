@@ -72,16 +72,42 @@ __all__ = ["PeerHub", "VerifyLink", "ask_holds", "connect_peer", "dial_peer", "g
 VERIFY_KEY_BYTES = 64
 
 
-def dial_peer(addr: tuple[str, int], label: str, policy: Policy, server_id: int, *, connect_timeout: float,
-              timeout: float, tls=None, insecure: bool = False):
+def dial_peer(
+    addr: tuple[str, int],
+    label: str,
+    policy: Policy,
+    server_id: int,
+    *,
+    connect_timeout: float,
+    timeout: float,
+    tls=None,
+    insecure: bool = False,
+):
     """A channel to server ``server_id`` at ``addr`` as ``ecdf-peer`` (under TLS only to the certificate name
     this server's configuration expects for it)."""
-    return connect(addr, ROLE_PEER, label=label, connect_timeout=connect_timeout, timeout=timeout, tls=tls,
-                   insecure=insecure, peer_names=policy.server_name(server_id))
+    return connect(
+        addr,
+        ROLE_PEER,
+        label=label,
+        connect_timeout=connect_timeout,
+        timeout=timeout,
+        tls=tls,
+        insecure=insecure,
+        peer_names=policy.server_name(server_id),
+    )
 
 
-def connect_peer(rid: str, addr: tuple[str, int], policy: Policy, *, connect_timeout: float, timeout: float,
-                 tls=None, insecure: bool = False, dial=None) -> tuple[TCPChannel, str]:
+def connect_peer(
+    rid: str,
+    addr: tuple[str, int],
+    policy: Policy,
+    *,
+    connect_timeout: float,
+    timeout: float,
+    tls=None,
+    insecure: bool = False,
+    dial=None,
+) -> tuple[TCPChannel, str]:
     """Server 0, while preparing release ``rid``: connect to server 1, check who it is, announce the release.
 
     Runs before any budget is charged, so an impostor, a server that is
@@ -92,8 +118,9 @@ def connect_peer(rid: str, addr: tuple[str, int], policy: Policy, *, connect_tim
     """
     label = f"peer server 1 ({format_address(addr)})"
     try:
-        ch = (dial or dial_peer)(addr, label, policy, 1, connect_timeout=connect_timeout, timeout=timeout, tls=tls,
-                                 insecure=insecure)
+        ch = (dial or dial_peer)(
+            addr, label, policy, 1, connect_timeout=connect_timeout, timeout=timeout, tls=tls, insecure=insecure
+        )
     except HandshakeError as exc:  # TLS: not the certificate this server is configured to expect as server 1
         raise Unauthorized(f"refusing the release: {exc}") from exc
     try:
@@ -113,15 +140,26 @@ def connect_peer(rid: str, addr: tuple[str, int], policy: Policy, *, connect_tim
         raise
 
 
-def ask_holds(addr: tuple[str, int], server_id: int, question: HoldsRequest, policy: Policy, *,
-              connect_timeout: float, timeout: float, tls=None, insecure: bool = False, dial=None) -> dict:
+def ask_holds(
+    addr: tuple[str, int],
+    server_id: int,
+    question: HoldsRequest,
+    policy: Policy,
+    *,
+    connect_timeout: float,
+    timeout: float,
+    tls=None,
+    insecure: bool = False,
+    dial=None,
+) -> dict:
     """Ask server ``server_id`` at ``addr`` whether it holds the upload ``question`` names (a
     :class:`~pairwise.protocols.ecdf.ops.HoldsRequest`: dataset, upload id, the asking server), committed or
     staged right now: its reply ``{"dataset", "held", "staged"}``.  Under TLS only the certificate name this
     server's configuration expects for ``server_id`` is asked."""
     label = f"server {server_id} ({format_address(addr)})"
-    ch = (dial or dial_peer)(addr, label, policy, server_id, connect_timeout=connect_timeout, timeout=timeout,
-                             tls=tls, insecure=insecure)
+    ch = (dial or dial_peer)(
+        addr, label, policy, server_id, connect_timeout=connect_timeout, timeout=timeout, tls=tls, insecure=insecure
+    )
     try:
         policy.authorize("peer", peer_of(ch), server_id=server_id)
         send_json(ch, question.to_json())
@@ -167,8 +205,9 @@ class VerifyLink:
     def _recv(self, index: int, k: int, width: int) -> tuple[np.ndarray, np.ndarray]:
         head = self.ch.recv_array(np.uint64, 2)
         if int(head[0]) != index or int(head[1]) != k:
-            raise ProtocolError(f"{self.label} checks chunk {int(head[0])} of {int(head[1])} clients, "
-                                f"this server chunk {index} of {k}")
+            raise ProtocolError(
+                f"{self.label} checks chunk {int(head[0])} of {int(head[1])} clients, this server chunk {index} of {k}"
+            )
         ok = self.ch.recv_array(np.uint8, k).astype(bool)
         return ok, self.ch.recv_array(np.uint8, (k, width))
 
@@ -199,13 +238,24 @@ class VerifyLink:
         self.ch.close()
 
 
-def open_verify_link(upload_id: str, chunks, addr: tuple[str, int], policy: Policy, *, connect_timeout: float,
-                     timeout: float, tls=None, insecure: bool = False, dial=None) -> VerifyLink:
+def open_verify_link(
+    upload_id: str,
+    chunks,
+    addr: tuple[str, int],
+    policy: Policy,
+    *,
+    connect_timeout: float,
+    timeout: float,
+    tls=None,
+    insecure: bool = False,
+    dial=None,
+) -> VerifyLink:
     """Server 0, when a ``vdpf`` upload's header is accepted: reach server 1, check it, send the verifier key."""
     label = f"peer server 1 ({format_address(addr)})"
     try:
-        ch = (dial or dial_peer)(addr, label, policy, 1, connect_timeout=connect_timeout, timeout=timeout, tls=tls,
-                                 insecure=insecure)
+        ch = (dial or dial_peer)(
+            addr, label, policy, 1, connect_timeout=connect_timeout, timeout=timeout, tls=tls, insecure=insecure
+        )
     except HandshakeError as exc:
         raise Unauthorized(f"refusing the upload: {exc}") from exc
     try:
@@ -333,14 +383,18 @@ class PeerHub:
             while upload_id not in self._links:
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    raise ServerUnavailable(f"{label} did not open the check of upload {upload_id} within "
-                                            f"{self.timeout:g} s (every vdpf upload is checked by both servers)")
+                    raise ServerUnavailable(
+                        f"{label} did not open the check of upload {upload_id} within "
+                        f"{self.timeout:g} s (every vdpf upload is checked by both servers)"
+                    )
                 self._cv.wait(timeout=min(left, 1.0))
             ch, key, their_chunks, _ = self._links.pop(upload_id)
         if tuple(their_chunks) != tuple(int(k) for k in chunks):
             ch.close()
-            raise ProtocolError(f"server 0 was announced chunks {list(their_chunks)[:8]}.., this server "
-                                f"{list(chunks)[:8]}..: the uploader sent the servers different uploads")
+            raise ProtocolError(
+                f"server 0 was announced chunks {list(their_chunks)[:8]}.., this server "
+                f"{list(chunks)[:8]}..: the uploader sent the servers different uploads"
+            )
         return VerifyLink(ch, key, 1, label)
 
     def forget_link(self, upload_id: str) -> None:

@@ -46,10 +46,20 @@ class ServerProcesses:
     processes this object started.
     """
 
-    def __init__(self, m: int = 2, *, host: str = "127.0.0.1", budget: str | float = "10",
-                 dataset_budgets: dict | None = None, timeout: float = 120.0, startup_timeout: float = 60.0,
-                 state_dir: str | None = None, tls: bool = False, extra_args: tuple = (),
-                 cluster: str | list | None = None) -> None:
+    def __init__(
+        self,
+        m: int = 2,
+        *,
+        host: str = "127.0.0.1",
+        budget: str | float = "10",
+        dataset_budgets: dict | None = None,
+        timeout: float = 120.0,
+        startup_timeout: float = 60.0,
+        state_dir: str | None = None,
+        tls: bool = False,
+        extra_args: tuple = (),
+        cluster: str | list | None = None,
+    ) -> None:
         if m < 2:
             raise ValueError("need at least 2 servers")
         self.m = m
@@ -88,8 +98,15 @@ class ServerProcesses:
                             args += ["--peer-name", f"{k}={self.server_name(k)}"]
                 for k, v in (dataset_budgets or {}).items():
                     args += ["--dataset-budget", f"{k}={v}"]
-                svc = ServiceProcess(["ecdf", "serve"], args, host=host, label=f"server {j}",
-                                     startup_timeout=startup_timeout, error=ServerUnavailable, start=False)
+                svc = ServiceProcess(
+                    ["ecdf", "serve"],
+                    args,
+                    host=host,
+                    label=f"server {j}",
+                    startup_timeout=startup_timeout,
+                    error=ServerUnavailable,
+                    start=False,
+                )
                 self.services.append(svc)
                 svc.spawn(0)
             deadline = time.monotonic() + startup_timeout
@@ -113,8 +130,10 @@ class ServerProcesses:
         parsed = [None if c is None else parse_cluster(c) for c in specs]
         remote = [str(p) for p in parsed if p is not None and not p.local]
         if len(remote) != len(set(remote)):
-            raise ValueError("cluster: two servers name one scheduler; each server needs a cluster of its own "
-                             "(a worker holding two servers' key shares could reconstruct the clients' values)")
+            raise ValueError(
+                "cluster: two servers name one scheduler; each server needs a cluster of its own "
+                "(a worker holding two servers' key shares could reconstruct the clients' values)"
+            )
         return [None if p is None else str(p) for p in parsed]
 
     @staticmethod

@@ -183,8 +183,11 @@ class ECDFRelease:
         return None if r is None else ecdf_band(self.cumulative, r, self.n)
 
     def interval_method(self, alpha: float = 0.05) -> str:
-        return "not computed: the servers did not state the noise law" if self.noise_map is None \
+        return (
+            "not computed: the servers did not state the noise law"
+            if self.noise_map is None
             else self.noise_map.method(alpha)
+        )
 
     def quantile_intervals(self, qs, alpha: float = 0.05) -> list[tuple[int, int]] | None:
         """Grid-index intervals of the true quantiles (test inversion, alpha / 2 per side; whole grid only)."""
@@ -198,12 +201,24 @@ class ECDFRelease:
         return [quantile_interval(self.cumulative, r, float(q) * self.n) for q in np.atleast_1d(qs)]
 
     def as_dict(self) -> dict:
-        return {"dataset": self.dataset, "series": self.series, "mechanism": self.mechanism,
-                "domain_bits": self.domain_bits, "grid_bits": self.grid_bits,
-                "thresholds": self.thresholds.tolist(), "cumulative": self.cumulative.tolist(),
-                "dp": self.ecdf.tolist(), "smoothed": self.smoothed.tolist(), "n": self.n,
-                "epsilon": self.epsilon, "delta": self.delta, "noise": self.noise, "servers": self.servers,
-                "bytes": self.bytes, "seconds": self.seconds}
+        return {
+            "dataset": self.dataset,
+            "series": self.series,
+            "mechanism": self.mechanism,
+            "domain_bits": self.domain_bits,
+            "grid_bits": self.grid_bits,
+            "thresholds": self.thresholds.tolist(),
+            "cumulative": self.cumulative.tolist(),
+            "dp": self.ecdf.tolist(),
+            "smoothed": self.smoothed.tolist(),
+            "n": self.n,
+            "epsilon": self.epsilon,
+            "delta": self.delta,
+            "noise": self.noise,
+            "servers": self.servers,
+            "bytes": self.bytes,
+            "seconds": self.seconds,
+        }
 
 
 @dataclass
@@ -244,10 +259,17 @@ class ROCRelease:
     alpha: float = 0.05
 
     def as_dict(self) -> dict:
-        return {"fpr": self.fpr.tolist(), "tpr": self.tpr.tolist(), "auc": self.auc,
-                "auc_interval": None if self.auc_interval is None else list(self.auc_interval),
-                "auc_interval_method": self.auc_interval_method, "auc_smoothed": self.auc_smoothed,
-                "alpha": self.alpha, "epsilon": self.epsilon, "delta": self.delta}
+        return {
+            "fpr": self.fpr.tolist(),
+            "tpr": self.tpr.tolist(),
+            "auc": self.auc,
+            "auc_interval": None if self.auc_interval is None else list(self.auc_interval),
+            "auc_interval_method": self.auc_interval_method,
+            "auc_smoothed": self.auc_smoothed,
+            "alpha": self.alpha,
+            "epsilon": self.epsilon,
+            "delta": self.delta,
+        }
 
 
 @dataclass
@@ -279,8 +301,10 @@ def roc_points(cum_pos, cum_neg, higher_is_positive: bool = True) -> tuple[np.nd
     p = np.asarray(cum_pos, dtype=float)
     q = np.asarray(cum_neg, dtype=float)
     if p[-1] <= 0 or q[-1] <= 0:
-        raise ECDFError("the ROC curve needs a positive total of positives and of negatives "
-                        "(the noisy totals are not positive: raise epsilon)")
+        raise ECDFError(
+            "the ROC curve needs a positive total of positives and of negatives "
+            "(the noisy totals are not positive: raise epsilon)"
+        )
     fp, fn = p / p[-1], q / q[-1]
     if higher_is_positive:
         tpr = np.concatenate([1.0 - fp[::-1], [1.0]])
@@ -294,8 +318,9 @@ def roc_points(cum_pos, cum_neg, higher_is_positive: bool = True) -> tuple[np.nd
 class ECDFQuerier:
     """The querier: releases noisy ECDFs (and applications) from the m servers."""
 
-    def __init__(self, servers, *, timeout: float = 300.0, connect_timeout: float = 5.0, tls=None,
-                 insecure: bool = False) -> None:
+    def __init__(
+        self, servers, *, timeout: float = 300.0, connect_timeout: float = 5.0, tls=None, insecure: bool = False
+    ) -> None:
         """``tls``: this querier's :class:`pairwise.mpc.tls.TLSConfig` (a ``querier`` certificate), or None
         for plaintext (loopback only unless ``insecure``)."""
         self.servers = parse_servers(servers)
@@ -307,8 +332,9 @@ class ECDFQuerier:
         self.connect_timeout = float(connect_timeout)
 
     # ------------------------------------------------------------------ validation (before any connection)
-    def _check(self, *, series=None, thresholds=None, grid_bits=None, mechanism="paper", smoothing=2,
-               tolerate=0) -> None:
+    def _check(
+        self, *, series=None, thresholds=None, grid_bits=None, mechanism="paper", smoothing=2, tolerate=0
+    ) -> None:
         """Querier-side checks of a release's public parameters: a bad request never reaches a server,
         so nothing is reserved or charged (the servers check again before they charge).  Raises
         :class:`QueryRefused`, as a server would."""
@@ -320,8 +346,9 @@ class ECDFQuerier:
             raise QueryRefused(f"tolerate must be an integer in [0, m) (0 for two servers), got {tolerate!r}")
         if grid_bits is not None:
             check_int(grid_bits, "grid_bits", lo=1, hi=MAX_GRID_BITS, error=QueryRefused)
-        if series is not None and (not series or len(set(series)) != len(series)
-                                   or any(not isinstance(x, str) or not x for x in series)):
+        if series is not None and (
+            not series or len(set(series)) != len(series) or any(not isinstance(x, str) or not x for x in series)
+        ):
             raise QueryRefused(f"series must be distinct non-empty names, got {series!r}")
         if thresholds is not None:
             t = np.asarray(thresholds)
@@ -333,8 +360,9 @@ class ECDFQuerier:
 
     # ------------------------------------------------------------------ plumbing
     def _open(self) -> list:
-        return connect_all(self.servers, ROLE_QUERIER, self.connect_timeout, self.timeout, tls=self.tls,
-                           insecure=self.insecure)
+        return connect_all(
+            self.servers, ROLE_QUERIER, self.connect_timeout, self.timeout, tls=self.tls, insecure=self.insecure
+        )
 
     def _call(self, j: int, ch, msg: dict | None) -> dict:
         return call(self.servers, j, ch, msg, self.timeout)
@@ -383,8 +411,10 @@ class ECDFQuerier:
             sets = [set(r["uploads"]) for r in held]
             common = set.intersection(*sets) if sets else set()
             if not common:
-                raise DatasetError(f"the servers hold no upload of {dataset!r} in common: this is not an interrupted "
-                                   "commit; upload the data again under a new dataset id")
+                raise DatasetError(
+                    f"the servers hold no upload of {dataset!r} in common: this is not an interrupted "
+                    "commit; upload the data again under a new dataset id"
+                )
             out = []
             for j, (ch, r) in enumerate(zip(chans, held)):
                 extra = [u for u in r["uploads"] if u not in common]
@@ -431,22 +461,25 @@ class ECDFQuerier:
         for j, ch in enumerate(chans):
             missing = [(rid, eps) for rid, eps in sorted(union.items()) if have[j].get(rid, 0) < eps]
             for k in range(0, len(missing), LEDGER_PAGE):
-                self._ok(j, ch, AdoptRequest(dataset, tuple(missing[k:k + LEDGER_PAGE])).to_json())
+                self._ok(j, ch, AdoptRequest(dataset, tuple(missing[k : k + LEDGER_PAGE])).to_json())
 
     def _mismatch(self, dataset: str, replies: list[dict]) -> DatasetMismatch:
         views = []
         for j, r in enumerate(replies):
             if r.get("ok"):
-                views.append(f"{server_label(self.servers, j)} holds {r['clients']} clients "
-                             f"(digest {r['digest'][:12]})")
+                views.append(
+                    f"{server_label(self.servers, j)} holds {r['clients']} clients (digest {r['digest'][:12]})"
+                )
             else:
                 views.append(f"{server_label(self.servers, j)}: {r.get('error', 'refused')}")
         return DatasetMismatch(
-            f"dataset {dataset!r} differs between the servers: " + "; ".join(views)
+            f"dataset {dataset!r} differs between the servers: "
+            + "; ".join(views)
             + ". The release is refused and nothing was charged. The servers hold different uploads under this "
-              "id: after an upload interrupted between the servers' commits, `pairwise ecdf repair` drops the "
-              "uploads not every server holds (ECDFQuerier.repair); after a server's state was lost or replaced, "
-              "upload the data again under a new dataset id")
+            "id: after an upload interrupted between the servers' commits, `pairwise ecdf repair` drops the "
+            "uploads not every server holds (ECDFQuerier.repair); after a server's state was lost or replaced, "
+            "upload the data again under a new dataset id"
+        )
 
     def _shared_cluster(self, replies: list[dict]) -> str:
         """Why the release must stop if two servers evaluate their keys on one Dask cluster, else ''."""
@@ -456,10 +489,12 @@ class ECDFQuerier:
             if not cid:
                 continue
             if cid in seen:
-                return (f"{server_label(self.servers, seen[cid])} and {server_label(self.servers, j)} evaluate their "
-                        f"keys on one Dask cluster (scheduler {cid}): a worker holding both servers' key shares "
-                        "could reconstruct the clients' values. The release is refused and nothing was charged; "
-                        "give each server a cluster of its own (ecdf serve --cluster local, or its own scheduler)")
+                return (
+                    f"{server_label(self.servers, seen[cid])} and {server_label(self.servers, j)} evaluate their "
+                    f"keys on one Dask cluster (scheduler {cid}): a worker holding both servers' key shares "
+                    "could reconstruct the clients' values. The release is refused and nothing was charged; "
+                    "give each server a cluster of its own (ecdf serve --cluster local, or its own scheduler)"
+                )
             seen[cid] = j
         return ""
 
@@ -475,13 +510,16 @@ class ECDFQuerier:
         """
         mismatches, reconciled = 0, False
         while True:
-            prep = replace(request, rid=os.urandom(12).hex(), dataset=dataset,
-                           servers=tuple((h, p) for h, p in self.servers)).to_json()
+            prep = replace(
+                request, rid=os.urandom(12).hex(), dataset=dataset, servers=tuple((h, p) for h, p in self.servers)
+            ).to_json()
             for j, ch in enumerate(chans):
                 try:
                     send_json(ch, prep)
                 except ChannelError as exc:
-                    raise ServerUnavailable(f"{server_label(self.servers, j)} failed during the request: {exc}") from exc
+                    raise ServerUnavailable(
+                        f"{server_label(self.servers, j)} failed during the request: {exc}"
+                    ) from exc
             replies = [self._call(j, ch, None) for j, ch in enumerate(chans)]
             ok = [bool(r.get("ok")) for r in replies]
             shared = self._shared_cluster(replies)
@@ -507,10 +545,12 @@ class ECDFQuerier:
                 raise_refusal(server_label(self.servers, j), replies[j])
             if mismatches == PREPARE_RETRIES:
                 raise self._mismatch(dataset, replies)
-            time.sleep(0.25 * 2 ** mismatches)
+            time.sleep(0.25 * 2**mismatches)
             mismatches += 1
 
-    def release(self, dataset: str, request: PrepareRequest | dict, progress=None) -> tuple[np.ndarray, list[dict], dict]:
+    def release(
+        self, dataset: str, request: PrepareRequest | dict, progress=None
+    ) -> tuple[np.ndarray, list[dict], dict]:
         """Prepare / compare / go on every server; returns (combined int64 values, headers, info).
 
         ``request``: the release's :class:`pairwise.protocols.ecdf.ops.PrepareRequest` (its ``rid``,
@@ -539,7 +579,9 @@ class ECDFQuerier:
                 try:
                     send_json(ch, GoRequest().to_json())
                 except ChannelError as exc:
-                    raise ServerUnavailable(f"{server_label(self.servers, j)} failed during the request: {exc}") from exc
+                    raise ServerUnavailable(
+                        f"{server_label(self.servers, j)} failed during the request: {exc}"
+                    ) from exc
             if progress:
                 progress(2, stages)
             heads, arrays = [], []
@@ -549,7 +591,9 @@ class ECDFQuerier:
                 try:
                     arrays.append(ch.recv_array(dt, int(h["count"])))
                 except ChannelError as exc:
-                    raise ServerUnavailable(f"{server_label(self.servers, j)} failed sending its result: {exc}") from exc
+                    raise ServerUnavailable(
+                        f"{server_label(self.servers, j)} failed sending its result: {exc}"
+                    ) from exc
                 heads.append(h)
                 if progress:
                     progress(3 + j, stages)
@@ -565,28 +609,64 @@ class ECDFQuerier:
                     total += a
                 combined = to_signed(reduce_mod(total, l), l)
             st = [ch.stats() for ch in chans]
-            meta = {"info": info, "clients": int(heads[0]["clients"]), "seconds": time.perf_counter() - t0,
-                    "bytes": {"querier": sum(s["bytes_sent"] + s["bytes_received"] for s in st),
-                              # the peer channel is counted by both servers; report it once
-                              "servers": max(int(h.get("peer_bytes", 0)) for h in heads)}}
+            meta = {
+                "info": info,
+                "clients": int(heads[0]["clients"]),
+                "seconds": time.perf_counter() - t0,
+                "bytes": {
+                    "querier": sum(s["bytes_sent"] + s["bytes_received"] for s in st),
+                    # the peer channel is counted by both servers; report it once
+                    "servers": max(int(h.get("peer_bytes", 0)) for h in heads),
+                },
+            }
             return combined, heads, meta
         finally:
             for ch in chans:
                 ch.close()
 
     # ------------------------------------------------------------------ ECDF
-    def ecdf(self, dataset: str, epsilon, *, series: str = "all", thresholds=None, grid_bits: int | None = None,
-             mechanism: str = "paper", smoothing: int | None = 2, tolerate: int = 0, progress=None) -> ECDFRelease:
+    def ecdf(
+        self,
+        dataset: str,
+        epsilon,
+        *,
+        series: str = "all",
+        thresholds=None,
+        grid_bits: int | None = None,
+        mechanism: str = "paper",
+        smoothing: int | None = 2,
+        tolerate: int = 0,
+        progress=None,
+    ) -> ECDFRelease:
         """Release the noisy ECDF of ``series`` at grid ``thresholds`` (default: the whole grid).
 
         ``progress(done, total)``: the request's stages (module docstring).
         """
-        return self.ecdf_many(dataset, epsilon, [series], thresholds=thresholds, grid_bits=grid_bits,
-                              mechanism=mechanism, smoothing=smoothing, tolerate=tolerate, progress=progress)[0]
+        return self.ecdf_many(
+            dataset,
+            epsilon,
+            [series],
+            thresholds=thresholds,
+            grid_bits=grid_bits,
+            mechanism=mechanism,
+            smoothing=smoothing,
+            tolerate=tolerate,
+            progress=progress,
+        )[0]
 
-    def ecdf_many(self, dataset: str, epsilon_each, series: list[str], *, thresholds=None,
-                  grid_bits: int | None = None, mechanism: str = "paper", smoothing: int | None = 2,
-                  tolerate: int = 0, progress=None) -> list[ECDFRelease]:
+    def ecdf_many(
+        self,
+        dataset: str,
+        epsilon_each,
+        series: list[str],
+        *,
+        thresholds=None,
+        grid_bits: int | None = None,
+        mechanism: str = "paper",
+        smoothing: int | None = 2,
+        tolerate: int = 0,
+        progress=None,
+    ) -> list[ECDFRelease]:
         """Release several series' ECDFs in one request (epsilon_each per series, one budget check).
 
         The servers reserve len(series) * epsilon_each at once, so either all
@@ -596,13 +676,25 @@ class ECDFQuerier:
         """
         eps = parse_epsilon(epsilon_each)
         series = list(series)
-        self._check(series=series, thresholds=thresholds, grid_bits=grid_bits, mechanism=mechanism,
-                    smoothing=smoothing, tolerate=tolerate)
-        req = PrepareRequest(kind="ecdf", rid="", dataset=dataset, series=tuple(series), epsilon=eps,
-                             mechanism=mechanism, grid_bits=None if grid_bits is None else int(grid_bits),
-                             tolerate=int(tolerate),
-                             thresholds=None if thresholds is None else tuple(int(t) for t in
-                                                                              np.asarray(thresholds).ravel()))
+        self._check(
+            series=series,
+            thresholds=thresholds,
+            grid_bits=grid_bits,
+            mechanism=mechanism,
+            smoothing=smoothing,
+            tolerate=tolerate,
+        )
+        req = PrepareRequest(
+            kind="ecdf",
+            rid="",
+            dataset=dataset,
+            series=tuple(series),
+            epsilon=eps,
+            mechanism=mechanism,
+            grid_bits=None if grid_bits is None else int(grid_bits),
+            tolerate=int(tolerate),
+            thresholds=None if thresholds is None else tuple(int(t) for t in np.asarray(thresholds).ravel()),
+        )
         vals, heads, meta = self.release(dataset, req, progress)
         h = heads[0]
         g = int(h["grid_bits"])
@@ -615,18 +707,17 @@ class ECDFQuerier:
         laws = h.get("noise_laws")
         for k, name in enumerate(h["series"]):
             var = float(h["variances"][k])
-            law = None if laws is None else NoiseLaw(float(laws[k]["a"]), float(laws[k]["shape"]),
-                                                      float(laws[k]["tv"]))
+            law = None if laws is None else NoiseLaw(float(laws[k]["a"]), float(laws[k]["shape"]), float(laws[k]["tv"]))
             if mechanism == "paper":
                 thr = np.array(h["thresholds"], dtype=np.int64)
-                cum = vals[start:start + thr.size].astype(float)
+                cum = vals[start : start + thr.size].astype(float)
                 start += thr.size
                 nmap = None if law is None else NoiseMap(mechanism, g, law)
             else:
                 rad = tuple(int(r) for r in h.get("radices", [2] * L))
                 levels, variances = [], []
-                for w in level_sizes(rad)[:int(h["levels"][k])]:
-                    levels.append(vals[start:start + w].astype(float))
+                for w in level_sizes(rad)[: int(h["levels"][k])]:
+                    levels.append(vals[start : start + w].astype(float))
                     variances.append(var)
                     start += w
                 if h["root_public"][k]:
@@ -637,15 +728,42 @@ class ECDFQuerier:
                 cum = full[thr]
                 nmap = None if law is None else NoiseMap(mechanism, g, law, rad, bool(h["root_public"][k]))
             sm = cum.astype(float) if smoothing is None else smooth_ecdf(cum, smoothing, lower=0.0, upper=float(n))
-            out.append(ECDFRelease(dataset, name, mechanism, nb, g, thr, grid_points(nb, g)[thr], cum, n,
-                                   float(Fraction(h["epsilon_per_series"])), float(h["deltas"][k]), var,
-                                   np.asarray(sm, dtype=float), str(h["noise"]), self.m, meta["bytes"],
-                                   meta["seconds"],
-                                   [dict(x.get("timings", {}), total=x.get("seconds")) for x in heads], nmap))
+            out.append(
+                ECDFRelease(
+                    dataset,
+                    name,
+                    mechanism,
+                    nb,
+                    g,
+                    thr,
+                    grid_points(nb, g)[thr],
+                    cum,
+                    n,
+                    float(Fraction(h["epsilon_per_series"])),
+                    float(h["deltas"][k]),
+                    var,
+                    np.asarray(sm, dtype=float),
+                    str(h["noise"]),
+                    self.m,
+                    meta["bytes"],
+                    meta["seconds"],
+                    [dict(x.get("timings", {}), total=x.get("seconds")) for x in heads],
+                    nmap,
+                )
+            )
         return out
 
-    def counts(self, dataset: str, cuts, epsilon_per_value, series, *, grid_bits: int | None = None,
-               tolerate: int = 0, progress=None) -> CountsRelease:
+    def counts(
+        self,
+        dataset: str,
+        cuts,
+        epsilon_per_value,
+        series,
+        *,
+        grid_bits: int | None = None,
+        tolerate: int = 0,
+        progress=None,
+    ) -> CountsRelease:
         """Noisy counts of the groups (b_{q-1}, b_q] of grid indices (b_0 = -1, b_Q = last) per series.
 
         ``progress(done, total)``: the request's stages (module docstring).
@@ -657,19 +775,43 @@ class ECDFQuerier:
             raise ECDFError("cuts must be non-decreasing non-negative grid indices")
         self._check(series=series, grid_bits=grid_bits, tolerate=tolerate)
         cuts = [int(x) for x in c.ravel()]
-        req = PrepareRequest(kind="counts", rid="", dataset=dataset, series=tuple(series), cuts=tuple(cuts),
-                             epsilon_per_value=eps_v, grid_bits=None if grid_bits is None else int(grid_bits),
-                             tolerate=int(tolerate))
+        req = PrepareRequest(
+            kind="counts",
+            rid="",
+            dataset=dataset,
+            series=tuple(series),
+            cuts=tuple(cuts),
+            epsilon_per_value=eps_v,
+            grid_bits=None if grid_bits is None else int(grid_bits),
+            tolerate=int(tolerate),
+        )
         vals, heads, meta = self.release(dataset, req, progress)
         Q = len(cuts) + 1
-        out = {s: vals[i * Q:(i + 1) * Q].astype(float) for i, s in enumerate(series)}
-        return CountsRelease(dataset, np.array(cuts), out, float(eps_v), float(Fraction(heads[0]["epsilon"])),
-                             float(heads[0]["delta"]), meta["bytes"])
+        out = {s: vals[i * Q : (i + 1) * Q].astype(float) for i, s in enumerate(series)}
+        return CountsRelease(
+            dataset,
+            np.array(cuts),
+            out,
+            float(eps_v),
+            float(Fraction(heads[0]["epsilon"])),
+            float(heads[0]["delta"]),
+            meta["bytes"],
+        )
 
     # ------------------------------------------------------------------ applications
-    def roc(self, dataset: str, epsilon, *, smoothing: int = 2, higher_is_positive: bool = True,
-            grid_bits: int | None = None, mechanism: str = "paper", tolerate: int = 0, progress=None,
-            alpha: float = 0.05) -> ROCRelease:
+    def roc(
+        self,
+        dataset: str,
+        epsilon,
+        *,
+        smoothing: int = 2,
+        higher_is_positive: bool = True,
+        grid_bits: int | None = None,
+        mechanism: str = "paper",
+        tolerate: int = 0,
+        progress=None,
+        alpha: float = 0.05,
+    ) -> ROCRelease:
         """Sec. 5.1: release the positives' and the negatives' ECDFs with eps/2 each, then the ROC curve.
 
         One request for both classes; ``progress(done, total)``: its stages (module docstring).
@@ -678,8 +820,16 @@ class ECDFQuerier:
         alpha = check_alpha(alpha)
         eps = parse_epsilon(epsilon)
         parse_epsilon(eps / 2, "epsilon / 2 (each class)")
-        pos, neg = self.ecdf_many(dataset, eps / 2, ["pos", "neg"], grid_bits=grid_bits, mechanism=mechanism,
-                                  smoothing=smoothing, tolerate=tolerate, progress=progress)
+        pos, neg = self.ecdf_many(
+            dataset,
+            eps / 2,
+            ["pos", "neg"],
+            grid_bits=grid_bits,
+            mechanism=mechanism,
+            smoothing=smoothing,
+            tolerate=tolerate,
+            progress=progress,
+        )
         fpr, tpr = roc_points(pos.smoothed_counts, neg.smoothed_counts, higher_is_positive)
         above, below = (pos, neg) if higher_is_positive else (neg, pos)
         n = pos.n
@@ -690,11 +840,13 @@ class ECDFQuerier:
             r = roc_auc_interval(above.cumulative, below.cumulative, n, above.noise_map, below.noise_map, alpha)
             if r is not None:
                 iv, why = r.interval, r.method
-        return ROCRelease(fpr, tpr, est, pos, neg, float(eps), pos.delta + neg.delta, trapezoid_auc(fpr, tpr), iv,
-                          why, alpha)
+        return ROCRelease(
+            fpr, tpr, est, pos, neg, float(eps), pos.delta + neg.delta, trapezoid_auc(fpr, tpr), iv, why, alpha
+        )
 
-    def hosmer_lemeshow(self, dataset: str, epsilon, *, Q: int = 10, smoothing: int = 2,
-                        tolerate: int = 0, progress=None) -> HLRelease:
+    def hosmer_lemeshow(
+        self, dataset: str, epsilon, *, Q: int = 10, smoothing: int = 2, tolerate: int = 0, progress=None
+    ) -> HLRelease:
         """Algorithm 2 over the servers (dataset uploaded with labels and probabilities).
 
         eps' = eps / (L + 9) with L the dataset's domain bits (the grid of the
@@ -721,16 +873,23 @@ class ECDFQuerier:
             i = st["info"]
             left = Fraction(i["budget"]) - Fraction(i["spent"]) - Fraction(i["reserved"])
             if left < eps:
-                raise BudgetExceeded(f"server {st['server_id']}: dataset {dataset!r} has {float(left):g} of its "
-                                     f"privacy budget left; Hosmer-Lemeshow needs {float(eps):g}")
-        rel = self.ecdf(dataset, (L + 1) * eps_p, series="all", smoothing=smoothing, tolerate=tolerate,
-                        progress=progress_part(progress, 0, 2))
+                raise BudgetExceeded(
+                    f"server {st['server_id']}: dataset {dataset!r} has {float(left):g} of its "
+                    f"privacy budget left; Hosmer-Lemeshow needs {float(eps):g}"
+                )
+        rel = self.ecdf(
+            dataset,
+            (L + 1) * eps_p,
+            series="all",
+            smoothing=smoothing,
+            tolerate=tolerate,
+            progress=progress_part(progress, 0, 2),
+        )
         cuts = np.sort(np.asarray(inverse_ecdf(rel.smoothed, np.arange(1, Q) / Q), dtype=np.int64))
-        cr = self.counts(dataset, cuts, eps_p, ["pos", "neg", "e1", "e0"], tolerate=tolerate,
-                         progress=progress_part(progress, 1, 2))
+        cr = self.counts(
+            dataset, cuts, eps_p, ["pos", "neg", "e1", "e0"], tolerate=tolerate, progress=progress_part(progress, 1, 2)
+        )
         o1, o0 = cr.values["pos"], cr.values["neg"]
         e1, e0 = cr.values["e1"] / scale, cr.values["e0"] / scale
         stat = hosmer_lemeshow_statistic(o1, e1, o0, e0)
-        return HLRelease(stat, cuts, o1, e1, o0, e0, rel.epsilon + cr.epsilon, float(eps_p),
-                         rel.delta + cr.delta, rel)
-
+        return HLRelease(stat, cuts, o1, e1, o0, e0, rel.epsilon + cr.epsilon, float(eps_p), rel.delta + cr.delta, rel)

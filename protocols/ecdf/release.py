@@ -63,8 +63,18 @@ from .ops import MAX_SERIES, MECHANISMS, PrepareRequest, check_rid, parse_thresh
 from .shares import MAX_GRID_BITS, grid_points, reduce_mod, to_signed
 from .wire import QueryRefused, ServerUnavailable
 
-__all__ = ["LAMBDA", "MAX_SERIES", "MECHANISMS", "ReleasePlan", "check_rid", "mechanism_radices", "parse_thresholds",
-           "plan_release", "release_points", "run_release"]
+__all__ = [
+    "LAMBDA",
+    "MAX_SERIES",
+    "MECHANISMS",
+    "ReleasePlan",
+    "check_rid",
+    "mechanism_radices",
+    "parse_thresholds",
+    "plan_release",
+    "release_points",
+    "run_release",
+]
 
 #: Statistical security of the in-circuit noise: delta <= 2^-LAMBDA per release part.
 LAMBDA = 40
@@ -114,8 +124,7 @@ def plan_release(ds: Dataset, req: PrepareRequest) -> ReleasePlan:
     """Check a parsed ``prepare`` request against ``ds`` (its own bounds); raises before anything is reserved."""
     rid, servers, kind = req.rid, req.servers, req.kind
     if servers is not None and len(servers) != ds.m:
-        raise QueryRefused(f"dataset {ds.name!r} is shared among m = {ds.m} servers, "
-                           f"the request lists {len(servers)}")
+        raise QueryRefused(f"dataset {ds.name!r} is shared among m = {ds.m} servers, the request lists {len(servers)}")
     g = _grid_bits(ds, req)
     tol = req.tolerate
     if not 0 <= tol < ds.m or (ds.m == 2 and tol):
@@ -134,8 +143,19 @@ def plan_release(ds: Dataset, req: PrepareRequest) -> ReleasePlan:
             if not np.isin(need, ds.record.thresholds).all():
                 raise QueryRefused("the pointwise round does not cover the requested thresholds")
         eps = req.epsilon
-        plan = ReleasePlan(rid, kind, names, g, eps * len(names), tol, mech, thr, epsilon=eps,
-                           servers=None if servers is None else list(servers), radices=rad)
+        plan = ReleasePlan(
+            rid,
+            kind,
+            names,
+            g,
+            eps * len(names),
+            tol,
+            mech,
+            thr,
+            epsilon=eps,
+            servers=None if servers is None else list(servers),
+            radices=rad,
+        )
         changed = g + 1 if rad is None else 2 * len(rad)
         specs = [(value_epsilon(eps, changed), ds.series_weight(s), changed) for s in names]
     else:
@@ -145,8 +165,17 @@ def plan_release(ds: Dataset, req: PrepareRequest) -> ReleasePlan:
         if ds.scheme == "pointwise":
             raise QueryRefused("counts releases need FSS keys (dcf or mshare), not a pointwise round")
         eps_v = req.epsilon_per_value
-        plan = ReleasePlan(rid, kind, names, g, 2 * len(names) * eps_v, tol, cuts=cuts, epsilon=eps_v,
-                           servers=None if servers is None else list(servers))
+        plan = ReleasePlan(
+            rid,
+            kind,
+            names,
+            g,
+            2 * len(names) * eps_v,
+            tol,
+            cuts=cuts,
+            epsilon=eps_v,
+            servers=None if servers is None else list(servers),
+        )
         specs = [(min(eps_v, MAX_VALUE_EPSILON), ds.series_weight(s), 2) for s in names]
     # build (and cache) the noise circuits or Polya tables now: an impossible setting is refused before
     # any budget is reserved
@@ -179,8 +208,9 @@ def _cum(ds: Dataset, snap: Snapshot, series: str, points: np.ndarray, timings: 
         timings["shares"] = timings.get("shares", 0.0) + time.perf_counter() - t0
 
 
-def _noise(ds: Dataset, plan: ReleasePlan, specs: list[dict], open_peer, server_id: int,
-           timings: dict) -> tuple[list[np.ndarray], dict]:
+def _noise(
+    ds: Dataset, plan: ReleasePlan, specs: list[dict], open_peer, server_id: int, timings: dict
+) -> tuple[list[np.ndarray], dict]:
     """Run every noise spec {mode: masked|open, values|count, eps_v, S, changed}.
 
     Returns per spec the uint64 result (masked: noise share; open with m = 2:
@@ -190,8 +220,15 @@ def _noise(ds: Dataset, plan: ReleasePlan, specs: list[dict], open_peer, server_
     t0 = time.perf_counter()
     m, l = ds.m, ds.l
     out: list[np.ndarray] = []
-    report = {"delta": 0.0, "deltas": [], "variances": [], "laws": [], "and_gates": 0, "peer_bytes": 0,
-              "noise": "polya" if m > 2 else "gc"}
+    report = {
+        "delta": 0.0,
+        "deltas": [],
+        "variances": [],
+        "laws": [],
+        "and_gates": 0,
+        "peer_bytes": 0,
+        "noise": "polya" if m > 2 else "gc",
+    }
     try:
         if m == 2:
             session, ch, label = open_peer()
@@ -206,8 +243,13 @@ def _noise(ds: Dataset, plan: ReleasePlan, specs: list[dict], open_peer, server_
                     report["deltas"].append(p["changed"] * nsc.guarantee.delta)
                     report["delta"] += p["changed"] * nsc.guarantee.delta
                     report["variances"].append(noise_variance(p["eps_v"], p["S"]))
-                    report["laws"].append({"a": discrete_laplace_alpha(p["eps_v"], p["S"]), "shape": 1.0,
-                                           "tv": float(nsc.guarantee.tv_to_ideal or 0.0)})
+                    report["laws"].append(
+                        {
+                            "a": discrete_laplace_alpha(p["eps_v"], p["S"]),
+                            "shape": 1.0,
+                            "tv": float(nsc.guarantee.tv_to_ideal or 0.0),
+                        }
+                    )
                     report["and_gates"] += 0 if res is None else res.and_gates
                 st = ch.stats()
                 report["peer_bytes"] = st["bytes_sent"] + st["bytes_received"]
@@ -225,8 +267,9 @@ def _noise(ds: Dataset, plan: ReleasePlan, specs: list[dict], open_peer, server_
             report["deltas"].append(p["changed"] * polya_guarantee(table, m))
             report["delta"] += p["changed"] * polya_guarantee(table, m)
             report["variances"].append(noise_variance(p["eps_v"], p["S"], shape * m))
-            report["laws"].append({"a": table.alpha, "shape": float(shape * m),
-                                   "tv": math.nextafter(2 * m * table.tv_bound, math.inf)})
+            report["laws"].append(
+                {"a": table.alpha, "shape": float(shape * m), "tv": math.nextafter(2 * m * table.tv_bound, math.inf)}
+            )
         return out, report
     finally:
         timings["noise"] = timings.get("noise", 0.0) + time.perf_counter() - t0
@@ -245,8 +288,16 @@ def run_release(ds: Dataset, snap: Snapshot, plan: ReleasePlan, open_peer, serve
     g = plan.grid_bits
     L, N = g, 1 << g
     pts = grid_points(ds.n, g)
-    head = {"ok": True, "server_id": server_id, "kind": plan.kind, "grid_bits": g, "clients": snap.count,
-            "epsilon": str(plan.charge), "output_bits": ds.l, "digest": snap.digest}
+    head = {
+        "ok": True,
+        "server_id": server_id,
+        "kind": plan.kind,
+        "grid_bits": g,
+        "clients": snap.count,
+        "epsilon": str(plan.charge),
+        "output_bits": ds.l,
+        "digest": snap.digest,
+    }
     if snap.cluster is not None:
         head["cluster"] = snap.cluster
     if plan.kind == "ecdf":
@@ -260,8 +311,15 @@ def run_release(ds: Dataset, snap: Snapshot, plan: ReleasePlan, open_peer, serve
             eps_v = value_epsilon(eps, L + 1)
             for name in names:
                 extra.append(_cum(ds, snap, name, pts[B], timings))
-                specs.append({"mode": "masked", "count": uniq.size, "eps_v": eps_v,
-                              "S": ds.series_weight(name), "changed": L + 1})
+                specs.append(
+                    {
+                        "mode": "masked",
+                        "count": uniq.size,
+                        "eps_v": eps_v,
+                        "S": ds.series_weight(name),
+                        "changed": L + 1,
+                    }
+                )
             res, rep = _noise(ds, plan, specs, open_peer, server_id, timings)
             parts = []
             for c, e in zip(extra, res):
@@ -280,17 +338,30 @@ def run_release(ds: Dataset, snap: Snapshot, plan: ReleasePlan, open_peer, serve
                 for k in rad:
                     levels.append(reduce_mod(levels[-1].reshape(-1, k).sum(axis=1, dtype=np.uint64), ds.l))
                 root_public = name == "all"  # the root is n, public; other series noise it too
-                noised = levels[:h] if root_public else levels[:h + 1]
+                noised = levels[:h] if root_public else levels[: h + 1]
                 levels_n.append(len(noised))
                 roots.append(root_public)
-                specs.append({"mode": "open", "values": np.concatenate(noised), "eps_v": eps_v,
-                              "S": ds.series_weight(name), "changed": 2 * h})
+                specs.append(
+                    {
+                        "mode": "open",
+                        "values": np.concatenate(noised),
+                        "eps_v": eps_v,
+                        "S": ds.series_weight(name),
+                        "changed": 2 * h,
+                    }
+                )
             res, rep = _noise(ds, plan, specs, open_peer, server_id, timings)
             enc = "values" if ds.m == 2 else "shares"
             vals = np.concatenate([to_signed(v, ds.l) if enc == "values" else v for v in res])
             head.update(encoding=enc, levels=levels_n, root_public=roots, radices=list(rad))
-        head.update(series=names, value_epsilon=str(eps_v), variances=rep["variances"], noise_laws=rep["laws"],
-                    deltas=rep["deltas"], epsilon_per_series=str(eps))
+        head.update(
+            series=names,
+            value_epsilon=str(eps_v),
+            variances=rep["variances"],
+            noise_laws=rep["laws"],
+            deltas=rep["deltas"],
+            epsilon_per_series=str(eps),
+        )
     else:
         bounds = np.array(plan.cuts + [N - 1], dtype=np.int64)
         eps_v = min(plan.epsilon, MAX_VALUE_EPSILON)
@@ -302,9 +373,21 @@ def run_release(ds: Dataset, snap: Snapshot, plan: ReleasePlan, open_peer, serve
         res, rep = _noise(ds, plan, specs, open_peer, server_id, timings)
         enc = "values" if ds.m == 2 else "shares"
         vals = np.concatenate([to_signed(v, ds.l) if enc == "values" else v for v in res])
-        head.update(encoding=enc, series=plan.series, groups=len(plan.cuts) + 1, value_epsilon=str(eps_v),
-                    variances=rep["variances"], noise_laws=rep["laws"])
-    head.update(delta=rep["delta"], peer_bytes=rep["peer_bytes"], and_gates=rep["and_gates"], noise=rep["noise"],
-                count=int(vals.size), timings=timings,
-                seconds=time.perf_counter() - t0 + snap.timings.get("cluster", 0.0))  # + the cluster, while prepared
+        head.update(
+            encoding=enc,
+            series=plan.series,
+            groups=len(plan.cuts) + 1,
+            value_epsilon=str(eps_v),
+            variances=rep["variances"],
+            noise_laws=rep["laws"],
+        )
+    head.update(
+        delta=rep["delta"],
+        peer_bytes=rep["peer_bytes"],
+        and_gates=rep["and_gates"],
+        noise=rep["noise"],
+        count=int(vals.size),
+        timings=timings,
+        seconds=time.perf_counter() - t0 + snap.timings.get("cluster", 0.0),
+    )  # + the cluster, while prepared
     return head, (vals.astype(np.int64) if head["encoding"] == "values" else vals.astype(np.uint64))

@@ -75,8 +75,15 @@ from .wire import (
     send_json,
 )
 
-__all__ = ["DEFAULT_BUDGET", "DEFAULT_MAX_CONNECTIONS", "LAMBDA", "MAX_SERIES", "SAME_AS_BUDGET", "ECDFServer",
-           "ServerOptions"]
+__all__ = [
+    "DEFAULT_BUDGET",
+    "DEFAULT_MAX_CONNECTIONS",
+    "LAMBDA",
+    "MAX_SERIES",
+    "SAME_AS_BUDGET",
+    "ECDFServer",
+    "ServerOptions",
+]
 
 #: Default per-dataset privacy budget of a server (total epsilon).
 DEFAULT_BUDGET = Fraction(10)
@@ -178,33 +185,59 @@ class ECDFServer:
     ``options``: a :class:`ServerOptions`, or its fields as keywords (``budget=``, ``tls=``, ...).
     """
 
-    def __init__(self, server_id: int, host: str = "127.0.0.1", port: int = 0, *,
-                 options: ServerOptions | None = None, **legacy: Any) -> None:
+    def __init__(
+        self,
+        server_id: int,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        options: ServerOptions | None = None,
+        **legacy: Any,
+    ) -> None:
         opts = with_legacy(options, ServerOptions, legacy, "ECDFServer")
         no_more_keywords(legacy, "ECDFServer")
-        budget, dataset_budgets, owner_budget, total_budget = (opts.budget, opts.dataset_budgets, opts.owner_budget,
-                                                               opts.total_budget)
+        budget, dataset_budgets, owner_budget, total_budget = (
+            opts.budget,
+            opts.dataset_budgets,
+            opts.owner_budget,
+            opts.total_budget,
+        )
         timeout, max_connections, state_dir, storage = opts.timeout, opts.max_connections, opts.state_dir, opts.storage
-        peers, policy, tls, insecure, log, cluster = (opts.peers, opts.policy, opts.tls, opts.insecure, opts.log,
-                                                      opts.cluster)
+        peers, policy, tls, insecure, log, cluster = (
+            opts.peers,
+            opts.policy,
+            opts.tls,
+            opts.insecure,
+            opts.log,
+            opts.cluster,
+        )
         check_int(server_id, "server id", lo=0, hi=254)
         self.server_id = server_id
         self.timeout = float(timeout)
-        self.request_timeout = (float(opts.request_timeout) if opts.request_timeout is not None
-                                else max(1800.0, 10 * timeout))
+        self.request_timeout = (
+            float(opts.request_timeout) if opts.request_timeout is not None else max(1800.0, 10 * timeout)
+        )
         self.max_connections = max_connections
-        self._log = log if log is not None else (lambda msg: print(f"ecdf-server {server_id}: {msg}",
-                                                                    file=sys.stderr, flush=True))
+        self._log = (
+            log
+            if log is not None
+            else (lambda msg: print(f"ecdf-server {server_id}: {msg}", file=sys.stderr, flush=True))
+        )
         budget = parse_epsilon(budget, "budget")
         # by default every data owner's datasets share one budget: the same people under a new dataset id
         # cannot be released again
-        owner_budget = budget if owner_budget == SAME_AS_BUDGET else (
-            None if owner_budget is None else parse_epsilon(owner_budget, "budget per owner"))
+        owner_budget = (
+            budget
+            if owner_budget == SAME_AS_BUDGET
+            else (None if owner_budget is None else parse_epsilon(owner_budget, "budget per owner"))
+        )
         total_budget = None if total_budget is None else parse_epsilon(total_budget, "total budget")
         budgets = {str(k): parse_epsilon(v, f"budget of dataset {k!r}") for k, v in (dataset_budgets or {}).items()}
-        staging = StagingBudget(parse_size(opts.max_staged_bytes, "max staged bytes"),
-                                parse_size(opts.max_staged_bytes_per_connection, "max staged bytes per connection"),
-                                directory=state_dir)
+        staging = StagingBudget(
+            parse_size(opts.max_staged_bytes, "max staged bytes"),
+            parse_size(opts.max_staged_bytes_per_connection, "max staged bytes per connection"),
+            directory=state_dir,
+        )
         peers = {int(j): (str(a[0]), int(a[1])) for j, a in (peers or {}).items()}
         if server_id in peers:
             raise ValueError(f"--peer names this server ({server_id}) itself")
@@ -220,12 +253,16 @@ class ECDFServer:
         try:
             if cluster is not None:
                 self.cluster = self._open_cluster(cluster)
-            self.state = ServerState(server_id, self.storage,
-                                     budgets=Budgets(budget, budgets, owner_budget, total_budget),
-                                     links=PeerLinks(peers, self.policy, self.timeout, tls, insecure),
-                                     log=self._log, cluster=self.cluster, staging=staging)
-            self.listener = TCPListener(host, port, backlog=min(128, 2 * max_connections), tls=tls,
-                                        insecure=insecure)
+            self.state = ServerState(
+                server_id,
+                self.storage,
+                budgets=Budgets(budget, budgets, owner_budget, total_budget),
+                links=PeerLinks(peers, self.policy, self.timeout, tls, insecure),
+                log=self._log,
+                cluster=self.cluster,
+                staging=staging,
+            )
+            self.listener = TCPListener(host, port, backlog=min(128, 2 * max_connections), tls=tls, insecure=insecure)
         except BaseException:
             self._close_cluster()
             self.storage.close()
@@ -250,13 +287,16 @@ class ECDFServer:
     def _open_cluster(self, cluster) -> ClusterKeys:
         """Start this server's own local cluster (mutual TLS with a throwaway certificate, no dashboard) or
         connect to its scheduler; a cluster that cannot start or has no worker refuses the start."""
-        client = self._cluster_stack.enter_context(open_cluster(cluster, timeout=self.timeout,
-                                                                connect_timeout=min(self.timeout, 30.0), secure=True))
+        client = self._cluster_stack.enter_context(
+            open_cluster(cluster, timeout=self.timeout, connect_timeout=min(self.timeout, 30.0), secure=True)
+        )
         spec = str(cluster) if isinstance(cluster, ClusterSpec) else "client"
         keys = ClusterKeys(client, timeout=self.timeout, spec=spec)
         d = keys.describe()
-        self._log(f"Dask cluster {spec}: {d['workers']} worker(s), {d['threads']} thread(s), scheduler "
-                  f"{d['scheduler']}; this server's key shares are evaluated there")
+        self._log(
+            f"Dask cluster {spec}: {d['workers']} worker(s), {d['threads']} thread(s), scheduler "
+            f"{d['scheduler']}; this server's key shares are evaluated there"
+        )
         return keys
 
     def _close_cluster(self) -> None:
@@ -273,8 +313,10 @@ class ECDFServer:
     def serve_forever(self, *, watch_parent: bool = False) -> None:
         """Accept connections until :meth:`stop` (or, with ``watch_parent``, until the parent process exits)."""
         parent = os.getppid()
-        helpers = [threading.Thread(target=self._reap, daemon=True, name="ecdf-reaper"),
-                   threading.Thread(target=self._refuse_busy, daemon=True, name="ecdf-busy")]
+        helpers = [
+            threading.Thread(target=self._reap, daemon=True, name="ecdf-reaper"),
+            threading.Thread(target=self._refuse_busy, daemon=True, name="ecdf-busy"),
+        ]
         for t in helpers:
             t.start()
         try:
@@ -295,8 +337,9 @@ class ECDFServer:
                 if pre is None:
                     self._refuse(ch)
                     continue
-                t = threading.Thread(target=self._serve_connection, args=(pre,), daemon=True,
-                                     name=f"ecdf-conn-{ch.peer}")
+                t = threading.Thread(
+                    target=self._serve_connection, args=(pre,), daemon=True, name=f"ecdf-conn-{ch.peer}"
+                )
                 with self._conns_lock:
                     self._threads.add(t)
                 t.start()
@@ -352,9 +395,12 @@ class ECDFServer:
                     ch.interrupt()
 
     def _busy_reply(self) -> dict:
-        return {"ok": False, "code": "busy", "server_id": self.server_id,
-                "error": f"server {self.server_id} serves its maximum of {self.max_connections} connections; "
-                         "retry later"}
+        return {
+            "ok": False,
+            "code": "busy",
+            "server_id": self.server_id,
+            "error": f"server {self.server_id} serves its maximum of {self.max_connections} connections; retry later",
+        }
 
     def _refuse(self, pending) -> None:
         """Tell a connection that arrived while the authentication stage is full that the server is busy.
@@ -478,8 +524,7 @@ class ECDFServer:
             if pre.cut:
                 ch.interrupt()
             try:
-                hs = handshake(ch, ROLE_SERVER, SESSION_ID, PROTOCOL_DIGEST, extra_label="protocol",
-                               timeout=limit)
+                hs = handshake(ch, ROLE_SERVER, SESSION_ID, PROTOCOL_DIGEST, extra_label="protocol", timeout=limit)
             except (ChannelError, ValueError) as exc:
                 why = "its place was taken by a newer connection" if pre.cut else str(exc)
                 self._log(f"handshake with {ch.peer} failed: {why}")
@@ -532,7 +577,14 @@ class ECDFServer:
         except Exception as exc:  # noqa: BLE001 - a bug must not kill the server; report it
             self._log(f"internal error on connection {ch.peer}: {type(exc).__name__}: {exc}")
             try:
-                send_json(ch, {"ok": False, "error": f"internal server error: {type(exc).__name__}: {exc}",
-                               "code": "internal", "server_id": self.server_id})
+                send_json(
+                    ch,
+                    {
+                        "ok": False,
+                        "error": f"internal server error: {type(exc).__name__}: {exc}",
+                        "code": "internal",
+                        "server_id": self.server_id,
+                    },
+                )
             except ChannelError:
                 pass

@@ -259,11 +259,11 @@ class DCFShares:
             return out
         g = max(1, _CHUNK // K)
         for t0 in range(0, T, g):
-            tt = pts[t0:t0 + g]
+            tt = pts[t0 : t0 + g]
             idx = np.tile(np.arange(K), tt.size)
             rep = batch[idx]
             shares = rep.eval(np.repeat(tt, K), chunk=None)
-            out[t0:t0 + tt.size] = shares.reshape(tt.size, K).sum(axis=1, dtype=np.uint64)
+            out[t0 : t0 + tt.size] = shares.reshape(tt.size, K).sum(axis=1, dtype=np.uint64)
         return reduce_mod(out, self.l)
 
 
@@ -280,8 +280,9 @@ def _header(kind: int, party: int, m: int, n: int, l: int) -> bytes:
     return bytes((MSHARE_VERSION, kind, party, m, n, l))
 
 
-def mshare_client_keys(values: object, weights: object, *, m: int, domain_bits: int,
-                       output_bits: int, first: int = 0) -> list[list[bytes]]:
+def mshare_client_keys(
+    values: object, weights: object, *, m: int, domain_bits: int, output_bits: int, first: int = 0
+) -> list[list[bytes]]:
     """m-party additive shares of w_i e_{x_i}: ``keys[j][i]`` is client i's key for server j.
 
     The client at upload position p = ``first`` + i gets its vector key from
@@ -337,8 +338,10 @@ def parse_mshare_keys(blobs: Sequence[bytes], *, party: int, m: int, n: int, l: 
         elif kind not in (KIND_SEED, KIND_VECTOR):
             rejected[i] = f"mshare key {i}: unknown kind 0x{kind:02x}"
         elif (p, mm, nn, ll) != (party, m, n, l):
-            rejected[i] = (f"mshare key {i}: header (party {p}, m {mm}, n {nn}, l {ll}) does not match "
-                           f"this server's (party {party}, m {m}, n {n}, l {l})")
+            rejected[i] = (
+                f"mshare key {i}: header (party {p}, m {mm}, n {nn}, l {ll}) does not match "
+                f"this server's (party {party}, m {m}, n {n}, l {l})"
+            )
         elif len(b) != (seed_len if kind == KIND_SEED else vec_len):
             want = seed_len if kind == KIND_SEED else vec_len
             what = "truncated" if len(b) < want else "too long"
@@ -376,8 +379,14 @@ def parse_mshare_keys(blobs: Sequence[bytes], *, party: int, m: int, n: int, l: 
             vectors = vectors[good_vec]
     else:
         vectors = np.zeros((0, size), dtype=np.uint64)
-    return (np.array(kinds, dtype=np.uint8), np.array(seeds, dtype=np.uint64).reshape(-1, 2), vectors,
-            np.array(vec_index, dtype=np.int64), kept, rejected)
+    return (
+        np.array(kinds, dtype=np.uint8),
+        np.array(seeds, dtype=np.uint64).reshape(-1, 2),
+        vectors,
+        np.array(vec_index, dtype=np.int64),
+        kept,
+        rejected,
+    )
 
 
 class MShareShares:
@@ -385,8 +394,9 @@ class MShareShares:
 
     scheme = "mshare"
 
-    def __init__(self, kinds: np.ndarray, seeds: np.ndarray, vectors: np.ndarray, vec_index: np.ndarray,
-                 n: int, l: int) -> None:
+    def __init__(
+        self, kinds: np.ndarray, seeds: np.ndarray, vectors: np.ndarray, vec_index: np.ndarray, n: int, l: int
+    ) -> None:
         self.kinds, self.seeds, self.vectors, self.vec_index = kinds, seeds, vectors, vec_index
         self.n, self.l = n, l
 
@@ -404,8 +414,14 @@ class MShareShares:
     def concat(cls, parts: Sequence[MShareShares]) -> MShareShares:
         offs = np.cumsum([0] + [p.vectors.shape[0] for p in parts[:-1]])
         vi = np.concatenate([np.where(p.vec_index >= 0, p.vec_index + o, -1) for p, o in zip(parts, offs)])
-        return cls(np.concatenate([p.kinds for p in parts]), np.concatenate([p.seeds for p in parts]),
-                   np.concatenate([p.vectors for p in parts]), vi, parts[0].n, parts[0].l)
+        return cls(
+            np.concatenate([p.kinds for p in parts]),
+            np.concatenate([p.seeds for p in parts]),
+            np.concatenate([p.vectors for p in parts]),
+            vi,
+            parts[0].n,
+            parts[0].l,
+        )
 
     def take(self, rows: np.ndarray) -> MShareShares:
         rows = np.asarray(rows, dtype=np.intp)
@@ -424,7 +440,7 @@ class MShareShares:
         seed_rows = np.flatnonzero(src.vec_index < 0)
         step = max(1, _CHUNK // max(1, size // 64))
         for c0 in range(0, seed_rows.size, step):
-            sl = seed_rows[c0:c0 + step]
+            sl = seed_rows[c0 : c0 + step]
             h += _expand(src.seeds[sl], self.n, self.l).sum(axis=0, dtype=np.uint64)
         return reduce_mod(h, self.l)
 
@@ -434,8 +450,9 @@ class MShareShares:
 
 
 # ----------------------------------------------------------------------------- pointwise
-def pointwise_client_shares(values: object, weights: object, points: object, *, m: int, domain_bits: int,
-                            output_bits: int) -> list[np.ndarray]:
+def pointwise_client_shares(
+    values: object, weights: object, points: object, *, m: int, domain_bits: int, output_bits: int
+) -> list[np.ndarray]:
     """Additive shares of w_i [x_i <= t] for t in ``points``: one (K, |B|) uint64 array per server."""
     m = _int(m, "number of servers m", 2, 255)
     n = _int(domain_bits, "domain bits", 1, 32)
@@ -478,8 +495,10 @@ class PointwiseShares:
         pts = np.asarray(points, dtype=np.uint64)
         col = np.searchsorted(self.points, pts)
         if (col >= self.points.size).any() or (self.points[np.minimum(col, self.points.size - 1)] != pts).any():
-            raise ShareParameterError("a requested threshold was not part of this pointwise round; "
-                                      "the clients must send shares for every threshold that is queried")
+            raise ShareParameterError(
+                "a requested threshold was not part of this pointwise round; "
+                "the clients must send shares for every threshold that is queried"
+            )
         vals = self.values if rows is None else self.values[np.asarray(rows, dtype=np.intp)]
         return reduce_mod(vals[:, col].sum(axis=0, dtype=np.uint64), self.l)
 
@@ -491,4 +510,3 @@ def parse_keys(scheme: str, blobs: Sequence[bytes], *, party: int, m: int, n: in
     if scheme == "mshare":
         return MShareShares.parse(blobs, party=party, m=m, n=n, l=l)
     raise ShareParameterError(f"unknown key scheme {scheme!r}; choose dcf or mshare")
-

@@ -33,8 +33,9 @@ from .release import mechanism_radices
 __all__ = ["service_noise_map", "simulate_cumulative"]
 
 
-def service_noise_map(mechanism: str, grid_bits: int, epsilon_series, *, root_public: bool = True,
-                      weight: int = 1) -> NoiseMap:
+def service_noise_map(
+    mechanism: str, grid_bits: int, epsilon_series, *, root_public: bool = True, weight: int = 1
+) -> NoiseMap:
     """The :class:`NoiseMap` of one series released with ``epsilon_series`` (what the servers state)."""
     rad = mechanism_radices(mechanism, int(grid_bits))
     changed = int(grid_bits) + 1 if rad is None else 2 * len(rad)

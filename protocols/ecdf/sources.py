@@ -57,16 +57,22 @@ def stored_client_ids(ids, dataset: str) -> np.ndarray:
         if (arr < 0).any():
             raise ShareParameterError("numeric client ids must be non-negative integers")
         if arr.size and arr.max() >= STRING_ID_BIT:
-            raise ShareParameterError("numeric client ids must be below 2^63 (larger ones are reserved for "
-                                      "the hashes of string ids)")
+            raise ShareParameterError(
+                "numeric client ids must be below 2^63 (larger ones are reserved for the hashes of string ids)"
+            )
         return arr.astype(np.uint64)
     if arr.dtype.kind in "fUS":  # the common case, whole numbers as text or floats: vectorized
         try:
             f = arr.astype(np.float64)
         except ValueError:
             f = None
-        if f is not None and np.isfinite(f).all() and (f == np.floor(f)).all() and (f >= 0).all() \
-                and (f < 2.0**53).all():
+        if (
+            f is not None
+            and np.isfinite(f).all()
+            and (f == np.floor(f)).all()
+            and (f >= 0).all()
+            and (f < 2.0**53).all()
+        ):
             return f.astype(np.uint64)
     out = np.empty(arr.size, dtype=np.uint64)
     key = b"pairwise-ecdf/client-id\x00" + dataset.encode("utf-8") + b"\x00"
@@ -112,8 +118,6 @@ def _ids(client_ids_, count: int, dataset: str = "") -> np.ndarray:
     return ids
 
 
-
-
 @dataclass
 class ClientBlock:
     """Consecutive clients of an upload: their values (domain points), weights per series (None: 1), ids."""
@@ -151,5 +155,8 @@ class ArraySource:
     def blocks(self, size: int) -> Iterator[ClientBlock]:
         for c0 in range(0, self.count, size):
             sl = slice(c0, c0 + size)
-            yield ClientBlock(self.values[sl], {s: None if w is None else np.asarray(w)[sl]
-                                                for s, (w, _) in self._series.items()}, self.ids[sl])
+            yield ClientBlock(
+                self.values[sl],
+                {s: None if w is None else np.asarray(w)[sl] for s, (w, _) in self._series.items()},
+                self.ids[sl],
+            )

@@ -86,9 +86,9 @@ def take_raw(lens: np.ndarray, data: bytes, rows: np.ndarray, k: int) -> tuple[n
     mv = memoryview(data)
     if lens.size:
         offs = np.concatenate([[0], np.cumsum(lens, dtype=np.int64)])
-        return lens[rows], b"".join(mv[offs[r]:offs[r + 1]] for r in rows)
+        return lens[rows], b"".join(mv[offs[r] : offs[r + 1]] for r in rows)
     width = len(data) // max(1, k)
-    return lens, b"".join(mv[r * width:(r + 1) * width] for r in rows)
+    return lens, b"".join(mv[r * width : (r + 1) * width] for r in rows)
 
 
 def staged_bytes_bound(clients: int, key_sizes: list[int]) -> int:
@@ -181,8 +181,12 @@ class StagedFile:
 class StagingBudget:
     """Disk bytes the staged uploads of one server hold: each upload reserves its bound up front."""
 
-    def __init__(self, total: int = DEFAULT_STAGED_BYTES,
-                 per_connection: int = DEFAULT_STAGED_BYTES_PER_CONNECTION, directory: str | None = None) -> None:
+    def __init__(
+        self,
+        total: int = DEFAULT_STAGED_BYTES,
+        per_connection: int = DEFAULT_STAGED_BYTES_PER_CONNECTION,
+        directory: str | None = None,
+    ) -> None:
         self.total = int(total)
         self.per_connection = int(per_connection)
         self.directory = directory
@@ -197,12 +201,14 @@ class StagingBudget:
             raise QueryRefused(
                 f"server {server_id}: this upload may stage up to {nbytes} bytes, more than the "
                 f"{self.per_connection} bytes one connection may stage (--max-staged-bytes-per-connection); "
-                "upload the clients in several appends")
+                "upload the clients in several appends"
+            )
         with self._lock:
             if self.reserved + nbytes > self.total:
                 raise ServerBusy(
                     f"server {server_id} is staging other uploads ({self.reserved} of {self.total} bytes, "
-                    f"--max-staged-bytes); this upload needs up to {nbytes}: retry later")
+                    f"--max-staged-bytes); this upload needs up to {nbytes}: retry later"
+                )
             self.reserved += nbytes
 
     def release(self, nbytes: int) -> None:

@@ -129,8 +129,16 @@ class Storage(ABC):
         (``with_keys=False``: client ids only)."""
 
     @abstractmethod
-    def commit_upload(self, record: DatasetRecord, upload_id: str, chunks: Iterable[ChunkRecord], *,
-                      create: bool, replace: bool, owner: str = "") -> None:
+    def commit_upload(
+        self,
+        record: DatasetRecord,
+        upload_id: str,
+        chunks: Iterable[ChunkRecord],
+        *,
+        create: bool,
+        replace: bool,
+        owner: str = "",
+    ) -> None:
         """Atomically: create the dataset (``create``) or replace its round (``replace``: drop its
         stored clients, store the record's new round), then store the upload's chunks, made by the
         data owner ``owner`` (its certificate name; ``""`` without one).  ``chunks`` may be a generator
@@ -208,9 +216,11 @@ class SQLiteStorage(SQLiteStore, Storage):
     # ------------------------------------------------------------------ plumbing
     def _check_meta(self, rows: dict[str, str]) -> None:
         if rows.get("server_id") != str(self.server_id):
-            raise StorageError(f"the state {self.path} belongs to server {rows.get('server_id')}, "
-                               f"not to server {self.server_id}; give each server its own state "
-                               "(or the --server-id it was created with)")
+            raise StorageError(
+                f"the state {self.path} belongs to server {rows.get('server_id')}, "
+                f"not to server {self.server_id}; give each server its own state "
+                "(or the --server-id it was created with)"
+            )
         if int(rows.get("schema", "0")) < 2:
             self._migrate_to_2()
 
@@ -224,60 +234,121 @@ class SQLiteStorage(SQLiteStore, Storage):
             if "owners" not in cols:
                 db.execute("ALTER TABLE ledger ADD COLUMN owners TEXT NOT NULL DEFAULT '[]'")
             for (name,) in db.execute("SELECT name FROM datasets").fetchall():
-                owners = [r[0] for r in db.execute("SELECT DISTINCT owner FROM uploads WHERE dataset = ? "
-                                                   "ORDER BY owner", (name,))]
-                db.execute("UPDATE ledger SET owners = ? WHERE dataset = ? AND owners = '[]'",
-                           (json.dumps(owners or [""]), name))
+                owners = [
+                    r[0]
+                    for r in db.execute("SELECT DISTINCT owner FROM uploads WHERE dataset = ? ORDER BY owner", (name,))
+                ]
+                db.execute(
+                    "UPDATE ledger SET owners = ? WHERE dataset = ? AND owners = '[]'",
+                    (json.dumps(owners or [""]), name),
+                )
             db.execute("UPDATE meta SET value = ? WHERE key = 'schema'", (str(SCHEMA_VERSION),))
 
     # ------------------------------------------------------------------ datasets
     def datasets(self) -> list[DatasetRecord]:
-        rows = self._read("SELECT name, scheme, m, domain_bits, output_bits, series, budget, meta, grid_bits, "
-                          "thresholds, round, created FROM datasets ORDER BY created, name")
-        return [DatasetRecord(name=r[0], scheme=r[1], m=r[2], n=r[3], l=r[4], series=json.loads(r[5]),
-                              budget=Fraction(r[6]), meta=json.loads(r[7]), grid_bits=r[8],
-                              thresholds=None if r[9] is None else json.loads(r[9]), round=r[10], created=r[11])
-                for r in rows]
+        rows = self._read(
+            "SELECT name, scheme, m, domain_bits, output_bits, series, budget, meta, grid_bits, "
+            "thresholds, round, created FROM datasets ORDER BY created, name"
+        )
+        return [
+            DatasetRecord(
+                name=r[0],
+                scheme=r[1],
+                m=r[2],
+                n=r[3],
+                l=r[4],
+                series=json.loads(r[5]),
+                budget=Fraction(r[6]),
+                meta=json.loads(r[7]),
+                grid_bits=r[8],
+                thresholds=None if r[9] is None else json.loads(r[9]),
+                round=r[10],
+                created=r[11],
+            )
+            for r in rows
+        ]
 
     def chunks(self, dataset: str, *, with_keys: bool = True, upload_id: str | None = None) -> Iterator[ChunkRecord]:
-        heads = self._read("SELECT c.upload_id, c.chunk, c.ids FROM chunks c JOIN uploads u "
-                           "ON u.dataset = c.dataset AND u.upload_id = c.upload_id "
-                           "WHERE c.dataset = ?" + ("" if upload_id is None else " AND c.upload_id = ?")
-                           + " ORDER BY u.seq, c.chunk", (dataset,) if upload_id is None else (dataset, upload_id))
+        heads = self._read(
+            "SELECT c.upload_id, c.chunk, c.ids FROM chunks c JOIN uploads u "
+            "ON u.dataset = c.dataset AND u.upload_id = c.upload_id "
+            "WHERE c.dataset = ?" + ("" if upload_id is None else " AND c.upload_id = ?") + " ORDER BY u.seq, c.chunk",
+            (dataset,) if upload_id is None else (dataset, upload_id),
+        )
         for upload_id, chunk, ids in heads:
             keys = {}
-            for series, lens, data in [] if not with_keys else self._read("SELECT series, lens, data FROM chunk_keys WHERE dataset = ? "
-                                                 "AND upload_id = ? AND chunk = ?", (dataset, upload_id, chunk)):
+            for series, lens, data in (
+                []
+                if not with_keys
+                else self._read(
+                    "SELECT series, lens, data FROM chunk_keys WHERE dataset = ? AND upload_id = ? AND chunk = ?",
+                    (dataset, upload_id, chunk),
+                )
+            ):
                 keys[series] = (np.frombuffer(lens, dtype="<u4").astype(np.int64), bytes(data))
             yield ChunkRecord(upload_id, chunk, np.frombuffer(ids, dtype="<u8").astype(np.uint64), keys)
 
-    def commit_upload(self, record: DatasetRecord, upload_id: str, chunks: Iterable[ChunkRecord], *,
-                      create: bool, replace: bool, owner: str = "") -> None:
+    def commit_upload(
+        self,
+        record: DatasetRecord,
+        upload_id: str,
+        chunks: Iterable[ChunkRecord],
+        *,
+        create: bool,
+        replace: bool,
+        owner: str = "",
+    ) -> None:
         def work(db) -> None:
             name = record.name
             if create:
-                db.execute("INSERT INTO datasets(name, scheme, m, domain_bits, output_bits, series, budget, meta, "
-                           "grid_bits, thresholds, round, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                           (name, record.scheme, record.m, record.n, record.l, json.dumps(record.series),
-                            str(record.budget), json.dumps(record.meta), record.grid_bits,
-                            None if record.thresholds is None else json.dumps(record.thresholds), record.round,
-                            record.created or time.time()))
+                db.execute(
+                    "INSERT INTO datasets(name, scheme, m, domain_bits, output_bits, series, budget, meta, "
+                    "grid_bits, thresholds, round, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        name,
+                        record.scheme,
+                        record.m,
+                        record.n,
+                        record.l,
+                        json.dumps(record.series),
+                        str(record.budget),
+                        json.dumps(record.meta),
+                        record.grid_bits,
+                        None if record.thresholds is None else json.dumps(record.thresholds),
+                        record.round,
+                        record.created or time.time(),
+                    ),
+                )
             elif replace:
                 for table in ("chunk_keys", "chunks", "uploads"):
                     db.execute(f"DELETE FROM {table} WHERE dataset = ?", (name,))
-                db.execute("UPDATE datasets SET grid_bits = ?, thresholds = ?, round = ?, meta = ? WHERE name = ?",
-                           (record.grid_bits, None if record.thresholds is None else json.dumps(record.thresholds),
-                            record.round, json.dumps(record.meta), name))
+                db.execute(
+                    "UPDATE datasets SET grid_bits = ?, thresholds = ?, round = ?, meta = ? WHERE name = ?",
+                    (
+                        record.grid_bits,
+                        None if record.thresholds is None else json.dumps(record.thresholds),
+                        record.round,
+                        json.dumps(record.meta),
+                        name,
+                    ),
+                )
             (seq,) = db.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM uploads WHERE dataset = ?", (name,)).fetchone()
-            db.execute("INSERT INTO uploads(dataset, upload_id, seq, committed, owner) VALUES (?, ?, ?, ?, ?)",
-                       (name, upload_id, seq, time.time(), owner))
+            db.execute(
+                "INSERT INTO uploads(dataset, upload_id, seq, committed, owner) VALUES (?, ?, ?, ?, ?)",
+                (name, upload_id, seq, time.time(), owner),
+            )
             for c in chunks:
-                db.execute("INSERT INTO chunks(dataset, upload_id, chunk, ids) VALUES (?, ?, ?, ?)",
-                           (name, upload_id, c.chunk, np.ascontiguousarray(c.ids, dtype="<u8").tobytes()))
-                db.executemany("INSERT INTO chunk_keys(dataset, upload_id, chunk, series, lens, data) "
-                               "VALUES (?, ?, ?, ?, ?, ?)",
-                               [(name, upload_id, c.chunk, s, np.ascontiguousarray(lens, dtype="<u4").tobytes(),
-                                 data) for s, (lens, data) in c.keys.items()])
+                db.execute(
+                    "INSERT INTO chunks(dataset, upload_id, chunk, ids) VALUES (?, ?, ?, ?)",
+                    (name, upload_id, c.chunk, np.ascontiguousarray(c.ids, dtype="<u8").tobytes()),
+                )
+                db.executemany(
+                    "INSERT INTO chunk_keys(dataset, upload_id, chunk, series, lens, data) VALUES (?, ?, ?, ?, ?, ?)",
+                    [
+                        (name, upload_id, c.chunk, s, np.ascontiguousarray(lens, dtype="<u4").tobytes(), data)
+                        for s, (lens, data) in c.keys.items()
+                    ],
+                )
 
         self._write(work)
 
@@ -289,8 +360,9 @@ class SQLiteStorage(SQLiteStore, Storage):
         self._write(work)
 
     def owners(self, dataset: str) -> list[str]:
-        return [r[0] for r in self._read("SELECT DISTINCT owner FROM uploads WHERE dataset = ? ORDER BY owner",
-                                         (dataset,))]
+        return [
+            r[0] for r in self._read("SELECT DISTINCT owner FROM uploads WHERE dataset = ? ORDER BY owner", (dataset,))
+        ]
 
     def update_budget(self, dataset: str, budget: Fraction) -> None:
         self._write(lambda db: db.execute("UPDATE datasets SET budget = ? WHERE name = ?", (str(budget), dataset)))
@@ -300,9 +372,12 @@ class SQLiteStorage(SQLiteStore, Storage):
         return self.ledger_all(dataset).get(dataset, [])
 
     def ledger_all(self, dataset: str | None = None) -> dict[str, list[LedgerEntry]]:
-        rows = self._read("SELECT dataset, rid, epsilon, how, at, owners FROM ledger"
-                          + ("" if dataset is None else " WHERE dataset = ?") + " ORDER BY at, rid",
-                          () if dataset is None else (dataset,))
+        rows = self._read(
+            "SELECT dataset, rid, epsilon, how, at, owners FROM ledger"
+            + ("" if dataset is None else " WHERE dataset = ?")
+            + " ORDER BY at, rid",
+            () if dataset is None else (dataset,),
+        )
         out: dict[str, list[LedgerEntry]] = {}
         for r in rows:
             out.setdefault(r[0], []).append(LedgerEntry(r[1], Fraction(r[2]), r[3], r[4], tuple(json.loads(r[5]))))
@@ -313,17 +388,22 @@ class SQLiteStorage(SQLiteStore, Storage):
 
         def work(db) -> None:
             for e in entries:
-                row = db.execute("SELECT epsilon, how, owners FROM ledger WHERE dataset = ? AND rid = ?",
-                                 (dataset, e.rid)).fetchone()
+                row = db.execute(
+                    "SELECT epsilon, how, owners FROM ledger WHERE dataset = ? AND rid = ?", (dataset, e.rid)
+                ).fetchone()
                 if row is None:
-                    db.execute("INSERT INTO ledger(dataset, rid, epsilon, how, at, owners) VALUES (?, ?, ?, ?, ?, ?)",
-                               (dataset, e.rid, str(e.epsilon), e.how, e.at or now, json.dumps(sorted(e.owners))))
+                    db.execute(
+                        "INSERT INTO ledger(dataset, rid, epsilon, how, at, owners) VALUES (?, ?, ?, ?, ?, ?)",
+                        (dataset, e.rid, str(e.epsilon), e.how, e.at or now, json.dumps(sorted(e.owners))),
+                    )
                     continue
                 # a charge only ever grows: keep the maximum epsilon and every owner it was charged to
                 eps, how = (e.epsilon, e.how) if e.epsilon > Fraction(row[0]) else (Fraction(row[0]), row[1])
                 owners = sorted(set(json.loads(row[2])) | set(e.owners))
-                db.execute("UPDATE ledger SET epsilon = ?, how = ?, owners = ? WHERE dataset = ? AND rid = ?",
-                           (str(eps), how, json.dumps(owners), dataset, e.rid))
+                db.execute(
+                    "UPDATE ledger SET epsilon = ?, how = ?, owners = ? WHERE dataset = ? AND rid = ?",
+                    (str(eps), how, json.dumps(owners), dataset, e.rid),
+                )
 
         self._write(work)
 

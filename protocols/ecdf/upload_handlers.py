@@ -60,7 +60,6 @@ __all__ = ["UploadHandlers"]
 _MAX_REJECT_REPORT = 100
 
 
-
 def _reject_report(rejected: list[tuple[int, str]]) -> list[dict]:
     return [{"client": c, "reason": why} for c, why in rejected[:_MAX_REJECT_REPORT]]
 
@@ -77,7 +76,6 @@ def _warm_up_check() -> None:
         from pairwise.fss.vdpf import compiled_kernels
 
         threading.Thread(target=compiled_kernels, daemon=True, name="ecdf-warm-up").start()
-
 
 
 class UploadHandlers:
@@ -98,8 +96,10 @@ class UploadHandlers:
         name, scheme, m, n, l = req.dataset, req.scheme, req.m, req.domain_bits, req.output_bits
         series = req.series_weights
         if req.server_id != self.sid:
-            raise QueryRefused(f"these keys are for server {req.server_id}, but this is server {self.sid}: "
-                               "list the servers in the order of their --server-id")
+            raise QueryRefused(
+                f"these keys are for server {req.server_id}, but this is server {self.sid}: "
+                "list the servers in the order of their --server-id"
+            )
         upload_id, append, meta = req.upload_id, req.append, req.meta
         if self.staged is not None:
             raise QueryRefused("an upload is already staged on this connection")
@@ -120,19 +120,33 @@ class UploadHandlers:
                     raise DatasetError(f"server {self.sid} has no dataset {name!r} to append to")
                 if name in st.claims:
                     raise DatasetError(f"dataset {name!r} is being created by another upload right now")
-                record = DatasetRecord(name, scheme, m, n, l, dict(series), st.budget_for(name), meta,
-                                       grid_bits=g, thresholds=None if thr is None else thr.tolist(), round=rnd)
+                record = DatasetRecord(
+                    name,
+                    scheme,
+                    m,
+                    n,
+                    l,
+                    dict(series),
+                    st.budget_for(name),
+                    meta,
+                    grid_bits=g,
+                    thresholds=None if thr is None else thr.tolist(),
+                    round=rnd,
+                )
                 create = True
             else:
                 if ds.params() != params:
                     r = ds.record
                     raise DatasetError(
                         f"dataset {name!r} exists with scheme {r.scheme}, m={r.m}, domain bits {r.n}, "
-                        f"output bits {r.l}, series {r.series}; this upload does not match")
+                        f"output bits {r.l}, series {r.series}; this upload does not match"
+                    )
                 if pointwise and rnd != ds.record.round:
                     if append:
-                        raise DatasetError(f"round {rnd!r} is not the current round {ds.record.round!r} of "
-                                           f"{name!r}: append only adds clients to the current round")
+                        raise DatasetError(
+                            f"round {rnd!r} is not the current round {ds.record.round!r} of "
+                            f"{name!r}: append only adds clients to the current round"
+                        )
                     if name in st.claims:
                         raise DatasetError(f"dataset {name!r} is being replaced by another upload right now")
                     record = replace(ds.record, grid_bits=g, thresholds=thr.tolist(), round=rnd, meta=meta)
@@ -141,7 +155,8 @@ class UploadHandlers:
                     raise DatasetExists(
                         f"dataset {name!r} already exists on server {self.sid} ({ds.count} clients; datasets are "
                         "sealed once uploaded): release over it without uploading (ecdf query), append new "
-                        "clients explicitly, or upload under a new dataset id")
+                        "clients explicitly, or upload under a new dataset id"
+                    )
                 else:
                     record = ds.record
                     if meta and meta != (ds.record.meta or {}):
@@ -149,15 +164,24 @@ class UploadHandlers:
                         raise DatasetError(
                             f"dataset {name!r} was uploaded with the public metadata {ds.record.meta or {}}; an "
                             f"append must declare the same (its clients must be quantized on the same public "
-                            f"domain and grid), got {meta}")
+                            f"domain and grid), got {meta}"
+                        )
                     if pointwise and (ds.record.grid_bits != g or ds.record.thresholds != thr.tolist()):
                         raise DatasetError(f"round {rnd!r} of {name!r} uses other thresholds")
             if create or replace_round:
                 st.claims[name] = upload_id
         # claims on client ids: the live dataset for an append, a fresh one for a new dataset or round
         target = ds if ds is not None and not replace_round else Dataset(record, self.sid, new=True)
-        staged = StagedUpload(upload_id, record, create, replace_round, dataset=target, live=ds,
-                              announced=sum(chunks), per_client=req.per_client())
+        staged = StagedUpload(
+            upload_id,
+            record,
+            create,
+            replace_round,
+            dataset=target,
+            live=ds,
+            announced=sum(chunks),
+            per_client=req.per_client(),
+        )
         try:
             # the most this upload can stage, from its header alone: reserved before a single key is read
             bound = self._staged_bound(req, lens_allowed)
@@ -192,12 +216,22 @@ class UploadHandlers:
         staged.rejected = np.array(rejected_pos, dtype=np.int64)
         if staged.verify is not None:
             v = staged.verify
-            st.log(f"upload {upload_id}: checked {sum(chunks)} clients' keys with {v.label} in "
-                   f"{staged.check_seconds:.2f} s ({v.waited:.2f} s of it waiting for that server), "
-                   f"{v.bytes()} bytes on the check channel")
-        send_json(self.ch, {"ok": True, "staged": True, "accepted": staged.accepted,
-                            "check_bytes": 0 if staged.verify is None else staged.verify.bytes(),
-                            "rejected_count": len(rejected), "rejected": _reject_report(rejected)})
+            st.log(
+                f"upload {upload_id}: checked {sum(chunks)} clients' keys with {v.label} in "
+                f"{staged.check_seconds:.2f} s ({v.waited:.2f} s of it waiting for that server), "
+                f"{v.bytes()} bytes on the check channel"
+            )
+        send_json(
+            self.ch,
+            {
+                "ok": True,
+                "staged": True,
+                "accepted": staged.accepted,
+                "check_bytes": 0 if staged.verify is None else staged.verify.bytes(),
+                "rejected_count": len(rejected),
+                "rejected": _reject_report(rejected),
+            },
+        )
         self.ch.send_array(np.array(rejected_pos, dtype=np.uint64))
 
     def _staged_bound(self, req: UploadRequest, lens_allowed: tuple[int, ...]) -> int:
@@ -211,8 +245,7 @@ class UploadHandlers:
             return 16 * K + S * (vec * max(lens_allowed) + (K - vec) * min(lens_allowed))
         return 16 * K + S * K * max(lens_allowed)
 
-    def _stage(self, ids: np.ndarray, ok: np.ndarray, reasons: dict[int, str], raw, base: int,
-               histograms=None) -> list:
+    def _stage(self, ids: np.ndarray, ok: np.ndarray, reasons: dict[int, str], raw, base: int, histograms=None) -> list:
         """Claim the ids of the parsed-good clients and append them to the staged file.
 
         ``raw(rows)``: series -> (lens, bytes) of those rows; ``histograms(rows)`` (vdpf): add those rows to
@@ -242,8 +275,9 @@ class UploadHandlers:
         lens = self.ch.recv_array(np.uint32, (k, S)).astype(np.int64)
         limit = max(k * per_client, UPLOAD_FRAME_MAX)
         if int(lens.sum()) > limit:
-            raise ProtocolError(f"a key frame of {int(lens.sum())} bytes exceeds the {limit} bytes of {k} clients' "
-                                f"keys")
+            raise ProtocolError(
+                f"a key frame of {int(lens.sum())} bytes exceeds the {limit} bytes of {k} clients' keys"
+            )
         total = int(lens.sum())  # <= UPLOAD_FRAME_MAX (k per_client <= UPLOAD_FRAME_MAX by the chunk bound)
         data = self.ch.recv_frame(max_size=total)
         if len(data) != total:
@@ -266,10 +300,13 @@ class UploadHandlers:
                 for i, vector, want in zip(kept, shares.kinds == KIND_VECTOR, mine):
                     if vector != want:
                         ok[i] = False
-                        reasons.setdefault(i, f"series {s}: mshare key {i}: server {self.sid} holds the vector key "
-                                              f"of the clients at upload positions p = {self.sid} mod {m} and a seed "
-                                              f"key otherwise; position {base + i} sent a "
-                                              f"{'vector' if vector else 'seed'} key")
+                        reasons.setdefault(
+                            i,
+                            f"series {s}: mshare key {i}: server {self.sid} holds the vector key "
+                            f"of the clients at upload positions p = {self.sid} mod {m} and a seed "
+                            f"key otherwise; position {base + i} sent a "
+                            f"{'vector' if vector else 'seed'} key",
+                        )
             del shares
 
         def raw(rows):
@@ -282,11 +319,21 @@ class UploadHandlers:
         st = self.state
         addr = st.peers.get(1) or (req.servers[1] if req.servers else None)
         if addr is None:
-            raise QueryRefused("server 0 does not know server 1's address to check the upload's keys with "
-                               "(configure --peer 1=HOST:PORT, or send the servers' list)")
-        link = open_verify_link(req.upload_id, req.chunks, tuple(addr), st.policy,
-                                connect_timeout=min(st.timeout, 10.0), timeout=st.timeout, tls=st.tls,
-                                insecure=st.insecure, dial=st.dial)
+            raise QueryRefused(
+                "server 0 does not know server 1's address to check the upload's keys with "
+                "(configure --peer 1=HOST:PORT, or send the servers' list)"
+            )
+        link = open_verify_link(
+            req.upload_id,
+            req.chunks,
+            tuple(addr),
+            st.policy,
+            connect_timeout=min(st.timeout, 10.0),
+            timeout=st.timeout,
+            tls=st.tls,
+            insecure=st.insecure,
+            dial=st.dial,
+        )
         self.on_channel(link.ch)
         return link
 
@@ -301,8 +348,13 @@ class UploadHandlers:
         S = len(names)
         ids, lens, flat = self._recv_key_frames(k, S, staged.per_client)
         t0 = time.perf_counter()
-        ok, reasons, shares = check_chunk({s: flat[j::S] for j, s in enumerate(names)}, layout_for(series, n, l),
-                                          self.sid, staged.verify, staged.checked)
+        ok, reasons, shares = check_chunk(
+            {s: flat[j::S] for j, s in enumerate(names)},
+            layout_for(series, n, l),
+            self.sid,
+            staged.verify,
+            staged.checked,
+        )
         staged.check_seconds += time.perf_counter() - t0
         staged.checked += 1
         accepted = np.flatnonzero(ok)
@@ -329,8 +381,10 @@ class UploadHandlers:
         reasons = {int(i): f"share not below 2^{l}" for i in np.flatnonzero(bad)}
 
         def raw(rows):
-            return {s: (np.zeros(0, np.int64), np.ascontiguousarray(vals[rows, j, :], dtype="<u8").tobytes())
-                    for j, s in enumerate(names)}
+            return {
+                s: (np.zeros(0, np.int64), np.ascontiguousarray(vals[rows, j, :], dtype="<u8").tobytes())
+                for j, s in enumerate(names)
+            }
 
         return self._stage(ids, ~bad, reasons, raw, base)
 
@@ -354,6 +408,7 @@ class UploadHandlers:
             if live is not None and not staged.replace and live.record.round != staged.record.round:
                 raise DatasetError(f"a new round of {staged.record.name!r} replaced the one this upload appends to")
             if kept:
+
                 def records():  # one staged chunk in memory at a time
                     for c in staged.file.chunks():
                         c = c.drop(drop)
@@ -361,15 +416,28 @@ class UploadHandlers:
                             ids.append(c.ids)
                             yield ChunkRecord(staged.upload_id, len(ids) - 1, c.ids, c.raw)
 
-                st.storage.commit_upload(staged.record, staged.upload_id, records(), create=staged.create,
-                                         replace=staged.replace, owner=self.owner)
+                st.storage.commit_upload(
+                    staged.record,
+                    staged.upload_id,
+                    records(),
+                    create=staged.create,
+                    replace=staged.replace,
+                    owner=self.owner,
+                )
                 target = staged.dataset if staged.create else live
                 # vdpf: the check's histograms are the upload's shares, unless the commit drops clients this
                 # server staged (another server rejected them); then the next release expands the stored keys
                 hists = staged.hists if kept == staged.accepted else None
-                target.add_upload(staged.upload_id, ids, token=id(staged), record=staged.record,
-                                  replace=staged.replace, parsed=None if hists is None else
-                                  {s: VDPFSeries(h, kept, staged.record.l) for s, h in hists.items()})
+                target.add_upload(
+                    staged.upload_id,
+                    ids,
+                    token=id(staged),
+                    record=staged.record,
+                    replace=staged.replace,
+                    parsed=None
+                    if hists is None
+                    else {s: VDPFSeries(h, kept, staged.record.l) for s, h in hists.items()},
+                )
                 if staged.create:
                     st.ledger.load(staged.record.name)
                     with st.lock:
@@ -379,8 +447,15 @@ class UploadHandlers:
         ds = st.datasets.get(staged.record.name)
         what = "new round of" if staged.replace else ("new dataset" if staged.create else "append to")
         st.log(f"upload {staged.upload_id} ({what} {staged.record.name!r}): committed {kept} client(s)")
-        send_json(self.ch, {"ok": True, "accepted": kept, "clients": 0 if ds is None else ds.count,
-                            "digest": None if ds is None else ds.digest()})
+        send_json(
+            self.ch,
+            {
+                "ok": True,
+                "accepted": kept,
+                "clients": 0 if ds is None else ds.count,
+                "digest": None if ds is None else ds.digest(),
+            },
+        )
 
     def _release(self, staged: StagedUpload) -> None:
         """Forget a staged upload: its check channel, its claimed ids, its claim on a new dataset id, its disk and

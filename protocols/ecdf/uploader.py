@@ -173,10 +173,19 @@ class UploadReport:
     check_bytes: list[int] | None = None
 
     def as_dict(self) -> dict:
-        return {"dataset": self.dataset, "scheme": self.scheme, "clients": self.clients,
-                "accepted": self.accepted, "rejected_count": self.rejected_count,
-                "rejected": self.rejected, "bytes": self.bytes, "seconds": self.seconds,
-                "upload_id": self.upload_id, "total_clients": self.total_clients, "check_bytes": self.check_bytes}
+        return {
+            "dataset": self.dataset,
+            "scheme": self.scheme,
+            "clients": self.clients,
+            "accepted": self.accepted,
+            "rejected_count": self.rejected_count,
+            "rejected": self.rejected,
+            "bytes": self.bytes,
+            "seconds": self.seconds,
+            "upload_id": self.upload_id,
+            "total_clients": self.total_clients,
+            "check_bytes": self.check_bytes,
+        }
 
 
 def make_series(labels=None, probabilities=None, prob_bits: int = DEFAULT_PROB_BITS) -> dict[str, tuple]:
@@ -217,8 +226,11 @@ def scheme_for(scheme: str, m: int, domain_bits: int) -> str:
 
 def _scheme(scheme: str, m: int, domain_bits: int) -> str:
     if scheme == "dcf":
-        warnings.warn("key scheme 'dcf' is deprecated: two servers now take verifiable 'vdpf' keys (used instead)",
-                      DeprecationWarning, stacklevel=3)
+        warnings.warn(
+            "key scheme 'dcf' is deprecated: two servers now take verifiable 'vdpf' keys (used instead)",
+            DeprecationWarning,
+            stacklevel=3,
+        )
         scheme = "vdpf"
     if scheme == "auto":
         scheme = "vdpf" if m == 2 else "mshare"
@@ -227,8 +239,10 @@ def _scheme(scheme: str, m: int, domain_bits: int) -> str:
     if scheme == "vdpf" and m != 2:
         raise ShareParameterError("vdpf keys are two-party: use --scheme mshare (or auto) for m > 2 servers")
     if scheme == "vdpf" and domain_bits > VDPF_MAX_DOMAIN_BITS:
-        raise ShareParameterError(f"vdpf keys are checked on their whole domain: at most 2^{VDPF_MAX_DOMAIN_BITS} "
-                                  f"points (a release grid never has more), got domain bits {domain_bits}")
+        raise ShareParameterError(
+            f"vdpf keys are checked on their whole domain: at most 2^{VDPF_MAX_DOMAIN_BITS} "
+            f"points (a release grid never has more), got domain bits {domain_bits}"
+        )
     if scheme == "mshare" and m == 2:
         raise ShareParameterError("two servers take verifiable vdpf keys (mshare keys cannot be checked)")
     if scheme == "mshare" and domain_bits > MSHARE_MAX_BITS:
@@ -236,8 +250,9 @@ def _scheme(scheme: str, m: int, domain_bits: int) -> str:
     return scheme
 
 
-def make_keys(values, series: dict[str, tuple], *, scheme: str, m: int, domain_bits: int,
-              output_bits: int = 32, first: int = 0) -> list[dict[str, list[bytes]]]:
+def make_keys(
+    values, series: dict[str, tuple], *, scheme: str, m: int, domain_bits: int, output_bits: int = 32, first: int = 0
+) -> list[dict[str, list[bytes]]]:
     """Keys of every client for every server: ``keys[j][series][i]`` (``vdpf``: a bundle per series, some empty);
     ``first``: the upload position of the first client (the public rotation of the ``mshare`` vector keys
     depends on it)."""
@@ -300,8 +315,9 @@ class _Feed:
         self.queues = [queue.Queue(maxsize=depth) for _ in range(m)]
         self.stopped = threading.Event()
         self.error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, args=(source, size, make), daemon=True,
-                                        name="ecdf-upload-keys")
+        self._thread = threading.Thread(
+            target=self._run, args=(source, size, make), daemon=True, name="ecdf-upload-keys"
+        )
         self._thread.start()
 
     def _put(self, j: int, item) -> bool:
@@ -323,8 +339,10 @@ class _Feed:
                         return
                 first += int(block.ids.size)
             if first != source.count:
-                raise ShareParameterError(f"the clients' source gave {first} clients, announced {source.count} "
-                                          "(did the file change during the upload?)")
+                raise ShareParameterError(
+                    f"the clients' source gave {first} clients, announced {source.count} "
+                    "(did the file change during the upload?)"
+                )
         except BaseException as exc:  # noqa: BLE001 - re-raised in the servers' threads
             self.error = exc
             self.stopped.set()
@@ -360,8 +378,18 @@ class _Feed:
         self._thread.join(timeout=30)
 
 
-def _run_upload(servers, dataset: str, count: int, scheme: str, header, send_chunks, opts: UploadOptions, *,
-                before_send=None, on_fail=None) -> UploadReport:
+def _run_upload(
+    servers,
+    dataset: str,
+    count: int,
+    scheme: str,
+    header,
+    send_chunks,
+    opts: UploadOptions,
+    *,
+    before_send=None,
+    on_fail=None,
+) -> UploadReport:
     """Both phases of an upload on every server (see the module docstring).
 
     ``header(j, upload_id)`` is server j's request (an :class:`UploadRequest`);
@@ -462,9 +490,20 @@ def _run_upload(servers, dataset: str, count: int, scheme: str, header, send_chu
             others.append({"client": cid, "position": int(p), "reason": why})
         rejected.append((own + others)[:100])
     wire = [s["bytes_sent"] + s["bytes_received"] for s in st]
-    return UploadReport(dataset, scheme, K, [int(r["accepted"]) for r in final], rejected,
-                        [int(drop.size)] * m, sum(wire), wire, time.perf_counter() - t0, upload_id,
-                        [int(r["clients"]) for r in final], [int(r.get("check_bytes", 0)) for r, _ in staged])
+    return UploadReport(
+        dataset,
+        scheme,
+        K,
+        [int(r["accepted"]) for r in final],
+        rejected,
+        [int(drop.size)] * m,
+        sum(wire),
+        wire,
+        time.perf_counter() - t0,
+        upload_id,
+        [int(r["clients"]) for r in final],
+        [int(r.get("check_bytes", 0)) for r, _ in staged],
+    )
 
 
 def _stream(servers, dataset: str, source, scheme: str, header, make, size: int, opts: UploadOptions) -> UploadReport:
@@ -489,8 +528,9 @@ def _stream(servers, dataset: str, source, scheme: str, header, make, size: int,
             feed[0].stopped.set()
 
     try:
-        return _run_upload(servers, dataset, source.count, scheme, header, send_chunks, opts, before_send=start,
-                           on_fail=fail)
+        return _run_upload(
+            servers, dataset, source.count, scheme, header, send_chunks, opts, before_send=start, on_fail=fail
+        )
     finally:
         if feed:
             feed[0].stop()
@@ -504,12 +544,14 @@ def _vdpf_chunk(series: dict[str, int], domain_bits: int, output_bits: int, chun
     return min(chunk, max(1, _VDPF_LEAVES // leaves))
 
 
-def _key_frames(block: ClientBlock, first: int, *, names, max_weights, scheme, m, domain_bits, output_bits
-                ) -> list[list]:
+def _key_frames(
+    block: ClientBlock, first: int, *, names, max_weights, scheme, m, domain_bits, output_bits
+) -> list[list]:
     """Each server's three frames of one chunk: ids, key lengths (clients x series), the keys."""
     series = {s: (block.weights.get(s), max_weights[s]) for s in names}
-    keys = make_keys(block.values, series, scheme=scheme, m=m, domain_bits=domain_bits, output_bits=output_bits,
-                     first=first)
+    keys = make_keys(
+        block.values, series, scheme=scheme, m=m, domain_bits=domain_bits, output_bits=output_bits, first=first
+    )
     k = int(block.ids.size)
     out = []
     for j in range(m):
@@ -519,8 +561,9 @@ def _key_frames(block: ClientBlock, first: int, *, names, max_weights, scheme, m
     return out
 
 
-def upload_source(servers, dataset: str, source, *, domain_bits: int, options: UploadOptions | None = None,
-                  **legacy: Any) -> UploadReport:
+def upload_source(
+    servers, dataset: str, source, *, domain_bits: int, options: UploadOptions | None = None, **legacy: Any
+) -> UploadReport:
     """Upload the clients of ``source`` (a :class:`ClientSource`): connect to every server first, then make and
     send their keys chunk by chunk, so memory holds a few chunks whatever the number of clients.
 
@@ -547,22 +590,47 @@ def upload_source(servers, dataset: str, source, *, domain_bits: int, options: U
     chunks = tuple(min(size, K - c) for c in range(0, K, size))
 
     def header(j: int, upload_id: str) -> UploadRequest:
-        return UploadRequest(dataset=dataset, scheme=scheme, m=m, server_id=j, domain_bits=domain_bits,
-                             output_bits=output_bits, append=bool(append), meta=dict(meta or {}),
-                             series=tuple(SeriesSpec(s, int(source.series[s])) for s in names),
-                             chunks=chunks, upload_id=upload_id,
-                             servers=tuple(servers) if scheme == "vdpf" else None)
+        return UploadRequest(
+            dataset=dataset,
+            scheme=scheme,
+            m=m,
+            server_id=j,
+            domain_bits=domain_bits,
+            output_bits=output_bits,
+            append=bool(append),
+            meta=dict(meta or {}),
+            series=tuple(SeriesSpec(s, int(source.series[s])) for s in names),
+            chunks=chunks,
+            upload_id=upload_id,
+            servers=tuple(servers) if scheme == "vdpf" else None,
+        )
 
     def make(block: ClientBlock, first: int) -> list[list]:
-        return _key_frames(block, first, names=names, max_weights=source.series, scheme=scheme, m=m,
-                           domain_bits=domain_bits, output_bits=output_bits)
+        return _key_frames(
+            block,
+            first,
+            names=names,
+            max_weights=source.series,
+            scheme=scheme,
+            m=m,
+            domain_bits=domain_bits,
+            output_bits=output_bits,
+        )
 
     return _stream(servers, dataset, source, scheme, header, make, size, opts)
 
 
-def send_keys(servers, dataset: str, *, domain_bits: int, series_meta: dict[str, int], ids: np.ndarray,
-              keys: list[dict[str, list[bytes]]], options: UploadOptions | None = None, **legacy: Any
-              ) -> UploadReport:
+def send_keys(
+    servers,
+    dataset: str,
+    *,
+    domain_bits: int,
+    series_meta: dict[str, int],
+    ids: np.ndarray,
+    keys: list[dict[str, list[bytes]]],
+    options: UploadOptions | None = None,
+    **legacy: Any,
+) -> UploadReport:
     """Send key j of every client to server j (all servers in parallel): keys made beforehand, e.g. by
     :func:`make_keys` (tests craft bad keys this way); see :func:`upload`.
 
@@ -584,17 +652,26 @@ def send_keys(servers, dataset: str, *, domain_bits: int, series_meta: dict[str,
     chunks = [min(chunk, K - c) for c in range(0, K, chunk)]
 
     def header(j: int, upload_id: str) -> UploadRequest:
-        return UploadRequest(dataset=dataset, scheme=scheme, m=m, server_id=j, domain_bits=domain_bits,
-                             output_bits=output_bits, append=bool(append), meta=dict(meta or {}),
-                             series=tuple(SeriesSpec(s, int(series_meta[s])) for s in names),
-                             chunks=tuple(chunks), upload_id=upload_id,
-                             servers=tuple(servers) if scheme == "vdpf" else None)
+        return UploadRequest(
+            dataset=dataset,
+            scheme=scheme,
+            m=m,
+            server_id=j,
+            domain_bits=domain_bits,
+            output_bits=output_bits,
+            append=bool(append),
+            meta=dict(meta or {}),
+            series=tuple(SeriesSpec(s, int(series_meta[s])) for s in names),
+            chunks=tuple(chunks),
+            upload_id=upload_id,
+            servers=tuple(servers) if scheme == "vdpf" else None,
+        )
 
     def send_chunks(j: int, ch, sent) -> None:
         for c0, k in zip(range(0, K, chunk), chunks):
             blobs = [[keys[j][s][i] for s in names] for i in range(c0, c0 + k)]
             lens = np.array([[len(b) for b in row] for row in blobs], dtype=np.uint32).reshape(k, len(names))
-            ch.send_array(ids[c0:c0 + k].astype(np.uint64))
+            ch.send_array(ids[c0 : c0 + k].astype(np.uint64))
             ch.send_array(lens)
             ch.send(b"".join(b for row in blobs for b in row))
             sent(k)
@@ -602,9 +679,19 @@ def send_keys(servers, dataset: str, *, domain_bits: int, series_meta: dict[str,
     return _run_upload(servers, dataset, K, scheme, header, send_chunks, opts)
 
 
-def upload(servers, dataset: str, values, *, labels=None, probabilities=None, client_ids=None,
-           domain_bits: int, prob_bits: int = DEFAULT_PROB_BITS, options: UploadOptions | None = None,
-           **legacy: Any) -> UploadReport:
+def upload(
+    servers,
+    dataset: str,
+    values,
+    *,
+    labels=None,
+    probabilities=None,
+    client_ids=None,
+    domain_bits: int,
+    prob_bits: int = DEFAULT_PROB_BITS,
+    options: UploadOptions | None = None,
+    **legacy: Any,
+) -> UploadReport:
     """Make and upload the keys of clients holding ``values`` (domain points of ``domain_bits`` bits).
 
     ``labels`` (0/1) add the ROC series pos/neg; ``probabilities`` (with
@@ -630,9 +717,19 @@ def upload(servers, dataset: str, values, *, labels=None, probabilities=None, cl
     return upload_source(servers, dataset, ArraySource(vals, series, ids), domain_bits=domain_bits, options=opts)
 
 
-def upload_pointwise(servers, dataset: str, values, *, domain_bits: int, labels=None, client_ids=None, source=None,
-                     query_round: PointwiseRound | None = None, options: UploadOptions | None = None,
-                     **legacy: Any) -> UploadReport:
+def upload_pointwise(
+    servers,
+    dataset: str,
+    values,
+    *,
+    domain_bits: int,
+    labels=None,
+    client_ids=None,
+    source=None,
+    query_round: PointwiseRound | None = None,
+    options: UploadOptions | None = None,
+    **legacy: Any,
+) -> UploadReport:
     """Pointwise baseline (Sec. 4.1): every client sends additive shares of w [x <= tau_t] for each queried t.
 
     ``thresholds``: grid indices of this query round (default: the whole
@@ -668,17 +765,33 @@ def upload_pointwise(servers, dataset: str, values, *, domain_bits: int, labels=
     chunks = tuple(min(size, K - c) for c in range(0, K, size))
 
     def header(j: int, upload_id: str) -> PointwiseRequest:
-        return PointwiseRequest(dataset=dataset, scheme="pointwise", m=m, server_id=j, domain_bits=domain_bits,
-                                output_bits=output_bits, grid_bits=grid_bits,
-                                thresholds=tuple(int(t) for t in thr), round=rnd, append=bool(append),
-                                meta=dict(meta or {}),
-                                series=tuple(SeriesSpec(s, int(source.series[s])) for s in names),
-                                chunks=chunks, upload_id=upload_id)
+        return PointwiseRequest(
+            dataset=dataset,
+            scheme="pointwise",
+            m=m,
+            server_id=j,
+            domain_bits=domain_bits,
+            output_bits=output_bits,
+            grid_bits=grid_bits,
+            thresholds=tuple(int(t) for t in thr),
+            round=rnd,
+            append=bool(append),
+            meta=dict(meta or {}),
+            series=tuple(SeriesSpec(s, int(source.series[s])) for s in names),
+            chunks=chunks,
+            upload_id=upload_id,
+        )
 
     def make(block: ClientBlock, first: int) -> list[list]:
-        shares = {s: pointwise_client_shares(block.values, block.weights.get(s), pts, m=m, domain_bits=domain_bits,
-                                             output_bits=output_bits) for s in names}
-        return [[block.ids.astype(np.uint64), np.stack([shares[s][j] for s in names], axis=1).astype(word)]
-                for j in range(m)]
+        shares = {
+            s: pointwise_client_shares(
+                block.values, block.weights.get(s), pts, m=m, domain_bits=domain_bits, output_bits=output_bits
+            )
+            for s in names
+        }
+        return [
+            [block.ids.astype(np.uint64), np.stack([shares[s][j] for s in names], axis=1).astype(word)]
+            for j in range(m)
+        ]
 
     return _stream(servers, dataset, source, "pointwise", header, make, size, opts)

@@ -118,9 +118,11 @@ def layout_for(series: dict[str, int], n: int, l: int) -> Layout:
     produces.  Anything else raises :class:`ShareParameterError`.
     """
     if not 1 <= n <= VDPF_MAX_DOMAIN_BITS:
-        raise ShareParameterError(f"the vdpf scheme verifies every key on its full domain: domain bits must be in "
-                                  f"[1, {VDPF_MAX_DOMAIN_BITS}] (a release grid has at most 2^{MAX_GRID_BITS} "
-                                  f"thresholds), got {n}")
+        raise ShareParameterError(
+            f"the vdpf scheme verifies every key on its full domain: domain bits must be in "
+            f"[1, {VDPF_MAX_DOMAIN_BITS}] (a release grid has at most 2^{MAX_GRID_BITS} "
+            f"thresholds), got {n}"
+        )
     if not 8 <= l <= 64:
         raise ShareParameterError(f"output bits must be in [8, 64], got {l}")
     names = dict(series)
@@ -134,14 +136,18 @@ def layout_for(series: dict[str, int], n: int, l: int) -> Layout:
             S = names["e1"]
             b = S.bit_length() - 1
             if names["e0"] != S or S != 1 << b or not 1 <= b <= MAX_PROB_BITS:
-                raise ShareParameterError(f"e1 and e0 need one weight bound 2^b with 1 <= b <= {MAX_PROB_BITS}, got "
-                                          f"{names['e1']} and {names['e0']}")
+                raise ShareParameterError(
+                    f"e1 and e0 need one weight bound 2^b with 1 <= b <= {MAX_PROB_BITS}, got "
+                    f"{names['e1']} and {names['e0']}"
+                )
             coefs = tuple(1 << j for j in range(b)) + (1,)
             reads["e1"] = SeriesKeys("e1", b + 1, n + 1, 1, coefs)
             reads["e0"] = SeriesKeys("e1", b + 1, n + 1, 0, coefs)
     else:
-        raise ShareParameterError(f"the vdpf scheme supports the series all (weight 1), pos/neg (1) and pos/neg/e1/e0 "
-                                  f"(1 and 2^b); got {names}")
+        raise ShareParameterError(
+            f"the vdpf scheme supports the series all (weight 1), pos/neg (1) and pos/neg/e1/e0 "
+            f"(1 and 2^b); got {names}"
+        )
     return Layout(n, l, tuple(series.items()), reads)
 
 
@@ -162,8 +168,9 @@ def _weights(w: object, count: int, lo: int, hi: int, what: str) -> np.ndarray:
     return a.astype(np.uint64)
 
 
-def vdpf_client_keys(values: object, series: dict[str, tuple], *, domain_bits: int,
-                     output_bits: int) -> list[dict[str, list[bytes]]]:
+def vdpf_client_keys(
+    values: object, series: dict[str, tuple], *, domain_bits: int, output_bits: int
+) -> list[dict[str, list[bytes]]]:
     """Every client's key bundle per series for each of the two servers: ``keys[b][series][i]``.
 
     ``series`` maps a name to (weights or None, max weight), as
@@ -229,8 +236,9 @@ class ChunkCheck:
         return self.count
 
     @classmethod
-    def parse(cls, blobs: dict[str, Sequence[bytes]], *, layout: Layout, party: int
-              ) -> tuple[ChunkCheck, list[int], dict[int, str]]:
+    def parse(
+        cls, blobs: dict[str, Sequence[bytes]], *, layout: Layout, party: int
+    ) -> tuple[ChunkCheck, list[int], dict[int, str]]:
         """(the well-formed clients' keys, their indices, {index: reason}) from one bundle per series and client."""
         lay = layout
         K = len(next(iter(blobs.values()))) if blobs else 0
@@ -243,12 +251,16 @@ class ChunkCheck:
             for i, b in enumerate(col):
                 if len(b) != want:
                     what = "truncated" if len(b) < want else f"with {len(b) - want} trailing bytes"
-                    bad.setdefault(i, f"series {s}: key bundle {what}: {len(b)} bytes, expected {want}"
-                                      + ("" if want else f" (series {s} is read from the keys of {r.source})"))
+                    bad.setdefault(
+                        i,
+                        f"series {s}: key bundle {what}: {len(b)} bytes, expected {want}"
+                        + ("" if want else f" (series {s} is read from the keys of {r.source})"),
+                    )
             if r.source == s:
                 size = vdpf_key_bytes(r.bits, lay.l)
-                pieces[s] = [[b[j * size:(j + 1) * size] if len(b) == want else b"" for b in col]
-                             for j in range(r.count)]
+                pieces[s] = [
+                    [b[j * size : (j + 1) * size] if len(b) == want else b"" for b in col] for j in range(r.count)
+                ]
         parsed: dict[str, list[tuple]] = {}
         for s, cols in pieces.items():
             r = lay.reads[s]
@@ -305,7 +317,7 @@ class ChunkCheck:
                     self.hists[s][j] += out.sum(axis=0, dtype=np.uint64)
                     t[ev.rows], sm[ev.rows] = ev.tags, out.sum(axis=1, dtype=np.uint64)
                     if several:
-                        mg[ev.rows] = out if b.n == n else out[:, : 1 << n] + out[:, 1 << n:]
+                        mg[ev.rows] = out if b.n == n else out[:, : 1 << n] + out[:, 1 << n :]
                 tags.append(t.astype("<u8").view(np.uint8).reshape(kc, 16))
                 sums.append(sm)
                 margs.append(mg)
@@ -318,8 +330,10 @@ class ChunkCheck:
                 Z = np.negative(Z)
             msg = np.concatenate(tags + [p[rows] for p in public] + [_le_words(Z, lay.l)], axis=1)
             for i, row in enumerate(msg, start=rows.start):
-                self.digests[i] = np.frombuffer(hashlib.blake2b(row.tobytes(), digest_size=DIGEST_BYTES, key=mac_key,
-                                                                person=_PERSON).digest(), dtype=np.uint8)
+                self.digests[i] = np.frombuffer(
+                    hashlib.blake2b(row.tobytes(), digest_size=DIGEST_BYTES, key=mac_key, person=_PERSON).digest(),
+                    dtype=np.uint8,
+                )
         mask = _mask(lay.l)
         for s in self.hists:
             self.hists[s] = [h & mask for h in self.hists[s]]
@@ -327,8 +341,9 @@ class ChunkCheck:
     def take(self, rows: np.ndarray) -> ChunkCheck:
         """The chunk restricted to clients ``rows`` (histograms: minus the outputs of the others)."""
         rows = np.asarray(rows, dtype=np.intp)
-        out = ChunkCheck(self.layout, self.party, {s: [b[rows] for b in bs] for s, bs in self.batches.items()},
-                         int(rows.size))
+        out = ChunkCheck(
+            self.layout, self.party, {s: [b[rows] for b in bs] for s, bs in self.batches.items()}, int(rows.size)
+        )
         if self.hists is not None:
             drop = np.setdiff1d(np.arange(self.count), rows)
             out.hists = {}
@@ -354,8 +369,9 @@ def accepted(mine: np.ndarray, theirs: np.ndarray, my_ok: np.ndarray, their_ok: 
     return same & my_ok & their_ok
 
 
-def check_chunk(blobs: dict[str, Sequence[bytes]], layout: Layout, party: int, link, index: int, *,
-                shares: bool = True) -> tuple[np.ndarray, dict[int, str], dict[str, VDPFSeries] | None]:
+def check_chunk(
+    blobs: dict[str, Sequence[bytes]], layout: Layout, party: int, link, index: int, *, shares: bool = True
+) -> tuple[np.ndarray, dict[int, str], dict[str, VDPFSeries] | None]:
     """One server's check of one upload chunk with the other server: (accepted (k,), {index: reason}, shares).
 
     ``link`` has the upload's verifier ``key`` and ``exchange(index, parsed,
@@ -376,9 +392,12 @@ def check_chunk(blobs: dict[str, Sequence[bytes]], layout: Layout, party: int, l
     reasons = dict(bad)
     for i in np.flatnonzero(~ok):
         if int(i) not in reasons:
-            reasons[int(i)] = ("its keys did not parse at the other server" if not theirs[i] else
-                               "its keys failed the servers' check (not one point x with a weight in each series' "
-                               "public range, or not the two halves of one key pair)")
+            reasons[int(i)] = (
+                "its keys did not parse at the other server"
+                if not theirs[i]
+                else "its keys failed the servers' check (not one point x with a weight in each series' "
+                "public range, or not the two halves of one key pair)"
+            )
     if not shares:
         return ok, reasons, None
     where = {c: r for r, c in enumerate(good)}
@@ -396,8 +415,7 @@ class VDPFSeries:
 
     scheme = SCHEME
 
-    def __init__(self, hist: np.ndarray, count: int, l: int, chunk: ChunkCheck | None = None,
-                 series: str = "") -> None:
+    def __init__(self, hist: np.ndarray, count: int, l: int, chunk: ChunkCheck | None = None, series: str = "") -> None:
         self.hist = reduce_mod(hist, l)
         self.count = int(count)
         self.l = l
@@ -411,7 +429,7 @@ class VDPFSeries:
         size = 1 << lay.n
         h = np.zeros(size, dtype=np.uint64)
         for c, kh in zip(r.coefs, chunk.hists[r.source]):
-            part = kh if r.half is None else kh[r.half * size:(r.half + 1) * size]
+            part = kh if r.half is None else kh[r.half * size : (r.half + 1) * size]
             h += np.uint64(c) * part
         return cls(h, chunk.count, lay.l, chunk, s)
 

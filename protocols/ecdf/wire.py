@@ -144,8 +144,9 @@ def fmt_eps(x: Fraction) -> str:
     return f"{float(x):.6g}"
 
 
-def key_lengths(scheme: str, domain_bits: int, output_bits: int, series: dict[str, int] | None = None
-                ) -> tuple[int, ...]:
+def key_lengths(
+    scheme: str, domain_bits: int, output_bits: int, series: dict[str, int] | None = None
+) -> tuple[int, ...]:
     """The byte lengths a serialized key of ``scheme`` may have (dcf: one; mshare: seed or vector key; vdpf:
     the key bundles of the dataset's ``series`` layout, :mod:`pairwise.protocols.ecdf.validation`)."""
     from .shares import key_bytes
@@ -155,8 +156,10 @@ def key_lengths(scheme: str, domain_bits: int, output_bits: int, series: dict[st
 
         return layout_for(dict(series or {"all": 1}), domain_bits, output_bits).lengths()
     if scheme == "mshare":
-        return (key_bytes("mshare", domain_bits, output_bits),
-                key_bytes("mshare", domain_bits, output_bits, vector=True))
+        return (
+            key_bytes("mshare", domain_bits, output_bits),
+            key_bytes("mshare", domain_bits, output_bits, vector=True),
+        )
     return (key_bytes(scheme, domain_bits, output_bits),)
 
 
@@ -169,16 +172,25 @@ def chunk_clients(per_client: int, want: int | None = None) -> int:
     """
     per = max(int(per_client), 8)  # the id frame has 8 bytes per client
     if per > UPLOAD_FRAME_MAX:
-        raise QueryRefused(f"one client's data ({per} bytes) exceeds the {UPLOAD_FRAME_MAX}-byte frame limit; "
-                           "use fewer thresholds or series, or the FSS keys")
+        raise QueryRefused(
+            f"one client's data ({per} bytes) exceeds the {UPLOAD_FRAME_MAX}-byte frame limit; "
+            "use fewer thresholds or series, or the FSS keys"
+        )
     k = UPLOAD_FRAME_MAX // per
     return k if want is None else max(1, min(k, int(want)))
 
 
 # refusal codes, most specific class first
-_CODES = (("budget", BudgetExceeded), ("exists", DatasetExists), ("mismatch", DatasetMismatch),
-          ("unknown", UnknownDataset), ("dataset", DatasetError), ("unauthorized", Unauthorized),
-          ("busy", ServerBusy), ("unavailable", ServerUnavailable))
+_CODES = (
+    ("budget", BudgetExceeded),
+    ("exists", DatasetExists),
+    ("mismatch", DatasetMismatch),
+    ("unknown", UnknownDataset),
+    ("dataset", DatasetError),
+    ("unauthorized", Unauthorized),
+    ("busy", ServerBusy),
+    ("unavailable", ServerUnavailable),
+)
 
 
 def error_code(exc: BaseException) -> str:
@@ -203,8 +215,17 @@ def parse_servers(text: str | list) -> list[tuple[str, int]]:
     return addrs
 
 
-def connect(addr: tuple[str, int], role: str, *, label: str, connect_timeout: float, timeout: float,
-            tls=None, insecure: bool = False, peer_names=None) -> TCPChannel:
+def connect(
+    addr: tuple[str, int],
+    role: str,
+    *,
+    label: str,
+    connect_timeout: float,
+    timeout: float,
+    tls=None,
+    insecure: bool = False,
+    peer_names=None,
+) -> TCPChannel:
     """Connect and handshake as ``role``; failures name ``label``.
 
     With ``tls`` (a :class:`pairwise.mpc.tls.TLSConfig`) the connection is
@@ -221,18 +242,34 @@ def connect(addr: tuple[str, int], role: str, *, label: str, connect_timeout: fl
     host, port = addr
     where = f"{label} at {format_address(addr)}"
     try:
-        ch = TCPChannel.connect(host, port, deadline=connect_timeout, timeout=timeout, tls=tls, insecure=insecure,
-                                peer_roles=None if tls is None else ("server",), peer_names=peer_names)
+        ch = TCPChannel.connect(
+            host,
+            port,
+            deadline=connect_timeout,
+            timeout=timeout,
+            tls=tls,
+            insecure=insecure,
+            peer_roles=None if tls is None else ("server",),
+            peer_names=peer_names,
+        )
     except (HandshakeError, InsecureTransport) as exc:  # an identity or transport refusal: keep its class
         raise type(exc)(f"{where}: {exc}") from exc
     except PeerBusy as exc:  # retried until connect_timeout: still busy
-        raise ServerBusy(f"{where} is busy (it serves its maximum of connections; tried for "
-                         f"{connect_timeout:g} s): retry later") from exc
+        raise ServerBusy(
+            f"{where} is busy (it serves its maximum of connections; tried for {connect_timeout:g} s): retry later"
+        ) from exc
     except ChannelError as exc:
         raise ServerUnavailable(f"{where} is unavailable: {exc}") from exc
     try:
-        handshake(ch, role, SESSION_ID, PROTOCOL_DIGEST, peer_role=ROLE_SERVER, extra_label="protocol",
-                  timeout=min(timeout, 30.0))
+        handshake(
+            ch,
+            role,
+            SESSION_ID,
+            PROTOCOL_DIGEST,
+            peer_role=ROLE_SERVER,
+            extra_label="protocol",
+            timeout=min(timeout, 30.0),
+        )
     except ChannelError as exc:
         ch.close()
         raise ServerUnavailable(f"{where}: handshake failed: {exc}") from exc
@@ -289,14 +326,22 @@ def parallel(fn, count: int) -> list:
     return results
 
 
-def connect_all(servers, role: str, connect_timeout: float, timeout: float, *, tls=None,
-                insecure: bool = False) -> list:
+def connect_all(
+    servers, role: str, connect_timeout: float, timeout: float, *, tls=None, insecure: bool = False
+) -> list:
     """Connect to every server (in parallel) before sending anything; a down server fails the whole call."""
     chans: list = [None] * len(servers)
 
     def one(j):
-        chans[j] = connect(servers[j], role, label=server_label(servers, j), connect_timeout=connect_timeout,
-                           timeout=timeout, tls=tls, insecure=insecure)
+        chans[j] = connect(
+            servers[j],
+            role,
+            label=server_label(servers, j),
+            connect_timeout=connect_timeout,
+            timeout=timeout,
+            tls=tls,
+            insecure=insecure,
+        )
 
     try:
         parallel(one, len(servers))

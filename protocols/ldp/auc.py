@@ -129,9 +129,7 @@ class HadamardFrequencyOracle:
         bits = self.hadamard_bits(values, indices)
         return np.asarray(self.rr.randomize_array(bits), dtype=np.uint8)
 
-    def simulate_randomize(
-        self, values: np.ndarray, indices: np.ndarray, rng: np.random.Generator
-    ) -> np.ndarray:
+    def simulate_randomize(self, values: np.ndarray, indices: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """Simulation only: Algorithm 2 with a seeded generator."""
         bits = self.hadamard_bits(values, indices)
         return np.asarray(self.rr.simulate(bits, rng), dtype=np.uint8)
@@ -205,12 +203,19 @@ class PrivateHierarchicalHistogram:
         delta: float = 0.0,
     ):
         if isinstance(alpha, bool) or not isinstance(alpha, (int, np.integer)) or not 1 <= alpha <= 62:
-            raise LDPParameterError(f"alpha (number of levels, domain 2^alpha) must be an integer in 1..62, got {alpha!r}")
+            raise LDPParameterError(
+                f"alpha (number of levels, domain 2^alpha) must be an integer in 1..62, got {alpha!r}"
+            )
         if splitting not in SPLITTINGS:
             raise LDPParameterError(f"splitting must be one of {SPLITTINGS}, got {splitting!r}")
         if composition not in ("basic", "advanced"):
             raise LDPParameterError(f"composition must be 'basic' or 'advanced', got {composition!r}")
-        if not isinstance(epsilon, (int, float)) or isinstance(epsilon, bool) or not math.isfinite(epsilon) or epsilon <= 0:
+        if (
+            not isinstance(epsilon, (int, float))
+            or isinstance(epsilon, bool)
+            or not math.isfinite(epsilon)
+            or epsilon <= 0
+        ):
             raise PrivacyParameterError(f"epsilon must be finite and > 0, got {epsilon!r}")
         if not 0.0 <= delta < 1.0:
             raise PrivacyParameterError(f"delta must lie in [0, 1), got {delta!r}")
@@ -220,14 +225,10 @@ class PrivateHierarchicalHistogram:
             if delta <= 0.0:
                 raise PrivacyParameterError("advanced composition needs delta > 0")
         elif delta != 0.0:
-            raise PrivacyParameterError(
-                "delta > 0 is only used with splitting='budget', composition='advanced'"
-            )
+            raise PrivacyParameterError("delta > 0 is only used with splitting='budget', composition='advanced'")
         n = int(n)
         if splitting == "users" and n < alpha:
-            raise LDPDataError(
-                f"splitting users across {alpha} levels needs at least {alpha} users per class, got {n}"
-            )
+            raise LDPDataError(f"splitting users across {alpha} levels needs at least {alpha} users per class, got {n}")
         if n < 1:
             raise LDPDataError("a class needs at least one user")
         self.alpha = int(alpha)
@@ -282,9 +283,7 @@ class PrivateHierarchicalHistogram:
             v = v.astype(np.int64)
         if v.min() < 0 or v.max() >= (1 << self.alpha):
             bad = int(np.flatnonzero((v < 0) | (v >= (1 << self.alpha)))[0])
-            raise LDPDataError(
-                f"score {int(v[bad])} at position {bad + 1} is outside [0, 2^{self.alpha})"
-            )
+            raise LDPDataError(f"score {int(v[bad])} at position {bad + 1} is outside [0, 2^{self.alpha})")
         v = v.astype(np.uint64)
         if self.splitting == "users":
             perm = secure_permutation(self.n) if rng is None else rng.permutation(self.n)
@@ -325,8 +324,10 @@ class PrivateHierarchicalHistogram:
             raise ReportError(f"levels must lie in 1..{self.alpha}")
         counts = np.bincount(lv.astype(np.int64), minlength=self.alpha + 1)[1:]
         if (counts == 0).any():
-            raise ReportError(f"level {int(np.flatnonzero(counts == 0)[0]) + 1} has no report: each of the "
-                             f"{self.alpha} levels needs at least one user")
+            raise ReportError(
+                f"level {int(np.flatnonzero(counts == 0)[0]) + 1} has no report: each of the "
+                f"{self.alpha} levels needs at least one user"
+            )
         for level in range(1, self.alpha + 1):
             mask = lv == level
             self._states[level] = self.oracles[level].aggregate(j[mask], b[mask])
@@ -475,8 +476,7 @@ def check_recursion_options(a: float | None, discarded: str, ties: str) -> None:
         raise LDPParameterError(f"discarded must be 'half' (Eq. 10) or 'zero' (Corollary 5), got {discarded!r}")
     if ties not in ("zero", "half"):
         raise LDPParameterError(f"ties must be 'zero' (Eq. 10) or 'half', got {ties!r}")
-    if a is not None and not (isinstance(a, (int, float)) and not isinstance(a, bool) and math.isfinite(a)
-                              and a > 1.0):
+    if a is not None and not (isinstance(a, (int, float)) and not isinstance(a, bool) and math.isfinite(a) and a > 1.0):
         raise LDPParameterError(f"the threshold parameter a must be > 1 (and finite), got {a!r}")
 
 
@@ -498,8 +498,9 @@ class AUCOptions:
         check_recursion_options(self.a, self.discarded, self.ties)
 
 
-def _run_auc(pos: np.ndarray, neg: np.ndarray, alpha: int, epsilon: float, o: AUCOptions,
-             rng: np.random.Generator | None) -> AUCResult:
+def _run_auc(
+    pos: np.ndarray, neg: np.ndarray, alpha: int, epsilon: float, o: AUCOptions, rng: np.random.Generator | None
+) -> AUCResult:
     splitting, a, discarded, ties, composition, delta = o.splitting, o.a, o.discarded, o.ties, o.composition, o.delta
     pos = np.asarray(pos)
     neg = np.asarray(neg)
@@ -511,8 +512,10 @@ def _run_auc(pos: np.ndarray, neg: np.ndarray, alpha: int, epsilon: float, o: AU
     hneg = PrivateHierarchicalHistogram(alpha, epsilon, neg.size, splitting, composition, delta)
     for name, v in (("positive", pos), ("negative", neg)):
         if not np.issubdtype(v.dtype, np.integer) or (v < 0).any() or (v >= (1 << int(alpha))).any():
-            raise LDPDataError(f"{name} scores must be integers in [0, 2^alpha); quantize them first "
-                             "(quantize_scores clamps into the public bounds)")
+            raise LDPDataError(
+                f"{name} scores must be integers in [0, 2^alpha); quantize them first "
+                "(quantize_scores clamps into the public bounds)"
+            )
     if a is None:
         a = default_a(pos.size, neg.size, alpha, max(hpos.C, hneg.C), discarded)
     if rng is None:
@@ -595,9 +598,7 @@ def quantize_scores(scores: np.ndarray, alpha: int, lower: float, upper: float) 
     return np.clip(t, 0, d - 1).astype(np.int64)
 
 
-def synthetic_auc_dataset(
-    name: str, n: int, rng: np.random.Generator, digit: int = 8
-) -> tuple[np.ndarray, np.ndarray]:
+def synthetic_auc_dataset(name: str, n: int, rng: np.random.Generator, digit: int = 8) -> tuple[np.ndarray, np.ndarray]:
     """App. D.1's synthetic scores in [0, 1) with ``n`` points per class: (pos, neg).
 
     * ``auc_one``: all negatives at 0 and all positives at 1 - 2^-30 (AUC 1).

@@ -38,16 +38,22 @@ from .errors import LDPParameterError
 
 __all__ = ["alg1_interval", "alg1_kernel_range", "histogram_band", "NO_INTERVAL", "ALG1_METHOD", "HISTOGRAM_METHOD"]
 
-ALG1_METHOD = ("Hoeffding decomposition of the k-RR U-statistic: linear part by Bernstein/Hoeffding, degenerate "
-               "part by Chebyshev (or McDiarmid over all reports), worst case over the data")
+ALG1_METHOD = (
+    "Hoeffding decomposition of the k-RR U-statistic: linear part by Bernstein/Hoeffding, degenerate "
+    "part by Chebyshev (or McDiarmid over all reports), worst case over the data"
+)
 HISTOGRAM_METHOD = "exact binomial quantiles of the Bin(n, p) noise, Sidak over the d bins (simultaneous)"
 #: Why a release has no interval (published as ``interval_method`` with ``interval`` null).
 NO_INTERVAL = {
-    "auc": ("none: the hierarchical recursion's threshold makes the estimate biased by a data-dependent amount, "
-            "and its public MSE bound (Theorem 3) is wider than [0, 1] at these sizes; use ldp ustat --kernel auc "
-            "for an interval"),
-    "qmle": ("none: the QMLE's error law depends on the unknown conditional density; std_errors are asymptotic "
-             "and computed from the noisy reports, not a public-width interval"),
+    "auc": (
+        "none: the hierarchical recursion's threshold makes the estimate biased by a data-dependent amount, "
+        "and its public MSE bound (Theorem 3) is wider than [0, 1] at these sizes; use ldp ustat --kernel auc "
+        "for an interval"
+    ),
+    "qmle": (
+        "none: the QMLE's error law depends on the unknown conditional density; std_errors are asymptotic "
+        "and computed from the noisy reports, not a public-width interval"
+    ),
 }
 
 
@@ -62,8 +68,15 @@ def _splits(alpha: float):
         yield alpha * frac, alpha * (1 - frac)
 
 
-def alg1_interval(beta: float, kernel_range: float, *, n: int | None = None, n_pos: int | None = None,
-                  n_neg: int | None = None, alpha: float = 0.05) -> IntervalWidth:
+def alg1_interval(
+    beta: float,
+    kernel_range: float,
+    *,
+    n: int | None = None,
+    n_pos: int | None = None,
+    n_neg: int | None = None,
+    alpha: float = 0.05,
+) -> IntervalWidth:
     """The (1 - alpha) interval of an Algorithm 1 estimate around U_A (see the module docstring).
 
     One sample: ``n`` users; two samples (AUC): ``n_pos`` and ``n_neg``.

@@ -71,7 +71,9 @@ def _check_epsilon(eps: float) -> float:
 def _check_bounds(lower: float, upper: float, what: str) -> tuple[float, float]:
     lower, upper = float(lower), float(upper)
     if not (math.isfinite(lower) and math.isfinite(upper)) or not lower < upper:
-        raise LDPParameterError(f"truncation bounds of {what} must be finite with lower < upper, got [{lower}, {upper}]")
+        raise LDPParameterError(
+            f"truncation bounds of {what} must be finite with lower < upper, got [{lower}, {upper}]"
+        )
     return lower, upper
 
 
@@ -120,7 +122,9 @@ def flip_probability(y: np.ndarray, lower: float, upper: float, epsilon: float) 
     return 1.0 / (e + 1.0) + t * (e - 1.0) / (e + 1.0)
 
 
-def _flip(values: np.ndarray, lower: float, upper: float, epsilon: float, rng: np.random.Generator | None) -> np.ndarray:
+def _flip(
+    values: np.ndarray, lower: float, upper: float, epsilon: float, rng: np.random.Generator | None
+) -> np.ndarray:
     mech = OneBitFlip(epsilon, lower, upper)
     t = truncate(values, lower, upper)
     out = mech.randomize_array(t) if rng is None else mech.simulate(t, rng)
@@ -233,8 +237,14 @@ class BitModel:
 
 
 def public_loglik(
-    theta: np.ndarray, z: np.ndarray, x: np.ndarray, lower: float, upper: float,
-    epsilon: float, tau: float, sigma: float,
+    theta: np.ndarray,
+    z: np.ndarray,
+    x: np.ndarray,
+    lower: float,
+    upper: float,
+    epsilon: float,
+    tau: float,
+    sigma: float,
 ) -> float:
     """The Sec. 3.1 log-likelihood in data units: sum z log g(mu) + (1-z) log(1-g(mu)), mu = theta^T (1, x)."""
     zv = _as_vector(z, "z")
@@ -293,8 +303,12 @@ def _minimize(fun, x0s: list[np.ndarray]):
     best = None
     for x0 in x0s:
         res = scipy.optimize.minimize(
-            lambda t: fun(t)[0], x0, jac=lambda t: fun(t)[1], hess=lambda t: fun(t)[2],
-            method="trust-exact", options={"gtol": 1e-9, "maxiter": 500},
+            lambda t: fun(t)[0],
+            x0,
+            jac=lambda t: fun(t)[1],
+            hess=lambda t: fun(t)[2],
+            method="trust-exact",
+            options={"gtol": 1e-9, "maxiter": 500},
         )
         if best is None or res.fun < best.fun:
             best = res
@@ -347,8 +361,9 @@ def fit_qmle_public(
     B = (X.T * (d * d)) @ X / n
     cov_s = _sandwich(A, B, n)
     theta, cov = _back_transform(res.x, cov_s, center, scale, lower, upper)
-    return QMLEResult(theta, cov, -float(res.fun), n, model.epsilon, model.tau, float(sigma),
-                      bool(res.success), str(res.message))
+    return QMLEResult(
+        theta, cov, -float(res.fun), n, model.epsilon, model.tau, float(sigma), bool(res.success), str(res.message)
+    )
 
 
 def _sandwich(A: np.ndarray, B: np.ndarray, n: int) -> np.ndarray:
@@ -433,8 +448,18 @@ def fit_qmle_private(
     center = xb.mean(axis=1)
     scale = (xb[:, 1] - xb[:, 0]) / 2.0
     theta, cov = _back_transform(res.x, cov_s, center, scale, ylo, yhi)
-    return QMLEResult(theta, cov, -float(res.fun), n, eps, model.tau, float(sigma), bool(res.success),
-                      str(res.message), {"epsilon_per_bit": share, "patterns": int(pats.shape[0])})
+    return QMLEResult(
+        theta,
+        cov,
+        -float(res.fun),
+        n,
+        eps,
+        model.tau,
+        float(sigma),
+        bool(res.success),
+        str(res.message),
+        {"epsilon_per_bit": share, "patterns": int(pats.shape[0])},
+    )
 
 
 # --------------------------------------------------------------------------- non-private reference

@@ -305,8 +305,16 @@ def shuffled_histogram(values: np.ndarray, d: int, epsilon: float, delta: float)
     v = proto._check_values(values)
     shuffled = shuffle(proto.randomize_all(v))
     counts = proto.label_counts(shuffled)
-    return HistogramResult(proto.analyze_counts(counts), _exact_hist(v, d), proto.n, d, epsilon, delta,
-                           int(shuffled.size), raw=proto.raw_frequencies(counts))
+    return HistogramResult(
+        proto.analyze_counts(counts),
+        _exact_hist(v, d),
+        proto.n,
+        d,
+        epsilon,
+        delta,
+        int(shuffled.size),
+        raw=proto.raw_frequencies(counts),
+    )
 
 
 def simulate_shuffled_histogram(
@@ -317,8 +325,16 @@ def simulate_shuffled_histogram(
     v = proto._check_values(values)
     shuffled = simulate_shuffle(proto.simulate_randomize_all(v, rng), rng)
     counts = proto.label_counts(shuffled)
-    return HistogramResult(proto.analyze_counts(counts), _exact_hist(v, d), proto.n, d, epsilon, delta,
-                           int(shuffled.size), raw=proto.raw_frequencies(counts))
+    return HistogramResult(
+        proto.analyze_counts(counts),
+        _exact_hist(v, d),
+        proto.n,
+        d,
+        epsilon,
+        delta,
+        int(shuffled.size),
+        raw=proto.raw_frequencies(counts),
+    )
 
 
 def simulate_label_counts(
@@ -337,7 +353,13 @@ def simulate_label_counts(
     true = np.bincount(v, minlength=d)
     counts = true + rng.binomial(proto.n, proto.inner.p, size=d)
     return HistogramResult(
-        proto.analyze_counts(counts), true / proto.n, proto.n, d, epsilon, delta, int(counts.sum()),
+        proto.analyze_counts(counts),
+        true / proto.n,
+        proto.n,
+        d,
+        epsilon,
+        delta,
+        int(counts.sum()),
         raw=proto.raw_frequencies(counts),
     )
 
@@ -354,7 +376,9 @@ def krr_histogram(values: np.ndarray, d: int, epsilon: float) -> HistogramResult
     v = np.asarray(values, dtype=np.int64)
     mech = KaryRandomizedResponse(d, epsilon)
     reports = mech.randomize_array(v)
-    return HistogramResult(_krr_frequencies(mech, reports, d, v.size), _exact_hist(v, d), v.size, d, epsilon, 0.0, v.size)
+    return HistogramResult(
+        _krr_frequencies(mech, reports, d, v.size), _exact_hist(v, d), v.size, d, epsilon, 0.0, v.size
+    )
 
 
 def simulate_krr_histogram(values: np.ndarray, d: int, epsilon: float, rng: np.random.Generator) -> HistogramResult:
@@ -362,7 +386,9 @@ def simulate_krr_histogram(values: np.ndarray, d: int, epsilon: float, rng: np.r
     v = np.asarray(values, dtype=np.int64)
     mech = KaryRandomizedResponse(d, epsilon)
     reports = mech.simulate(v, rng)
-    return HistogramResult(_krr_frequencies(mech, reports, d, v.size), _exact_hist(v, d), v.size, d, epsilon, 0.0, v.size)
+    return HistogramResult(
+        _krr_frequencies(mech, reports, d, v.size), _exact_hist(v, d), v.size, d, epsilon, 0.0, v.size
+    )
 
 
 def run_experiment_histogram_domain(

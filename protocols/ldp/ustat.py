@@ -154,8 +154,7 @@ class Quantizer:
         for j, (a, b) in enumerate(zip(lo, hi)):
             if not (math.isfinite(a) and math.isfinite(b)) or not a < b:
                 raise LDPParameterError(
-                    f"quantization bounds of coordinate {j} must be finite with lower < upper, "
-                    f"got [{a}, {b}]"
+                    f"quantization bounds of coordinate {j} must be finite with lower < upper, got [{a}, {b}]"
                 )
             axes.append(_Axis(float(a), float(b), int(k), None))
         return cls(axes)
@@ -240,17 +239,13 @@ def _auc_matrix(ax: _Axis) -> np.ndarray:
 
 def _callable_matrix(f: Callable, q: Quantizer, mode: str, grid: int) -> np.ndarray:
     if q.cells > 1024:
-        raise LDPParameterError(
-            f"a callable kernel on {q.cells} cells is too large to tabulate; use <= 1024 cells"
-        )
+        raise LDPParameterError(f"a callable kernel on {q.cells} cells is too large to tabulate; use <= 1024 cells")
     # Points inside each cell: the product of the per-axis sub-grids of its bins.
     per_axis = [ax.subgrid(grid, closed=(mode == "midpoint")) for ax in q.axes]
     g = [p.shape[1] for p in per_axis]
     cell_idx = np.array(np.unravel_index(np.arange(q.cells), q.shape)).T  # (K, dim)
     mesh = np.meshgrid(*[np.arange(s) for s in g], indexing="ij")
-    pts = np.stack(
-        [per_axis[j][cell_idx[:, j]][:, mesh[j].ravel()] for j in range(q.dim)], axis=-1
-    )  # (K, m, dim)
+    pts = np.stack([per_axis[j][cell_idx[:, j]][:, mesh[j].ravel()] for j in range(q.dim)], axis=-1)  # (K, m, dim)
     m = pts.shape[1]
     K = q.cells
     a = np.empty((K, K))
@@ -277,8 +272,10 @@ def _call_kernel(f: Callable, x: np.ndarray, y: np.ndarray) -> np.ndarray:
     if out is None or out.shape != (x.shape[0],):
         out = np.array([float(f(a, b)) for a, b in zip(x, y)], dtype=np.float64)
     if not np.isfinite(out).all():
-        raise LDPParameterError("the kernel returned a non-finite value (NaN or inf) on the quantization grid; "
-                                "it must be finite on the whole quantization domain")
+        raise LDPParameterError(
+            "the kernel returned a non-finite value (NaN or inf) on the quantization grid; "
+            "it must be finite on the whole quantization domain"
+        )
     return out
 
 
@@ -451,8 +448,9 @@ def theorem1_variance_bound(n: int, beta: float) -> float:
 DISCRETE_MAX_CELLS = 8192
 
 
-def from_domains(kernel: str, domains, epsilon: float, *, k: int = 8, discrete: bool = False,
-                 quantized_kernel: str = "midpoint") -> tuple[QuantizedUStatistic, bool]:
+def from_domains(
+    kernel: str, domains, epsilon: float, *, k: int = 8, discrete: bool = False, quantized_kernel: str = "midpoint"
+) -> tuple[QuantizedUStatistic, bool]:
     """Algorithm 1 on public domains (:class:`pairwise.dp.bounds.PublicDomain`, one per coordinate).
 
     The cells are the domain's grid lower + k 10^-D itself when ``discrete``
@@ -466,13 +464,14 @@ def from_domains(kernel: str, domains, epsilon: float, *, k: int = 8, discrete: 
     discrete = bool(discrete) or (kernel == "kendall" and small)
     if discrete:
         if not small:
-            raise LDPParameterError(f"the discrete grid has {' x '.join(map(str, sizes))} cells (more than "
-                             f"{DISCRETE_MAX_CELLS}): lower --decimals, or quantize with --k instead of --discrete")
+            raise LDPParameterError(
+                f"the discrete grid has {' x '.join(map(str, sizes))} cells (more than "
+                f"{DISCRETE_MAX_CELLS}): lower --decimals, or quantize with --k instead of --discrete"
+            )
         quant = Quantizer.discrete([(d.lower + np.arange(d.span + 1) * d.step).tolist() for d in domains])
     else:
         quant = Quantizer.uniform([d.lower for d in domains], [d.upper for d in domains], k)
     return QuantizedUStatistic(kernel, quant, epsilon, quantized_kernel), discrete
-
 
 
 def _build(
@@ -490,8 +489,10 @@ def _build(
         if k is None:
             raise LDPParameterError("give the number of bins k, or the discrete domain levels")
         if bounds is None:
-            raise LDPParameterError("give the public quantization bounds=(lower, upper) (fixed in advance, never the "
-                             "data's min/max), or the discrete domain levels")
+            raise LDPParameterError(
+                "give the public quantization bounds=(lower, upper) (fixed in advance, never the "
+                "data's min/max), or the discrete domain levels"
+            )
         q = Quantizer.uniform(bounds[0], bounds[1], k)
     return QuantizedUStatistic(kernel, q, epsilon, quantized_kernel)
 
@@ -641,8 +642,10 @@ def _pairwise_mean(x: np.ndarray, f: Callable, chunk: int = 512) -> float:
     total = 0.0
     for start in range(0, n, chunk):
         blk = x[start : start + chunk]
-        vals = f(np.broadcast_to(blk[:, None, :], (blk.shape[0], n, x.shape[1])),
-                 np.broadcast_to(x[None, :, :], (blk.shape[0], n, x.shape[1])))
+        vals = f(
+            np.broadcast_to(blk[:, None, :], (blk.shape[0], n, x.shape[1])),
+            np.broadcast_to(x[None, :, :], (blk.shape[0], n, x.shape[1])),
+        )
         rows = np.arange(start, start + blk.shape[0])
         mask = np.arange(n)[None, :] > rows[:, None]  # i < j only
         total += float((vals * mask).sum())

@@ -83,8 +83,14 @@ class AsyncConnection:
     (frames with their 4-byte prefix, or raw bytes).
     """
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, *, timeout: float,
-                 max_frame: int = CONTROL_MAX) -> None:
+    def __init__(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        *,
+        timeout: float,
+        max_frame: int = CONTROL_MAX,
+    ) -> None:
         self.reader = reader
         self.writer = writer
         self.timeout = float(timeout)
@@ -106,8 +112,9 @@ class AsyncConnection:
         except asyncio.IncompleteReadError as exc:
             if frame_start and not exc.partial:
                 raise PeerClosed(f"{self.peer} closed the connection") from None
-            raise TruncatedFrame(f"{self.peer} closed the connection in the middle of a frame: got "
-                                 f"{len(exc.partial)} of {total} bytes") from None
+            raise TruncatedFrame(
+                f"{self.peer} closed the connection in the middle of a frame: got {len(exc.partial)} of {total} bytes"
+            ) from None
         except (ConnectionError, OSError) as exc:
             raise PeerClosed(f"{self.peer} closed the connection ({exc})") from None
 
@@ -196,9 +203,17 @@ class AsyncConnection:
             self.abort()
 
 
-async def accept_connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, *, role: str,
-                            session_id: bytes, digest: bytes, timeout: float, peer_roles=None,
-                            max_frame: int = CONTROL_MAX):
+async def accept_connection(
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+    *,
+    role: str,
+    session_id: bytes,
+    digest: bytes,
+    timeout: float,
+    peer_roles=None,
+    max_frame: int = CONTROL_MAX,
+):
     """Admission (on TLS) and hello of a newly accepted connection; returns (connection, HandshakeResult).
 
     ``peer_roles``: certificate roles admitted (None: any role of the CA;
@@ -229,7 +244,7 @@ async def accept_connection(reader: asyncio.StreamReader, writer: asyncio.Stream
         if not theirs.startswith(_ADMIT) or len(theirs) < len(_ADMIT) + 1:
             raise HandshakeError(f"{conn.peer} sent no TLS admission message (not a pairwise endpoint?)")
         if theirs[len(_ADMIT)] != 1:
-            why = theirs[len(_ADMIT) + 1:].decode("utf-8", "replace")
+            why = theirs[len(_ADMIT) + 1 :].decode("utf-8", "replace")
             raise AccessDenied(f"{conn.identity} at {conn.peer} refused this connection: {why}")
     mine = hello_message(role, session_id, digest)
     conn.send(mine)

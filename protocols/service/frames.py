@@ -25,8 +25,7 @@ from typing import Any
 from pairwise.mpc.channel import Channel
 from pairwise.mpc.errors import ProtocolError
 
-__all__ = ["CONTROL_MAX", "decode_json", "encode_json", "format_address", "parse_address", "recv_json",
-           "send_json"]
+__all__ = ["CONTROL_MAX", "decode_json", "encode_json", "format_address", "parse_address", "recv_json", "send_json"]
 
 #: Largest JSON control frame.
 CONTROL_MAX = 1 << 20

@@ -48,9 +48,18 @@ class ServiceProcess:
     does not start (a subclass of :class:`ServiceUnavailable`'s bases).
     """
 
-    def __init__(self, command: list[str], args: list[str], *, host: str = "127.0.0.1", port: int = 0,
-                 label: str = "service", startup_timeout: float = 60.0, error: type[Exception] = ServiceUnavailable,
-                 start: bool = True) -> None:
+    def __init__(
+        self,
+        command: list[str],
+        args: list[str],
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        label: str = "service",
+        startup_timeout: float = 60.0,
+        error: type[Exception] = ServiceUnavailable,
+        start: bool = True,
+    ) -> None:
         self.command = list(command)
         self.args = list(args)
         self.host = host
@@ -67,8 +76,16 @@ class ServiceProcess:
     # ------------------------------------------------------------------ lifecycle
     def spawn(self, port: int) -> None:
         """Start the process on ``port`` without waiting for it (see :meth:`wait_listening`)."""
-        argv = [sys.executable, "-m", "pairwise", *self.command, "--listen", f"{self.host}:{port}",
-                "--exit-with-parent", *self.args]
+        argv = [
+            sys.executable,
+            "-m",
+            "pairwise",
+            *self.command,
+            "--listen",
+            f"{self.host}:{port}",
+            "--exit-with-parent",
+            *self.args,
+        ]
         self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=self._log, text=True)
 
     def start(self, port: int | None = None) -> None:

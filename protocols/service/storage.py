@@ -56,8 +56,10 @@ def exclusive_lock(path: str, *, what: str = "server"):
         fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
         f.close()
-        raise StorageError(f"the {what} state guarded by {path} is in use by another running {what} process; "
-                           f"stop it first, or give this {what} another --state directory") from None
+        raise StorageError(
+            f"the {what} state guarded by {path} is in use by another running {what} process; "
+            f"stop it first, or give this {what} another --state directory"
+        ) from None
     return f
 
 
@@ -82,8 +84,9 @@ def opening_lock(path: str, timeout: float) -> Iterator[None]:
                 break
             except OSError:
                 if time.monotonic() >= end:
-                    raise StorageError(f"{path} stayed locked for {timeout:g} s by another process opening the "
-                                       "same file; retry") from None
+                    raise StorageError(
+                        f"{path} stayed locked for {timeout:g} s by another process opening the same file; retry"
+                    ) from None
                 time.sleep(0.01)
         yield
     finally:
@@ -101,9 +104,11 @@ def state_directory(state_dir: str) -> str:
         raise StorageError(f"--state {state_dir} is not a directory")
     mode = os.stat(state_dir).st_mode & 0o777
     if mode & 0o077:
-        raise StorageError(f"the state directory {state_dir} has mode {mode:04o}: other users could read the "
-                           f"secrets it holds; run 'chmod 700 {state_dir}' (or give a new --state directory, "
-                           "which is created with mode 0700)")
+        raise StorageError(
+            f"the state directory {state_dir} has mode {mode:04o}: other users could read the "
+            f"secrets it holds; run 'chmod 700 {state_dir}' (or give a new --state directory, "
+            "which is created with mode 0700)"
+        )
     return state_dir
 
 
@@ -122,8 +127,16 @@ class SQLiteStore:
     #: what the file is, for messages ("server state", "user ledger", ...)
     what = "state"
 
-    def __init__(self, path: str | None, *, schema: str, version: int, lock: bool = True,
-                 meta: dict[str, str] | None = None, busy_timeout: float = 30.0) -> None:
+    def __init__(
+        self,
+        path: str | None,
+        *,
+        schema: str,
+        version: int,
+        lock: bool = True,
+        meta: dict[str, str] | None = None,
+        busy_timeout: float = 30.0,
+    ) -> None:
         self.path = path
         self._lock = threading.Lock()
         self._lockfile = None
@@ -135,30 +148,42 @@ class SQLiteStore:
         with shared:
             self._open(path, where, schema=schema, version=version, lock=lock, meta=meta, busy_timeout=busy_timeout)
 
-    def _open(self, path: str | None, where: str, *, schema: str, version: int, lock: bool,
-              meta: dict[str, str] | None, busy_timeout: float) -> None:
+    def _open(
+        self,
+        path: str | None,
+        where: str,
+        *,
+        schema: str,
+        version: int,
+        lock: bool,
+        meta: dict[str, str] | None,
+        busy_timeout: float,
+    ) -> None:
         try:
             if path is not None and os.path.isfile(path) and os.path.getsize(path) == 0:
                 # SQLite opens a zero-length file as an empty database: the server would start with no
                 # datasets and a fresh privacy ledger.  A state file is never empty once created.
-                raise StorageError(f"the {self.what} {path} is empty (0 bytes): it was truncated or replaced, "
-                                   "and opening it would start with nothing stored (no datasets, an unspent "
-                                   "budget); restore it from a backup, or remove it to start anew")
+                raise StorageError(
+                    f"the {self.what} {path} is empty (0 bytes): it was truncated or replaced, "
+                    "and opening it would start with nothing stored (no datasets, an unspent "
+                    "budget); restore it from a backup, or remove it to start anew"
+                )
             if path is not None and lock:
                 base = path[:-3] if path.endswith(".db") else path
                 self._lockfile = exclusive_lock(base + ".lock", what=self.what.split()[0])
-            self._db = sqlite3.connect(where, check_same_thread=False, isolation_level=None,
-                                       timeout=busy_timeout)
+            self._db = sqlite3.connect(where, check_same_thread=False, isolation_level=None, timeout=busy_timeout)
             if path is not None:
                 os.chmod(path, 0o600)
                 mode = self._db.execute("PRAGMA journal_mode=WAL").fetchone()[0]
                 if str(mode).lower() != "wal":
-                    raise StorageError(f"cannot put the {self.what} {path} in WAL mode (got {mode}); "
-                                       "use a local file system")
+                    raise StorageError(
+                        f"cannot put the {self.what} {path} in WAL mode (got {mode}); use a local file system"
+                    )
             self._db.execute("PRAGMA synchronous=FULL")
             self._db.execute("PRAGMA foreign_keys=ON")
-            self._db.executescript("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);"
-                                   + schema)
+            self._db.executescript(
+                "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);" + schema
+            )
             self._init_meta(version, dict(meta or {}))
         except sqlite3.Error as exc:
             self._release_lock()
@@ -168,9 +193,11 @@ class SQLiteStore:
             raise
         except OSError as exc:  # a read-only or foreign state directory, a lock file that is not a file
             self._release_lock()
-            raise StorageError(f"cannot open the {self.what} {where}: {exc.strerror or exc} "
-                               f"({exc.filename or where}); the state directory must be writable by this "
-                               "user") from exc
+            raise StorageError(
+                f"cannot open the {self.what} {where}: {exc.strerror or exc} "
+                f"({exc.filename or where}); the state directory must be writable by this "
+                "user"
+            ) from exc
         except BaseException:
             self._release_lock()
             raise
@@ -183,8 +210,10 @@ class SQLiteStore:
                 db.executemany("INSERT INTO meta(key, value) VALUES (?, ?)", [("schema", str(version)), *meta.items()])
                 return
         if int(rows.get("schema", "0")) > version:
-            raise StorageError(f"the {self.what} {self.path} was written by a newer pairwise (schema "
-                               f"{rows['schema']} > {version}); upgrade pairwise")
+            raise StorageError(
+                f"the {self.what} {self.path} was written by a newer pairwise (schema "
+                f"{rows['schema']} > {version}); upgrade pairwise"
+            )
         self._check_meta(rows)
 
     def _check_meta(self, rows: dict[str, str]) -> None:
@@ -231,8 +260,9 @@ class SQLiteStore:
         except StorageError:
             raise
         except (sqlite3.Error, OSError) as exc:  # OSError: a full disk, data that ``fn`` streams in failed
-            raise StorageError(f"writing the {self.what} {self.path or ':memory:'} failed ({exc}); "
-                               "nothing of this request was stored") from exc
+            raise StorageError(
+                f"writing the {self.what} {self.path or ':memory:'} failed ({exc}); nothing of this request was stored"
+            ) from exc
 
     def _release_lock(self) -> None:
         if self._lockfile is not None:

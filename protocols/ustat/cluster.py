@@ -62,8 +62,13 @@ def _batch_task(nc, gx, ey, batch: int) -> dict:
     t0 = time.perf_counter()
     out, nbytes, executions = _run_simulate(nc, gx, ey, max(1, batch), None)
     total, count = _aggregate(nc, out)
-    return {"sum": total, "count": count, "bytes": int(nbytes), "executions": int(executions),
-            "seconds": time.perf_counter() - t0}
+    return {
+        "sum": total,
+        "count": count,
+        "bytes": int(nbytes),
+        "executions": int(executions),
+        "seconds": time.perf_counter() - t0,
+    }
 
 
 def run_simulate_cluster(cluster: Any, nc, gx, ey, batch: int, progress, timeout: float) -> dict:
@@ -93,13 +98,24 @@ def run_simulate_cluster(cluster: Any, nc, gx, ey, batch: int, progress, timeout
             if progress:
                 progress(acc["count"], m)
 
-        items = ((gx[s0:s0 + size], ey[s0:s0 + size], batch) for s0 in range(0, m, size))
-        tasks = run_bounded(client, _batch_task, items, window=2 * threads, timeout=timeout,
-                            on_result=on_result, name="batch", shared=(nc_future,))
+        items = ((gx[s0 : s0 + size], ey[s0 : s0 + size], batch) for s0 in range(0, m, size))
+        tasks = run_bounded(
+            client,
+            _batch_task,
+            items,
+            window=2 * threads,
+            timeout=timeout,
+            on_result=on_result,
+            name="batch",
+            shared=(nc_future,),
+        )
         address = info.get("address", "")
     if acc["count"] != m:
         raise RuntimeError(f"cluster run returned {acc['count']} of {m} pair values")
-    acc.update(tasks=tasks, cluster=str(cluster) if isinstance(cluster, str) else address,
-               workers=len(info.get("workers", {})), threads=threads)
+    acc.update(
+        tasks=tasks,
+        cluster=str(cluster) if isinstance(cluster, str) else address,
+        workers=len(info.get("workers", {})),
+        threads=threads,
+    )
     return acc
-

@@ -81,30 +81,43 @@ class UStatConfig:
             object.__setattr__(self, "kernel", BUILTIN_SPECS[self.statistic])
         if self.kernel is not None:
             if not isinstance(self.kernel, KernelSpec):
-                raise UStatError(f"kernel must be a pairwise.circuits.kernel_spec.KernelSpec (@kernel(range=..., "
-                                 f"symmetric=...)), got {type(self.kernel).__name__}")
+                raise UStatError(
+                    f"kernel must be a pairwise.circuits.kernel_spec.KernelSpec (@kernel(range=..., "
+                    f"symmetric=...)), got {type(self.kernel).__name__}"
+                )
             if self.statistic != self.kernel.name:
                 raise UStatError(f"statistic {self.statistic!r} and kernel {self.kernel.name!r} disagree")
             if self.design == "all" and not self.kernel.symmetric:
-                raise UStatError(f"kernel {self.kernel.name!r} is not symmetric: the all-pairs design would fix each "
-                                 "pair's orientation; use the subsample design (random orientation)")
+                raise UStatError(
+                    f"kernel {self.kernel.name!r} is not symmetric: the all-pairs design would fix each "
+                    "pair's orientation; use the subsample design (random orientation)"
+                )
             if self.noise == "krr" and self.kernel.values is None:
-                raise UStatError(f"k-ary randomized response needs a kernel that declares its 2 or 3 values; "
-                                 f"{self.kernel.name!r} does not")
+                raise UStatError(
+                    f"k-ary randomized response needs a kernel that declares its 2 or 3 values; "
+                    f"{self.kernel.name!r} does not"
+                )
             if self.mode == "network" and self.kernel.path is None:
-                raise UStatError(f"network mode rebuilds kernel {self.kernel.name!r} in each worker process: define "
-                                 "it at module level in an importable module (module:function)")
+                raise UStatError(
+                    f"network mode rebuilds kernel {self.kernel.name!r} in each worker process: define "
+                    "it at module level in an importable module (module:function)"
+                )
         elif self.statistic not in STATISTICS:
-            raise UStatError(f"unknown statistic {self.statistic!r}; choose from "
-                             f"{STATISTICS + tuple(sorted(BUILTIN_SPECS))} or pass kernel=")
+            raise UStatError(
+                f"unknown statistic {self.statistic!r}; choose from "
+                f"{STATISTICS + tuple(sorted(BUILTIN_SPECS))} or pass kernel="
+            )
         eps = self.epsilon
         if not (isinstance(eps, (int, float)) and not isinstance(eps, bool) and math.isfinite(eps) and eps > 0):
             raise UStatError(f"epsilon must be a positive finite number, got {eps!r}")
         if self.pairs_per_user == "auto":
             if self.design != "subsample":
                 raise UStatError("pairs_per_user='auto' chooses P for the subsample design; the all design has none")
-        elif isinstance(self.pairs_per_user, (bool, str)) or int(self.pairs_per_user) != self.pairs_per_user \
-                or self.pairs_per_user < 1:
+        elif (
+            isinstance(self.pairs_per_user, (bool, str))
+            or int(self.pairs_per_user) != self.pairs_per_user
+            or self.pairs_per_user < 1
+        ):
             raise UStatError(f"pairs per user must be a positive integer or 'auto', got {self.pairs_per_user!r}")
         if self.mode not in MODES:
             raise UStatError(f"mode must be 'simulate' or 'network', got {self.mode!r}")
@@ -113,7 +126,9 @@ class UStatConfig:
         if self.design == "all" and self.statistic == "auc":
             raise UStatError("the all-pairs design is implemented for one-sample statistics (gini, kendall)")
         if self.cluster is not None and self.mode != "simulate":
-            raise UStatError("cluster= runs simulate mode's batches; network mode hosts users on its own worker processes")
+            raise UStatError(
+                "cluster= runs simulate mode's batches; network mode hosts users on its own worker processes"
+            )
         if self.cluster is not None and isinstance(self.cluster, str):
             from ..cluster import ClusterError, parse_cluster
 
@@ -132,7 +147,9 @@ class UStatConfig:
         if self.noise not in NOISE_MECHANISMS:
             raise UStatError(f"noise must be one of {NOISE_MECHANISMS}, got {self.noise!r}")
         if self.noise == "krr" and self.statistic == "gini":
-            raise UStatError("k-ary randomized response needs a kernel with few values (kendall, auc); gini takes a continuum")
+            raise UStatError(
+                "k-ary randomized response needs a kernel with few values (kendall, auc); gini takes a continuum"
+            )
         if isinstance(self.alpha, bool) or not isinstance(self.alpha, (int, float)) or not 0 < self.alpha <= 0.5:
             raise UStatError(f"alpha (the interval's miss probability) must lie in (0, 0.5], got {self.alpha!r}")
         lam = self.lam

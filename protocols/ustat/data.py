@@ -34,6 +34,7 @@ __all__ = ["PreparedData", "prepare_data", "natural_range"]
 _domains = domains_of
 _width = word_width
 
+
 @dataclass(frozen=True)
 class PreparedData:
     """Integer (fixed-point) data ready for the circuit, with its public domain.
@@ -65,8 +66,18 @@ def _fixed_point(values, domain, name: str) -> tuple[np.ndarray, int]:
     return to_fixed_point(v, domain)
 
 
-def prepare_data(statistic: str, x, y=None, labels=None, bits: int | None = None, *,
-                 lower=None, upper=None, decimals=None, kernel=None) -> PreparedData:
+def prepare_data(
+    statistic: str,
+    x,
+    y=None,
+    labels=None,
+    bits: int | None = None,
+    *,
+    lower=None,
+    upper=None,
+    decimals=None,
+    kernel=None,
+) -> PreparedData:
     """Map real data to unsigned fixed-point integers on the public grid.
 
     gini: x values; kendall: x and y columns (``lower``/``upper``/``decimals``
@@ -202,7 +213,6 @@ def _exact(pd: PreparedData) -> float | None:
     if pd.statistic == "kendall":
         return u_statistic("kendall", pd.x, pd.y)
     return u_statistic("auc", pd.x, pd.y)
-
 
 
 def _exact_kernel(pd: PreparedData) -> float | None:

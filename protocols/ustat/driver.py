@@ -75,8 +75,16 @@ from .stats import (
     zetas_from_sums,
 )
 
-__all__ = ["UStatResult", "UStatError", "UStatConfig", "run_ustat", "prepare_data", "STATISTICS", "NOISE_MECHANISMS",
-           "DEFAULT_PAIR_DELTA"]
+__all__ = [
+    "UStatResult",
+    "UStatError",
+    "UStatConfig",
+    "run_ustat",
+    "prepare_data",
+    "STATISTICS",
+    "NOISE_MECHANISMS",
+    "DEFAULT_PAIR_DELTA",
+]
 # Moved to .config, .data, .result and .runners; re-exported here (``from ...driver import prepare_data`` works).
 _MOVED = (PreparedData, natural_range, _exact, _exact_raw, _pair_inputs, _aggregate, _run_simulate, _run_network)
 # Moved to .public (shared with the deployment among real users, pairwise.protocols.collect).
@@ -84,6 +92,7 @@ _PUBLIC = (MAX_PAIR_EPSILON, per_pair_epsilon)
 
 #: Largest number of kernel evaluations (n^2, or n_pos n_neg) for which the error predictions are computed.
 PREDICTION_MAX_WORK = 4 * 10**8
+
 
 def _predicted_mse(statistic: str, pd: PreparedData, nc, design: str, P: int) -> tuple[float | None, float]:
     """(MSE against the population value, MSE against this sample's exact value), in output units.
@@ -101,8 +110,15 @@ def _predicted_mse(statistic: str, pd: PreparedData, nc, design: str, P: int) ->
         return _predicted_from_sums(pd, nc, sums, design, P)
     scale = 2.0 if statistic == "auc" else 1.0  # kernel_sums' AUC is [x > y] + [x = y]/2; the circuit's is twice that
     sums = kernel_sums(statistic, pd.x, pd.y)
-    sums = type(sums)(sums.n_rows, sums.n_cols, sums.total * scale, sums.total_sq * scale**2,
-                      sums.rows * scale, sums.cols * scale, sums.diag)
+    sums = type(sums)(
+        sums.n_rows,
+        sums.n_cols,
+        sums.total * scale,
+        sums.total_sq * scale**2,
+        sums.rows * scale,
+        sums.cols * scale,
+        sums.diag,
+    )
     return _predicted_from_sums(pd, nc, sums, design, P)
 
 
@@ -122,9 +138,17 @@ def _predicted_from_sums(pd: PreparedData, nc, sums, design: str, P: int) -> tup
     return theorem5_mse(pd.x.size, P, z.zeta1, z.zeta2, noise), sample
 
 
-
-def run_ustat(statistic: str, x, y=None, labels=None, *, config: UStatConfig | None = None, progress=None,
-              rng: np.random.Generator | None = None, **options) -> UStatResult:
+def run_ustat(
+    statistic: str,
+    x,
+    y=None,
+    labels=None,
+    *,
+    config: UStatConfig | None = None,
+    progress=None,
+    rng: np.random.Generator | None = None,
+    **options,
+) -> UStatResult:
     """Run the 2PC U-statistic protocol and return the DP estimate with its costs.
 
     The settings are one :class:`UStatConfig` (``config=``) or its fields as
@@ -186,11 +210,23 @@ def run_ustat(statistic: str, x, y=None, labels=None, *, config: UStatConfig | N
     elif config.statistic != statistic:
         raise UStatError(f"config is for {config.statistic!r}, not {statistic!r}")
     if config.lam is not None:
-        warnings.warn("run_ustat(lam=...) is deprecated: pass pair_delta (the delta of one pair's release)",
-                      DeprecationWarning, stacklevel=2)
+        warnings.warn(
+            "run_ustat(lam=...) is deprecated: pass pair_delta (the delta of one pair's release)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
     t_start = time.perf_counter()
-    pd = prepare_data(statistic, x, y, labels, config.bits, lower=config.lower, upper=config.upper,
-                      decimals=config.decimals, kernel=config.kernel)
+    pd = prepare_data(
+        statistic,
+        x,
+        y,
+        labels,
+        config.bits,
+        lower=config.lower,
+        upper=config.upper,
+        decimals=config.decimals,
+        kernel=config.kernel,
+    )
     rule = None
     if config.pairs_per_user == "auto":  # from n, epsilon and the public range only (Theorem 5, worst case)
         from .planning import choose_pairs_per_user
@@ -214,8 +250,10 @@ def _sample_design(config: UStatConfig, pd: PreparedData, rng: np.random.Generat
     if pd.statistic == "auc":
         most = min(pd.x.size, pd.y.size)
         if config.design == "subsample" and P > most:
-            raise UStatError(f"pairs per user P = {P} exceeds the {most} distinct partners the smaller class "
-                             f"offers ({pd.x.size} positives, {pd.y.size} negatives)")
+            raise UStatError(
+                f"pairs per user P = {P} exceeds the {most} distinct partners the smaller class "
+                f"offers ({pd.x.size} positives, {pd.y.size} negatives)"
+            )
         return sample_two_sample_pairs(pd.x.size, pd.y.size, P, rng or csprng_generator()), int(pd.x.size + pd.y.size)
     if config.design == "subsample" and P > pd.x.size - 1:
         raise UStatError(f"pairs per user P = {P} exceeds n - 1 = {pd.x.size - 1}, the number of other users")
@@ -231,16 +269,25 @@ def _noisy_circuit(config: UStatConfig, pd: PreparedData, n: int, m: int):
     from pairwise.circuits.noise import noisy_kernel, noisy_spec_kernel
     from pairwise.dp.errors import NoiseParameterError
 
-    eps_pair, releases = per_pair_epsilon(config.epsilon, config.design, int(config.pairs_per_user), n,
-                                          config.delta_slack)
+    eps_pair, releases = per_pair_epsilon(
+        config.epsilon, config.design, int(config.pairs_per_user), n, config.delta_slack
+    )
     d_pair = Fraction(1, (1 << config.lam) * m) if config.lam is not None else config.per_pair_delta
     try:
         if pd.kernel is not None:
-            nc = noisy_spec_kernel(pd.kernel, pd.bits, pd.domains[0].span, epsilon=eps_pair, mechanism=config.noise,
-                                   delta=d_pair)
+            nc = noisy_spec_kernel(
+                pd.kernel, pd.bits, pd.domains[0].span, epsilon=eps_pair, mechanism=config.noise, delta=d_pair
+            )
         else:
-            nc = noisy_kernel(pd.statistic, pd.bits, False, epsilon=eps_pair, sensitivity=pd.range_,
-                              mechanism=config.noise, delta=d_pair)
+            nc = noisy_kernel(
+                pd.statistic,
+                pd.bits,
+                False,
+                epsilon=eps_pair,
+                sensitivity=pd.range_,
+                mechanism=config.noise,
+                delta=d_pair,
+            )
     except KernelRangeError as exc:
         raise UStatError(str(exc)) from None
     except NoiseParameterError as exc:
@@ -248,13 +295,21 @@ def _noisy_circuit(config: UStatConfig, pd: PreparedData, n: int, m: int):
     return nc, eps_pair, releases, d_pair
 
 
-def _pair_job(config: UStatConfig, pd: PreparedData, nc, pairs: np.ndarray, eps_pair: Fraction,
-              d_pair: Fraction) -> PairJob:
+def _pair_job(
+    config: UStatConfig, pd: PreparedData, nc, pairs: np.ndarray, eps_pair: Fraction, d_pair: Fraction
+) -> PairJob:
     """Each pair's circuit inputs, the users hosting its two sides and the circuit's public parameters."""
     gx, ey = _pair_inputs(pd, pairs)
-    params = {"statistic": pd.statistic, "bits": pd.bits, "epsilon_num": eps_pair.numerator,
-              "epsilon_den": eps_pair.denominator, "sensitivity": pd.range_, "mechanism": nc.mechanism,
-              "delta_num": d_pair.numerator, "delta_den": d_pair.denominator}
+    params = {
+        "statistic": pd.statistic,
+        "bits": pd.bits,
+        "epsilon_num": eps_pair.numerator,
+        "epsilon_den": eps_pair.denominator,
+        "sensitivity": pd.range_,
+        "mechanism": nc.mechanism,
+        "delta_num": d_pair.numerator,
+        "delta_den": d_pair.denominator,
+    }
     if pd.kernel is not None:  # the worker imports the same declared kernel and rebuilds the same circuit
         params.update(kernel=pd.kernel.path, span=pd.domains[0].span)
     # AUC: positives and negatives are distinct users, so the evaluators' indices follow the positives'
@@ -276,9 +331,18 @@ def release_interval(config: UStatConfig, pd: PreparedData, nc, pairs: int):
     """The (1 - alpha) interval width of a run (:func:`pairwise.protocols.ustat.interval.ustat_interval`), natural
     units: a function of the public design, domain and circuit only."""
     two = pd.statistic == "auc"
-    return ustat_interval(nc, R=pd.range_, design=config.design, two_sample=two, n_rows=pd.x.size,
-                          n_cols=pd.y.size if two else pd.x.size, P=int(config.pairs_per_user), pairs=pairs,
-                          alpha=config.alpha, to_natural=natural_units(pd, nc))
+    return ustat_interval(
+        nc,
+        R=pd.range_,
+        design=config.design,
+        two_sample=two,
+        n_rows=pd.x.size,
+        n_cols=pd.y.size if two else pd.x.size,
+        P=int(config.pairs_per_user),
+        pairs=pairs,
+        alpha=config.alpha,
+        to_natural=natural_units(pd, nc),
+    )
 
 
 @dataclass(frozen=True)
@@ -291,8 +355,17 @@ class _Budget:
     d_pair: Fraction
 
 
-def _result(config: UStatConfig, pd: PreparedData, nc, ran, raw: tuple, budget: _Budget, *, t_start: float,
-            rule: str | None = None) -> UStatResult:
+def _result(
+    config: UStatConfig,
+    pd: PreparedData,
+    nc,
+    ran,
+    raw: tuple,
+    budget: _Budget,
+    *,
+    t_start: float,
+    rule: str | None = None,
+) -> UStatResult:
     """Assemble the typed result groups of one run (``raw``: the caller's x, y, labels, for the exact value)."""
     x, y, labels = raw
     n, eps_pair, releases, d_pair = budget.n, budget.eps_pair, budget.releases, budget.d_pair
@@ -317,22 +390,55 @@ def _result(config: UStatConfig, pd: PreparedData, nc, ran, raw: tuple, budget: 
     delta = releases * delta_pair + (config.delta_slack if design == "all" else 0.0)
     ci = ran.cluster
     public = PublicParameters(
-        statistic=statistic, epsilon=float(config.epsilon), delta=min(1.0, delta), n=n, pairs=m,
-        pairs_per_user=P if design == "subsample" else n - 1, mode=config.mode, design=design, bits=pd.bits,
-        domain=[d.as_dict() for d in pd.domains], natural_range=[lo_nat, hi_nat], epsilon_per_pair=float(eps_pair),
-        noise=nc.mechanism, noise_epsilon_per_pair=guarantee.epsilon, noise_delta_per_pair=delta_pair,
-        noise_delta_method=guarantee.method, noise_variance_per_pair=noise_var, pair_delta=float(d_pair),
-        alpha=float(config.alpha), interval_method=iw.method, interval_width=iw.width, kernel_check=pd.kernel_check,
-        pairs_per_user_rule=rule)
+        statistic=statistic,
+        epsilon=float(config.epsilon),
+        delta=min(1.0, delta),
+        n=n,
+        pairs=m,
+        pairs_per_user=P if design == "subsample" else n - 1,
+        mode=config.mode,
+        design=design,
+        bits=pd.bits,
+        domain=[d.as_dict() for d in pd.domains],
+        natural_range=[lo_nat, hi_nat],
+        epsilon_per_pair=float(eps_pair),
+        noise=nc.mechanism,
+        noise_epsilon_per_pair=guarantee.epsilon,
+        noise_delta_per_pair=delta_pair,
+        noise_delta_method=guarantee.method,
+        noise_variance_per_pair=noise_var,
+        pair_delta=float(d_pair),
+        alpha=float(config.alpha),
+        interval_method=iw.method,
+        interval_width=iw.width,
+        kernel_check=pd.kernel_check,
+        pairs_per_user_rule=rule,
+    )
     costs = Costs(
-        and_gates=nc.circuit.n_and * m, and_gates_per_pair=nc.circuit.n_and, noise_and_gates_per_pair=nc.noise_and_gates,
-        random_bits_per_pair=nc.random_width, bytes=int(ran.bytes), bytes_per_pair=ran.bytes / m,
-        executions=ran.executions, cluster=None if ci is None else ci.cluster,
-        cluster_workers=None if ci is None else ci.workers, cluster_tasks=None if ci is None else ci.tasks)
-    release = Release(estimate=float(estimate), estimate_clamped=min(max(float(estimate), lo_nat), hi_nat),
-                      interval=interval, interval_clamped=[min(max(v, lo_nat), hi_nat) for v in interval])
+        and_gates=nc.circuit.n_and * m,
+        and_gates_per_pair=nc.circuit.n_and,
+        noise_and_gates_per_pair=nc.noise_and_gates,
+        random_bits_per_pair=nc.random_width,
+        bytes=int(ran.bytes),
+        bytes_per_pair=ran.bytes / m,
+        executions=ran.executions,
+        cluster=None if ci is None else ci.cluster,
+        cluster_workers=None if ci is None else ci.workers,
+        cluster_tasks=None if ci is None else ci.tasks,
+    )
+    release = Release(
+        estimate=float(estimate),
+        estimate_clamped=min(max(float(estimate), lo_nat), hi_nat),
+        interval=interval,
+        interval_clamped=[min(max(v, lo_nat), hi_nat) for v in interval],
+    )
     not_private = NotPrivate(
-        exact=_float(_exact_raw(statistic, x, y, labels, pd)), exact_quantized=_float(_exact(pd)), sample_mse=sample_mse,
-        theorem5_mse=pop_mse, clamped=int(pd.clamped), seconds=time.perf_counter() - t_start,
-        cluster_task_seconds=None if ci is None else ci.task_seconds)
+        exact=_float(_exact_raw(statistic, x, y, labels, pd)),
+        exact_quantized=_float(_exact(pd)),
+        sample_mse=sample_mse,
+        theorem5_mse=pop_mse,
+        clamped=int(pd.clamped),
+        seconds=time.perf_counter() - t_start,
+        cluster_task_seconds=None if ci is None else ci.task_seconds,
+    )
     return UStatResult(public, costs, release, not_private, outputs=ran.outputs)

@@ -52,8 +52,10 @@ from pairwise.dp.concentration import (
 
 __all__ = ["ustat_interval", "sampling_variance_proxy", "METHOD"]
 
-METHOD = ("Chernoff: Azuma-Hoeffding over the pair permutations (kernel range R) + the exact noise law "
-          "(worst case over the kernel's values)")
+METHOD = (
+    "Chernoff: Azuma-Hoeffding over the pair permutations (kernel range R) + the exact noise law "
+    "(worst case over the kernel's values)"
+)
 
 
 def sampling_variance_proxy(design: str, two_sample: bool, n_rows: int, n_cols: int, P: int, R: float) -> float:
@@ -83,8 +85,19 @@ def _noise_log_mgf(nc):
     raise ValueError(f"no interval for the {nc.mechanism} gadget")
 
 
-def ustat_interval(nc, *, R: float, design: str, two_sample: bool, n_rows: int, n_cols: int, P: int, pairs: int,
-                   alpha: float, to_natural: float) -> IntervalWidth:
+def ustat_interval(
+    nc,
+    *,
+    R: float,
+    design: str,
+    two_sample: bool,
+    n_rows: int,
+    n_cols: int,
+    P: int,
+    pairs: int,
+    alpha: float,
+    to_natural: float,
+) -> IntervalWidth:
     """The (1 - alpha) interval of :func:`pairwise.protocols.ustat.driver.run_ustat`'s estimate, in natural units.
 
     ``nc``: the public noisy-kernel circuit; ``R``: the kernel's public range

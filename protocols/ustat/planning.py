@@ -85,11 +85,17 @@ def choose_pairs_per_user(config: UStatConfig, pd, max_p: int = MAX_AUTO_P) -> P
     best = min(bounds, key=lambda p: (bounds[p], p))
     shown = ", ".join(f"P={p}: {bounds[p]:.3g}" for p in sorted(bounds)[:6])
     if best == 1:
-        why = ("the noise term 2 Var(eps/P) / (P n) grows with P faster than the subsampling term it buys down, "
-               "even with the largest degenerate variance R^2/4")
+        why = (
+            "the noise term 2 Var(eps/P) / (P n) grows with P faster than the subsampling term it buys down, "
+            "even with the largest degenerate variance R^2/4"
+        )
     else:
-        why = (f"with the largest degenerate variance R^2/4 the subsampling term falls faster than the noise term "
-               f"grows up to P={best}")
-    reason = (f"Theorem 5 bound, worst-case variances (zeta_1 = 0, zeta_2 = R^2/4, R = {pd.range_} in circuit units), "
-              f"n = {n_rows if not two else f'{n_rows}+{n_cols}'}, eps = {config.epsilon:g}: {shown}; {why}")
+        why = (
+            f"with the largest degenerate variance R^2/4 the subsampling term falls faster than the noise term "
+            f"grows up to P={best}"
+        )
+    reason = (
+        f"Theorem 5 bound, worst-case variances (zeta_1 = 0, zeta_2 = R^2/4, R = {pd.range_} in circuit units), "
+        f"n = {n_rows if not two else f'{n_rows}+{n_cols}'}, eps = {config.epsilon:g}: {shown}; {why}"
+    )
     return PairsChoice(best, bounds, reason)

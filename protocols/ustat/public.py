@@ -63,25 +63,36 @@ __all__ = [
 MAX_PAIR_EPSILON = Fraction(64)
 
 
-def check_parameters(statistic: str, epsilon: float, pairs_per_user: int, *, noise: str = "auto",
-                     pair_delta: float = DEFAULT_PAIR_DELTA, lam: int | None = None) -> None:
+def check_parameters(
+    statistic: str,
+    epsilon: float,
+    pairs_per_user: int,
+    *,
+    noise: str = "auto",
+    pair_delta: float = DEFAULT_PAIR_DELTA,
+    lam: int | None = None,
+) -> None:
     """Refuse (:class:`UStatError`) a bad statistic, epsilon, P, noise mechanism or pair delta, before any noise."""
     if statistic not in STATISTICS:
         raise UStatError(f"unknown statistic {statistic!r}; choose from {STATISTICS}")
-    if not (isinstance(epsilon, (int, float)) and not isinstance(epsilon, bool) and math.isfinite(epsilon)
-            and epsilon > 0):
+    if not (
+        isinstance(epsilon, (int, float)) and not isinstance(epsilon, bool) and math.isfinite(epsilon) and epsilon > 0
+    ):
         raise UStatError(f"epsilon must be a positive finite number, got {epsilon!r}")
     if isinstance(pairs_per_user, bool) or int(pairs_per_user) != pairs_per_user or pairs_per_user < 1:
         raise UStatError(f"pairs per user must be a positive integer, got {pairs_per_user!r}")
     if noise not in NOISE_MECHANISMS:
         raise UStatError(f"noise must be one of {NOISE_MECHANISMS}, got {noise!r}")
     if noise == "krr" and statistic == "gini":
-        raise UStatError("k-ary randomized response needs a kernel with few values (kendall, auc); gini takes a continuum")
+        raise UStatError(
+            "k-ary randomized response needs a kernel with few values (kendall, auc); gini takes a continuum"
+        )
     if lam is not None:
         if isinstance(lam, bool) or not isinstance(lam, int) or not 1 <= lam <= 256:
             raise UStatError(f"lam must be an integer in 1..256, got {lam!r}")
-    elif not (isinstance(pair_delta, (int, float, Fraction)) and not isinstance(pair_delta, bool)
-              and 0 < pair_delta < 1):
+    elif not (
+        isinstance(pair_delta, (int, float, Fraction)) and not isinstance(pair_delta, bool) and 0 < pair_delta < 1
+    ):
         raise UStatError(f"pair_delta must lie in (0, 1), got {pair_delta!r}")
 
 
@@ -110,7 +121,8 @@ def domains_of(statistic: str, lower, upper, decimals) -> tuple:
     if lower is None or upper is None:
         raise UStatError(
             f"{statistic} needs the public domain of its private column(s): lower= and upper= "
-            f"({'one value per column' if k == 2 else 'one value'}), fixed in advance, never the data's min/max")
+            f"({'one value per column' if k == 2 else 'one value'}), fixed in advance, never the data's min/max"
+        )
 
     def per_column(v, name):
         vals = list(v) if isinstance(v, (list, tuple, np.ndarray)) else [v]
@@ -149,8 +161,10 @@ def circuit_width(doms, bits: int | None) -> int:
         raise UStatError(f"bits must be an integer in 8..64, got {bits!r}")
     need = span.bit_length()
     if need > int(bits):
-        raise UStatError(f"the public domain needs {need} bits ({span} grid steps); "
-                         f"--bits {bits} is too narrow: widen it or lower the decimals")
+        raise UStatError(
+            f"the public domain needs {need} bits ({span} grid steps); "
+            f"--bits {bits} is too narrow: widen it or lower the decimals"
+        )
     return int(bits)
 
 
@@ -237,8 +251,9 @@ def build_noisy_kernel(pp: PublicParams, eps_pair: Fraction, pair_delta: Fractio
     from pairwise.dp.errors import NoiseParameterError
 
     try:
-        return noisy_kernel(pp.statistic, pp.bits, False, epsilon=eps_pair, sensitivity=pp.range_, mechanism=noise,
-                            delta=pair_delta)
+        return noisy_kernel(
+            pp.statistic, pp.bits, False, epsilon=eps_pair, sensitivity=pp.range_, mechanism=noise, delta=pair_delta
+        )
     except NoiseParameterError as exc:
         raise UStatError(f"no {noise} noise for this statistic and budget: {exc}") from None
 

@@ -29,8 +29,16 @@ from dataclasses import dataclass, field, fields
 
 import numpy as np
 
-__all__ = ["UStatResult", "PublicParameters", "Costs", "Release", "NotPrivate", "release_keys", "not_private_keys",
-           "public_keys"]
+__all__ = [
+    "UStatResult",
+    "PublicParameters",
+    "Costs",
+    "Release",
+    "NotPrivate",
+    "release_keys",
+    "not_private_keys",
+    "public_keys",
+]
 
 
 @dataclass(frozen=True)
@@ -108,12 +116,49 @@ class NotPrivate:
 #: Keys of the groups that appear only in a cluster run (absent otherwise, as before).
 _CLUSTER_ONLY = ("cluster_workers", "cluster_tasks", "cluster_task_seconds")
 #: The JSON order of earlier releases (kept so that diffs of saved outputs stay readable).
-_ORDER = ("statistic", "estimate", "exact", "epsilon", "delta", "n", "pairs", "pairs_per_user", "and_gates", "bytes",
-          "seconds", "mode", "executions", "theorem5_mse", "estimate_clamped", "natural_range", "exact_quantized",
-          "clamped", "domain", "and_gates_per_pair", "bits", "noise_delta_per_pair", "epsilon_per_pair", "design",
-          "noise_variance_per_pair", "noise", "bytes_per_pair", "noise_and_gates_per_pair", "random_bits_per_pair",
-          "noise_epsilon_per_pair", "noise_delta_method", "pair_delta", "sample_mse", "cluster", "interval",
-          "interval_clamped", "interval_method", "interval_width", "alpha", "kernel_check", "pairs_per_user_rule")
+_ORDER = (
+    "statistic",
+    "estimate",
+    "exact",
+    "epsilon",
+    "delta",
+    "n",
+    "pairs",
+    "pairs_per_user",
+    "and_gates",
+    "bytes",
+    "seconds",
+    "mode",
+    "executions",
+    "theorem5_mse",
+    "estimate_clamped",
+    "natural_range",
+    "exact_quantized",
+    "clamped",
+    "domain",
+    "and_gates_per_pair",
+    "bits",
+    "noise_delta_per_pair",
+    "epsilon_per_pair",
+    "design",
+    "noise_variance_per_pair",
+    "noise",
+    "bytes_per_pair",
+    "noise_and_gates_per_pair",
+    "random_bits_per_pair",
+    "noise_epsilon_per_pair",
+    "noise_delta_method",
+    "pair_delta",
+    "sample_mse",
+    "cluster",
+    "interval",
+    "interval_clamped",
+    "interval_method",
+    "interval_width",
+    "alpha",
+    "kernel_check",
+    "pairs_per_user_rule",
+)
 
 
 def _names(cls) -> tuple[str, ...]:
@@ -224,6 +269,20 @@ class UStatResult:
     @property
     def extra(self) -> dict:
         """Every key of :meth:`as_dict` beyond the flat attributes (the ``extra`` dict of earlier releases)."""
-        flat = {"statistic", "estimate", "exact", "epsilon", "delta", "n", "pairs", "pairs_per_user", "and_gates",
-                "bytes", "seconds", "mode", "executions", "theorem5_mse"}
+        flat = {
+            "statistic",
+            "estimate",
+            "exact",
+            "epsilon",
+            "delta",
+            "n",
+            "pairs",
+            "pairs_per_user",
+            "and_gates",
+            "bytes",
+            "seconds",
+            "mode",
+            "executions",
+            "theorem5_mse",
+        }
         return {k: v for k, v in self.as_dict().items() if k not in flat}

@@ -42,8 +42,16 @@ import numpy as np
 from ..transport import Transport
 from .config import UStatConfig, UStatError
 
-__all__ = ["PairRunner", "PairJob", "RunOutput", "ClusterInfo", "SimulateRunner", "ClusterRunner", "NetworkRunner",
-           "runner_for"]
+__all__ = [
+    "PairRunner",
+    "PairJob",
+    "RunOutput",
+    "ClusterInfo",
+    "SimulateRunner",
+    "ClusterRunner",
+    "NetworkRunner",
+    "runner_for",
+]
 
 Progress = Callable[[int, int], None] | None
 
@@ -175,8 +183,9 @@ def _worker_name(w: int) -> str:
     return f"worker-{w}"
 
 
-def _run_network(nc, params: dict, owner_g: np.ndarray, owner_e: np.ndarray, gx, ey, workers: int,
-                 transport: Transport, progress) -> tuple[np.ndarray, int, int]:
+def _run_network(
+    nc, params: dict, owner_g: np.ndarray, owner_e: np.ndarray, gx, ey, workers: int, transport: Transport, progress
+) -> tuple[np.ndarray, int, int]:
     """Users hosted by ``workers`` processes; each (garbler worker, evaluator worker) group of pairs
     is one real Yao session over loopback TCP between those processes (or two threads of one worker).
 
@@ -203,15 +212,37 @@ def _run_network(nc, params: dict, owner_g: np.ndarray, owner_e: np.ndarray, gx,
     for key in set(zip(owner_g.tolist(), owner_e.tolist())):
         groups[key] = np.flatnonzero((owner_g == key[0]) & (owner_e == key[1]))
     ports = _free_ports(len(groups))
-    jobs = {w: {"worker": w, "params": params, "sessions": [], "timeout": timeout,
-                "connect_timeout": transport.connect_deadline} for w in range(workers)}
+    jobs = {
+        w: {
+            "worker": w,
+            "params": params,
+            "sessions": [],
+            "timeout": timeout,
+            "connect_timeout": transport.connect_deadline,
+        }
+        for w in range(workers)
+    }
     order = {}
     for sid, ((wg, we), idx) in enumerate(sorted(groups.items())):
         order[sid] = idx
-        jobs[wg]["sessions"].append({"id": sid, "role": "garbler", "port": ports[sid], "peer": _worker_name(we),
-                                     "inputs": [int(gx[i]) for i in idx]})
-        jobs[we]["sessions"].append({"id": sid, "role": "evaluator", "port": ports[sid], "peer": _worker_name(wg),
-                                     "inputs": [int(ey[i]) for i in idx]})
+        jobs[wg]["sessions"].append(
+            {
+                "id": sid,
+                "role": "garbler",
+                "port": ports[sid],
+                "peer": _worker_name(we),
+                "inputs": [int(gx[i]) for i in idx],
+            }
+        )
+        jobs[we]["sessions"].append(
+            {
+                "id": sid,
+                "role": "evaluator",
+                "port": ports[sid],
+                "peer": _worker_name(wg),
+                "inputs": [int(ey[i]) for i in idx],
+            }
+        )
     active = [w for w, job in jobs.items() if job["sessions"]]
     if not tls:
         creds = contextlib.nullcontext(None)
@@ -244,8 +275,13 @@ def _run_network(nc, params: dict, owner_g: np.ndarray, owner_e: np.ndarray, gx,
         try:
             for w in active:
                 tls_args = transport_argv(cert_dir, _worker_name(w)) if cert_dir is not None else []
-                p = spawn([sys.executable, "-m", "pairwise.protocols.ustat.worker", *tls_args],
-                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                p = spawn(
+                    [sys.executable, "-m", "pairwise.protocols.ustat.worker", *tls_args],
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                )
                 procs[w] = p
                 t = threading.Thread(target=drive, args=(w, p, json.dumps(jobs[w])), daemon=True)
                 t.start()
@@ -288,7 +324,6 @@ def _run_network(nc, params: dict, owner_g: np.ndarray, owner_e: np.ndarray, gx,
     return out, total_bytes, len(groups)
 
 
-
 class SimulateRunner:
     """Every batch of ``batch`` pairs is one real Yao execution over an in-memory channel (this process)."""
 
@@ -323,8 +358,9 @@ class NetworkRunner:
 
     def run(self, job: PairJob, progress: Progress = None) -> RunOutput:
         t, w = self.transport, self.workers
-        out, nbytes, executions = _run_network(job.nc, job.params, job.owner_g % w, job.owner_e % w, job.gx, job.ey,
-                                               w, t, progress)
+        out, nbytes, executions = _run_network(
+            job.nc, job.params, job.owner_g % w, job.owner_e % w, job.gx, job.ey, w, t, progress
+        )
         total, count = _aggregate(job.nc, out)
         return RunOutput(total, count, nbytes, executions, outputs=out)
 
@@ -336,4 +372,3 @@ def runner_for(config: UStatConfig) -> PairRunner:
     if config.cluster is not None:
         return ClusterRunner(config.cluster, config.batch, config.transport.timeout)
     return SimulateRunner(config.batch)
-

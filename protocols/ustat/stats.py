@@ -303,7 +303,9 @@ def expected_noise_variance(coeffs, mean: float, second_moment: float) -> float:
     return c0 + c1 * mean + c2 * second_moment
 
 
-def two_sample_mse(n_pos: int, n_neg: int, P: int, zeta10: float, zeta01: float, zeta11: float, noise_variance: float) -> float:
+def two_sample_mse(
+    n_pos: int, n_neg: int, P: int, zeta10: float, zeta01: float, zeta11: float, noise_variance: float
+) -> float:
     """MSE against the population AUC of the two-sample design (:func:`sample_two_sample_pairs`).
 
     With m = min(n1, n0) pairs per round, P independent rounds and
@@ -357,7 +359,11 @@ def fixed_sample_mse(s: KernelSums, design: str, P: int, noise_coeffs) -> float:
         small_sums, big_sums = (s.rows, s.cols) if n1 <= n0 else (s.cols, s.rows)
         # the padded big x big matrix has the same total, square sum and big-side sums; its other
         # sums are the small side's plus zeros
-        dsq = s.total_sq - (float(np.square(small_sums).sum()) + float(np.square(big_sums).sum())) / big + s.total**2 / big**2
+        dsq = (
+            s.total_sq
+            - (float(np.square(small_sums).sum()) + float(np.square(big_sums).sum())) / big
+            + s.total**2 / big**2
+        )
         var_round = max(0.0, dsq) / (big - 1) if big > 1 else 0.0
         return var_round / (P * m * m) + (c0 + c1 * mean + c2 * mean_sq) / (P * m)
     n = s.n_rows

@@ -43,9 +43,14 @@ def _build(params: dict):
     if params.get("kernel"):  # a declared kernel, imported by its module:function path (public)
         from pairwise.circuits.kernel_spec import load_kernel
 
-        return noisy_spec_kernel(load_kernel(params["kernel"]), params["bits"], params["span"],
-                                 epsilon=Fraction(params["epsilon_num"], params["epsilon_den"]),
-                                 mechanism=params["mechanism"], delta=Fraction(params["delta_num"], params["delta_den"]))
+        return noisy_spec_kernel(
+            load_kernel(params["kernel"]),
+            params["bits"],
+            params["span"],
+            epsilon=Fraction(params["epsilon_num"], params["epsilon_den"]),
+            mechanism=params["mechanism"],
+            delta=Fraction(params["delta_num"], params["delta_den"]),
+        )
     return noisy_kernel(
         params["statistic"],
         params["bits"],
@@ -57,8 +62,9 @@ def _build(params: dict):
     )
 
 
-def run_session(nc, sess: dict, timeout: float, results: dict, errors: list, tls=None,
-                connect_timeout: float | None = None) -> None:
+def run_session(
+    nc, sess: dict, timeout: float, results: dict, errors: list, tls=None, connect_timeout: float | None = None
+) -> None:
     from pairwise.mpc.channel import TCPChannel, TCPListener
     from pairwise.mpc.twopc import EvaluatorSession, GarblerSession, circuit_digest
 
@@ -70,8 +76,12 @@ def run_session(nc, sess: dict, timeout: float, results: dict, errors: list, tls
     try:
         if sess["role"] == "garbler":
             with TCPListener("127.0.0.1", sess["port"], tls=tls) as lst:
-                ch, s = lst.accept_first(timeout, lambda c: GarblerSession(c, **session_args), peer_names=peer,
-                                         on_reject=lambda msg: print(f"worker: {msg}", file=sys.stderr, flush=True))
+                ch, s = lst.accept_first(
+                    timeout,
+                    lambda c: GarblerSession(c, **session_args),
+                    peer_names=peer,
+                    on_reject=lambda msg: print(f"worker: {msg}", file=sys.stderr, flush=True),
+                )
             try:
                 s.run(circuit, {"x": values}, output="evaluator", random=("rx", "ry"))
                 st = ch.stats()
@@ -79,8 +89,14 @@ def run_session(nc, sess: dict, timeout: float, results: dict, errors: list, tls
                 ch.close()
             results[f"{sid}:garbler"] = {"bytes_sent": st["bytes_sent"], "bytes_received": st["bytes_received"]}
         else:
-            ch = TCPChannel.connect("127.0.0.1", sess["port"], timeout=timeout, tls=tls, peer_names=peer,
-                                    deadline=timeout if connect_timeout is None else connect_timeout)
+            ch = TCPChannel.connect(
+                "127.0.0.1",
+                sess["port"],
+                timeout=timeout,
+                tls=tls,
+                peer_names=peer,
+                deadline=timeout if connect_timeout is None else connect_timeout,
+            )
             try:
                 s = EvaluatorSession(ch, **session_args)
                 res = s.run(circuit, {"y": values}, output="evaluator", random=("rx", "ry"))
@@ -104,8 +120,10 @@ def main(argv: list[str] | None = None) -> int:
 
     bind_to_parent()
     exit_on_sigterm()
-    ap = argparse.ArgumentParser(prog="python -m pairwise.protocols.ustat.worker",
-                                 description="one worker of `pairwise ustat --mode network` (job on stdin)")
+    ap = argparse.ArgumentParser(
+        prog="python -m pairwise.protocols.ustat.worker",
+        description="one worker of `pairwise ustat --mode network` (job on stdin)",
+    )
     add_transport_args(ap)
     args = ap.parse_args(argv)
     try:
@@ -117,8 +135,9 @@ def main(argv: list[str] | None = None) -> int:
         results: dict = {}
         errors: list = []
         threads = [
-            threading.Thread(target=run_session, args=(nc, s, timeout, results, errors, tls, connect_timeout),
-                             daemon=True)
+            threading.Thread(
+                target=run_session, args=(nc, s, timeout, results, errors, tls, connect_timeout), daemon=True
+            )
             for s in job["sessions"]
         ]
         for t in threads:

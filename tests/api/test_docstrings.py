@@ -44,16 +44,20 @@ def docstring_lines(path: Path) -> int | None:
             if tok.type != tokenize.STRING:
                 return None
             node = ast.parse(tok.string, filename=str(path)).body[0]
-            is_str = isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) \
+            is_str = (
+                isinstance(node, ast.Expr)
+                and isinstance(node.value, ast.Constant)
                 and isinstance(node.value.value, str)
+            )
             return tok.end[0] - tok.start[0] + 1 if is_str else None
     return None
 
 
 def over_limit(lengths: dict[str, int | None]) -> dict[str, int]:
     """The modules of ``lengths`` (name -> docstring lines) over the limit and over their KNOWN_LONG entry."""
-    return {name: n for name, n in lengths.items()
-            if n is not None and n > max(MAX_LINES, KNOWN_LONG.get(name, MAX_LINES))}
+    return {
+        name: n for name, n in lengths.items() if n is not None and n > max(MAX_LINES, KNOWN_LONG.get(name, MAX_LINES))
+    }
 
 
 def test_module_docstrings_are_at_most_40_lines():
@@ -63,7 +67,8 @@ def test_module_docstrings_are_at_most_40_lines():
     too_long = over_limit(lengths)
     assert not too_long, (
         f"module docstrings over {MAX_LINES} lines (move the derivation, rationale or manual to the docs/ page "
-        f"beside the code and point to it): {too_long}")
+        f"beside the code and point to it): {too_long}"
+    )
 
 
 def test_the_limit_bites(monkeypatch):

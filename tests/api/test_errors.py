@@ -50,27 +50,33 @@ def test_every_project_exception_derives_from_pairwise_error():
     assert len(exceptions) >= 38, [e.__name__ for e in exceptions]  # the walk really reached every layer
     # ``protocols.processes.Terminated`` is a KeyboardInterrupt (SIGTERM unwinds like Ctrl-C): it must stay
     # outside ``except Exception``, so it cannot take an Exception base.
-    bad = [f"{e.__module__}.{e.__qualname__}" for e in exceptions
-           if issubclass(e, Exception) and not issubclass(e, PairwiseError)]
+    bad = [
+        f"{e.__module__}.{e.__qualname__}"
+        for e in exceptions
+        if issubclass(e, Exception) and not issubclass(e, PairwiseError)
+    ]
     assert not bad, "exception classes without the PairwiseError base:\n" + "\n".join(bad)
     assert not any(issubclass(e, PairwiseError) for e in exceptions if not issubclass(e, Exception))
 
 
-@pytest.mark.parametrize(("name", "stdlib"), [
-    ("pairwise.dp.errors.PrivacyParameterError", ValueError),
-    ("pairwise.circuits.ir.CircuitError", ValueError),
-    ("pairwise.fss.keys.KeyFormatError", ValueError),
-    ("pairwise.mpc.garble.format.GarbleError", ValueError),
-    ("pairwise.mpc.errors.ChannelError", OSError),
-    ("pairwise.mpc.errors.ChannelTimeout", TimeoutError),
-    ("pairwise.mpc.errors.PeerClosed", ConnectionError),
-    ("pairwise.mpc.errors.ConnectError", ConnectionError),
-    ("pairwise.protocols.ecdf.wire.BudgetExceeded", ValueError),
-    ("pairwise.protocols.ecdf.wire.ServerUnavailable", ConnectionError),
-    ("pairwise.protocols.cluster.ClusterError", RuntimeError),
-    ("pairwise.protocols.service.storage.StorageError", OSError),
-    ("pairwise.protocols.service.processes.ServiceUnavailable", ConnectionError),
-])
+@pytest.mark.parametrize(
+    ("name", "stdlib"),
+    [
+        ("pairwise.dp.errors.PrivacyParameterError", ValueError),
+        ("pairwise.circuits.ir.CircuitError", ValueError),
+        ("pairwise.fss.keys.KeyFormatError", ValueError),
+        ("pairwise.mpc.garble.format.GarbleError", ValueError),
+        ("pairwise.mpc.errors.ChannelError", OSError),
+        ("pairwise.mpc.errors.ChannelTimeout", TimeoutError),
+        ("pairwise.mpc.errors.PeerClosed", ConnectionError),
+        ("pairwise.mpc.errors.ConnectError", ConnectionError),
+        ("pairwise.protocols.ecdf.wire.BudgetExceeded", ValueError),
+        ("pairwise.protocols.ecdf.wire.ServerUnavailable", ConnectionError),
+        ("pairwise.protocols.cluster.ClusterError", RuntimeError),
+        ("pairwise.protocols.service.storage.StorageError", OSError),
+        ("pairwise.protocols.service.processes.ServiceUnavailable", ConnectionError),
+    ],
+)
 def test_the_stdlib_bases_callers_catch_are_kept(name, stdlib):
     module, _, attr = name.rpartition(".")
     cls = getattr(importlib.import_module(module), attr)

@@ -50,14 +50,17 @@ def _mechanisms() -> dict[str, object]:
     }
 
 
-@pytest.mark.parametrize(("name", "roles"), [
-    ("rr", {Mechanism, Simulable, LocalRandomizer, ValueRandomizer}),
-    ("krr", {Mechanism, Simulable, LocalRandomizer, ValueRandomizer}),
-    ("onebit", {Mechanism, Simulable, LocalRandomizer, ValueRandomizer}),
-    ("onebit_vector", {Mechanism, Simulable, LocalRandomizer}),
-    ("geometric", {Mechanism, Simulable, CentralMechanism}),
-    ("snapping", {Mechanism, CentralMechanism}),
-])
+@pytest.mark.parametrize(
+    ("name", "roles"),
+    [
+        ("rr", {Mechanism, Simulable, LocalRandomizer, ValueRandomizer}),
+        ("krr", {Mechanism, Simulable, LocalRandomizer, ValueRandomizer}),
+        ("onebit", {Mechanism, Simulable, LocalRandomizer, ValueRandomizer}),
+        ("onebit_vector", {Mechanism, Simulable, LocalRandomizer}),
+        ("geometric", {Mechanism, Simulable, CentralMechanism}),
+        ("snapping", {Mechanism, CentralMechanism}),
+    ],
+)
 def test_each_mechanism_meets_exactly_its_roles(name, roles):
     mech = _mechanisms()[name]
     for proto in (Mechanism, Simulable, LocalRandomizer, ValueRandomizer, CentralMechanism):
@@ -82,8 +85,10 @@ def test_ot_classes_meet_the_ot_interfaces_and_base_ot_works_through_them():
     delta = random_blocks(1)[0]
     delta[0] |= np.uint64(1)
     cs, cr = COTSender(a, delta, b"sid"), COTReceiver(b, b"sid")
-    for obj, protos in ((cs, (OTSender, RandomCOTSender, CorrelatedOTSender)),
-                        (cr, (OTReceiver, RandomCOTReceiver, CorrelatedOTReceiver))):
+    for obj, protos in (
+        (cs, (OTSender, RandomCOTSender, CorrelatedOTSender)),
+        (cr, (OTReceiver, RandomCOTReceiver, CorrelatedOTReceiver)),
+    ):
         assert all(isinstance(obj, p) for p in protos)
     bcs, bcr = BaseCOTSender(a, delta, b"sid"), BaseCOTReceiver(b, b"sid")
     assert isinstance(bcs, RandomCOTSender) and isinstance(bcr, RandomCOTReceiver)
@@ -99,8 +104,14 @@ def test_ot_classes_meet_the_ot_interfaces_and_base_ot_works_through_them():
 
 
 # ---- static conformance: mypy checks these assignments against the protocols' signatures
-def _static_dp(rr: RandomizedResponse, krr: KaryRandomizedResponse, ob: OneBitFlip, obv: OneBitFlipVector,
-               geo: GeometricMechanism, snap: SnappingLaplaceMechanism) -> None:
+def _static_dp(
+    rr: RandomizedResponse,
+    krr: KaryRandomizedResponse,
+    ob: OneBitFlip,
+    obv: OneBitFlipVector,
+    geo: GeometricMechanism,
+    snap: SnappingLaplaceMechanism,
+) -> None:
     local: list[ValueRandomizer] = [rr, krr, ob]
     vector: LocalRandomizer = obv
     central: list[CentralMechanism] = [geo, snap]
@@ -108,8 +119,9 @@ def _static_dp(rr: RandomizedResponse, krr: KaryRandomizedResponse, ob: OneBitFl
     del local, vector, central, simulable
 
 
-def _static_ot(bs: BaseOTSender, br: BaseOTReceiver, cs: COTSender, cr: COTReceiver,
-               bcs: BaseCOTSender, bcr: BaseCOTReceiver) -> None:
+def _static_ot(
+    bs: BaseOTSender, br: BaseOTReceiver, cs: COTSender, cr: COTReceiver, bcs: BaseCOTSender, bcr: BaseCOTReceiver
+) -> None:
     senders: list[OTSender] = [bs, cs]
     receivers: list[OTReceiver] = [br, cr]
     random_cot: tuple[list[RandomCOTSender], list[RandomCOTReceiver]] = ([cs, bcs], [cr, bcr])

@@ -134,7 +134,11 @@ def test_aes_against_cryptography(bristol_dir, name, klen):
     c = fashion(bristol_dir, name)
     rng = np.random.default_rng(klen)  # simulation data: a seed is safe
     keys = [rng.bytes(klen) for _ in range(64)] + [bytes(range(klen)), b"\0" * klen, b"\xff" * klen]
-    pts = [rng.bytes(16) for _ in range(64)] + [bytes.fromhex("00112233445566778899aabbccddeeff"), b"\0" * 16, b"\xff" * 16]
+    pts = [rng.bytes(16) for _ in range(64)] + [
+        bytes.fromhex("00112233445566778899aabbccddeeff"),
+        b"\0" * 16,
+        b"\xff" * 16,
+    ]
     (out,) = c.evaluate([be(k) for k in keys], [be(p) for p in pts])
     got = [int(v).to_bytes(16, "big") for v in out]
     assert got == [aes_ecb(k, p) for k, p in zip(keys, pts)]
@@ -243,8 +247,20 @@ def test_parties_argument(bristol_dir):
 def test_old_adder_against_python_ints(bristol_dir):
     c = old(bristol_dir, "adder_32bit.txt")
     rng = np.random.default_rng(32)
-    a = [int(v) for v in rng.integers(0, 1 << 32, size=100, dtype=np.uint64)] + [0, 0, (1 << 32) - 1, (1 << 32) - 1, 1 << 31]
-    b = [int(v) for v in rng.integers(0, 1 << 32, size=100, dtype=np.uint64)] + [0, (1 << 32) - 1, 1, (1 << 32) - 1, 1 << 31]
+    a = [int(v) for v in rng.integers(0, 1 << 32, size=100, dtype=np.uint64)] + [
+        0,
+        0,
+        (1 << 32) - 1,
+        (1 << 32) - 1,
+        1 << 31,
+    ]
+    b = [int(v) for v in rng.integers(0, 1 << 32, size=100, dtype=np.uint64)] + [
+        0,
+        (1 << 32) - 1,
+        1,
+        (1 << 32) - 1,
+        1 << 31,
+    ]
     (out,) = c.evaluate(a, b)
     assert [int(v) for v in out] == [x + y for x, y in zip(a, b)]  # 33-bit sum, LSB-first like Fashion
 
@@ -372,9 +388,11 @@ def test_malformed_fashion_names_the_line(desc, text, line, fragment):
 @pytest.mark.parametrize("token", ["9" * (2 << 20), "x" * (2 << 20)], ids=["digits", "letters"])
 def test_an_error_on_a_huge_token_does_not_repeat_it_whole(token):
     """Issue 22: a Bristol error repeated the offending line whole (20 MB of stderr for a 20 MB token)."""
-    for text, line in ((GOOD.replace("2 1 1 3 5 AND", f"2 1 1 {token} 5 AND"), 6),
-                       (GOOD.replace("2 1 1 3 5 AND", f"2 1 1 3 5 {token}"), 6),
-                       (GOOD + token + "\n", 8)):
+    for text, line in (
+        (GOOD.replace("2 1 1 3 5 AND", f"2 1 1 {token} 5 AND"), 6),
+        (GOOD.replace("2 1 1 3 5 AND", f"2 1 1 3 5 {token}"), 6),
+        (GOOD + token + "\n", 8),
+    ):
         with pytest.raises(BristolFormatError) as info:
             parse_bristol_fashion(text, source="bad.txt")
         assert info.value.line == line and len(str(info.value)) < 600, len(str(info.value))
@@ -424,8 +442,9 @@ def test_token_mutations_and_random_bytes_raise_only_format_errors():
             toks[t] = rng.choice(["0", "1", "2", "7", "-1", "99", "XOR", "AND", "INV", "EQW", "", "3.5"])
             mutated[k] = " ".join(toks)
         texts.append("\n".join(mutated) + "\n")
-    texts += [bytes(rng.integers(0, 256, int(rng.integers(1, 80)), dtype=np.uint8)).decode("latin-1")
-              for _ in range(300)]
+    texts += [
+        bytes(rng.integers(0, 256, int(rng.integers(1, 80)), dtype=np.uint8)).decode("latin-1") for _ in range(300)
+    ]
     rejected = accepted = 0
     for text in texts:
         try:

@@ -146,7 +146,13 @@ def check_binary(op, data, w, signed):
 
 
 def _mixed_examples(f):
-    for wa, wb, sa, sb in ((64, 64, True, False), (64, 1, False, True), (1, 64, True, True), (8, 8, False, True), (63, 5, True, False)):
+    for wa, wb, sa, sb in (
+        (64, 64, True, False),
+        (64, 1, False, True),
+        (1, 64, True, True),
+        (8, 8, False, True),
+        (63, 5, True, False),
+    ):
         f = example(data=None, wa=wa, wb=wb, sa=sa, sb=sb)(f)
     return f
 
@@ -231,6 +237,7 @@ def test_square_with_constant_bits(lo_bits, hi_bits):
         assert [int(q) for q in sq] == [v_ * v_ for v_ in vals]
         assert [int(q) for q in sq1] == [(v_ | 1) ** 2 for v_ in vals]
 
+
 def test_square_of_signed_rejected():
     b = Builder()
     x = b.input("x", 8, GARBLER, signed=True)
@@ -312,7 +319,6 @@ def test_where_with_constants():
     assert run(c, xs) == [-1 if v < 0 else 1 for v in xs]
 
 
-
 def test_mux_with_mixed_signedness_returns_an_operand():
     """where(c, a, b) must return a or b exactly, whatever the operands' signedness."""
     b = Builder()
@@ -326,6 +332,7 @@ def test_mux_with_mixed_signedness_returns_an_operand():
     for cbit in (0, 1):
         got = run(circ, [cbit] * len(pairs), xs, ys)
         assert got == [xv if cbit else yv for xv, yv in pairs]
+
 
 # ---------------------------------------------------------------------- shifts, slices, concatenation, extension
 @functools.cache

@@ -123,7 +123,11 @@ def full_adder() -> Circuit:
         InputGroup("b", EVALUATOR, np.array([1])),
         InputGroup("cin", EVALUATOR, np.array([2])),
     ]
-    outputs = [OutputGroup("sum", np.array([5])), OutputGroup("carry", np.array([7])), OutputGroup("ncarry", np.array([8]))]
+    outputs = [
+        OutputGroup("sum", np.array([5])),
+        OutputGroup("carry", np.array([7])),
+        OutputGroup("ncarry", np.array([8])),
+    ]
     return Circuit(9, op, in0, in1, out, inputs, outputs, name="fa")
 
 
@@ -231,7 +235,9 @@ def test_inputs_must_come_first():
 def test_group_errors():
     x = InputGroup("x", GARBLER, np.array([0]))
     with pytest.raises(CircuitError, match="duplicate input"):
-        Circuit(3, [XOR], [0], [1], [2], [x, InputGroup("x", EVALUATOR, np.array([1]))], [OutputGroup("o", np.array([2]))])
+        Circuit(
+            3, [XOR], [0], [1], [2], [x, InputGroup("x", EVALUATOR, np.array([1]))], [OutputGroup("o", np.array([2]))]
+        )
     two = [x, InputGroup("y", EVALUATOR, np.array([1]))]
     with pytest.raises(CircuitError, match="duplicate output"):
         Circuit(3, [XOR], [0], [1], [2], two, [OutputGroup("o", np.array([2])), OutputGroup("o", np.array([2]))])
@@ -242,7 +248,9 @@ def test_group_errors():
     with pytest.raises(ValueError):  # a private input always names a real party
         Circuit(3, [XOR], [0], [1], [2], [InputGroup("x", None, np.array([0, 1]))], [OutputGroup("o", np.array([2]))])
     with pytest.raises(ValueError):
-        Circuit(3, [XOR], [0], [1], [2], [InputGroup("x", "alice", np.array([0, 1]))], [OutputGroup("o", np.array([2]))])
+        Circuit(
+            3, [XOR], [0], [1], [2], [InputGroup("x", "alice", np.array([0, 1]))], [OutputGroup("o", np.array([2]))]
+        )
 
 
 def test_evaluate_rejects_bad_inputs():

@@ -47,7 +47,9 @@ def test_a_range_too_narrow_is_refused_with_the_values_it_misses():
 
 
 def test_values_and_symmetry_are_checked():
-    sign = kernel(range=(-1, 1), symmetric=True, name="sign")(lambda b, x, y: (x.extend(9) - y.extend(9)).as_signed().sign())
+    sign = kernel(range=(-1, 1), symmetric=True, name="sign")(
+        lambda b, x, y: (x.extend(9) - y.extend(9)).as_signed().sign()
+    )
     with pytest.raises(KernelRangeError, match="declared symmetric but h"):
         verify_kernel(sign, 8, 20)
     asym = kernel(range=(-1, 1), symmetric=False, values=(0, 1, -1), name="sign")(sign.build)
@@ -58,7 +60,7 @@ def test_values_and_symmetry_are_checked():
 
 
 def test_large_grids_use_the_sound_word_bound():
-    span = int(EXHAUSTIVE_LIMIT ** 0.5) + 10
+    span = int(EXHAUSTIVE_LIMIT**0.5) + 10
     gini = kernel(range=lambda s: (0, s), symmetric=True, name="gini")(_gini)
     with pytest.raises(KernelRangeError, match="too large to check exhaustively.*16-bit unsigned output word"):
         verify_kernel(gini, 16, span)
@@ -67,15 +69,18 @@ def test_large_grids_use_the_sound_word_bound():
     assert verify_kernel(VARIANCE, 16, span)[2].startswith("by construction")  # shipped, proven by construction
 
 
-@pytest.mark.parametrize("bad,match", [
-    (dict(range=(1, 1), symmetric=True), "lo < hi"),
-    (dict(range=(0, 1.5), symmetric=True), "integers"),
-    (dict(range=(0, 1), symmetric="yes"), "symmetric=True or False"),
-    (dict(range=(0, 1), symmetric=True, power=3), "power"),
-    (dict(range=(0, 1), symmetric=True, scale=-1), "positive"),
-    (dict(range=(0, 1), symmetric=True, values=(0, 1, 2, 3)), "2 or 3"),
-    (dict(range=(0, 2), symmetric=True, values=(0, 1)), "do not span"),
-])
+@pytest.mark.parametrize(
+    "bad,match",
+    [
+        (dict(range=(1, 1), symmetric=True), "lo < hi"),
+        (dict(range=(0, 1.5), symmetric=True), "integers"),
+        (dict(range=(0, 1), symmetric="yes"), "symmetric=True or False"),
+        (dict(range=(0, 1), symmetric=True, power=3), "power"),
+        (dict(range=(0, 1), symmetric=True, scale=-1), "positive"),
+        (dict(range=(0, 1), symmetric=True, values=(0, 1, 2, 3)), "2 or 3"),
+        (dict(range=(0, 2), symmetric=True, values=(0, 1)), "do not span"),
+    ],
+)
 def test_bad_declarations_are_refused(bad, match):
     with pytest.raises(KernelRangeError, match=match):
         kernel(**bad)(_gini).output_range(10)
@@ -123,7 +128,7 @@ def test_a_spec_built_directly_has_dimensionless_defaults():
 
 
 def test_undeclarable_values_on_a_large_grid_name_the_grid():
-    span = int(EXHAUSTIVE_LIMIT ** 0.5) + 10
+    span = int(EXHAUSTIVE_LIMIT**0.5) + 10
     eq = kernel(range=(0, 1), symmetric=True, values=(0, 1), name="eq")(lambda b, x, y: x.eq(y))
     with pytest.raises(KernelRangeError, match=f"cannot be checked on a grid of {span + 1} points"):
         verify_kernel(eq, 16, span)

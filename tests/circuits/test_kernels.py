@@ -203,7 +203,13 @@ def test_interface_and_and_budget_every_width(name):
 
 
 def test_kernel_functions_match_build_kernel():
-    for f, name in ((gini, "gini"), (auc, "auc"), (kendall, "kendall"), (variance, "variance"), (collision, "collision")):
+    for f, name in (
+        (gini, "gini"),
+        (auc, "auc"),
+        (kendall, "kendall"),
+        (variance, "variance"),
+        (collision, "collision"),
+    ):
         assert f(16, True).content_hash == build_kernel(name, 16, True).content_hash
         assert f(16, True).content_hash != f(16, False).content_hash
     assert gini().inputs[0].width == 32 and gini().inputs[0].signed is False  # defaults: 32-bit unsigned

@@ -98,7 +98,18 @@ def hockey_stick_float(pmf: dict[int, Fraction], eps: float, s_max: int) -> floa
 
 
 # ---------------------------------------------------------------------- rigorous constants
-@pytest.mark.parametrize("t", [Fraction(0), Fraction(1, 10), Fraction(-1, 10), Fraction(10), Fraction(-37, 3), Fraction(-1500), Fraction(1, 3 * 2**40)])
+@pytest.mark.parametrize(
+    "t",
+    [
+        Fraction(0),
+        Fraction(1, 10),
+        Fraction(-1, 10),
+        Fraction(10),
+        Fraction(-37, 3),
+        Fraction(-1500),
+        Fraction(1, 3 * 2**40),
+    ],
+)
 def test_exp_bounds_bracket_high_precision_value(t):
     lo, hi = exp_bounds(t)
     with localcontext() as ctx:
@@ -252,7 +263,9 @@ def pmf_moments(pmf: dict[int, Fraction]) -> tuple[Fraction, Fraction]:
 
 
 @pytest.mark.parametrize("construction", ["difference", "signed"])
-@pytest.mark.parametrize("eps,s", [(Fraction(1, 2), 1), (1, 1), (1, 2), (10, 1), (10, 2), (Fraction(1, 10), 1), (Fraction(1, 50), 3)])
+@pytest.mark.parametrize(
+    "eps,s", [(Fraction(1, 2), 1), (1, 1), (1, 2), (10, 1), (10, 2), (Fraction(1, 10), 1), (Fraction(1, 50), 3)]
+)
 def test_designed_gadget_meets_delta_and_variance_targets(eps, s, construction):
     """delta <= 2^-40 from the exact pmf, and the exact variance within 2^-12 of the ideal discrete Laplace."""
     target = Fraction(1, 2**40)
@@ -263,7 +276,9 @@ def test_designed_gadget_meets_delta_and_variance_targets(eps, s, construction):
         assert construction == "signed" and Decimal(1) / 4 > ideal_dl_variance(eps, s) / 4096
         return
     g = discrete_laplace_guarantee(p)
-    assert g.method == ("exact" if p.bits <= EXACT_MAX_BITS and p.sensitivity * 2 ** (p.bits + 1) <= 2**18 else "certified")
+    assert g.method == (
+        "exact" if p.bits <= EXACT_MAX_BITS and p.sensitivity * 2 ** (p.bits + 1) <= 2**18 else "certified"
+    )
     assert g.delta <= float(target) and g.delta <= g.delta_bound and g.target_delta == pytest.approx(float(target))
     if p.bits <= 12:
         pmf = discrete_laplace_gadget(p).noise_pmf()
@@ -341,8 +356,11 @@ def test_large_sensitivity_is_certified_and_meets_target(construction):
                 tail += prefix * ps[j]
             prefix *= ps[j] if (t >> j) & 1 else 1 - ps[j]
         tail += prefix
-        assert g.delta_rational == tail * (Fraction(1, 2) if construction == "signed" else 1) == (
-            geometric_tail(p) * (Fraction(1, 2) if construction == "signed" else 1))
+        assert (
+            g.delta_rational
+            == tail * (Fraction(1, 2) if construction == "signed" else 1)
+            == (geometric_tail(p) * (Fraction(1, 2) if construction == "signed" else 1))
+        )
         # variance within the tolerance, from the closed form written out here
         v = sum(q * (1 - q) * 4**i for i, q in enumerate(ps))
         mean = sum(q * 2**i for i, q in enumerate(ps))
@@ -478,7 +496,15 @@ def _kernel_inputs(name, w, signed, n, rng):
 @pytest.mark.parametrize("mechanism", ["discrete_laplace", "signed_geometric"])
 def test_noisy_kernel_value_and_no_overflow(name, signed, mechanism):
     w, n = 8, 200
-    nc = noisy_kernel(name, w, signed, epsilon=Fraction(1, 2), target_delta=1e-4, mechanism=mechanism, variance_tolerance=Fraction(1, 8))
+    nc = noisy_kernel(
+        name,
+        w,
+        signed,
+        epsilon=Fraction(1, 2),
+        target_delta=1e-4,
+        mechanism=mechanism,
+        variance_tolerance=Fraction(1, 8),
+    )
     assert nc.mechanism == mechanism
     xb, yb, ref = _kernel_inputs(name, w, signed, n, np.random.default_rng(3))
     rx, ry = _zero_noise(nc, n)
@@ -506,7 +532,7 @@ def test_noisy_kernel_krr_codes_and_forced_flips(name, signed):
     out = decode_output(nc, nc.circuit.evaluate_bits([xb, yb, rx, ry])[0])
     assert np.array_equal(nc.reported_values(out), ref)
     k = len(values)
-    for r in ((0, 1) if k == 3 else (0,)):
+    for r in (0, 1) if k == 3 else (0,):
         rx = np.zeros((n, nc.random_width), bool)  # coin bits all 0: u = 0 < m, a flip
         if k == 3:
             rx[:, -1] = bool(r)  # the bit choosing between the two other values
@@ -519,7 +545,9 @@ def test_noisy_kernel_fixed_point_units():
     assert nc.unit == 2**8 and nc.value_range == (0, 255) and nc.sensitivity == 255
     x = np.array([65535, 1000, 0, 300]), np.array([0, 0, 65535, 44])
     rx, ry = _zero_noise(nc, 4)
-    out = decode_output(nc, nc.circuit.evaluate_bits([ints_to_bits(x[0].tolist(), 16), ints_to_bits(x[1].tolist(), 16), rx, ry])[0])
+    out = decode_output(
+        nc, nc.circuit.evaluate_bits([ints_to_bits(x[0].tolist(), 16), ints_to_bits(x[1].tolist(), 16), rx, ry])[0]
+    )
     assert out.tolist() == [65535 >> 8, 1000 >> 8, 65535 >> 8, 256 >> 8]
     with pytest.raises(NoiseParameterError, match="fixed point"):
         noisy_kernel("auc", 8, epsilon=1, fixed_point_bits=1, mechanism="krr")
@@ -533,7 +561,9 @@ def test_noisy_kernel_noise_distribution_plaintext():
     y = rng.integers(0, 16, size=N_CHI)
     h = kernel_reference("auc", x, y)
     rx, ry = nc.simulate_random_inputs(N_CHI, rng)
-    out = decode_output(nc, nc.circuit.evaluate_bits([ints_to_bits(x.tolist(), 8), ints_to_bits(y.tolist(), 8), rx, ry])[0])
+    out = decode_output(
+        nc, nc.circuit.evaluate_bits([ints_to_bits(x.tolist(), 8), ints_to_bits(y.tolist(), 8), rx, ry])[0]
+    )
     assert chi_square_pvalue(out - h, nc.noise_pmf()) > ALPHA_SEEDED
 
 
@@ -597,7 +627,9 @@ def _random_digits(rng, eps, s, k, construction):
         m = min(max(1, int(round(p * 2**a)) + int(rng.integers(-1, 2))), 2 ** (a - 1))
         nums.append(m)
         accs.append(a)
-    return DiscreteLaplaceParams(Fraction(eps), s, k, max(accs), tuple(nums), accs=tuple(accs), construction=construction)
+    return DiscreteLaplaceParams(
+        Fraction(eps), s, k, max(accs), tuple(nums), accs=tuple(accs), construction=construction
+    )
 
 
 @pytest.mark.parametrize("construction", ["difference", "signed"])
@@ -625,7 +657,9 @@ def test_certified_delta_equals_or_bounds_the_exact_delta(construction):
     for eps, s in [(1, 2), (Fraction(1, 2), 3), (1, 1)]:  # the designed gadgets are certified by construction
         p = choose_discrete_laplace(eps, s, construction=construction, variance_tolerance=1)
         assert ratio_certificate(p).ok
-        assert delta_exact(p) == geometric_tail(p) / 2 if construction == "signed" else delta_exact(p) <= geometric_tail(p)
+        assert (
+            delta_exact(p) == geometric_tail(p) / 2 if construction == "signed" else delta_exact(p) <= geometric_tail(p)
+        )
     assert certified >= 10
 
 
@@ -767,8 +801,11 @@ def test_either_partys_bits_alone_leave_the_full_noise_distribution(which):
         nc = krr_gadget(choose_krr(1, 3))
         xb = np.zeros((N_CHI, 2), bool)  # value index 0: the output is the shift d
     else:
-        nc = discrete_laplace_gadget(choose_discrete_laplace(1, 40 if which == "signed" else 2,
-                                                             construction="signed" if which == "signed" else "difference"))
+        nc = discrete_laplace_gadget(
+            choose_discrete_laplace(
+                1, 40 if which == "signed" else 2, construction="signed" if which == "signed" else "difference"
+            )
+        )
         xb = None
     rng = np.random.default_rng(12)
     const = rng.integers(0, 2, size=(1, nc.random_width)).astype(bool).repeat(N_CHI, axis=0)
@@ -777,7 +814,10 @@ def test_either_partys_bits_alone_leave_the_full_noise_distribution(which):
     for rx, ry in ((const, uniform), (uniform, const)):
         assert chi_square_pvalue(_noise_of(nc, rx, ry, xb), pmf) > ALPHA_SEEDED
     # changing only one party's bits changes the noise (for a fixed other share)
-    a, b = simulate_random_input_bits(nc.random_width, 2000, rng), simulate_random_input_bits(nc.random_width, 2000, rng)
+    a, b = (
+        simulate_random_input_bits(nc.random_width, 2000, rng),
+        simulate_random_input_bits(nc.random_width, 2000, rng),
+    )
     c = simulate_random_input_bits(nc.random_width, 2000, rng)
     x2 = None if xb is None else xb[:2000]
     base = _noise_of(nc, a, b, x2)

@@ -72,8 +72,10 @@ def test_krr_log_mgf_is_the_worst_value():
     slope, icpt = float(est.slope), float(est.intercept)
     u = np.array([-0.5, 0.3, 1.0])
     keep, other = float(params.keep_probability), float(params.other_probability)
-    per_value = [finite_log_mgf([slope * v + icpt for v in values], [keep if j == i else other for j in range(3)],
-                                float(h), u) for i, h in enumerate(values)]
+    per_value = [
+        finite_log_mgf([slope * v + icpt for v in values], [keep if j == i else other for j in range(3)], float(h), u)
+        for i, h in enumerate(values)
+    ]
     assert np.allclose(krr_estimate_log_mgf(params, values, slope, icpt, u), np.max(per_value, axis=0), rtol=1e-12)
     # centred: the debiased report has mean h for every h, so Lambda'(0) = 0 and Lambda(0) = 0
     assert np.allclose(krr_estimate_log_mgf(params, values, slope, icpt, np.array([0.0, 1e-6])), 0, atol=1e-9)
@@ -113,20 +115,23 @@ def test_ustat_interval_is_the_joint_chernoff_bound():
     from pairwise.circuits.noise import noisy_kernel
     from pairwise.protocols.ustat.interval import sampling_variance_proxy, ustat_interval
 
-    nc = noisy_kernel("gini", 8, False, epsilon=Fraction(1), sensitivity=100, mechanism="discrete_laplace",
-                      delta=Fraction(1, 2**40))
+    nc = noisy_kernel(
+        "gini", 8, False, epsilon=Fraction(1), sensitivity=100, mechanism="discrete_laplace", delta=Fraction(1, 2**40)
+    )
     n, M = 201, 100
     V = sampling_variance_proxy("subsample", False, n, n, 1, 100.0)
     assert V == pytest.approx(4 * 100.0**2 * (n - 1) / (1 * 100**2))
-    iw = ustat_interval(nc, R=100, design="subsample", two_sample=False, n_rows=n, n_cols=n, P=1, pairs=M,
-                        alpha=0.1, to_natural=0.5)
+    iw = ustat_interval(
+        nc, R=100, design="subsample", two_sample=False, n_rows=n, n_cols=n, P=1, pairs=M, alpha=0.1, to_natural=0.5
+    )
     sd = math.sqrt(V / 4 + float(nc.max_estimate_variance) / M)
     ref = chernoff_radius(lambda s: s * s * V / 8 + M * dyadic_noise_log_mgf(nc.params, s / M), 0.05, sd)
     assert iw.below == pytest.approx(ref * 0.5, rel=1e-9) and iw.above == pytest.approx(iw.below, rel=1e-9)
     assert sampling_variance_proxy("all", False, n, n, 1, 100.0) == 0.0
     assert sampling_variance_proxy("subsample", True, 30, 50, 2, 2.0) == pytest.approx(4 * 4.0 / (2 * 30))
-    wider = ustat_interval(nc, R=100, design="subsample", two_sample=False, n_rows=n, n_cols=n, P=1, pairs=M,
-                           alpha=0.01, to_natural=0.5)
+    wider = ustat_interval(
+        nc, R=100, design="subsample", two_sample=False, n_rows=n, n_cols=n, P=1, pairs=M, alpha=0.01, to_natural=0.5
+    )
     assert wider.width > iw.width
 
 
@@ -144,5 +149,5 @@ def test_alg1_interval_pieces():
     with pytest.raises(ValueError):
         alg1_interval(1.0, 1.0, n=10)
     below, above, _ = histogram_band(1000, 4, 0.7, 0.05)
-    lo, hi = binomial_band(1000, 0.7, (1 - 0.95 ** 0.25) / 2)
+    lo, hi = binomial_band(1000, 0.7, (1 - 0.95**0.25) / 2)
     assert (below, above) == pytest.approx(((hi - 700) / 1000, (700 - lo) / 1000))

@@ -54,10 +54,18 @@ def test_a_computed_guarantee_is_a_privacy_guarantee_that_prints_as_before():
     forms are those of the former NoiseGuarantee, and a stated guarantee prints as it always did."""
     g = PrivacyGuarantee(1.0, 2.5e-13, "certified", 3e-13, 1e-12, Fraction(1, 2**42), 2.0**-40)
     assert str(g) == "(1, 2.5e-13)-DP [certified]" and not g.is_pure
-    assert repr(g) == ("PrivacyGuarantee(epsilon=1.0, delta=2.5e-13, method='certified', delta_bound=3e-13, "
-                       "tv_to_ideal=1e-12, target_delta=9.094947017729282e-13)")
-    assert g.as_dict() == {"epsilon": 1.0, "delta": 2.5e-13, "method": "certified", "delta_bound": 3e-13,
-                           "tv_to_ideal": 1e-12, "target_delta": 2.0**-40}
+    assert repr(g) == (
+        "PrivacyGuarantee(epsilon=1.0, delta=2.5e-13, method='certified', delta_bound=3e-13, "
+        "tv_to_ideal=1e-12, target_delta=9.094947017729282e-13)"
+    )
+    assert g.as_dict() == {
+        "epsilon": 1.0,
+        "delta": 2.5e-13,
+        "method": "certified",
+        "delta_bound": 3e-13,
+        "tv_to_ideal": 1e-12,
+        "target_delta": 2.0**-40,
+    }
     assert g.delta_rational == Fraction(1, 2**42) and g.privacy() == PrivacyGuarantee(1.0, 2.5e-13)
     pure = PrivacyGuarantee(0.5, 0.0, "pure", 0.0, 0.01)
     assert str(pure) == "0.5-DP (pure)" and pure.is_pure
@@ -126,8 +134,14 @@ def test_advanced_composition_never_worse_than_basic():
 
 @pytest.mark.parametrize(
     "args,match",
-    [((0.0, 0.0, 10, 1e-6), "epsilon"), ((1.0, 1.0, 10, 1e-6), "delta"), ((1.0, 0.0, 0, 1e-6), "k must"),
-     ((1.0, 0.0, 2.5, 1e-6), "k must"), ((1.0, 0.0, 10, 0.0), "delta_slack"), ((1.0, 0.2, 10, 1e-6), ">= 1")],
+    [
+        ((0.0, 0.0, 10, 1e-6), "epsilon"),
+        ((1.0, 1.0, 10, 1e-6), "delta"),
+        ((1.0, 0.0, 0, 1e-6), "k must"),
+        ((1.0, 0.0, 2.5, 1e-6), "k must"),
+        ((1.0, 0.0, 10, 0.0), "delta_slack"),
+        ((1.0, 0.2, 10, 1e-6), ">= 1"),
+    ],
 )
 def test_advanced_composition_errors(args, match):
     with pytest.raises(PrivacyParameterError, match=match):

@@ -37,7 +37,12 @@ MOVED = {
     "NoiseParameterError": (sys.modules["pairwise.dp.errors"], "NoiseParameterError"),
 }
 #: helpers that dp.dyadic exports but circuits.noise never did (new names of private helpers)
-NEW_IN_DP = {"resolve_target_delta", "check_variance_tolerance", "DeltaTarget", "NoiseChoice"}  # + option groups (issue 24)
+NEW_IN_DP = {
+    "resolve_target_delta",
+    "check_variance_tolerance",
+    "DeltaTarget",
+    "NoiseChoice",
+}  # + option groups (issue 24)
 
 
 @pytest.mark.parametrize("name", sorted(set(MOVED) - NEW_IN_DP))
@@ -52,18 +57,26 @@ def test_circuits_noise_all_is_unchanged_and_resolves():
         warnings.simplefilter("ignore", DeprecationWarning)  # NoiseGuarantee
         for name in noise.__all__:
             assert hasattr(noise, name), name
-    assert set(MOVED) - NEW_IN_DP <= set(noise.__all__) | {"MAX_ACC", "MAX_BITS", "SAMPLER_MAX_BITS",
-                                                          "CONSTRUCTION_MECHANISM"}
+    assert set(MOVED) - NEW_IN_DP <= set(noise.__all__) | {
+        "MAX_ACC",
+        "MAX_BITS",
+        "SAMPLER_MAX_BITS",
+        "CONSTRUCTION_MECHANISM",
+    }
 
 
-@pytest.mark.parametrize("call", [
-    lambda: dyadic.choose_discrete_laplace(0, 1),
-    lambda: dyadic.choose_krr(1, 4),
-    lambda: noise.noisy_kernel("median", epsilon=1),
-    lambda: noise.random_input_bits(3, -1),
-    lambda: exact.exp_bounds(3000),
-    lambda: samplers.simulate_krr(dyadic.choose_krr(1, 3), [0, 1, 3], __import__("numpy").random.default_rng(1)),
-], ids=["epsilon", "krr-k", "kernel", "batch", "exp-range", "krr-code"])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: dyadic.choose_discrete_laplace(0, 1),
+        lambda: dyadic.choose_krr(1, 4),
+        lambda: noise.noisy_kernel("median", epsilon=1),
+        lambda: noise.random_input_bits(3, -1),
+        lambda: exact.exp_bounds(3000),
+        lambda: samplers.simulate_krr(dyadic.choose_krr(1, 3), [0, 1, 3], __import__("numpy").random.default_rng(1)),
+    ],
+    ids=["epsilon", "krr-k", "kernel", "batch", "exp-range", "krr-code"],
+)
 def test_noise_parameter_errors_keep_their_class_and_bases(call):
     """Raised by dp and by circuits alike; caught as NoiseParameterError, PrivacyParameterError and ValueError."""
     with pytest.raises(NoiseParameterError) as info:
@@ -81,8 +94,11 @@ def test_noise_guarantee_is_a_deprecated_alias_of_privacy_guarantee():
         from pairwise.circuits.noise import NoiseGuarantee  # noqa: F401
     with pytest.raises(AttributeError):
         noise.NoSuchName  # noqa: B018
-    for nc in (noise.discrete_laplace_gadget(dyadic.choose_discrete_laplace(1, 2)), noise.krr_gadget(dyadic.choose_krr(1)),
-               noise.noisy_binary_kernel("collision", 8, epsilon=1)):
+    for nc in (
+        noise.discrete_laplace_gadget(dyadic.choose_discrete_laplace(1, 2)),
+        noise.krr_gadget(dyadic.choose_krr(1)),
+        noise.noisy_binary_kernel("collision", 8, epsilon=1),
+    ):
         assert type(nc.guarantee) is PrivacyGuarantee and nc.guarantee.method in ("exact", "certified", "pure")
 
 

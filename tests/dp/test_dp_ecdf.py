@@ -51,8 +51,14 @@ def test_p2_leaf_equals_constrained_least_squares():
     y = np.sort(rng.random(12)) + rng.normal(0, 0.3, 12)
     got = smooth_ecdf(y, 2)
     cons = [{"type": "ineq", "fun": lambda f, i=i: f[i + 1] - f[i]} for i in range(11)]
-    ref = minimize(lambda f: np.sum((f - y) ** 2), np.clip(np.sort(y), 0, 1), method="SLSQP",
-                   bounds=[(0, 1)] * 12, constraints=cons, options={"ftol": 1e-14, "maxiter": 500})
+    ref = minimize(
+        lambda f: np.sum((f - y) ** 2),
+        np.clip(np.sort(y), 0, 1),
+        method="SLSQP",
+        bounds=[(0, 1)] * 12,
+        constraints=cons,
+        options={"ftol": 1e-14, "maxiter": 500},
+    )
     assert np.allclose(got, ref.x, atol=1e-6)
 
 
@@ -84,12 +90,14 @@ def test_p2_tree_equals_slsqp_in_node_space():
     rng = np.random.default_rng(1)
     f_hat = np.linspace(0.05, 0.95, 8) + rng.normal(0, 0.2, 8)
     z = path_matrix(8).toarray()
-    cons = [{"type": "ineq", "fun": lambda nu, i=i: (f_hat + z @ nu)[i + 1] - (f_hat + z @ nu)[i]}
-            for i in range(7)]
-    cons += [{"type": "ineq", "fun": lambda nu: (f_hat + z @ nu)[0]},
-             {"type": "ineq", "fun": lambda nu: 1 - (f_hat + z @ nu)[-1]}]
-    ref = minimize(lambda nu: nu @ nu, np.zeros(15), method="SLSQP", constraints=cons,
-                   options={"ftol": 1e-15, "maxiter": 1000})
+    cons = [{"type": "ineq", "fun": lambda nu, i=i: (f_hat + z @ nu)[i + 1] - (f_hat + z @ nu)[i]} for i in range(7)]
+    cons += [
+        {"type": "ineq", "fun": lambda nu: (f_hat + z @ nu)[0]},
+        {"type": "ineq", "fun": lambda nu: 1 - (f_hat + z @ nu)[-1]},
+    ]
+    ref = minimize(
+        lambda nu: nu @ nu, np.zeros(15), method="SLSQP", constraints=cons, options={"ftol": 1e-15, "maxiter": 1000}
+    )
     got = smooth_ecdf(f_hat, 2, space="tree")
     assert np.allclose(got, f_hat + z @ ref.x, atol=1e-6)
 
@@ -384,8 +392,14 @@ def test_hosmer_lemeshow_dp_neighbours_publish_post_processing_of_noisy_counts_o
     def exact_stats(pp, yy, cuts):
         g = np.searchsorted(np.sort(cuts), probability_bins(pp, L), side="left")
         pg = np.rint(pp * grid)
-        return np.array([np.bincount(g, weights=yy, minlength=Q), np.bincount(g, weights=1 - yy, minlength=Q),
-                         np.bincount(g, weights=pg, minlength=Q), np.bincount(g, weights=grid - pg, minlength=Q)])
+        return np.array(
+            [
+                np.bincount(g, weights=yy, minlength=Q),
+                np.bincount(g, weights=1 - yy, minlength=Q),
+                np.bincount(g, weights=pg, minlength=Q),
+                np.bincount(g, weights=grid - pg, minlength=Q),
+            ]
+        )
 
     out = []
     for pp, yy in ((p, y), (p2, y2)):
@@ -401,8 +415,9 @@ def test_hosmer_lemeshow_dp_neighbours_publish_post_processing_of_noisy_counts_o
     (tree_a, noise_a, cuts_a), (tree_b, noise_b, cuts_b) = out
     assert np.array_equal(tree_a, tree_b) and np.abs(tree_a).max() > 0  # data-independent, non-zero noise
     assert np.array_equal(noise_a, noise_b) and np.abs(noise_a).max() > 0
-    exact_cut = np.asarray(inverse_ecdf(np.cumsum(np.bincount(probability_bins(p, L), minlength=1 << L)) / n,
-                                        np.arange(1, Q) / Q))
+    exact_cut = np.asarray(
+        inverse_ecdf(np.cumsum(np.bincount(probability_bins(p, L), minlength=1 << L)) / n, np.arange(1, Q) / Q)
+    )
     assert not np.array_equal(cuts_a, exact_cut)  # the noise moved the cuts: a test that can fail
     diff = np.abs(exact_stats(p2, y2, cuts_a) - exact_stats(p, y, cuts_a))
     assert np.count_nonzero(diff.sum(axis=0)) <= 2 and diff[:2].max() <= 1 and diff[2:].max() <= grid
@@ -416,6 +431,6 @@ def test_hosmer_lemeshow_expected_counts_are_published_on_the_documented_grid():
     y = (rng.random(300) < p).astype(int)
     rel = hosmer_lemeshow_dp(p, y, 1e9, Q=4, L=6, smoothing=None, rng=np.random.default_rng(1))
     for e in (rel.e1, rel.e0):
-        assert np.array_equal(np.rint(e * 2 ** 16), e * 2 ** 16)
+        assert np.array_equal(np.rint(e * 2**16), e * 2**16)
     g = np.searchsorted(np.sort(rel.cut_bins), probability_bins(p, 6), side="left")
-    assert np.allclose(rel.e1, np.bincount(g, weights=p, minlength=4), atol=300 * 2.0 ** -17)
+    assert np.allclose(rel.e1, np.bincount(g, weights=p, minlength=4), atol=300 * 2.0**-17)

@@ -189,9 +189,14 @@ def test_krr_estimator_slope_and_intercept_are_the_closed_form(k, phi):
         var_y = sum(p * y * y for p, y in zip(law, values)) - mean_y * mean_y
         assert est.slope * mean_y + est.intercept == v  # unbiased, exactly
         assert est.variance(v) == est.slope**2 * var_y
-    assert est.max_variance == max(est.slope**2 * (sum(p * y * y for p, y in zip(_krr_law(k, phi, i), values))
-                                                    - sum(p * y for p, y in zip(_krr_law(k, phi, i), values)) ** 2)
-                                   for i in range(k))
+    assert est.max_variance == max(
+        est.slope**2
+        * (
+            sum(p * y * y for p, y in zip(_krr_law(k, phi, i), values))
+            - sum(p * y for p, y in zip(_krr_law(k, phi, i), values)) ** 2
+        )
+        for i in range(k)
+    )
 
 
 @pytest.mark.parametrize("k,eps", [(2, 1.0), (3, 0.5), (6, 2.0), (16, 0.25)])
@@ -209,10 +214,13 @@ def test_kary_rr_estimator_is_the_papers_unbiasing(k, eps):
     # the float64 one-hot path applies the same estimator: debiased_onehot(r) . values = slope r + intercept
     reports = np.arange(k)
     vals = np.arange(k, dtype=float)
-    assert np.allclose(m.debiased_onehot(reports) @ vals, float(est.slope) * reports + float(est.intercept),
-                       rtol=1e-12, atol=1e-12)
+    assert np.allclose(
+        m.debiased_onehot(reports) @ vals, float(est.slope) * reports + float(est.intercept), rtol=1e-12, atol=1e-12
+    )
     labelled = m.estimator(tuple(10 * v - 3 for v in range(k)))
-    assert labelled.slope == est.slope and labelled.intercept == -(beta / k) * sum(10 * v - 3 for v in range(k)) / (1 - beta)
+    assert labelled.slope == est.slope and labelled.intercept == -(beta / k) * sum(10 * v - 3 for v in range(k)) / (
+        1 - beta
+    )
 
 
 def test_krr_estimator_rejects_bad_parameters():
@@ -227,7 +235,12 @@ def test_krr_estimator_rejects_bad_parameters():
     with pytest.raises(InvalidDataError, match="integers"):
         KRREstimator.for_krr(2, Fraction(1, 3), (0, 0.5))
     add = KRREstimator.additive(Fraction(-1, 2), Fraction(7, 3))
-    assert (add.slope, add.intercept, add.variance(5), add.max_variance) == (1, Fraction(1, 2), Fraction(7, 3), Fraction(7, 3))
+    assert (add.slope, add.intercept, add.variance(5), add.max_variance) == (
+        1,
+        Fraction(1, 2),
+        Fraction(7, 3),
+        Fraction(7, 3),
+    )
 
 
 # ---------------------------------------------------------------- one-bit flip

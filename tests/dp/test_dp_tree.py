@@ -303,8 +303,14 @@ def test_hierarchical_consistent_beats_theorem31():
 
 @pytest.mark.parametrize(
     "counts,exc",
-    [([], EmptyDataError), ([0, 0, 0], EmptyDataError), ([1, -1], InvalidDataError),
-     ([[1, 2]], InvalidDataError), ([0.5, 1], InvalidDataError), (["a"], InvalidDataError)],
+    [
+        ([], EmptyDataError),
+        ([0, 0, 0], EmptyDataError),
+        ([1, -1], InvalidDataError),
+        ([[1, 2]], InvalidDataError),
+        ([0.5, 1], InvalidDataError),
+        (["a"], InvalidDataError),
+    ],
 )
 def test_bad_counts(counts, exc):
     with pytest.raises(exc):

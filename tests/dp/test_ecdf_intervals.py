@@ -61,9 +61,11 @@ def test_chernoff_of_equal_weights_equals_the_norm_form_and_scales():
     law = NoiseLaw(0.8)
     w = np.full(9, 0.5)
     assert chernoff_radius_weights(law, w, 0.01) == pytest.approx(
-        chernoff_radii(law, [float((w ** 2).sum())], [0.5], 0.01)[0], rel=1e-6)
-    assert chernoff_radius_weights(law, 2 * w, 0.01) == pytest.approx(2 * chernoff_radius_weights(law, w, 0.01),
-                                                                      rel=1e-6)
+        chernoff_radii(law, [float((w**2).sum())], [0.5], 0.01)[0], rel=1e-6
+    )
+    assert chernoff_radius_weights(law, 2 * w, 0.01) == pytest.approx(
+        2 * chernoff_radius_weights(law, w, 0.01), rel=1e-6
+    )
     assert chernoff_radius_weights(law, np.zeros(3), 0.01) == 0.0
 
 
@@ -111,7 +113,7 @@ def test_product_moment_against_dense_matrices_and_simulation():
 def test_effective_alpha_refuses_exactly_nothing_left():
     """Kills ``out >= 0``: a distance that uses up alpha exactly leaves no interval."""
     with pytest.raises(PrivacyParameterError):
-        effective_alpha(0.25, NoiseLaw(0.5, tv=2.0 ** -6), 16)  # 16 * 2^-6 = 0.25 exactly
+        effective_alpha(0.25, NoiseLaw(0.5, tv=2.0**-6), 16)  # 16 * 2^-6 = 0.25 exactly
 
 
 def test_two_law_radius_is_chernoff_over_both_weight_vectors():
@@ -121,9 +123,11 @@ def test_two_law_radius_is_chernoff_over_both_weight_vectors():
     law = NoiseLaw(0.7)
     wa, wb = np.array([0.5, 0.5, 0.0]), np.array([0.5, 0.25, 0.5])
     assert _two_law_radius(law, wa, law, wb, 0.01) == pytest.approx(
-        chernoff_radius_weights(law, np.concatenate([wa, wb]), 0.01), rel=1e-6)
+        chernoff_radius_weights(law, np.concatenate([wa, wb]), 0.01), rel=1e-6
+    )
     assert _two_law_radius(law, wa, NoiseLaw(0.0), wb, 0.01) == pytest.approx(
-        chernoff_radius_weights(law, wa, 0.01), rel=1e-6)  # a noiseless second law adds nothing
+        chernoff_radius_weights(law, wa, 0.01), rel=1e-6
+    )  # a noiseless second law adds nothing
 
 
 def test_auc_interval_is_the_documented_union_bound():
@@ -138,14 +142,22 @@ def test_auc_interval_is_the_documented_union_bound():
     ca = np.cumsum(rng.integers(0, 9, 8)).astype(float) + rng.integers(-2, 3, 8)
     cb = np.cumsum(rng.integers(0, 9, 8)).astype(float) + rng.integers(-2, 3, 8)
     n, alpha, T = 70, 0.1, 123.0
-    r = auc_interval(ca, cb, n, alpha, law_above=law, law_below=law, adj_above=path_adjoint,
-                     adj_below=path_adjoint, product_second_moment=T)
+    r = auc_interval(
+        ca,
+        cb,
+        n,
+        alpha,
+        law_above=law,
+        law_below=law,
+        adj_above=path_adjoint,
+        adj_below=path_adjoint,
+        product_second_moment=T,
+    )
     b1, b2, b3, b4 = (alpha * s for s in (0.35, 0.35, 0.15, 0.15))
     Ha, Gb = _diff(ca), _mid(cb)
     w1 = path_adjoint(np.concatenate([Ha[:-1] / 2 + Ha[1:] / 2, [Ha[-1] / 2]]))
     w2 = path_adjoint(np.concatenate([Gb[:-1] - Gb[1:], [Gb[-1]]]))
-    rU = (chernoff_radius_weights(law, w1, b1 / 2) + chernoff_radius_weights(law, w2, b2 / 2)
-          + m.sqrt(T / b3))
+    rU = chernoff_radius_weights(law, w1, b1 / 2) + chernoff_radius_weights(law, w2, b2 / 2) + m.sqrt(T / b3)
     e = np.eye(1, 8, 7).ravel()
     rP = _two_law_radius(law, path_adjoint(e) / 2, law, path_adjoint(e) / 2, b4 / 2)
     assert r.radius_pairs == pytest.approx(rU, rel=1e-6) and r.radius_total == pytest.approx(rP, rel=1e-6)

@@ -46,8 +46,10 @@ def test_binary_radices_equal_the_binary_consistent_tree():
     assert max(float(np.abs(x - y).max()) for x, y in zip(a, b)) < 1e-9
 
 
-@pytest.mark.parametrize("rad,var", [((4, 8), (1.0, 1.0, 0.0)), ((2, 4, 2), (1.0, 1.0, 1.0, 1.0)),
-                                     ((8,), (1.0, 0.0)), ((4, 4), (2.0, 1.0, 0.5))])
+@pytest.mark.parametrize(
+    "rad,var",
+    [((4, 8), (1.0, 1.0, 0.0)), ((2, 4, 2), (1.0, 1.0, 1.0, 1.0)), ((8,), (1.0, 0.0)), ((4, 4), (2.0, 1.0, 0.5))],
+)
 def test_prefix_map_adjoint_is_the_transpose_and_gls_variances_match_least_squares(rad, var):
     pm = PrefixMap(rad, var)
     J, N = pm.nodes, pm.sizes[0]
@@ -62,7 +64,7 @@ def test_prefix_map_adjoint_is_the_transpose_and_gls_variances_match_least_squar
         blk = N // s
         for j in range(s):
             r = np.zeros(N)
-            r[j * blk:(j + 1) * blk] = 1
+            r[j * blk : (j + 1) * blk] = 1
             rows.append(r)
             w.append(1 / var[lvl])
     H, W = np.array(rows), np.diag(w)
@@ -75,10 +77,10 @@ def test_prefix_map_adjoint_is_the_transpose_and_gls_variances_match_least_squar
     cum = np.tril(np.ones((N, N)))
     v_ls = np.einsum("ij,jk,ik->i", cum, C, cum)
     node_var = np.array([var[lvl] for lvl, s in enumerate(level_sizes(rad)) if var[lvl] > 0 for _ in range(s)])
-    v_map = (F ** 2 * node_var[:, None]).sum(0)
+    v_map = (F**2 * node_var[:, None]).sum(0)
     assert np.abs(v_ls - v_map).max() < 1e-8
     sq, mx = pm.threshold_norms()
-    assert np.allclose(sq, (A ** 2).sum(1)) and np.allclose(mx, np.abs(A).max(1))
+    assert np.allclose(sq, (A**2).sum(1)) and np.allclose(mx, np.abs(A).max(1))
 
 
 def test_path_adjoint_is_the_transpose_of_path_sums():
@@ -86,8 +88,9 @@ def test_path_adjoint_is_the_transpose_of_path_sums():
     nodes = (2 << L) - 1
     sizes = [1 << (L - lvl) for lvl in range(L + 1)]
     starts = np.concatenate([[0], np.cumsum(sizes)])
-    F = np.array([path_sums([np.eye(nodes)[j][starts[lvl]:starts[lvl + 1]] for lvl in range(L + 1)])
-                  for j in range(nodes)])  # nodes x N
+    F = np.array(
+        [path_sums([np.eye(nodes)[j][starts[lvl] : starts[lvl + 1]] for lvl in range(L + 1)]) for j in range(nodes)]
+    )  # nodes x N
     assert np.array_equal(path_adjoint(np.eye(1 << L)), F.T)
     with pytest.raises(InvalidDataError):
         path_adjoint(np.ones(6))
@@ -98,7 +101,7 @@ def _brute_costs(rad, root_public):
     Ws = [int(np.prod(rad[:lvl])) for lvl in range(len(rad))]
     out = []
     for x in range(1, N + 1):
-        best = 10 ** 9
+        best = 10**9
         for es in itertools.product(*[range(-(k - 1), k) for k in rad]):
             for top in (0, 1):
                 if sum(e * W for e, W in zip(es, Ws)) + top * N == x:
@@ -163,7 +166,7 @@ def test_kary_mechanism_neighbours_and_noise_scale():
     var = big.node_variance
     a = math.exp(-1 / big.scale)
     k4 = 2 * a * (1 + 4 * a + a * a) / (1 - a) ** 4
-    se = math.sqrt((k4 + 2 * var ** 2) / z.size)
+    se = math.sqrt((k4 + 2 * var**2) / z.size)
     assert abs(z.var() - var) < 5 * se
     # consistency keeps sums: the last prefix is the public n
     assert ra.cumulative[-1] == pytest.approx(300.0)
@@ -182,4 +185,3 @@ def test_prefix_map_accepts_one_vector_and_any_batch_shape():
     assert np.allclose(pm.forward(z), z @ A.T)
     with pytest.raises(InvalidDataError):
         pm.adjoint(np.ones((N, N + 1)))  # thresholds on the last axis, not the first
-

@@ -225,8 +225,12 @@ def _alg1_reference(beta, R, alpha, n=None, n_pos=None, n_neg=None):
 
     q = 1 - beta
     if n is None:
-        wsq, wmax, d2, mcd = 1 / n_pos + 1 / n_neg, max(1 / n_pos, 1 / n_neg), 4 * beta * R * R / (n_pos * n_neg * q**4), \
-            1 / n_pos + 1 / n_neg
+        wsq, wmax, d2, mcd = (
+            1 / n_pos + 1 / n_neg,
+            max(1 / n_pos, 1 / n_neg),
+            4 * beta * R * R / (n_pos * n_neg * q**4),
+            1 / n_pos + 1 / n_neg,
+        )
     else:
         wsq, wmax, d2, mcd = 4 / n, 2 / n, 8 * beta * R * R / (n * (n - 1) * q**4), 4 / n
     best = math.inf
@@ -241,10 +245,16 @@ def _alg1_reference(beta, R, alpha, n=None, n_pos=None, n_neg=None):
     return min(best, math.sqrt(rf * rf * mcd * math.log(2 / alpha) / 2))
 
 
-@pytest.mark.parametrize("beta,R,alpha,sizes", [(0.3, 1.0, 0.05, {"n": 12}), (0.8, 2.0, 0.1, {"n": 500}),
-                                                (0.05, 400.0, 0.05, {"n": 40}),
-                                                (0.5, 1.0, 0.01, {"n_pos": 7, "n_neg": 30}),
-                                                (0.95, 1.0, 0.05, {"n_pos": 300, "n_neg": 200})])
+@pytest.mark.parametrize(
+    "beta,R,alpha,sizes",
+    [
+        (0.3, 1.0, 0.05, {"n": 12}),
+        (0.8, 2.0, 0.1, {"n": 500}),
+        (0.05, 400.0, 0.05, {"n": 40}),
+        (0.5, 1.0, 0.01, {"n_pos": 7, "n_neg": 30}),
+        (0.95, 1.0, 0.05, {"n_pos": 300, "n_neg": 200}),
+    ],
+)
 def test_alg1_interval_is_the_documented_bound(beta, R, alpha, sizes):
     """Kills ``b = a_l * 2``, ``if not d2 > 0`` and ``n * (n - 2)`` in alg1_interval: the half-width equals the
     bound of docs/intervals.md recomputed here (small n makes n - 1 against n - 2 visible)."""
@@ -314,4 +324,6 @@ def test_fixed_sample_mse_of_four_users_is_the_exact_matching_variance():
     var_s = sum(s * s for s in sums) / 3 - (sum(sums) / 3) ** 2
     assert var_s > 0
     for P in (1, 3):
-        assert fixed_sample_mse(kernel_sums("gini", x), "subsample", P, (0, 0, 0)) == pytest.approx(var_s / 4 / P, rel=1e-9)
+        assert fixed_sample_mse(kernel_sums("gini", x), "subsample", P, (0, 0, 0)) == pytest.approx(
+            var_s / 4 / P, rel=1e-9
+        )

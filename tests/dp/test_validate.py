@@ -30,11 +30,18 @@ def test_bool_is_named_as_such():
         check_int(True, "flag", lo=1)
 
 
-@pytest.mark.parametrize(("v", "lo", "hi", "ok", "text"), [
-    (1, 1, None, True, ""), (0, 1, None, False, "an integer >= 1"),
-    (24, 1, 24, True, ""), (25, 1, 24, False, r"an integer in \[1, 24\]"), (0, 1, 24, False, r"an integer in \[1, 24\]"),
-    (-5, None, -5, True, ""), (-4, None, -5, False, "an integer <= -5"),
-])
+@pytest.mark.parametrize(
+    ("v", "lo", "hi", "ok", "text"),
+    [
+        (1, 1, None, True, ""),
+        (0, 1, None, False, "an integer >= 1"),
+        (24, 1, 24, True, ""),
+        (25, 1, 24, False, r"an integer in \[1, 24\]"),
+        (0, 1, 24, False, r"an integer in \[1, 24\]"),
+        (-5, None, -5, True, ""),
+        (-4, None, -5, False, "an integer <= -5"),
+    ],
+)
 def test_bounds_are_inclusive_and_named(v, lo, hi, ok, text):
     if ok:
         assert check_int(v, "n", lo=lo, hi=hi) == v

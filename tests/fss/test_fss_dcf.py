@@ -72,8 +72,7 @@ def test_random_points_large_domain(n, cmp):
     alphas = [rng.getrandbits(n) for _ in range(K)]
     alphas[:4] = [0, 1, 2**n - 1, 2**n - 2]
     betas = [rng.getrandbits(l) for _ in range(K)]
-    k0, k1 = dcf_gen_batch(np.array(alphas, dtype=np.uint64), np.array(betas, dtype=np.uint64), n, l,
-                           comparison=cmp)
+    k0, k1 = dcf_gen_batch(np.array(alphas, dtype=np.uint64), np.array(betas, dtype=np.uint64), n, l, comparison=cmp)
     points = [0, 2**n - 1] + [rng.getrandbits(n) for _ in range(6)]
     for x in points:
         y = reconstruct(k0.eval(x), k1.eval(x), l)
@@ -178,20 +177,23 @@ def test_hypothesis_single_point(data):
     assert reconstruct(k0.eval(x), k1.eval(x), l) == truth(cmp, alpha, beta, l, x)
 
 
-@pytest.mark.parametrize("kwargs,match", [
-    (dict(alpha=0, beta=1, n=0, l=8), "domain bits n must be in 1..64"),
-    (dict(alpha=0, beta=1, n=65, l=8), "domain bits n must be in 1..64"),
-    (dict(alpha=0, beta=1, n=8, l=0), "output bits l must be in 1..64"),
-    (dict(alpha=0, beta=1, n=8, l=65), "output bits l must be in 1..64"),
-    (dict(alpha=256, beta=1, n=8, l=8), r"alpha must be in \[0, 2\^8\)"),
-    (dict(alpha=-1, beta=1, n=8, l=8), r"alpha must be in \[0, 2\^8\)"),
-    (dict(alpha=3, beta=256, n=8, l=8), r"beta = 256 is outside \(-2\^8, 2\^8\)"),
-    (dict(alpha=3, beta=-256, n=8, l=8), r"outside \(-2\^8, 2\^8\)"),
-    (dict(alpha=3.0, beta=1, n=8, l=8), "alpha must be an integer"),
-    (dict(alpha=3, beta=1.5, n=8, l=8), "beta must be an integer"),
-    (dict(alpha=3, beta=True, n=8, l=8), "beta must be an integer, got a bool"),
-    (dict(alpha=3, beta=1, n="8", l=8), "domain bits n must be an integer"),
-])
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        (dict(alpha=0, beta=1, n=0, l=8), "domain bits n must be in 1..64"),
+        (dict(alpha=0, beta=1, n=65, l=8), "domain bits n must be in 1..64"),
+        (dict(alpha=0, beta=1, n=8, l=0), "output bits l must be in 1..64"),
+        (dict(alpha=0, beta=1, n=8, l=65), "output bits l must be in 1..64"),
+        (dict(alpha=256, beta=1, n=8, l=8), r"alpha must be in \[0, 2\^8\)"),
+        (dict(alpha=-1, beta=1, n=8, l=8), r"alpha must be in \[0, 2\^8\)"),
+        (dict(alpha=3, beta=256, n=8, l=8), r"beta = 256 is outside \(-2\^8, 2\^8\)"),
+        (dict(alpha=3, beta=-256, n=8, l=8), r"outside \(-2\^8, 2\^8\)"),
+        (dict(alpha=3.0, beta=1, n=8, l=8), "alpha must be an integer"),
+        (dict(alpha=3, beta=1.5, n=8, l=8), "beta must be an integer"),
+        (dict(alpha=3, beta=True, n=8, l=8), "beta must be an integer, got a bool"),
+        (dict(alpha=3, beta=1, n="8", l=8), "domain bits n must be an integer"),
+    ],
+)
 def test_parameter_validation(kwargs, match):
     with pytest.raises(FSSParameterError, match=match):
         dcf_gen(**kwargs)

@@ -32,6 +32,7 @@ _ENC = Cipher(algorithms.AES(FIXED_KEY), modes.ECB()).encryptor()
 
 # ----------------------------------------------------------------------------- reference
 
+
 def ref_H(s: int, j: int) -> int:
     """pi(sigma(s) ^ j) ^ sigma(s); sigma(hi || lo) = (hi ^ lo) || hi; blocks little-endian."""
     lo, hi = s & M64, s >> 64
@@ -122,23 +123,23 @@ def ref_parse(blob: bytes):
     assert ver == 1
     w = (l + 7) // 8
     pos = 5
-    seed = int.from_bytes(blob[pos:pos + 16], "little")
+    seed = int.from_bytes(blob[pos : pos + 16], "little")
     pos += 16
     levels = []
     for _ in range(n):
-        s_cw = int.from_bytes(blob[pos:pos + 16], "little")
+        s_cw = int.from_bytes(blob[pos : pos + 16], "little")
         pos += 16
         v_cw = 0
         if kind == 2:
-            v_cw = int.from_bytes(blob[pos:pos + w], "little")
+            v_cw = int.from_bytes(blob[pos : pos + w], "little")
             pos += w
         levels.append([s_cw, v_cw])
     nb = (2 * n + 7) // 8
-    bits = int.from_bytes(blob[pos:pos + nb], "little")
+    bits = int.from_bytes(blob[pos : pos + nb], "little")
     pos += nb
     for i in range(n):
         levels[i] += [(bits >> (2 * i)) & 1, (bits >> (2 * i + 1)) & 1]
-    cw_last = int.from_bytes(blob[pos:pos + w], "little")
+    cw_last = int.from_bytes(blob[pos : pos + w], "little")
     assert pos + w == len(blob)
     return kind, party, n, l, seed, levels, cw_last
 
@@ -173,6 +174,7 @@ def truth(cmp: str, alpha: int, beta: int, l: int, x: int) -> int:
 
 # ----------------------------------------------------------------------------- tests
 
+
 def _np_blocks(ints):
     return np.array([[v & M64, v >> 64] for v in ints], dtype=np.uint64)
 
@@ -190,8 +192,14 @@ def test_prg_matches_reference():
         assert [int(blocks[k, j, 0]) | int(blocks[k, j, 1]) << 64 for j in range(3)] == want
         assert [int(words[j][0][k]) | int(words[j][1][k]) << 64 for j in range(3)] == want
         g = ref_G(s)
-        got = (int(sL[k, 0]) | int(sL[k, 1]) << 64, int(tL[k]), int(sR[k, 0]) | int(sR[k, 1]) << 64,
-               int(tR[k]), int(vL[k]), int(vR[k]))
+        got = (
+            int(sL[k, 0]) | int(sL[k, 1]) << 64,
+            int(tL[k]),
+            int(sR[k, 0]) | int(sR[k, 1]) << 64,
+            int(tR[k]),
+            int(vL[k]),
+            int(vR[k]),
+        )
         assert got == g
 
 
@@ -218,9 +226,16 @@ def test_path_expander_matches_reference(values):
 
 GEN_CASES = [
     # (n, l, alpha, beta)
-    (1, 1, 0, 1), (1, 1, 1, 1), (3, 5, 5, 17), (8, 8, 0, 255), (8, 8, 255, 3),
-    (13, 20, 4097, 123456), (32, 32, 0xDEADBEEF, 1), (40, 64, 2**40 - 1, 2**64 - 5),
-    (64, 33, 2**63 + 12345, 2**32 + 7), (64, 64, 0, 2**63),
+    (1, 1, 0, 1),
+    (1, 1, 1, 1),
+    (3, 5, 5, 17),
+    (8, 8, 0, 255),
+    (8, 8, 255, 3),
+    (13, 20, 4097, 123456),
+    (32, 32, 0xDEADBEEF, 1),
+    (40, 64, 2**40 - 1, 2**64 - 5),
+    (64, 33, 2**63 + 12345, 2**32 + 7),
+    (64, 64, 0, 2**63),
 ]
 
 
@@ -231,8 +246,9 @@ def test_dcf_gen_known_answer_bytes(n, l, alpha, beta, cmp):
     roots = (rng.getrandbits(128), rng.getrandbits(128))
     want0, want1 = ref_gen("dcf", alpha, beta, n, l, roots, cmp)
     npr = np.stack([_np_blocks([roots[0]]), _np_blocks([roots[1]])])  # (2, 1, 2)
-    scw, vcw, tcw, fcw = _dcf_gen_from_roots(np.array([alpha], dtype=np.uint64),
-                                             np.array([beta], dtype=np.uint64), n, l, cmp, npr)
+    scw, vcw, tcw, fcw = _dcf_gen_from_roots(
+        np.array([alpha], dtype=np.uint64), np.array([beta], dtype=np.uint64), n, l, cmp, npr
+    )
     got0 = DCFKeyBatch(0, n, l, npr[0], scw, tcw, fcw, vcw).to_bytes_list()[0]
     got1 = DCFKeyBatch(1, n, l, npr[1], scw, tcw, fcw, vcw).to_bytes_list()[0]
     assert got0 == want0
@@ -248,8 +264,9 @@ def test_dpf_gen_known_answer_bytes(n, l, alpha, beta):
     roots = (rng.getrandbits(128), rng.getrandbits(128))
     want0, want1 = ref_gen("dpf", alpha, beta, n, l, roots)
     npr = np.stack([_np_blocks([roots[0]]), _np_blocks([roots[1]])])
-    scw, tcw, fcw = _dpf_gen_from_roots(np.array([alpha], dtype=np.uint64),
-                                        np.array([beta], dtype=np.uint64), n, l, npr)
+    scw, tcw, fcw = _dpf_gen_from_roots(
+        np.array([alpha], dtype=np.uint64), np.array([beta], dtype=np.uint64), n, l, npr
+    )
     assert DPFKeyBatch(0, n, l, npr[0], scw, tcw, fcw).to_bytes_list()[0] == want0
     assert DPFKeyBatch(1, n, l, npr[1], scw, tcw, fcw).to_bytes_list()[0] == want1
     for x in {0, alpha, max(alpha - 1, 0), min(alpha + 1, 2**n - 1), 2**n - 1}:
@@ -264,8 +281,9 @@ def test_batched_gen_matches_reference_per_key():
     betas = [rng.getrandbits(l) for _ in range(K)]
     roots = [(rng.getrandbits(128), rng.getrandbits(128)) for _ in range(K)]
     npr = np.stack([_np_blocks([r[0] for r in roots]), _np_blocks([r[1] for r in roots])])
-    scw, vcw, tcw, fcw = _dcf_gen_from_roots(np.array(alphas, dtype=np.uint64),
-                                             np.array(betas, dtype=np.uint64), n, l, "lt", npr)
+    scw, vcw, tcw, fcw = _dcf_gen_from_roots(
+        np.array(alphas, dtype=np.uint64), np.array(betas, dtype=np.uint64), n, l, "lt", npr
+    )
     b0 = DCFKeyBatch(0, n, l, npr[0], scw, tcw, fcw, vcw).to_bytes_list()
     b1 = DCFKeyBatch(1, n, l, npr[1], scw, tcw, fcw, vcw).to_bytes_list()
     for k in range(K):

@@ -122,8 +122,11 @@ def test_key_bytes_version_size_and_round_trip():
         VDPFKey.from_bytes(d0.to_bytes())
     with pytest.raises(KeyFormatError, match="this is a VDPF key, expected a DPF key"):
         DPFKey.from_bytes(b0)
-    with pytest.raises(KeyFormatError, match=rf"unsupported key format version {FORMAT_VERSION} \(this library "
-                                             rf"reads version {VDPF_FORMAT_VERSION}\)"):
+    with pytest.raises(
+        KeyFormatError,
+        match=rf"unsupported key format version {FORMAT_VERSION} \(this library "
+        rf"reads version {VDPF_FORMAT_VERSION}\)",
+    ):
         VDPFKey.from_bytes(bytes([FORMAT_VERSION]) + b0[1:])
     with pytest.raises(KeyFormatError, match="truncated: 186 bytes, expected 187"):
         VDPFKey.from_bytes(b0[:-1])
@@ -156,8 +159,9 @@ def test_parameters_are_validated_before_anything_is_drawn():
 N_BITS, L_BITS = 4, 16
 LAYOUT = key_layout(KIND_VDPF, N_BITS, L_BITS)
 # every correction word of a key: name -> byte range (shared by both halves of an honest pair)
-FIELDS = {f"s_cw[{i + 1}]": range(LAYOUT.levels_offset + 16 * i, LAYOUT.levels_offset + 16 * (i + 1))
-          for i in range(N_BITS)}
+FIELDS = {
+    f"s_cw[{i + 1}]": range(LAYOUT.levels_offset + 16 * i, LAYOUT.levels_offset + 16 * (i + 1)) for i in range(N_BITS)
+}
 FIELDS["t_cw"] = range(LAYOUT.bits_offset, LAYOUT.bits_offset + LAYOUT.bits_bytes)
 FIELDS["cw_out"] = range(LAYOUT.final_offset, LAYOUT.final_offset + LAYOUT.value_bytes)
 FIELDS["cs"] = range(LAYOUT.check_offset, LAYOUT.check_offset + CHECK_BYTES)
@@ -221,8 +225,7 @@ def test_root_seed_flips_and_mixed_halves_are_refused():
 def test_a_hand_made_two_point_pair_is_refused():
     """Keep both children of alpha's parent alive at the last level: outputs at two leaves, refused."""
     roots = np.random.default_rng(7).integers(0, 2**64, (2, 1, 2), dtype=np.uint64)
-    scw, tcw, fcw, ccw = _vdpf_gen_from_roots(np.array([6], np.uint64), np.array([1], np.uint64), N_BITS, L_BITS,
-                                              roots)
+    scw, tcw, fcw, ccw = _vdpf_gen_from_roots(np.array([6], np.uint64), np.array([1], np.uint64), N_BITS, L_BITS, roots)
     scw = scw.copy()
     scw[N_BITS - 1, 0, 0] ^= np.uint64(2)  # the lose child's seeds no longer meet (its control bits do)
     k0 = VDPFKeyBatch(0, N_BITS, L_BITS, roots[0], scw, tcw, fcw, ccw=ccw)
@@ -240,19 +243,33 @@ def simulated_vdpf_vectors(seed: int = 20261127) -> dict:
     cases = []
     for n, l, alpha, beta in [(1, 8, 1, 200), (4, 16, 9, 1), (6, 32, 0, 2**31 - 1), (8, 64, 255, 2**64 - 1)]:
         roots = rng.integers(0, 2**64, (2, 1, 2), dtype=np.uint64)
-        scw, tcw, fcw, ccw = _vdpf_gen_from_roots(np.array([alpha], np.uint64), np.array([beta], np.uint64), n, l,
-                                                  roots)
+        scw, tcw, fcw, ccw = _vdpf_gen_from_roots(
+            np.array([alpha], np.uint64), np.array([beta], np.uint64), n, l, roots
+        )
         keys = [VDPFKeyBatch(b, n, l, roots[b], scw, tcw, fcw, ccw=ccw) for b in (0, 1)]
         v = VDPFVerifier(FIXED_VERIFIER_KEY)
         tags = [k.verify_tags(v)[0][0] for k in keys]
         outputs = [k.full_domain()[0] for k in keys]
-        cases.append({"n": n, "l": l, "alpha": alpha, "beta": str(beta),
-                      "key0": keys[0].to_bytes_list()[0].hex(), "key1": keys[1].to_bytes_list()[0].hex(),
-                      "outputs0": [str(int(v)) for v in outputs[0]], "outputs1": [str(int(v)) for v in outputs[1]],
-                      "tag": np.ascontiguousarray(tags[0], dtype="<u8").tobytes().hex()})
+        cases.append(
+            {
+                "n": n,
+                "l": l,
+                "alpha": alpha,
+                "beta": str(beta),
+                "key0": keys[0].to_bytes_list()[0].hex(),
+                "key1": keys[1].to_bytes_list()[0].hex(),
+                "outputs0": [str(int(v)) for v in outputs[0]],
+                "outputs1": [str(int(v)) for v in outputs[1]],
+                "tag": np.ascontiguousarray(tags[0], dtype="<u8").tobytes().hex(),
+            }
+        )
         assert (tags[0] == tags[1]).all()
-    return {"format": "pairwise VDPF key, version 2 (fss/keys.py)", "seed": seed,
-            "verifier_key": FIXED_VERIFIER_KEY.hex(), "cases": cases}
+    return {
+        "format": "pairwise VDPF key, version 2 (fss/keys.py)",
+        "seed": seed,
+        "verifier_key": FIXED_VERIFIER_KEY.hex(),
+        "cases": cases,
+    }
 
 
 def test_golden_vectors_parse_and_evaluate():

@@ -310,7 +310,7 @@ def test_ctr_blocks_is_the_aes_ctr_keystream(n, start):
     from pairwise.mpc.aes import ctr_blocks
 
     key = os.urandom(16)
-    ref = Cipher(algorithms.AES(key), modes.CTR(bytes(16))).encryptor().update(bytes(16 * (start + n)))[16 * start:]
+    ref = Cipher(algorithms.AES(key), modes.CTR(bytes(16))).encryptor().update(bytes(16 * (start + n)))[16 * start :]
     assert ctr_blocks(key, n, start=start).tobytes() == ref
     buf = np.full((n + 2, 2), 9, np.uint64)  # into a view with neighbours that must stay untouched
     out = ctr_blocks(key, n, start=start, out=buf[1 : n + 1])

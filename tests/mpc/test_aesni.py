@@ -76,10 +76,16 @@ def _random_circuit(seed: int, n_gates: int = 300, n_a: int = 6, n_b: int = 5) -
         in1.append(rng.randrange(w) if kind != INV else 0)
         out.append(w)
     outs = sorted(rng.sample(range(n_in + n_gates), 9))
-    return Circuit(n_in + n_gates, op, in0, in1, out,
-                   [InputGroup("a", GARBLER, np.arange(n_a)), InputGroup("b", EVALUATOR, np.arange(n_a, n_in))],
-                   [OutputGroup("o1", np.array(outs[:4])), OutputGroup("o2", np.array(outs[4:]))],
-                   name=f"random{seed}")
+    return Circuit(
+        n_in + n_gates,
+        op,
+        in0,
+        in1,
+        out,
+        [InputGroup("a", GARBLER, np.arange(n_a)), InputGroup("b", EVALUATOR, np.arange(n_a, n_in))],
+        [OutputGroup("o1", np.array(outs[:4])), OutputGroup("o2", np.array(outs[4:]))],
+        name=f"random{seed}",
+    )
 
 
 def _wide(n: int) -> Circuit:
@@ -88,9 +94,16 @@ def _wide(n: int) -> Circuit:
     in0 = np.concatenate([np.arange(n), np.arange(2 * n, 3 * n)])
     in1 = np.concatenate([np.arange(n, 2 * n), np.arange(n)])
     out = np.arange(2 * n, 4 * n)
-    return Circuit(4 * n, op, in0, in1, out,
-                   (InputGroup("a", GARBLER, np.arange(n)), InputGroup("b", EVALUATOR, np.arange(n, 2 * n))),
-                   (OutputGroup("o", np.arange(3 * n, 4 * n)),), name=f"wide{n}")
+    return Circuit(
+        4 * n,
+        op,
+        in0,
+        in1,
+        out,
+        (InputGroup("a", GARBLER, np.arange(n)), InputGroup("b", EVALUATOR, np.arange(n, 2 * n))),
+        (OutputGroup("o", np.arange(3 * n, 4 * n)),),
+        name=f"wide{n}",
+    )
 
 
 def _bristol(dirpath, name: str) -> Circuit:
@@ -161,12 +174,15 @@ CIRCUITS = {
 
 
 @pytest.mark.parametrize("name", list(CIRCUITS))
-@pytest.mark.parametrize("batch,kw", [
-    (1, {}),
-    (1, {"instance_offset": 2**40 + 3, "record_wires": True}),
-    (7, {}),
-    (9, {"chunk": 4, "instance_offset": 11}),  # chunks 4 + 4 + 1
-])
+@pytest.mark.parametrize(
+    "batch,kw",
+    [
+        (1, {}),
+        (1, {"instance_offset": 2**40 + 3, "record_wires": True}),
+        (7, {}),
+        (9, {"chunk": 4, "instance_offset": 11}),  # chunks 4 + 4 + 1
+    ],
+)
 def test_every_path_gives_the_same_tables_and_labels(request, monkeypatch, name, batch, kw):
     if name.startswith(("aes", "sha")):
         d = request.getfixturevalue("bristol_dir")

@@ -64,8 +64,9 @@ def run_pair(fa, fb, timeout=10.0):
 def tcp_pair(timeout=5.0, max_frame=DEFAULT_MAX_FRAME, buffered=False):
     """Two TCPChannel ends over loopback in one process (for exact wire checks)."""
     with TCPListener("127.0.0.1", 0) as lst:
-        client = TCPChannel.connect("127.0.0.1", lst.port, deadline=5, timeout=timeout, max_frame=max_frame,
-                                    buffered=buffered)
+        client = TCPChannel.connect(
+            "127.0.0.1", lst.port, deadline=5, timeout=timeout, max_frame=max_frame, buffered=buffered
+        )
         server = lst.accept(timeout, max_frame=max_frame, buffered=buffered)
     return client, server
 
@@ -518,15 +519,17 @@ def test_handshake_rejects_garbage_hello(frame, message):
 
 
 def test_handshake_oversized_first_frame():
-    ra, _ = run_pair(lambda ch: handshake(ch, "garbler", "s"), lambda ch: (ch.send(b"\x00" * 100_000), ch.recv()),
-                     timeout=2)
+    ra, _ = run_pair(
+        lambda ch: handshake(ch, "garbler", "s"), lambda ch: (ch.send(b"\x00" * 100_000), ch.recv()), timeout=2
+    )
     assert isinstance(ra, HandshakeError) and "did not send a pairwise handshake" in str(ra)
 
 
 def test_handshake_silent_peer_times_out():
     # the silent peer reads our hello and then waits (until we hang up)
-    ra, _ = run_pair(lambda ch: handshake(ch, "garbler", "s", timeout=0.1), lambda ch: (ch.recv(), ch.recv()),
-                     timeout=2)
+    ra, _ = run_pair(
+        lambda ch: handshake(ch, "garbler", "s", timeout=0.1), lambda ch: (ch.recv(), ch.recv()), timeout=2
+    )
     assert isinstance(ra, ChannelTimeout) and "handshake" in str(ra)
 
 
@@ -600,9 +603,16 @@ def test_the_package_re_exports_every_name_of_the_former_module(name):
     import importlib
 
     obj = getattr(channel_mod, name)  # AttributeError when a re-export went missing
-    modules = [importlib.import_module(m) for m in (
-        "pairwise.mpc.channel.base", "pairwise.mpc.channel.memory", "pairwise.mpc.channel.tcp",
-        "pairwise.mpc.channel.hello", "pairwise.mpc.errors")]
+    modules = [
+        importlib.import_module(m)
+        for m in (
+            "pairwise.mpc.channel.base",
+            "pairwise.mpc.channel.memory",
+            "pairwise.mpc.channel.tcp",
+            "pairwise.mpc.channel.hello",
+            "pairwise.mpc.errors",
+        )
+    ]
     sources = [getattr(m, name) for m in modules if hasattr(m, name)]
     assert sources and all(s is obj for s in sources)
 

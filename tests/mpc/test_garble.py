@@ -349,7 +349,10 @@ def test_corrupting_one_table_byte_changes_output():
     active = g.encode_all(bits)
     gc = g.garble()
     tables = np.frombuffer(bytes(gc.tables), dtype=np.uint8)
-    assert np.array_equal(split_outputs(c, decode(Evaluator(c, batch, chunk=batch).evaluate(active, tables.tobytes()), g.decode_bits))[0], want)
+    assert np.array_equal(
+        split_outputs(c, decode(Evaluator(c, batch, chunk=batch).evaluate(active, tables.tobytes()), g.decode_bits))[0],
+        want,
+    )
     positions = rng.integers(0, 32 * c.n_and, size=12)  # a byte of some ciphertext of some gate
     for p in positions:
         gate_bytes = tables.reshape(-1)  # one chunk: layout (level segments of (2, 2, k, batch) words)
@@ -542,7 +545,9 @@ def test_garble_into_caller_buffer():
     gc = g.garble(out=buf)
     assert bytes(gc.tables) == bytes(buf) and any(buf)
     out = Evaluator(c, batch).evaluate(active, buf)
-    assert all(np.array_equal(a, b) for a, b in zip(split_outputs(c, decode(out, g.decode_bits)), c.evaluate_bits(bits)))
+    assert all(
+        np.array_equal(a, b) for a, b in zip(split_outputs(c, decode(out, g.decode_bits)), c.evaluate_bits(bits))
+    )
     with pytest.raises(GarbleError, match="exactly"):
         Garbler(c, batch).garble(out=bytearray(len(buf) + 1))
     with pytest.raises(GarbleError, match="exactly"):
@@ -702,4 +707,10 @@ def test_package_keeps_the_names_of_the_former_module():
     assert [n for n in former if not hasattr(G, n)] == []
     assert set(G.__all__) <= set(former)
     assert (G.Garbler, G.GarbledCircuit, G._plan, G._Work, G._jit_garble1, G.STEP_GATES) == (
-        garbler.Garbler, format.GarbledCircuit, plan._plan, program._Work, jit._jit_garble1, program.STEP_GATES)
+        garbler.Garbler,
+        format.GarbledCircuit,
+        plan._plan,
+        program._Work,
+        jit._jit_garble1,
+        program.STEP_GATES,
+    )

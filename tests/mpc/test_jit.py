@@ -37,9 +37,16 @@ def _xor_only() -> Circuit:
     in0 = np.array([0, 1, 2, 0, 1, 2])
     in1 = np.array([3, 4, 5, 0, 0, 0])
     out = np.arange(6, 12)
-    return Circuit(12, op, in0, in1, out,
-                   (InputGroup("a", GARBLER, np.arange(3)), InputGroup("b", EVALUATOR, np.arange(3, 6))),
-                   (OutputGroup("x", out[:3]), OutputGroup("n", out[3:])), name="xor-only")
+    return Circuit(
+        12,
+        op,
+        in0,
+        in1,
+        out,
+        (InputGroup("a", GARBLER, np.arange(3)), InputGroup("b", EVALUATOR, np.arange(3, 6))),
+        (OutputGroup("x", out[:3]), OutputGroup("n", out[3:])),
+        name="xor-only",
+    )
 
 
 def _one_and() -> Circuit:
@@ -48,16 +55,26 @@ def _one_and() -> Circuit:
     in0 = np.array([0, 2, 3])
     in1 = np.array([1, 0, 0])
     out = np.array([2, 3, 4])
-    return Circuit(5, op, in0, in1, out,
-                   (InputGroup("a", GARBLER, np.array([0])), InputGroup("b", EVALUATOR, np.array([1]))),
-                   (OutputGroup("o", np.array([4])),), name="one-and")
+    return Circuit(
+        5,
+        op,
+        in0,
+        in1,
+        out,
+        (InputGroup("a", GARBLER, np.array([0])), InputGroup("b", EVALUATOR, np.array([1]))),
+        (OutputGroup("o", np.array([4])),),
+        name="one-and",
+    )
 
 
 def _circuits():
-    out = [("xor-only", _xor_only), ("one-and", _one_and),
-           ("gini16", lambda: build_kernel("gini", 16)),
-           ("kendall8-noise", lambda: build_kernel("kendall", 8, True)),
-           ("random", lambda: random_circuit(11, n_gates=200))]
+    out = [
+        ("xor-only", _xor_only),
+        ("one-and", _one_and),
+        ("gini16", lambda: build_kernel("gini", 16)),
+        ("kendall8-noise", lambda: build_kernel("kendall", 8, True)),
+        ("random", lambda: random_circuit(11, n_gates=200)),
+    ]
     if BRISTOL_DIR.is_dir():
         from pairwise.circuits.bristol import read_bristol_fashion
 
@@ -85,12 +102,15 @@ def _run(monkeypatch, compiled: bool, c: Circuit, batch: int, seed: int, **kw):
 
 
 @pytest.mark.parametrize("name,make", _circuits(), ids=[n for n, _ in _circuits()])
-@pytest.mark.parametrize("batch,kw", [
-    (1, {}),
-    (1, {"instance_offset": 12345}),
-    (3, {"chunk": 1, "instance_offset": 7}),  # three one-instance chunks: per-chunk Delta, tweaks, tables
-    (1, {"record_wires": True}),  # the "wires" slot layout
-])
+@pytest.mark.parametrize(
+    "batch,kw",
+    [
+        (1, {}),
+        (1, {"instance_offset": 12345}),
+        (3, {"chunk": 1, "instance_offset": 7}),  # three one-instance chunks: per-chunk Delta, tweaks, tables
+        (1, {"record_wires": True}),  # the "wires" slot layout
+    ],
+)
 def test_compiled_path_equals_numpy_program(monkeypatch, name, make, batch, kw):
     c = make()
     jitted = _run(monkeypatch, True, c, batch, 5, **kw)
@@ -126,9 +146,16 @@ def _wide(n: int) -> Circuit:
     """n independent AND gates in one level."""
     op = np.full(n, AND)
     out = np.arange(2 * n, 3 * n)
-    return Circuit(3 * n, op, np.arange(n), np.arange(n, 2 * n), out,
-                   (InputGroup("a", GARBLER, np.arange(n)), InputGroup("b", EVALUATOR, np.arange(n, 2 * n))),
-                   (OutputGroup("o", out),), name=f"wide{n}")
+    return Circuit(
+        3 * n,
+        op,
+        np.arange(n),
+        np.arange(n, 2 * n),
+        out,
+        (InputGroup("a", GARBLER, np.arange(n)), InputGroup("b", EVALUATOR, np.arange(n, 2 * n))),
+        (OutputGroup("o", out),),
+        name=f"wide{n}",
+    )
 
 
 def _compiled_runs(monkeypatch) -> list:
@@ -240,8 +267,9 @@ def test_evaluator_reads_tables_of_any_kind(source):
     g = Garbler(c, 1)
     gc = g.garble()
     raw = bytes(gc.tables)
-    tables = {"bytes": raw, "bytearray": bytearray(raw),
-              "chunks": [raw[i : i + 7] for i in range(0, len(raw), 7)]}[source]
+    tables = {"bytes": raw, "bytearray": bytearray(raw), "chunks": [raw[i : i + 7] for i in range(0, len(raw), 7)]}[
+        source
+    ]
     act = g.encode_all(bits)
     out = Evaluator(c, 1).evaluate(act, tables)
     want = np.concatenate([b.T for b in c.evaluate_bits(bits)])

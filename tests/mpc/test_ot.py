@@ -107,19 +107,20 @@ def test_transpose_blocks_bit_semantics_with_python_ints():
 def test_transpose_into_block_slice_and_strided_input():
     m = 3 * 2048 * 8 + 64  # several internal column chunks plus a partial one
     buf = np.frombuffer(os.urandom(KAPPA * (m // 8 + 16)), dtype=np.uint8).reshape(KAPPA, m // 8 + 16)
-    rows = buf[:, 5: 5 + m // 8]  # strided view, as produced by RowPRG
+    rows = buf[:, 5 : 5 + m // 8]  # strided view, as produced by RowPRG
     blocks = np.zeros((m + 10, 2), dtype=np.uint64)
-    res = transpose_bit_matrix(rows, out=blocks[3: 3 + m].view(np.uint8))
+    res = transpose_bit_matrix(rows, out=blocks[3 : 3 + m].view(np.uint8))
     expect = transpose_reference(np.ascontiguousarray(rows))
     assert np.array_equal(res, expect)
-    assert np.array_equal(blocks[3: 3 + m].view(np.uint8), expect)
-    assert not blocks[:3].any() and not blocks[3 + m:].any()
+    assert np.array_equal(blocks[3 : 3 + m].view(np.uint8), expect)
+    assert not blocks[:3].any() and not blocks[3 + m :].any()
     with pytest.raises(ValueError, match="C-contiguous"):
         transpose_bit_matrix(rows, out=np.empty((m, 15), np.uint8))
 
 
-@pytest.mark.parametrize("shape, pad", [((128, 8192), 16), ((128, 8192), 5), ((128, 13), 0), ((192, 9), 3),
-                                        ((64, 40), 8), ((128, 1), 0)])
+@pytest.mark.parametrize(
+    "shape, pad", [((128, 8192), 16), ((128, 8192), 5), ((128, 13), 0), ((192, 9), 3), ((64, 40), 8), ((128, 1), 0)]
+)
 def test_compiled_transpose_equals_numpy_transpose(shape, pad):
     """The compiled 64x64-tile loop (aligned word view, or padded copy) against the numpy 8x8-tile oracle."""
     from pairwise.mpc import iknp
@@ -212,8 +213,9 @@ def test_point_encoding_and_u_coordinates_match_pycryptodome():
 def test_x25519_scalar_is_a_clamped_plus_minus_b():
     from pairwise.mpc.baseot import _L, _x25519_scalar
 
-    for b in [1, 2, 7, _L - 1, _L // 2, _L // 2 + 1] + [int.from_bytes(os.urandom(32), "little") % (_L - 1) + 1
-                                                        for _ in range(200)]:
+    for b in [1, 2, 7, _L - 1, _L // 2, _L // 2 + 1] + [
+        int.from_bytes(os.urandom(32), "little") % (_L - 1) + 1 for _ in range(200)
+    ]:
         s = int.from_bytes(_x25519_scalar(b), "little")
         assert s & 7 == 0 and s >> 254 == 1  # X25519's clamping leaves it unchanged
         assert s % _L in (b, _L - b)
@@ -259,10 +261,12 @@ def test_kdf_matches_hashlib_and_binds_session_and_index():
 @pytest.mark.parametrize("n", [1, 5, 33, 128])  # 33: a full frame of points and one more
 def test_base_random_ot(n):
     choices = np.frombuffer(os.urandom(n), dtype=np.uint8) & 1
-    (k0, k1), k = ok(*run_pair(
-        lambda ch: BaseOTSender(ch, "base-test").send_random(n),
-        lambda ch: BaseOTReceiver(ch, "base-test").recv_random(choices),
-    ))
+    (k0, k1), k = ok(
+        *run_pair(
+            lambda ch: BaseOTSender(ch, "base-test").send_random(n),
+            lambda ch: BaseOTReceiver(ch, "base-test").recv_random(choices),
+        )
+    )
     c = choices.astype(bool)
     assert k.shape == k0.shape == k1.shape == (n, 2) and k.dtype == np.uint64
     assert np.array_equal(k, np.where(c[:, None], k1, k0))
@@ -295,10 +299,12 @@ def test_base_ot_keys_match_pycryptodome_reference(monkeypatch):
     monkeypatch.setattr(B, "secrets", Recording)
     n = 6
     choices = np.array([0, 1, 1, 0, 1, 0], dtype=np.uint8)
-    (k0, k1), k = ok(*run_pair(
-        lambda ch: BaseOTSender(ch, "ref").send_random(n),
-        lambda ch: BaseOTReceiver(ch, "ref").recv_random(choices),
-    ))
+    (k0, k1), k = ok(
+        *run_pair(
+            lambda ch: BaseOTSender(ch, "ref").send_random(n),
+            lambda ch: BaseOTReceiver(ch, "ref").recv_random(choices),
+        )
+    )
     g = ECC._curves["ed25519"].G
     (secret,), bs = drawn["a"], drawn["b"]
     a = _clamp(secret)
@@ -363,14 +369,17 @@ def _mixed_order_encoding() -> bytes:
     return (3).to_bytes(32, "little")
 
 
-@pytest.mark.parametrize("bad, word", [
-    (b"\x00" * 32, "small order"),
-    ((1).to_bytes(32, "little"), "small order"),  # the identity
-    (_torsion_encoding(), "small order"),
-    (_off_curve_encoding(), "prime-order group"),
-    (_mixed_order_encoding(), "prime-order group"),
-    ((_P25519 + 3).to_bytes(32, "little"), "non-canonical"),
-])
+@pytest.mark.parametrize(
+    "bad, word",
+    [
+        (b"\x00" * 32, "small order"),
+        ((1).to_bytes(32, "little"), "small order"),  # the identity
+        (_torsion_encoding(), "small order"),
+        (_off_curve_encoding(), "prime-order group"),
+        (_mixed_order_encoding(), "prime-order group"),
+        ((_P25519 + 3).to_bytes(32, "little"), "non-canonical"),
+    ],
+)
 def test_base_ot_receiver_rejects_invalid_sender_point(bad, word):
     def bad_sender(ch):
         ch.send(struct.pack("!QI", 0, 3) + bad)
@@ -380,13 +389,16 @@ def test_base_ot_receiver_rejects_invalid_sender_point(bad, word):
     assert isinstance(rr, ProtocolError) and word in str(rr), rr
 
 
-@pytest.mark.parametrize("bad, word", [
-    (b"\x00" * 32, "small order"),
-    ((_P25519 - 1).to_bytes(32, "little"), "small order"),  # order 2
-    (_torsion_encoding(), "small order"),
-    (_off_curve_encoding(), "not on the curve"),
-    ((_P25519 + 3).to_bytes(32, "little"), "non-canonical"),
-])
+@pytest.mark.parametrize(
+    "bad, word",
+    [
+        (b"\x00" * 32, "small order"),
+        ((_P25519 - 1).to_bytes(32, "little"), "small order"),  # order 2
+        (_torsion_encoding(), "small order"),
+        (_off_curve_encoding(), "not on the curve"),
+        ((_P25519 + 3).to_bytes(32, "little"), "non-canonical"),
+    ],
+)
 def test_base_ot_sender_rejects_invalid_receiver_points(bad, word):
     import nacl.bindings as na
 
@@ -455,8 +467,18 @@ def test_base_ot_validates_arguments():
 # =========================================================================== IKNP correlated OT
 
 
-def cot_pair(fs, fr, *, delta=None, sid_s="iknp-test", sid_r="iknp-test", batch_s=1 << 16, batch_r=1 << 16,
-             timeout=60.0, wrap_receiver=False):
+def cot_pair(
+    fs,
+    fr,
+    *,
+    delta=None,
+    sid_s="iknp-test",
+    sid_r="iknp-test",
+    batch_s=1 << 16,
+    batch_r=1 << 16,
+    timeout=60.0,
+    wrap_receiver=False,
+):
     """Set up a COTSender/COTReceiver pair, run fs(sender) and fr(receiver); return results (+ receiver channel)."""
     delta = new_delta() if delta is None else delta
     holder = {}
@@ -633,7 +655,7 @@ def test_chosen_ot_receiver_gets_chosen_and_cannot_open_other(blocks):
         rc.precompute(n)
         start = rc.index
         # white-box: the receiver's COT values t for the n COTs the chosen OT will consume
-        t = rc._pool[0][1][rc._offset: rc._offset + n].copy()
+        t = rc._pool[0][1][rc._offset : rc._offset + n].copy()
         return rc.recv_chosen(b, blocks=blocks), start, t
 
     delta, rs, rr, tr = cot_pair(fs, fr, wrap_receiver=True)
@@ -646,7 +668,7 @@ def test_chosen_ot_receiver_gets_chosen_and_cannot_open_other(blocks):
     # Everything the receiver saw: the base-OT point A, then y0 || y1.  Neither an unchosen
     # message nor Delta occurs in it at any byte offset.
     seen = b"".join(tr.received)
-    windows = {seen[i: i + 16] for i in range(len(seen) - 15)}
+    windows = {seen[i : i + 16] for i in range(len(seen) - 15)}
     unchosen = np.where(sel, m0, m1).reshape(n, blocks, 2)
     assert not any(u.tobytes() in windows for u in unchosen.reshape(-1, 2))
     assert delta.tobytes() not in windows
@@ -691,16 +713,18 @@ def test_zero_length_requests():
 
 def test_session_id_is_bound_into_the_cots():
     n = 2048
-    delta, q, (r, t), _ = cot_pair(lambda s: s.send_random(n), lambda rc: rc.recv_random(n),
-                                   sid_s="session-A", sid_r="session-B")
+    delta, q, (r, t), _ = cot_pair(
+        lambda s: s.send_random(n), lambda rc: rc.recv_random(n), sid_s="session-A", sid_r="session-B"
+    )
     ok(q, r)
     correct = np.all(t == q ^ (r[:, None].astype(np.uint64) * delta), axis=1)
     assert correct.mean() < 0.01  # different base-OT keys: no correlation at all
 
 
 def test_batch_size_mismatch_detected():
-    _, rs, rr, _ = cot_pair(lambda s: s.send_random(10), lambda rc: rc.recv_random(10),
-                            batch_s=1024, batch_r=2048, timeout=5)
+    _, rs, rr, _ = cot_pair(
+        lambda s: s.send_random(10), lambda rc: rc.recv_random(10), batch_s=1024, batch_r=2048, timeout=5
+    )
     assert isinstance(rs, ProtocolError) and "COT batch mismatch" in str(rs)
 
 

@@ -99,8 +99,11 @@ def test_certificate_carries_name_role_and_chains_to_the_ca(pki):
     cert.verify_directly_issued_by(ca)  # raises if not signed by this CA
     assert cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)[0].value == "bob"
     eku = {o.dotted_string for o in cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value}
-    assert eku == {ExtendedKeyUsageOID.SERVER_AUTH.dotted_string, ExtendedKeyUsageOID.CLIENT_AUTH.dotted_string,
-                   f"{ROLE_ARC}.3"}  # role client
+    assert eku == {
+        ExtendedKeyUsageOID.SERVER_AUTH.dotted_string,
+        ExtendedKeyUsageOID.CLIENT_AUTH.dotted_string,
+        f"{ROLE_ARC}.3",
+    }  # role client
     assert not cert.extensions.get_extension_for_class(x509.BasicConstraints).value.ca
     assert ca.extensions.get_extension_for_class(x509.BasicConstraints).value.ca
     # OpenSSL itself accepts the chain in strict mode
@@ -179,8 +182,15 @@ def test_mutual_tls_exposes_both_identities(pki):
     _, _, cfg = pki
     with TCPListener("127.0.0.1", 0, tls=cfg["server-0"]) as lst:
         th, outcomes = serve(lst, 1)
-        with TCPChannel.connect("127.0.0.1", lst.port, deadline=WAIT, timeout=WAIT, tls=cfg["alice"],
-                                peer_roles="server", peer_names="server-0") as ch:
+        with TCPChannel.connect(
+            "127.0.0.1",
+            lst.port,
+            deadline=WAIT,
+            timeout=WAIT,
+            tls=cfg["alice"],
+            peer_roles="server",
+            peer_names="server-0",
+        ) as ch:
             assert ch.secure and ch.peer_identity.name == "server-0" and ch.peer_identity.role == "server"
             assert ch._sock.version() == "TLSv1.3"
             ch.send(b"ping")
@@ -220,15 +230,23 @@ def test_refused_connections_get_a_clear_error_and_the_server_keeps_serving(pki,
                     s.sendall(b"\0\0\0\4ping")
                     s.recv(100)
         # 4. a valid certificate whose role is not allowed: told why
-        with pytest.raises(AccessDenied, match="'server-0'.*refused this connection: role 'client' of 'bob' "
-                                               "is not allowed here \\(allowed: querier\\)"):
+        with pytest.raises(
+            AccessDenied,
+            match="'server-0'.*refused this connection: role 'client' of 'bob' "
+            "is not allowed here \\(allowed: querier\\)",
+        ):
             ping(lst.port, tls=cfg["bob"])
         # 5. the server still serves a valid querier
         assert ping(lst.port, tls=cfg["alice"]) == b"pong"
         th.join(WAIT)
     kinds = [(k, type(v).__name__) for k, v in outcomes]
-    assert kinds == [("error", "AuthenticationError"), ("error", "AuthenticationError"),
-                     ("error", "AuthenticationError"), ("error", "AccessDenied"), ("ok", "PeerIdentity")], outcomes
+    assert kinds == [
+        ("error", "AuthenticationError"),
+        ("error", "AuthenticationError"),
+        ("error", "AuthenticationError"),
+        ("error", "AccessDenied"),
+        ("ok", "PeerIdentity"),
+    ], outcomes
     assert "did not start a TLS handshake" in str(outcomes[0][1])
     assert "sent no certificate" in str(outcomes[1][1])
     assert "signed by another CA" in str(outcomes[2][1])
@@ -238,8 +256,9 @@ def test_client_pins_the_peer_name_and_role(pki):
     _, _, cfg = pki
     with TCPListener("127.0.0.1", 0, tls=cfg["server-1"]) as lst:
         th, outcomes = serve(lst, 2)
-        with pytest.raises(AccessDenied, match="refused 'server-1' \\(role server\\).*not the expected peer "
-                                               "\\(expected: server-0\\)"):
+        with pytest.raises(
+            AccessDenied, match="refused 'server-1' \\(role server\\).*not the expected peer \\(expected: server-0\\)"
+        ):
             ping(lst.port, tls=cfg["alice"], peer_names="server-0")
         with pytest.raises(AccessDenied, match="role 'server' of 'server-1' is not allowed"):
             ping(lst.port, tls=cfg["alice"], peer_roles={"querier"})
@@ -300,8 +319,9 @@ def test_accept_first_skips_strays_and_serves_the_valid_peer(pki):
 
         def wait_for_alice():
             try:
-                result["ok"] = lst.accept_first(WAIT, lambda ch: ch.recv(), peer_names={"alice"},
-                                                handshake_timeout=2.0, on_reject=rejected.append)
+                result["ok"] = lst.accept_first(
+                    WAIT, lambda ch: ch.recv(), peer_names={"alice"}, handshake_timeout=2.0, on_reject=rejected.append
+                )
             except Exception as exc:  # noqa: BLE001
                 result["error"] = exc
 
@@ -374,8 +394,7 @@ def test_a_busy_listener_cancels_the_handshake_and_the_client_retries_until_serv
 def test_accept_first_times_out_naming_the_rejections(pki):
     _, _, cfg = pki
     with TCPListener("127.0.0.1", 0, tls=cfg["server-0"]) as lst:
-        th = threading.Thread(target=lambda: pytest.raises(AccessDenied, ping, lst.port, tls=cfg["bob"]),
-                              daemon=True)
+        th = threading.Thread(target=lambda: pytest.raises(AccessDenied, ping, lst.port, tls=cfg["bob"]), daemon=True)
         th.start()
         with pytest.raises(ChannelTimeout, match="no valid peer.*1 connection\\(s\\) rejected.*not allowed"):
             lst.accept_first(3.0, lambda ch: ch.recv(), peer_roles={"querier"})

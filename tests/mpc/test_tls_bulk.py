@@ -27,8 +27,12 @@ def test_bulk_certificates_are_ordinary_certificates(tmp_path):
 def test_bulk_refuses_before_writing_anything(tmp_path):
     create_certificate(tmp_path, "taken", "client")
     before = sorted(os.listdir(tmp_path))
-    for names, match in ((["a", "taken"], "already exists"), (["a", "a"], "twice"), (["a", "bad name"], "name"),
-                         (["a", "ca"], "reserved")):
+    for names, match in (
+        (["a", "taken"], "already exists"),
+        (["a", "a"], "twice"),
+        (["a", "bad name"], "name"),
+        (["a", "ca"], "reserved"),
+    ):
         with pytest.raises(CertificateError, match=match):
             create_certificates(tmp_path, names, "client")
         assert sorted(os.listdir(tmp_path)) == before

@@ -61,8 +61,10 @@ class Relay:
         self.b_user, b_relay = MemoryChannel.pair(timeout=T)
         self.seen: dict[str, list[bytes]] = {"ab": [], "ba": []}
         self.tamper = tamper
-        self.threads = [threading.Thread(target=self._pump, args=(a_relay, b_relay, "ab"), daemon=True),
-                        threading.Thread(target=self._pump, args=(b_relay, a_relay, "ba"), daemon=True)]
+        self.threads = [
+            threading.Thread(target=self._pump, args=(a_relay, b_relay, "ab"), daemon=True),
+            threading.Thread(target=self._pump, args=(b_relay, a_relay, "ba"), daemon=True),
+        ]
         for t in self.threads:
             t.start()
 
@@ -111,7 +113,10 @@ def run_pair(fa, fb):
         except BaseException as exc:  # noqa: BLE001 - reported to the test
             out[i] = exc
 
-    ts = [threading.Thread(target=wrap, args=(0, fa), daemon=True), threading.Thread(target=wrap, args=(1, fb), daemon=True)]
+    ts = [
+        threading.Thread(target=wrap, args=(0, fa), daemon=True),
+        threading.Thread(target=wrap, args=(1, fb), daemon=True),
+    ]
     for t in ts:
         t.start()
     for t in ts:
@@ -134,6 +139,7 @@ def garbler_party(carrier, pki, x, record, **kw):
         tun.finish(T)
         record["rx"] = res.random_bits["rx"]
         return "ok"
+
     return go
 
 
@@ -146,6 +152,7 @@ def evaluator_party(carrier, pki, y, record, **kw):
         res = s.run(NC.circuit, {"y": y}, output="evaluator", random=("rx", "ry"))
         tun.finish(T)
         return res
+
     return go
 
 
@@ -172,7 +179,7 @@ def test_noisy_kendall_through_the_relay_reveals_no_plaintext(pki):
     windows = 0
     for frame in plain:
         for i in range(0, max(0, len(frame) - 15), 4):
-            w = frame[i:i + 16]
+            w = frame[i : i + 16]
             if len(set(w)) > 2:  # skip runs of one or two byte values (zero padding): not secrets
                 windows += 1
                 assert w not in wire, "a 16-byte window of a plaintext 2PC frame appears on the relay"
@@ -206,6 +213,7 @@ def flip_at(direction, frame_index, offset):
             b[offset % len(b)] ^= 0x01
             return bytes(b)
         return None
+
     return tamper
 
 
@@ -244,8 +252,10 @@ def test_a_dropped_frame_is_detected(pki):
 
     relay = Relay(tamper=drop)
     rec: dict = {}
-    g, e = run_pair(garbler_party(relay.a_user, pki, pack_pair(1, 2, BITS, False), rec),
-                    evaluator_party(relay.b_user, pki, pack_pair(3, 4, BITS, False), rec))
+    g, e = run_pair(
+        garbler_party(relay.a_user, pki, pack_pair(1, 2, BITS, False), rec),
+        evaluator_party(relay.b_user, pki, pack_pair(3, 4, BITS, False), rec),
+    )
     assert isinstance(e, TamperedStream), repr(e)
     assert isinstance(g, TamperedStream), repr(g)
 
@@ -260,8 +270,10 @@ def test_a_replayed_record_is_detected(pki):
 
     relay = Relay(tamper=replay)
     rec: dict = {}
-    g, e = run_pair(garbler_party(relay.a_user, pki, pack_pair(1, 2, BITS, False), rec),
-                    evaluator_party(relay.b_user, pki, pack_pair(3, 4, BITS, False), rec))
+    g, e = run_pair(
+        garbler_party(relay.a_user, pki, pack_pair(1, 2, BITS, False), rec),
+        evaluator_party(relay.b_user, pki, pack_pair(3, 4, BITS, False), rec),
+    )
     assert isinstance(e, TamperedStream), repr(e)
     assert isinstance(g, TamperedStream), repr(g)
 
@@ -333,8 +345,10 @@ def test_a_relay_that_stops_mid_session_gives_peer_closed_or_timeout_never_succe
 
     relay = Relay(tamper=cut)
     rec: dict = {}
-    g, e = run_pair(garbler_party(relay.a_user, pki, pack_pair(1, 2, BITS, False), rec),
-                    evaluator_party(relay.b_user, pki, pack_pair(3, 4, BITS, False), rec))
+    g, e = run_pair(
+        garbler_party(relay.a_user, pki, pack_pair(1, 2, BITS, False), rec),
+        evaluator_party(relay.b_user, pki, pack_pair(3, 4, BITS, False), rec),
+    )
     assert isinstance(g, (PeerClosed, ChannelTimeout)), repr(g)
     assert isinstance(e, (PeerClosed, ChannelTimeout)), repr(e)
 

@@ -105,21 +105,27 @@ def parties(relay, pki, wait: float = T):
     rec: dict = {}
 
     def garbler():
-        carrier = TCPChannel.connect("127.0.0.1", relay.port, timeout=T, tls=TLSConfig(pki, "alice"), peer_names="relay")
-        tun = TLSTunnel(carrier, TLSConfig(pki, "alice"), server=True, peer_name="bob", timeout=wait,
-                        handshake_timeout=T)
+        carrier = TCPChannel.connect(
+            "127.0.0.1", relay.port, timeout=T, tls=TLSConfig(pki, "alice"), peer_names="relay"
+        )
+        tun = TLSTunnel(
+            carrier, TLSConfig(pki, "alice"), server=True, peer_name="bob", timeout=wait, handshake_timeout=T
+        )
         ch = rec["g"] = TranscriptChannel(tun)
-        GarblerSession(ch, b"p").run(NC.circuit, {"x": pack_pair(5, 6, 16, False)}, output="evaluator",
-                                     random=("rx", "ry"))
+        GarblerSession(ch, b"p").run(
+            NC.circuit, {"x": pack_pair(5, 6, 16, False)}, output="evaluator", random=("rx", "ry")
+        )
         tun.finish(wait)
         return "ok"
 
     def evaluator():
         carrier = TCPChannel.connect("127.0.0.1", relay.port, timeout=T, tls=TLSConfig(pki, "bob"), peer_names="relay")
-        tun = TLSTunnel(carrier, TLSConfig(pki, "bob"), server=False, peer_name="alice", timeout=wait,
-                        handshake_timeout=T)
-        r = EvaluatorSession(TranscriptChannel(tun), b"p").run(NC.circuit, {"y": pack_pair(7, 1, 16, False)},
-                                                               output="evaluator", random=("rx", "ry"))
+        tun = TLSTunnel(
+            carrier, TLSConfig(pki, "bob"), server=False, peer_name="alice", timeout=wait, handshake_timeout=T
+        )
+        r = EvaluatorSession(TranscriptChannel(tun), b"p").run(
+            NC.circuit, {"y": pack_pair(7, 1, 16, False)}, output="evaluator", random=("rx", "ry")
+        )
         tun.finish(wait)
         return r
 
@@ -154,19 +160,26 @@ def test_2pc_through_a_tcp_relay_shows_only_ciphertext(pki):
     plain = rec["g"].sent + rec["g"].received
     for frame in plain:
         for i in range(0, max(0, len(frame) - 15), 4):
-            w = frame[i:i + 16]
+            w = frame[i : i + 16]
             if len(set(w)) > 2:
                 assert w not in wire
     assert b"PAIRWISE" not in wire[200:]  # the only plaintext magic is none: the hello is inside the tunnel
 
 
 # offsets land in TLS payload, in TLS record headers and in the relay's own length prefixes alike
-@pytest.mark.parametrize("direction,offset", [
-    (0, 3000), (1, 2500), (0, 1500), (1, 1200), (1, 4000),
-    # the garbler's last data frame (bytes 5970-8653 of its stream): the garbler reads no data after it, only the
-    # evaluator's fin (TLSTunnel.finish), which the evaluator never sends once it saw the corrupt record
-    (0, 6000),
-])
+@pytest.mark.parametrize(
+    "direction,offset",
+    [
+        (0, 3000),
+        (1, 2500),
+        (0, 1500),
+        (1, 1200),
+        (1, 4000),
+        # the garbler's last data frame (bytes 5970-8653 of its stream): the garbler reads no data after it, only the
+        # evaluator's fin (TLSTunnel.finish), which the evaluator never sends once it saw the corrupt record
+        (0, 6000),
+    ],
+)
 def test_a_flipped_byte_in_the_tcp_relay_fails_both_users(pki, direction, offset):
     relay = RawRelay(pki, flip=(direction, offset))
     (g, e), _ = parties(relay, pki)
@@ -180,7 +193,7 @@ def frame_starts(stream: bytes) -> list[int]:
     out, pos = [], 0
     while pos + 4 <= len(stream):
         out.append(pos)
-        pos += 4 + int.from_bytes(stream[pos:pos + 4], "big")
+        pos += 4 + int.from_bytes(stream[pos : pos + 4], "big")
     return out
 
 

@@ -91,8 +91,12 @@ def kernel_inputs(name: str, width: int, signed: bool, batch: int, seed: int):
         rng.shuffle(x2)
         g = [pack_pair(a, b, width, signed) for a, b in zip(xs, ys)]
         e = [pack_pair(a, b, width, signed) for a, b in zip(x2, y2)]
-        want = [int(v) for v in kernel_reference("kendall", (np.array(xs, object), np.array(ys, object)),
-                                                 (np.array(x2, object), np.array(y2, object)))]
+        want = [
+            int(v)
+            for v in kernel_reference(
+                "kendall", (np.array(xs, object), np.array(ys, object)), (np.array(x2, object), np.array(y2, object))
+            )
+        ]
         return g, e, want
     g = edge_and_random_values(rng, width, signed, batch)
     e = edge_and_random_values(rng, width, signed, batch)
@@ -145,7 +149,9 @@ def test_kernel_matches_plaintext_and_formula(pair, name, signed):
     for width in widths:
         c = build_kernel(name, width, signed)
         for batch in (1, 50):
-            g, e, want = kernel_inputs(name, width, signed, batch, seed=zlib.crc32(repr((name, signed, width, batch)).encode()))
+            g, e, want = kernel_inputs(
+                name, width, signed, batch, seed=zlib.crc32(repr((name, signed, width, batch)).encode())
+            )
             if batch == 1:
                 g, e, want = g[0], e[0], want[0]  # scalar form: results are ints
             rg, re_ = pair.run(c, g, e)
@@ -168,8 +174,13 @@ def test_known_kendall_signed_16_case(pair):
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(data=st.data(), name=st.sampled_from(sorted(KERNELS)), width=st.integers(8, 40), signed=st.booleans(),
-       batch=st.integers(1, 9))
+@given(
+    data=st.data(),
+    name=st.sampled_from(sorted(KERNELS)),
+    width=st.integers(8, 40),
+    signed=st.booleans(),
+    batch=st.integers(1, 9),
+)
 def test_kernels_random_widths_and_batches(pair, data, name, width, signed, batch):
     c = build_kernel(name, width, signed)
     lo, hi = value_range(width, signed)
@@ -178,8 +189,11 @@ def test_kernels_random_widths_and_batches(pair, data, name, width, signed, batc
         g1, g2, e1, e2 = (data.draw(vals) for _ in range(4))
         g = [pack_pair(a, b, width, signed) for a, b in zip(g1, g2)]
         e = [pack_pair(a, b, width, signed) for a, b in zip(e1, e2)]
-        want = list(kernel_reference("kendall", (np.array(g1, object), np.array(g2, object)),
-                                     (np.array(e1, object), np.array(e2, object))))
+        want = list(
+            kernel_reference(
+                "kendall", (np.array(g1, object), np.array(g2, object)), (np.array(e1, object), np.array(e2, object))
+            )
+        )
     else:
         g, e = data.draw(vals), data.draw(vals)
         want = list(kernel_reference(name, np.array(g, object), np.array(e, object)))
@@ -330,9 +344,13 @@ def test_many_circuits_in_one_session_base_ots_once(monkeypatch):
         assert created == {"sender": 1, "receiver": 1}
         assert p.garbler.cot is g_cot and p.evaluator.cot is e_cot
         assert p.garbler.executions == p.evaluator.executions == len(plan)
-        assert g_cot.index == e_cot.index == sum(
-            sum(gr.width for gr in (aes128() if n == "aes128" else build_kernel(n, w, s)).groups_of(EVALUATOR)) * b
-            for n, w, s, b, _ in plan
+        assert (
+            g_cot.index
+            == e_cot.index
+            == sum(
+                sum(gr.width for gr in (aes128() if n == "aes128" else build_kernel(n, w, s)).groups_of(EVALUATOR)) * b
+                for n, w, s, b, _ in plan
+            )
         )
         assert p.garbler_channel.bytes_sent > setup_bytes[0] and p.evaluator_channel.bytes_sent > setup_bytes[1]
     finally:
@@ -478,11 +496,14 @@ def _swallow(f):
         pass
 
 
-@pytest.mark.parametrize("old_extra", [
-    b"pairwise-yao/4",  # version 4 without a circuit digest (no separator: the tag and the digest were joined)
-    b"pairwise-yao/4" + bytes.fromhex("39") + b"\x17" * 15,  # a digest that starts with a digit
-    b"pairwise-yao/5 ot=co15-P-256/2\x00",  # another base OT
-])
+@pytest.mark.parametrize(
+    "old_extra",
+    [
+        b"pairwise-yao/4",  # version 4 without a circuit digest (no separator: the tag and the digest were joined)
+        b"pairwise-yao/4" + bytes.fromhex("39") + b"\x17" * 15,  # a digest that starts with a digit
+        b"pairwise-yao/5 ot=co15-P-256/2\x00",  # another base OT
+    ],
+)
 @pytest.mark.parametrize("role", ["garbler", "evaluator"])
 def test_older_runtime_is_refused_naming_both_versions(old_extra, role):
     """A peer that speaks runtime version 4 (or another base OT): refused at the handshake, both versions named."""
@@ -491,8 +512,9 @@ def test_older_runtime_is_refused_naming_both_versions(old_extra, role):
 
     a, b = MemoryChannel.pair(timeout=10)
     peer_role = "evaluator" if role == "garbler" else "garbler"
-    t = threading.Thread(target=lambda: _swallow(lambda: handshake(b, peer_role, b"pairwise-2pc", old_extra)),
-                         daemon=True)
+    t = threading.Thread(
+        target=lambda: _swallow(lambda: handshake(b, peer_role, b"pairwise-2pc", old_extra)), daemon=True
+    )
     t.start()
     Session = GarblerSession if role == "garbler" else EvaluatorSession
     with pytest.raises(VersionMismatch) as info:

@@ -66,12 +66,15 @@ def test_load_circuit_from_a_file_and_a_builder(dot_file):
     assert load_circuit(f"{dot_file}:as_builder").name == "plain"  # a Builder is built for the user
 
 
-@pytest.mark.parametrize("spec, message", [
-    ("{f}:missing", "has no function 'missing'"),
-    ("{f}:not_a_circuit", "returned int"),
-    ("/nonexistent/x.py:f", "no such file"),
-    ("no_such_module_pw:f", "no module"),
-])
+@pytest.mark.parametrize(
+    "spec, message",
+    [
+        ("{f}:missing", "has no function 'missing'"),
+        ("{f}:not_a_circuit", "returned int"),
+        ("/nonexistent/x.py:f", "no such file"),
+        ("no_such_module_pw:f", "no module"),
+    ],
+)
 def test_load_circuit_errors_name_the_problem(dot_file, spec, message):
     with pytest.raises(CircuitError, match=message):
         load_circuit(spec.format(f=dot_file))
@@ -83,7 +86,10 @@ def test_named_inputs_vectors_batches_and_old_forms(dot_file):
     assert parse_party_input(c, spec, GARBLER, ["x=-3,5,-128"], 0, False) == {"x0": -3, "x1": 5, "x2": -128}
     assert parse_party_input(c, spec, EVALUATOR, ["y=1,2,127"], 0, False) == {"y[0]": 1, "y[1]": 2, "y[2]": 127}
     assert parse_party_input(c, spec, GARBLER, ["x0=1,2", "x1=3,4", "x2=0x10,-1"], 0, False) == {
-        "x0": [1, 2], "x1": [3, 4], "x2": [16, -1]}  # one group per --input, a SIMD batch of 2
+        "x0": [1, 2],
+        "x1": [3, 4],
+        "x2": [16, -1],
+    }  # one group per --input, a SIMD batch of 2
     gini = load_circuit("gini", 16)
     assert parse_party_input(gini, "gini", GARBLER, ["7"], 16, False) == {"x": 7}  # the older forms
     assert parse_party_input(gini, "gini", GARBLER, ["x=7,8"], 16, False) == {"x": [7, 8]}
@@ -91,15 +97,18 @@ def test_named_inputs_vectors_batches_and_old_forms(dot_file):
     assert parse_party_input(aes, "aes128", GARBLER, ["00" * 15 + "ff"], 0, False) == {aes.inputs[0].name: 255}
 
 
-@pytest.mark.parametrize("texts, message", [
-    (["x=1,2"], "stands for the 3 groups x0 .. x2, got 2"),
-    (["z=1"], "no input group 'z'; its groups: x0 (8-bit signed)"),
-    (["x=1,2,128"], "out of range for 8-bit signed"),
-    (["x=1,2,a"], "expected NAME=v1,v2"),
-    (["x0=1", "x1=2"], "missing --input for the garbler's input group(s): x2 (8-bit signed)"),
-    (["x0=1,2", "x1=2", "x2=3"], "same number of values"),
-    (["x=1,2,3", "x1=4"], "given twice"),
-])
+@pytest.mark.parametrize(
+    "texts, message",
+    [
+        (["x=1,2"], "stands for the 3 groups x0 .. x2, got 2"),
+        (["z=1"], "no input group 'z'; its groups: x0 (8-bit signed)"),
+        (["x=1,2,128"], "out of range for 8-bit signed"),
+        (["x=1,2,a"], "expected NAME=v1,v2"),
+        (["x0=1", "x1=2"], "missing --input for the garbler's input group(s): x2 (8-bit signed)"),
+        (["x0=1,2", "x1=2", "x2=3"], "same number of values"),
+        (["x=1,2,3", "x1=4"], "given twice"),
+    ],
+)
 def test_named_input_errors(dot_file, texts, message):
     c = load_circuit(f"{dot_file}:dot_product")
     with pytest.raises(CircuitError, match=message.replace("(", r"\(").replace(")", r"\)")):

@@ -219,7 +219,7 @@ def stream_frames(frames: list[bytes]) -> list[bytes]:
     assert bytes(frames[0][:4]) == b"EXEC" and len(frames[0]) >= twopc.EXEC.size
     if len(frames[0]) == twopc.EXEC.size:
         return list(frames[1:])
-    return [bytes(frames[0][twopc.EXEC.size:])] + list(frames[1:])
+    return [bytes(frames[0][twopc.EXEC.size :])] + list(frames[1:])
 
 
 def test_aes128_frames_and_bytes_per_execution():
@@ -292,7 +292,7 @@ def test_stream_paths_and_frame_limits(monkeypatch, buffer, frame):
         n_out = sum(gr.width for gr in c.outputs)
         assert sum(map(len, stream)) == 32 * c.n_and * 40 + -(-n_out * 40 // 8)
         limit = twopc.wire.STREAM_FRAME
-        frames = p.garbler_channel.sent[f0 + 1:]  # (the first execution: the garbler's header went alone)
+        frames = p.garbler_channel.sent[f0 + 1 :]  # (the first execution: the garbler's header went alone)
         assert len(p.garbler_channel.sent[f0]) == twopc.EXEC.size
         assert max(map(len, frames)) <= limit
         if buffer is not None:  # segment writer: every frame but the last has FRAME_TARGET .. STREAM_FRAME bytes
@@ -372,8 +372,11 @@ def test_explicit_cot_batch_is_kept():
     try:
         k = build_kernel("kendall", 32)
         p.run_ok(k, [1] * 100, [2] * 100)  # 6400 COTs: four batches of 2048
-        assert (p.evaluator.cot.batch_size, p.evaluator.cot.batches) == (2048, 4) == (
-            p.garbler.cot.batch_size, p.garbler.cot.batches)
+        assert (
+            (p.evaluator.cot.batch_size, p.evaluator.cot.batches)
+            == (2048, 4)
+            == (p.garbler.cot.batch_size, p.garbler.cot.batches)
+        )
     finally:
         p.close()
 
@@ -392,7 +395,9 @@ def test_stream_tables_are_the_engines_tables_bit_for_bit(monkeypatch):
 
     class Recording(Regarbler):
         def iter_into(self, zero, instance_offset, dest, every=0):
-            made.append((self.circuit, self.batch, self.chunk, np.array(self.delta[0]), np.array(zero), instance_offset))
+            made.append(
+                (self.circuit, self.batch, self.chunk, np.array(self.delta[0]), np.array(zero), instance_offset)
+            )
             return super().iter_into(zero, instance_offset, dest, every)
 
     monkeypatch.setattr(session, "Regarbler", Recording)

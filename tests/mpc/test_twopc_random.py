@@ -136,8 +136,12 @@ def test_garbler_labels_are_the_aes_ctr_label_stream_never_rewound(monkeypatch):
         blocks = np.frombuffer(ref, dtype="<u8").reshape(-1, 2)
         pos = 0
         for lab, batch in zip(labels, batches):
-            want = np.concatenate([blocks[pos + g0 * batch: pos + (g0 + g.width) * batch].reshape(g.width, batch, 2)
-                                   for g0, g in zip((0, W), c.groups_of(GARBLER))])
+            want = np.concatenate(
+                [
+                    blocks[pos + g0 * batch : pos + (g0 + g.width) * batch].reshape(g.width, batch, 2)
+                    for g0, g in zip((0, W), c.groups_of(GARBLER))
+                ]
+            )
             assert np.array_equal(lab[gw], want)
             pos += n_g * batch
         assert len({lab[gw].tobytes() for lab in labels}) == 3
@@ -197,8 +201,14 @@ def test_random_group_sets_must_match_on_both_sides():
     try:
         p.run(c, {"x": bits(rng, 3)}, {"y": bits(rng, 3)}, random=("rx", "ry"))  # the COT pool is filled
         f0g, f0e = len(p.garbler_channel.sent), len(p.evaluator_channel.sent)
-        g, e = p.run_both(c, {"x": bits(rng, 3)}, c, {"y": bits(rng, 3), "ry": bits(rng, 3)},
-                          g_kw={"random": ("rx", "ry")}, e_kw={"random": ("rx",)})
+        g, e = p.run_both(
+            c,
+            {"x": bits(rng, 3)},
+            c,
+            {"y": bits(rng, 3), "ry": bits(rng, 3)},
+            g_kw={"random": ("rx", "ry")},
+            e_kw={"random": ("rx",)},
+        )
         for ok, exc in (g, e):
             assert not ok and isinstance(exc, ExecutionMismatch) and "random input groups" in str(exc)
         # the evaluator's request, the garbler's header alone: no label, no table
@@ -208,11 +218,14 @@ def test_random_group_sets_must_match_on_both_sides():
         p.close()
 
 
-@pytest.mark.parametrize("inputs, random, message", [
-    ({"x": [1], "rx": [2]}, ("rx", "ry"), "random input groups"),
-    ({"x": [1]}, ("rz",), "not inputs"),
-    ({"x": [1]}, ("rx", "rx"), "named twice"),
-])
+@pytest.mark.parametrize(
+    "inputs, random, message",
+    [
+        ({"x": [1], "rx": [2]}, ("rx", "ry"), "random input groups"),
+        ({"x": [1]}, ("rz",), "not inputs"),
+        ({"x": [1]}, ("rx", "rx"), "named twice"),
+    ],
+)
 def test_bad_random_arguments_raise_before_any_byte(rpair, inputs, random, message):
     c = mixed_circuit()
     sent = rpair.garbler_channel.bytes_sent
@@ -260,14 +273,14 @@ def _evaluator_view(pair, circuit: Circuit, monkeypatch, r_value: bool, reps: in
         f0 = len(pair.garbler_channel.sent)
         _, re_ = pair.run(circuit, {"x": bits(rng, batch)}, {"y": bits(rng, batch)}, random=("rx",), output="evaluator")
         frames = pair.garbler_channel.sent[f0:]
-        stream = np.frombuffer(b"".join(frames)[EXEC_HEADER.size:], dtype=np.uint8)  # after the garbler's header
+        stream = np.frombuffer(b"".join(frames)[EXEC_HEADER.size :], dtype=np.uint8)  # after the garbler's header
         n_tab = 32 * circuit.n_and * batch
         words = stream[:n_tab].view("<u8")
         # one chunk (batch <= chunk): segments (2, 2, k, batch) per AND level, in order: instance n is column n
         segs, pos = [], 0
         for lv in circuit.levels:
             if lv.n_and:
-                segs.append(words[pos:pos + 4 * lv.n_and * batch].reshape(-1, batch))
+                segs.append(words[pos : pos + 4 * lv.n_and * batch].reshape(-1, batch))
                 pos += 4 * lv.n_and * batch
         words_n = np.concatenate(segs) if segs else np.zeros((0, batch), "<u8")  # (4 * n_and, batch)
         tab = np.unpackbits(words_n.T.copy().view(np.uint8), axis=1).astype(bool)

@@ -36,8 +36,13 @@ def recheck(survivors: dict, ids: set[int] | None, fuzz: int, timeout: float) ->
                 continue
             rec = {"id": i, "module": module, "line": s["line"], "function": s["function"], "operator": s["operator"]}
             diff = s["diff"].split("\n", 1)[1] + "\n"  # drop cosmic-ray's "--- mutation diff ---" banner
-            p = subprocess.run(["patch", "-p1", f"-F{fuzz}", "--no-backup-if-mismatch", "-r", "-"], input=diff,
-                               text=True, cwd=ROOT, capture_output=True)
+            p = subprocess.run(
+                ["patch", "-p1", f"-F{fuzz}", "--no-backup-if-mismatch", "-r", "-"],
+                input=diff,
+                text=True,
+                cwd=ROOT,
+                capture_output=True,
+            )
             rec["patch"] = (p.stdout + p.stderr).strip()
             if p.returncode != 0:
                 subprocess.run(["git", "checkout", "--", module], cwd=ROOT, check=True)
@@ -46,8 +51,14 @@ def recheck(survivors: dict, ids: set[int] | None, fuzz: int, timeout: float) ->
                 tests = "tests/dp/test_source_mutants.py " + TARGETS[module]
                 t0 = time.time()
                 try:
-                    r = subprocess.run(f"{sys.executable} -m pytest -x -q -p no:cacheprovider {tests}", shell=True,
-                                       cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+                    r = subprocess.run(
+                        f"{sys.executable} -m pytest -x -q -p no:cacheprovider {tests}",
+                        shell=True,
+                        cwd=ROOT,
+                        capture_output=True,
+                        text=True,
+                        timeout=timeout,
+                    )
                     rc, stdout = r.returncode, r.stdout
                 except subprocess.TimeoutExpired:
                     rc, stdout = -1, ""
@@ -56,7 +67,9 @@ def recheck(survivors: dict, ids: set[int] | None, fuzz: int, timeout: float) ->
                 rec["seconds"] = round(time.time() - t0, 1)
                 rec["outcome"] = "survived" if rc == 0 else "killed"
                 if rc != 0:
-                    rec["by"] = re.findall(r"^(?:FAILED|ERROR) (\S+)", stdout, re.M)[:3] or ["timeout" if rc == -1 else stdout[-300:]]
+                    rec["by"] = re.findall(r"^(?:FAILED|ERROR) (\S+)", stdout, re.M)[:3] or [
+                        "timeout" if rc == -1 else stdout[-300:]
+                    ]
             print({k: v for k, v in rec.items() if k != "patch"}, flush=True)
             out.append(rec)
     return out

@@ -75,10 +75,21 @@ def _selection_args(sel: str) -> list[str]:
 
 
 def _pytest(args: list[str], env: dict, junit: str) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=", f"--junitxml={junit}",
-           *args]
-    return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=TIMEOUT,
-                          start_new_session=True)
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "-o",
+        "addopts=",
+        f"--junitxml={junit}",
+        *args,
+    ]
+    return subprocess.run(
+        cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=TIMEOUT, start_new_session=True
+    )
 
 
 def _junit_failures(path: str) -> dict[str, str]:
@@ -134,8 +145,10 @@ def run_fault(fault: table.Fault) -> Outcome:
         return res
     if not any(ln.startswith("APPLIED") for ln in lines):
         res.status = "ERROR"
-        res.notes.append(f"the fault was never installed: no test imported {fault.target.partition(':')[0]} "
-                         "(or tests/mutation/inject is not on PYTHONPATH)")
+        res.notes.append(
+            f"the fault was never installed: no test imported {fault.target.partition(':')[0]} "
+            "(or tests/mutation/inject is not on PYTHONPATH)"
+        )
         return res
     if errors:
         res.status = "ERROR"

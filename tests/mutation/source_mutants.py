@@ -66,16 +66,18 @@ TARGETS = {
     "dp/kary.py": "tests/dp/test_kary.py",
     "dp/ecdf_intervals.py": "tests/dp/test_ecdf_intervals.py tests/statistical/test_ecdf_interval_coverage.py",
     "protocols/ecdf/estimates.py": "tests/protocols/ecdf/test_ecdf_estimates.py "
-                                   "tests/statistical/test_ecdf_interval_coverage.py "
-                                   "tests/protocols/ecdf/test_ecdf_handlers.py",
+    "tests/statistical/test_ecdf_interval_coverage.py "
+    "tests/protocols/ecdf/test_ecdf_handlers.py",
     "protocols/ecdf/release.py": "tests/protocols/ecdf/test_ecdf_handlers.py",
     "dp/ecdf.py": "tests/dp/test_dp_ecdf.py",
 }
 
-KEEP = re.compile(r"core/(ReplaceBinaryOperator_(Add_Sub|Sub_Add|Mul_Div|Div_Mul|FloorDiv_Div|Pow_Mul|Mod_FloorDiv)"
-                  r"|ReplaceComparisonOperator_(Lt_LtE|LtE_Lt|Gt_GtE|GtE_Gt|Eq_NotEq|NotEq_Eq)"
-                  r"|NumberReplacer|AddNot|ReplaceTrueWithFalse|ReplaceFalseWithTrue|ReplaceAndWithOr|ReplaceOrWithAnd"
-                  r"|ReplaceUnaryOperator_USub_UAdd|ReplaceUnaryOperator_Delete_USub|ZeroIterationForLoop)$")
+KEEP = re.compile(
+    r"core/(ReplaceBinaryOperator_(Add_Sub|Sub_Add|Mul_Div|Div_Mul|FloorDiv_Div|Pow_Mul|Mod_FloorDiv)"
+    r"|ReplaceComparisonOperator_(Lt_LtE|LtE_Lt|Gt_GtE|GtE_Gt|Eq_NotEq|NotEq_Eq)"
+    r"|NumberReplacer|AddNot|ReplaceTrueWithFalse|ReplaceFalseWithTrue|ReplaceAndWithOr|ReplaceOrWithAnd"
+    r"|ReplaceUnaryOperator_USub_UAdd|ReplaceUnaryOperator_Delete_USub|ZeroIterationForLoop)$"
+)
 
 
 def _config(module: str, tests: str, path: Path, timeout: float) -> None:
@@ -91,8 +93,9 @@ name = "local"
 
 def _sample(db: Path, k: int, seed: int) -> int:
     con = sqlite3.connect(db)
-    rows = con.execute("select job_id, operator_name, start_pos_row, start_pos_col, occurrence from mutation_specs"
-                       ).fetchall()
+    rows = con.execute(
+        "select job_id, operator_name, start_pos_row, start_pos_col, occurrence from mutation_specs"
+    ).fetchall()
     # job ids are random: order by what the mutant is, so the same seed draws the same mutants every run
     keep = [j for j, op, *pos in sorted(rows, key=lambda r: (r[1], r[2], r[3], r[4])) if KEEP.match(op)]
     chosen = set(random.Random(seed).sample(keep, min(k, len(keep))))
@@ -119,8 +122,15 @@ def run(per_module: int, seed: int, modules: list[str], timeout: float, out_path
             t0 = time.time()
             subprocess.run([cr, "exec", str(cfg), str(db)], cwd=ROOT, check=True, capture_output=True)
             dump = subprocess.run([cr, "dump", str(db)], cwd=ROOT, check=True, capture_output=True, text=True).stdout
-        res = {"tests": tests, "eligible": eligible, "killed": 0, "survived": 0, "incompetent": 0, "survivors": [],
-               "seconds": round(time.time() - t0, 1)}
+        res = {
+            "tests": tests,
+            "eligible": eligible,
+            "killed": 0,
+            "survived": 0,
+            "incompetent": 0,
+            "survivors": [],
+            "seconds": round(time.time() - t0, 1),
+        }
         for line in dump.splitlines():
             item, result = json.loads(line)
             spec = (item.get("mutations") or [item])[0]
@@ -129,17 +139,27 @@ def run(per_module: int, seed: int, modules: list[str], timeout: float, out_path
                 res["killed"] += 1
             elif outcome == "survived":
                 res["survived"] += 1
-                res["survivors"].append({"operator": spec["operator_name"], "line": (spec.get("start_pos") or [None])[0],
-                                         "function": spec.get("definition_name"), "diff": result.get("diff")})
+                res["survivors"].append(
+                    {
+                        "operator": spec["operator_name"],
+                        "line": (spec.get("start_pos") or [None])[0],
+                        "function": spec.get("definition_name"),
+                        "diff": result.get("diff"),
+                    }
+                )
             else:
                 res["incompetent"] += 1
         out[module] = res
         if out_path is not None:
             out_path.write_text(json.dumps(out, indent=1))  # after every module, so a long run can resume
-        print(f"{module}: {res['killed']} killed, {res['survived']} survived, {res['incompetent']} incompetent "
-              f"(of {eligible} eligible; {res['seconds']} s)", flush=True)
-    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True,
-                           text=True).stdout
+        print(
+            f"{module}: {res['killed']} killed, {res['survived']} survived, {res['incompetent']} incompetent "
+            f"(of {eligible} eligible; {res['seconds']} s)",
+            flush=True,
+        )
+    dirty = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True, text=True
+    ).stdout
     if dirty.strip():
         raise SystemExit(f"the tree is not clean after the run:\n{dirty}")
     return out

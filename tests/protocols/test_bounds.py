@@ -109,7 +109,10 @@ def test_ustat_clamps_out_of_domain_values_like_the_boundary():
     assert a.estimate == b.estimate and a.extra["exact_quantized"] == b.extra["exact_quantized"]
     assert (a.extra["clamped"], b.extra["clamped"]) == (1, 0)
     assert a.exact > b.exact  # the raw value is kept for evaluation (not private)
-    assert (a.extra["bits"], a.extra["noise_variance_per_pair"]) == (b.extra["bits"], b.extra["noise_variance_per_pair"])
+    assert (a.extra["bits"], a.extra["noise_variance_per_pair"]) == (
+        b.extra["bits"],
+        b.extra["noise_variance_per_pair"],
+    )
     assert a.extra["estimate_clamped"] == min(max(a.estimate, 0.0), 2.0)
 
 
@@ -128,8 +131,10 @@ def test_ldp_shuffle_histogram_clamps(tmp_path, capsys):
     v = np.r_[np.full(9000, 2.0), np.full(9000, 3.0), [9.0, -4.0]]
     p = tmp_path / "v.csv"
     p.write_text("v\n" + "\n".join(str(x) for x in v) + "\n")
-    assert main(["ldp", "shuffle-histogram", "--csv", str(p), "--column", "v", "--lower", "1", "--upper", "6",
-                 "--json"]) == 0
+    assert (
+        main(["ldp", "shuffle-histogram", "--csv", str(p), "--column", "v", "--lower", "1", "--upper", "6", "--json"])
+        == 0
+    )
     d = json.loads(capsys.readouterr().out)
     assert d["clamped"] == 2 and d["values"] == [1, 2, 3, 4, 5, 6]
     assert d["exact"][0] == d["exact"][-1] == 1 / v.size  # -4 went to 1, 9 went to 6
@@ -150,14 +155,51 @@ def test_bound_flag_errors(tmp_path, capsys):
     assert "lower < upper" in cli_error(capsys, base + ["--lower", "0,5", "--upper", "5,5"])
     assert "comma-separated numbers" in cli_error(capsys, base + ["--lower", "0,x", "--upper", "5,5"])
     assert "decimals" in cli_error(capsys, base + ["--lower", "0,0", "--upper", "5,5", "--decimals", "0,13"])
-    assert "needs 9 bits" in cli_error(capsys, ["ustat", "--statistic", "gini", "--epsilon", "1", "--data", str(p),
-                                           "--columns", "a", "--lower", "0", "--upper", "300", "--decimals", "0",
-                                           "--bits", "8"])
+    assert "needs 9 bits" in cli_error(
+        capsys,
+        [
+            "ustat",
+            "--statistic",
+            "gini",
+            "--epsilon",
+            "1",
+            "--data",
+            str(p),
+            "--columns",
+            "a",
+            "--lower",
+            "0",
+            "--upper",
+            "300",
+            "--decimals",
+            "0",
+            "--bits",
+            "8",
+        ],
+    )
     assert "--lower L --upper U" in cli_error(capsys, ["ldp", "auc", "--csv", str(p), "--score", "a", "--label", "y"])
-    assert "declares no public domain" in cli_error(capsys, ["ldp", "ustat", "--kernel", "gini", "--dataset", "fair",
-                                                        "--columns", "affairs"])
-    err = cli_error(capsys, ["ecdf", "run", "--servers", "127.0.0.1:9,127.0.0.1:10", "--data", str(p), "--column", "a",
-                        "--epsilon", "1", "--range", "0,5", "--lower", "0"])
+    assert "declares no public domain" in cli_error(
+        capsys, ["ldp", "ustat", "--kernel", "gini", "--dataset", "fair", "--columns", "affairs"]
+    )
+    err = cli_error(
+        capsys,
+        [
+            "ecdf",
+            "run",
+            "--servers",
+            "127.0.0.1:9,127.0.0.1:10",
+            "--data",
+            str(p),
+            "--column",
+            "a",
+            "--epsilon",
+            "1",
+            "--range",
+            "0,5",
+            "--lower",
+            "0",
+        ],
+    )
     assert "--range LO,HI is deprecated" in err and "not both" in err
 
 
@@ -180,24 +222,27 @@ def no_randomness(monkeypatch):
 CSV = "s,r,y,v\n" + "".join(f"{i % 7},{(i * 3) % 10},{i % 2},{1 + i % 5}\n" for i in range(400))
 
 
-@pytest.mark.parametrize("argv,message", [
-    (["ustat", "--statistic", "gini", "--epsilon", "1", "--pairs-per-user", "100000"], "exceeds n - 1"),
-    (["ustat", "--statistic", "auc", "--epsilon", "1", "--pairs-per-user", "300"], "distinct partners"),
-    (["ustat", "--statistic", "gini", "--epsilon", "0"], "epsilon"),
-    (["ustat", "--statistic", "gini", "--epsilon", "1", "--batch", "0"], "batch"),
-    (["ldp", "qmle", "--tau", "1.5"], "tau"),
-    (["ldp", "qmle", "--sigma", "-1"], "sigma"),
-    (["ldp", "auc", "--a", "0.5"], "a must be > 1"),
-    (["ldp", "auc", "--epsilon", "nan"], "epsilon"),
-    (["ldp", "auc", "--composition", "advanced"], "advanced composition"),
-    (["ldp", "shuffle-histogram", "--beta", "2"], "beta"),
-    (["ldp", "shuffle-histogram", "--epsilon", "3"], "epsilon <= 1"),
-    (["ldp", "ustat", "--epsilon", "-1"], "epsilon"),
-    (["noise", "sample", "--epsilon", "1", "--count", "0"], "--count"),
-    (["noise", "sample", "--epsilon", "inf", "--count", "5"], "epsilon"),
-    (["ecdf", "demo", "--epsilon", "inf"], "epsilon"),
-    (["ecdf", "demo", "--epsilon", "1", "--servers-count", "1"], "servers-count"),
-])
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["ustat", "--statistic", "gini", "--epsilon", "1", "--pairs-per-user", "100000"], "exceeds n - 1"),
+        (["ustat", "--statistic", "auc", "--epsilon", "1", "--pairs-per-user", "300"], "distinct partners"),
+        (["ustat", "--statistic", "gini", "--epsilon", "0"], "epsilon"),
+        (["ustat", "--statistic", "gini", "--epsilon", "1", "--batch", "0"], "batch"),
+        (["ldp", "qmle", "--tau", "1.5"], "tau"),
+        (["ldp", "qmle", "--sigma", "-1"], "sigma"),
+        (["ldp", "auc", "--a", "0.5"], "a must be > 1"),
+        (["ldp", "auc", "--epsilon", "nan"], "epsilon"),
+        (["ldp", "auc", "--composition", "advanced"], "advanced composition"),
+        (["ldp", "shuffle-histogram", "--beta", "2"], "beta"),
+        (["ldp", "shuffle-histogram", "--epsilon", "3"], "epsilon <= 1"),
+        (["ldp", "ustat", "--epsilon", "-1"], "epsilon"),
+        (["noise", "sample", "--epsilon", "1", "--count", "0"], "--count"),
+        (["noise", "sample", "--epsilon", "inf", "--count", "5"], "epsilon"),
+        (["ecdf", "demo", "--epsilon", "inf"], "epsilon"),
+        (["ecdf", "demo", "--epsilon", "1", "--servers-count", "1"], "servers-count"),
+    ],
+)
 def test_rejected_before_any_randomness(argv, message, capsys, no_randomness):
     err = cli_error(capsys, argv)
     assert message in err and "randomness was drawn" not in err

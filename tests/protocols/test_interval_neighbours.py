@@ -25,8 +25,11 @@ _rng = np.random.default_rng(21)
 X = np.round(_rng.uniform(10, 50, N))
 Y = np.round(_rng.uniform(1, 4, N))
 LAB = np.array([1, 0] * (N // 2))
-BOUNDS = {"gini": dict(lower=0, upper=250), "auc": dict(lower=0, upper=250),
-          "kendall": dict(lower=[0, 1], upper=[250, 5], decimals=[0, 0])}
+BOUNDS = {
+    "gini": dict(lower=0, upper=250),
+    "auc": dict(lower=0, upper=250),
+    "kendall": dict(lower=[0, 1], upper=[250, 5], decimals=[0, 0]),
+}
 
 
 def _neighbour():
@@ -35,14 +38,31 @@ def _neighbour():
     return x2, y2
 
 
-@pytest.mark.parametrize("stat,design,P,alpha", [("gini", "subsample", 1, 0.05), ("gini", "all", 1, 0.1),
-                                                 ("kendall", "subsample", 3, 0.05), ("kendall", "all", 1, 0.01),
-                                                 ("auc", "subsample", 2, 0.2)])
+@pytest.mark.parametrize(
+    "stat,design,P,alpha",
+    [
+        ("gini", "subsample", 1, 0.05),
+        ("gini", "all", 1, 0.1),
+        ("kendall", "subsample", 3, 0.05),
+        ("kendall", "all", 1, 0.01),
+        ("auc", "subsample", 2, 0.2),
+    ],
+)
 def test_ustat_interval_width_is_the_same_on_neighbours(stat, design, P, alpha):
     outs = []
     for x, y in ((X, Y), _neighbour()):
-        r = run_ustat(stat, x, y if stat == "kendall" else None, LAB if stat == "auc" else None, epsilon=1.0,
-                      design=design, pairs_per_user=P, alpha=alpha, rng=np.random.default_rng(3), **BOUNDS[stat])
+        r = run_ustat(
+            stat,
+            x,
+            y if stat == "kendall" else None,
+            LAB if stat == "auc" else None,
+            epsilon=1.0,
+            design=design,
+            pairs_per_user=P,
+            alpha=alpha,
+            rng=np.random.default_rng(3),
+            **BOUNDS[stat],
+        )
         outs.append(r.as_dict())
     a, b = outs
     assert a["exact"] != b["exact"]  # the neighbour really differs
@@ -58,8 +78,9 @@ def test_ustat_interval_width_does_not_depend_on_the_values_at_all():
     widths = set()
     for seed in range(3):
         x = np.random.default_rng(seed).uniform(0, 250, N)
-        r = run_ustat("gini", x, epsilon=2.0, rng=np.random.default_rng(seed), compute_theorem5=False, lower=0,
-                      upper=250)
+        r = run_ustat(
+            "gini", x, epsilon=2.0, rng=np.random.default_rng(seed), compute_theorem5=False, lower=0, upper=250
+        )
         widths.add(r.as_dict()["interval_width"])
     assert len(widths) == 1
 
@@ -83,12 +104,52 @@ H = _l.integers(1, 5, M).astype(float)
 
 LDP = {
     "ustat-gini": ["ldp", "ustat", "--kernel", "gini", "--columns", "s", "--lower", "0", "--upper", "10"],
-    "ustat-auc": ["ldp", "ustat", "--kernel", "auc", "--columns", "s", "--label", "lab", "--lower", "0",
-                  "--upper", "10"],
-    "ustat-kendall": ["ldp", "ustat", "--kernel", "kendall", "--columns", "g,h", "--lower", "1,1", "--upper", "5,4",
-                      "--decimals", "0,0", "--alpha", "0.1"],
-    "auc": ["ldp", "auc", "--columns", "s", "--label", "lab", "--lower", "0", "--upper", "10", "--bits", "3",
-            "--epsilon", "2"],
+    "ustat-auc": [
+        "ldp",
+        "ustat",
+        "--kernel",
+        "auc",
+        "--columns",
+        "s",
+        "--label",
+        "lab",
+        "--lower",
+        "0",
+        "--upper",
+        "10",
+    ],
+    "ustat-kendall": [
+        "ldp",
+        "ustat",
+        "--kernel",
+        "kendall",
+        "--columns",
+        "g,h",
+        "--lower",
+        "1,1",
+        "--upper",
+        "5,4",
+        "--decimals",
+        "0,0",
+        "--alpha",
+        "0.1",
+    ],
+    "auc": [
+        "ldp",
+        "auc",
+        "--columns",
+        "s",
+        "--label",
+        "lab",
+        "--lower",
+        "0",
+        "--upper",
+        "10",
+        "--bits",
+        "3",
+        "--epsilon",
+        "2",
+    ],
     "qmle": ["ldp", "qmle", "--response", "s", "--covariates", "g", "--lower", "0", "--upper", "10", "--epsilon", "2"],
 }
 
@@ -118,9 +179,26 @@ def test_shuffle_histogram_band_is_the_same_on_neighbours(tmp_path, capsys):
     v = np.random.default_rng(4).integers(2, 5, n).astype(float)
     v2 = v.copy()
     v2[0] = 6.0
-    outs = [_json(capsys, ["ldp", "shuffle-histogram", "--data", _csv(tmp_path / f"{t}.csv", ["v"], c),
-                           "--columns", "v", "--lower", "1", "--upper", "6", "--epsilon", "1"])
-            for t, c in (("D", v), ("E", v2))]
+    outs = [
+        _json(
+            capsys,
+            [
+                "ldp",
+                "shuffle-histogram",
+                "--data",
+                _csv(tmp_path / f"{t}.csv", ["v"], c),
+                "--columns",
+                "v",
+                "--lower",
+                "1",
+                "--upper",
+                "6",
+                "--epsilon",
+                "1",
+            ],
+        )
+        for t, c in (("D", v), ("E", v2))
+    ]
     a, b = outs
     assert a["interval_width"] == b["interval_width"] and a["interval_method"] == b["interval_method"]
     for d in outs:

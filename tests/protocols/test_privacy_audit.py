@@ -42,17 +42,51 @@ RATING2 = _lrng.integers(1, 5, M).astype(float)  # 1..4
 
 LDP_CASES = {
     "auc": ["auc", "--score", "s", "--label", "lab", "--lower", "0", "--upper", "10", "--bits", "3"],
-    "auc-budget": ["auc", "--score", "s", "--label", "lab", "--lower", "0", "--upper", "10", "--bits", "3",
-                   "--splitting", "budget"],
+    "auc-budget": [
+        "auc",
+        "--score",
+        "s",
+        "--label",
+        "lab",
+        "--lower",
+        "0",
+        "--upper",
+        "10",
+        "--bits",
+        "3",
+        "--splitting",
+        "budget",
+    ],
     "qmle": ["qmle", "--response", "r", "--covariates", "s", "--lower", "0", "--upper", "10"],
-    "qmle-private-x": ["qmle", "--response", "r", "--covariates", "s", "--private-x", "--lower", "0,0",
-                       "--upper", "10,10"],
+    "qmle-private-x": [
+        "qmle",
+        "--response",
+        "r",
+        "--covariates",
+        "s",
+        "--private-x",
+        "--lower",
+        "0,0",
+        "--upper",
+        "10,10",
+    ],
     "ustat-gini": ["ustat", "--kernel", "gini", "--columns", "s", "--lower", "0", "--upper", "10"],
     "ustat-auc": ["ustat", "--kernel", "auc", "--columns", "s", "--label", "lab", "--lower", "0", "--upper", "10"],
-    "ustat-kendall": ["ustat", "--kernel", "kendall", "--columns", "g", "h", "--lower", "1,1", "--upper", "5,4",
-                      "--decimals", "0,0"],
-    "ustat-kendall-bins": ["ustat", "--kernel", "kendall", "--columns", "s", "r", "--lower", "0,0",
-                           "--upper", "10,10"],
+    "ustat-kendall": [
+        "ustat",
+        "--kernel",
+        "kendall",
+        "--columns",
+        "g",
+        "h",
+        "--lower",
+        "1,1",
+        "--upper",
+        "5,4",
+        "--decimals",
+        "0,0",
+    ],
+    "ustat-kendall-bins": ["ustat", "--kernel", "kendall", "--columns", "s", "r", "--lower", "0,0", "--upper", "10,10"],
 }
 
 
@@ -78,8 +112,11 @@ def test_ldp_shuffle_histogram_neighbours(tmp_path, capsys):
     outs = []
     for tag, col in (("D", v), ("D2", v2)):
         path = write_csv(tmp_path / f"{tag}.csv", ["v"], col)
-        outs.append(run_json(capsys, ["ldp", "shuffle-histogram", "--csv", path, "--column", "v",
-                                      "--lower", "1", "--upper", "6"]))
+        outs.append(
+            run_json(
+                capsys, ["ldp", "shuffle-histogram", "--csv", path, "--column", "v", "--lower", "1", "--upper", "6"]
+            )
+        )
     a, b = outs
     assert a["exact"] != b["exact"]
     assert_same_public(a, b, ldp_cmd.DP_KEYS["shuffle-histogram"], ldp_cmd.NOT_PRIVATE_KEYS)
@@ -92,6 +129,7 @@ def test_ldp_default_data_neighbours(capsys, monkeypatch):
     real = datasets.load_csv
     outs = []
     for moved in (False, True):
+
         def load(path, columns, label=None, _moved=moved):
             d = real(path, columns, label)
             if _moved and "mean_radius" in d:

@@ -46,8 +46,15 @@ def study(tmp_path):
 
 
 def test_the_reports_follow_the_exact_krr_pmf_and_the_estimate_its_variance(study):
-    params = {"statistic": "kendall", "lower": [0, 0], "upper": [10, 10], "decimals": [0, 0], "epsilon": 1.0,
-              "pairs_per_user": P, "min_users": N}
+    params = {
+        "statistic": "kendall",
+        "lower": [0, 0],
+        "upper": [10, 10],
+        "decimals": [0, 0],
+        "epsilon": 1.0,
+        "pairs_per_user": P,
+        "min_users": N,
+    }
     study.create("ustat-2pc", "k", **params)
     out = study.join_all("k", [(f"u{i:02d}", 5, 5, None) for i in range(N)])
     assert all(o.status == "sessions finished" for o in out.values()), out

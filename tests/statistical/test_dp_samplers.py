@@ -166,9 +166,7 @@ def test_geometric_array():
     assert chi2_pvalue(x, *geometric_probs(0.4)) > ALPHA
 
 
-@pytest.mark.parametrize(
-    "scale", [Fraction(1, 3), Fraction(3, 2), 55, conservative_scale(11, 0.3)], ids=str
-)
+@pytest.mark.parametrize("scale", [Fraction(1, 3), Fraction(3, 2), 55, conservative_scale(11, 0.3)], ids=str)
 def test_discrete_laplace_array(scale):
     x = discrete_laplace_array(scale, N)
     assert x.dtype == np.int64 and x.shape == (N,)

@@ -61,8 +61,11 @@ def assert_covers(misses: int, reps: int, alpha: float = ALPHA) -> None:
 def _shipped(name, cols, label=None):
     d = load_dataset(name)
     doms = [column_domain(name, c) for c in cols]
-    b = {"lower": [x.lower for x in doms], "upper": [x.upper for x in doms],
-         "decimals": [x.scale_decimals for x in doms]}
+    b = {
+        "lower": [x.lower for x in doms],
+        "upper": [x.upper for x in doms],
+        "decimals": [x.scale_decimals for x in doms],
+    }
     return [d[c] for c in cols], (d[label] if label else None), b
 
 
@@ -96,8 +99,13 @@ DATA = {
 # ----------------------------------------------------------------------------- 2PC ustat
 
 
-CASES = [(stat, data, eps, P, "subsample") for stat in ("gini", "kendall", "auc")
-         for data in ("shipped", "held-out", "worst") for eps in (0.5, 1.0, 4.0) for P in (1,)]
+CASES = [
+    (stat, data, eps, P, "subsample")
+    for stat in ("gini", "kendall", "auc")
+    for data in ("shipped", "held-out", "worst")
+    for eps in (0.5, 1.0, 4.0)
+    for P in (1,)
+]
 CASES += [(stat, "shipped", 1.0, 3, "subsample") for stat in ("gini", "kendall", "auc")]
 CASES += [("gini", "worst", 2.0, 1, "all"), ("kendall", "worst", 2.0, 1, "all")]
 
@@ -124,8 +132,16 @@ def test_run_ustat_publishes_the_simulated_width(stat):
 
     rng = np.random.default_rng(5)
     cols, lab, b = DATA[(stat, "worst")](rng)
-    r = run_ustat(stat, cols[0], cols[1] if stat == "kendall" else None, lab, epsilon=1.0, compute_theorem5=False,
-                  rng=np.random.default_rng(1), **b)
+    r = run_ustat(
+        stat,
+        cols[0],
+        cols[1] if stat == "kendall" else None,
+        lab,
+        epsilon=1.0,
+        compute_theorem5=False,
+        rng=np.random.default_rng(1),
+        **b,
+    )
     d = r.as_dict()
     pd = prepare_data(stat, cols[0], cols[1] if stat == "kendall" else None, lab, **b)
     _, iw = simulate_releases(UStatConfig(stat, 1.0, **b), pd, 2, rng)
@@ -142,14 +158,16 @@ def _alg1(stat, cols, lab, b, eps):
 
     doms = list(zip(b["lower"], b["upper"], b["decimals"]))
     if stat == "kendall":
-        q = Quantizer.discrete([list(np.round(np.arange(lo, hi + 1e-9, 10.0 ** -d), d)) for lo, hi, d in doms])
+        q = Quantizer.discrete([list(np.round(np.arange(lo, hi + 1e-9, 10.0**-d), d)) for lo, hi, d in doms])
     else:
         q = Quantizer.uniform(b["lower"], b["upper"], 8)
     return QuantizedUStatistic(stat, q, eps)
 
 
-@pytest.mark.parametrize("stat,data,eps", [(s, d, e) for s in ("gini", "kendall", "auc")
-                                           for d in ("shipped", "held-out", "worst") for e in (1.0, 4.0)])
+@pytest.mark.parametrize(
+    "stat,data,eps",
+    [(s, d, e) for s in ("gini", "kendall", "auc") for d in ("shipped", "held-out", "worst") for e in (1.0, 4.0)],
+)
 def test_algorithm1_interval_covers(stat, data, eps):
     from pairwise.dp.bounds import clamp
     from pairwise.protocols.ldp.interval import alg1_interval, alg1_kernel_range
@@ -163,8 +181,12 @@ def test_algorithm1_interval_covers(stat, data, eps):
         cp, cn = proto.encode(cols[0][lab == 1]), proto.encode(cols[0][lab == 0])
         target = proto.exact_quantized_two_sample(cp, cn)
         iw = alg1_interval(proto.beta, 1.0, n_pos=cp.size, n_neg=cn.size)
-        est = np.array([proto.estimate_two_sample(proto.simulate_randomize(cp, rng), proto.simulate_randomize(cn, rng))
-                        for _ in range(reps)])
+        est = np.array(
+            [
+                proto.estimate_two_sample(proto.simulate_randomize(cp, rng), proto.simulate_randomize(cn, rng))
+                for _ in range(reps)
+            ]
+        )
     else:
         cells = proto.encode(cols[0] if stat == "gini" else np.stack(cols, 1))
         target = proto.exact_quantized(cells)

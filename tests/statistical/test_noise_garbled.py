@@ -117,8 +117,11 @@ def test_garbled_designed_discrete_laplace():
 
 
 def test_garbled_signed_geometric():
-    nc = discrete_laplace_gadget(choose_discrete_laplace(Fraction(1, 2), 12, construction="signed", target_delta=1e-3,
-                                                         variance_tolerance=Fraction(1, 256)))
+    nc = discrete_laplace_gadget(
+        choose_discrete_laplace(
+            Fraction(1, 2), 12, construction="signed", target_delta=1e-3, variance_tolerance=Fraction(1, 256)
+        )
+    )
     assert nc.mechanism == "signed_geometric" and nc.guarantee.method == "exact"
     rx, ry = nc.simulate_random_inputs(N, np.random.default_rng(108))
     out = decode_output(nc, _run(nc, [rx, ry]))
@@ -146,7 +149,9 @@ def _kendall_inputs(rng, n):
     x1 = rng.integers(0, 100, size=n)
     y1 = rng.integers(0, 100, size=n)
     x2 = x1 + rng.integers(1, 100, size=n)  # x2 > x1
-    y2 = np.where(f == 1, y1 + 1 + rng.integers(0, 100, size=n), np.where(f == -1, y1 - 1 - rng.integers(0, y1 + 1), y1))
+    y2 = np.where(
+        f == 1, y1 + 1 + rng.integers(0, 100, size=n), np.where(f == -1, y1 - 1 - rng.integers(0, y1 + 1), y1)
+    )
     y2 = np.clip(y2, 0, 255)
     truth = np.sign(x1 - x2) * np.sign(y1 - y2)
     xs = [pack_pair(int(a), int(b), 8) for a, b in zip(x1, y1)]

@@ -197,8 +197,9 @@ def _small_gadget(kind: str):
     if kind == "krr":
         return krr_gadget(KRR_SMALL), lambda batch: {"x": _code_bits(0, batch)}
     construction = "signed" if kind == "signed_geometric" else "difference"
-    return discrete_laplace_gadget(discrete_laplace_params(Fraction(1), 1, 2, 4, construction=construction)), \
-        lambda batch: {}
+    return discrete_laplace_gadget(
+        discrete_laplace_params(Fraction(1), 1, 2, 4, construction=construction)
+    ), lambda batch: {}
 
 
 @pytest.mark.parametrize("kind", ["discrete_laplace", "signed_geometric", "krr"])
@@ -266,8 +267,9 @@ KRR_VALUES = {"kendall": (-1, 0, 1), "auc": (0, 1, 2)}
 
 
 @pytest.mark.parametrize("fixed_party", ["garbler", "evaluator"])
-@pytest.mark.parametrize("kernel,bits,sens,mech", [("gini", 8, None, "signed_geometric"), ("kendall", 8, 2, "krr"),
-                                                   ("auc", 16, 2, "krr")])
+@pytest.mark.parametrize(
+    "kernel,bits,sens,mech", [("gini", 8, None, "signed_geometric"), ("kendall", 8, 2, "krr"), ("auc", 16, 2, "krr")]
+)
 def test_ustat_default_kernel_noise_needs_both_parties(kernel, bits, sens, mech, fixed_party):
     """noisy_kernel(eps = 1) with its default mechanism: one party's bits fixed, the other's uniform.
 
@@ -321,7 +323,7 @@ def test_ecdf_noisy_sum_circuit_needs_both_servers(fixed_party):
     test = GofTest([(law(), B_OWN)])
     test.require_power({"scale x2": [law(2.0)], "scale x1/2": [law(0.5)]})
     x = np.full(B_OWN, 1000, np.uint64)
-    y = np.full(B_OWN, 2 ** 32 - 10, np.uint64)
+    y = np.full(B_OWN, 2**32 - 10, np.uint64)
     out = _one_party_fixed(nsc, fixed_party, x=words_to_bits(x, l), y=words_to_bits(y, l))
     vals = bits_to_ints(out, False).astype(np.uint64)
     test.check([to_signed(reduce_mod(vals - x - y, l), l)], f"ECDF noise with server {fixed_party}'s bits fixed")
@@ -363,13 +365,17 @@ def test_masked_noise_shares_are_uniform_alone_and_discrete_laplace_together():
     uniform = GofTest([(categorical(np.full(16, 1 / 16)), B)] * 2)
     for name, share in (("garbler", s0), ("evaluator", s1)):
         share = np.asarray(share, np.uint64)
-        uniform.check([(share >> np.uint64(l - 4)).astype(np.int64), (share & np.uint64(15)).astype(np.int64)],
-                      f"{name} server's noise share alone")
+        uniform.check(
+            [(share >> np.uint64(l - 4)).astype(np.int64), (share & np.uint64(15)).astype(np.int64)],
+            f"{name} server's noise share alone",
+        )
     law = lambda f=1.0: discrete_laplace(alpha=math.exp(-0.5 / f))  # noqa: E731
     total = GofTest([(law(), B)])
     total.require_power({"scale x2": [law(2.0)], "scale x1/2": [law(0.5)]})
-    total.check([to_signed(reduce_mod(np.asarray(s0, np.uint64) + np.asarray(s1, np.uint64), l), l)],
-                "sum of the two servers' noise shares")
+    total.check(
+        [to_signed(reduce_mod(np.asarray(s0, np.uint64) + np.asarray(s1, np.uint64), l), l)],
+        "sum of the two servers' noise shares",
+    )
 
 
 def _nb_difference(r: float, a: float) -> object:
@@ -390,8 +396,9 @@ def test_one_polya_share_is_a_part_of_the_noise_not_all_of_it():
     a = math.exp(-0.5)
     table = polya_table(polya_shape(m), eps, 1)
     part = GofTest([(_nb_difference(1 / m, a), B)])
-    part.require_power({"whole noise in one share": [discrete_laplace(alpha=a)],
-                        "scale x2": [_nb_difference(1 / m, math.exp(-0.25))]})
+    part.require_power(
+        {"whole noise in one share": [discrete_laplace(alpha=a)], "scale x2": [_nb_difference(1 / m, math.exp(-0.25))]}
+    )
     part.check([noise_share(table, B)], "one server's Polya noise share")
     law = lambda f=1.0: discrete_laplace(alpha=math.exp(-0.5 / f))  # noqa: E731
     total = GofTest([(law(), B)])

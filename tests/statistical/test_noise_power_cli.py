@@ -31,8 +31,20 @@ def test_noise_sample_command_draws_the_discrete_laplace(garbled):
     law = lambda f=1.0: discrete_laplace(alpha=math.exp(-EPS / (S * f)))  # noqa: E731
     test = GofTest([(law(), COUNT)])
     test.require_power({"scale x2": [law(2.0)], "scale x1/2": [law(0.5)]})
-    cmd = [sys.executable, "-m", "pairwise", "noise", "sample", "--epsilon", str(EPS), "--sensitivity", str(S),
-           "--count", str(COUNT), "--json"] + (["--garbled"] if garbled else [])
+    cmd = [
+        sys.executable,
+        "-m",
+        "pairwise",
+        "noise",
+        "sample",
+        "--epsilon",
+        str(EPS),
+        "--sensitivity",
+        str(S),
+        "--count",
+        str(COUNT),
+        "--json",
+    ] + (["--garbled"] if garbled else [])
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)

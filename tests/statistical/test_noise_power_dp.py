@@ -163,14 +163,18 @@ def test_one_bit_flip_vector_splits_the_budget_evenly():
     n = 1500
     lows, highs = [0.0, -1.0], [1.0, 1.0]
     rows = np.array([[0.0, 1.0], [1.0, -1.0]])
-    laws = lambda e: [law for r in rows for law, in zip(obf_laws(e, r[:1], 0.0, 1.0))] + \
-        [law for r in rows for law, in zip(obf_laws(e, r[1:], -1.0, 1.0))]  # noqa: E731
+
+    def laws(e):
+        return [law for r in rows for (law,) in zip(obf_laws(e, r[:1], 0.0, 1.0))] + [
+            law for r in rows for (law,) in zip(obf_laws(e, r[1:], -1.0, 1.0))
+        ]
+
     test = GofTest([(law, n) for law in laws(EPS / 2)])
     test.require_power({k: laws(EPS / 2 / f) for k, f in (("scale x2", 2.0), ("scale x1/2", 0.5))})
     vec = OneBitFlipVector.even_split(EPS, lows, highs)
     x = np.repeat(rows, n, axis=0)
     bits = np.asarray(vec.randomize_array(x))
-    groups = [bits[i * n:(i + 1) * n, 0] for i in range(2)] + [bits[i * n:(i + 1) * n, 1] for i in range(2)]
+    groups = [bits[i * n : (i + 1) * n, 0] for i in range(2)] + [bits[i * n : (i + 1) * n, 1] for i in range(2)]
     test.check(groups, "OneBitFlipVector.randomize_array")
 
 
@@ -213,7 +217,11 @@ def test_tree_mechanism_paper_noise_is_theorem31(noise, seeded):
     power >= 0.99 against node scale 18 and 4.5 (computed: 1.0 and 1.0).
     """
     scale = (TREE_L + 1) / EPS
-    law = (lambda f=1.0: discrete_laplace(scale * f)) if noise == "discrete_laplace" else (lambda f=1.0: laplace(scale * f))
+    law = (
+        (lambda f=1.0: discrete_laplace(scale * f))
+        if noise == "discrete_laplace"
+        else (lambda f=1.0: laplace(scale * f))
+    )
     test = QuadraticFormTest(path_matrix(TREE_L), law())
     test.require_power(scale_alternatives(law))
     counts = _tree_counts()
@@ -375,5 +383,7 @@ def test_hosmer_lemeshow_dp_noise_is_algorithm2(seeded):
     o0 = np.bincount(g, weights=1 - y, minlength=Q)
     e1 = np.bincount(g, weights=pg, minlength=Q)
     e0 = np.bincount(g, weights=grid - pg, minlength=Q)
-    groups.check([rel.o1 - o1, rel.o0 - o0, np.rint(rel.e1 * grid) - e1, np.rint(rel.e0 * grid) - e0],
-                 "Hosmer-Lemeshow group statistics")
+    groups.check(
+        [rel.o1 - o1, rel.o0 - o0, np.rint(rel.e1 * grid) - e1, np.rint(rel.e0 * grid) - e0],
+        "Hosmer-Lemeshow group statistics",
+    )

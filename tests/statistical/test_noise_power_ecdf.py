@@ -141,7 +141,7 @@ def _consistency_map() -> np.ndarray:
         e[j] = 1.0
         levels, start = [], 0
         for s in sizes:
-            levels.append(e[start:start + s])
+            levels.append(e[start : start + s])
             start += s
         levels.append(np.zeros(1))
         W[:, j] = consistent_prefix_sums(levels, variances)
@@ -179,7 +179,9 @@ def test_group_counts_noise(servers):
     names = list(SERIES_WEIGHT)
     groups = len(cuts) + 1
     test = GofTest([(_dl(eps_v, SERIES_WEIGHT[s]), groups) for s in names])
-    test.require_power({k: [_dl(eps_v, SERIES_WEIGHT[s], f) for s in names] for k, f in (("scale x2", 2.0), ("scale x1/2", 0.5))})
+    test.require_power(
+        {k: [_dl(eps_v, SERIES_WEIGHT[s], f) for s in names] for k, f in (("scale x2", 2.0), ("scale x1/2", 0.5))}
+    )
     cr = _querier(sp).counts(DATASET, cuts, eps_v, names)
     test.check([cr.values[s] - _group_truth(cuts, s) for s in names], f"group counts (m={m})")
 
@@ -210,7 +212,9 @@ def test_hosmer_lemeshow_noise_is_algorithm2(servers):
     Q = 256
     names = ["pos", "neg", "e1", "e0"]
     counts = GofTest([(_dl(eps_p, SERIES_WEIGHT[s]), Q) for s in names])
-    counts.require_power({k: [_dl(eps_p, SERIES_WEIGHT[s], f) for s in names] for k, f in (("scale x2", 2.0), ("scale x1/2", 0.5))})
+    counts.require_power(
+        {k: [_dl(eps_p, SERIES_WEIGHT[s], f) for s in names] for k, f in (("scale x2", 2.0), ("scale x1/2", 0.5))}
+    )
     hl = _querier(sp).hosmer_lemeshow(DATASET, eps, Q=Q, smoothing=None)
     x, _, _ = _data()
     tree.check(hl.ecdf.cumulative - _cum(x), f"Hosmer-Lemeshow ECDF (m={m})")

@@ -180,8 +180,9 @@ def _level_eps(eps: float, alpha: int, splitting: str, composition: str, delta: 
 HH_ALPHA, HH_N, HH_RUNS = 6, 600, 20
 
 
-@pytest.mark.parametrize("splitting,composition,delta", [("users", "basic", 0.0), ("budget", "basic", 0.0),
-                                                         ("budget", "advanced", 1e-6)])
+@pytest.mark.parametrize(
+    "splitting,composition,delta", [("users", "basic", 0.0), ("budget", "basic", 0.0), ("budget", "advanced", 1e-6)]
+)
 def test_hierarchical_auc_oracle_noise(splitting, composition, delta):
     """PrivateHierarchicalHistogram (alpha = 6 levels, eps = 1): each level's oracle flips Bin(n_l, 1/(1+e^eps_l)).
 
@@ -225,7 +226,11 @@ def test_qmle_public_x_bits_follow_eq7(simulated):
     test = GofTest([(law, QN) for law in _eq7(EPS, QY, 0.0, 4.0)])
     test.require_power({k: _eq7(EPS / f, QY, 0.0, 4.0) for k, f in FACTORS})
     y = np.repeat(QY, QN)
-    z = simulate_submit_public_x(y, 0.0, 4.0, EPS, np.random.default_rng()) if simulated else submit_public_x(y, 0.0, 4.0, EPS)
+    z = (
+        simulate_submit_public_x(y, 0.0, 4.0, EPS, np.random.default_rng())
+        if simulated
+        else submit_public_x(y, 0.0, 4.0, EPS)
+    )
     test.check(list(np.asarray(z).reshape(QY.size, QN)), "QMLE public-X bits")
 
 
@@ -238,7 +243,7 @@ def test_qmle_private_x_bits_split_the_budget(simulated):
     bounds = [(-1.0, 1.0), (0.0, 10.0)]
 
     def laws(e):
-        return (_eq7(e, [0.0, 4.0], 0.0, 4.0) + _eq7(e, [-1.0, 1.0], -1.0, 1.0) + _eq7(e, [10.0, 0.0], 0.0, 10.0))
+        return _eq7(e, [0.0, 4.0], 0.0, 4.0) + _eq7(e, [-1.0, 1.0], -1.0, 1.0) + _eq7(e, [10.0, 0.0], 0.0, 10.0)
 
     test = GofTest([(law, n) for law in laws(eps / 3)])
     test.require_power({k: laws(eps / 3 / f) for k, f in FACTORS})
@@ -247,7 +252,7 @@ def test_qmle_private_x_bits_split_the_budget(simulated):
     else:
         z, w = submit_private_x(y, x, (0.0, 4.0), bounds, eps)
     cols = [np.asarray(z), np.asarray(w)[:, 0], np.asarray(w)[:, 1]]
-    test.check([c[i * n:(i + 1) * n] for c in cols for i in range(2)], "QMLE private-X bits")
+    test.check([c[i * n : (i + 1) * n] for c in cols for i in range(2)], "QMLE private-X bits")
 
 
 # --------------------------------------------------------------------------- shuffled and k-RR histograms
@@ -282,11 +287,15 @@ def test_shuffled_histogram_noise_is_binomial(path):
         if path == "shuffled_histogram":
             r = shuffled_histogram(v, 2, SH_EPS, SH_DELTA)
         else:
-            r = {"simulate_shuffled_histogram": simulate_shuffled_histogram,
-                 "simulate_label_counts": simulate_label_counts}[path](v, 2, SH_EPS, SH_DELTA, np.random.default_rng())
+            r = {
+                "simulate_shuffled_histogram": simulate_shuffled_histogram,
+                "simulate_label_counts": simulate_label_counts,
+            }[path](v, 2, SH_EPS, SH_DELTA, np.random.default_rng())
         noise_messages = r.messages - SH_N
         per_label = SH_N * (np.asarray(r.estimate) + (1 - q)) - true  # c* inverted with the documented q
-        assert abs(per_label.sum() - noise_messages) < 0.01, "the estimates are not debiased with the documented p' = 1 - q"
+        assert abs(per_label.sum() - noise_messages) < 0.01, (
+            "the estimates are not debiased with the documented p' = 1 - q"
+        )
         # the unthresholded c*: the same debiased noise, and A^hist is c* with c* <= q set to 0
         raw_noise = SH_N * (np.asarray(r.raw) + (1 - q)) - true
         assert abs(raw_noise.sum() - noise_messages) < 0.01

@@ -92,8 +92,14 @@ def _data(statistic: str, n: int, gini_upper: float = 10.0):
     domain arguments of run_ustat.
     """
     if statistic == "gini":
-        return (np.full(n, 7.0), None, None, 0, int(gini_upper),
-                {"lower": 0.0, "upper": float(gini_upper), "decimals": 0})
+        return (
+            np.full(n, 7.0),
+            None,
+            None,
+            0,
+            int(gini_upper),
+            {"lower": 0.0, "upper": float(gini_upper), "decimals": 0},
+        )
     if statistic == "kendall":
         v = np.arange(n, dtype=float)  # every pair concordant
         return v, v.copy(), None, 1, 2, {"lower": [0.0, 0.0], "upper": [float(n), float(n)], "decimals": [0, 0]}
@@ -180,8 +186,21 @@ def _run_and_check(mode, statistic, design, n, P, eps, mech, noise, gini_upper):
     test = GofTest([(law(statistic, eps_pair, R, h), m)], ALPHA)
     test.require_power({k: [v] for k, v in scale_alternatives(lambda f: law(statistic, eps_pair, R, h, f)).items()})
 
-    res = run_ustat(statistic, x, y, labels, epsilon=eps, pairs_per_user=P or 1, mode=mode, design=design,
-                    delta_slack=DELTA_SLACK, workers=2, compute_theorem5=False, **noise, **bounds)
+    res = run_ustat(
+        statistic,
+        x,
+        y,
+        labels,
+        epsilon=eps,
+        pairs_per_user=P or 1,
+        mode=mode,
+        design=design,
+        delta_slack=DELTA_SLACK,
+        workers=2,
+        compute_theorem5=False,
+        **noise,
+        **bounds,
+    )
     assert res.as_dict()["noise"] == mech, f"run_ustat used {res.as_dict()['noise']!r} noise, expected {mech!r}"
     out = np.asarray(res.outputs)
     assert out.shape == (m,)
@@ -190,7 +209,8 @@ def _run_and_check(mode, statistic, design, n, P, eps, mech, noise, gini_upper):
     lo, hi = _estimate_bounds(mech, statistic, eps_pair, reported)
     tol = 1e-9 * max(1.0, abs(lo), abs(hi))
     assert lo - tol <= res.estimate <= hi + tol, (
-        f"estimate {res.estimate!r} is not the debiased mean of the {mech} reports (expected in [{lo!r}, {hi!r}])")
+        f"estimate {res.estimate!r} is not the debiased mean of the {mech} reports (expected in [{lo!r}, {hi!r}])"
+    )
 
 
 CASES = [

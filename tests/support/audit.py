@@ -43,7 +43,8 @@ def assert_same_public(a: dict, b: dict, dp_keys, not_private, measured=(), tole
     pb = _drop(b, tuple(dp_keys) + tuple(not_private) + tuple(measured))
     diff = sorted(k for k in set(pa) | set(pb) if pa.get(k) != pb.get(k))
     assert not diff, "published keys that depend on one record: " + ", ".join(
-        f"{k}: {pa.get(k)!r} vs {pb.get(k)!r}" for k in diff)
+        f"{k}: {pa.get(k)!r} vs {pb.get(k)!r}" for k in diff
+    )
     for key in measured:
         assert abs(_get(a, key) - _get(b, key)) <= tolerance, key
 
@@ -56,8 +57,9 @@ def run_json(capsys, argv) -> dict:
 
 
 def write_csv(path, header, *cols) -> str:
-    path.write_text(",".join(header) + "\n" + "".join(",".join(repr(float(v)) for v in row) + "\n"
-                                                      for row in zip(*cols)))
+    path.write_text(
+        ",".join(header) + "\n" + "".join(",".join(repr(float(v)) for v in row) + "\n" for row in zip(*cols))
+    )
     return str(path)
 
 
@@ -68,6 +70,7 @@ def run_on_shipped_neighbours(capsys, monkeypatch, argv, column: str, value: flo
     real = datasets.load_dataset
     outs = []
     for moved in (False, True):
+
         def load(name, _moved=moved):
             d = real(name)
             if _moved:

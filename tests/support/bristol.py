@@ -9,8 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 
 BRISTOL_DIR = Path(__file__).resolve().parents[3] / "shared" / "circuits" / "bristol_fashion"
-MISSING_MESSAGE = (f"Bristol Fashion circuit files not found at {BRISTOL_DIR} "
-                   "(expected in ../shared/circuits/bristol_fashion beside the repository)")
+MISSING_MESSAGE = (
+    f"Bristol Fashion circuit files not found at {BRISTOL_DIR} "
+    "(expected in ../shared/circuits/bristol_fashion beside the repository)"
+)
 
 #: parameter used in place of the file names when the directory is missing (its tests then fail or skip)
 MISSING_FILES = "bristol-files-missing"

@@ -119,8 +119,15 @@ class Law:
         if self.atoms is not None:
             return from_atoms(self.atoms[0] + h, self.atoms[1], f"{h:+g} + {self.name}")
         m = None if self.moments is None else (self.moments[0] + h, self.moments[1], self.moments[2])
-        return Law(f"{h:+g} + {self.name}", lambda x, f=self.cdf: f(np.asarray(x, float) - h), self.lattice,
-                   self.lo + h, self.hi + h, self.offset + h, m)
+        return Law(
+            f"{h:+g} + {self.name}",
+            lambda x, f=self.cdf: f(np.asarray(x, float) - h),
+            self.lattice,
+            self.lo + h,
+            self.hi + h,
+            self.offset + h,
+            m,
+        )
 
     # -- moments
     def stats(self) -> tuple[float, float, float]:
@@ -153,8 +160,10 @@ class Law:
         return mu, v, 0.0, (k + 3) * v * v  # given moments: symmetric laws
 
     def _lattice_atoms(self) -> tuple[np.ndarray, np.ndarray]:
-        k = np.arange(math.floor((self.lo - self.offset) / self.lattice) - 1,
-                      math.ceil((self.hi - self.offset) / self.lattice) + 2)
+        k = np.arange(
+            math.floor((self.lo - self.offset) / self.lattice) - 1,
+            math.ceil((self.hi - self.offset) / self.lattice) + 2,
+        )
         x = self.offset + k * self.lattice
         p = np.diff(self.cdf(np.concatenate([[x[0] - self.lattice / 2], x + self.lattice / 2])))
         return x, p / p.sum()
@@ -229,7 +238,9 @@ def kary_rr(values: Sequence[int], true_value: int, epsilon: float) -> Law:
     vals = sorted(int(v) for v in values)
     k = len(vals)
     if vals != list(range(vals[0], vals[0] + k)) or true_value not in vals:
-        raise ValueError(f"k-RR law needs consecutive integer values containing the true value, got {values}, {true_value}")
+        raise ValueError(
+            f"k-RR law needs consecutive integer values containing the true value, got {values}, {true_value}"
+        )
     e = math.exp(epsilon)
     p = np.full(k, 1.0 / (e + k - 1))
     p[vals.index(true_value)] = e / (e + k - 1)
@@ -240,8 +251,15 @@ def kary_rr(values: Sequence[int], true_value: int, epsilon: float) -> Law:
 def laplace(scale: float) -> Law:
     """Continuous Laplace(0, scale)."""
     b = float(scale)
-    return Law(f"Laplace({b:g})", lambda x: stats.laplace.cdf(np.asarray(x, float), scale=b), 0.0,
-               -45 * b, 45 * b, 0.0, (0.0, 2 * b * b, 3.0))
+    return Law(
+        f"Laplace({b:g})",
+        lambda x: stats.laplace.cdf(np.asarray(x, float), scale=b),
+        0.0,
+        -45 * b,
+        45 * b,
+        0.0,
+        (0.0, 2 * b * b, 3.0),
+    )
 
 
 def categorical(probs: Sequence[float], name: str = "categorical") -> Law:
@@ -306,8 +324,14 @@ def bernoulli(p: float) -> Law:
 
 def binomial(n: int, p: float) -> Law:
     sd = math.sqrt(n * p * (1 - p)) + 1
-    return Law(f"Bin({n}, {p:.6g})", lambda x: stats.binom.cdf(np.floor(np.asarray(x, float)), n, p), 1.0,
-               max(-1.0, n * p - 40 * sd), min(n + 1.0, n * p + 40 * sd), 0.0)
+    return Law(
+        f"Bin({n}, {p:.6g})",
+        lambda x: stats.binom.cdf(np.floor(np.asarray(x, float)), n, p),
+        1.0,
+        max(-1.0, n * p - 40 * sd),
+        min(n + 1.0, n * p + 40 * sd),
+        0.0,
+    )
 
 
 def scale_alternatives(make: Callable[[float], object]) -> dict[str, object]:
@@ -405,7 +429,8 @@ class GofTest:
         _record(None, self.alpha, p)
         assert p > self.alpha, (
             f"{what}: the samples do not follow the closed-form law(s) "
-            f"{[g.law.name for g in self.groups]} (chi-square p = {p:.3g} <= alpha {self.alpha}, df {self.df})")
+            f"{[g.law.name for g in self.groups]} (chi-square p = {p:.3g} <= alpha {self.alpha}, df {self.df})"
+        )
         return p
 
 
@@ -469,8 +494,9 @@ class QuadraticFormTest:
         d = mu - self.mu0
         Ad = A @ d
         mean = float(a @ v + d @ Ad)
-        var = float(2 * v @ (A * A) @ v + np.sum((m4 - 3 * v * v) * a * a)
-                    + 4 * Ad @ (v * Ad) + 4 * np.sum(m3 * a * Ad))
+        var = float(
+            2 * v @ (A * A) @ v + np.sum((m4 - 3 * v * v) * a * a) + 4 * Ad @ (v * Ad) + 4 * np.sum(m3 * a * Ad)
+        )
         return mean, var
 
     def _approx(self, laws) -> tuple[float, float]:
@@ -504,7 +530,8 @@ class QuadraticFormTest:
         name = self.null.name if isinstance(self.null, Law) else f"{len(self.null)} closed-form node laws"
         assert p > self.alpha, (
             f"{what}: the released errors are not {name} through the public linear map "
-            f"(T = {t:.4g}, expected {mean:.4g} +- {math.sqrt(var):.3g}; p = {p:.3g} <= alpha {self.alpha})")
+            f"(T = {t:.4g}, expected {mean:.4g} +- {math.sqrt(var):.3g}; p = {p:.3g} <= alpha {self.alpha})"
+        )
         return p
 
     @staticmethod
@@ -556,7 +583,8 @@ class NormalVarianceTest:
         _record(None, self.alpha, p)
         assert p > self.alpha, (
             f"{what}: empirical variance {t * self.var0 / self.reps:.4g} (about the known mean {self.mean0:.4g}) "
-            f"vs closed form {self.var0:.4g} (chi-square p = {p:.3g} <= alpha {self.alpha})")
+            f"vs closed form {self.var0:.4g} (chi-square p = {p:.3g} <= alpha {self.alpha})"
+        )
         return p
 
 

@@ -57,8 +57,16 @@ class Pair:
             except BaseException as exc:  # noqa: BLE001
                 self._results.put((False, exc))
 
-    def run_both(self, circuit_g: Circuit, g_inputs, circuit_e: Circuit, e_inputs, *,
-                 g_kw: dict | None = None, e_kw: dict | None = None):
+    def run_both(
+        self,
+        circuit_g: Circuit,
+        g_inputs,
+        circuit_e: Circuit,
+        e_inputs,
+        *,
+        g_kw: dict | None = None,
+        e_kw: dict | None = None,
+    ):
         """Run with possibly different circuits/options on the two sides; returns ((ok, value), (ok, value))."""
         self._jobs.put((circuit_e, e_inputs, e_kw or {}))
         try:

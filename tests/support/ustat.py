@@ -19,7 +19,11 @@ DATA = {
     # kernel range 2 (values mod 3 on the public domain [0, 2]), so that alpha = exp(-60/2) makes the noise vanish
     "gini": lambda: (load_dataset("diabetes")["progression"][:120] % 3, None, None),
     "kendall": lambda: (load_dataset("fair")["rate_marriage"][:120], load_dataset("fair")["religious"][:120], None),
-    "auc": lambda: (load_dataset("breast_cancer")["mean_radius"][:150], None, load_dataset("breast_cancer")["malignant"][:150]),
+    "auc": lambda: (
+        load_dataset("breast_cancer")["mean_radius"][:150],
+        None,
+        load_dataset("breast_cancer")["malignant"][:150],
+    ),
 }
 
 

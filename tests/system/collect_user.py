@@ -22,8 +22,17 @@ def main() -> int:
 
     def one(j):
         try:
-            r = join(server, j["task"], j["value"], j.get("value2"), j.get("label"), tls=tls, state_dir=state,
-                     max_epsilon=float(j.get("max_epsilon", 40)), budget=200)
+            r = join(
+                server,
+                j["task"],
+                j["value"],
+                j.get("value2"),
+                j.get("label"),
+                tls=tls,
+                state_dir=state,
+                max_epsilon=float(j.get("max_epsilon", 40)),
+                budget=200,
+            )
             out[j["task"]] = {"task": j["task"], **r.as_dict(), "report": r.report}
         except Exception as exc:  # noqa: BLE001 - reported to the test
             out[j["task"]] = {"task": j["task"], "error": f"{type(exc).__name__}: {exc}"}

@@ -57,8 +57,13 @@ def test_a_width_the_cpu_lacks_is_refused():
     from pairwise.mpc.garble import _aesni
 
     env = dict(os.environ, PAIRWISE_AES_WIDTH="1024")
-    res = subprocess.run([sys.executable, "-c", "from pairwise.mpc.garble import _aesni"], env=env,
-                         capture_output=True, text=True, timeout=300)
+    res = subprocess.run(
+        [sys.executable, "-c", "from pairwise.mpc.garble import _aesni"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert res.returncode != 0 and "PAIRWISE_AES_WIDTH" in res.stderr
     assert _aesni.WIDTH in (128, 256, 512)
 
@@ -66,7 +71,25 @@ def test_a_width_the_cpu_lacks_is_refused():
 def test_bench_garble_prints_per_machine_and_per_core_rates(capsys):
     from pairwise.cli import main
 
-    assert main(["bench", "garble", "--circuit", "gini", "--bits", "8", "--batch", "64", "--repeat", "2",
-                 "--threads", "1", "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "bench",
+                "garble",
+                "--circuit",
+                "gini",
+                "--bits",
+                "8",
+                "--batch",
+                "64",
+                "--repeat",
+                "2",
+                "--threads",
+                "1",
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "per machine" in out and "per core" in out and "1 thread(s)" in out

@@ -20,9 +20,31 @@ from tests.support.cli import cli_error
 def test_signed_is_a_deprecated_no_op(tmp_path):
     p = tmp_path / "d.csv"
     p.write_text("a\n" + "\n".join(str(v) for v in range(-5, 6)) + "\n")
-    r = subprocess.run([sys.executable, "-m", "pairwise", "ustat", "--statistic", "gini", "--epsilon", "1",
-                        "--data", str(p), "--columns", "a", "--lower", "-5", "--upper", "5", "--signed",
-                        "--json"], capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pairwise",
+            "ustat",
+            "--statistic",
+            "gini",
+            "--epsilon",
+            "1",
+            "--data",
+            str(p),
+            "--columns",
+            "a",
+            "--lower",
+            "-5",
+            "--upper",
+            "5",
+            "--signed",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stderr
     assert "--signed is deprecated" in r.stderr
     d = json.loads(r.stdout)
@@ -55,11 +77,19 @@ def test_ecdf_rejected_requests_charge_nothing(servers, tmp_path, capsys):
     assert before == [(Fraction(1), Fraction(0))] * 2
     rel = q.ecdf("vbc", 0.5, grid_bits=3)  # this one is charged
     for bad in (
-        dict(epsilon=0), dict(epsilon=math.inf), dict(epsilon=10**7), dict(epsilon="1e-999999"),
-        dict(epsilon=1, mechanism="laplace"), dict(epsilon=1, thresholds=[-1]),
-        dict(epsilon=1, thresholds=[8], grid_bits=3), dict(epsilon=1, thresholds=[40]),
-        dict(epsilon=1, tolerate=1), dict(epsilon=1, smoothing=3), dict(epsilon=1, series="e1"),
-        dict(epsilon=1, grid_bits=21), dict(epsilon=100),  # over the budget of 20
+        dict(epsilon=0),
+        dict(epsilon=math.inf),
+        dict(epsilon=10**7),
+        dict(epsilon="1e-999999"),
+        dict(epsilon=1, mechanism="laplace"),
+        dict(epsilon=1, thresholds=[-1]),
+        dict(epsilon=1, thresholds=[8], grid_bits=3),
+        dict(epsilon=1, thresholds=[40]),
+        dict(epsilon=1, tolerate=1),
+        dict(epsilon=1, smoothing=3),
+        dict(epsilon=1, series="e1"),
+        dict(epsilon=1, grid_bits=21),
+        dict(epsilon=100),  # over the budget of 20
     ):
         eps = bad.pop("epsilon")
         with pytest.raises(ECDFError):
@@ -77,11 +107,29 @@ def test_ecdf_rejected_requests_charge_nothing(servers, tmp_path, capsys):
     # the command line checks everything before it uploads anything
     p = tmp_path / "s.csv"
     p.write_text("s,y\n" + "".join(f"{i % 30},{i % 2}\n" for i in range(40)))
-    common = ["ecdf", "run", "--servers", servers.servers, "--data", str(p), "--column", "s", "--lower", "0",
-              "--upper", "30", "--epsilon", "1"]
-    for extra, message in ((["--quantiles", "0.5,1.5"], "quantile"), (["--roc", "--label", "y", "--scheme",
-                           "pointwise"], "pointwise"), (["--grid-bits", "9", "--domain-bits", "5"], "--grid-bits"),
-                           (["--epsilon", "0"], "epsilon"), (["--tolerate", "1"], "tolerate"),
-                           (["--scheme", "dcf", "--servers", f"{servers.servers},127.0.0.1:9"], "two-party")):
+    common = [
+        "ecdf",
+        "run",
+        "--servers",
+        servers.servers,
+        "--data",
+        str(p),
+        "--column",
+        "s",
+        "--lower",
+        "0",
+        "--upper",
+        "30",
+        "--epsilon",
+        "1",
+    ]
+    for extra, message in (
+        (["--quantiles", "0.5,1.5"], "quantile"),
+        (["--roc", "--label", "y", "--scheme", "pointwise"], "pointwise"),
+        (["--grid-bits", "9", "--domain-bits", "5"], "--grid-bits"),
+        (["--epsilon", "0"], "epsilon"),
+        (["--tolerate", "1"], "tolerate"),
+        (["--scheme", "dcf", "--servers", f"{servers.servers},127.0.0.1:9"], "two-party"),
+    ):
         assert message in cli_error(capsys, common + extra + ["--dataset", "never-uploaded"])
     assert all(d["dataset"] != "never-uploaded" for s in q.status() for d in s.get("datasets", []))

@@ -1,5 +1,4 @@
-"""circuits.bristol in a child process capped at 1 GiB of address space: hostile headers, a clear error, bounded memory.
-"""
+"""circuits.bristol in a child process capped at 1 GiB of address space: hostile headers, a clear error, bounded memory."""
 
 from __future__ import annotations
 

@@ -14,6 +14,8 @@ def test_content_hash_same_in_fresh_process():
     hashes = set()
     for seed in ("0", "12345"):
         env = dict(os.environ, PYTHONHASHSEED=seed)
-        res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120, check=True)
+        res = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120, check=True
+        )
         hashes.add(res.stdout.strip())
     assert hashes == {gini(16, True).content_hash}

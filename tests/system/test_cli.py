@@ -50,12 +50,22 @@ def test_version_comes_from_package_metadata():
 
 
 def test_every_option_of_every_command_has_help_text():
-    missing = [(cmd, a.option_strings or a.dest) for cmd, a in _walk(build_parser(), ["pairwise"])
-               if not a.help or a.help == argparse.SUPPRESS]
+    missing = [
+        (cmd, a.option_strings or a.dest)
+        for cmd, a in _walk(build_parser(), ["pairwise"])
+        if not a.help or a.help == argparse.SUPPRESS
+    ]
     assert not missing, missing
     commands = {cmd for cmd, _ in _walk(build_parser(), ["pairwise"])}
-    assert {"pairwise 2pc garbler", "pairwise 2pc evaluator", "pairwise ecdf status", "pairwise demo 2pc",
-            "pairwise ustat", "pairwise noise sample", "pairwise circuit table"} <= commands
+    assert {
+        "pairwise 2pc garbler",
+        "pairwise 2pc evaluator",
+        "pairwise ecdf status",
+        "pairwise demo 2pc",
+        "pairwise ustat",
+        "pairwise noise sample",
+        "pairwise circuit table",
+    } <= commands
 
 
 def test_every_command_offers_json():
@@ -64,7 +74,12 @@ def test_every_command_offers_json():
     leaves = {}
     for cmd, a in _walk(build_parser(), ["pairwise"]):
         leaves.setdefault(cmd, set()).update(a.option_strings)
-    without = [c for c, opts in leaves.items() if "--json" not in opts and c not in ("pairwise", "pairwise ecdf serve", "pairwise collect serve", "pairwise collect shuffler")]
+    without = [
+        c
+        for c, opts in leaves.items()
+        if "--json" not in opts
+        and c not in ("pairwise", "pairwise ecdf serve", "pairwise collect serve", "pairwise collect shuffler")
+    ]
     assert not without, without
 
 
@@ -79,13 +94,16 @@ def test_usage_error_under_json_is_a_json_object_on_stdout(capsys):
 # --------------------------------------------------------------------------- one epsilon validator
 
 
-@pytest.mark.parametrize("value, message", [
-    ("1e-300", "epsilon must lie in [2^-32, 500]"),
-    ("501", "epsilon must lie in [2^-32, 500]"),
-    ("inf", "epsilon must be a finite number"),
-    ("nan", "epsilon must be a finite number"),
-    ("abc", "epsilon must be a number"),
-])
+@pytest.mark.parametrize(
+    "value, message",
+    [
+        ("1e-300", "epsilon must lie in [2^-32, 500]"),
+        ("501", "epsilon must lie in [2^-32, 500]"),
+        ("inf", "epsilon must be a finite number"),
+        ("nan", "epsilon must be a finite number"),
+        ("abc", "epsilon must be a number"),
+    ],
+)
 def test_epsilon_has_the_same_limits_in_every_command(capsys, value, message):
     commands = [
         ["ustat", "--statistic", "gini"],
@@ -130,14 +148,43 @@ def test_csv_value_of_1e26(tmp_path):
     f = tmp_path / "big.csv"
     f.write_text("a,b\n1,2\n1e26,3\n4,5\n")
     for stat, cols, lower, upper in (("gini", "a", "0", "10"), ("kendall", "a,b", "0,0", "10,10")):
-        r = run("ustat", "--statistic", stat, "--epsilon", "1", "--data", str(f), "--columns", cols,
-                "--lower", lower, "--upper", upper, "--json")
+        r = run(
+            "ustat",
+            "--statistic",
+            stat,
+            "--epsilon",
+            "1",
+            "--data",
+            str(f),
+            "--columns",
+            cols,
+            "--lower",
+            lower,
+            "--upper",
+            upper,
+            "--json",
+        )
         assert r.returncode == 0, r.stderr
         assert json.loads(r.stdout)["clamped"] == 1
-    r = run("ustat", "--statistic", "gini", "--epsilon", "1", "--data", str(f), "--columns", "a",
-            "--lower", "0", "--upper", "1e26", "--json")
-    assert_clean_failure(r, "the domain [0, 1e+26] at 0 decimals has 1e+26 grid steps, more than 2^62",
-                         "narrow the domain")
+    r = run(
+        "ustat",
+        "--statistic",
+        "gini",
+        "--epsilon",
+        "1",
+        "--data",
+        str(f),
+        "--columns",
+        "a",
+        "--lower",
+        "0",
+        "--upper",
+        "1e26",
+        "--json",
+    )
+    assert_clean_failure(
+        r, "the domain [0, 1e+26] at 0 decimals has 1e+26 grid steps, more than 2^62", "narrow the domain"
+    )
     assert json.loads(r.stdout)["type"] == "PrivacyParameterError"
     r = run("ustat", "--statistic", "gini", "--epsilon", "1", "--data", str(f), "--columns", "a")
     assert_clean_failure(r, "--data needs the public domain of its private column(s) a: give --lower L --upper U")
@@ -149,8 +196,24 @@ def test_widest_domain_runs_to_the_end(tmp_path):
     divide by zero after the run (it did)."""
     f = tmp_path / "big.csv"
     f.write_text("a\n1\n1e26\n4\n")
-    r = run("ustat", "--statistic", "gini", "--epsilon", "1", "--data", str(f), "--columns", "a",
-            "--lower", "0", "--upper", "1e18", "--decimals", "0", "--json")
+    r = run(
+        "ustat",
+        "--statistic",
+        "gini",
+        "--epsilon",
+        "1",
+        "--data",
+        str(f),
+        "--columns",
+        "a",
+        "--lower",
+        "0",
+        "--upper",
+        "1e18",
+        "--decimals",
+        "0",
+        "--json",
+    )
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
     assert d["clamped"] == 1 and d["bits"] == 64 and math.isfinite(d["noise_variance_per_pair"])
@@ -242,8 +305,9 @@ def test_ustat_progress_callback_counts_every_pair():
     from pairwise.protocols.ustat.driver import run_ustat
 
     calls = []
-    res = run_ustat("gini", np.arange(40.0), epsilon=1, batch=7, lower=0, upper=40,
-                    progress=lambda d, t: calls.append((d, t)))
+    res = run_ustat(
+        "gini", np.arange(40.0), epsilon=1, batch=7, lower=0, upper=40, progress=lambda d, t: calls.append((d, t))
+    )
     assert calls[0] == (0, res.pairs) and calls[-1] == (res.pairs, res.pairs)
     assert [d for d, _ in calls] == sorted(d for d, _ in calls) and len(calls) == 1 + -(-res.pairs // 7)
 
@@ -293,20 +357,55 @@ def test_bench_garble_progress_counts_garble_and_evaluate_steps(capsys):
     calls = []
     r = bench_garble(resolve_circuit("gini", 8, False), 64, repeat=2, progress=lambda d, t: calls.append((d, t)))
     assert r["correct"] and calls == [(i, 4) for i in range(5)]
-    assert main(["bench", "garble", "--circuit", "gini", "--bits", "8", "--batch", "64", "--repeat", "2",
-                 "--progress", "--json"]) == 0
+    assert (
+        main(
+            [
+                "bench",
+                "garble",
+                "--circuit",
+                "gini",
+                "--bits",
+                "8",
+                "--batch",
+                "64",
+                "--repeat",
+                "2",
+                "--progress",
+                "--json",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr()
     assert json.loads(out.out)["correct"] is True  # stdout: the one JSON object
     assert "bench garble" in out.err and "4/4" in out.err
-    assert main(["bench", "garble", "--circuit", "gini", "--bits", "8", "--batch", "64", "--repeat", "1",
-                 "--no-progress", "--json"]) == 0
+    assert (
+        main(
+            [
+                "bench",
+                "garble",
+                "--circuit",
+                "gini",
+                "--bits",
+                "8",
+                "--batch",
+                "64",
+                "--repeat",
+                "1",
+                "--no-progress",
+                "--json",
+            ]
+        )
+        == 0
+    )
     assert capsys.readouterr().err == ""
 
 
 def test_deprecated_connect_deadline_still_works_with_a_warning(capsys):
     parser = build_parser()
-    args = parser.parse_args(["2pc", "evaluator", "--connect", "h:1", "--circuit", "gini", "--input", "1",
-                              "--connect-deadline", "3"])
+    args = parser.parse_args(
+        ["2pc", "evaluator", "--connect", "h:1", "--circuit", "gini", "--input", "1", "--connect-deadline", "3"]
+    )
     assert args.connect_timeout == 3.0
     assert "--connect-deadline is deprecated" in capsys.readouterr().err
 
@@ -320,8 +419,11 @@ def test_old_spellings_keep_working_with_a_warning(capsys):
         (["ldp", "shuffle-histogram", "--column", "c"], {"columns": ["c"]}, ("--column",)),
         (["ldp", "ustat", "--columns", "a", "b"], {"columns": ["a", "b"]}, ("--columns a b",)),
         (["ldp", "qmle", "--covariates", "a", "b"], {"covariates": ["a", "b"]}, ("--covariates a b",)),
-        (["ecdf", "run", "--servers", "h:1,h:2", "--epsilon", "1", "--data", "f.csv", "--column", "c"],
-         {"columns": ["c"]}, ("--column",)),
+        (
+            ["ecdf", "run", "--servers", "h:1,h:2", "--epsilon", "1", "--data", "f.csv", "--column", "c"],
+            {"columns": ["c"]},
+            ("--column",),
+        ),
     ]
     for argv, want, old in cases:
         args = parser.parse_args(argv)
@@ -352,11 +454,14 @@ def test_ecdf_status_has_one_shape_with_and_without_dataset():
     assert set(one[0]) - {"info"} == set(every[0])
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--statistic", "gini", "--label", "malignant"], "gini takes no label"),
-    (["--statistic", "kendall", "--label", "x"], "kendall takes no label"),
-    (["--statistic", "auc", "--label", "mean_radius"], "needs --columns"),  # was ignored: ran on malignant
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--statistic", "gini", "--label", "malignant"], "gini takes no label"),
+        (["--statistic", "kendall", "--label", "x"], "kendall takes no label"),
+        (["--statistic", "auc", "--label", "mean_radius"], "needs --columns"),  # was ignored: ran on malignant
+    ],
+)
 def test_ustat_refuses_a_label_it_would_ignore(capsys, argv, message):
     assert main(["ustat", *argv, "--epsilon", "1", "--json"]) == 2
     assert message in json.loads(capsys.readouterr().out)["error"]
@@ -366,12 +471,52 @@ def test_negative_bounds_in_the_documented_spelling(tmp_path, capsys):
     """`--lower -1,-2` and `--lower -1e1` are values, not option names (argparse alone refused them)."""
     p = tmp_path / "neg.csv"
     p.write_text("a,b\n-3,1\n-1.5,2\n0,4\n2,3\n-2,5\n1,1\n")
-    assert main(["ustat", "--statistic", "kendall", "--data", str(p), "--columns", "a,b", "--lower", "-5,-1e1",
-                 "--upper", "5,10", "--epsilon", "1", "--json"]) == 0
+    assert (
+        main(
+            [
+                "ustat",
+                "--statistic",
+                "kendall",
+                "--data",
+                str(p),
+                "--columns",
+                "a,b",
+                "--lower",
+                "-5,-1e1",
+                "--upper",
+                "5,10",
+                "--epsilon",
+                "1",
+                "--json",
+            ]
+        )
+        == 0
+    )
     r = json.loads(capsys.readouterr().out)
     assert [(d["lower"], d["upper"]) for d in r["domain"]] == [(-5.0, 5.0), (-10.0, 10.0)] and r["n"] == 6
-    assert main(["ustat", "--statistic", "gini", "--data", str(p), "--columns", "a", "--lower", "-1.5e1",
-                 "--upper", "5", "--decimals", "1", "--epsilon", "1", "--json"]) == 0
+    assert (
+        main(
+            [
+                "ustat",
+                "--statistic",
+                "gini",
+                "--data",
+                str(p),
+                "--columns",
+                "a",
+                "--lower",
+                "-1.5e1",
+                "--upper",
+                "5",
+                "--decimals",
+                "1",
+                "--epsilon",
+                "1",
+                "--json",
+            ]
+        )
+        == 0
+    )
     assert json.loads(capsys.readouterr().out)["n"] == 6
 
 
@@ -388,7 +533,7 @@ def test_ustat_names_an_unknown_builtin_dataset_first(capsys):
 
 # --------------------------------------------------------------------------- the old module paths (issue 24)
 
-_OLD_PATHS = r'''
+_OLD_PATHS = r"""
 import json, warnings
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
@@ -404,7 +549,7 @@ same = [old_cli.main is pairwise.cli.main, old_cli.build_parser is pairwise.cli.
         tls_from_args is pairwise.protocols.transport.tls_from_args,
         add_cluster_argument is pairwise.commands.options.add_cluster_argument]
 print(json.dumps({"same": same, "warnings": [[w.category.__name__, w.filename, str(w.message)] for w in caught]}))
-'''
+"""
 
 
 def test_old_cli_module_paths_still_import_with_a_deprecation_warning(tmp_path):
@@ -418,14 +563,19 @@ def test_old_cli_module_paths_still_import_with_a_deprecation_warning(tmp_path):
     assert out["same"] == [True] * 7
     assert [(cat, f) for cat, f, _ in out["warnings"]] == [("DeprecationWarning", str(script))] * 3
     moved = [m.split(";")[0] for _, _, m in out["warnings"]]
-    assert moved == ["pairwise.protocols.cli moved to pairwise.cli",
-                     "pairwise.protocols.commands moved to pairwise.commands",
-                     "pairwise.protocols.cluster.add_cluster_argument moved to "
-                     "pairwise.commands.options.add_cluster_argument"]
+    assert moved == [
+        "pairwise.protocols.cli moved to pairwise.cli",
+        "pairwise.protocols.commands moved to pairwise.commands",
+        "pairwise.protocols.cluster.add_cluster_argument moved to pairwise.commands.options.add_cluster_argument",
+    ]
 
 
 def test_python_dash_m_of_the_old_cli_path_still_runs_the_cli():
-    r = subprocess.run([sys.executable, "-m", "pairwise.protocols.cli", "circuit", "stats", "gini", "--bits", "8",
-                        "--json"], capture_output=True, text=True, timeout=BOUND)
+    r = subprocess.run(
+        [sys.executable, "-m", "pairwise.protocols.cli", "circuit", "stats", "gini", "--bits", "8", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=BOUND,
+    )
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["and"] == 15  # |x - y| on 8 bits: 2w - 1 AND gates

@@ -67,13 +67,30 @@ def pairs_of(state: Path, task: str) -> list[tuple]:
 
 
 def cli(*args: str, **kw) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "pairwise", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, **kw)
+    return subprocess.Popen(
+        [sys.executable, "-m", "pairwise", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw
+    )
 
 
 def join_cli(agg, certs: Path, tmp: Path, i: int, task: str, *values: str, extra=()) -> subprocess.Popen:
-    return cli("collect", "join", "--server", agg.server, "--task", task, "--tls", str(certs), "--name",
-               user_name(i), "--server-name", "aggregator", "--state", str(tmp / user_name(i)), *values, *extra)
+    return cli(
+        "collect",
+        "join",
+        "--server",
+        agg.server,
+        "--task",
+        task,
+        "--tls",
+        str(certs),
+        "--name",
+        user_name(i),
+        "--server-name",
+        "aggregator",
+        "--state",
+        str(tmp / user_name(i)),
+        *values,
+        *extra,
+    )
 
 
 def finish(procs, timeout: float = 900.0) -> list[tuple[int, str, str]]:
@@ -109,26 +126,52 @@ def test_fifty_user_processes_run_every_task(tmp_path, certs):
     state = tmp_path / "agg"
     with AggregatorProcess(str(state), tls_dir=str(certs)) as agg, analyst(agg, certs) as c:
         common = {"epsilon": 40, "min_users": N, "deadline": 0}
-        c.create("ustat-2pc", {**common, "statistic": "kendall", "lower": [0, 0], "upper": [10, 10],
-                               "decimals": [0, 0]}, "kendall")
-        c.create("ustat-2pc", {**common, "statistic": "gini", "lower": 0, "upper": 1, "decimals": 0,
-                               "noise": "discrete_laplace"}, "gini")
+        c.create(
+            "ustat-2pc",
+            {**common, "statistic": "kendall", "lower": [0, 0], "upper": [10, 10], "decimals": [0, 0]},
+            "kendall",
+        )
+        c.create(
+            "ustat-2pc",
+            {**common, "statistic": "gini", "lower": 0, "upper": 1, "decimals": 0, "noise": "discrete_laplace"},
+            "gini",
+        )
         c.create("ustat-2pc", {**common, "statistic": "auc", "lower": 0, "upper": 10, "decimals": 0}, "auc")
-        c.create("ldp-ustat", {**common, "kernel": "kendall", "lower": [0, 0], "upper": [10, 10],
-                               "decimals": [0, 0]}, "ldp-kendall")
+        c.create(
+            "ldp-ustat",
+            {**common, "kernel": "kendall", "lower": [0, 0], "upper": [10, 10], "decimals": [0, 0]},
+            "ldp-kendall",
+        )
         c.create("ldp-auc", {"epsilon": 2, "min_users": N, "lower": 0, "upper": 10, "bits": 3}, "ldp-auc")
         c.create("ldp-qmle", {"epsilon": 2, "min_users": N, "lower": 0, "upper": 10}, "qmle")
         procs = []
         for i in range(N):
-            joins = [{"task": "kendall", "value": x[i], "value2": y[i]}, {"task": "gini", "value": b[i]},
-                     {"task": "auc", "value": x[i], "label": int(lab[i])},
-                     {"task": "ldp-kendall", "value": x[i], "value2": y[i]},
-                     {"task": "ldp-auc", "value": x[i], "label": int(lab[i]), "max_epsilon": 2},
-                     {"task": "qmle", "value": y[i], "value2": x[i], "max_epsilon": 2}]
-            procs.append(subprocess.Popen(
-                [sys.executable, str(USER_SCRIPT), agg.server, str(certs), user_name(i), str(tmp_path / f"u{i}"),
-                 json.dumps([{k: (float(v) if isinstance(v, np.floating) else v) for k, v in j.items()}
-                             for j in joins])], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+            joins = [
+                {"task": "kendall", "value": x[i], "value2": y[i]},
+                {"task": "gini", "value": b[i]},
+                {"task": "auc", "value": x[i], "label": int(lab[i])},
+                {"task": "ldp-kendall", "value": x[i], "value2": y[i]},
+                {"task": "ldp-auc", "value": x[i], "label": int(lab[i]), "max_epsilon": 2},
+                {"task": "qmle", "value": y[i], "value2": x[i], "max_epsilon": 2},
+            ]
+            procs.append(
+                subprocess.Popen(
+                    [
+                        sys.executable,
+                        str(USER_SCRIPT),
+                        agg.server,
+                        str(certs),
+                        user_name(i),
+                        str(tmp_path / f"u{i}"),
+                        json.dumps(
+                            [{k: (float(v) if isinstance(v, np.floating) else v) for k, v in j.items()} for j in joins]
+                        ),
+                    ],
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                )
+            )
         outs = finish(procs)
         for rc, so, se in outs:
             assert rc == 0, se
@@ -153,9 +196,33 @@ def test_fifty_user_processes_run_every_task(tmp_path, certs):
         assert r["estimate"] == pytest.approx(exact, abs=1e-9), task  # eps 40 per pair: no noise in 10^16
     csv = tmp_path / "data.csv"
     csv.write_text("x,y\n" + "\n".join(f"{a:g},{c:g}" for a, c in zip(x, y)) + "\n")
-    today = subprocess.run([sys.executable, "-m", "pairwise", "ldp", "ustat", "--kernel", "kendall", "--data",
-                            str(csv), "--columns", "x,y", "--lower", "0,0", "--upper", "10,10", "--decimals", "0,0",
-                            "--epsilon", "40", "--json"], capture_output=True, text=True, check=True)
+    today = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pairwise",
+            "ldp",
+            "ustat",
+            "--kernel",
+            "kendall",
+            "--data",
+            str(csv),
+            "--columns",
+            "x,y",
+            "--lower",
+            "0,0",
+            "--upper",
+            "10,10",
+            "--decimals",
+            "0,0",
+            "--epsilon",
+            "40",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert res["ldp-kendall"]["estimate"] == pytest.approx(json.loads(today.stdout)["exact_quantized"], abs=1e-9)
     assert res["ldp-auc"]["n"] == res["qmle"]["n"] == N and res["ldp-auc"]["n_pos"] == N // 2
 
@@ -167,8 +234,20 @@ def test_users_killed_or_stalled_during_sessions_lose_their_pairs_only(tmp_path,
     n, P = 8, 2  # the smallest study where the victims' partners keep a pair of their own
     state = tmp_path / "agg"
     with AggregatorProcess(str(state), tls_dir=str(certs)) as agg, analyst(agg, certs) as c:
-        c.create("ustat-2pc", {"epsilon": 1, "statistic": "gini", "lower": 0, "upper": 10, "decimals": 0,
-                               "pairs_per_user": P, "min_users": n, "timeout": 8}, "g")
+        c.create(
+            "ustat-2pc",
+            {
+                "epsilon": 1,
+                "statistic": "gini",
+                "lower": 0,
+                "upper": 10,
+                "decimals": 0,
+                "pairs_per_user": P,
+                "min_users": n,
+                "timeout": 8,
+            },
+            "g",
+        )
         procs = {user_name(i): join_cli(agg, certs, tmp_path, i, "g", "--value", str(i % 11)) for i in range(n)}
         killed, stalled = [user_name(0)], user_name(1)
         end = time.monotonic() + 120
@@ -210,10 +289,10 @@ def test_a_killed_aggregator_restarts_without_counting_a_report_twice(tmp_path, 
     agg = AggregatorProcess(str(state), tls_dir=str(certs))
     try:
         with analyst(agg, certs) as c:
-            c.create("ldp-ustat", {"epsilon": 1, "kernel": "gini", "lower": 0, "upper": 10, "min_users": n},
-                     "t")
-        procs = [join_cli(agg, certs, tmp_path, i, "t", "--value", str(i % 11), extra=("--timeout", "90"))
-                 for i in range(n)]
+            c.create("ldp-ustat", {"epsilon": 1, "kernel": "gini", "lower": 0, "upper": 10, "min_users": n}, "t")
+        procs = [
+            join_cli(agg, certs, tmp_path, i, "t", "--value", str(i % 11), extra=("--timeout", "90")) for i in range(n)
+        ]
         end = time.monotonic() + 120
         while stored(state, "SELECT COUNT(*) FROM reports")[0][0] < n // 3:
             assert time.monotonic() < end
@@ -242,10 +321,26 @@ def test_a_2pc_task_ends_cleanly_after_its_aggregator_is_killed(tmp_path, certs)
     agg = AggregatorProcess(str(state), tls_dir=str(certs))
     try:
         with analyst(agg, certs) as c:
-            c.create("ustat-2pc", {"epsilon": 1, "statistic": "kendall", "lower": [0, 0], "upper": [10, 10],
-                                   "decimals": [0, 0], "pairs_per_user": P, "min_users": n, "timeout": 20}, "k")
-        procs = [join_cli(agg, certs, tmp_path, i, "k", "--value", str(i), "--value2", str(10 - i),
-                          extra=("--timeout", "60")) for i in range(n)]
+            c.create(
+                "ustat-2pc",
+                {
+                    "epsilon": 1,
+                    "statistic": "kendall",
+                    "lower": [0, 0],
+                    "upper": [10, 10],
+                    "decimals": [0, 0],
+                    "pairs_per_user": P,
+                    "min_users": n,
+                    "timeout": 20,
+                },
+                "k",
+            )
+        procs = [
+            join_cli(
+                agg, certs, tmp_path, i, "k", "--value", str(i), "--value2", str(10 - i), extra=("--timeout", "60")
+            )
+            for i in range(n)
+        ]
         end = time.monotonic() + 120
         while not pairs_of(state, "k"):
             assert time.monotonic() < end
@@ -274,10 +369,14 @@ def test_a_2pc_task_ends_cleanly_after_its_aggregator_is_killed(tmp_path, certs)
 def test_a_user_whose_cap_is_below_the_tasks_epsilon_refuses_and_sends_nothing(tmp_path, certs):
     state = tmp_path / "agg"
     with AggregatorProcess(str(state), tls_dir=str(certs)) as agg, analyst(agg, certs) as c:
-        c.create("ldp-ustat", {"epsilon": 1, "kernel": "gini", "lower": 0, "upper": 10, "min_users": 2,
-                               "deadline": 3600}, "t")
-        (rc, so, se), = finish([join_cli(agg, certs, tmp_path, 0, "t", "--value", "3",
-                                         extra=("--max-epsilon", "0.5", "--json"))])
+        c.create(
+            "ldp-ustat",
+            {"epsilon": 1, "kernel": "gini", "lower": 0, "upper": 10, "min_users": 2, "deadline": 3600},
+            "t",
+        )
+        ((rc, so, se),) = finish(
+            [join_cli(agg, certs, tmp_path, 0, "t", "--value", "3", extra=("--max-epsilon", "0.5", "--json"))]
+        )
         assert rc == 3, se
         assert json.loads(so)["refused"] is True and "cap" in se
         assert c.show("t")["users_registered"] == 0

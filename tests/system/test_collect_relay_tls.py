@@ -41,16 +41,38 @@ def run_task(pki, tap=None, *, epsilon=64.0):
     agg.start_in_thread()
     try:
         with Collector(f"127.0.0.1:{agg.port}", tls=TLSConfig(pki, "analyst"), server_name="agg") as c:
-            task = c.create("ustat-2pc", {"statistic": "kendall", "lower": [0, 0], "upper": [15, 15],
-                                          "decimals": [0, 0], "epsilon": epsilon, "pairs_per_user": 1,
-                                          "min_users": N, "timeout": 30, "pair_channel": "tls"}, task_id="k1")
+            task = c.create(
+                "ustat-2pc",
+                {
+                    "statistic": "kendall",
+                    "lower": [0, 0],
+                    "upper": [15, 15],
+                    "decimals": [0, 0],
+                    "epsilon": epsilon,
+                    "pairs_per_user": 1,
+                    "min_users": N,
+                    "timeout": 30,
+                    "pair_channel": "tls",
+                },
+                task_id="k1",
+            )
             assert task["spec"]["pair_channel"] == "tls"
             outs = [None] * N
 
             def user(i):
                 try:
-                    outs[i] = join(f"127.0.0.1:{agg.port}", "k1", X[i], Y[i], tls=TLSConfig(pki, f"user{i}"),
-                                   server_name="agg", max_epsilon=100, budget=500, timeout=T, wait=T)
+                    outs[i] = join(
+                        f"127.0.0.1:{agg.port}",
+                        "k1",
+                        X[i],
+                        Y[i],
+                        tls=TLSConfig(pki, f"user{i}"),
+                        server_name="agg",
+                        max_epsilon=100,
+                        budget=500,
+                        timeout=T,
+                        wait=T,
+                    )
                 except BaseException as exc:  # noqa: BLE001
                     outs[i] = exc
 
@@ -91,8 +113,11 @@ def test_relay_forwards_only_ciphertext_and_the_result_is_exact(pki):
     pairs = {(s["session"], s["role"], o_name) for o_name, o in zip(by_user, outs) for s in o.sessions}
     garblers = {sid: name for sid, role, name in pairs if role == "garbler"}
     evaluators = {sid: name for sid, role, name in pairs if role == "evaluator"}
-    vals = [sign(by_user[garblers[s]][0] - by_user[evaluators[s]][0]) * sign(by_user[garblers[s]][1] - by_user[evaluators[s]][1])
-            for s in garblers]
+    vals = [
+        sign(by_user[garblers[s]][0] - by_user[evaluators[s]][0])
+        * sign(by_user[garblers[s]][1] - by_user[evaluators[s]][1])
+        for s in garblers
+    ]
     assert result["estimate"] == pytest.approx(sum(vals) / len(vals))
     # the relay saw TLS records only: application data after the handshake, no pairwise magic, no names of inputs
     assert len(seen) == N  # two directions per session
@@ -172,6 +197,7 @@ def test_a_relay_that_flips_any_byte_fails_both_users(pki, monkeypatch):
                 b[(37 * state["n"]) % len(b)] ^= 0x01
                 return bytes(b)
             return data
+
         return flip
 
     tampering(monkeypatch, anywhere)

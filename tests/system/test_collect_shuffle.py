@@ -52,10 +52,22 @@ def test_shuffled_histogram_among_processes(tmp_path):
     try:
         with Collector(agg.server, tls=TLSConfig(d, "analyst"), server_name="aggregator") as c:
             shuf_port = _free_port()
-            task = c.create("shuffle-histogram", {"lower": 1, "upper": 5, "epsilon": 1.0, "delta": 0.9,
-                                                  "min_users": 600, "deadline": 900, "timeout": 60, "beta": 1e-6,
-                                                  "shuffler": f"127.0.0.1:{shuf_port}",
-                                                  "shuffler_name": "shuffler"}, task_id="h1")
+            task = c.create(
+                "shuffle-histogram",
+                {
+                    "lower": 1,
+                    "upper": 5,
+                    "epsilon": 1.0,
+                    "delta": 0.9,
+                    "min_users": 600,
+                    "deadline": 900,
+                    "timeout": 60,
+                    "beta": 1e-6,
+                    "shuffler": f"127.0.0.1:{shuf_port}",
+                    "shuffler_name": "shuffler",
+                },
+                task_id="h1",
+            )
             pk = bytes.fromhex(task["spec"]["seal_public_key"])
             assert len(pk) == 32
             # the other users' submissions, sealed to the task's key, in the shuffler's state before it starts
@@ -66,19 +78,67 @@ def test_shuffled_histogram_among_processes(tmp_path):
             for u in range(N_REAL, N):
                 store.submit(info, f"bg{u:04d}", b"".join(H.user_messages(float(vals[u]), ht, pk, "h1")[0]))
             store.close()
-            shuf = ServiceProcess(["collect", "shuffler"], ["--upstream", agg.server, "--upstream-name", "aggregator",
-                                                            "--tls", str(d), "--name", "shuffler", "--poll", "0.5",
-                                                            "--state", str(tmp_path / "shuf")],
-                                  port=shuf_port, label="the shuffler")
-            out = simulate_users(agg.server, "h1", str(csv), ["v"], users=N_REAL, processes=1, tls=str(d),
-                                 server_name="aggregator", timeout=60, wait=120)
+            shuf = ServiceProcess(
+                ["collect", "shuffler"],
+                [
+                    "--upstream",
+                    agg.server,
+                    "--upstream-name",
+                    "aggregator",
+                    "--tls",
+                    str(d),
+                    "--name",
+                    "shuffler",
+                    "--poll",
+                    "0.5",
+                    "--state",
+                    str(tmp_path / "shuf"),
+                ],
+                port=shuf_port,
+                label="the shuffler",
+            )
+            out = simulate_users(
+                agg.server,
+                "h1",
+                str(csv),
+                ["v"],
+                users=N_REAL,
+                processes=1,
+                tls=str(d),
+                server_name="aggregator",
+                timeout=60,
+                wait=120,
+            )
             assert out["statuses"] == {"submitted to the shuffler": N_REAL}, out
             # user 0 joins again from the command line: its ledger is gone with the simulation, so it seals anew;
             # the shuffler refuses a second submission of that certificate
             again = subprocess.run(
-                [sys.executable, "-m", "pairwise", "collect", "join", "--server", agg.server, "--server-name",
-                 "aggregator", "--task", "h1", "--value", "3", "--tls", str(d), "--name", "sim000000",
-                 "--state", str(tmp_path / "ledger0"), "--json"], capture_output=True, text=True, timeout=120)
+                [
+                    sys.executable,
+                    "-m",
+                    "pairwise",
+                    "collect",
+                    "join",
+                    "--server",
+                    agg.server,
+                    "--server-name",
+                    "aggregator",
+                    "--task",
+                    "h1",
+                    "--value",
+                    "3",
+                    "--tls",
+                    str(d),
+                    "--name",
+                    "sim000000",
+                    "--state",
+                    str(tmp_path / "ledger0"),
+                    "--json",
+                ],
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
             assert again.returncode == 0, again.stderr
             assert json.loads(again.stdout.strip().splitlines()[-1])["status"] == "already submitted"
             c.close_task("h1")

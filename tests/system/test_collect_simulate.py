@@ -31,13 +31,50 @@ def test_simulate_users_plays_a_2pc_task(tmp_path):
     agg = AggregatorProcess(None, tls_dir=str(tmp_path), timeout=60)
     try:
         with Collector(agg.server, tls=TLSConfig(tmp_path, "analyst"), server_name="aggregator") as c:
-            c.create("ustat-2pc", {"statistic": "kendall", "lower": [0, 0], "upper": [15, 15], "decimals": [0, 0],
-                                   "epsilon": 1.0, "pairs_per_user": 1, "min_users": N, "timeout": 60,
-                                   "pair_channel": "tls"}, task_id="k1")
-            run = subprocess.run([sys.executable, "-m", "pairwise", "collect", "simulate-users", "--server", agg.server,
-                                  "--server-name", "aggregator", "--task", "k1", "--data", str(csv), "--columns", "x,y",
-                                  "--users", str(N), "--processes", "2", "--tls", str(tmp_path), "--json"],
-                                 capture_output=True, text=True, timeout=600)
+            c.create(
+                "ustat-2pc",
+                {
+                    "statistic": "kendall",
+                    "lower": [0, 0],
+                    "upper": [15, 15],
+                    "decimals": [0, 0],
+                    "epsilon": 1.0,
+                    "pairs_per_user": 1,
+                    "min_users": N,
+                    "timeout": 60,
+                    "pair_channel": "tls",
+                },
+                task_id="k1",
+            )
+            run = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "pairwise",
+                    "collect",
+                    "simulate-users",
+                    "--server",
+                    agg.server,
+                    "--server-name",
+                    "aggregator",
+                    "--task",
+                    "k1",
+                    "--data",
+                    str(csv),
+                    "--columns",
+                    "x,y",
+                    "--users",
+                    str(N),
+                    "--processes",
+                    "2",
+                    "--tls",
+                    str(tmp_path),
+                    "--json",
+                ],
+                capture_output=True,
+                text=True,
+                timeout=600,
+            )
             assert run.returncode == 0, run.stderr
             out = json.loads(run.stdout.strip().splitlines()[-1])
             r = c.result("k1", wait=60)

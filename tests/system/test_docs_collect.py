@@ -50,8 +50,13 @@ def test_the_python_blocks_compile():
 def test_the_walkthrough_runs_in_order(tmp_path):
     text = DOC.read_text()
     script = "\n".join(b for _, b in blocks(text, "bash"))
-    for needed in ("pairwise certs create", "pairwise collect serve", "pairwise collect task create",
-                   "pairwise collect join", "pairwise collect result"):
+    for needed in (
+        "pairwise certs create",
+        "pairwise collect serve",
+        "pairwise collect task create",
+        "pairwise collect join",
+        "pairwise collect result",
+    ):
         assert needed in script, needed
     for example in sorted(set(re.findall(r"127\.0\.0\.1:(9\d{3})\b", script))):
         with socket.socket() as s:
@@ -62,9 +67,15 @@ def test_the_walkthrough_runs_in_order(tmp_path):
         if not entry.name.startswith("."):
             (tmp_path / entry.name).symlink_to(entry)
     (tmp_path / ".venv").symlink_to(Path(sys.prefix))
-    p = subprocess.Popen(["bash", "-c", "set -euo pipefail\ntrap 'kill $(jobs -p) 2>/dev/null || true' EXIT\n" + script],
-                         cwd=tmp_path, env=dict(os.environ, PYTHONUNBUFFERED="1"), stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True, start_new_session=True)
+    p = subprocess.Popen(
+        ["bash", "-c", "set -euo pipefail\ntrap 'kill $(jobs -p) 2>/dev/null || true' EXIT\n" + script],
+        cwd=tmp_path,
+        env=dict(os.environ, PYTHONUNBUFFERED="1"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         out, err = p.communicate(timeout=900)
     except subprocess.TimeoutExpired:

@@ -49,7 +49,7 @@ def _stage(addr, header: dict, keys: list[bytes], tls=None):
         return reply, ch
     c0 = 0
     for k in header["chunks"]:
-        part = keys[c0:c0 + k]
+        part = keys[c0 : c0 + k]
         ch.send_array(np.arange(c0, c0 + k, dtype=np.uint64) + header["_id0"])
         ch.send_array(np.array([[len(b)] for b in part], dtype=np.uint32))
         ch.send(b"".join(part))
@@ -73,10 +73,21 @@ def _staged_files(pid: int, directory) -> int:
 
 def _header(dataset: str, m: int, clients: int, per_client: int, id0: int) -> dict:
     cap = chunk_clients(per_client)
-    return {"op": "upload", "dataset": dataset, "scheme": "mshare", "m": m, "server_id": 0, "domain_bits": 16,
-            "output_bits": 64, "append": False, "meta": {}, "series": [{"name": "all", "max_weight": 1}],
-            "chunks": [min(cap, clients - c) for c in range(0, clients, cap)], "upload_id": os.urandom(16).hex(),
-            "_id0": id0}
+    return {
+        "op": "upload",
+        "dataset": dataset,
+        "scheme": "mshare",
+        "m": m,
+        "server_id": 0,
+        "domain_bits": 16,
+        "output_bits": 64,
+        "append": False,
+        "meta": {},
+        "series": [{"name": "all", "max_weight": 1}],
+        "chunks": [min(cap, clients - c) for c in range(0, clients, cap)],
+        "upload_id": os.urandom(16).hex(),
+        "_id0": id0,
+    }
 
 
 def _vector_key(party: int, m: int) -> bytes:
@@ -95,8 +106,12 @@ def test_staging_mshare_vector_keys_without_committing_does_not_grow_the_server(
         before = rss_mib(pid)
         held, replies = [], []
         for c in range(2):
-            reply, ch = _stage(sp.addresses[0], _header(f"huge-{c}", 2, clients, 524294, c * clients),
-                               [_vector_key(0, 2)] * clients, tls=sp.client_tls)
+            reply, ch = _stage(
+                sp.addresses[0],
+                _header(f"huge-{c}", 2, clients, 524294, c * clients),
+                [_vector_key(0, 2)] * clients,
+                tls=sp.client_tls,
+            )
             held.append(ch)
             replies.append(reply)
         grew = rss_mib(pid) - before
@@ -121,8 +136,7 @@ def test_staging_mshare_vector_keys_without_committing_does_not_grow_the_server(
         reply, ch = _stage(sp.addresses[0], _header("every", 3, 48, 524294, 10**6), [_vector_key(0, 3)] * 48)
         held.append(ch)
         assert reply["accepted"] == 16 and reply["rejected_count"] == 32, reply
-        assert "holds the vector key of the clients at upload positions p = 0 mod 3" in \
-            reply["rejected"][0]["reason"]
+        assert "holds the vector key of the clients at upload positions p = 0 mod 3" in reply["rejected"][0]["reason"]
         grew = rss_mib(pid) - before
         print(f"staged {2 * clients} vector keys: server 0 grew by {grew:.1f} MiB")
         assert grew < STAGING_RSS_BOUND_MIB, f"server 0 grew by {grew:.0f} MiB with {2 * clients} vector keys staged"
@@ -141,8 +155,9 @@ def test_staging_mshare_vector_keys_without_committing_does_not_grow_the_server(
 
 
 def test_a_staged_upload_beyond_the_staging_budget_is_refused_before_any_key_is_read():
-    with ServerProcesses(2, timeout=60, extra_args=("--max-staged-bytes", "1M",
-                                                    "--max-staged-bytes-per-connection", "512K")) as sp:
+    with ServerProcesses(
+        2, timeout=60, extra_args=("--max-staged-bytes", "1M", "--max-staged-bytes-per-connection", "512K")
+    ) as sp:
         x = np.arange(4000) % (1 << NB)  # 4000 dcf keys of 2 x 16 + ... bytes: more than 512 KiB
         with pytest.raises(Exception, match="more than the 524288 bytes one connection may stage"):
             upload(sp.addresses, "big", x, domain_bits=NB)
@@ -168,8 +183,9 @@ def test_eighty_idle_strangers_on_eighty_addresses_do_not_lock_the_analyst_out()
         strangers = []
         try:
             for k in range(80):
-                strangers.append(socket.create_connection((host, port), timeout=10,
-                                                          source_address=(f"127.0.0.{2 + k}", 0)))
+                strangers.append(
+                    socket.create_connection((host, port), timeout=10, source_address=(f"127.0.0.{2 + k}", 0))
+                )
             q = ECDFQuerier(sp.addresses, timeout=120, connect_timeout=60, tls=sp.querier_tls)
             try:
                 status = q.status("d")
@@ -191,8 +207,10 @@ def _drop(addr, dataset: str, upload_id: str, servers, tls) -> dict:
 
     ch = connect(addr, ROLE_QUERIER, label="server", connect_timeout=10, timeout=120, tls=tls)
     try:
-        send_json(ch, {"op": "drop_upload", "dataset": dataset, "upload_id": upload_id,
-                       "servers": [[h, p] for h, p in servers]})
+        send_json(
+            ch,
+            {"op": "drop_upload", "dataset": dataset, "upload_id": upload_id, "servers": [[h, p] for h, p in servers]},
+        )
         return recv_json(ch)
     finally:
         ch.close()
@@ -215,13 +233,32 @@ def test_a_querier_cannot_drop_an_upload_that_every_server_holds(tmp_path):
             reply = _drop(sp.addresses[j], "d", up.upload_id, sp.addresses, sp.querier_tls)
             assert not reply["ok"] and "every server holds upload" in reply["error"], reply
         create_certificate(sp.tls_dir, "impostor", "server", days=1)
-        imp = subprocess.Popen([sys.executable, "-m", "pairwise", "ecdf", "serve", "--server-id", "1", "--listen",
-                                "127.0.0.1:0", "--tls", sp.tls_dir, "--name", "impostor", "--exit-with-parent"],
-                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        imp = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "pairwise",
+                "ecdf",
+                "serve",
+                "--server-id",
+                "1",
+                "--listen",
+                "127.0.0.1:0",
+                "--tls",
+                sp.tls_dir,
+                "--name",
+                "impostor",
+                "--exit-with-parent",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
         try:
             line = json.loads(imp.stdout.readline())
-            reply = _drop(sp.addresses[0], "d", up.upload_id, [sp.addresses[0], (line["host"], line["port"])],
-                          sp.querier_tls)
+            reply = _drop(
+                sp.addresses[0], "d", up.upload_id, [sp.addresses[0], (line["host"], line["port"])], sp.querier_tls
+            )
             assert not reply["ok"] and "nothing was dropped" in reply["error"], reply
             assert "not the expected peer" in reply["error"]
         finally:

@@ -44,9 +44,28 @@ def csv_file(tmp_path):
 
 def test_run_json_matches_exact_at_huge_epsilon(servers, csv_file):
     path, v, y = csv_file
-    code, out, err = run("ecdf", "run", "--servers", servers.servers, "--data", str(path), "--columns", "score",
-                         "--epsilon", "500", "--domain-bits", "6", "--range", "0,30", "--label", "label",
-                         "--roc", "--quantiles", "0.5,0.9", "--json")
+    code, out, err = run(
+        "ecdf",
+        "run",
+        "--servers",
+        servers.servers,
+        "--data",
+        str(path),
+        "--columns",
+        "score",
+        "--epsilon",
+        "500",
+        "--domain-bits",
+        "6",
+        "--range",
+        "0,30",
+        "--label",
+        "label",
+        "--roc",
+        "--quantiles",
+        "0.5,0.9",
+        "--json",
+    )
     assert code == 0, err
     assert "--range LO,HI is deprecated" in err
     d = json.loads(out)
@@ -64,10 +83,29 @@ def test_run_json_matches_exact_at_huge_epsilon(servers, csv_file):
 
 def test_run_pointwise_and_status(servers, csv_file):
     path, v, _ = csv_file
-    code, out, err = run("ecdf", "run", "--servers", servers.servers, "--data", str(path), "--columns", "score",
-                         "--epsilon", "500", "--domain-bits", "5", "--lower", "0", "--upper", "30",
-                         "--scheme", "pointwise",
-                         "--dataset", "pw-cli", "--json")
+    code, out, err = run(
+        "ecdf",
+        "run",
+        "--servers",
+        servers.servers,
+        "--data",
+        str(path),
+        "--columns",
+        "score",
+        "--epsilon",
+        "500",
+        "--domain-bits",
+        "5",
+        "--lower",
+        "0",
+        "--upper",
+        "30",
+        "--scheme",
+        "pointwise",
+        "--dataset",
+        "pw-cli",
+        "--json",
+    )
     assert code == 0, err
     d = json.loads(out)
     assert d["scheme"] == "pointwise" and np.allclose(d["dp"], d["exact"])
@@ -79,21 +117,81 @@ def test_run_pointwise_and_status(servers, csv_file):
 
 def test_run_text_output_and_errors(servers, csv_file, tmp_path):
     path, _, _ = csv_file
-    code, out, err = run("ecdf", "run", "--servers", servers.servers, "--data", str(path), "--columns", "score",
-                         "--epsilon", "1", "--domain-bits", "6", "--dataset", "text-run", "--lower", "0",
-                         "--upper", "30")
+    code, out, err = run(
+        "ecdf",
+        "run",
+        "--servers",
+        servers.servers,
+        "--data",
+        str(path),
+        "--columns",
+        "score",
+        "--epsilon",
+        "1",
+        "--domain-bits",
+        "6",
+        "--dataset",
+        "text-run",
+        "--lower",
+        "0",
+        "--upper",
+        "30",
+    )
     assert code == 0, err
     assert "DP ECDF of score" in out and "Theorem 3.1 RMSE" in out and "(not private)" in out
-    code, out, err = run("ecdf", "run", "--servers", servers.servers, "--data", str(path), "--columns", "score",
-                         "--epsilon", "1", "--dataset", "no-bounds")
+    code, out, err = run(
+        "ecdf",
+        "run",
+        "--servers",
+        servers.servers,
+        "--data",
+        str(path),
+        "--columns",
+        "score",
+        "--epsilon",
+        "1",
+        "--dataset",
+        "no-bounds",
+    )
     assert code == 2 and "--lower" in err and "--upper" in err
     dead = f"{servers.servers.split(',')[0]},127.0.0.1:9"
-    code, out, err = run("ecdf", "run", "--servers", dead, "--data", str(path), "--columns", "score",
-                         "--epsilon", "1", "--connect-timeout", "1", "--dataset", "never", "--lower", "0",
-                         "--upper", "30")
+    code, out, err = run(
+        "ecdf",
+        "run",
+        "--servers",
+        dead,
+        "--data",
+        str(path),
+        "--columns",
+        "score",
+        "--epsilon",
+        "1",
+        "--connect-timeout",
+        "1",
+        "--dataset",
+        "never",
+        "--lower",
+        "0",
+        "--upper",
+        "30",
+    )
     assert code == 2 and "server 1 (127.0.0.1:9)" in err
-    code, out, err = run("ecdf", "run", "--servers", servers.servers, "--data", str(path), "--columns", "nope",
-                         "--epsilon", "1", "--lower", "0", "--upper", "1")
+    code, out, err = run(
+        "ecdf",
+        "run",
+        "--servers",
+        servers.servers,
+        "--data",
+        str(path),
+        "--columns",
+        "nope",
+        "--epsilon",
+        "1",
+        "--lower",
+        "0",
+        "--upper",
+        "1",
+    )
     assert code == 2 and "nope" in err
     code, out, err = run("ecdf", "serve", "--server-id", "0", "--listen", "localhost")
     assert code == 2 and "HOST:PORT" in err
@@ -140,8 +238,25 @@ def test_demo_json_noise_and_plot(tmp_path):
 
 def test_rerun_with_a_changed_csv_is_refused_and_query_releases_the_stored_data(servers, csv_file, tmp_path):
     path, v, _ = csv_file
-    common = ["--servers", servers.servers, "--columns", "score", "--epsilon", "500", "--domain-bits", "6",
-              "--dataset", "sealed", "--quantiles", "0.5", "--lower", "0", "--upper", "300", "--json"]
+    common = [
+        "--servers",
+        servers.servers,
+        "--columns",
+        "score",
+        "--epsilon",
+        "500",
+        "--domain-bits",
+        "6",
+        "--dataset",
+        "sealed",
+        "--quantiles",
+        "0.5",
+        "--lower",
+        "0",
+        "--upper",
+        "300",
+        "--json",
+    ]
     code, out, err = run("ecdf", "run", "--data", str(path), *common)
     assert code == 0, err
     first = json.loads(out)
@@ -153,15 +268,27 @@ def test_rerun_with_a_changed_csv_is_refused_and_query_releases_the_stored_data(
     assert set(json.loads(out)) == {"error", "type"}  # no value was released
     code, out, err = run("ecdf", "status", "--servers", servers.servers, "--dataset", "sealed", "--json")
     assert [s["info"]["spent"] for s in json.loads(out)] == ["500", "500"]  # the refusal charged nothing
-    code, out, err = run("ecdf", "query", "--servers", servers.servers, "--dataset", "sealed", "--epsilon", "500",
-                         "--quantiles", "0.5", "--json")
+    code, out, err = run(
+        "ecdf",
+        "query",
+        "--servers",
+        servers.servers,
+        "--dataset",
+        "sealed",
+        "--epsilon",
+        "500",
+        "--quantiles",
+        "0.5",
+        "--json",
+    )
     assert code == 0, err
     q = json.loads(out)
     assert np.allclose(q["dp"], first["exact"]) and q["n"] == 150 and "exact" not in q
     assert np.allclose(q["thresholds"], first["thresholds"])  # the public range was stored with the dataset
     assert q["quantiles"] == first["quantiles_exact"]
-    code, out, err = run("ecdf", "query", "--servers", servers.servers, "--dataset", "sealed", "--epsilon", "1",
-                         "--roc")
+    code, out, err = run(
+        "ecdf", "query", "--servers", servers.servers, "--dataset", "sealed", "--epsilon", "1", "--roc"
+    )
     assert code == 2 and "needs a dataset uploaded with labels" in err
 
 
@@ -181,16 +308,31 @@ def test_upload_and_release_callbacks_count_chunks_and_stages(servers):
     series = make_series(y, rng.uniform(size=K))  # pos, neg, e1, e0: enough for Hosmer-Lemeshow
     keys = make_keys(x, series, scheme="vdpf", m=2, domain_bits=6)
     calls = []
-    rep = send_keys(servers.addresses, "progress-lib", scheme="vdpf", domain_bits=6, output_bits=32,
-                    series_meta={s: w for s, (_, w) in series.items()}, ids=np.arange(K, dtype=np.uint64),
-                    keys=keys, chunk=100, progress=lambda d, t: calls.append((d, t)))
+    rep = send_keys(
+        servers.addresses,
+        "progress-lib",
+        scheme="vdpf",
+        domain_bits=6,
+        output_bits=32,
+        series_meta={s: w for s, (_, w) in series.items()},
+        ids=np.arange(K, dtype=np.uint64),
+        keys=keys,
+        chunk=100,
+        progress=lambda d, t: calls.append((d, t)),
+    )
     assert rep.accepted == [K, K]
     # the minimum over the servers moves one chunk at a time, so every chunk boundary is reported, once
     assert calls == [(0, K), (100, K), (200, K), (K, K)]
 
     calls.clear()
-    rep = upload(servers.addresses, "progress-upload", x[:40], labels=y[:40], domain_bits=6,
-                 progress=lambda d, t: calls.append((d, t)))
+    rep = upload(
+        servers.addresses,
+        "progress-upload",
+        x[:40],
+        labels=y[:40],
+        domain_bits=6,
+        progress=lambda d, t: calls.append((d, t)),
+    )
     assert rep.accepted == [40, 40]
     done = [d for d, _ in calls]
     assert calls[0] == (0, 40) and calls[-1] == (40, 40) and done == sorted(done) and {t for _, t in calls} == {40}
@@ -212,17 +354,51 @@ def test_upload_and_release_callbacks_count_chunks_and_stages(servers):
 
 def test_progress_goes_to_stderr_and_stdout_stays_one_json_document(servers, csv_file):
     path, _, _ = csv_file
-    common = ["--servers", servers.servers, "--epsilon", "500", "--lower", "0", "--upper", "30",
-              "--domain-bits", "6", "--json"]
-    code, out, err = run("ecdf", "run", "--data", str(path), "--columns", "score", "--label", "label", "--roc",
-                         "--dataset", "progress-cli", "--progress", *common)
+    common = [
+        "--servers",
+        servers.servers,
+        "--epsilon",
+        "500",
+        "--lower",
+        "0",
+        "--upper",
+        "30",
+        "--domain-bits",
+        "6",
+        "--json",
+    ]
+    code, out, err = run(
+        "ecdf",
+        "run",
+        "--data",
+        str(path),
+        "--columns",
+        "score",
+        "--label",
+        "label",
+        "--roc",
+        "--dataset",
+        "progress-cli",
+        "--progress",
+        *common,
+    )
     assert code == 0, err
     d = json.loads(out)  # nothing else on stdout
     assert d["upload"]["accepted"] == [150, 150] and "auc" in d
     assert "upload to the servers" in err and "150/150" in err  # clients whose keys every server has been sent
     assert "release: ECDF and ROC" in err and "8/8" in err  # two requests of m + 2 stages
-    code, out, err = run("ecdf", "query", "--servers", servers.servers, "--dataset", "progress-cli",
-                         "--epsilon", "1", "--progress", "--json")
+    code, out, err = run(
+        "ecdf",
+        "query",
+        "--servers",
+        servers.servers,
+        "--dataset",
+        "progress-cli",
+        "--epsilon",
+        "1",
+        "--progress",
+        "--json",
+    )
     assert code == 0, err
     assert json.loads(out)["n"] == 150
     assert "release: ECDF" in err and "4/4" in err and "upload" not in err
@@ -230,13 +406,33 @@ def test_progress_goes_to_stderr_and_stdout_stays_one_json_document(servers, csv
 
 def test_no_progress_prints_nothing_on_stderr(servers, csv_file):
     path, _, _ = csv_file
-    code, out, err = run("ecdf", "run", "--servers", servers.servers, "--data", str(path), "--columns", "score",
-                         "--epsilon", "500", "--lower", "0", "--upper", "30", "--domain-bits", "6",
-                         "--dataset", "progress-quiet", "--no-progress", "--json")
+    code, out, err = run(
+        "ecdf",
+        "run",
+        "--servers",
+        servers.servers,
+        "--data",
+        str(path),
+        "--columns",
+        "score",
+        "--epsilon",
+        "500",
+        "--lower",
+        "0",
+        "--upper",
+        "30",
+        "--domain-bits",
+        "6",
+        "--dataset",
+        "progress-quiet",
+        "--no-progress",
+        "--json",
+    )
     assert code == 0 and err == "", err
     assert json.loads(out)["n"] == 150
-    code, out, err = run("ecdf", "query", "--servers", servers.servers, "--dataset", "progress-quiet",
-                         "--epsilon", "1", "--no-progress")
+    code, out, err = run(
+        "ecdf", "query", "--servers", servers.servers, "--dataset", "progress-quiet", "--epsilon", "1", "--no-progress"
+    )
     assert code == 0 and err == "", err
     assert "DP ECDF of dataset 'progress-quiet'" in out
 
@@ -256,8 +452,23 @@ def test_two_data_owners_share_a_dataset_with_string_ids_and_an_upload_rejected_
     ids_b = [f"q{i:05d}" for i in range(30)] + ["p00003"]  # p00003 is also one of the first owner's
     (tmp_path / "a.csv").write_text("pid,score\n" + "".join(f"p{i:05d},{v}\n" for i, v in enumerate(a)))
     (tmp_path / "b.csv").write_text("pid,score\n" + "".join(f"{i},{v}\n" for i, v in zip(ids_b, b)))
-    common = ["--servers", servers.servers, "--columns", "score", "--lower", "0", "--upper", "30",
-              "--domain-bits", "6", "--dataset", "two-owners", "--id-column", "pid", "--json"]
+    common = [
+        "--servers",
+        servers.servers,
+        "--columns",
+        "score",
+        "--lower",
+        "0",
+        "--upper",
+        "30",
+        "--domain-bits",
+        "6",
+        "--dataset",
+        "two-owners",
+        "--id-column",
+        "pid",
+        "--json",
+    ]
     code, out, err = run("ecdf", "upload", "--data", str(tmp_path / "a.csv"), *common)
     assert code == 0, err
     assert json.loads(out)["accepted"] == [40, 40]
@@ -269,9 +480,15 @@ def test_two_data_owners_share_a_dataset_with_string_ids_and_an_upload_rejected_
     x = quantize(np.concatenate([a, b[:30]]), 0, 30, 6)
     np.testing.assert_array_equal(rel.cumulative, [(x <= t).sum() for t in range(64)])
 
-    upload(servers.addresses, "numbered", quantize(a, 0, 30, 6), domain_bits=6,
-           meta={"column": "score", "range": [0.0, 30.0]})  # ids 0..39
-    code, out, err = run("ecdf", "upload", "--data", str(tmp_path / "a.csv"), *common[:-5], "--dataset",
-                         "numbered", "--append")  # no --id-column: row numbers 0..39, all taken
+    upload(
+        servers.addresses,
+        "numbered",
+        quantize(a, 0, 30, 6),
+        domain_bits=6,
+        meta={"column": "score", "range": [0.0, 30.0]},
+    )  # ids 0..39
+    code, out, err = run(
+        "ecdf", "upload", "--data", str(tmp_path / "a.csv"), *common[:-5], "--dataset", "numbered", "--append"
+    )  # no --id-column: row numbers 0..39, all taken
     assert code == 1, (code, out, err)
     assert "none of the 40 clients was accepted" in err and "--id-column" in err and "release it" not in out

@@ -325,16 +325,57 @@ def test_ecdf_serve_cluster_on_the_command_line(tmp_path, capsys):
     procs = []
     try:
         for j, extra in ((0, ["--cluster", "local:1"]), (1, [])):
-            procs.append(subprocess.Popen(CLI + ["ecdf", "serve", "--server-id", str(j), "--listen", "127.0.0.1:0",
-                                                 "--budget", "100000", "--timeout", "60", *extra],
-                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+            procs.append(
+                subprocess.Popen(
+                    CLI
+                    + [
+                        "ecdf",
+                        "serve",
+                        "--server-id",
+                        str(j),
+                        "--listen",
+                        "127.0.0.1:0",
+                        "--budget",
+                        "100000",
+                        "--timeout",
+                        "60",
+                        *extra,
+                    ],
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                )
+            )
         hello = [json.loads(p.stdout.readline()) for p in procs]
         assert hello[0]["event"] == "listening" and hello[0]["cluster"] == "local:1" and hello[1]["cluster"] is None
         servers = ",".join(f"127.0.0.1:{h['port']}" for h in hello)
         capsys.readouterr()
-        assert main(["ecdf", "run", "--servers", servers, "--data", str(path), "--columns", "v", "--lower", "0",
-                     "--upper", "30", "--domain-bits", str(NB), "--epsilon", str(EPS), "--timeout", "180",
-                     "--json"]) == 0
+        assert (
+            main(
+                [
+                    "ecdf",
+                    "run",
+                    "--servers",
+                    servers,
+                    "--data",
+                    str(path),
+                    "--columns",
+                    "v",
+                    "--lower",
+                    "0",
+                    "--upper",
+                    "30",
+                    "--domain-bits",
+                    str(NB),
+                    "--epsilon",
+                    str(EPS),
+                    "--timeout",
+                    "180",
+                    "--json",
+                ]
+            )
+            == 0
+        )
         d = json.loads(capsys.readouterr().out)
         xq = quantize(v, 0.0, 30.0, NB)
         assert np.allclose(d["dp"], _exact(xq) / v.size) and np.allclose(d["exact"], d["dp"])

@@ -85,9 +85,22 @@ def client(addr):
 
 def upload_header(j: int, dataset: str, chunks: list[int], servers, **extra) -> dict:
     """A vdpf upload header for server j (``servers``: where server 0 finds server 1 for the keys' check)."""
-    return dict({"op": "upload", "dataset": dataset, "scheme": "vdpf", "m": 2, "server_id": j, "domain_bits": NB,
-                 "output_bits": 32, "series": [{"name": "all", "max_weight": 1}], "chunks": chunks,
-                 "upload_id": os.urandom(16).hex(), "servers": [list(a) for a in servers]}, **extra)
+    return dict(
+        {
+            "op": "upload",
+            "dataset": dataset,
+            "scheme": "vdpf",
+            "m": 2,
+            "server_id": j,
+            "domain_bits": NB,
+            "output_bits": 32,
+            "series": [{"name": "all", "max_weight": 1}],
+            "chunks": chunks,
+            "upload_id": os.urandom(16).hex(),
+            "servers": [list(a) for a in servers],
+        },
+        **extra,
+    )
 
 
 # --------------------------------------------------------------------------- crashes and restarts
@@ -142,8 +155,12 @@ def test_kill_9_during_upload_and_release_loses_no_client_and_no_epsilon(tmp_pat
         assert [s["info"]["clients"] for s in q.status("base")] == [300, 300]
 
         # ecdf query over the old dataset works after the restart, and spends the last epsilon
-        code = subprocess.run(CLI + ["ecdf", "query", "--servers", sp.servers, "--dataset", "base", "--epsilon", "1",
-                                     "--json"], capture_output=True, text=True, timeout=300)
+        code = subprocess.run(
+            CLI + ["ecdf", "query", "--servers", sp.servers, "--dataset", "base", "--epsilon", "1", "--json"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert code.returncode == 0, code.stderr
         out = json.loads(code.stdout)
         assert out["n"] == 300 and len(out["dp"]) == 1024 and 0 <= min(out["smoothed"]) <= max(out["smoothed"]) <= 1
@@ -183,14 +200,22 @@ def test_restart_reloads_mshare_keys_and_pointwise_rounds_from_disk(tmp_path):
 
 def test_a_second_server_on_the_same_state_is_refused(tmp_path):
     with ServerProcesses(2, timeout=30, state_dir=tmp_path) as sp:
-        p = subprocess.run(CLI + ["ecdf", "serve", "--server-id", "0", "--listen", "127.0.0.1:0", "--state",
-                                  str(tmp_path)], capture_output=True, text=True, timeout=120)
+        p = subprocess.run(
+            CLI + ["ecdf", "serve", "--server-id", "0", "--listen", "127.0.0.1:0", "--state", str(tmp_path)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert p.returncode == 2 and "in use by another running server" in p.stderr
         sp.kill(1)
     open_storage(str(tmp_path / "x"), 0).close()
     os.rename(tmp_path / "x" / "ecdf-server-0.db", tmp_path / "x" / "ecdf-server-1.db")
-    p = subprocess.run(CLI + ["ecdf", "serve", "--server-id", "1", "--listen", "127.0.0.1:0", "--state",
-                              str(tmp_path / "x")], capture_output=True, text=True, timeout=120)
+    p = subprocess.run(
+        CLI + ["ecdf", "serve", "--server-id", "1", "--listen", "127.0.0.1:0", "--state", str(tmp_path / "x")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert p.returncode == 2 and "belongs to server 0" in p.stderr
 
 
@@ -203,8 +228,12 @@ def test_a_state_that_is_empty_open_to_others_or_unwritable_is_refused_with_a_st
     empty = tmp_path / "empty"
     empty.mkdir(mode=0o700)
     (empty / "ecdf-server-0.db").write_bytes(b"")
-    p = subprocess.run(CLI + ["ecdf", "serve", "--server-id", "0", "--listen", "127.0.0.1:0", "--state",
-                              str(empty)], capture_output=True, text=True, timeout=120)
+    p = subprocess.run(
+        CLI + ["ecdf", "serve", "--server-id", "0", "--listen", "127.0.0.1:0", "--state", str(empty)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert p.returncode == 2 and "is empty (0 bytes)" in p.stderr and "Traceback" not in p.stderr, p.stderr
     assert p.stdout == "" and (empty / "ecdf-server-0.db").stat().st_size == 0  # never listened, kept the file
     shared = tmp_path / "shared"
@@ -227,8 +256,11 @@ def test_servers_holding_different_data_under_one_id_refuse_and_charge_nothing()
         upload(p.addresses, "d", a, domain_bits=NB)
         upload(r.addresses, "d", b, domain_bits=NB)  # same id, same client ids, other values and keys
         mixed = ECDFQuerier([p.addresses[0], r.addresses[1]], timeout=60, connect_timeout=10)
-        with pytest.raises(DatasetMismatch, match=r"dataset 'd' differs between the servers: server 0 \(127\.0\.0\.1:"
-                                                  r"\d+\) holds 100 clients.*server 1 \(127\.0\.0\.1:\d+\) holds 100"):
+        with pytest.raises(
+            DatasetMismatch,
+            match=r"dataset 'd' differs between the servers: server 0 \(127\.0\.0\.1:"
+            r"\d+\) holds 100 clients.*server 1 \(127\.0\.0\.1:\d+\) holds 100",
+        ):
             mixed.ecdf("d", 1.0)
         # only server 0 of the first pair holds "e": a mismatch too, not a silent half release
         upload(p.addresses, "e", a, domain_bits=NB)
@@ -300,6 +332,7 @@ def test_connections_beyond_the_cap_are_told_busy_and_the_server_recovers():
     from pairwise.protocols.ecdf.wire import ServerBusy
 
     with ServerProcesses(2, timeout=60, extra_args=("--max-connections", "2")) as sp:
+
         def settled(ch):
             # the handshake returns before the server's thread takes its slot; a served request proves it did
             send_json(ch, {"op": "status", "dataset": None})
@@ -313,8 +346,10 @@ def test_connections_beyond_the_cap_are_told_busy_and_the_server_recovers():
         third.close()
         assert reply["code"] == "busy" and "serves its maximum of 2 connections" in reply["error"]
         assert [r["server_id"] for r in querier(sp).status()] == [0, 1]  # the querier's reserve
-        idle += [settled(connect(sp.addresses[0], ROLE_QUERIER, label="server", connect_timeout=10, timeout=60))
-                 for _ in range(2)]  # and now the reserve is taken too
+        idle += [
+            settled(connect(sp.addresses[0], ROLE_QUERIER, label="server", connect_timeout=10, timeout=60))
+            for _ in range(2)
+        ]  # and now the reserve is taken too
         with pytest.raises(ServerBusy, match="serves its maximum of 2 connections"):
             querier(sp).status()
         for ch in idle:
@@ -417,8 +452,10 @@ def test_concurrent_uploads_and_releases_lose_no_rows():
         # each concurrent release saw a whole set of committed uploads, and only charged when it ran
         ok = [r for r in releases if r is not None]
         for r in ok:
-            assert any(np.array_equal(r.cumulative, exact_counts(np.concatenate([base] + [committed[k] for k in ks])))
-                       for ks in _subsets(list(committed)))
+            assert any(
+                np.array_equal(r.cumulative, exact_counts(np.concatenate([base] + [committed[k] for k in ks])))
+                for ks in _subsets(list(committed))
+            )
         assert spent(q, "c") == [str(int(HUGE) * (len(ok) + 1))] * 2
 
 
@@ -454,8 +491,9 @@ def _alive(pid: int) -> bool:
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
 def test_stopping_the_demo_leaves_no_server_behind(sig):
-    demo = subprocess.Popen(CLI + ["ecdf", "demo", "--json"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            text=True)
+    demo = subprocess.Popen(
+        CLI + ["ecdf", "demo", "--json"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
     try:
         wait_for(lambda: len(_children(demo.pid)) == 2, "the demo's two servers", limit=120)
         servers = _children(demo.pid)
@@ -472,8 +510,12 @@ def test_stopping_the_demo_leaves_no_server_behind(sig):
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_a_server_stops_cleanly_on_signals(tmp_path, sig):
-    p = subprocess.Popen(CLI + ["ecdf", "serve", "--server-id", "0", "--listen", "127.0.0.1:0", "--state",
-                                str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen(
+        CLI + ["ecdf", "serve", "--server-id", "0", "--listen", "127.0.0.1:0", "--state", str(tmp_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert json.loads(p.stdout.readline())["event"] == "listening"
         p.send_signal(sig)
@@ -493,11 +535,13 @@ def test_roles_decide_what_a_peer_may_do():
     pol.authorize("upload", Peer("q", "querier"))
     pol.authorize("release", Peer("q", "querier"))
     pol.authorize("noise", Peer("ecdf-1", "server"), server_id=1)
-    for op, peer, sid, why in (("release", Peer("alice", "client"), None, "needs the role querier"),
-                               ("status", Peer("alice", "client"), None, "needs the role querier"),
-                               ("upload", Peer("ecdf-1", "server"), None, "client or querier"),
-                               ("noise", Peer("q", "querier"), 1, "needs the role server"),
-                               ("noise", Peer("ecdf-2", "server"), 1, "expects 'ecdf-1' as server 1")):
+    for op, peer, sid, why in (
+        ("release", Peer("alice", "client"), None, "needs the role querier"),
+        ("status", Peer("alice", "client"), None, "needs the role querier"),
+        ("upload", Peer("ecdf-1", "server"), None, "client or querier"),
+        ("noise", Peer("q", "querier"), 1, "needs the role server"),
+        ("noise", Peer("ecdf-2", "server"), 1, "expects 'ecdf-1' as server 1"),
+    ):
         with pytest.raises(Unauthorized, match=why):
             pol.authorize(op, peer, server_id=sid)
 
@@ -532,9 +576,27 @@ def test_storage_commits_an_upload_whole_or_not_at_all(tmp_path):
 # --------------------------------------------------------------------------- mutual TLS and roles
 def _impostor(tls_dir: str, name: str) -> tuple[subprocess.Popen, tuple[str, int]]:
     """A real server process with a valid server certificate of the same CA, but another name."""
-    p = subprocess.Popen(CLI + ["ecdf", "serve", "--server-id", "1", "--listen", "127.0.0.1:0", "--budget", "100",
-                                "--tls", tls_dir, "--name", name, "--exit-with-parent"],
-                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    p = subprocess.Popen(
+        CLI
+        + [
+            "ecdf",
+            "serve",
+            "--server-id",
+            "1",
+            "--listen",
+            "127.0.0.1:0",
+            "--budget",
+            "100",
+            "--tls",
+            tls_dir,
+            "--name",
+            name,
+            "--exit-with-parent",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
     msg = json.loads(p.stdout.readline())
     return p, (msg["host"], msg["port"])
 
@@ -561,8 +623,9 @@ def test_tls_roles_refuse_strangers_clients_and_impostors_while_serving(tmp_path
         # a certificate of another CA
         create_certificate(tmp_path / "other-ca", "mallory", "querier")
         with pytest.raises(AuthenticationError):
-            ECDFQuerier(sp.addresses, timeout=30, connect_timeout=10,
-                        tls=TLSConfig(tmp_path / "other-ca", "mallory")).status("t")
+            ECDFQuerier(
+                sp.addresses, timeout=30, connect_timeout=10, tls=TLSConfig(tmp_path / "other-ca", "mallory")
+            ).status("t")
         # an uploader or a querier that points server 0 at an impostor: a real server process with a server
         # certificate of the same CA, but not the server 1 that server 0 is configured with.  The upload's key
         # check is pinned to the configured name like the release's noise: refused before anything is stored
@@ -593,19 +656,25 @@ def test_a_client_certificate_uploads_with_ecdf_upload_and_the_querier_releases(
     with ServerProcesses(2, budget="1000000", timeout=30, tls=True) as sp:
         as_client = ["--servers", sp.servers, "--tls", sp.tls_dir, "--name", "ecdf-client"]
         data = ["--data", str(csv), "--columns", "v", "--lower", "0", "--upper", "30", "--dataset", "owned"]
-        r = subprocess.run(CLI + ["ecdf", "upload", *as_client, *data], capture_output=True, text=True,
-                           timeout=300)
+        r = subprocess.run(CLI + ["ecdf", "upload", *as_client, *data], capture_output=True, text=True, timeout=300)
         assert r.returncode == 0, r.stderr
         assert "6 clients, accepted per server [6, 6], public domain [0, 30]" in r.stdout
         assert "1 value(s) clamped" in r.stdout
         # issue 22: the "release it" hint left out the TLS flags, so it failed as printed
-        assert f"release it: pairwise ecdf query --servers {sp.servers} --dataset owned --epsilon E --tls " \
-               f"{sp.tls_dir} --name QUERIER" in r.stdout, r.stdout
-        again = subprocess.run(CLI + ["ecdf", "upload", *as_client, *data], capture_output=True, text=True,
-                               timeout=300)  # sealed: the same id again is refused by the servers
+        assert (
+            f"release it: pairwise ecdf query --servers {sp.servers} --dataset owned --epsilon E --tls "
+            f"{sp.tls_dir} --name QUERIER" in r.stdout
+        ), r.stdout
+        again = subprocess.run(
+            CLI + ["ecdf", "upload", *as_client, *data], capture_output=True, text=True, timeout=300
+        )  # sealed: the same id again is refused by the servers
         assert again.returncode != 0 and "already exists" in again.stderr and "Traceback" not in again.stderr
-        run = subprocess.run(CLI + ["ecdf", "run", *as_client, *data[:-2], "--dataset", "other", "--epsilon", "1"],
-                             capture_output=True, text=True, timeout=300)
+        run = subprocess.run(
+            CLI + ["ecdf", "run", *as_client, *data[:-2], "--dataset", "other", "--epsilon", "1"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert run.returncode != 0 and "querier" in run.stderr and "Traceback" not in run.stderr
         q = ECDFQuerier(sp.addresses, timeout=120, connect_timeout=10, tls=sp.querier_tls)
         info = q.status("owned")[0]["info"]
@@ -648,8 +717,12 @@ def test_an_append_interrupted_between_the_servers_commits_is_repaired(tmp_path,
         assert spent(q, "d") == ["0", "0"]
         plan = q.repair("d", dry_run=True)
         assert [len(p["dropped"]) for p in plan] == [1, 0] and [p["clients"] for p in plan] == [50, 40]
-        r = subprocess.run(CLI + ["ecdf", "repair", "--servers", sp.servers, "--dataset", "d", "--json"],
-                           capture_output=True, text=True, timeout=120)
+        r = subprocess.run(
+            CLI + ["ecdf", "repair", "--servers", sp.servers, "--dataset", "d", "--json"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert r.returncode == 0, r.stderr
         assert [(len(p["dropped"]), p["clients"]) for p in json.loads(r.stdout)] == [(1, 40), (0, 40)]
         assert np.array_equal(q.ecdf("d", HUGE).cumulative, exact_counts(x))

@@ -20,8 +20,10 @@ from pairwise.protocols.ecdf.wire import ROLE_QUERIER, BudgetExceeded, connect, 
 
 
 def _querier_channels(sp):
-    return [connect(a, ROLE_QUERIER, label=f"server {j}", connect_timeout=10, timeout=60)
-            for j, a in enumerate(sp.addresses)]
+    return [
+        connect(a, ROLE_QUERIER, label=f"server {j}", connect_timeout=10, timeout=60)
+        for j, a in enumerate(sp.addresses)
+    ]
 
 
 def test_adopting_a_prepared_release_id_cannot_shrink_its_charge_across_a_restart(tmp_path):
@@ -33,9 +35,19 @@ def test_adopting_a_prepared_release_id_cannot_shrink_its_charge_across_a_restar
         chans = _querier_channels(sp)
         other = _querier_channels(sp)
         try:
-            prep = {"op": "prepare", "kind": "ecdf", "series": ["all"], "epsilon": "8", "mechanism": "paper",
-                    "grid_bits": None, "tolerate": 0, "thresholds": None, "rid": rid, "dataset": "d",
-                    "servers": [[h, p] for h, p in sp.addresses]}
+            prep = {
+                "op": "prepare",
+                "kind": "ecdf",
+                "series": ["all"],
+                "epsilon": "8",
+                "mechanism": "paper",
+                "grid_bits": None,
+                "tolerate": 0,
+                "thresholds": None,
+                "rid": rid,
+                "dataset": "d",
+                "servers": [[h, p] for h, p in sp.addresses],
+            }
             for ch in chans:
                 send_json(ch, prep)
             assert all(recv_json(ch, timeout=60)["ok"] for ch in chans)
@@ -89,16 +101,16 @@ def test_the_same_people_under_a_new_dataset_id_draw_from_their_owners_budget(tm
         upload(sp.addresses, "other", x, domain_bits=6, tls=other_owner)
         q.ecdf("other", 4)
         # an owner who appends to a dataset is charged for its releases too (the release covers its people)
-        upload(sp.addresses, "other", x, client_ids=np.arange(100, 140), domain_bits=6, tls=sp.client_tls,
-               append=True)
+        upload(sp.addresses, "other", x, client_ids=np.arange(100, 140), domain_bits=6, tls=sp.client_tls, append=True)
         with pytest.raises(BudgetExceeded, match="'ecdf-client'"):
             q.ecdf("other", 1)
 
 
 def test_an_operator_may_opt_out_of_owner_budgets_and_cap_the_whole_server(tmp_path):
     x = np.random.default_rng(6).integers(0, 64, 40)
-    with ServerProcesses(2, budget="10", timeout=60,
-                         extra_args=("--budget-per-owner", "none", "--budget-total", "15")) as sp:
+    with ServerProcesses(
+        2, budget="10", timeout=60, extra_args=("--budget-per-owner", "none", "--budget-total", "15")
+    ) as sp:
         q = ECDFQuerier(sp.addresses, timeout=120, connect_timeout=10)
         upload(sp.addresses, "a", x, domain_bits=6)
         upload(sp.addresses, "b", x, domain_bits=6)
@@ -175,9 +187,19 @@ class TwoServerMachine(RuleBasedStateMachine):
             chans = _querier_channels(self.sp)
         except (ChannelError, OSError):
             return
-        prep = {"op": "prepare", "kind": "ecdf", "series": ["all"], "epsilon": str(eps), "mechanism": "paper",
-                "grid_bits": None, "tolerate": 0, "thresholds": None, "rid": rid, "dataset": self.ds,
-                "servers": [[h, p] for h, p in self.sp.addresses]}
+        prep = {
+            "op": "prepare",
+            "kind": "ecdf",
+            "series": ["all"],
+            "epsilon": str(eps),
+            "mechanism": "paper",
+            "grid_bits": None,
+            "tolerate": 0,
+            "thresholds": None,
+            "rid": rid,
+            "dataset": self.ds,
+            "servers": [[h, p] for h, p in self.sp.addresses],
+        }
         replies = [_ask(ch, prep) for ch in chans]
         if all(r["ok"] for r in replies):
             self.slots[min({0, 1} - set(self.slots))] = _Slot(chans, rid, eps)
@@ -280,9 +302,16 @@ class TwoServerMachine(RuleBasedStateMachine):
 def test_no_querier_sequence_beats_the_budget_of_two_real_servers(tmp_path):
     from hypothesis.stateful import run_state_machine_as_test
 
-    with ServerProcesses(2, budget="2", timeout=30, state_dir=str(tmp_path),
-                         extra_args=("--budget-per-owner", "none")) as sp:
+    with ServerProcesses(
+        2, budget="2", timeout=30, state_dir=str(tmp_path), extra_args=("--budget-per-owner", "none")
+    ) as sp:
         TwoServerMachine.sp = sp
-        run_state_machine_as_test(TwoServerMachine, settings=settings(
-            max_examples=12, stateful_step_count=10, deadline=None,
-            suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much]))
+        run_state_machine_as_test(
+            TwoServerMachine,
+            settings=settings(
+                max_examples=12,
+                stateful_step_count=10,
+                deadline=None,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+            ),
+        )

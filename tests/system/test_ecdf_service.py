@@ -152,7 +152,7 @@ def test_roc_auc_and_derived_ecdf(two):
     q = querier(two)
     roc = q.roc("roc", HUGE)
     xp, xn = x[y == 1], x[y == 0]
-    mw = ((xp[:, None] > xn[None, :]).mean() + 0.5 * (xp[:, None] == xn[None, :]).mean())
+    mw = (xp[:, None] > xn[None, :]).mean() + 0.5 * (xp[:, None] == xn[None, :]).mean()
     assert roc.auc == pytest.approx(mw, abs=1e-12)
     assert roc.epsilon == HUGE
     assert roc.fpr[0] == 0 and roc.tpr[0] == 0 and roc.fpr[-1] == 1 and roc.tpr[-1] == 1
@@ -224,8 +224,16 @@ def test_malformed_key_rejects_that_client_and_keeps_the_others(two):
     series = make_series()
     keys = make_keys(x, series, scheme="vdpf", m=2, domain_bits=NB)
     keys[0]["all"][5] = keys[0]["all"][5][:-3]  # client 5's key for server 0 is truncated
-    rep = send_keys(two.addresses, "malformed", scheme="vdpf", domain_bits=NB, output_bits=32,
-                    series_meta={"all": 1}, ids=np.arange(120, dtype=np.uint64), keys=keys)
+    rep = send_keys(
+        two.addresses,
+        "malformed",
+        scheme="vdpf",
+        domain_bits=NB,
+        output_bits=32,
+        series_meta={"all": 1},
+        ids=np.arange(120, dtype=np.uint64),
+        keys=keys,
+    )
     # server 0 rejects client 5; the upload commits the other 119 clients on both servers
     assert rep.accepted == [119, 119] and rep.rejected_count == [1, 1]
     assert rep.rejected[0][0]["client"] == 5 and "truncated" in rep.rejected[0][0]["reason"]
@@ -256,8 +264,15 @@ def test_an_append_must_declare_the_datasets_public_domain(two):
     meta = {"column": "v", "range": [20.0, 30.0]}
     upload(two.addresses, "grid", np.array([1, 2, 3]), client_ids=[1, 2, 3], domain_bits=NB, meta=meta)
     with pytest.raises(DatasetError, match=r"same.*public domain.*got \{'column': 'v', 'range': \[0.0, 250.0\]\}"):
-        upload(two.addresses, "grid", np.array([4]), client_ids=[4], domain_bits=NB, append=True,
-               meta={"column": "v", "range": [0.0, 250.0]})
+        upload(
+            two.addresses,
+            "grid",
+            np.array([4]),
+            client_ids=[4],
+            domain_bits=NB,
+            append=True,
+            meta={"column": "v", "range": [0.0, 250.0]},
+        )
     assert [s["info"]["clients"] for s in querier(two).status("grid")] == [3, 3]  # nothing was taken
     rep = upload(two.addresses, "grid", np.array([4]), client_ids=[4], domain_bits=NB, append=True, meta=meta)
     assert rep.accepted == [1, 1]
@@ -332,7 +347,7 @@ class CountingSource:
             k = min(size, self.count - c0)
             self.made += k
             self.ahead.append(self.made - self.sent)
-            yield ClientBlock(self.x[c0:c0 + k], {"all": None}, np.arange(c0, c0 + k, dtype=np.uint64))
+            yield ClientBlock(self.x[c0 : c0 + k], {"all": None}, np.arange(c0, c0 + k, dtype=np.uint64))
 
 
 def test_keys_are_made_chunk_by_chunk_a_few_chunks_ahead_of_the_servers(two):
@@ -374,8 +389,16 @@ def test_no_key_is_made_before_every_server_is_reached_and_accepts_the_upload(tw
 def test_pointwise_rounds_stream_too(two):
     x = np.random.default_rng(5).integers(0, 1 << NB, 700)
     src = CountingSource(x)
-    rep = upload_pointwise(two.addresses, "stream-pointwise", None, grid_bits=4, domain_bits=NB, chunk=100,
-                           source=src, progress=src.progress)
+    rep = upload_pointwise(
+        two.addresses,
+        "stream-pointwise",
+        None,
+        grid_bits=4,
+        domain_bits=NB,
+        chunk=100,
+        source=src,
+        progress=src.progress,
+    )
     assert rep.accepted == [700, 700] and max(src.ahead) <= 4 * 100, src.ahead
     rel = ECDFQuerier(two.addresses, timeout=60).ecdf("stream-pointwise", HUGE, grid_bits=4)
     np.testing.assert_array_equal(rel.cumulative, [(x <= (t + 1) * 4 - 1).sum() for t in range(16)])

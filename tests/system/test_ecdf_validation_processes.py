@@ -63,15 +63,24 @@ def upload_with(sp, dataset: str, x, y, p, attack):
     series = make_series(y, p, prob_bits=3)
     keys = make_keys(x, series, scheme="vdpf", m=2, domain_bits=NB)
     attack(keys, x)
-    return send_keys(sp.addresses, dataset, scheme="vdpf", domain_bits=NB, output_bits=L_BITS,
-                     series_meta={s: w for s, (_, w) in series.items()}, ids=np.arange(K, dtype=np.uint64),
-                     keys=keys, timeout=120), series
+    return send_keys(
+        sp.addresses,
+        dataset,
+        scheme="vdpf",
+        domain_bits=NB,
+        output_bits=L_BITS,
+        series_meta={s: w for s, (_, w) in series.items()},
+        ids=np.arange(K, dtype=np.uint64),
+        keys=keys,
+        timeout=120,
+    ), series
 
 
 def _set(series: str, pair):
     def attack(keys, x):
         b0, b1 = pair(int(x[BAD]))
         keys[0][series][BAD], keys[1][series][BAD] = b0, b1
+
     return attack
 
 
@@ -89,8 +98,7 @@ def _extended(keys, x):
 
 LAYOUT = key_layout(KIND_VDPF, NB, L_BITS)
 CORRECTION_WORDS = {f"s_cw[{i + 1}]": LAYOUT.levels_offset + 16 * i + 7 for i in range(NB)}
-CORRECTION_WORDS.update({"t_cw": LAYOUT.bits_offset, "cw_out": LAYOUT.final_offset,
-                         "cs": LAYOUT.check_offset + 33})
+CORRECTION_WORDS.update({"t_cw": LAYOUT.bits_offset, "cw_out": LAYOUT.final_offset, "cs": LAYOUT.check_offset + 33})
 
 
 def _flip(byte: int):
@@ -99,6 +107,7 @@ def _flip(byte: int):
             m = bytearray(keys[b]["all"][BAD])
             m[byte] ^= 0x02
             keys[b]["all"][BAD] = bytes(m)
+
     return attack
 
 
@@ -126,8 +135,7 @@ def test_a_malicious_client_is_rejected_and_the_release_is_the_honest_one(two, n
 
 def test_weight_2_in_the_roc_series_is_rejected(two):
     x, y, _ = data(2, labels=True)
-    rep, _ = upload_with(two, "attack-roc-weight-2", x, y, None,
-                         _set("pos", lambda xb: vdpf_pair(N | xb, 2, NB + 1)))
+    rep, _ = upload_with(two, "attack-roc-weight-2", x, y, None, _set("pos", lambda xb: vdpf_pair(N | xb, 2, NB + 1)))
     assert rep.accepted == [K - 1, K - 1] and [r["client"] for r in rep.rejected[0]] == [BAD]
     keep = np.arange(K) != BAD
     pos, neg = querier(two).ecdf_many("attack-roc-weight-2", HUGE, ["pos", "neg"])
@@ -163,9 +171,23 @@ def test_unverifiable_keys_are_refused_by_two_servers(two, scheme):
     """A client that bypasses the library and sends DCF keys (or m-party shares) to two servers is refused."""
     ch = connect(two.addresses[0], ROLE_CLIENT, label="server 0", connect_timeout=5, timeout=30)
     try:
-        send_json(ch, {"op": "upload", "dataset": f"legacy-{scheme}", "scheme": scheme, "m": 2, "server_id": 0,
-                       "domain_bits": NB, "output_bits": 32, "append": False, "meta": {},
-                       "series": [{"name": "all", "max_weight": 1}], "chunks": [1], "upload_id": "ab" * 8})
+        send_json(
+            ch,
+            {
+                "op": "upload",
+                "dataset": f"legacy-{scheme}",
+                "scheme": scheme,
+                "m": 2,
+                "server_id": 0,
+                "domain_bits": NB,
+                "output_bits": 32,
+                "append": False,
+                "meta": {},
+                "series": [{"name": "all", "max_weight": 1}],
+                "chunks": [1],
+                "upload_id": "ab" * 8,
+            },
+        )
         reply = recv_json(ch, timeout=30)
     finally:
         ch.close()

@@ -20,7 +20,10 @@ BOUND = 600  # seconds: a loaded 2-core machine, several processes per example
 CASES = {
     "custom_circuit.py": ([], ["dot = -1073707660", "both parties agree"]),
     "tls.py": ([], ["garbler alice: |x - y| = 247", "peer 'bob'", "TLS: True"]),
-    "many_executions.py": (["--executions", "20"], ["all outputs equal cryptography's AES", "evaluator: 20 executions"]),
+    "many_executions.py": (
+        ["--executions", "20"],
+        ["all outputs equal cryptography's AES", "evaluator: 20 executions"],
+    ),
     "benchmark.py": (["--executions", "20", "--simd", "8"], ["outputs checked against the plaintext circuit: True"]),
 }
 
@@ -34,8 +37,9 @@ def test_every_example_is_tested():
 @pytest.mark.parametrize("script", sorted(CASES))
 def test_example_runs(script):
     args, expect = CASES[script]
-    proc = subprocess.run([sys.executable, os.path.join(EXAMPLES, script), *args], cwd=ROOT,
-                          capture_output=True, text=True, timeout=BOUND)
+    proc = subprocess.run(
+        [sys.executable, os.path.join(EXAMPLES, script), *args], cwd=ROOT, capture_output=True, text=True, timeout=BOUND
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     for text in expect:
         assert text in proc.stdout, (text, proc.stdout)

@@ -22,8 +22,7 @@ def test_bench_fss_json(capsys):
 
 
 def test_bench_fss_table(capsys):
-    assert main(["bench", "fss", "--domain-bits", "8", "--output-bits", "8", "--keys", "50",
-                 "--repeats", "1"]) == 0
+    assert main(["bench", "fss", "--domain-bits", "8", "--output-bits", "8", "--keys", "50", "--repeats", "1"]) == 0
     out = capsys.readouterr().out
     assert "key size" in out and f"{dcf_key_bytes(8, 8)} bytes" in out and "evaluation" in out
 
@@ -42,11 +41,11 @@ def test_bench_fss_progress_counts_the_timed_calls(capsys):
     calls = []
     run_dcf_benchmark(8, 200, 8, repeats=2, progress=lambda d, t: calls.append((d, t)))
     assert calls == [(i, 8) for i in range(9)]  # 4 stages x 2 repeats, reported between the timed calls
-    assert main(["bench", "fss", "--domain-bits", "8", "--keys", "200", "--repeats", "1", "--progress",
-                 "--json"]) == 0
+    assert main(["bench", "fss", "--domain-bits", "8", "--keys", "200", "--repeats", "1", "--progress", "--json"]) == 0
     out = capsys.readouterr()
     assert json.loads(out.out)["keys"] == 200  # stdout: the one JSON object
     assert "bench fss" in out.err and "4/4" in out.err
-    assert main(["bench", "fss", "--domain-bits", "8", "--keys", "200", "--repeats", "1", "--no-progress",
-                 "--json"]) == 0
+    assert (
+        main(["bench", "fss", "--domain-bits", "8", "--keys", "200", "--repeats", "1", "--no-progress", "--json"]) == 0
+    )
     assert capsys.readouterr().err == ""

@@ -12,13 +12,15 @@ from pairwise.mpc import jit
 def test_tail_chunk_of_one_does_not_import_numba():
     """Without AES-NI (PAIRWISE_AESNI=0: there every chunk shape runs compiled), a one-instance tail chunk
     of a larger batch stays on the numpy program with the rest: it never waits for numba to load."""
-    code = ("import sys, numpy as np\n"
-            "from pairwise.mpc import garble\n"
-            "from pairwise.circuits.kernels import build_kernel\n"
-            "c = build_kernel('gini', 16)\n"
-            "b = garble.default_chunk(c, 10**6) + 1\n"
-            "garble.garble_and_evaluate(c, [np.ones((b, g.width), bool) for g in c.inputs])\n"
-            "print('numba' in sys.modules)\n")
+    code = (
+        "import sys, numpy as np\n"
+        "from pairwise.mpc import garble\n"
+        "from pairwise.circuits.kernels import build_kernel\n"
+        "c = build_kernel('gini', 16)\n"
+        "b = garble.default_chunk(c, 10**6) + 1\n"
+        "garble.garble_and_evaluate(c, [np.ones((b, g.width), bool) for g in c.inputs])\n"
+        "print('numba' in sys.modules)\n"
+    )
     env = dict(os.environ, PAIRWISE_AESNI="0")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
@@ -31,8 +33,22 @@ def test_cli_2pc_leaves_the_compiled_path_on():
 
     assert jit.ENABLED
     try:
-        main(["2pc", "evaluator", "--connect", "127.0.0.1:9", "--circuit", "gini", "--input", "1",
-              "--connect-timeout", "0.3", "--timeout", "1"])
+        main(
+            [
+                "2pc",
+                "evaluator",
+                "--connect",
+                "127.0.0.1:9",
+                "--circuit",
+                "gini",
+                "--input",
+                "1",
+                "--connect-timeout",
+                "0.3",
+                "--timeout",
+                "1",
+            ]
+        )
     except SystemExit:
         pass
     assert jit.ENABLED and jit.ready()

@@ -35,8 +35,20 @@ def test_auc_default_data(capsys):
 
 
 def test_auc_budget_advanced(capsys):
-    r = run_json(capsys, "auc", "--splitting", "budget", "--composition", "advanced", "--delta", "1e-6",
-                 "--bits", "3", "--epsilon", "4")
+    r = run_json(
+        capsys,
+        "auc",
+        "--splitting",
+        "budget",
+        "--composition",
+        "advanced",
+        "--delta",
+        "1e-6",
+        "--bits",
+        "3",
+        "--epsilon",
+        "4",
+    )
     assert r["delta"] == 1e-6 and r["splitting"] == "budget" and len(r["recursed_per_level"]) == 3
 
 
@@ -66,7 +78,8 @@ def test_ustat_kernels(capsys):
     r = run_json(capsys, "ustat", "--kernel", "kendall")
     fair = load_dataset("fair")
     assert r["exact"] == pytest.approx(
-        exact_ustatistic(np.column_stack([fair["rate_marriage"], fair["religious"]]), "kendall"))
+        exact_ustatistic(np.column_stack([fair["rate_marriage"], fair["religious"]]), "kendall")
+    )
     assert r["cells"] == 20
     r = run_json(capsys, "ustat", "--kernel", "gini", "--k", "16")
     assert r["exact"] == pytest.approx(exact_ustatistic(load_dataset("breast_cancer")["mean_radius"], "gini"))
@@ -85,13 +98,28 @@ def test_csv_input(tmp_path, capsys):
     r = run_json(capsys, "shuffle-histogram", "--csv", str(p), "--column", "v", "--lower", "0", "--upper", "2")
     np.testing.assert_allclose(r["exact"], np.bincount(v) / n)
     assert r["n"] == n
-    r = run_json(capsys, "auc", "--csv", str(p), "--score", "score", "--label", "lab", "--bits", "5",
-                 "--lower", "-5", "--upper", "7")
+    r = run_json(
+        capsys,
+        "auc",
+        "--csv",
+        str(p),
+        "--score",
+        "score",
+        "--label",
+        "lab",
+        "--bits",
+        "5",
+        "--lower",
+        "-5",
+        "--upper",
+        "7",
+    )
     assert r["n"] == n and r["n_pos"] == int(lab.sum())
     p2 = tmp_path / "small.csv"
     p2.write_text("\n".join(p.read_text().splitlines()[:501]) + "\n")
-    r = run_json(capsys, "qmle", "--csv", str(p2), "--response", "score", "--covariates", "v",
-                 "--lower", "-5", "--upper", "7")
+    r = run_json(
+        capsys, "qmle", "--csv", str(p2), "--response", "score", "--covariates", "v", "--lower", "-5", "--upper", "7"
+    )
     assert r["n"] == 500
 
 

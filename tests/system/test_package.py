@@ -65,8 +65,13 @@ def test_fss_batch_through_the_api_reconstructs_the_count():
 
 
 def test_python_dash_m_pairwise_is_the_cli():
-    out = subprocess.run([sys.executable, "-m", "pairwise", "circuit", "stats", "gini", "--bits", "8", "--json"],
-                         capture_output=True, text=True, timeout=120, cwd=Path(__file__).parent)
+    out = subprocess.run(
+        [sys.executable, "-m", "pairwise", "circuit", "stats", "gini", "--bits", "8", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).parent,
+    )
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["and"] == 15  # |x - y| on 8 bits: 2w - 1 AND gates
 
@@ -104,9 +109,22 @@ _API = _api_callables()
 
 def test_the_api_walk_covers_the_audited_entry_points():
     names = {n for n, _, _ in _API}
-    for expected in ("ustat", "load_circuit", "garble_and_evaluate", "reconstruct", "dcf_gen_batch", "dpf_gen_batch",
-                     "GarblerSession.__init__", "GarblerSession.run", "EvaluatorSession.run", "Channel.send",
-                     "TCPChannel.connect", "TCPChannel.listen", "Circuit.evaluate", "DCFKeyBatch.eval_sum"):
+    for expected in (
+        "ustat",
+        "load_circuit",
+        "garble_and_evaluate",
+        "reconstruct",
+        "dcf_gen_batch",
+        "dpf_gen_batch",
+        "GarblerSession.__init__",
+        "GarblerSession.run",
+        "EvaluatorSession.run",
+        "Channel.send",
+        "TCPChannel.connect",
+        "TCPChannel.listen",
+        "Circuit.evaluate",
+        "DCFKeyBatch.eval_sum",
+    ):
         assert expected in names
 
 
@@ -114,18 +132,26 @@ def test_the_api_walk_covers_the_audited_entry_points():
 def test_every_api_parameter_and_return_is_annotated(name, func, constructor):
     """The API ships py.typed: keep every parameter (but self/cls/*args/**kwargs) and return annotated."""
     sig = inspect.signature(func)
-    missing = [p.name for p in sig.parameters.values()
-               if p.name not in ("self", "cls")
-               and p.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
-               and p.annotation is inspect.Parameter.empty]
+    missing = [
+        p.name
+        for p in sig.parameters.values()
+        if p.name not in ("self", "cls")
+        and p.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+        and p.annotation is inspect.Parameter.empty
+    ]
     assert not missing, f"{name}: parameters without a type hint: {missing}"
     if not constructor:
         assert sig.return_annotation is not inspect.Signature.empty, f"{name}: no return type hint"
 
 
 #: The library's folders (the repository keeps one per layer) and their installed package names.
-_LIBRARY = {"dp": "pairwise.dp", "circuits": "pairwise.circuits", "mpc": "pairwise.mpc", "fss": "pairwise.fss",
-            "protocols": "pairwise.protocols"}
+_LIBRARY = {
+    "dp": "pairwise.dp",
+    "circuits": "pairwise.circuits",
+    "mpc": "pairwise.mpc",
+    "fss": "pairwise.fss",
+    "protocols": "pairwise.protocols",
+}
 #: The command line (``pairwise/cli.py``, ``pairwise/commands/``) and its deprecated old paths.
 _CLI = ("pairwise.cli", "pairwise.commands", "pairwise.protocols.cli", "pairwise.protocols.commands")
 #: The deprecated aliases of the old paths, which alone may import the command line (for one release).
@@ -174,7 +200,10 @@ def test_the_library_never_imports_the_command_line():
             parts = path.relative_to(root / folder).with_suffix("").parts
             module = ".".join([package, *(p for p in parts if p != "__init__")])
             scanned += 1
-            bad += [f"{rel}:{line}: {name}" for name, line, func in _imports(path, module)
-                    if func != "__getattr__" and any(name == c or name.startswith(c + ".") for c in _CLI)]
+            bad += [
+                f"{rel}:{line}: {name}"
+                for name, line, func in _imports(path, module)
+                if func != "__getattr__" and any(name == c or name.startswith(c + ".") for c in _CLI)
+            ]
     assert scanned > 50
     assert not bad, "library modules importing the command line:\n" + "\n".join(bad)

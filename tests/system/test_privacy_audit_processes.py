@@ -34,8 +34,13 @@ Y = np.round(_rng.uniform(1, 4, N))  # inside [1, 5]
 LAB = np.array([1, 0] * (N // 2))
 
 
-USTAT_CASES = [(stat, design, mode) for stat in ("gini", "kendall", "auc") for design in ("subsample", "all")
-               for mode in ("simulate", "network") if not (stat == "auc" and design == "all")]
+USTAT_CASES = [
+    (stat, design, mode)
+    for stat in ("gini", "kendall", "auc")
+    for design in ("subsample", "all")
+    for mode in ("simulate", "network")
+    if not (stat == "auc" and design == "all")
+]
 
 
 def _ustat_args(stat, path):
@@ -53,9 +58,28 @@ def test_ustat_neighbours(stat, design, mode, tmp_path, capsys, seeded_pairs):
     outs = []
     for tag, (x, y) in (("D", (X, Y)), ("D2", (x2, y2))):
         path = write_csv(tmp_path / f"{tag}.csv", ["x", "y", "lab"], x, y, LAB)
-        outs.append(run_json(capsys, ["ustat", "--statistic", stat, "--epsilon", "1", "--design", design,
-                                      "--mode", mode, "--workers", "2", "--data", path, "--compare",
-                                      *_ustat_args(stat, path)]))
+        outs.append(
+            run_json(
+                capsys,
+                [
+                    "ustat",
+                    "--statistic",
+                    stat,
+                    "--epsilon",
+                    "1",
+                    "--design",
+                    design,
+                    "--mode",
+                    mode,
+                    "--workers",
+                    "2",
+                    "--data",
+                    path,
+                    "--compare",
+                    *_ustat_args(stat, path),
+                ],
+            )
+        )
     a, b = outs
     a["data"] = b["data"]  # the file name is the caller's label
     assert a["exact"] != b["exact"]  # the neighbour really is different
@@ -66,8 +90,9 @@ def test_ustat_gini_on_the_shipped_data_neighbours(capsys, monkeypatch, seeded_p
     """The README's main job without flags: the diabetes progression data and its neighbour with one
     patient moved to the top of the declared domain [0, 400]. This is the case that failed before
     (sensitivity, decimals and width followed the data's own max - min)."""
-    a, b = run_on_shipped_neighbours(capsys, monkeypatch, ["ustat", "--statistic", "gini", "--epsilon", "1",
-                                                           "--compare"], "progression", 400.0)
+    a, b = run_on_shipped_neighbours(
+        capsys, monkeypatch, ["ustat", "--statistic", "gini", "--epsilon", "1", "--compare"], "progression", 400.0
+    )
     assert a["exact"] != b["exact"]
     assert_same_public(a, b, ustat_cmd.DP_KEYS, ustat_cmd.NOT_PRIVATE_KEYS)
 
@@ -92,8 +117,9 @@ def ecdf_servers():
         yield sp
 
 
-@pytest.mark.parametrize("mechanism,scheme", [("paper", "auto"), ("hierarchical", "auto"), ("kary", "auto"),
-                                              ("paper", "pointwise")])
+@pytest.mark.parametrize(
+    "mechanism,scheme", [("paper", "auto"), ("hierarchical", "auto"), ("kary", "auto"), ("paper", "pointwise")]
+)
 def test_ecdf_run_neighbours(mechanism, scheme, ecdf_servers, tmp_path, capsys):
     """ECDF, quantiles and ROC of ``ecdf run`` on D and D' (one client moved to the top of [0, 30])."""
     v2 = EV.copy()
@@ -102,10 +128,38 @@ def test_ecdf_run_neighbours(mechanism, scheme, ecdf_servers, tmp_path, capsys):
     outs = []
     for tag, col in (("D", EV), ("E", v2)):
         path = write_csv(tmp_path / f"{tag}.csv", ["v", "y"], col, EY)
-        outs.append(run_json(capsys, [
-            "ecdf", "run", "--servers", ecdf_servers.servers, "--data", path, "--column", "v", *roc,
-            "--quantiles", "0.25,0.5", "--epsilon", "50", "--lower", "0", "--upper", "30", "--domain-bits", "5",
-            "--mechanism", mechanism, "--scheme", scheme, "--dataset", f"audit-{tag}-{mechanism}-{scheme}"]))
+        outs.append(
+            run_json(
+                capsys,
+                [
+                    "ecdf",
+                    "run",
+                    "--servers",
+                    ecdf_servers.servers,
+                    "--data",
+                    path,
+                    "--column",
+                    "v",
+                    *roc,
+                    "--quantiles",
+                    "0.25,0.5",
+                    "--epsilon",
+                    "50",
+                    "--lower",
+                    "0",
+                    "--upper",
+                    "30",
+                    "--domain-bits",
+                    "5",
+                    "--mechanism",
+                    mechanism,
+                    "--scheme",
+                    scheme,
+                    "--dataset",
+                    f"audit-{tag}-{mechanism}-{scheme}",
+                ],
+            )
+        )
     a, b = outs
     a["dataset"] = b["dataset"]  # each upload needs a fresh id: the caller's label
     assert a["exact"] != b["exact"]
@@ -125,14 +179,26 @@ def test_ecdf_hosmer_lemeshow_neighbours(ecdf_servers):
     pubs = []
     for tag, probs in (("D", p), ("E", p2)):
         ds = f"audit-hl-{tag}"
-        upload(ecdf_servers.addresses, ds, quantize(probs, 0.0, 1.0, 5), labels=EY, probabilities=probs,
-               domain_bits=5)
+        upload(ecdf_servers.addresses, ds, quantize(probs, 0.0, 1.0, 5), labels=EY, probabilities=probs, domain_bits=5)
         r = q.hosmer_lemeshow(ds, 200.0, Q=4)
         e = r.ecdf
-        pubs.append({"epsilon": r.epsilon, "epsilon_prime": r.epsilon_prime, "delta": r.delta,
-                     "ecdf": {"epsilon": e.epsilon, "delta": e.delta, "n": e.n, "thresholds": e.thresholds.tolist(),
-                              "grid_bits": e.grid_bits, "node_variance": e.node_variance, "noise": e.noise},
-                     "groups": [len(r.o1), len(r.e1), len(r.o0), len(r.e0)]})
+        pubs.append(
+            {
+                "epsilon": r.epsilon,
+                "epsilon_prime": r.epsilon_prime,
+                "delta": r.delta,
+                "ecdf": {
+                    "epsilon": e.epsilon,
+                    "delta": e.delta,
+                    "n": e.n,
+                    "thresholds": e.thresholds.tolist(),
+                    "grid_bits": e.grid_bits,
+                    "node_variance": e.node_variance,
+                    "noise": e.noise,
+                },
+                "groups": [len(r.o1), len(r.e1), len(r.o0), len(r.e0)],
+            }
+        )
     assert pubs[0] == pubs[1]
 
 
@@ -140,7 +206,8 @@ def test_ecdf_hosmer_lemeshow_neighbours(ecdf_servers):
 @pytest.mark.parametrize("mechanism", ["paper", "hierarchical"])
 def test_ecdf_demo_neighbours(mechanism, capsys, monkeypatch):
     """``ecdf demo`` on the shipped breast_cancer data and on it with one patient moved to 30."""
-    a, b = run_on_shipped_neighbours(capsys, monkeypatch, ["ecdf", "demo", "--mechanism", mechanism,
-                                                           "--epsilon", "4"], "mean_radius", 30.0)
+    a, b = run_on_shipped_neighbours(
+        capsys, monkeypatch, ["ecdf", "demo", "--mechanism", mechanism, "--epsilon", "4"], "mean_radius", 30.0
+    )
     assert a["exact"] != b["exact"]
     assert_same_public(a, b, ecdf_cmd.DP_KEYS, ecdf_cmd.NOT_PRIVATE_KEYS, ecdf_cmd.MEASURED_KEYS, tolerance=256)

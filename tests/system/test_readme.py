@@ -106,7 +106,9 @@ def python_blocks(text: str, name: str = "README.md") -> list[tuple[int, str, bo
         if body is None and (info == PYTHON_RUN or info in PYTHON_FRAGMENT):
             body, start, runnable = [], i, info == PYTHON_RUN
         elif body is None and info.startswith("```python"):
-            raise AssertionError(f"{name} line {i}: a Python block opens with {PYTHON_RUN!r} or one of {PYTHON_FRAGMENT}")
+            raise AssertionError(
+                f"{name} line {i}: a Python block opens with {PYTHON_RUN!r} or one of {PYTHON_FRAGMENT}"
+            )
         elif body is not None and info == "```":
             blocks.append((start, "\n".join(body), runnable))
             body = None
@@ -163,9 +165,15 @@ def adapt(block: str, ports: dict[str, str]) -> str:
 def run_block(script: str, cwd: Path, env: dict) -> subprocess.CompletedProcess:
     """Run one block in its own process group; whatever it leaves behind (a failed block's background
     servers) is killed, so a failure is reported instead of holding the pipes open until the bound."""
-    p = subprocess.Popen(["bash", "-c", "set -euo pipefail\ntrap 'kill $(jobs -p) 2>/dev/null || true' EXIT\n" + script],
-                         cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         start_new_session=True)
+    p = subprocess.Popen(
+        ["bash", "-c", "set -euo pipefail\ntrap 'kill $(jobs -p) 2>/dev/null || true' EXIT\n" + script],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         out, err = p.communicate(timeout=BOUND)
     except subprocess.TimeoutExpired:
@@ -195,9 +203,17 @@ def _scratch_clone(tmp_path: Path) -> None:
 
 def test_the_pages_have_the_command_sections():
     text = "\n".join(b for page in PAGES for _, b in bash_blocks(page.read_text(), _name(page)))
-    for needed in ("pairwise ustat", "pairwise demo 2pc", "pairwise 2pc garbler", "pairwise circuit table",
-                   "pairwise noise sample", "pairwise ecdf run", "pairwise ecdf demo", "pairwise ldp auc",
-                   "pairwise bench garble"):
+    for needed in (
+        "pairwise ustat",
+        "pairwise demo 2pc",
+        "pairwise 2pc garbler",
+        "pairwise circuit table",
+        "pairwise noise sample",
+        "pairwise ecdf run",
+        "pairwise ecdf demo",
+        "pairwise ldp auc",
+        "pairwise bench garble",
+    ):
         assert needed in text, needed
     assert len(bash_blocks(README.read_text())) >= 3  # the quick start's two commands and the main job
 
@@ -219,7 +235,9 @@ def test_every_bash_block_runs_in_order(page, tmp_path):
         if not script.strip():
             continue
         r = run_block(script, tmp_path, env)
-        where = f"{_name(page)} line {line}:\n{script}\n--- stdout:\n{r.stdout[-3000:]}\n--- stderr:\n{r.stderr[-3000:]}"
+        where = (
+            f"{_name(page)} line {line}:\n{script}\n--- stdout:\n{r.stdout[-3000:]}\n--- stderr:\n{r.stderr[-3000:]}"
+        )
         assert r.returncode == 0, where
         assert "Traceback" not in r.stderr and "error:" not in r.stderr, where
         assert "warning:" not in r.stderr, where  # the pages use no deprecated spelling
@@ -245,7 +263,9 @@ def test_every_python_block_runs(page, tmp_path):
         script = tmp_path / f"block_{line}.py"
         script.write_text(body + "\n")
         r = run_block(f"{shlex.quote(sys.executable)} {shlex.quote(str(script))}", tmp_path, env)
-        assert r.returncode == 0, f"{_name(page)} line {line}:\n{body}\n--- stdout:\n{r.stdout[-3000:]}\n--- stderr:\n{r.stderr[-3000:]}"
+        assert r.returncode == 0, (
+            f"{_name(page)} line {line}:\n{body}\n--- stdout:\n{r.stdout[-3000:]}\n--- stderr:\n{r.stderr[-3000:]}"
+        )
 
 
 def test_docs_pages_are_all_in_the_site_nav():

@@ -48,8 +48,9 @@ def free_port() -> int:
 
 
 def cli(*args, **kw) -> subprocess.Popen:
-    return subprocess.Popen(CLI + [str(a) for a in args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            **kw)
+    return subprocess.Popen(
+        CLI + [str(a) for a in args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw
+    )
 
 
 def finish(p: subprocess.Popen, timeout: float = BOUND) -> tuple[int, str, str]:
@@ -85,7 +86,7 @@ def children(pid: int) -> set[int]:
                     stat = fh.read()
             except OSError:
                 continue
-            fields = stat[stat.rindex(")") + 2:].split()
+            fields = stat[stat.rindex(")") + 2 :].split()
             if fields[0] != "Z":
                 parent_of[int(entry)] = int(fields[1])
     out, frontier = set(), {pid}
@@ -139,8 +140,25 @@ def wait_children(proc: subprocess.Popen, count: int, match: str) -> set[int]:
 def test_garbler_rejects_strays_and_impostors_then_serves_its_evaluator(certs):
     d, other = certs
     port = free_port()
-    g = cli("2pc", "garbler", "--listen", f"127.0.0.1:{port}", "--circuit", "gini", "--input", "4000000000",
-            "--tls", d, "--name", "garbler", "--peer", "evaluator", "--timeout", "30", "--json")
+    g = cli(
+        "2pc",
+        "garbler",
+        "--listen",
+        f"127.0.0.1:{port}",
+        "--circuit",
+        "gini",
+        "--input",
+        "4000000000",
+        "--tls",
+        d,
+        "--name",
+        "garbler",
+        "--peer",
+        "evaluator",
+        "--timeout",
+        "30",
+        "--json",
+    )
     try:
         wait_listening(port, g)  # stray 1: connect and close
         with socket.create_connection(("127.0.0.1", port), timeout=10) as s:  # stray 2: another protocol
@@ -151,12 +169,41 @@ def test_garbler_rejects_strays_and_impostors_then_serves_its_evaluator(certs):
                 handshake(ch, "evaluator", "pairwise-2pc")
         with pytest.raises(AccessDenied, match="not the expected peer"):  # stray 4: same CA, wrong name
             TCPChannel.connect("127.0.0.1", port, deadline=10, timeout=10, tls=TLSConfig(d, "mallory"))
-        wrong_ca = cli("2pc", "evaluator", "--connect", f"127.0.0.1:{port}", "--circuit", "gini", "--input", "1",
-                       "--tls", other, "--name", "evaluator", "--timeout", "10")
+        wrong_ca = cli(
+            "2pc",
+            "evaluator",
+            "--connect",
+            f"127.0.0.1:{port}",
+            "--circuit",
+            "gini",
+            "--input",
+            "1",
+            "--tls",
+            other,
+            "--name",
+            "evaluator",
+            "--timeout",
+            "10",
+        )
         rc, _, err = finish(wrong_ca)  # stray 5: the right name from another CA
         assert rc == 2 and "signed by another CA" in err, err
-        e = cli("2pc", "evaluator", "--connect", f"127.0.0.1:{port}", "--circuit", "gini", "--input", "123",
-                "--tls", d, "--name", "evaluator", "--peer", "garbler", "--json")
+        e = cli(
+            "2pc",
+            "evaluator",
+            "--connect",
+            f"127.0.0.1:{port}",
+            "--circuit",
+            "gini",
+            "--input",
+            "123",
+            "--tls",
+            d,
+            "--name",
+            "evaluator",
+            "--peer",
+            "garbler",
+            "--json",
+        )
         erc, eout, eerr = finish(e)
         grc, gout, gerr = finish(g)
     finally:
@@ -175,10 +222,40 @@ def test_garbler_rejects_strays_and_impostors_then_serves_its_evaluator(certs):
 def test_evaluator_refused_by_a_pinned_garbler_says_why(certs):
     d, _ = certs
     port = free_port()
-    g = cli("2pc", "garbler", "--listen", f"127.0.0.1:{port}", "--circuit", "gini", "--input", "1",
-            "--tls", d, "--name", "garbler", "--peer", "evaluator", "--timeout", "5")
-    e = cli("2pc", "evaluator", "--connect", f"127.0.0.1:{port}", "--circuit", "gini", "--input", "1",
-            "--tls", d, "--name", "mallory", "--connect-deadline", "30")
+    g = cli(
+        "2pc",
+        "garbler",
+        "--listen",
+        f"127.0.0.1:{port}",
+        "--circuit",
+        "gini",
+        "--input",
+        "1",
+        "--tls",
+        d,
+        "--name",
+        "garbler",
+        "--peer",
+        "evaluator",
+        "--timeout",
+        "5",
+    )
+    e = cli(
+        "2pc",
+        "evaluator",
+        "--connect",
+        f"127.0.0.1:{port}",
+        "--circuit",
+        "gini",
+        "--input",
+        "1",
+        "--tls",
+        d,
+        "--name",
+        "mallory",
+        "--connect-deadline",
+        "30",
+    )
     (erc, _, eerr), (grc, _, gerr) = finish(e), finish(g)
     assert erc == 2 and "'garbler' (role client)" in eerr and "refused this connection" in eerr, eerr
     assert "'mallory' is not the expected peer" in eerr
@@ -186,11 +263,26 @@ def test_evaluator_refused_by_a_pinned_garbler_says_why(certs):
 
 
 def test_plaintext_off_loopback_needs_insecure():
-    rc, out, err = finish(cli("2pc", "garbler", "--listen", "0.0.0.0:0", "--circuit", "gini", "--input", "1",
-                              "--timeout", "1"))
+    rc, out, err = finish(
+        cli("2pc", "garbler", "--listen", "0.0.0.0:0", "--circuit", "gini", "--input", "1", "--timeout", "1")
+    )
     assert rc == 2 and "refusing plaintext listening on 0.0.0.0" in err and "--insecure" in err, err
-    rc, out, err = finish(cli("2pc", "evaluator", "--connect", "127.0.0.1:9", "--circuit", "gini", "--input", "1",
-                              "--tls", "/nonexistent", "--name", "x"))
+    rc, out, err = finish(
+        cli(
+            "2pc",
+            "evaluator",
+            "--connect",
+            "127.0.0.1:9",
+            "--circuit",
+            "gini",
+            "--input",
+            "1",
+            "--tls",
+            "/nonexistent",
+            "--name",
+            "x",
+        )
+    )
     assert rc == 2 and "no such directory" in err, err
 
 
@@ -201,8 +293,22 @@ def test_plaintext_off_loopback_needs_insecure():
 def test_waiting_2pc_party_stops_on_signal(certs, sig, code):
     d, _ = certs
     port = free_port()
-    g = cli("2pc", "garbler", "--listen", f"127.0.0.1:{port}", "--circuit", "gini", "--input", "1",
-            "--tls", d, "--name", "garbler", "--timeout", "300")
+    g = cli(
+        "2pc",
+        "garbler",
+        "--listen",
+        f"127.0.0.1:{port}",
+        "--circuit",
+        "gini",
+        "--input",
+        "1",
+        "--tls",
+        d,
+        "--name",
+        "garbler",
+        "--timeout",
+        "300",
+    )
     wait_listening(port, g)
     g.send_signal(sig)
     rc, _, err = finish(g, timeout=30)
@@ -228,13 +334,18 @@ def test_pairwise_child_dies_with_its_parent(certs):
     d, _ = certs
     port = free_port()
     parent = subprocess.Popen(
-        [sys.executable, "-c",
-         "import sys, time\n"
-         "from pairwise.protocols.processes import spawn\n"
-         "spawn([sys.executable, '-m', 'pairwise', '2pc', 'garbler', '--listen', sys.argv[1], '--circuit', 'gini',"
-         " '--input', '1', '--timeout', '300', '--tls', sys.argv[2], '--name', 'garbler'])\n"
-         "time.sleep(300)\n",
-         f"127.0.0.1:{port}", str(d)])
+        [
+            sys.executable,
+            "-c",
+            "import sys, time\n"
+            "from pairwise.protocols.processes import spawn\n"
+            "spawn([sys.executable, '-m', 'pairwise', '2pc', 'garbler', '--listen', sys.argv[1], '--circuit', 'gini',"
+            " '--input', '1', '--timeout', '300', '--tls', sys.argv[2], '--name', 'garbler'])\n"
+            "time.sleep(300)\n",
+            f"127.0.0.1:{port}",
+            str(d),
+        ]
+    )
     try:
         child = wait_children(parent, 1, "garbler")
         wait_listening(port, parent)
@@ -247,8 +358,19 @@ def test_pairwise_child_dies_with_its_parent(certs):
     assert not left, f"the child outlived its parent: {left}"
 
 
-USTAT = ["ustat", "--statistic", "kendall", "--epsilon", "1", "--mode", "network", "--workers", "3",
-         "--pairs-per-user", "2"]
+USTAT = [
+    "ustat",
+    "--statistic",
+    "kendall",
+    "--epsilon",
+    "1",
+    "--mode",
+    "network",
+    "--workers",
+    "3",
+    "--pairs-per-user",
+    "2",
+]
 
 
 @pytest.mark.slow

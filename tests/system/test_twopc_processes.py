@@ -77,8 +77,12 @@ def cli(*args: str) -> subprocess.Popen:
 
 
 def script(body: str, *args) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-c", PREAMBLE + textwrap.dedent(body), *map(str, args)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-c", PREAMBLE + textwrap.dedent(body), *map(str, args)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def finish(proc: subprocess.Popen, timeout: float = BOUND) -> tuple[int, str, str]:
@@ -88,7 +92,9 @@ def finish(proc: subprocess.Popen, timeout: float = BOUND) -> tuple[int, str, st
     except subprocess.TimeoutExpired:
         proc.kill()
         out, err = proc.communicate(timeout=10)
-        raise AssertionError(f"process {proc.args[-8:]} did not finish within {timeout} s (hang); stderr: {err}") from None
+        raise AssertionError(
+            f"process {proc.args[-8:]} did not finish within {timeout} s (hang); stderr: {err}"
+        ) from None
     return proc.returncode, out, err
 
 
@@ -147,10 +153,28 @@ def stop(proc: subprocess.Popen) -> tuple[int, str, str]:
 def start_pair(garbler_args: list[str], evaluator_args: list[str]) -> tuple[subprocess.Popen, subprocess.Popen]:
     """Start both CLI parties on a free loopback port (the evaluator retries until the garbler listens)."""
     port = free_port()
-    g = cli("2pc", "garbler", "--listen", f"127.0.0.1:{port}", "--timeout", PARTY_TIMEOUT,
-            "--connect-timeout", ACCEPT, *garbler_args)
-    e = cli("2pc", "evaluator", "--connect", f"127.0.0.1:{port}", "--timeout", PARTY_TIMEOUT,
-            "--connect-timeout", ACCEPT, *evaluator_args)
+    g = cli(
+        "2pc",
+        "garbler",
+        "--listen",
+        f"127.0.0.1:{port}",
+        "--timeout",
+        PARTY_TIMEOUT,
+        "--connect-timeout",
+        ACCEPT,
+        *garbler_args,
+    )
+    e = cli(
+        "2pc",
+        "evaluator",
+        "--connect",
+        f"127.0.0.1:{port}",
+        "--timeout",
+        PARTY_TIMEOUT,
+        "--connect-timeout",
+        ACCEPT,
+        *evaluator_args,
+    )
     return g, e
 
 
@@ -164,7 +188,7 @@ def in_waves(jobs: list, start, collect, per_job: int) -> list:
     for i in range(0, len(jobs), width):
         started = []
         try:
-            for job in jobs[i:i + width]:
+            for job in jobs[i : i + width]:
                 started.append(start(job))
             results += [collect(procs) for procs in started]
         finally:
@@ -218,8 +242,15 @@ def test_cli_kernels_both_parties():
             ref = kernel_reference(kernel, [int(g_in)], [int(e_in)])[0]
         assert int(ref) == expected
         assert gd["outputs"] == ed["outputs"] == [expected], kernel
-        for key in ("outputs", "and_gates", "bytes_sent", "bytes_received", "messages_sent", "messages_received",
-                    "seconds"):
+        for key in (
+            "outputs",
+            "and_gates",
+            "bytes_sent",
+            "bytes_received",
+            "messages_sent",
+            "messages_received",
+            "seconds",
+        ):
             assert key in gd and key in ed
         assert gd["role"] == "garbler" and ed["role"] == "evaluator"
         assert gd["and_gates"] == ed["and_gates"] > 0
@@ -236,9 +267,15 @@ def test_cli_aes128_against_cryptography():
     with resources.as_file(ref) as path:
         specs = ["aes128", str(path)]
         data = [(os.urandom(16), os.urandom(16)) for _ in specs]
-        results = run_pairs([(["--circuit", spec, "--json", "--input", key.hex()],
-                              ["--circuit", spec, "--json", "--input", pt.hex()])
-                             for spec, (key, pt) in zip(specs, data)])
+        results = run_pairs(
+            [
+                (
+                    ["--circuit", spec, "--json", "--input", key.hex()],
+                    ["--circuit", spec, "--json", "--input", pt.hex()],
+                )
+                for spec, (key, pt) in zip(specs, data)
+            ]
+        )
     for spec, (key, pt), ((grc, gout, gerr), (erc, eout, eerr)) in zip(specs, data, results):
         assert grc == 0 and erc == 0, (spec, gerr, eerr)
         want = aes_ecb(key, pt).hex()
@@ -251,8 +288,9 @@ def test_cli_aes128_against_cryptography():
 
 def test_cli_output_to_garbler_only_and_text_report():
     common = ["--circuit", "auc", "--bits", "12", "--output", "garbler"]
-    [((grc, gout, gerr), (erc, eout, eerr))] = run_pairs([(common + ["--input", "700", "--json"],
-                                                          common + ["--input", "700"])])
+    [((grc, gout, gerr), (erc, eout, eerr))] = run_pairs(
+        [(common + ["--input", "700", "--json"], common + ["--input", "700"])]
+    )
     assert grc == 0 and erc == 0, (gerr, eerr)
     assert last_json(gout)["outputs"] == [1]  # x == y: 2[x > y] + [x == y] = 1
     assert "(not revealed to this party)" in eout
@@ -277,8 +315,12 @@ def test_cli_circuit_mismatch_both_fail():
         g, e = pair
         return finish(g), finish(e)
 
-    results = in_waves([(gini32 + ["--input", "5"], other + ["--input", "6"]) for other in others.values()],
-                       lambda c: start_pair(*c), collect, per_job=2)
+    results = in_waves(
+        [(gini32 + ["--input", "5"], other + ["--input", "6"]) for other in others.values()],
+        lambda c: start_pair(*c),
+        collect,
+        per_job=2,
+    )
     for what, ((grc, gout, gerr), (erc, eout, eerr)) in zip(others, results):
         assert erc == 2 and "circuit mismatch" in eerr and "this side runs" in eerr, (what, eerr)
         assert grc == 2 and "circuit mismatch" in gerr and "gini32u" in gerr, (what, gerr)
@@ -288,8 +330,20 @@ def test_cli_circuit_mismatch_both_fail():
 def test_cli_stray_connection_does_not_stop_the_garbler():
     """A connection that is no pairwise peer is rejected and the garbler goes on to serve its evaluator."""
     port = free_port()
-    g = cli("2pc", "garbler", "--listen", f"127.0.0.1:{port}", "--circuit", "gini", "--input", "5",
-            "--timeout", PARTY_TIMEOUT, "--connect-timeout", ACCEPT)
+    g = cli(
+        "2pc",
+        "garbler",
+        "--listen",
+        f"127.0.0.1:{port}",
+        "--circuit",
+        "gini",
+        "--input",
+        "5",
+        "--timeout",
+        PARTY_TIMEOUT,
+        "--connect-timeout",
+        ACCEPT,
+    )
     try:
         deadline = time.monotonic() + BOUND
         while True:  # the stray: garbage bytes, then gone
@@ -301,8 +355,21 @@ def test_cli_stray_connection_does_not_stop_the_garbler():
                 assert time.monotonic() < deadline, "the garbler never listened"
                 time.sleep(0.1)
         wait_stderr(g, "rejected connection")
-        e = cli("2pc", "evaluator", "--connect", f"127.0.0.1:{port}", "--circuit", "gini", "--input", "9",
-                "--json", "--timeout", PARTY_TIMEOUT, "--connect-timeout", ACCEPT)
+        e = cli(
+            "2pc",
+            "evaluator",
+            "--connect",
+            f"127.0.0.1:{port}",
+            "--circuit",
+            "gini",
+            "--input",
+            "9",
+            "--json",
+            "--timeout",
+            PARTY_TIMEOUT,
+            "--connect-timeout",
+            ACCEPT,
+        )
         erc, eout, eerr = finish(e)
         grc, gout, gerr = finish(g)
         assert erc == grc == 0, (eerr, gerr)
@@ -346,8 +413,20 @@ def test_execution_header_mismatch_between_processes():
 
 def test_evaluator_killed_mid_tables_garbler_reports_connection_error():
     port = free_port()
-    g = cli("2pc", "garbler", "--listen", f"127.0.0.1:{port}", "--circuit", "aes128", "--input", "00" * 16,
-            "--timeout", PARTY_TIMEOUT, "--connect-timeout", ACCEPT)
+    g = cli(
+        "2pc",
+        "garbler",
+        "--listen",
+        f"127.0.0.1:{port}",
+        "--circuit",
+        "aes128",
+        "--input",
+        "00" * 16,
+        "--timeout",
+        PARTY_TIMEOUT,
+        "--connect-timeout",
+        ACCEPT,
+    )
     ev = script(
         """
         c = resolve_circuit("aes128")
@@ -400,8 +479,20 @@ def test_garbler_killed_mid_tables_evaluator_reports_connection_error():
         """,
         port,
     )
-    e = cli("2pc", "evaluator", "--connect", f"127.0.0.1:{port}", "--circuit", "variance", "--input", "7",
-            "--timeout", PARTY_TIMEOUT, "--connect-timeout", ACCEPT)
+    e = cli(
+        "2pc",
+        "evaluator",
+        "--connect",
+        f"127.0.0.1:{port}",
+        "--circuit",
+        "variance",
+        "--input",
+        "7",
+        "--timeout",
+        PARTY_TIMEOUT,
+        "--connect-timeout",
+        ACCEPT,
+    )
     try:
         assert read_line(gar)["killing"]
         rc, out, err = finish(e)
@@ -415,8 +506,20 @@ def test_silent_evaluator_garbler_times_out_not_hangs():
     """The peer completes the session setup and then says nothing (but keeps the socket open)."""
     port = free_port()
     # --timeout 10: long enough for the setup's messages on a busy machine, short enough for a test
-    g = cli("2pc", "garbler", "--listen", f"127.0.0.1:{port}", "--circuit", "gini", "--input", "1",
-            "--timeout", "10", "--connect-timeout", ACCEPT)
+    g = cli(
+        "2pc",
+        "garbler",
+        "--listen",
+        f"127.0.0.1:{port}",
+        "--circuit",
+        "gini",
+        "--input",
+        "1",
+        "--timeout",
+        "10",
+        "--connect-timeout",
+        ACCEPT,
+    )
     ev = script(
         """
         c = resolve_circuit("gini", 32)
@@ -438,8 +541,9 @@ def test_silent_evaluator_garbler_times_out_not_hangs():
 
 def test_garbler_without_peer_times_out():
     port = free_port()
-    rc, out, err = finish(cli("2pc", "garbler", "--listen", f"127.0.0.1:{port}", "--circuit", "gini",
-                              "--input", "1", "--timeout", "1"))
+    rc, out, err = finish(
+        cli("2pc", "garbler", "--listen", f"127.0.0.1:{port}", "--circuit", "gini", "--input", "1", "--timeout", "1")
+    )
     assert rc == 2 and "no peer connected" in err, err
 
 
@@ -458,8 +562,20 @@ def test_garbler_without_peer_times_out():
 )
 def test_garbage_server_evaluator_clear_error(raw, message):
     with TCPListener("127.0.0.1", 0) as lst:
-        e = cli("2pc", "evaluator", "--connect", f"127.0.0.1:{lst.port}", "--circuit", "gini", "--input", "1",
-                "--timeout", PARTY_TIMEOUT, "--connect-timeout", ACCEPT)
+        e = cli(
+            "2pc",
+            "evaluator",
+            "--connect",
+            f"127.0.0.1:{lst.port}",
+            "--circuit",
+            "gini",
+            "--input",
+            "1",
+            "--timeout",
+            PARTY_TIMEOUT,
+            "--connect-timeout",
+            ACCEPT,
+        )
         try:
             conn = lst.accept(BOUND)
             conn._sock.sendall(raw)  # raw bytes, not a frame: the point of this test
@@ -477,8 +593,20 @@ def test_garbage_server_evaluator_clear_error(raw, message):
 
 def test_garbage_client_garbler_clear_error():
     port = free_port()
-    g = cli("2pc", "garbler", "--listen", f"127.0.0.1:{port}", "--circuit", "gini", "--input", "1",
-            "--timeout", PARTY_TIMEOUT, "--connect-timeout", ACCEPT)
+    g = cli(
+        "2pc",
+        "garbler",
+        "--listen",
+        f"127.0.0.1:{port}",
+        "--circuit",
+        "gini",
+        "--input",
+        "1",
+        "--timeout",
+        PARTY_TIMEOUT,
+        "--connect-timeout",
+        ACCEPT,
+    )
     try:
         sock = None
         end = time.monotonic() + BOUND
@@ -504,8 +632,20 @@ def test_garbage_client_garbler_clear_error():
 def test_oversized_frame_after_setup_rejected():
     """A peer that passes the handshake and the base OTs, then sends a huge frame instead of its header."""
     port = free_port()
-    g = cli("2pc", "garbler", "--listen", f"127.0.0.1:{port}", "--circuit", "gini", "--input", "1",
-            "--timeout", PARTY_TIMEOUT, "--connect-timeout", ACCEPT)
+    g = cli(
+        "2pc",
+        "garbler",
+        "--listen",
+        f"127.0.0.1:{port}",
+        "--circuit",
+        "gini",
+        "--input",
+        "1",
+        "--timeout",
+        PARTY_TIMEOUT,
+        "--connect-timeout",
+        ACCEPT,
+    )
     ev = script(
         """
         c = resolve_circuit("gini", 32)
@@ -535,17 +675,49 @@ def test_oversized_frame_after_setup_rejected():
 
 def test_port_in_use_clear_error():
     with TCPListener("127.0.0.1", 0) as lst:
-        rc, out, err = finish(cli("2pc", "garbler", "--listen", f"127.0.0.1:{lst.port}", "--circuit", "gini",
-                                  "--input", "1", "--timeout", "5"))
+        rc, out, err = finish(
+            cli(
+                "2pc",
+                "garbler",
+                "--listen",
+                f"127.0.0.1:{lst.port}",
+                "--circuit",
+                "gini",
+                "--input",
+                "1",
+                "--timeout",
+                "5",
+            )
+        )
     assert rc == 2 and "address already in use" in err, err
 
 
 def test_connect_failures_clear_error():
     port = free_port()
-    closed = cli("2pc", "evaluator", "--connect", f"127.0.0.1:{port}", "--circuit", "gini", "--input", "1",
-                 "--connect-timeout", "0.5")
-    unresolvable = cli("2pc", "evaluator", "--connect", "no-such-host.invalid:9000", "--circuit", "gini",
-                       "--input", "1", "--connect-timeout", "5")
+    closed = cli(
+        "2pc",
+        "evaluator",
+        "--connect",
+        f"127.0.0.1:{port}",
+        "--circuit",
+        "gini",
+        "--input",
+        "1",
+        "--connect-timeout",
+        "0.5",
+    )
+    unresolvable = cli(
+        "2pc",
+        "evaluator",
+        "--connect",
+        "no-such-host.invalid:9000",
+        "--circuit",
+        "gini",
+        "--input",
+        "1",
+        "--connect-timeout",
+        "5",
+    )
     bad_address = cli("2pc", "evaluator", "--connect", "127.0.0.1", "--circuit", "gini", "--input", "1")
     try:
         rc, _, err = finish(closed)
@@ -583,8 +755,11 @@ def bad_input_runs(cases: dict, with_evaluator=()) -> dict:
         taken, trap = TCPListener("127.0.0.1", 0), TCPListener("127.0.0.1", 0)
         listeners.extend([taken, trap])
         g = cli("2pc", "garbler", "--listen", f"127.0.0.1:{taken.port}", "--timeout", PARTY_TIMEOUT, *args)
-        e = (cli("2pc", "evaluator", "--connect", f"127.0.0.1:{trap.port}", "--timeout", PARTY_TIMEOUT, *args)
-             if name in with_evaluator else None)
+        e = (
+            cli("2pc", "evaluator", "--connect", f"127.0.0.1:{trap.port}", "--timeout", PARTY_TIMEOUT, *args)
+            if name in with_evaluator
+            else None
+        )
         return g, e, trap
 
     def collect(job):
@@ -632,8 +807,10 @@ def test_kendall_input_out_of_range_says_out_of_range():
 
 DEMOS = [
     ([], [1234 - 987]),  # default: gini 32, inputs 1234 and 987
-    (["--circuit", "variance", "--bits", "8", "--signed", "--garbler-input=-128", "--evaluator-input", "127"],
-     [255 * 255 // 2]),
+    (
+        ["--circuit", "variance", "--bits", "8", "--signed", "--garbler-input=-128", "--evaluator-input", "127"],
+        [255 * 255 // 2],
+    ),
 ]
 
 

@@ -44,16 +44,44 @@ def test_silent_connections_do_not_delay_or_stop_the_garbler():
     port = _free_port()
     common = ["--circuit", "gini", "--bits", "16", "--json"]
     with throwaway_credentials([("garbler", "client"), ("evaluator", "client")]) as certs:
-        g = subprocess.Popen(CLI + ["garbler", "--listen", f"127.0.0.1:{port}", "--input", "1234", "--peer",
-                                    "evaluator", *transport_argv(certs, "garbler"), *common],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        g = subprocess.Popen(
+            CLI
+            + [
+                "garbler",
+                "--listen",
+                f"127.0.0.1:{port}",
+                "--input",
+                "1234",
+                "--peer",
+                "evaluator",
+                *transport_argv(certs, "garbler"),
+                *common,
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         silent = []
         try:
             for k in range(8):  # each would hold the old garbler for 10 s; four of them beat its 30 s wait
                 silent.append(_connect_when_listening(port, f"127.0.0.{2 + k}"))
-            e = subprocess.run(CLI + ["evaluator", "--connect", f"127.0.0.1:{port}", "--input", "987", "--peer",
-                                      "garbler", *transport_argv(certs, "evaluator"), *common],
-                               capture_output=True, text=True, timeout=BOUND)
+            e = subprocess.run(
+                CLI
+                + [
+                    "evaluator",
+                    "--connect",
+                    f"127.0.0.1:{port}",
+                    "--input",
+                    "987",
+                    "--peer",
+                    "garbler",
+                    *transport_argv(certs, "evaluator"),
+                    *common,
+                ],
+                capture_output=True,
+                text=True,
+                timeout=BOUND,
+            )
             gout, gerr = g.communicate(timeout=BOUND)
         finally:
             for s in silent:

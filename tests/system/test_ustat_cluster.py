@@ -61,13 +61,22 @@ def test_cluster_run_equals_the_in_process_run_without_noise(client, statistic):
     seed = 23
     kw = dict(epsilon=120.0, pairs_per_user=2, batch=16, **BOUNDS[statistic])
     done = []
-    res_c = run_ustat(statistic, x, y, lab, rng=np.random.default_rng(seed), cluster=client,
-                      progress=lambda d, m: done.append((d, m)), **kw)
+    res_c = run_ustat(
+        statistic,
+        x,
+        y,
+        lab,
+        rng=np.random.default_rng(seed),
+        cluster=client,
+        progress=lambda d, m: done.append((d, m)),
+        **kw,
+    )
     res_i = run_ustat(statistic, x, y, lab, rng=np.random.default_rng(seed), **kw)
     pd = prepare_data(statistic, x, y, lab, **BOUNDS[statistic])
     rng = np.random.default_rng(seed)
-    pairs = (sample_two_sample_pairs(pd.x.size, pd.y.size, 2, rng) if statistic == "auc"
-             else sample_pairs(pd.x.size, 2, rng))
+    pairs = (
+        sample_two_sample_pairs(pd.x.size, pd.y.size, 2, rng) if statistic == "auc" else sample_pairs(pd.x.size, 2, rng)
+    )
     assert res_c.pairs == res_i.pairs == pairs.shape[0]
     assert res_c.exact == res_i.exact
     assert res_c.estimate == pytest.approx(res_i.estimate, abs=1e-12)
@@ -103,8 +112,16 @@ def test_cluster_estimates_have_the_in_process_distribution(client):
         pairs = sample_pairs(pd.x.size, 1, np.random.default_rng(s))
         ref = noiseless_reference("gini", pd, pairs)
         for path, cl in (("cluster", client), ("local", None)):
-            r = run_ustat("gini", x, epsilon=2.0, rng=np.random.default_rng(s), batch=64, cluster=cl,
-                          compute_theorem5=False, **bounds)
+            r = run_ustat(
+                "gini",
+                x,
+                epsilon=2.0,
+                rng=np.random.default_rng(s),
+                batch=64,
+                cluster=cl,
+                compute_theorem5=False,
+                **bounds,
+            )
             assert exact is None or r.exact == exact
             exact, s2, m = r.exact, r.extra["noise_variance_per_pair"], r.pairs
             errs[path].append(r.estimate - ref)
@@ -135,8 +152,18 @@ def test_a_worker_killed_mid_run_is_an_error_not_a_hang():
                     return
 
         with pytest.raises(ClusterError, match="died"):
-            run_ustat("kendall", x, y, epsilon=1.0, batch=32, cluster=c, progress=progress, timeout=120,
-                      lower=[1, 1], upper=[5, 4])
+            run_ustat(
+                "kendall",
+                x,
+                y,
+                epsilon=1.0,
+                batch=32,
+                cluster=c,
+                progress=progress,
+                timeout=120,
+                lower=[1, 1],
+                upper=[5, 4],
+            )
         assert killed
 
 
@@ -148,16 +175,50 @@ def test_no_finished_task_within_the_deadline_is_an_error(client):
 
 
 def test_cli_cluster_json():
-    r = subprocess.run([sys.executable, "-m", "pairwise", "ustat", "--statistic", "auc", "--epsilon", "1",
-                        "--cluster", "local:2", "--batch", "128", "--compare", "--json"],
-                       capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pairwise",
+            "ustat",
+            "--statistic",
+            "auc",
+            "--epsilon",
+            "1",
+            "--cluster",
+            "local:2",
+            "--batch",
+            "128",
+            "--compare",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
     assert d["cluster"] == "local:2" and d["cluster_workers"] == 2 and d["n"] == 569
     assert d["cluster_tasks"] == d["executions"] >= 2
     assert d["exact"] == pytest.approx(0.9375, abs=1e-3)
-    r = subprocess.run([sys.executable, "-m", "pairwise", "ustat", "--statistic", "auc", "--epsilon", "1",
-                        "--cluster", "local:zero", "--json"], capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pairwise",
+            "ustat",
+            "--statistic",
+            "auc",
+            "--epsilon",
+            "1",
+            "--cluster",
+            "local:zero",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 2 and "cluster spec" in json.loads(r.stdout)["error"]
 
 

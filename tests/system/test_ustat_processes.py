@@ -22,8 +22,19 @@ def test_garbled_protocol_computes_the_sampled_kernels(statistic, mode):
     equal the plain average over the same sampled pairs."""
     x, y, lab = DATA[statistic]()
     seed = 11
-    res = run_ustat(statistic, x, y, lab, epsilon=120.0, pairs_per_user=2, mode=mode, workers=2,
-                    rng=np.random.default_rng(seed), batch=64, **BOUNDS[statistic])
+    res = run_ustat(
+        statistic,
+        x,
+        y,
+        lab,
+        epsilon=120.0,
+        pairs_per_user=2,
+        mode=mode,
+        workers=2,
+        rng=np.random.default_rng(seed),
+        batch=64,
+        **BOUNDS[statistic],
+    )
     pd = prepare_data(statistic, x, y, lab, **BOUNDS[statistic])
     rng = np.random.default_rng(seed)
     if statistic == "auc":
@@ -33,8 +44,9 @@ def test_garbled_protocol_computes_the_sampled_kernels(statistic, mode):
     assert res.pairs == pairs.shape[0]
     assert res.estimate == pytest.approx(noiseless_reference(statistic, pd, pairs), abs=1e-12)
     assert res.bytes > 32 * res.and_gates  # tables alone are 32 bytes per AND gate
-    exact_q = (u_statistic(statistic, pd.x * pd.scale, pd.y) if statistic != "kendall"
-               else u_statistic("kendall", pd.x, pd.y))
+    exact_q = (
+        u_statistic(statistic, pd.x * pd.scale, pd.y) if statistic != "kendall" else u_statistic("kendall", pd.x, pd.y)
+    )
     assert res.extra["exact_quantized"] == pytest.approx(exact_q)
     assert res.exact == pytest.approx(exact_q)  # no value is clamped and the grids hold the data exactly
     assert res.extra["clamped"] == 0
@@ -48,8 +60,19 @@ def test_cli_json_keys_on_default_data():
     r = _cli("ustat", "--statistic", "auc", "--epsilon", "1", "--json")
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
-    for k in ("statistic", "estimate", "interval", "interval_method", "epsilon", "delta", "n", "pairs", "and_gates",
-              "bytes", "seconds"):
+    for k in (
+        "statistic",
+        "estimate",
+        "interval",
+        "interval_method",
+        "epsilon",
+        "delta",
+        "n",
+        "pairs",
+        "and_gates",
+        "bytes",
+        "seconds",
+    ):
         assert k in d
     # one release by default: no exact value, no predicted error, no second (baseline) release
     assert not {"exact", "exact_quantized", "sample_mse", "theorem5_mse", "rr_estimate", "rr_interval"} & set(d)
@@ -65,14 +88,57 @@ def test_cli_errors_name_row_and_column(tmp_path):
     bad.write_text("a,b\n1,2\n3,x\n")
     r = _cli("ustat", "--statistic", "kendall", "--epsilon", "1", "--data", str(bad), "--columns", "a,b")
     assert r.returncode == 2 and "--lower" in r.stderr and "--upper" in r.stderr and "a, b" in r.stderr
-    r = _cli("ustat", "--statistic", "kendall", "--epsilon", "1", "--data", str(bad), "--columns", "a,b",
-             "--lower", "0,0", "--upper", "5,5")
+    r = _cli(
+        "ustat",
+        "--statistic",
+        "kendall",
+        "--epsilon",
+        "1",
+        "--data",
+        str(bad),
+        "--columns",
+        "a,b",
+        "--lower",
+        "0,0",
+        "--upper",
+        "5,5",
+    )
     assert r.returncode == 2 and "row 2" in r.stderr and "'b'" in r.stderr
     rng = tmp_path / "rng.csv"
     rng.write_text("a\n1\n300\n")
-    r = _cli("ustat", "--statistic", "gini", "--epsilon", "1", "--data", str(rng), "--columns", "a", "--bits", "8",
-             "--lower", "0", "--upper", "300", "--decimals", "0")
+    r = _cli(
+        "ustat",
+        "--statistic",
+        "gini",
+        "--epsilon",
+        "1",
+        "--data",
+        str(rng),
+        "--columns",
+        "a",
+        "--bits",
+        "8",
+        "--lower",
+        "0",
+        "--upper",
+        "300",
+        "--decimals",
+        "0",
+    )
     assert r.returncode == 2 and "needs 9 bits" in r.stderr  # from the public span, not from the values
-    r = _cli("ustat", "--statistic", "gini", "--epsilon", "1", "--data", str(rng), "--columns", "nope",
-             "--lower", "0", "--upper", "1")
+    r = _cli(
+        "ustat",
+        "--statistic",
+        "gini",
+        "--epsilon",
+        "1",
+        "--data",
+        str(rng),
+        "--columns",
+        "nope",
+        "--lower",
+        "0",
+        "--upper",
+        "1",
+    )
     assert r.returncode == 2 and "nope" in r.stderr

@@ -94,19 +94,35 @@ def build_fss() -> dict[str, Any]:
     cases = []
     for case in FSS_CASES:
         k0, k1 = fss_batches(case)
-        cases.append({**case, "keys0": [b.hex() for b in k0.to_bytes_list()],
-                      "keys1": [b.hex() for b in k1.to_bytes_list()]})
-    return {"format": f"pairwise FSS key, version {FORMAT_VERSION} (fss/keys.py)", "version": FORMAT_VERSION,
-            "cases": cases}
+        cases.append(
+            {**case, "keys0": [b.hex() for b in k0.to_bytes_list()], "keys1": [b.hex() for b in k1.to_bytes_list()]}
+        )
+    return {
+        "format": f"pairwise FSS key, version {FORMAT_VERSION} (fss/keys.py)",
+        "version": FORMAT_VERSION,
+        "cases": cases,
+    }
 
 
 # ----------------------------------------------------------------------------- garbled-circuit header
 GARBLED_CASES: list[dict[str, Any]] = [
     {"circuit_hash": "00" * 32, "n_and": 0, "batch": 1, "chunk": 1, "instance_offset": 0, "tables": ""},
-    {"circuit_hash": hashlib.sha256(b"a").hexdigest(), "n_and": 1, "batch": 2, "chunk": 1,
-     "instance_offset": 7, "tables": bytes(range(64)).hex()},
-    {"circuit_hash": hashlib.sha256(b"b").hexdigest(), "n_and": 2**40, "batch": 2**20, "chunk": 2**19,
-     "instance_offset": 2**62, "tables": None},
+    {
+        "circuit_hash": hashlib.sha256(b"a").hexdigest(),
+        "n_and": 1,
+        "batch": 2,
+        "chunk": 1,
+        "instance_offset": 7,
+        "tables": bytes(range(64)).hex(),
+    },
+    {
+        "circuit_hash": hashlib.sha256(b"b").hexdigest(),
+        "n_and": 2**40,
+        "batch": 2**20,
+        "chunk": 2**19,
+        "instance_offset": 2**62,
+        "tables": None,
+    },
 ]
 
 
@@ -115,12 +131,22 @@ def build_garbled_header() -> dict[str, Any]:
 
     cases = []
     for case in GARBLED_CASES:
-        gc = GarbledCircuit(case["circuit_hash"], case["n_and"], case["batch"], case["chunk"],
-                            case["instance_offset"], bytes.fromhex(case["tables"] or ""))
-        cases.append({**case, "header": gc.header().hex(),
-                      "bytes": None if case["tables"] is None else gc.to_bytes().hex()})
-    return {"format": f"pairwise garbled circuit, version {_VERSION} (mpc/garble/format.py)", "version": _VERSION,
-            "cases": cases}
+        gc = GarbledCircuit(
+            case["circuit_hash"],
+            case["n_and"],
+            case["batch"],
+            case["chunk"],
+            case["instance_offset"],
+            bytes.fromhex(case["tables"] or ""),
+        )
+        cases.append(
+            {**case, "header": gc.header().hex(), "bytes": None if case["tables"] is None else gc.to_bytes().hex()}
+        )
+    return {
+        "format": f"pairwise garbled circuit, version {_VERSION} (mpc/garble/format.py)",
+        "version": _VERSION,
+        "cases": cases,
+    }
 
 
 # ----------------------------------------------------------------------------- mshare keys
@@ -135,16 +161,20 @@ def mshare_keys(case: dict[str, Any]) -> list[list[bytes]]:
     from pairwise.protocols.ecdf.shares import mshare_client_keys
 
     with fixed_random_blocks("pairwise.protocols.ecdf.shares", f"mshare m={case['m']} n={case['n']} l={case['l']}"):
-        return mshare_client_keys(case["values"], case["weights"], m=case["m"], domain_bits=case["n"],
-                                  output_bits=case["l"])
+        return mshare_client_keys(
+            case["values"], case["weights"], m=case["m"], domain_bits=case["n"], output_bits=case["l"]
+        )
 
 
 def build_mshare() -> dict[str, Any]:
     from pairwise.protocols.ecdf.shares import MSHARE_VERSION
 
     cases = [{**case, "keys": [[k.hex() for k in server] for server in mshare_keys(case)]} for case in MSHARE_CASES]
-    return {"format": f"pairwise ECDF mshare key, version {MSHARE_VERSION} (protocols/ecdf/shares.py)",
-            "version": MSHARE_VERSION, "cases": cases}
+    return {
+        "format": f"pairwise ECDF mshare key, version {MSHARE_VERSION} (protocols/ecdf/shares.py)",
+        "version": MSHARE_VERSION,
+        "cases": cases,
+    }
 
 
 # ----------------------------------------------------------------------------- circuit IR content hash
@@ -163,17 +193,20 @@ def build_ir() -> dict[str, Any]:
     cases = []
     for case in IR_CASES:
         c = build_kernel(case["kernel"], case["bits"], case["signed"])
-        cases.append({**case, "n_and": c.n_and, "n_gates": c.n_gates, "n_wires": c.n_wires,
-                      "content_hash": c.content_hash})
-    return {"format": f"pairwise circuit IR content hash, version {IR_VERSION} (circuits/ir.py)",
-            "version": IR_VERSION, "cases": cases}
+        cases.append(
+            {**case, "n_and": c.n_and, "n_gates": c.n_gates, "n_wires": c.n_wires, "content_hash": c.content_hash}
+        )
+    return {
+        "format": f"pairwise circuit IR content hash, version {IR_VERSION} (circuits/ir.py)",
+        "version": IR_VERSION,
+        "cases": cases,
+    }
 
 
 # ----------------------------------------------------------------------------- channel hello
 HELLO_CASES: list[dict[str, Any]] = [
     {"role": "garbler", "session_id": b"vector-session".hex(), "extra": "", "nonce": bytes(range(16)).hex()},
-    {"role": "evaluator", "session_id": b"s".hex(), "extra": b"pairwise-yao/4".hex() + "ab" * 32,
-     "nonce": "ff" * 16},
+    {"role": "evaluator", "session_id": b"s".hex(), "extra": b"pairwise-yao/4".hex() + "ab" * 32, "nonce": "ff" * 16},
     {"role": "server-3", "session_id": ("00" * 1024), "extra": "01" * 256, "nonce": "5a" * 16},
 ]
 
@@ -183,11 +216,19 @@ def build_hello() -> dict[str, Any]:
 
     cases = []
     for case in HELLO_CASES:
-        h = Hello(role=case["role"], session_id=bytes.fromhex(case["session_id"]), extra=bytes.fromhex(case["extra"]),
-                  nonce=bytes.fromhex(case["nonce"]))
+        h = Hello(
+            role=case["role"],
+            session_id=bytes.fromhex(case["session_id"]),
+            extra=bytes.fromhex(case["extra"]),
+            nonce=bytes.fromhex(case["nonce"]),
+        )
         cases.append({**case, "bytes": h.encode().hex()})
-    return {"format": f"pairwise channel hello, version {PROTOCOL_VERSION} (mpc/channel/hello.py)",
-            "magic": MAGIC.decode(), "version": PROTOCOL_VERSION, "cases": cases}
+    return {
+        "format": f"pairwise channel hello, version {PROTOCOL_VERSION} (mpc/channel/hello.py)",
+        "magic": MAGIC.decode(),
+        "version": PROTOCOL_VERSION,
+        "cases": cases,
+    }
 
 
 # ----------------------------------------------------------------------------- Yao execution header
@@ -206,8 +247,12 @@ def build_exec_header() -> dict[str, Any]:
         c = build_kernel(case["kernel"], case["bits"], case["signed"])
         raw = exec_header(c, case["batch"], case["chunk"], case["offset"], case["output"])
         cases.append({**case, "content_hash": c.content_hash, "n_and": c.n_and, "bytes": raw.hex()})
-    return {"format": f"pairwise Yao execution header, {RUNTIME_VERSION.decode()} (mpc/twopc/wire.py)",
-            "runtime_version": RUNTIME_VERSION.decode(), "version_tag": VERSION_TAG.decode(), "cases": cases}
+    return {
+        "format": f"pairwise Yao execution header, {RUNTIME_VERSION.decode()} (mpc/twopc/wire.py)",
+        "runtime_version": RUNTIME_VERSION.decode(),
+        "version_tag": VERSION_TAG.decode(),
+        "cases": cases,
+    }
 
 
 # ----------------------------------------------------------------------------- base OT (Chou-Orlandi)
@@ -225,8 +270,9 @@ class FixedSecrets:
         self.label, self.count = label, 0
 
     def _next(self, n: int) -> bytes:
-        out = b"".join(hashlib.sha256(f"{self.label}\0{self.count}\0{i}".encode()).digest()
-                       for i in range((n + 31) // 32))[:n]
+        out = b"".join(
+            hashlib.sha256(f"{self.label}\0{self.count}\0{i}".encode()).digest() for i in range((n + 31) // 32)
+        )[:n]
         self.count += 1
         return out
 
@@ -249,10 +295,12 @@ def baseot_transcript(case: dict[str, Any]) -> tuple[list[tuple[str, bytes]], An
     lock = threading.Lock()
     sch, rch = MemoryChannel.pair()
     for who, ch in (("sender", sch), ("receiver", rch)):
+
         def send(data, _orig=ch.send, _who=who):
             with lock:
                 frames.append((_who, bytes(memoryview(data).cast("B"))))
             _orig(data)
+
         ch.send = send  # type: ignore[method-assign]
     sid = bytes.fromhex(case["session_id"])
     c = np.array(case["choices"], dtype=bool)
@@ -286,16 +334,18 @@ def build_baseot() -> dict[str, Any]:
         frames, sent, (got, m0, m1) = baseot_transcript(case)
         fs = FixedSecrets(f"baseot {sid!r}")
         a = fs.token_bytes(32)
-        row = {**case, "sender_secret": a.hex(),
-               "frames": [{"from": who, "bytes": raw.hex()} for who, raw in frames]}
+        row = {**case, "sender_secret": a.hex(), "frames": [{"from": who, "bytes": raw.hex()} for who, raw in frames]}
         if case["chosen"]:
             row.update(m0=hexblocks(m0), m1=hexblocks(m1), received=hexblocks(got))
         else:
             k0, k1 = sent
             row.update(k0=hexblocks(k0), k1=hexblocks(k1), received=hexblocks(got))
         cases.append(row)
-    return {"format": f"pairwise base OT, OT_VERSION {OT_VERSION} (mpc/baseot.py): Chou-Orlandi on {CURVE}",
-            "version": OT_VERSION, "cases": cases}
+    return {
+        "format": f"pairwise base OT, OT_VERSION {OT_VERSION} (mpc/baseot.py): Chou-Orlandi on {CURVE}",
+        "version": OT_VERSION,
+        "cases": cases,
+    }
 
 
 #: file name -> builder

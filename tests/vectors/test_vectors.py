@@ -37,7 +37,8 @@ def test_encoding_the_recorded_inputs_gives_the_recorded_bytes(name):
     """Today's encoders reproduce the committed file exactly; a format change must bump its version."""
     assert generate.dumps(generate.BUILDERS[name]()) == (generate.HERE / name).read_text(), (
         f"{name}: the encoding changed. If deliberate, bump the format's version and run "
-        f"`python tests/vectors/generate.py {name}`")
+        f"`python tests/vectors/generate.py {name}`"
+    )
 
 
 def test_every_file_in_the_folder_is_checked():
@@ -48,7 +49,9 @@ def test_every_file_in_the_folder_is_checked():
 _CMP = {"lt": operator.lt, "le": operator.le, "gt": operator.gt, "ge": operator.ge}
 
 
-@pytest.mark.parametrize("case", _vectors("fss_keys_v1.json")["cases"], ids=lambda c: f"{c['kind']}-n{c['n']}-l{c['l']}")
+@pytest.mark.parametrize(
+    "case", _vectors("fss_keys_v1.json")["cases"], ids=lambda c: f"{c['kind']}-n{c['n']}-l{c['l']}"
+)
 def test_fss_keys_decode_to_the_generated_batches_and_reconstruct_the_function(case):
     cls = DPFKeyBatch if case["kind"] == "dpf" else DCFKeyBatch
     keys0 = [bytes.fromhex(k) for k in case["keys0"]]
@@ -108,15 +111,23 @@ def test_circuit_content_hash_is_stable(case):
     """The IR's only byte encoding is the canonical one under its content hash (one way: a hash has no decoder)."""
     c = build_kernel(case["kernel"], case["bits"], case["signed"])
     assert (c.n_and, c.n_gates, c.n_wires, c.content_hash) == (
-        case["n_and"], case["n_gates"], case["n_wires"], case["content_hash"])
+        case["n_and"],
+        case["n_gates"],
+        case["n_wires"],
+        case["content_hash"],
+    )
 
 
 @pytest.mark.parametrize("case", _vectors("hello_v1.json")["cases"], ids=lambda c: c["role"])
 def test_hello_decodes_to_its_fields(case):
     raw = bytes.fromhex(case["bytes"])
     assert raw[:8] == MAGIC and int.from_bytes(raw[8:10], "big") == PROTOCOL_VERSION == 1
-    want = Hello(role=case["role"], session_id=bytes.fromhex(case["session_id"]), extra=bytes.fromhex(case["extra"]),
-                 nonce=bytes.fromhex(case["nonce"]))
+    want = Hello(
+        role=case["role"],
+        session_id=bytes.fromhex(case["session_id"]),
+        extra=bytes.fromhex(case["extra"]),
+        nonce=bytes.fromhex(case["nonce"]),
+    )
     assert Hello.decode(raw) == want
 
 
@@ -125,8 +136,15 @@ def test_exec_header_decodes_to_its_fields(case):
     raw = bytes.fromhex(case["bytes"])
     c = build_kernel(case["kernel"], case["bits"], case["signed"])
     assert len(raw) == 80 and EXEC.unpack(raw) == (
-        EXEC_MAGIC, bytes.fromhex(case["content_hash"]), case["n_and"], case["batch"], case["chunk"], case["offset"],
-        OUTPUT_MODES.index(case["output"]), random_digest(()))
+        EXEC_MAGIC,
+        bytes.fromhex(case["content_hash"]),
+        case["n_and"],
+        case["batch"],
+        case["chunk"],
+        case["offset"],
+        OUTPUT_MODES.index(case["output"]),
+        random_digest(()),
+    )
     compare_headers(raw, raw, c)  # the peer's equal header is accepted
 
 
@@ -172,11 +190,19 @@ def test_baseot_messages_decode_and_give_the_recorded_keys(case):
     assert a_enc == na.crypto_scalarmult_ed25519_base(secret)  # A = clamp(a) G
     points = [raw for who, raw in frames[1:] if who == "receiver"]
     assert [len(p) for p in points] == [32 * min(POINTS_PER_FRAME, n - j) for j in range(0, n, POINTS_PER_FRAME)]
-    bs = [b"".join(points)[32 * j: 32 * j + 32] for j in range(n)]
+    bs = [b"".join(points)[32 * j : 32 * j + 32] for j in range(n)]
     key = X25519PrivateKey.from_private_bytes(secret)
     k0 = [_kdf(sid, j, a_enc, b, key.exchange(X25519PublicKey.from_public_bytes(_u_of(b)))) for j, b in enumerate(bs)]
-    k1 = [_kdf(sid, j, a_enc, b, key.exchange(X25519PublicKey.from_public_bytes(
-        _u_of(na.crypto_core_ed25519_sub(b, a_enc))))) for j, b in enumerate(bs)]
+    k1 = [
+        _kdf(
+            sid,
+            j,
+            a_enc,
+            b,
+            key.exchange(X25519PublicKey.from_public_bytes(_u_of(na.crypto_core_ed25519_sub(b, a_enc)))),
+        )
+        for j, b in enumerate(bs)
+    ]
     if not case["chosen"]:
         assert len(frames) == 2
         assert (k0, k1) == (case["k0"], case["k1"])

@@ -78,12 +78,31 @@ __all__ = [
 ]
 
 #: JSON keys (dotted for nested ones) that hold DP outputs or their post-processing.
-DP_KEYS = ("dp", "smoothed", "quantiles", "roc.fpr", "roc.tpr", "auc", "auc_smoothed", "auc_interval", "interval",
-           "band", "quantile_intervals")
+DP_KEYS = (
+    "dp",
+    "smoothed",
+    "quantiles",
+    "roc.fpr",
+    "roc.tpr",
+    "auc",
+    "auc_smoothed",
+    "auc_interval",
+    "interval",
+    "band",
+    "quantile_intervals",
+)
 #: JSON keys computed without noise: not private, for evaluation only. Every other key is a function of
 #: public inputs and is identical on neighbouring datasets (tests/protocols/test_privacy_audit.py), except:
-NOT_PRIVATE_KEYS = ("exact", "max_abs_error", "max_abs_error_smoothed", "quantiles_exact", "roc.fpr_exact",
-                    "roc.tpr_exact", "auc_exact", "clamped")
+NOT_PRIVATE_KEYS = (
+    "exact",
+    "max_abs_error",
+    "max_abs_error_smoothed",
+    "quantiles_exact",
+    "roc.fpr_exact",
+    "roc.tpr_exact",
+    "auc_exact",
+    "clamped",
+)
 #: byte counts that include the servers' JSON timing reports, so they vary by a few bytes from run to run.
 MEASURED_KEYS = ("bytes", "bytes_detail.querier")
 
@@ -99,40 +118,90 @@ def register(root, groups) -> None:
     s.add_argument("--server-id", type=int, required=True, help="this server's index I (0..m-1)")
     s.add_argument("--listen", required=True, help="HOST:PORT to listen on (port 0: pick a free port)")
     s.add_argument("--budget", default="10", help="privacy budget (total epsilon) per dataset (default 10)")
-    s.add_argument("--dataset-budget", action="append", default=[], metavar="NAME=E",
-                   help="budget of one dataset (repeatable)")
-    s.add_argument("--budget-per-owner", default=None, metavar="E|none",
-                   help="budget of each data owner (client certificate) across all the datasets holding its "
-                        "uploads (default: the --budget value, so the same people uploaded under a new dataset id "
-                        "draw from the same budget; 'none' opts out and leaves only the per-dataset budgets)")
-    s.add_argument("--budget-total", default=None, metavar="E",
-                   help="budget of the whole server, across every dataset and owner (default: no such limit)")
-    s.add_argument("--timeout", type=seconds, default=120.0, metavar="S",
-                   help="seconds any single wait on a client, querier or the other servers may take, and an idle "
-                        "connection may stay (default 120)")
-    s.add_argument("--state", metavar="DIR",
-                   help="keep datasets, keys and the privacy ledger in DIR/ecdf-server-I.db (SQLite) so a restart "
-                        "resumes them; without it the state is in memory and lost on exit")
-    s.add_argument("--request-timeout", type=seconds, metavar="S",
-                   help="seconds one request (an upload, a release) may take in total (default max(1800, 10 x --timeout))")
-    s.add_argument("--max-connections", type=positive_int, default=64, metavar="N",
-                   help="connections served at once; more are answered 'busy' (default 64)")
-    s.add_argument("--max-staged-bytes", default="16G", metavar="SIZE",
-                   help="disk that the uploads staged but not yet committed may take together, e.g. 512M, 16G "
-                        "(default 16G); an upload that would exceed it is told 'busy'")
-    s.add_argument("--max-staged-bytes-per-connection", default="8G", metavar="SIZE",
-                   help="disk one connection's staged upload may take (default 8G); a larger upload is refused "
-                        "(upload it in several appends)")
-    s.add_argument("--peer", action="append", default=[], metavar="J=HOST:PORT",
-                   help="address of server J for the server-to-server noise (server 0 connects to server 1); "
-                        "default: the address the querier names")
-    s.add_argument("--peer-name", action="append", default=[], metavar="J=NAME",
-                   help="with --tls: the certificate name server J must present for the server-to-server noise "
-                        "(required for a two-server release under TLS)")
-    s.add_argument("--exit-with-parent", action="store_true",
-                   help="stop when the process that started this server exits (used by demos and tests)")
-    add_cluster_argument(s, "this server's key evaluation (one Dask task per shard of the keys; the cluster must "
-                            "be this server's alone: 'local' starts one for it)")
+    s.add_argument(
+        "--dataset-budget", action="append", default=[], metavar="NAME=E", help="budget of one dataset (repeatable)"
+    )
+    s.add_argument(
+        "--budget-per-owner",
+        default=None,
+        metavar="E|none",
+        help="budget of each data owner (client certificate) across all the datasets holding its "
+        "uploads (default: the --budget value, so the same people uploaded under a new dataset id "
+        "draw from the same budget; 'none' opts out and leaves only the per-dataset budgets)",
+    )
+    s.add_argument(
+        "--budget-total",
+        default=None,
+        metavar="E",
+        help="budget of the whole server, across every dataset and owner (default: no such limit)",
+    )
+    s.add_argument(
+        "--timeout",
+        type=seconds,
+        default=120.0,
+        metavar="S",
+        help="seconds any single wait on a client, querier or the other servers may take, and an idle "
+        "connection may stay (default 120)",
+    )
+    s.add_argument(
+        "--state",
+        metavar="DIR",
+        help="keep datasets, keys and the privacy ledger in DIR/ecdf-server-I.db (SQLite) so a restart "
+        "resumes them; without it the state is in memory and lost on exit",
+    )
+    s.add_argument(
+        "--request-timeout",
+        type=seconds,
+        metavar="S",
+        help="seconds one request (an upload, a release) may take in total (default max(1800, 10 x --timeout))",
+    )
+    s.add_argument(
+        "--max-connections",
+        type=positive_int,
+        default=64,
+        metavar="N",
+        help="connections served at once; more are answered 'busy' (default 64)",
+    )
+    s.add_argument(
+        "--max-staged-bytes",
+        default="16G",
+        metavar="SIZE",
+        help="disk that the uploads staged but not yet committed may take together, e.g. 512M, 16G "
+        "(default 16G); an upload that would exceed it is told 'busy'",
+    )
+    s.add_argument(
+        "--max-staged-bytes-per-connection",
+        default="8G",
+        metavar="SIZE",
+        help="disk one connection's staged upload may take (default 8G); a larger upload is refused "
+        "(upload it in several appends)",
+    )
+    s.add_argument(
+        "--peer",
+        action="append",
+        default=[],
+        metavar="J=HOST:PORT",
+        help="address of server J for the server-to-server noise (server 0 connects to server 1); "
+        "default: the address the querier names",
+    )
+    s.add_argument(
+        "--peer-name",
+        action="append",
+        default=[],
+        metavar="J=NAME",
+        help="with --tls: the certificate name server J must present for the server-to-server noise "
+        "(required for a two-server release under TLS)",
+    )
+    s.add_argument(
+        "--exit-with-parent",
+        action="store_true",
+        help="stop when the process that started this server exits (used by demos and tests)",
+    )
+    add_cluster_argument(
+        s,
+        "this server's key evaluation (one Dask task per shard of the keys; the cluster must "
+        "be this server's alone: 'local' starts one for it)",
+    )
     add_transport_args(s)
     s.set_defaults(func=cmd_serve)
 
@@ -142,8 +211,9 @@ def register(root, groups) -> None:
     _upload_args(r, pointwise=True)
     r.set_defaults(func=cmd_run)
 
-    u = sub.add_parser("upload", help="upload a CSV column as clients, without a release (a client certificate "
-                                      "suffices)")
+    u = sub.add_parser(
+        "upload", help="upload a CSV column as clients, without a release (a client certificate suffices)"
+    )
     u.add_argument("--servers", required=True, help="HOST:PORT,HOST:PORT[,...] in server-id order")
     _upload_args(u)
     add_timeouts(u, timeout=600.0, connect_timeout=5.0, timeout_what="a server")
@@ -155,13 +225,22 @@ def register(root, groups) -> None:
     qp = sub.add_parser("query", help="release the DP ECDF of a dataset already on the servers (no upload)")
     _query_args(qp)
     qp.add_argument("--dataset", required=True, help="dataset id on the servers")
-    qp.add_argument("--roc", action="store_true", help="also release the ROC curve (dataset with labels; another epsilon)")
+    qp.add_argument(
+        "--roc", action="store_true", help="also release the ROC curve (dataset with labels; another epsilon)"
+    )
     qp.set_defaults(func=cmd_query)
 
-    rp = sub.add_parser("repair", help="drop the uploads of a dataset that not every server committed "
-                                       "(an upload interrupted between the servers' commits)")
-    rp.add_argument("--servers", required=True, metavar="HOST:PORT,...",
-                    help="HOST:PORT,HOST:PORT[,...] of the servers, in server-id order")
+    rp = sub.add_parser(
+        "repair",
+        help="drop the uploads of a dataset that not every server committed "
+        "(an upload interrupted between the servers' commits)",
+    )
+    rp.add_argument(
+        "--servers",
+        required=True,
+        metavar="HOST:PORT,...",
+        help="HOST:PORT,HOST:PORT[,...] of the servers, in server-id order",
+    )
     rp.add_argument("--dataset", required=True, metavar="ID", help="the dataset that DatasetMismatch named")
     rp.add_argument("--dry-run", action="store_true", help="only list what would be dropped")
     add_timeouts(rp, timeout=120.0, connect_timeout=5.0, timeout_what="a server")
@@ -170,8 +249,12 @@ def register(root, groups) -> None:
     rp.set_defaults(func=cmd_repair)
 
     st = sub.add_parser("status", help="each server's clients and budget")
-    st.add_argument("--servers", required=True, metavar="HOST:PORT,...",
-                    help="HOST:PORT,HOST:PORT[,...] of the servers, in server-id order")
+    st.add_argument(
+        "--servers",
+        required=True,
+        metavar="HOST:PORT,...",
+        help="HOST:PORT,HOST:PORT[,...] of the servers, in server-id order",
+    )
     st.add_argument("--dataset", metavar="ID", help="only this dataset (default: every dataset on the servers)")
     add_timeouts(st, timeout=30.0, connect_timeout=5.0, timeout_what="a server")
     add_json(st, "print one JSON list, one object per server")
@@ -179,19 +262,29 @@ def register(root, groups) -> None:
     st.set_defaults(func=cmd_status)
 
     for parent in (sub, groups["demo"]):
-        d = parent.add_parser("demo" if parent is sub else "ecdf",
-                              help="ECDF and ROC of breast_cancer mean_radius with servers on loopback")
+        d = parent.add_parser(
+            "demo" if parent is sub else "ecdf",
+            help="ECDF and ROC of breast_cancer mean_radius with servers on loopback",
+        )
         add_epsilon(d, default=1.0, what="epsilon of the ECDF release (the ROC spends the same again)")
         d.add_argument("--plot", help="write a PNG of true vs DP vs smoothed ECDF and the ROC (matplotlib)")
-        d.add_argument("--servers-count", type=positive_int, default=2, metavar="M",
-                       help="number of server processes, 2..16 (default 2)")
+        d.add_argument(
+            "--servers-count",
+            type=positive_int,
+            default=2,
+            metavar="M",
+            help="number of server processes, 2..16 (default 2)",
+        )
         _mechanism_arg(d)
         add_alpha(d)
         _roc_grid_arg(d, default=5)
-        d.add_argument("--cluster", metavar="local[:N]",
-                       help="give every server process a Dask LocalCluster of its own (N worker processes; "
-                            "'local': one per core) for its key evaluation; a scheduler address is refused, as the "
-                            f"servers would share it; needs {INSTALL_HINT}")
+        d.add_argument(
+            "--cluster",
+            metavar="local[:N]",
+            help="give every server process a Dask LocalCluster of its own (N worker processes; "
+            "'local': one per core) for its key evaluation; a scheduler address is refused, as the "
+            f"servers would share it; needs {INSTALL_HINT}",
+        )
         add_timeouts(d, timeout=600.0, connect_timeout=60.0, timeout_what="a server")
         add_json(d)
         add_progress(d)
@@ -208,29 +301,48 @@ def _upload_args(p, pointwise: bool = False) -> None:
     p.add_argument("--range", help="deprecated alias of --lower LO --upper HI")
     p.add_argument("--domain-bits", type=int, default=10, help="quantization bits n (default 10)")
     schemes = ["auto", "vdpf", "mshare", "dcf"] + (["pointwise"] if pointwise else [])
-    p.add_argument("--scheme", choices=schemes, default="auto",
-                   help="auto: vdpf keys (checked by both servers) for 2 servers, mshare for more; dcf: deprecated "
-                        "alias of vdpf" + ("; pointwise: the Sec. 4.1 baseline" if pointwise else ""))
-    p.add_argument("--append", action="store_true",
-                   help="add these rows as new clients of an existing dataset (otherwise an existing id is refused)")
-    p.add_argument("--id-column", metavar="COL",
-                   help="the column of client ids: integers below 2^63 or strings such as p01000 (default: the "
-                        "row number); on a new dataset too, so that other data owners can --append with ids of "
-                        "their own")
+    p.add_argument(
+        "--scheme",
+        choices=schemes,
+        default="auto",
+        help="auto: vdpf keys (checked by both servers) for 2 servers, mshare for more; dcf: deprecated "
+        "alias of vdpf" + ("; pointwise: the Sec. 4.1 baseline" if pointwise else ""),
+    )
+    p.add_argument(
+        "--append",
+        action="store_true",
+        help="add these rows as new clients of an existing dataset (otherwise an existing id is refused)",
+    )
+    p.add_argument(
+        "--id-column",
+        metavar="COL",
+        help="the column of client ids: integers below 2^63 or strings such as p01000 (default: the "
+        "row number); on a new dataset too, so that other data owners can --append with ids of "
+        "their own",
+    )
 
 
 def _mechanism_arg(p) -> None:
-    p.add_argument("--mechanism", choices=list(MECHANISMS), default="paper",
-                   help="paper: Theorem 3.1 (default); hierarchical: binary tree of noisy nodes + consistency; "
-                        "kary: a k-ary tree (32 x 32 at 2^10 thresholds), about 8x lower MSE than paper at 2^10 "
-                        "thresholds")
+    p.add_argument(
+        "--mechanism",
+        choices=list(MECHANISMS),
+        default="paper",
+        help="paper: Theorem 3.1 (default); hierarchical: binary tree of noisy nodes + consistency; "
+        "kary: a k-ary tree (32 x 32 at 2^10 thresholds), about 8x lower MSE than paper at 2^10 "
+        "thresholds",
+    )
 
 
 def _roc_grid_arg(p, default: int | None = None) -> None:
     tail = f"default {default}" if default else "default: the ECDF's grid"
-    p.add_argument("--roc-grid-bits", type=int, default=default, metavar="G",
-                   help=f"grid 2^G of the ROC release, at most the ECDF's ({tail}); the AUC's noise grows with the "
-                        "grid, and its interval is printed only on coarse grids (2^5 for two servers)")
+    p.add_argument(
+        "--roc-grid-bits",
+        type=int,
+        default=default,
+        metavar="G",
+        help=f"grid 2^G of the ROC release, at most the ECDF's ({tail}); the AUC's noise grows with the "
+        "grid, and its interval is printed only on coarse grids (2^5 for two servers)",
+    )
 
 
 def _query_args(p) -> None:
@@ -241,8 +353,12 @@ def _query_args(p) -> None:
     add_alpha(p)
     _roc_grid_arg(p)
     p.add_argument("--quantiles", help="comma-separated quantile levels, e.g. 0.25,0.5,0.75 (Algorithm 1)")
-    p.add_argument("--tolerate", type=int, default=0,
-                   help="m > 2: keep epsilon-DP against the querier colluding with this many servers")
+    p.add_argument(
+        "--tolerate",
+        type=int,
+        default=0,
+        help="m > 2: keep epsilon-DP against the querier colluding with this many servers",
+    )
     add_timeouts(p, timeout=600.0, connect_timeout=5.0, timeout_what="a server")
     add_json(p)
     add_progress(p)

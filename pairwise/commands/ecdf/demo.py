@@ -36,18 +36,22 @@ def _plot(out: dict, path: str) -> None:
     ax.set_xlabel("mean radius of the cell nuclei (dataset units)")
     ax.set_ylabel("ECDF: fraction of patients with\nmean radius <= x")
     ax.legend()
-    ax.set_title(f"ECDF, n = {out['n']} patients, {out['servers']} servers, {len(out['thresholds'])} thresholds",
-                 fontsize=10)
+    ax.set_title(
+        f"ECDF, n = {out['n']} patients, {out['servers']} servers, {len(out['thresholds'])} thresholds", fontsize=10
+    )
     if "roc" in out:
         ax = axes[1]
-        ax.plot(out["roc"]["fpr_exact"], out["roc"]["tpr_exact"], color="black",
-                label=f"exact, not private (AUC {out['auc_exact']:.3f})")
+        ax.plot(
+            out["roc"]["fpr_exact"],
+            out["roc"]["tpr_exact"],
+            color="black",
+            label=f"exact, not private (AUC {out['auc_exact']:.3f})",
+        )
         ax.plot(out["roc"]["fpr"], out["roc"]["tpr"], label=f"DP, smoothed (AUC {out['auc']:.3f}, plug-in)")
         ax.plot([0, 1], [0, 1], ":", color="grey", label="chance (AUC 0.5)")
         ax.set_xlabel("false positive rate (benign flagged, fraction)")
         ax.set_ylabel("true positive rate (malignant flagged, fraction)")
-        ax.set_title(f"ROC of mean radius as a score for malignancy (epsilon = {out['roc']['epsilon']:g})",
-                     fontsize=10)
+        ax.set_title(f"ROC of mean radius as a score for malignancy (epsilon = {out['roc']['epsilon']:g})", fontsize=10)
         ax.legend()
     fig.suptitle("Differentially private ECDF and ROC from the multi-server service (breast_cancer data)")
     fig.tight_layout()
@@ -73,9 +77,11 @@ def _demo_cluster(spec):
     from pairwise.protocols.cluster import parse_cluster
 
     if not parse_cluster(spec).local:
-        raise ValueError(f"ecdf demo --cluster takes local or local:N (a cluster per server), not {spec!r}: one "
-                         "scheduler for every server would let a worker hold all servers' key shares; start the "
-                         "servers with ecdf serve --cluster, each with its own scheduler, and use ecdf run")
+        raise ValueError(
+            f"ecdf demo --cluster takes local or local:N (a cluster per server), not {spec!r}: one "
+            "scheduler for every server would let a worker hold all servers' key shares; start the "
+            "servers with ecdf serve --cluster, each with its own scheduler, and use ecdf run"
+        )
     return spec
 
 
@@ -103,16 +109,30 @@ def cmd_demo(args) -> int:
     dataset = f"{name}:{column}"
     cluster = _demo_cluster(args.cluster)
     _interrupt_on_sigterm()  # SIGTERM unwinds like Ctrl-C: the server processes are stopped on the way out
-    with ServerProcesses(args.servers_count, budget=budget, tls=True, startup_timeout=args.connect_timeout,
-                         cluster=cluster) as sp:  # a throwaway CA, mutual TLS
+    with ServerProcesses(
+        args.servers_count, budget=budget, tls=True, startup_timeout=args.connect_timeout, cluster=cluster
+    ) as sp:  # a throwaway CA, mutual TLS
         with progress_bar(args, UPLOAD_BAR, unit="client") as progress:
-            rep = upload(sp.addresses, dataset, x, labels=y, domain_bits=DEMO_BITS, tls=sp.client_tls,
-                         timeout=args.timeout, connect_timeout=args.connect_timeout, progress=progress)
+            rep = upload(
+                sp.addresses,
+                dataset,
+                x,
+                labels=y,
+                domain_bits=DEMO_BITS,
+                tls=sp.client_tls,
+                timeout=args.timeout,
+                connect_timeout=args.connect_timeout,
+                progress=progress,
+            )
         q = ECDFQuerier(sp.addresses, timeout=args.timeout, connect_timeout=args.connect_timeout, tls=sp.querier_tls)
         with progress_bar(args, _release_bar(True), unit="stage") as progress:
-            out = _release_and_report(q, dataset, ReleaseInputs(lo, hi, DEMO_BITS, values=x, labels=y,
-                                                                upload_bytes=rep.bytes, qs=qs), args,
-                                      progress=progress)
+            out = _release_and_report(
+                q,
+                dataset,
+                ReleaseInputs(lo, hi, DEMO_BITS, values=x, labels=y, upload_bytes=rep.bytes, qs=qs),
+                args,
+                progress=progress,
+            )
     out["dataset"] = dataset
     out["clamped"] = clamped
     if args.plot:
@@ -121,8 +141,11 @@ def cmd_demo(args) -> int:
     if args.json:
         print(json.dumps(out))
         return 0
-    _print_report(out, f"DP ECDF demo: {name} {column} ({x.size} patients) on {DEMO_BITS}-bit bins of "
-                       f"its public domain [{lo:g}, {hi:g}], label {label}")
+    _print_report(
+        out,
+        f"DP ECDF demo: {name} {column} ({x.size} patients) on {DEMO_BITS}-bit bins of "
+        f"its public domain [{lo:g}, {hi:g}], label {label}",
+    )
     if args.plot:
         print(f"  plot written to {args.plot}")
     return 0

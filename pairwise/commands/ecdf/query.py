@@ -37,15 +37,21 @@ def cmd_query(args) -> int:
     rng = meta.get("range")
     lo, hi = (float(rng[0]), float(rng[1])) if isinstance(rng, list) and len(rng) == 2 else (None, None)
     if args.roc and not {"pos", "neg"} <= set(info["series"]):
-        raise ValueError(f"--roc needs a dataset uploaded with labels; {args.dataset!r} has series "
-                         f"{sorted(info['series'])}")
+        raise ValueError(
+            f"--roc needs a dataset uploaded with labels; {args.dataset!r} has series {sorted(info['series'])}"
+        )
     n_bits = int(info["domain_bits"])
     if info["scheme"] == "pointwise" and args.grid_bits is None:
         args.grid_bits = info.get("grid_bits")
     qs = _validate_release_args(args, len(servers), n_bits, args.roc)
     with progress_bar(args, _release_bar(args.roc), unit="stage") as progress:
-        out = _release_and_report(q, args.dataset, ReleaseInputs(lo, hi, n_bits, qs=qs, roc=args.roc,
-                                                                 scheme=info["scheme"]), args, progress=progress)
+        out = _release_and_report(
+            q,
+            args.dataset,
+            ReleaseInputs(lo, hi, n_bits, qs=qs, roc=args.roc, scheme=info["scheme"]),
+            args,
+            progress=progress,
+        )
     out["dataset"] = args.dataset
     if args.json:
         print(json.dumps(out))
@@ -78,15 +84,21 @@ def cmd_status(args) -> int:
         print(f"server {r['server_id']}: {len(r['datasets'])} dataset(s)")
         cl = r.get("cluster")
         if cl:
-            print(f"  Dask cluster {cl['spec']} (scheduler {cl['scheduler']}): "
-                  + (f"{cl['workers']} worker(s), {cl['threads']} thread(s)" if "error" not in cl else cl["error"]))
+            print(
+                f"  Dask cluster {cl['spec']} (scheduler {cl['scheduler']}): "
+                + (f"{cl['workers']} worker(s), {cl['threads']} thread(s)" if "error" not in cl else cl["error"])
+            )
         for i in r["datasets"]:
-            print(f"  {i['dataset']}: {i['clients']} clients, {i['scheme']} m={i['m']}, series {sorted(i['series'])}, "
-                  f"spent {float(Fraction(i['spent'])):g} of {float(Fraction(i['budget'])):g}, "
-                  f"{float(Fraction(i['left'])):g} left")
+            print(
+                f"  {i['dataset']}: {i['clients']} clients, {i['scheme']} m={i['m']}, series {sorted(i['series'])}, "
+                f"spent {float(Fraction(i['spent'])):g} of {float(Fraction(i['budget'])):g}, "
+                f"{float(Fraction(i['left'])):g} left"
+            )
             for o in i.get("owners", []):
                 if o["budget"] is not None:
                     who = repr(o["owner"]) if o["owner"] else "(no certificate)"
-                    print(f"    data owner {who}: spent {float(Fraction(o['spent'])):g} of "
-                          f"{float(Fraction(o['budget'])):g} across its datasets")
+                    print(
+                        f"    data owner {who}: spent {float(Fraction(o['spent'])):g} of "
+                        f"{float(Fraction(o['budget'])):g} across its datasets"
+                    )
     return 0

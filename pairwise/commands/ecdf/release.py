@@ -34,8 +34,13 @@ def _release_bar(roc: bool) -> str:
 def _querier(args, servers):
     from pairwise.protocols.ecdf.client import ECDFQuerier
 
-    return ECDFQuerier(servers, timeout=args.timeout, connect_timeout=getattr(args, "connect_timeout", 5.0),
-                       tls=tls_from_args(args), insecure=args.insecure)
+    return ECDFQuerier(
+        servers,
+        timeout=args.timeout,
+        connect_timeout=getattr(args, "connect_timeout", 5.0),
+        tls=tls_from_args(args),
+        insecure=args.insecure,
+    )
 
 
 def _quantile_levels(text):
@@ -94,8 +99,13 @@ class Reference:
         if labels is None:
             return cls(int(x.size), grid_bits, np.bincount(x, minlength=N))
         y = np.asarray(labels).astype(np.int64)
-        return cls(int(x.size), grid_bits, np.bincount(x, minlength=N), np.bincount(x[y == 1], minlength=N),
-                   np.bincount(x[y == 0], minlength=N))
+        return cls(
+            int(x.size),
+            grid_bits,
+            np.bincount(x, minlength=N),
+            np.bincount(x[y == 1], minlength=N),
+            np.bincount(x[y == 0], minlength=N),
+        )
 
 
 @dataclass(frozen=True)
@@ -138,8 +148,13 @@ def _release_and_report(querier, dataset, inputs: ReleaseInputs, args, progress=
     from pairwise.dp.ecdf import auc, inverse_ecdf
 
     values, labels, lo, hi, n_bits = inputs.values, inputs.labels, inputs.lo, inputs.hi, inputs.n_bits
-    upload_bytes, pointwise, qs, roc, scheme = (inputs.upload_bytes, inputs.pointwise, inputs.qs, inputs.roc,
-                                                inputs.scheme)
+    upload_bytes, pointwise, qs, roc, scheme = (
+        inputs.upload_bytes,
+        inputs.pointwise,
+        inputs.qs,
+        inputs.roc,
+        inputs.scheme,
+    )
     from pairwise.protocols.ecdf.client import roc_points
     from pairwise.protocols.ecdf.querier import progress_part
     from pairwise.protocols.ecdf.shares import bin_upper_edges, grid_points
@@ -151,50 +166,89 @@ def _release_and_report(querier, dataset, inputs: ReleaseInputs, args, progress=
     if roc:
         _check_budget(querier, dataset, 2 * args.epsilon)
     parts = 2 if roc else 1
-    rel = querier.ecdf(dataset, args.epsilon, grid_bits=g, mechanism=args.mechanism, tolerate=args.tolerate,
-                       progress=progress_part(progress, 0, parts))
+    rel = querier.ecdf(
+        dataset,
+        args.epsilon,
+        grid_bits=g,
+        mechanism=args.mechanism,
+        tolerate=args.tolerate,
+        progress=progress_part(progress, 0, parts),
+    )
     if lo is None:
         edges = grid_points(n_bits, g).astype(float)[rel.thresholds]
     else:
         assert hi is not None  # the domain is given as a pair (ReleaseInputs)
         edges = bin_upper_edges(lo, hi, n_bits, g)[rel.thresholds]
-    out = {"thresholds": edges.tolist(), "dp": rel.ecdf.tolist(),
-           "smoothed": rel.smoothed.tolist(), "epsilon": rel.epsilon, "delta": rel.delta, "n": rel.n,
-           "servers": rel.servers, "mechanism": rel.mechanism, "noise": rel.noise,
-           "scheme": scheme or ("pointwise" if pointwise else ("vdpf" if rel.servers == 2 else "mshare")),
-           "grid_bits": g, "domain_bits": n_bits, "range": None if lo is None else [lo, hi],
-           "theorem31_rmse": None if rel.mse_per_threshold is None else float(np.sqrt(rel.mse_per_threshold) / rel.n),
-           "alpha": alpha, "interval_method": rel.interval_method(alpha)}
+    out = {
+        "thresholds": edges.tolist(),
+        "dp": rel.ecdf.tolist(),
+        "smoothed": rel.smoothed.tolist(),
+        "epsilon": rel.epsilon,
+        "delta": rel.delta,
+        "n": rel.n,
+        "servers": rel.servers,
+        "mechanism": rel.mechanism,
+        "noise": rel.noise,
+        "scheme": scheme or ("pointwise" if pointwise else ("vdpf" if rel.servers == 2 else "mshare")),
+        "grid_bits": g,
+        "domain_bits": n_bits,
+        "range": None if lo is None else [lo, hi],
+        "theorem31_rmse": None if rel.mse_per_threshold is None else float(np.sqrt(rel.mse_per_threshold) / rel.n),
+        "alpha": alpha,
+        "interval_method": rel.interval_method(alpha),
+    }
     iv, bd = rel.interval(alpha), rel.band(alpha)
     out["interval"] = None if iv is None else {"lower": iv[0].tolist(), "upper": iv[1].tolist()}
     out["band"] = None if bd is None else {"lower": bd[0].tolist(), "upper": bd[1].tolist()}
     if ref is not None:
         exact = np.cumsum(ref.all)[rel.thresholds].astype(float) / ref.n
-        out.update(exact=exact.tolist(), max_abs_error=float(np.abs(rel.ecdf - exact).max()),
-                   max_abs_error_smoothed=float(np.abs(rel.smoothed - exact).max()))
+        out.update(
+            exact=exact.tolist(),
+            max_abs_error=float(np.abs(rel.ecdf - exact).max()),
+            max_abs_error_smoothed=float(np.abs(rel.smoothed - exact).max()),
+        )
     detail = {"upload": upload_bytes, "querier": rel.bytes.get("querier", 0), "servers": rel.bytes.get("servers", 0)}
     if qs:
         qi = np.atleast_1d(rel.quantiles(qs))
         pos = np.searchsorted(rel.thresholds, qi)
         out["quantiles"] = {str(q): float(edges[p]) for q, p in zip(qs, pos)}
         qiv = rel.quantile_intervals(qs, alpha)  # grid indices = positions: the whole grid
-        out["quantile_intervals"] = None if qiv is None else {str(q): [float(edges[lo]), float(edges[hi])]
-                                                              for q, (lo, hi) in zip(qs, qiv)}
+        out["quantile_intervals"] = (
+            None if qiv is None else {str(q): [float(edges[lo]), float(edges[hi])] for q, (lo, hi) in zip(qs, qiv)}
+        )
         if ref is not None:
             ex = np.atleast_1d(np.asarray(inverse_ecdf(np.asarray(out["exact"]), qs)))
             out["quantiles_exact"] = {str(q): float(edges[i]) for q, i in zip(qs, ex)}
     if roc:
         rg = min(getattr(args, "roc_grid_bits", None) or g, g)  # the ROC's grid: at most the ECDF's
-        r = querier.roc(dataset, args.epsilon, grid_bits=rg, mechanism=args.mechanism, tolerate=args.tolerate,
-                        progress=progress_part(progress, 1, parts), alpha=alpha)
-        out["roc"] = {"fpr": r.fpr.tolist(), "tpr": r.tpr.tolist(), "epsilon": r.epsilon, "delta": r.delta,
-                      "grid_bits": rg}
-        out.update(auc=r.auc, auc_interval=None if r.auc_interval is None else list(r.auc_interval),
-                   auc_interval_method=r.auc_interval_method, auc_smoothed=r.auc_smoothed)
+        r = querier.roc(
+            dataset,
+            args.epsilon,
+            grid_bits=rg,
+            mechanism=args.mechanism,
+            tolerate=args.tolerate,
+            progress=progress_part(progress, 1, parts),
+            alpha=alpha,
+        )
+        out["roc"] = {
+            "fpr": r.fpr.tolist(),
+            "tpr": r.tpr.tolist(),
+            "epsilon": r.epsilon,
+            "delta": r.delta,
+            "grid_bits": rg,
+        }
+        out.update(
+            auc=r.auc,
+            auc_interval=None if r.auc_interval is None else list(r.auc_interval),
+            auc_interval_method=r.auc_interval_method,
+            auc_smoothed=r.auc_smoothed,
+        )
         if ref is not None and ref.pos is not None and ref.neg is not None:  # labelled reference: both classes
             k = 1 << (g - rg)  # the reference's bins merged into the ROC's
-            f_ex, t_ex = roc_points(np.cumsum(ref.pos.reshape(-1, k).sum(1)).astype(float),
-                                    np.cumsum(ref.neg.reshape(-1, k).sum(1)).astype(float))
+            f_ex, t_ex = roc_points(
+                np.cumsum(ref.pos.reshape(-1, k).sum(1)).astype(float),
+                np.cumsum(ref.neg.reshape(-1, k).sum(1)).astype(float),
+            )
             out["roc"].update(fpr_exact=f_ex.tolist(), tpr_exact=t_ex.tolist())
             out["auc_exact"] = auc(f_ex, t_ex)
         detail["querier"] += r.positives.bytes.get("querier", 0)  # one release for both classes
@@ -215,50 +269,73 @@ def _check_budget(querier, dataset: str, need: float) -> None:
         i = st["info"]
         left = Fraction(i["left"])  # the least over the dataset's, its owners' and the server's budgets
         if left < Fraction(str(need)):
-            raise BudgetExceeded(f"server {st['server_id']}: dataset {dataset!r} has {float(left):g} of its privacy "
-                                 f"budget left (dataset, data owner and server budgets); the ECDF and the ROC "
-                                 f"need {need:g}")
+            raise BudgetExceeded(
+                f"server {st['server_id']}: dataset {dataset!r} has {float(left):g} of its privacy "
+                f"budget left (dataset, data owner and server budgets); the ECDF and the ROC "
+                f"need {need:g}"
+            )
 
 
 def _print_report(out: dict, title: str) -> None:
     import numpy as np
 
     print(title)
-    print(f"  servers {out['servers']} ({out['scheme']} keys, {out['noise']} noise), n = {out['n']}, "
-          f"grid 2^{out['grid_bits']} thresholds, {out['mechanism']} tree, "
-          f"({out['epsilon']:g}, {out['delta']:.2g})-DP")
+    print(
+        f"  servers {out['servers']} ({out['scheme']} keys, {out['noise']} noise), n = {out['n']}, "
+        f"grid 2^{out['grid_bits']} thresholds, {out['mechanism']} tree, "
+        f"({out['epsilon']:g}, {out['delta']:.2g})-DP"
+    )
     has_exact = "exact" in out  # ecdf query never sees the data
     th, dp_, sm = (np.asarray(out[k]) for k in ("thresholds", "dp", "smoothed"))
     ex = np.asarray(out["exact"]) if has_exact else None
     rows = np.unique(np.linspace(0, th.size - 1, min(th.size, 11)).round().astype(int))
     iv = out.get("interval")
     pct = f"{100 * (1 - out.get('alpha', 0.05)):g}%"
-    print(f"  {'threshold':>12}" + (f" {'exact*':>8}" if has_exact else "") + f" {'DP':>8} {'smoothed':>9}"
-          + (f"  {pct + ' interval':>18}" if iv else "") + ("   (* not private)" if has_exact else ""))
+    print(
+        f"  {'threshold':>12}"
+        + (f" {'exact*':>8}" if has_exact else "")
+        + f" {'DP':>8} {'smoothed':>9}"
+        + (f"  {pct + ' interval':>18}" if iv else "")
+        + ("   (* not private)" if has_exact else "")
+    )
     for i in rows:
-        print(f"  {th[i]:12.4g}" + (f" {ex[i]:8.4f}" if has_exact else "") + f" {dp_[i]:8.4f} {sm[i]:9.4f}"
-              + (f"  [{iv['lower'][i]:.4f}, {iv['upper'][i]:.4f}]" if iv else ""))
+        print(
+            f"  {th[i]:12.4g}"
+            + (f" {ex[i]:8.4f}" if has_exact else "")
+            + f" {dp_[i]:8.4f} {sm[i]:9.4f}"
+            + (f"  [{iv['lower'][i]:.4f}, {iv['upper'][i]:.4f}]" if iv else "")
+        )
     print(f"  interval: {out.get('interval_method', 'not computed')}")
     rmse = f"Theorem 3.1 RMSE {out['theorem31_rmse']:.4f}" if out.get("theorem31_rmse") else ""
     if has_exact:
-        print(f"  max |DP - exact| = {out['max_abs_error']:.4f}, smoothed {out['max_abs_error_smoothed']:.4f} "
-              f"{NOT_PRIVATE}" + (f"; {rmse}" if rmse else ""))
+        print(
+            f"  max |DP - exact| = {out['max_abs_error']:.4f}, smoothed {out['max_abs_error_smoothed']:.4f} "
+            f"{NOT_PRIVATE}" + (f"; {rmse}" if rmse else "")
+        )
     elif rmse:
         print(f"  {rmse}")
     print("  DP: raw noisy ECDF (unbiased, may leave [0, 1]); smoothed: Eq. (3), non-decreasing in [0, 1]")
     if "quantiles" in out:
         for q, v in out["quantiles"].items():
             qi = (out.get("quantile_intervals") or {}).get(q)
-            print(f"  quantile {q}: DP {v:.4g}" + (f" {pct} [{qi[0]:.4g}, {qi[1]:.4g}]" if qi else "")
-                  + (f", exact {out['quantiles_exact'][q]:.4g} {NOT_PRIVATE}" if "quantiles_exact" in out else ""))
+            print(
+                f"  quantile {q}: DP {v:.4g}"
+                + (f" {pct} [{qi[0]:.4g}, {qi[1]:.4g}]" if qi else "")
+                + (f", exact {out['quantiles_exact'][q]:.4g} {NOT_PRIVATE}" if "quantiles_exact" in out else "")
+            )
     if "auc" in out:
         ai = out.get("auc_interval")
-        print(f"  ROC: AUC DP {out['auc']:.4f}" + (f" {pct} [{ai[0]:.4f}, {ai[1]:.4f}]" if ai else " (no interval)")
-              + (f", exact {out['auc_exact']:.4f} {NOT_PRIVATE}" if "auc_exact" in out else "")
-              + f" (epsilon {out['roc']['epsilon']:g}; total spent {out['epsilon_total']:g})")
-        print(f"  AUC: plug-in pair count of the raw releases (unbiased numerator); interval: "
-              f"{out['auc_interval_method']}; the smoothed curve's area {out['auc_smoothed']:.4f} is biased "
-              "towards 1/2 (docs/ecdf-intervals.md)")
+        print(
+            f"  ROC: AUC DP {out['auc']:.4f}"
+            + (f" {pct} [{ai[0]:.4f}, {ai[1]:.4f}]" if ai else " (no interval)")
+            + (f", exact {out['auc_exact']:.4f} {NOT_PRIVATE}" if "auc_exact" in out else "")
+            + f" (epsilon {out['roc']['epsilon']:g}; total spent {out['epsilon_total']:g})"
+        )
+        print(
+            f"  AUC: plug-in pair count of the raw releases (unbiased numerator); interval: "
+            f"{out['auc_interval_method']}; the smoothed curve's area {out['auc_smoothed']:.4f} is biased "
+            "towards 1/2 (docs/ecdf-intervals.md)"
+        )
     if "clamped" in out:
         from pairwise.dp.bounds import PublicDomain
 

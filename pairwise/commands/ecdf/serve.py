@@ -58,20 +58,41 @@ def cmd_serve(args) -> int:
     if names and tls is None:
         raise ValueError("--peer-name J=NAME needs --tls DIR --name NAME (a plaintext peer has no verified name)")
     per_owner = args.budget_per_owner
-    srv = ECDFServer(args.server_id, host, port, budget=args.budget,
-                     owner_budget=args.budget if per_owner is None else (
-                         None if per_owner.strip().lower() == "none" else per_owner),
-                     total_budget=args.budget_total,
-                     dataset_budgets=_budgets(args.dataset_budget), timeout=args.timeout,
-                     request_timeout=args.request_timeout, max_connections=args.max_connections,
-                     max_staged_bytes=args.max_staged_bytes,
-                     max_staged_bytes_per_connection=args.max_staged_bytes_per_connection,
-                     state_dir=args.state, peers=_peers(args.peer), tls=tls, insecure=args.insecure,
-                     policy=Policy(server_names=names, tls=tls is not None), cluster=args.cluster)
+    srv = ECDFServer(
+        args.server_id,
+        host,
+        port,
+        budget=args.budget,
+        owner_budget=args.budget if per_owner is None else (None if per_owner.strip().lower() == "none" else per_owner),
+        total_budget=args.budget_total,
+        dataset_budgets=_budgets(args.dataset_budget),
+        timeout=args.timeout,
+        request_timeout=args.request_timeout,
+        max_connections=args.max_connections,
+        max_staged_bytes=args.max_staged_bytes,
+        max_staged_bytes_per_connection=args.max_staged_bytes_per_connection,
+        state_dir=args.state,
+        peers=_peers(args.peer),
+        tls=tls,
+        insecure=args.insecure,
+        policy=Policy(server_names=names, tls=tls is not None),
+        cluster=args.cluster,
+    )
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda num, _frame: srv.stop(signal.Signals(num).name))
-    print(json.dumps({"event": "listening", "server_id": args.server_id, "host": host, "port": srv.port,
-                      "state": args.state, "tls": tls is not None,
-                      "cluster": None if srv.cluster is None else srv.cluster.spec}), flush=True)
+    print(
+        json.dumps(
+            {
+                "event": "listening",
+                "server_id": args.server_id,
+                "host": host,
+                "port": srv.port,
+                "state": args.state,
+                "tls": tls is not None,
+                "cluster": None if srv.cluster is None else srv.cluster.spec,
+            }
+        ),
+        flush=True,
+    )
     srv.serve_forever(watch_parent=args.exit_with_parent)
     return 0

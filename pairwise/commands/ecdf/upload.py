@@ -47,7 +47,8 @@ def _refuse_existing(q, dataset: str, servers_text: str) -> None:
             f"dataset {dataset!r} already exists on server(s) {held} (datasets are sealed once uploaded, so a "
             f"changed CSV cannot be mixed with the old keys). Release over the stored data without uploading: "
             f"pairwise ecdf query --servers {servers_text} --dataset {dataset} --epsilon E; or upload this CSV "
-            "under a new --dataset id (or add new clients to it with --append --id-column COL)")
+            "under a new --dataset id (or add new clients to it with --append --id-column COL)"
+        )
 
 
 def _run_column(args) -> str:
@@ -68,8 +69,9 @@ def _check_upload_args(args, servers) -> None:
     if args.scheme == "dcf":  # deprecated spelling: the two-server scheme is the verifiable one now
         import sys
 
-        print("note: --scheme dcf is deprecated; two servers take verifiable vdpf keys (--scheme vdpf)",
-              file=sys.stderr)
+        print(
+            "note: --scheme dcf is deprecated; two servers take verifiable vdpf keys (--scheme vdpf)", file=sys.stderr
+        )
         args.scheme = "vdpf"
     if args.scheme != "pointwise":
         scheme_for(args.scheme, len(servers), args.domain_bits)
@@ -115,8 +117,13 @@ class CSVClients:
                     hist["pos"] += np.bincount(b, weights=labels, minlength=hist["pos"].size).astype(np.int64)
                     hist["neg"] += np.bincount(b, weights=1 - labels, minlength=hist["neg"].size).astype(np.int64)
         if hist is not None:
-            self.reference = Reference(self.count, grid_bits, hist["all"], hist["pos"] if self.label else None,
-                                       hist["neg"] if self.label else None)
+            self.reference = Reference(
+                self.count,
+                grid_bits,
+                hist["all"],
+                hist["pos"] if self.label else None,
+                hist["neg"] if self.label else None,
+            )
 
     def _read(self, rows: int):
         """(quantized values, labels or None, raw ids or None) per block of the file."""
@@ -125,12 +132,16 @@ class CSVClients:
         from pairwise.protocols.ecdf.shares import quantize
 
         clamped = 0
-        for block in iter_csv(self.path, [self.column], label=self.label,
-                              text=[self.id_column] if self.id_column else (), rows=rows):
+        for block in iter_csv(
+            self.path, [self.column], label=self.label, text=[self.id_column] if self.id_column else (), rows=rows
+        ):
             col, moved = clamp(block[self.column], self.dom.lower, self.dom.upper)  # each client clamps its own
             clamped += moved
-            yield (quantize(col, self.dom.lower, self.dom.upper, self.bits).astype("int64"),
-                   block[self.label] if self.label else None, block[self.id_column] if self.id_column else None)
+            yield (
+                quantize(col, self.dom.lower, self.dom.upper, self.bits).astype("int64"),
+                block[self.label] if self.label else None,
+                block[self.id_column] if self.id_column else None,
+            )
         self.clamped = clamped
 
     def blocks(self, size: int):
@@ -141,10 +152,14 @@ class CSVClients:
         first = 0
         for values, labels, ids in self._read(size):
             k = values.size
-            weights = {"all": None} if labels is None else {"pos": labels.astype(np.uint64),
-                                                            "neg": (1 - labels).astype(np.uint64)}
-            stored = (np.arange(first, first + k, dtype=np.uint64) if ids is None
-                      else stored_client_ids(ids, self.dataset))
+            weights = (
+                {"all": None}
+                if labels is None
+                else {"pos": labels.astype(np.uint64), "neg": (1 - labels).astype(np.uint64)}
+            )
+            stored = (
+                np.arange(first, first + k, dtype=np.uint64) if ids is None else stored_client_ids(ids, self.dataset)
+            )
             yield ClientBlock(values, weights, stored)
             first += k
 
@@ -170,8 +185,10 @@ def _all_rejected(rep, n: int) -> bool:
 
 
 def _rejections_note(rep) -> str:
-    return (f"rejected clients per server {rep.rejected_count} "
-            f"(first reasons: {[r[0]['reason'] for r in rep.rejected if r]})")
+    return (
+        f"rejected clients per server {rep.rejected_count} "
+        f"(first reasons: {[r[0]['reason'] for r in rep.rejected if r]})"
+    )
 
 
 def cmd_upload(args) -> int:
@@ -189,31 +206,55 @@ def cmd_upload(args) -> int:
     clients = CSVClients(args, dom, dataset)  # the whole file is checked before any server is contacted
     with progress_bar(args, UPLOAD_BAR, unit="client") as progress:
         # the servers refuse an existing dataset id unless --append (datasets are sealed), before any key is made
-        rep = upload_source(servers, dataset, clients, domain_bits=args.domain_bits, scheme=args.scheme,
-                            append=args.append, meta=_meta(dom, args), timeout=args.timeout,
-                            connect_timeout=args.connect_timeout, progress=progress, tls=tls_from_args(args),
-                            insecure=args.insecure)
+        rep = upload_source(
+            servers,
+            dataset,
+            clients,
+            domain_bits=args.domain_bits,
+            scheme=args.scheme,
+            append=args.append,
+            meta=_meta(dom, args),
+            timeout=args.timeout,
+            connect_timeout=args.connect_timeout,
+            progress=progress,
+            tls=tls_from_args(args),
+            insecure=args.insecure,
+        )
     n = clients.count
-    out = {"dataset": dataset, "n": int(n), "accepted": rep.accepted, "rejected_count": rep.rejected_count,
-           "append": bool(args.append), "range": [dom.lower, dom.upper], "domain_bits": args.domain_bits,
-           "series": ["neg", "pos"] if args.label else ["all"], "clamped": clients.clamped,
-           "upload_bytes": rep.bytes}
+    out = {
+        "dataset": dataset,
+        "n": int(n),
+        "accepted": rep.accepted,
+        "rejected_count": rep.rejected_count,
+        "append": bool(args.append),
+        "range": [dom.lower, dom.upper],
+        "domain_bits": args.domain_bits,
+        "series": ["neg", "pos"] if args.label else ["all"],
+        "clamped": clients.clamped,
+        "upload_bytes": rep.bytes,
+    }
     if args.json:
         print(json.dumps(out))
     else:
-        print(f"uploaded {args.column} of {args.data} as dataset {dataset!r}: {n} clients, accepted per server "
-              f"{rep.accepted}, public domain [{dom.lower:g}, {dom.upper:g}] on 2^{args.domain_bits} bins")
+        print(
+            f"uploaded {args.column} of {args.data} as dataset {dataset!r}: {n} clients, accepted per server "
+            f"{rep.accepted}, public domain [{dom.lower:g}, {dom.upper:g}] on 2^{args.domain_bits} bins"
+        )
         print(f"  clamped: {clamped_note(clients.clamped, [dom])}")
         if any(rep.rejected_count):
             print(f"  note: {_rejections_note(rep)}")
         if not _all_rejected(rep, n):
-            print(f"  release it: pairwise ecdf query --servers {args.servers} --dataset {dataset} --epsilon E"
-                  f"{_tls_flags(args)}")
+            print(
+                f"  release it: pairwise ecdf query --servers {args.servers} --dataset {dataset} --epsilon E"
+                f"{_tls_flags(args)}"
+            )
     if _all_rejected(rep, n):
-        hint = (" (an append needs client ids that the dataset does not hold yet: --id-column COL)"
-                if args.append and not args.id_column else "")
-        print(f"pairwise: error: none of the {n} clients was accepted{hint}; {_rejections_note(rep)}",
-              file=sys.stderr)
+        hint = (
+            " (an append needs client ids that the dataset does not hold yet: --id-column COL)"
+            if args.append and not args.id_column
+            else ""
+        )
+        print(f"pairwise: error: none of the {n} clients was accepted{hint}; {_rejections_note(rep)}", file=sys.stderr)
         return 1
     return 0
 
@@ -241,20 +282,49 @@ def cmd_run(args) -> int:
     tls = dict(tls=q.tls, insecure=q.insecure)
     with progress_bar(args, UPLOAD_BAR, unit="client") as progress:
         if args.scheme == "pointwise":
-            rep = upload_pointwise(servers, dataset, None, grid_bits=g, domain_bits=args.domain_bits,
-                                   meta=_meta(dom, args), timeout=args.timeout, connect_timeout=args.connect_timeout,
-                                   progress=progress, source=clients, **tls)
+            rep = upload_pointwise(
+                servers,
+                dataset,
+                None,
+                grid_bits=g,
+                domain_bits=args.domain_bits,
+                meta=_meta(dom, args),
+                timeout=args.timeout,
+                connect_timeout=args.connect_timeout,
+                progress=progress,
+                source=clients,
+                **tls,
+            )
         else:
-            rep = upload_source(servers, dataset, clients, domain_bits=args.domain_bits, scheme=args.scheme,
-                                append=args.append, meta=_meta(dom, args), timeout=args.timeout,
-                                connect_timeout=args.connect_timeout, progress=progress, **tls)
+            rep = upload_source(
+                servers,
+                dataset,
+                clients,
+                domain_bits=args.domain_bits,
+                scheme=args.scheme,
+                append=args.append,
+                meta=_meta(dom, args),
+                timeout=args.timeout,
+                connect_timeout=args.connect_timeout,
+                progress=progress,
+                **tls,
+            )
     if _all_rejected(rep, clients.count):
-        raise ValueError(f"none of the {clients.count} clients was accepted, nothing to release; "
-                         + _rejections_note(rep))
+        raise ValueError(
+            f"none of the {clients.count} clients was accepted, nothing to release; " + _rejections_note(rep)
+        )
     reference = clients.reference if not args.append else None  # after an append the servers hold more
     with progress_bar(args, _release_bar(args.roc), unit="stage") as progress:
-        inputs = ReleaseInputs(lo, hi, args.domain_bits, values=reference, upload_bytes=rep.bytes,
-                               pointwise=args.scheme == "pointwise", qs=qs, roc=args.roc)
+        inputs = ReleaseInputs(
+            lo,
+            hi,
+            args.domain_bits,
+            values=reference,
+            upload_bytes=rep.bytes,
+            pointwise=args.scheme == "pointwise",
+            qs=qs,
+            roc=args.roc,
+        )
         out = _release_and_report(q, dataset, inputs, args, progress=progress)
     out["dataset"] = dataset
     out["clamped"] = clients.clamped

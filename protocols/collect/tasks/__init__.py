@@ -42,11 +42,19 @@ from .ldp_ustat import LDPUStat
 from .shuffle_histogram import ShuffleHistogram
 from .ustat_2pc import UStat2PC
 
-__all__ = ["DEFAULT_TIMEOUT", "PROTOCOLS", "LocalProtocol", "PairProtocol", "TaskProtocol", "protocol_of",
-           "validate_task"]
+__all__ = [
+    "DEFAULT_TIMEOUT",
+    "PROTOCOLS",
+    "LocalProtocol",
+    "PairProtocol",
+    "TaskProtocol",
+    "protocol_of",
+    "validate_task",
+]
 
-PROTOCOLS: dict[str, TaskProtocol] = {p.name: p for p in (UStat2PC(), LDPUStat(), LDPAUC(), LDPQMLE(),
-                                                          ShuffleHistogram())}
+PROTOCOLS: dict[str, TaskProtocol] = {
+    p.name: p for p in (UStat2PC(), LDPUStat(), LDPAUC(), LDPQMLE(), ShuffleHistogram())
+}
 #: Seconds a task waits for a stalled user (a partner that does not come, a session that stops moving).
 DEFAULT_TIMEOUT = 120.0
 #: Longest registration a task may ask for (a deadline further away is refused as a typo).

@@ -40,8 +40,19 @@ from typing import Any
 
 from ..wire import BadReport, CollectError
 
-__all__ = ["BadReport", "CollectError", "LocalProtocol", "PairProtocol", "TaskProtocol", "bounds_lists", "domains", "number", "one_of",
-           "optional_number", "take"]
+__all__ = [
+    "BadReport",
+    "CollectError",
+    "LocalProtocol",
+    "PairProtocol",
+    "TaskProtocol",
+    "bounds_lists",
+    "domains",
+    "number",
+    "one_of",
+    "optional_number",
+    "take",
+]
 
 
 class TaskProtocol:
@@ -162,8 +173,15 @@ def one_of(value: Any, choices: tuple, what: str) -> Any:
     return value
 
 
-def number(value: Any, what: str, *, lo: float | None = None, hi: float | None = None, integer: bool = False,
-           open_lo: bool = False) -> float | int:
+def number(
+    value: Any,
+    what: str,
+    *,
+    lo: float | None = None,
+    hi: float | None = None,
+    integer: bool = False,
+    open_lo: bool = False,
+) -> float | int:
     """A finite number (an integer with ``integer``) in [lo, hi] ((lo, hi] with ``open_lo``)."""
     if isinstance(value, bool):
         raise CollectError(f"{what} must be a number, got {value!r}")
@@ -190,6 +208,7 @@ def optional_number(value: Any, what: str, **kw) -> float | None:
 
 def bounds_lists(params: dict, k: int, *, decimals: bool = True, integer: bool = False) -> tuple:
     """``lower``, ``upper`` (and ``decimals``) from ``params``: lists of ``k`` numbers (a scalar when k = 1)."""
+
     def as_list(v, key):
         vals = list(v) if isinstance(v, (list, tuple)) else [v]
         if len(vals) != k:
@@ -211,8 +230,10 @@ def domains(lower: list, upper: list, decimals: list | None, names: tuple[str, .
     from pairwise.dp.errors import PrivacyParameterError
 
     try:
-        doms = tuple(PublicDomain(lo, hi, None if decimals is None else decimals[j], f"column {names[j]!r}")
-                     for j, (lo, hi) in enumerate(zip(lower, upper)))
+        doms = tuple(
+            PublicDomain(lo, hi, None if decimals is None else decimals[j], f"column {names[j]!r}")
+            for j, (lo, hi) in enumerate(zip(lower, upper))
+        )
         for d in doms:
             d.span  # noqa: B018 - validates the grid
     except PrivacyParameterError as exc:

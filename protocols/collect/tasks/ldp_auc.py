@@ -39,8 +39,9 @@ def _histogram(spec: dict, n: int):
     from pairwise.protocols.ldp.auc import PrivateHierarchicalHistogram
 
     try:
-        return PrivateHierarchicalHistogram(spec["bits"], spec["epsilon"], n, spec["splitting"], spec["composition"],
-                                            spec["delta"])
+        return PrivateHierarchicalHistogram(
+            spec["bits"], spec["epsilon"], n, spec["splitting"], spec["composition"], spec["delta"]
+        )
     except (ValueError, PrivacyParameterError) as exc:
         raise CollectError(str(exc)) from None
 
@@ -54,12 +55,17 @@ class LDPAUC(LocalProtocol):
 
         bits = number(take(params, "bits", 4), "--bits", lo=1, hi=24, integer=True)
         lower, upper, _ = bounds_lists(params, 1, decimals=False)
-        spec = {"bits": bits, "lower": lower, "upper": upper,
-                "splitting": one_of(take(params, "splitting", "users"), ("users", "budget"), "--splitting"),
-                "composition": one_of(take(params, "composition", "basic"), ("basic", "advanced"), "--composition"),
-                "delta": number(take(params, "delta", 0.0), "--delta", lo=0.0),
-                "a": optional_number(take(params, "a"), "--a"),
-                "discarded": take(params, "discarded", "half"), "ties": take(params, "ties", "half")}
+        spec = {
+            "bits": bits,
+            "lower": lower,
+            "upper": upper,
+            "splitting": one_of(take(params, "splitting", "users"), ("users", "budget"), "--splitting"),
+            "composition": one_of(take(params, "composition", "basic"), ("basic", "advanced"), "--composition"),
+            "delta": number(take(params, "delta", 0.0), "--delta", lo=0.0),
+            "a": optional_number(take(params, "a"), "--a"),
+            "discarded": take(params, "discarded", "half"),
+            "ties": take(params, "ties", "half"),
+        }
         try:
             check_recursion_options(spec["a"], spec["discarded"], spec["ties"])
         except ValueError as exc:
@@ -78,9 +84,11 @@ class LDPAUC(LocalProtocol):
 
     def describe(self, spec: dict) -> str:
         per = "one level" if spec["splitting"] == "users" else f"all {spec['bits']} levels"
-        return (f"AUC from hierarchical histograms: scores on 2^{spec['bits']} bins of the public domain "
-                f"[{spec['lower'][0]:g}, {spec['upper'][0]:g}], each user answers {per} with one randomized "
-                f"Hadamard bit at eps {spec['level_epsilon']:.4g}")
+        return (
+            f"AUC from hierarchical histograms: scores on 2^{spec['bits']} bins of the public domain "
+            f"[{spec['lower'][0]:g}, {spec['upper'][0]:g}], each user answers {per} with one randomized "
+            f"Hadamard bit at eps {spec['level_epsilon']:.4g}"
+        )
 
     def assign(self, spec: dict, label, previous: list[dict]) -> dict:
         from pairwise.protocols.ldp.shuffle import secure_permutation
@@ -110,10 +118,16 @@ class LDPAUC(LocalProtocol):
 
     def check_report(self, spec: dict, assignment: dict, label, report) -> dict:
         bits = report.get("bits") if isinstance(report, dict) else None
-        if (not isinstance(bits, list) or len(report) != 1 or len(bits) != len(assignment["levels"])
-                or any(b not in (0, 1) or isinstance(b, bool) for b in bits)):
-            raise BadReport(f"an ldp-auc report is {{\"bits\": [...]}} with one 0/1 bit per assigned level "
-                            f"({len(assignment['levels'])}); got {report!r}")
+        if (
+            not isinstance(bits, list)
+            or len(report) != 1
+            or len(bits) != len(assignment["levels"])
+            or any(b not in (0, 1) or isinstance(b, bool) for b in bits)
+        ):
+            raise BadReport(
+                f'an ldp-auc report is {{"bits": [...]}} with one 0/1 bit per assigned level '
+                f"({len(assignment['levels'])}); got {report!r}"
+            )
         return {"bits": [int(b) for b in bits]}
 
     def finish(self, spec: dict, rows: list) -> dict:
@@ -136,18 +150,46 @@ class LDPAUC(LocalProtocol):
                 raise CollectError(f"{'positive' if cls else 'negative'} class: {exc}") from None
             hists[cls] = h
         hp, hn = hists[1], hists[0]
-        a = spec["a"] if spec["a"] is not None else default_a(hp.n, hn.n, spec["bits"], max(hp.C, hn.C),
-                                                               spec["discarded"])
-        uauc, st = private_uauc(hp.estimate, hn.estimate, spec["bits"], hp.variance_bound, hn.variance_bound, a,
-                                spec["discarded"], spec["ties"])
+        a = (
+            spec["a"]
+            if spec["a"] is not None
+            else default_a(hp.n, hn.n, spec["bits"], max(hp.C, hn.C), spec["discarded"])
+        )
+        uauc, st = private_uauc(
+            hp.estimate,
+            hn.estimate,
+            spec["bits"],
+            hp.variance_bound,
+            hn.variance_bound,
+            a,
+            spec["discarded"],
+            spec["ties"],
+        )
         est = uauc / (float(hp.n) * float(hn.n))
         return {
-            "estimate": est, "estimate_clamped": clamp_estimate(est, 0.0, 1.0), "exact": None,
-            "exact_quantized": None, "epsilon": spec["epsilon"], "delta": spec["delta"], "n": hp.n + hn.n,
-            "n_pos": hp.n, "n_neg": hn.n, "bits": spec["bits"], "domain": 1 << spec["bits"],
-            "splitting": spec["splitting"], "level_epsilon": hp.level_epsilon, "a": float(a),
-            "tau": float(a * (hp.variance_bound * hn.variance_bound) ** 0.5), "recursed_per_level": st.recursed,
-            "discarded_per_level": st.discarded, "bounds": [spec["lower"][0], spec["upper"][0]],
-            "bounds_from_data": False, "clamped": None, "score": None, "label": None, "interval": None,
-            "interval_method": NO_INTERVAL["auc"], "alpha": spec.get("alpha", 0.05),
+            "estimate": est,
+            "estimate_clamped": clamp_estimate(est, 0.0, 1.0),
+            "exact": None,
+            "exact_quantized": None,
+            "epsilon": spec["epsilon"],
+            "delta": spec["delta"],
+            "n": hp.n + hn.n,
+            "n_pos": hp.n,
+            "n_neg": hn.n,
+            "bits": spec["bits"],
+            "domain": 1 << spec["bits"],
+            "splitting": spec["splitting"],
+            "level_epsilon": hp.level_epsilon,
+            "a": float(a),
+            "tau": float(a * (hp.variance_bound * hn.variance_bound) ** 0.5),
+            "recursed_per_level": st.recursed,
+            "discarded_per_level": st.discarded,
+            "bounds": [spec["lower"][0], spec["upper"][0]],
+            "bounds_from_data": False,
+            "clamped": None,
+            "score": None,
+            "label": None,
+            "interval": None,
+            "interval_method": NO_INTERVAL["auc"],
+            "alpha": spec.get("alpha", 0.05),
         }

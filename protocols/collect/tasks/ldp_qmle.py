@@ -47,8 +47,11 @@ class LDPQMLE(LocalProtocol):
         def as_list(v, key):
             vals = list(v) if isinstance(v, (list, tuple)) else [v]
             if len(vals) != k:
-                raise CollectError(f"--{key} needs {k} value(s): the response"
-                                   + (", then the covariate (--private-x)" if private_x else "") + f"; got {len(vals)}")
+                raise CollectError(
+                    f"--{key} needs {k} value(s): the response"
+                    + (", then the covariate (--private-x)" if private_x else "")
+                    + f"; got {len(vals)}"
+                )
             return [number(x, f"--{key}") for x in vals]
 
         lower = as_list(take(params, "lower", required=True), "lower")
@@ -69,18 +72,28 @@ class LDPQMLE(LocalProtocol):
         return 2
 
     def describe(self, spec: dict) -> str:
-        x = (f"the covariate is private too (one bit on [{spec['lower'][1]:g}, {spec['upper'][1]:g}], eps/2 each)"
-             if spec["private_x"] else "the covariate (--value2) is sent in the clear: it is public")
-        return (f"{spec['tau']}-quantile regression by one-bit LDP QMLE: the response (--value) truncated to "
-                f"[{spec['lower'][0]:g}, {spec['upper'][0]:g}] and sent as one flipped bit; {x}")
+        x = (
+            f"the covariate is private too (one bit on [{spec['lower'][1]:g}, {spec['upper'][1]:g}], eps/2 each)"
+            if spec["private_x"]
+            else "the covariate (--value2) is sent in the clear: it is public"
+        )
+        return (
+            f"{spec['tau']}-quantile regression by one-bit LDP QMLE: the response (--value) truncated to "
+            f"[{spec['lower'][0]:g}, {spec['upper'][0]:g}] and sent as one flipped bit; {x}"
+        )
 
     def randomize(self, spec: dict, assignment: dict, value, value2, label) -> dict:
         from pairwise.protocols.ldp.qmle import submit_private_x, submit_public_x
 
         y = np.array([float(value)])
         if spec["private_x"]:
-            z, w = submit_private_x(y, np.array([[float(value2)]]), (spec["lower"][0], spec["upper"][0]),
-                                    [(spec["lower"][1], spec["upper"][1])], spec["epsilon"])
+            z, w = submit_private_x(
+                y,
+                np.array([[float(value2)]]),
+                (spec["lower"][0], spec["upper"][0]),
+                [(spec["lower"][1], spec["upper"][1])],
+                spec["epsilon"],
+            )
             return {"z": int(z[0]), "w": [int(w[0, 0])]}
         z = submit_public_x(y, spec["lower"][0], spec["upper"][0], spec["epsilon"])
         return {"z": int(z[0]), "x": [float(value2)]}
@@ -95,8 +108,9 @@ class LDPQMLE(LocalProtocol):
                 return {"z": int(report["z"]), "w": [int(v)]}
             if not spec["private_x"] and isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
                 return {"z": int(report["z"]), "x": [float(v)]}
-        raise BadReport(f"an ldp-qmle report is {{\"z\": bit, \"{key}\": [{'bit' if spec['private_x'] else 'x'}]}}; "
-                        f"got {report!r}")
+        raise BadReport(
+            f'an ldp-qmle report is {{"z": bit, "{key}": [{"bit" if spec["private_x"] else "x"}]}}; got {report!r}'
+        )
 
     def finish(self, spec: dict, rows: list) -> dict:
         from pairwise.protocols.ldp.interval import NO_INTERVAL
@@ -115,10 +129,24 @@ class LDPQMLE(LocalProtocol):
             x = np.asarray([r["x"] for _, _, r in rows], dtype=np.float64)
             res = fit_qmle_public(z, x, lo, hi, spec["epsilon"], spec["tau"], spec["sigma"])
         return {
-            "estimate": res.theta.tolist(), "exact": None, "epsilon": spec["epsilon"], "delta": 0.0,
-            "n": int(z.size), "coefficients": ["intercept", "x"], "std_errors": res.std_errors.tolist(),
-            "covariance": res.covariance.tolist(), "tau": spec["tau"], "sigma": res.sigma, "bounds": [lo, hi],
-            "covariate_bounds": xb, "private_x": spec["private_x"], "bounds_from_data": False, "clamped": None,
-            "converged": res.converged, "loglik": res.loglik, "interval": None,
-            "interval_method": NO_INTERVAL["qmle"], "alpha": spec.get("alpha", 0.05),
+            "estimate": res.theta.tolist(),
+            "exact": None,
+            "epsilon": spec["epsilon"],
+            "delta": 0.0,
+            "n": int(z.size),
+            "coefficients": ["intercept", "x"],
+            "std_errors": res.std_errors.tolist(),
+            "covariance": res.covariance.tolist(),
+            "tau": spec["tau"],
+            "sigma": res.sigma,
+            "bounds": [lo, hi],
+            "covariate_bounds": xb,
+            "private_x": spec["private_x"],
+            "bounds_from_data": False,
+            "clamped": None,
+            "converged": res.converged,
+            "loglik": res.loglik,
+            "interval": None,
+            "interval_method": NO_INTERVAL["qmle"],
+            "alpha": spec.get("alpha", 0.05),
         }

@@ -33,8 +33,14 @@ def _proto(spec: dict):
     names = ("x", "y") if spec["kernel"] == "kendall" else ("x",)
     doms = domains(spec["lower"], spec["upper"], spec["decimals"], names)
     try:
-        return from_domains(spec["kernel"], doms, spec["epsilon"], k=spec["k"], discrete=spec["discrete"],
-                            quantized_kernel=spec["quantized_kernel"])
+        return from_domains(
+            spec["kernel"],
+            doms,
+            spec["epsilon"],
+            k=spec["k"],
+            discrete=spec["discrete"],
+            quantized_kernel=spec["quantized_kernel"],
+        )
     except ValueError as exc:
         raise CollectError(str(exc)) from None
 
@@ -47,15 +53,27 @@ class LDPUStat(LocalProtocol):
         kernel = one_of(take(params, "kernel", "gini"), ("gini", "kendall", "auc"), "--kernel")
         k = 2 if kernel == "kendall" else 1
         lower, upper, decs = bounds_lists(params, k)
-        spec = {"kernel": kernel, "lower": lower, "upper": upper, "decimals": decs,
-                "k": number(take(params, "k", 8), "--k", lo=1, integer=True),
-                "discrete": bool(take(params, "discrete", False)),
-                "quantized_kernel": one_of(take(params, "quantized_kernel", "midpoint"), ("midpoint", "average"),
-                                           "--quantized-kernel")}
+        spec = {
+            "kernel": kernel,
+            "lower": lower,
+            "upper": upper,
+            "decimals": decs,
+            "k": number(take(params, "k", 8), "--k", lo=1, integer=True),
+            "discrete": bool(take(params, "discrete", False)),
+            "quantized_kernel": one_of(
+                take(params, "quantized_kernel", "midpoint"), ("midpoint", "average"), "--quantized-kernel"
+            ),
+        }
         proto, discrete = _proto(dict(spec, epsilon=epsilon))
         doms = domains(lower, upper, decs, ("x", "y")[:k])
-        spec.update({"discrete": discrete, "cells": proto.cells, "beta": proto.beta,
-                     "decimals": [d.scale_decimals for d in doms]})
+        spec.update(
+            {
+                "discrete": discrete,
+                "cells": proto.cells,
+                "beta": proto.beta,
+                "decimals": [d.scale_decimals for d in doms],
+            }
+        )
         return spec
 
     def values(self, spec: dict) -> int:
@@ -67,8 +85,10 @@ class LDPUStat(LocalProtocol):
     def describe(self, spec: dict) -> str:
         grid = "; ".join(f"[{lo:g}, {hi:g}]" for lo, hi in zip(spec["lower"], spec["upper"]))
         how = "the discrete grid" if spec["discrete"] else f"{spec['k']} bins per coordinate"
-        return (f"{spec['kernel']} by Algorithm 1: one k-ary randomized response over {spec['cells']} cells "
-                f"({how}, beta {spec['beta']:.4f}), public domain {grid}")
+        return (
+            f"{spec['kernel']} by Algorithm 1: one k-ary randomized response over {spec['cells']} cells "
+            f"({how}, beta {spec['beta']:.4f}), public domain {grid}"
+        )
 
     def randomize(self, spec: dict, assignment: dict, value, value2, label) -> dict:
         from pairwise.dp.bounds import clamp
@@ -83,7 +103,7 @@ class LDPUStat(LocalProtocol):
     def check_report(self, spec: dict, assignment: dict, label, report) -> dict:
         cell = report.get("cell") if isinstance(report, dict) else None
         if isinstance(cell, bool) or not isinstance(cell, int) or not 0 <= cell < spec["cells"] or len(report) != 1:
-            raise BadReport(f"an ldp-ustat report is {{\"cell\": c}} with c in [0, {spec['cells']}); got {report!r}")
+            raise BadReport(f'an ldp-ustat report is {{"cell": c}} with c in [0, {spec["cells"]}); got {report!r}')
         return {"cell": cell}
 
     def finish(self, spec: dict, rows: list) -> dict:
@@ -98,23 +118,37 @@ class LDPUStat(LocalProtocol):
             if not ((lab == 1).any() and (lab == 0).any()):
                 raise CollectError("the AUC needs at least one positive and one negative report")
             est = proto.estimate_two_sample(cells[lab == 1], cells[lab == 0])
-            iw = alg1_interval(proto.beta, 1.0, n_pos=int((lab == 1).sum()), n_neg=int((lab == 0).sum()),
-                               alpha=alpha)
+            iw = alg1_interval(proto.beta, 1.0, n_pos=int((lab == 1).sum()), n_neg=int((lab == 0).sum()), alpha=alpha)
             natural = (0.0, 1.0)
         else:
             if cells.size < 2:
                 raise CollectError(f"a U-statistic needs at least 2 reports, got {cells.size}")
             est = proto.estimate(cells)
-            iw = alg1_interval(proto.beta, alg1_kernel_range((proto.matrix + proto.matrix.T) / 2), n=int(cells.size),
-                               alpha=alpha)
+            iw = alg1_interval(
+                proto.beta, alg1_kernel_range((proto.matrix + proto.matrix.T) / 2), n=int(cells.size), alpha=alpha
+            )
             natural = (-1.0, 1.0) if spec["kernel"] == "kendall" else (0.0, spec["upper"][0] - spec["lower"][0])
         return {
-            "estimate": float(est), "estimate_clamped": clamp_estimate(est, *natural), "natural_range": list(natural),
-            "exact": None, "exact_quantized": None, "epsilon": spec["epsilon"], "delta": 0.0, "n": int(cells.size),
-            "kernel": spec["kernel"], "cells": proto.cells, "beta": proto.beta,
-            "quantized_kernel": None if discrete else spec["quantized_kernel"], "columns": None,
-            "bounds": [spec["lower"], spec["upper"]], "decimals": spec["decimals"] if discrete else None,
-            "bounds_from_data": False, "clamped": None, "interval": iw.around(est),
+            "estimate": float(est),
+            "estimate_clamped": clamp_estimate(est, *natural),
+            "natural_range": list(natural),
+            "exact": None,
+            "exact_quantized": None,
+            "epsilon": spec["epsilon"],
+            "delta": 0.0,
+            "n": int(cells.size),
+            "kernel": spec["kernel"],
+            "cells": proto.cells,
+            "beta": proto.beta,
+            "quantized_kernel": None if discrete else spec["quantized_kernel"],
+            "columns": None,
+            "bounds": [spec["lower"], spec["upper"]],
+            "decimals": spec["decimals"] if discrete else None,
+            "bounds_from_data": False,
+            "clamped": None,
+            "interval": iw.around(est),
             "interval_clamped": [clamp_estimate(v, *natural) for v in iw.around(est)],
-            "interval_method": iw.method, "interval_width": iw.width, "alpha": alpha,
+            "interval_method": iw.method,
+            "interval_width": iw.width,
+            "alpha": alpha,
         }

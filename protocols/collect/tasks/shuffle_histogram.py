@@ -57,8 +57,10 @@ class ShuffleHistogram(TaskProtocol):
         lower, upper, _ = bounds_lists(params, 1, decimals=False, integer=True)
         d = upper[0] - lower[0] + 1
         if d < 1 or d > MAX_BINS:
-            raise CollectError(f"the histogram domain lower..upper must hold 1..{MAX_BINS} values (each user sends "
-                               f"up to d + 1 sealed messages), got {d}")
+            raise CollectError(
+                f"the histogram domain lower..upper must hold 1..{MAX_BINS} values (each user sends "
+                f"up to d + 1 sealed messages), got {d}"
+            )
         shuffler = take(params, "shuffler", required=True)
         try:
             parse_address(shuffler)
@@ -70,10 +72,15 @@ class ShuffleHistogram(TaskProtocol):
                 check_name(shuffler_name)
             except CertificateError as exc:
                 raise CollectError(f"--shuffler-name: {exc}") from None
-        spec = {"lower": lower, "upper": upper, "d": d,
-                "delta": number(take(params, "delta", 1e-5), "--delta", lo=0.0, open_lo=True),
-                "beta": number(take(params, "beta", 0.05), "--beta", lo=0.0, hi=1.0, open_lo=True),
-                "shuffler": str(shuffler), "shuffler_name": shuffler_name}
+        spec = {
+            "lower": lower,
+            "upper": upper,
+            "d": d,
+            "delta": number(take(params, "delta", 1e-5), "--delta", lo=0.0, open_lo=True),
+            "beta": number(take(params, "beta", 0.05), "--beta", lo=0.0, hi=1.0, open_lo=True),
+            "shuffler": str(shuffler),
+            "shuffler_name": shuffler_name,
+        }
         _proto(dict(spec, epsilon=epsilon, min_users=min_users))
         return spec
 
@@ -81,8 +88,10 @@ class ShuffleHistogram(TaskProtocol):
         return spec["delta"]
 
     def describe(self, spec: dict) -> str:
-        return (f"histogram of {spec['lower'][0]}..{spec['upper'][0]} in the shuffle model: each user sends its "
-                f"value plus noise messages, sealed to the aggregator, through the shuffler at {spec['shuffler']}")
+        return (
+            f"histogram of {spec['lower'][0]}..{spec['upper'][0]} in the shuffle model: each user sends its "
+            f"value plus noise messages, sealed to the aggregator, through the shuffler at {spec['shuffler']}"
+        )
 
     def messages(self, spec: dict, value) -> np.ndarray:
         """R^hist(x) of one user: its rounded, clamped value's message plus noise messages (OS CSPRNG)."""
@@ -108,7 +117,13 @@ class ShuffleHistogram(TaskProtocol):
         alpha = spec.get("alpha", 0.05)
         below, above, method = histogram_band(out["n"], out["d"], task.protocol().inner.p, alpha)
         est = out["estimate"]
-        out.update({"interval": [[e - below, e + above] for e in est],
-                    "interval_clamped": [[min(max(e - below, 0.0), 1.0), min(max(e + above, 0.0), 1.0)] for e in est],
-                    "interval_method": method, "interval_width": below + above, "alpha": alpha})
+        out.update(
+            {
+                "interval": [[e - below, e + above] for e in est],
+                "interval_clamped": [[min(max(e - below, 0.0), 1.0), min(max(e + above, 0.0), 1.0)] for e in est],
+                "interval_method": method,
+                "interval_width": below + above,
+                "alpha": alpha,
+            }
+        )
         return out

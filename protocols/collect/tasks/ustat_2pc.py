@@ -50,8 +50,9 @@ _CIRCUITS_LOCK = threading.Lock()
 def _public(spec: dict):
     from pairwise.protocols.ustat.public import public_params
 
-    return public_params(spec["statistic"], lower=spec["lower"], upper=spec["upper"], decimals=spec["decimals"],
-                         bits=spec["bits"])
+    return public_params(
+        spec["statistic"], lower=spec["lower"], upper=spec["upper"], decimals=spec["decimals"], bits=spec["bits"]
+    )
 
 
 class UStat2PC(PairProtocol):
@@ -89,23 +90,37 @@ class UStat2PC(PairProtocol):
             check_parameters(statistic, epsilon, P, noise=noise, pair_delta=pair_delta)
             pp = public_params(statistic, lower=lower, upper=upper, decimals=decimals, bits=bits)
             if statistic != "auc" and P > min_users - 1:
-                raise UStatError(f"pairs per user P = {P} exceeds n - 1 = {min_users - 1} for the minimum of "
-                                 f"{min_users} users: raise --min-users or lower --pairs-per-user")
+                raise UStatError(
+                    f"pairs per user P = {P} exceeds n - 1 = {min_users - 1} for the minimum of "
+                    f"{min_users} users: raise --min-users or lower --pairs-per-user"
+                )
         except (UStatError, ValueError) as exc:
             raise CollectError(str(exc)) from None
-        spec = {"statistic": statistic, "lower": [d.lower for d in pp.domains],
-                "upper": [d.upper for d in pp.domains], "decimals": [d.scale_decimals for d in pp.domains],
-                "bits": pp.bits, "pairs_per_user": P, "noise": noise, "pair_delta": pair_delta,
-                "pair_channel": take(params, "pair_channel", "tls")}
+        spec = {
+            "statistic": statistic,
+            "lower": [d.lower for d in pp.domains],
+            "upper": [d.upper for d in pp.domains],
+            "decimals": [d.scale_decimals for d in pp.domains],
+            "bits": pp.bits,
+            "pairs_per_user": P,
+            "noise": noise,
+            "pair_delta": pair_delta,
+            "pair_channel": take(params, "pair_channel", "tls"),
+        }
         one_of(spec["pair_channel"], ("plain", "tls"), "pair channel")
         eps_pair, _ = per_pair_epsilon(epsilon, "subsample", P, 0, 0.0)
         spec["epsilon_per_pair"] = float(eps_pair)
         spec["epsilon_per_pair_exact"] = str(eps_pair)  # eps / P exactly: every party builds the same circuit
         nc = self._build(dict(spec, epsilon=epsilon))  # a noise that cannot be built is refused here
         g = nc.guarantee
-        spec.update({"mechanism": nc.mechanism, "and_gates_per_pair": nc.circuit.n_and,
-                     "circuit_hash": nc.circuit.content_hash,
-                     "noise_delta_per_pair": float(g.delta) if g is not None else 0.0})
+        spec.update(
+            {
+                "mechanism": nc.mechanism,
+                "and_gates_per_pair": nc.circuit.n_and,
+                "circuit_hash": nc.circuit.content_hash,
+                "noise_delta_per_pair": float(g.delta) if g is not None else 0.0,
+            }
+        )
         return spec
 
     def delta(self, spec: dict) -> float:
@@ -118,24 +133,36 @@ class UStat2PC(PairProtocol):
         return spec["statistic"] == "auc"
 
     def describe(self, spec: dict) -> str:
-        cols = ", ".join(f"[{lo:g}, {hi:g}] ({d} decimals)" for lo, hi, d in
-                         zip(spec["lower"], spec["upper"], spec["decimals"]))
-        return (f"{spec['statistic']} by 2PC between paired users: {spec['pairs_per_user']} pair(s) per user, "
-                f"eps {spec['epsilon_per_pair']:.4g} per pair ({spec['mechanism']} noise in the circuit, "
-                f"{spec['and_gates_per_pair']} AND gates), public domain {cols}")
+        cols = ", ".join(
+            f"[{lo:g}, {hi:g}] ({d} decimals)" for lo, hi, d in zip(spec["lower"], spec["upper"], spec["decimals"])
+        )
+        return (
+            f"{spec['statistic']} by 2PC between paired users: {spec['pairs_per_user']} pair(s) per user, "
+            f"eps {spec['epsilon_per_pair']:.4g} per pair ({spec['mechanism']} noise in the circuit, "
+            f"{spec['and_gates_per_pair']} AND gates), public domain {cols}"
+        )
 
     # ------------------------------------------------------------------ the circuit
     def _build(self, spec: dict):
         from pairwise.protocols.ustat.public import UStatError, build_noisy_kernel
 
-        key = (spec["statistic"], tuple(spec["lower"]), tuple(spec["upper"]), tuple(spec["decimals"]),
-               spec["bits"], spec["epsilon_per_pair_exact"], spec["noise"], spec["pair_delta"])
+        key = (
+            spec["statistic"],
+            tuple(spec["lower"]),
+            tuple(spec["upper"]),
+            tuple(spec["decimals"]),
+            spec["bits"],
+            spec["epsilon_per_pair_exact"],
+            spec["noise"],
+            spec["pair_delta"],
+        )
         with _CIRCUITS_LOCK:
             nc = _CIRCUITS.get(key)
         if nc is None:
             try:
-                nc = build_noisy_kernel(_public(spec), Fraction(spec["epsilon_per_pair_exact"]),
-                                        Fraction(spec["pair_delta"]), spec["noise"])
+                nc = build_noisy_kernel(
+                    _public(spec), Fraction(spec["epsilon_per_pair_exact"]), Fraction(spec["pair_delta"]), spec["noise"]
+                )
             except (UStatError, ValueError) as exc:
                 raise CollectError(str(exc)) from None
             with _CIRCUITS_LOCK:
@@ -145,8 +172,10 @@ class UStat2PC(PairProtocol):
     def circuit(self, spec: dict):
         nc = self._build(spec)
         if "circuit_hash" in spec and nc.circuit.content_hash != spec["circuit_hash"]:
-            raise CollectError("this pairwise builds a different circuit for the task than the aggregator announced "
-                               "(another pairwise version?); both users of a pair must run the same release")
+            raise CollectError(
+                "this pairwise builds a different circuit for the task than the aggregator announced "
+                "(another pairwise version?); both users of a pair must run the same release"
+            )
         return nc
 
     def encode(self, spec: dict, value, value2, label) -> int:
@@ -174,11 +203,15 @@ class UStat2PC(PairProtocol):
             pos = [u for u, lab in users if lab == 1]
             neg = [u for u, lab in users if lab == 0]
             if not pos or not neg:
-                raise CollectError(f"the AUC needs at least one positive and one negative user; "
-                                   f"{len(pos)} positive and {len(neg)} negative joined")
+                raise CollectError(
+                    f"the AUC needs at least one positive and one negative user; "
+                    f"{len(pos)} positive and {len(neg)} negative joined"
+                )
             if P > min(len(pos), len(neg)):
-                raise CollectError(f"pairs per user P = {P} exceeds the {min(len(pos), len(neg))} distinct partners "
-                                   f"the smaller class offers ({len(pos)} positive, {len(neg)} negative users)")
+                raise CollectError(
+                    f"pairs per user P = {P} exceeds the {min(len(pos), len(neg))} distinct partners "
+                    f"the smaller class offers ({len(pos)} positive, {len(neg)} negative users)"
+                )
             idx = sample_two_sample_pairs(len(pos), len(neg), P, rng)
             per_round = min(len(pos), len(neg))
             return [(pos[int(i)], neg[int(j)], k // per_round) for k, (i, j) in enumerate(idx)]
@@ -199,8 +232,10 @@ class UStat2PC(PairProtocol):
         nc = self.circuit(spec)
         pp = _public(spec)
         if not values:
-            raise CollectError(f"no pair completed ({stats['pairs_planned']} planned, {stats['pairs_dropped']} "
-                               "dropped): there is nothing to average")
+            raise CollectError(
+                f"no pair completed ({stats['pairs_planned']} planned, {stats['pairs_dropped']} "
+                "dropped): there is nothing to average"
+            )
         total = int(nc.reported_values(np.asarray(values, dtype=np.int64)).astype(object).sum())
         estimate = estimate_from_sum(nc, pp, total, len(values))
         lo_nat, hi_nat = natural_range(pp)
@@ -213,26 +248,63 @@ class UStat2PC(PairProtocol):
         n_rows = stats.get("garblers", stats["users_paired"]) if auc else stats["users_paired"]
         n_cols = stats.get("evaluators", stats["users_paired"]) if auc else stats["users_paired"]
         alpha = spec.get("alpha", 0.05)
-        iw = ustat_interval(nc, R=pp.range_, design="subsample", two_sample=auc, n_rows=n_rows, n_cols=n_cols,
-                            P=spec["pairs_per_user"], pairs=m, alpha=alpha, to_natural=float(nc.unit) * conv)
+        iw = ustat_interval(
+            nc,
+            R=pp.range_,
+            design="subsample",
+            two_sample=auc,
+            n_rows=n_rows,
+            n_cols=n_cols,
+            P=spec["pairs_per_user"],
+            pairs=m,
+            alpha=alpha,
+            to_natural=float(nc.unit) * conv,
+        )
         interval = iw.around(float(estimate))
         return {
-            "statistic": spec["statistic"], "estimate": float(estimate), "exact": None,
-            "epsilon": spec["epsilon"], "delta": self.delta(spec), "n": stats["users_paired"], "pairs": m,
-            "pairs_per_user": spec["pairs_per_user"], "and_gates": nc.circuit.n_and * m, "bytes": stats["bytes"],
-            "seconds": stats["seconds"], "mode": "collect", "executions": m, "theorem5_mse": None,
-            "estimate_clamped": min(max(float(estimate), lo_nat), hi_nat), "natural_range": [lo_nat, hi_nat],
-            "exact_quantized": None, "clamped": None, "domain": [d.as_dict() for d in pp.domains],
-            "and_gates_per_pair": nc.circuit.n_and, "bits": pp.bits,
+            "statistic": spec["statistic"],
+            "estimate": float(estimate),
+            "exact": None,
+            "epsilon": spec["epsilon"],
+            "delta": self.delta(spec),
+            "n": stats["users_paired"],
+            "pairs": m,
+            "pairs_per_user": spec["pairs_per_user"],
+            "and_gates": nc.circuit.n_and * m,
+            "bytes": stats["bytes"],
+            "seconds": stats["seconds"],
+            "mode": "collect",
+            "executions": m,
+            "theorem5_mse": None,
+            "estimate_clamped": min(max(float(estimate), lo_nat), hi_nat),
+            "natural_range": [lo_nat, hi_nat],
+            "exact_quantized": None,
+            "clamped": None,
+            "domain": [d.as_dict() for d in pp.domains],
+            "and_gates_per_pair": nc.circuit.n_and,
+            "bits": pp.bits,
             "noise_delta_per_pair": float(g.delta) if g is not None else 0.0,
-            "epsilon_per_pair": spec["epsilon_per_pair"], "design": "subsample",
+            "epsilon_per_pair": spec["epsilon_per_pair"],
+            "design": "subsample",
             "noise_variance_per_pair": float(nc.max_estimate_variance) * (float(nc.unit) * conv) ** 2,
-            "noise": nc.mechanism, "bytes_per_pair": stats["bytes"] / m,
-            "noise_and_gates_per_pair": nc.noise_and_gates, "random_bits_per_pair": nc.random_width,
+            "noise": nc.mechanism,
+            "bytes_per_pair": stats["bytes"] / m,
+            "noise_and_gates_per_pair": nc.noise_and_gates,
+            "random_bits_per_pair": nc.random_width,
             "noise_epsilon_per_pair": float(g.epsilon) if g is not None else None,
-            "noise_delta_method": g.method if g is not None else None, "pair_delta": spec["pair_delta"],
-            "sample_mse": None, "cluster": None, "rr_estimate": None, "rr_estimate_clamped": None,
-            "data": None, "columns": None, "interval": interval,
-            "interval_clamped": [min(max(v, lo_nat), hi_nat) for v in interval], "interval_method": iw.method,
-            "interval_width": iw.width, "alpha": alpha, "kernel_check": None, "pairs_per_user_rule": None,
+            "noise_delta_method": g.method if g is not None else None,
+            "pair_delta": spec["pair_delta"],
+            "sample_mse": None,
+            "cluster": None,
+            "rr_estimate": None,
+            "rr_estimate_clamped": None,
+            "data": None,
+            "columns": None,
+            "interval": interval,
+            "interval_clamped": [min(max(v, lo_nat), hi_nat) for v in interval],
+            "interval_method": iw.method,
+            "interval_width": iw.width,
+            "alpha": alpha,
+            "kernel_check": None,
+            "pairs_per_user_rule": None,
         }

@@ -35,8 +35,15 @@ class Study:
 
             tls = TLSConfig(self.tls_dir, "aggregator")
         port = getattr(self, "port", 0)
-        self.agg = Aggregator("127.0.0.1", port, state_dir=self.state, tls=tls, timeout=self.timeout,
-                              log=self.logs.append, relay_tap=self.relay_tap).start_in_thread()
+        self.agg = Aggregator(
+            "127.0.0.1",
+            port,
+            state_dir=self.state,
+            tls=tls,
+            timeout=self.timeout,
+            log=self.logs.append,
+            relay_tap=self.relay_tap,
+        ).start_in_thread()
         self.port = self.agg.port
         self.server = f"127.0.0.1:{self.port}"
 

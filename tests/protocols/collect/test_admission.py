@@ -60,8 +60,16 @@ def test_the_gate_bounds_handshakes_evicts_old_ones_and_refuses_a_young_flood(mo
     assert len(g) == 0 and not g.by_address and g.refused == 2 and g.evicted == 3
 
 
-@pytest.mark.parametrize("bad", [{"max_handshakes": 0}, {"per_address": True}, {"poll_rate": 0},
-                                 {"min_poll": 5.0, "max_poll": 1.0}, {"handshake_timeout": float("nan")}])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"max_handshakes": 0},
+        {"per_address": True},
+        {"poll_rate": 0},
+        {"min_poll": 5.0, "max_poll": 1.0},
+        {"handshake_timeout": float("nan")},
+    ],
+)
 def test_admission_parameters_are_validated(bad):
     with pytest.raises(ValueError):
         Admission(**bad)
@@ -101,25 +109,50 @@ class _Flood:
 
 
 def test_a_handshake_flood_does_not_stop_registered_users_who_wait_without_connections(pki, tmp_path):
-    admission = Admission(max_handshakes=6, per_address=3, min_age=1.0, handshake_timeout=10.0, min_poll=0.5,
-                          max_poll=2.0)
-    agg = Aggregator("127.0.0.1", 0, tls=TLSConfig(pki, "agg"), timeout=60.0, log=lambda m: None,
-                     admission=admission).start_in_thread()
+    admission = Admission(
+        max_handshakes=6, per_address=3, min_age=1.0, handshake_timeout=10.0, min_poll=0.5, max_poll=2.0
+    )
+    agg = Aggregator(
+        "127.0.0.1", 0, tls=TLSConfig(pki, "agg"), timeout=60.0, log=lambda m: None, admission=admission
+    ).start_in_thread()
     server = f"127.0.0.1:{agg.port}"
     flood = _Flood(agg.port)
     flood.thread.start()
     outs: list = [None] * N
     try:
         with Collector(server, tls=TLSConfig(pki, "analyst"), server_name="agg", timeout=60) as c:
-            c.create("ustat-2pc", {"statistic": "kendall", "lower": [0, 0], "upper": [15, 15], "decimals": [0, 0],
-                                   "epsilon": 64.0, "pairs_per_user": 1, "min_users": 2, "deadline": 3600,
-                                   "timeout": 60, "pair_channel": "tls"}, task_id="k")
+            c.create(
+                "ustat-2pc",
+                {
+                    "statistic": "kendall",
+                    "lower": [0, 0],
+                    "upper": [15, 15],
+                    "decimals": [0, 0],
+                    "epsilon": 64.0,
+                    "pairs_per_user": 1,
+                    "min_users": 2,
+                    "deadline": 3600,
+                    "timeout": 60,
+                    "pair_channel": "tls",
+                },
+                task_id="k",
+            )
 
             def user(i: int) -> None:
                 try:
-                    outs[i] = join(server, "k", X[i], Y[i], tls=TLSConfig(pki, f"user{i}"), server_name="agg",
-                                   max_epsilon=100, budget=500, state_dir=str(tmp_path / f"u{i}"), timeout=120,
-                                   wait=300)
+                    outs[i] = join(
+                        server,
+                        "k",
+                        X[i],
+                        Y[i],
+                        tls=TLSConfig(pki, f"user{i}"),
+                        server_name="agg",
+                        max_epsilon=100,
+                        budget=500,
+                        state_dir=str(tmp_path / f"u{i}"),
+                        timeout=120,
+                        wait=300,
+                    )
                 except BaseException as exc:  # noqa: BLE001 - reported below
                     outs[i] = exc
 
@@ -130,6 +163,7 @@ def test_a_handshake_flood_does_not_stop_registered_users_who_wait_without_conne
             while c.show("k")["users_registered"] < N and time.monotonic() < end:
                 time.sleep(0.2)
             assert c.show("k")["users_registered"] == N, outs
+
             # registered and waiting for the close: no user holds a connection (each polls, then hangs up)
             def users_connected() -> list:
                 return [c for c in list(agg._conns) if c.identity is not None and c.identity.role == "user"]
@@ -139,8 +173,14 @@ def test_a_handshake_flood_does_not_stop_registered_users_who_wait_without_conne
             assert not users_connected()
             # a retried join (a reply lost on the way) is recognised: registered once
             for _ in range(2):
-                ch = connect(("127.0.0.1", agg.port), ROLE_USER, tls=TLSConfig(pki, "user0"), server_name="agg",
-                             timeout=60, connect_timeout=60)
+                ch = connect(
+                    ("127.0.0.1", agg.port),
+                    ROLE_USER,
+                    tls=TLSConfig(pki, "user0"),
+                    server_name="agg",
+                    timeout=60,
+                    connect_timeout=60,
+                )
                 try:
                     reply = call(ch, {"op": "join", "task": "k", "poll": True})
                 finally:
@@ -161,12 +201,24 @@ def test_a_handshake_flood_does_not_stop_registered_users_who_wait_without_conne
 
 
 def test_joins_at_once_are_stored_together_and_a_user_joining_twice_at_once_counts_once(tmp_path):
-    agg = Aggregator("127.0.0.1", 0, state_dir=str(tmp_path / "agg"), timeout=60.0,
-                     log=lambda m: None).start_in_thread()
+    agg = Aggregator(
+        "127.0.0.1", 0, state_dir=str(tmp_path / "agg"), timeout=60.0, log=lambda m: None
+    ).start_in_thread()
     try:
         with Collector(f"127.0.0.1:{agg.port}", timeout=60) as c:
-            c.create("ustat-2pc", {"statistic": "gini", "lower": 0, "upper": 10, "decimals": 0, "epsilon": 1.0,
-                                   "min_users": 50, "deadline": 3600}, task_id="g")
+            c.create(
+                "ustat-2pc",
+                {
+                    "statistic": "gini",
+                    "lower": 0,
+                    "upper": 10,
+                    "decimals": 0,
+                    "epsilon": 1.0,
+                    "min_users": 50,
+                    "deadline": 3600,
+                },
+                task_id="g",
+            )
             names = [f"u{i}" for i in range(12)] * 3  # every user three times, all at once
             replies: list = []
 

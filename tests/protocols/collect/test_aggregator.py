@@ -62,8 +62,25 @@ def test_ldp_ustat_at_a_noiseless_epsilon_equals_todays_exact_value(study, tmp_p
     res = study.result("t")
     csv = tmp_path / "data.csv"
     csv.write_text("x\n" + "\n".join(str(v) for _, v, _, _ in rows) + "\n")
-    today = cli_json(["ldp", "ustat", "--kernel", "gini", "--data", str(csv), "--columns", "x", "--lower", "0",
-                      "--upper", "10", "--epsilon", "500", "--json"])
+    today = cli_json(
+        [
+            "ldp",
+            "ustat",
+            "--kernel",
+            "gini",
+            "--data",
+            str(csv),
+            "--columns",
+            "x",
+            "--lower",
+            "0",
+            "--upper",
+            "10",
+            "--epsilon",
+            "500",
+            "--json",
+        ]
+    )
     # k-RR at epsilon 500 keeps every cell (beta = K / (K + e^500 - 1) = 0): the estimate is the exact value
     assert res["estimate"] == pytest.approx(today["exact_quantized"], abs=1e-9)
     assert res["n"] == 12 and res["reports"] == 12 and res["users_registered"] == 12
@@ -73,12 +90,15 @@ def test_ldp_ustat_at_a_noiseless_epsilon_equals_todays_exact_value(study, tmp_p
     assert study.result("t") == res  # computed once, stored: the same release every time
 
 
-@pytest.mark.parametrize("protocol,params,two,labels", [
-    ("ldp-auc", {"lower": 0, "upper": 10, "bits": 3}, False, True),
-    ("ldp-qmle", {"lower": 0, "upper": 10}, True, False),
-    ("ldp-ustat", {"kernel": "kendall", "lower": [0, 0], "upper": [10, 10], "decimals": [0, 0]}, True, False),
-    ("ldp-ustat", {"kernel": "auc", "lower": 0, "upper": 10}, False, True),
-])
+@pytest.mark.parametrize(
+    "protocol,params,two,labels",
+    [
+        ("ldp-auc", {"lower": 0, "upper": 10, "bits": 3}, False, True),
+        ("ldp-qmle", {"lower": 0, "upper": 10}, True, False),
+        ("ldp-ustat", {"kernel": "kendall", "lower": [0, 0], "upper": [10, 10], "decimals": [0, 0]}, True, False),
+        ("ldp-ustat", {"kernel": "auc", "lower": 0, "upper": 10}, False, True),
+    ],
+)
 def test_every_local_task_runs_and_keeps_todays_json_keys(study, tmp_path, protocol, params, two, labels):
     rows = rng_rows(12, two=two, labels=labels)
     study.create(protocol, "t", epsilon=2, min_users=12, **params)
@@ -88,10 +108,12 @@ def test_every_local_task_runs_and_keeps_todays_json_keys(study, tmp_path, proto
     assert res["n"] == 12 and res["epsilon"] == 2.0
     csv = tmp_path / "data.csv"
     csv.write_text("x,y,lab\n" + "\n".join(f"{v},{w or 0},{lab or 0}" for _, v, w, lab in rows) + "\n")
-    argv = {"ldp-auc": ["ldp", "auc", "--columns", "x", "--label", "lab", "--bits", "3"],
-            "ldp-qmle": ["ldp", "qmle", "--response", "x", "--covariates", "y"],
-            "ldp-ustat": ["ldp", "ustat", "--kernel", params.get("kernel", "gini"),
-                          "--columns", "x,y" if two else "x"] + (["--label", "lab"] if labels else [])}[protocol]
+    argv = {
+        "ldp-auc": ["ldp", "auc", "--columns", "x", "--label", "lab", "--bits", "3"],
+        "ldp-qmle": ["ldp", "qmle", "--response", "x", "--covariates", "y"],
+        "ldp-ustat": ["ldp", "ustat", "--kernel", params.get("kernel", "gini"), "--columns", "x,y" if two else "x"]
+        + (["--label", "lab"] if labels else []),
+    }[protocol]
     lo = ",".join(str(x) for x in np.atleast_1d(params["lower"]))
     hi = ",".join(str(x) for x in np.atleast_1d(params["upper"]))
     today = cli_json(argv + ["--data", str(csv), "--lower", lo, "--upper", hi, "--epsilon", "2", "--json"])
@@ -175,8 +197,9 @@ def test_a_restarted_aggregator_resumes_without_counting_a_report_twice(tmp_path
 def _pairs(study: Study, task: str) -> list[tuple[str, str, str, int | None]]:
     db = sqlite3.connect(f"file:{study.state}/collect-aggregator.db?mode=ro", uri=True)
     try:
-        return db.execute("SELECT garbler, evaluator, state, value FROM pairs WHERE task = ? ORDER BY session",
-                          (task,)).fetchall()
+        return db.execute(
+            "SELECT garbler, evaluator, state, value FROM pairs WHERE task = ? ORDER BY session", (task,)
+        ).fetchall()
     finally:
         db.close()
 
@@ -184,8 +207,17 @@ def _pairs(study: Study, task: str) -> list[tuple[str, str, str, int | None]]:
 def test_kendall_2pc_at_a_noiseless_epsilon_is_the_average_kernel_of_the_pairs(study):
     rows = rng_rows(8, two=True)
     vals = {n: (x, y) for n, x, y, _ in rows}
-    study.create("ustat-2pc", "k", epsilon=500, statistic="kendall", lower=[0, 0], upper=[10, 10],
-                 decimals=[0, 0], pairs_per_user=2, min_users=8)
+    study.create(
+        "ustat-2pc",
+        "k",
+        epsilon=500,
+        statistic="kendall",
+        lower=[0, 0],
+        upper=[10, 10],
+        decimals=[0, 0],
+        pairs_per_user=2,
+        min_users=8,
+    )
     out = study.join_all("k", rows)
     assert all(o.status == "sessions finished" for o in out.values()), out
     res = study.result("k")
@@ -209,8 +241,18 @@ def test_kendall_2pc_at_a_noiseless_epsilon_is_the_average_kernel_of_the_pairs(s
 def test_a_user_who_leaves_after_pairing_loses_its_pairs_and_the_others_go_on(study):
     import threading
 
-    study.create("ustat-2pc", "k", epsilon=1, statistic="gini", lower=0, upper=10, decimals=0, pairs_per_user=2,
-                  min_users=7, timeout=20)
+    study.create(
+        "ustat-2pc",
+        "k",
+        epsilon=1,
+        statistic="gini",
+        lower=0,
+        upper=10,
+        decimals=0,
+        pairs_per_user=2,
+        min_users=7,
+        timeout=20,
+    )
     ch, req = raw_user(study, "leaver")
     assert req(op="join", task="k")["registered"] is True
     left = threading.Event()

@@ -83,12 +83,20 @@ def sign(v):
 def pair(pki, nc, x, y, *, flip=None, evaluator_name="u2", pinned="u2"):
     a, b = relay(flip)
     kw = dict(task_id="task-1", pair_id=7, circuit=nc.circuit, timeout=T)
-    return both(lambda: run_pair(lambda: tls_pair_channel(a, role="garbler", partner=pinned,
-                                                          tls=TLSConfig(pki, "u1"), timeout=T),
-                                 role="garbler", value=pack_pair(*x, BITS, False), **kw),
-                lambda: run_pair(lambda: tls_pair_channel(b, role="evaluator", partner="u1",
-                                                          tls=TLSConfig(pki, evaluator_name), timeout=T),
-                                 role="evaluator", value=pack_pair(*y, BITS, False), **kw))
+    return both(
+        lambda: run_pair(
+            lambda: tls_pair_channel(a, role="garbler", partner=pinned, tls=TLSConfig(pki, "u1"), timeout=T),
+            role="garbler",
+            value=pack_pair(*x, BITS, False),
+            **kw,
+        ),
+        lambda: run_pair(
+            lambda: tls_pair_channel(b, role="evaluator", partner="u1", tls=TLSConfig(pki, evaluator_name), timeout=T),
+            role="evaluator",
+            value=pack_pair(*y, BITS, False),
+            **kw,
+        ),
+    )
 
 
 @pytest.mark.parametrize("x,y", [((10, 20), (30, 5)), ((7, 7), (7, 9)), ((200, 1), (3, 0)), ((1, 1), (2, 2))])

@@ -64,7 +64,9 @@ def key_schedule(shared: bytes, info: bytes) -> tuple[bytes, bytes]:
     info_hash = labeled_extract(SUITE_HPKE, b"", b"info_hash", info)
     ctx = b"\x00" + psk_id_hash + info_hash
     secret = labeled_extract(SUITE_HPKE, shared, b"secret", b"")
-    return labeled_expand(SUITE_HPKE, secret, b"key", ctx, 32), labeled_expand(SUITE_HPKE, secret, b"base_nonce", ctx, 12)
+    return labeled_expand(SUITE_HPKE, secret, b"key", ctx, 32), labeled_expand(
+        SUITE_HPKE, secret, b"base_nonce", ctx, 12
+    )
 
 
 def ref_open(ct_with_enc: bytes, skr: X25519PrivateKey, info: bytes, aad: bytes = b"") -> bytes:
@@ -82,19 +84,22 @@ def ref_seal(pt: bytes, pkr: bytes, info: bytes, ske: X25519PrivateKey, aad: byt
 
 
 # RFC 9180, Appendix A.2.1 (base mode)
-A21 = {k: bytes.fromhex(v) for k, v in {
-    "info": "4f6465206f6e2061204772656369616e2055726e",
-    "skEm": "f4ec9b33b792c372c1d2c2063507b684ef925b8c75a42dbcbf57d63ccd381600",
-    "pkEm": "1afa08d3dec047a643885163f1180476fa7ddb54c6a8029ea33f95796bf2ac4a",
-    "skRm": "8057991eef8f1f1af18f4a9491d16a1ce333f695d4db8e38da75975c4478e0fb",
-    "pkRm": "4310ee97d88cc1f088a5576c77ab0cf5c3ac797f3d95139c6c84b5429c59662a",
-    "shared_secret": "0bbe78490412b4bbea4812666f7916932b828bba79942424abb65244930d69a7",
-    "key": "ad2744de8e17f4ebba575b3f5f5a8fa1f69c2a07f6e7500bc60ca6e3e3ec1c91",
-    "base_nonce": "5c4d98150661b848853b547f",
-    "pt": "4265617574792069732074727574682c20747275746820626561757479",
-    "aad": "436f756e742d30",
-    "ct": "1c5250d8034ec2b784ba2cfd69dbdb8af406cfe3ff938e131f0def8c8b60b4db21993c62ce81883d2dd1b51a28",
-}.items()}
+A21 = {
+    k: bytes.fromhex(v)
+    for k, v in {
+        "info": "4f6465206f6e2061204772656369616e2055726e",
+        "skEm": "f4ec9b33b792c372c1d2c2063507b684ef925b8c75a42dbcbf57d63ccd381600",
+        "pkEm": "1afa08d3dec047a643885163f1180476fa7ddb54c6a8029ea33f95796bf2ac4a",
+        "skRm": "8057991eef8f1f1af18f4a9491d16a1ce333f695d4db8e38da75975c4478e0fb",
+        "pkRm": "4310ee97d88cc1f088a5576c77ab0cf5c3ac797f3d95139c6c84b5429c59662a",
+        "shared_secret": "0bbe78490412b4bbea4812666f7916932b828bba79942424abb65244930d69a7",
+        "key": "ad2744de8e17f4ebba575b3f5f5a8fa1f69c2a07f6e7500bc60ca6e3e3ec1c91",
+        "base_nonce": "5c4d98150661b848853b547f",
+        "pt": "4265617574792069732074727574682c20747275746820626561757479",
+        "aad": "436f756e742d30",
+        "ct": "1c5250d8034ec2b784ba2cfd69dbdb8af406cfe3ff938e131f0def8c8b60b4db21993c62ce81883d2dd1b51a28",
+    }.items()
+}
 
 
 def test_reference_reproduces_rfc9180_vector_a21():

@@ -82,7 +82,9 @@ def test_users_submit_over_tls_and_the_aggregator_gets_no_names(pki, service):
     for i in range(USERS):
         boxes = user_boxes(pk, 1 + i % 5)
         sent += boxes
-        assert submit("127.0.0.1", srv.port, "t1", boxes, tls=TLSConfig(pki, f"user{i}"), peer_names="shuffler") == len(boxes)
+        assert submit("127.0.0.1", srv.port, "t1", boxes, tls=TLSConfig(pki, f"user{i}"), peer_names="shuffler") == len(
+            boxes
+        )
     # the same user again: refused, nothing stored
     with pytest.raises(ShuffleError, match="already submitted") as e:
         submit("127.0.0.1", srv.port, "t1", user_boxes(pk, 2), tls=TLSConfig(pki, "user0"))
@@ -105,7 +107,7 @@ def test_users_submit_over_tls_and_the_aggregator_gets_no_names(pki, service):
     [batch] = agg.delivered
     assert batch.final and batch.users == N and batch.count == len(sent)
     box = H.box_bytes()
-    got = [batch.boxes[i * box:(i + 1) * box] for i in range(batch.count)]
+    got = [batch.boxes[i * box : (i + 1) * box] for i in range(batch.count)]
     assert sorted(got) == sorted(sent) and got != sent
     blob = batch.boxes + repr(batch).encode()
     for i in range(USERS):
@@ -125,8 +127,13 @@ def test_refusals_name_the_problem(pki, service):
         submit("127.0.0.1", srv.port, "nope", user_boxes(pk, 1), tls=tls)
     assert e.value.code == "unknown_task"
     with pytest.raises(ShuffleError, match="at most 6"):
-        submit("127.0.0.1", srv.port, "t1", [sealed.seal(sealed.pack_label(0), pk, sealed.box_context("t1", H.PURPOSE))
-                                               for _ in range(7)], tls=tls)
+        submit(
+            "127.0.0.1",
+            srv.port,
+            "t1",
+            [sealed.seal(sealed.pack_label(0), pk, sealed.box_context("t1", H.PURPOSE)) for _ in range(7)],
+            tls=tls,
+        )
     with pytest.raises(ShuffleError, match="sent 53 bytes"):
         submit("127.0.0.1", srv.port, "t1", [b"x" * 53], tls=tls)
     # a certificate of another role may not submit

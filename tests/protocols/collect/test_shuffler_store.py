@@ -57,7 +57,7 @@ def test_output_order_is_independent_of_arrival_order(boxes):
         for u, b in enumerate(arrival):
             st.submit(info, f"user-{u}", b)
         batch = st.cut_batch("t", final=True)
-        out = [batch.boxes[i * BOX:(i + 1) * BOX] for i in range(batch.count)]
+        out = [batch.boxes[i * BOX : (i + 1) * BOX] for i in range(batch.count)]
         assert sorted(out) == sorted(arrival) and batch.users == N
         table += decile_table(arrival, out)
         control += decile_table(arrival, arrival)  # no shuffle at all
@@ -83,8 +83,12 @@ def test_one_submission_per_user_and_no_replayed_box(boxes):
 
 def test_malformed_submissions_are_refused_and_store_nothing(boxes):
     st, info = fresh()
-    for data, match in [(b"", "whole number"), (boxes[0][:-1], "whole number"),
-                        (b"".join(boxes[:7]), "at most 6"), (b"\x02" + boxes[0][1:], "format")]:
+    for data, match in [
+        (b"", "whole number"),
+        (boxes[0][:-1], "whole number"),
+        (b"".join(boxes[:7]), "at most 6"),
+        (b"\x02" + boxes[0][1:], "format"),
+    ]:
         with pytest.raises(ShuffleError, match=match):
             st.submit(info, "mallory", data)
     assert st.pending_users("t") == 0

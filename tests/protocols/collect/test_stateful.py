@@ -82,8 +82,9 @@ class LedgerMachine(RuleBasedStateMachine):
 
 
 TestLedger = LedgerMachine.TestCase
-TestLedger.settings = settings(max_examples=40, stateful_step_count=25, deadline=None,
-                               suppress_health_check=[HealthCheck.too_slow])
+TestLedger.settings = settings(
+    max_examples=40, stateful_step_count=25, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 
 
 class HostileUsers(RuleBasedStateMachine):
@@ -117,12 +118,23 @@ class HostileUsers(RuleBasedStateMachine):
         assert not self.closed
         self.joined.add(user)
 
-    @rule(user=hs.sampled_from(["u0", "u1", "u2"]),
-          report=hs.one_of(hs.integers(-3, 12).map(lambda c: {"cell": c}),
-                           hs.just({"cell": "2"}), hs.just({}), hs.just([1]), hs.just({"cell": 1, "x": 0})))
+    @rule(
+        user=hs.sampled_from(["u0", "u1", "u2"]),
+        report=hs.one_of(
+            hs.integers(-3, 12).map(lambda c: {"cell": c}),
+            hs.just({"cell": "2"}),
+            hs.just({}),
+            hs.just([1]),
+            hs.just({"cell": 1, "x": 0}),
+        ),
+    )
     def report(self, user, report):
-        valid = isinstance(report, dict) and set(report) == {"cell"} and isinstance(report["cell"], int) \
+        valid = (
+            isinstance(report, dict)
+            and set(report) == {"cell"}
+            and isinstance(report["cell"], int)
             and 0 <= report["cell"] < 8
+        )
         try:
             reply = self._req(user, op="report", task="t", report=report)
         except RegistrationClosed:
@@ -167,5 +179,6 @@ class HostileUsers(RuleBasedStateMachine):
 
 
 TestHostileUsers = HostileUsers.TestCase
-TestHostileUsers.settings = settings(max_examples=12, stateful_step_count=14, deadline=None,
-                                     suppress_health_check=[HealthCheck.too_slow])
+TestHostileUsers.settings = settings(
+    max_examples=12, stateful_step_count=14, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)

@@ -14,8 +14,15 @@ from pairwise.protocols.collect.wire import BadReport, CollectError
 NOW = 1_700_000_000.0
 
 GOOD = {
-    "ustat-2pc": {"epsilon": 1, "statistic": "kendall", "lower": [1, 1], "upper": [5, 4], "decimals": [0, 0],
-                  "min_users": 4, "pairs_per_user": 2},
+    "ustat-2pc": {
+        "epsilon": 1,
+        "statistic": "kendall",
+        "lower": [1, 1],
+        "upper": [5, 4],
+        "decimals": [0, 0],
+        "min_users": 4,
+        "pairs_per_user": 2,
+    },
     "ldp-ustat": {"epsilon": 2, "kernel": "gini", "lower": 0, "upper": 10},
     "ldp-auc": {"epsilon": 2, "lower": 5, "upper": 30, "bits": 3},
     "ldp-qmle": {"epsilon": 2, "lower": 0, "upper": 3000, "tau": 0.5},
@@ -83,8 +90,9 @@ def test_ldp_tasks_are_checked_like_pairwise_ldp():
     with pytest.raises(ValueError) as ref:
         BitModel(0, 3000, 2.0, 1.5, 300.0)
     assert _refused("ldp-qmle", tau=1.5) == str(ref.value)
-    assert "more than 8192" in _refused("ldp-ustat", kernel="kendall", lower=[0, 0], upper=[1000, 1000],
-                                        decimals=[0, 0], discrete=True)
+    assert "more than 8192" in _refused(
+        "ldp-ustat", kernel="kendall", lower=[0, 0], upper=[1000, 1000], decimals=[0, 0], discrete=True
+    )
     assert "400 ln(4/delta)" in _refused("shuffle-histogram", min_users=100)
 
 
@@ -133,9 +141,19 @@ def test_reports_outside_the_randomizers_range_are_refused(protocol):
     value2 = 1.0 if p.values(spec) == 2 else None
     good = p.randomize(spec, assignment, 7.0, value2, label)
     assert p.check_report(spec, assignment, label, json.loads(json.dumps(good))) == good
-    bad_reports = [None, [], {}, {"cell": -1}, {"cell": 10**9}, {"bits": [2]}, {"bits": [0, 1, 0, 1, 0]},
-                   {"z": 2, "x": [1.0]}, {"z": 1, "x": [math.inf]}, {"z": True, "x": [1.0]},
-                   dict(good, extra=1)]
+    bad_reports = [
+        None,
+        [],
+        {},
+        {"cell": -1},
+        {"cell": 10**9},
+        {"bits": [2]},
+        {"bits": [0, 1, 0, 1, 0]},
+        {"z": 2, "x": [1.0]},
+        {"z": 1, "x": [math.inf]},
+        {"z": True, "x": [1.0]},
+        dict(good, extra=1),
+    ]
     for bad in bad_reports:
         with pytest.raises(BadReport):
             p.check_report(spec, assignment, label, bad)
@@ -168,8 +186,9 @@ def test_pairs_respect_p_and_the_auc_classes():
         for u in (g, e):
             seen[u] = seen.get(u, 0) + 1
     assert max(seen.values()) <= 3
-    auc = validate_task("ustat-2pc", dict(GOOD["ustat-2pc"], statistic="auc", lower=0, upper=1, decimals=2,
-                                          pairs_per_user=2), now=NOW)
+    auc = validate_task(
+        "ustat-2pc", dict(GOOD["ustat-2pc"], statistic="auc", lower=0, upper=1, decimals=2, pairs_per_user=2), now=NOW
+    )
     users = [(f"p{i}", 1) for i in range(3)] + [(f"n{i}", 0) for i in range(5)]
     pairs = p.pair(auc, users, csprng_generator())
     assert len(pairs) == 2 * 3 and all(g.startswith("p") and e.startswith("n") for g, e, _ in pairs)

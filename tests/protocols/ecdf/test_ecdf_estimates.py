@@ -42,11 +42,11 @@ def test_paper_prefix_covariance_is_the_dense_path_map():
 
 
 def test_the_distance_budget_leaves_strictly_more_than_half_of_alpha():
-    half = NoiseMap("paper", 3, NoiseLaw(0.5, tv=2.0 ** -5))  # 4 values x 2^-5 = 0.125 = alpha / 2 exactly
+    half = NoiseMap("paper", 3, NoiseLaw(0.5, tv=2.0**-5))  # 4 values x 2^-5 = 0.125 = alpha / 2 exactly
     assert half.ideal_alpha(0.25, 4) is None and half.radii([0, 1], 0.25) is None
     assert half.method(0.25).startswith("not computed") and "total variation" in half.method(0.25)
-    ok = NoiseMap("paper", 3, NoiseLaw(0.5, tv=2.0 ** -7))
-    assert ok.ideal_alpha(0.25, 4) == pytest.approx(0.25 - 2.0 ** -5)
+    ok = NoiseMap("paper", 3, NoiseLaw(0.5, tv=2.0**-7))
+    assert ok.ideal_alpha(0.25, 4) == pytest.approx(0.25 - 2.0**-5)
     assert ok.method(0.25).startswith("75% per threshold, exact")
 
 

@@ -63,8 +63,13 @@ class Servers:
         self.addresses = [("127.0.0.1", 1 + j) for j in range(m)]
 
     def _state(self, j: int) -> ServerState:
-        st = ServerState(j, SQLiteStorage(str(self.path / f"ecdf-server-{j}.db"), j), budgets=Budgets(self.budget),
-                         links=PeerLinks({}, Policy(), 60.0), log=self.logs[j].append)
+        st = ServerState(
+            j,
+            SQLiteStorage(str(self.path / f"ecdf-server-{j}.db"), j),
+            budgets=Budgets(self.budget),
+            links=PeerLinks({}, Policy(), 60.0),
+            log=self.logs[j].append,
+        )
         st.dial = self._dial
         return st
 
@@ -191,8 +196,9 @@ def test_bad_keys_and_repeated_ids_reject_their_clients_only(servers):
     keys[0]["all"][7] = b"\x99" + keys[0]["all"][7][1:]  # another version byte: client 7
     ids = np.arange(40, dtype=np.uint64)
     ids[9] = ids[8]  # a repeated id within the upload: the second is rejected
-    rep = uploader.send_keys(sv.addresses, "k", scheme="vdpf", domain_bits=NB, output_bits=32,
-                             series_meta={"all": 1}, ids=ids, keys=keys)
+    rep = uploader.send_keys(
+        sv.addresses, "k", scheme="vdpf", domain_bits=NB, output_bits=32, series_meta={"all": 1}, ids=ids, keys=keys
+    )
     assert rep.accepted == [37, 37] and rep.rejected_count == [3, 3]
     keep = np.setdiff1d(np.arange(40), [3, 7, 9])
     assert np.array_equal(sv.querier().ecdf("k", HUGE).cumulative, exact_counts(x[keep]))
@@ -210,15 +216,18 @@ def _plan(sv: Servers, **fields):
     return plan_release(ds, PrepareRequest(**{**base, **fields}))
 
 
-@pytest.mark.parametrize("fields, match", [
-    ({"grid_bits": 7}, r"grid_bits must be in \[1, 6\], got 7"),
-    ({"thresholds": (64,)}, r"grid indices in \[0, 63\]"),
-    ({"grid_bits": 3, "thresholds": (8,)}, r"grid indices in \[0, 7\]"),
-    ({"tolerate": 1}, "tolerate must be an integer in"),
-    ({"series": ("pos",)}, "has no series 'pos'"),
-    ({"servers": (("h", 1), ("h", 2), ("h", 3))}, "shared among m = 2 servers, the request lists 3"),
-    ({"kind": "counts", "cuts": (3, 64), "epsilon_per_value": Fraction(1)}, r"grid indices in \[0, 63\]"),
-])
+@pytest.mark.parametrize(
+    "fields, match",
+    [
+        ({"grid_bits": 7}, r"grid_bits must be in \[1, 6\], got 7"),
+        ({"thresholds": (64,)}, r"grid indices in \[0, 63\]"),
+        ({"grid_bits": 3, "thresholds": (8,)}, r"grid indices in \[0, 7\]"),
+        ({"tolerate": 1}, "tolerate must be an integer in"),
+        ({"series": ("pos",)}, "has no series 'pos'"),
+        ({"servers": (("h", 1), ("h", 2), ("h", 3))}, "shared among m = 2 servers, the request lists 3"),
+        ({"kind": "counts", "cuts": (3, 64), "epsilon_per_value": Fraction(1)}, r"grid indices in \[0, 63\]"),
+    ],
+)
 def test_release_plans_check_the_dataset_bounds_before_anything_is_reserved(servers, fields, match):
     sv = servers(2)
     upload(sv.addresses, "d", np.arange(20), domain_bits=NB)
@@ -243,14 +252,16 @@ def test_the_ledger_through_the_handlers_reserve_adopt_abort_and_budget(servers)
     assert ask(a, prep)["ok"]
     refused = ask(b, AdoptRequest("d", ((RID, Fraction(1, 10**12)),)))  # the querier's own id, in flight
     assert not refused["ok"] and "in flight" in refused["error"]
-    second = ask(b, PrepareRequest(kind="ecdf", rid="ff" * 12, dataset="d", series=("all",),
-                                   epsilon=Fraction(3, 5)))
+    second = ask(b, PrepareRequest(kind="ecdf", rid="ff" * 12, dataset="d", series=("all",), epsilon=Fraction(3, 5)))
     assert not second["ok"] and second["code"] == "budget" and "+0.6 reserved" in second["error"]
     assert ask(a, AbortRequest())["ok"]
     assert ask(b, AdoptRequest("d", ((RID, Fraction(1, 2)),)))["added"] == 1
     info = ask(b, StatusRequest("d"))["info"]
     assert (Fraction(info["spent"]), Fraction(info["reserved"]), Fraction(info["left"])) == (
-        Fraction(1, 2), 0, Fraction(1, 2))
+        Fraction(1, 2),
+        0,
+        Fraction(1, 2),
+    )
     with pytest.raises(BudgetExceeded, match="exhausted on server 0"):
         sv.querier().ecdf("d", 0.6)
     assert [Fraction(s["info"]["spent"]) for s in sv.querier().status("d")] == [Fraction(1, 2)] * 2  # agreed
@@ -270,8 +281,17 @@ def test_requests_are_authorized_before_they_are_parsed(servers):
     reply = recv_json(ours, timeout=60)
     assert reply["code"] == "unauthorized" and "needs the role querier" in reply["error"]
     # an upload header with a bad field ends the connection (bulk frames may follow)
-    bad = UploadRequest(dataset="d", scheme="vdpf", m=2, server_id=1, domain_bits=NB, output_bits=32,
-                        series=(), chunks=(1,), upload_id="ab" * 8).to_json()
+    bad = UploadRequest(
+        dataset="d",
+        scheme="vdpf",
+        m=2,
+        server_id=1,
+        domain_bits=NB,
+        output_bits=32,
+        series=(),
+        chunks=(1,),
+        upload_id="ab" * 8,
+    ).to_json()
     assert not session.answer(bad, None)
     assert "series must be a list" in recv_json(ours, timeout=60)["error"]
     session.close()
@@ -302,8 +322,7 @@ def test_node_mechanisms_release_every_label_series_exactly_at_huge_epsilon(serv
     assert np.all(lo <= exact_counts(x) / 80 + 1e-12) and np.all(exact_counts(x) / 80 <= hi + 1e-12)
     assert np.all(hi - lo < 0.1)
     cp, cn = exact_counts(x[y == 1]), exact_counts(x[y == 0])
-    exact_auc = float(np.dot(np.diff(np.concatenate([[0], cp])),
-                             (np.concatenate([[0], cn[:-1]]) + cn) / 2) / (20 * 60))
+    exact_auc = float(np.dot(np.diff(np.concatenate([[0], cp])), (np.concatenate([[0], cn[:-1]]) + cn) / 2) / (20 * 60))
     assert roc.auc == pytest.approx(exact_auc, abs=1e-9)
     assert roc.auc_interval[0] - 1e-9 <= exact_auc <= roc.auc_interval[1] + 1e-9
 

@@ -43,8 +43,11 @@ EPS = st.sampled_from([Fraction(1, 10**12), Fraction(1, 5), Fraction(3, 10), Fra
 
 
 def _scopes(dataset: str) -> list[tuple[str, Fraction]]:
-    return [(f"dataset:{dataset}", BUDGET), *((f"owner:{o}", OWNER_BUDGET) for o in DATASETS[dataset]),
-            ("total", TOTAL_BUDGET)]
+    return [
+        (f"dataset:{dataset}", BUDGET),
+        *((f"owner:{o}", OWNER_BUDGET) for o in DATASETS[dataset]),
+        ("total", TOTAL_BUDGET),
+    ]
 
 
 class LedgerMachine(RuleBasedStateMachine):
@@ -98,8 +101,10 @@ class LedgerMachine(RuleBasedStateMachine):
         self.ledger.unreserve(*key)
         del self.reserved[key]
 
-    @rule(ds=st.sampled_from(sorted(DATASETS)),
-          pairs=st.lists(st.tuples(st.sampled_from(RIDS), EPS), min_size=1, max_size=3))
+    @rule(
+        ds=st.sampled_from(sorted(DATASETS)),
+        pairs=st.lists(st.tuples(st.sampled_from(RIDS), EPS), min_size=1, max_size=3),
+    )
     def adopt(self, ds: str, pairs) -> None:
         try:
             self.ledger.adopt(ds, pairs, DATASETS[ds])
@@ -137,8 +142,9 @@ class LedgerMachine(RuleBasedStateMachine):
 
 
 TestLedgerMachine = LedgerMachine.TestCase
-TestLedgerMachine.settings = settings(max_examples=150, stateful_step_count=25, deadline=None,
-                                      suppress_health_check=[HealthCheck.too_slow])
+TestLedgerMachine.settings = settings(
+    max_examples=150, stateful_step_count=25, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 
 
 # --------------------------------------------------------------------------- direct cases

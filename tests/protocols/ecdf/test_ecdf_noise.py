@@ -59,8 +59,15 @@ def chi2_pvalue(samples: np.ndarray, support: np.ndarray, pmf: np.ndarray) -> fl
 
 
 # --------------------------------------------------------------------------- Polya tables
-@pytest.mark.parametrize("shape,eps,S", [(Fraction(1, 3), Fraction(1, 11), 1), (Fraction(1, 2), Fraction(1, 2), 1),
-                                         (Fraction(1, 5), Fraction(1, 3), 4), (Fraction(1), Fraction(1, 4), 1)])
+@pytest.mark.parametrize(
+    "shape,eps,S",
+    [
+        (Fraction(1, 3), Fraction(1, 11), 1),
+        (Fraction(1, 2), Fraction(1, 2), 1),
+        (Fraction(1, 5), Fraction(1, 3), 4),
+        (Fraction(1), Fraction(1, 4), 1),
+    ],
+)
 def test_polya_table_matches_scipy_nbinom(shape, eps, S):
     t = polya_table(shape, eps, S)
     a = np.exp(-float(eps) / S)
@@ -178,8 +185,10 @@ def test_noisy_sum_circuit_plaintext_and_garbled_agree():
     vals, _, _ = gadget_pmf(nsc.params)
     assert set(noise.tolist()) <= set(vals.tolist())  # noise within the gadget's support
 
-    g, e = run_pair(lambda s: s.run(nsc.circuit, {"x": words_to_bits(x, 16), "rx": rx}),
-                    lambda s: s.run(nsc.circuit, {"y": words_to_bits(y, 16), "ry": ry}))
+    g, e = run_pair(
+        lambda s: s.run(nsc.circuit, {"x": words_to_bits(x, 16), "rx": rx}),
+        lambda s: s.run(nsc.circuit, {"y": words_to_bits(y, 16), "ry": ry}),
+    )
     assert np.array_equal(np.asarray(g.outputs[0], dtype=np.uint64), plain_vals)
     assert np.array_equal(np.asarray(e.outputs[0], dtype=np.uint64), plain_vals)
 

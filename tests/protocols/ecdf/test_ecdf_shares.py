@@ -169,8 +169,9 @@ def test_full_domain_dcf_sum_equals_pointwise_evaluation(n, K):
     for kb in (k0, k1):
         ref = np.array([kb.eval_sum(t) for t in range(1 << n)], dtype=np.uint64)
         assert np.array_equal(dcf_full_domain_sum(kb), ref)
-    assert np.array_equal(reduce_mod(dcf_full_domain_sum(k0) + dcf_full_domain_sum(k1), 40),
-                          reference(x, w, np.arange(1 << n)))
+    assert np.array_equal(
+        reduce_mod(dcf_full_domain_sum(k0) + dcf_full_domain_sum(k1), 40), reference(x, w, np.arange(1 << n))
+    )
     # the server picks the full-domain path for many thresholds and per-point walks for few
     sh = DCFShares(k0, 40)
     few = np.array([0, (1 << n) - 1], dtype=np.uint64)

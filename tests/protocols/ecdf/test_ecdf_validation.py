@@ -91,8 +91,10 @@ def test_honest_clients_are_accepted_and_give_the_exact_histograms(kind):
         assert np.array_equal(hist[s], reference(x, ww, acc)), s
     if kind == "hl":
         assert set(hist) == {"pos", "neg", "e1", "e0"}
-        assert np.array_equal((hist["e1"] + hist["e0"]) & np.uint64(2**L - 1),
-                              np.uint64(8) * ((hist["pos"] + hist["neg"]) & np.uint64(2**L - 1)))
+        assert np.array_equal(
+            (hist["e1"] + hist["e0"]) & np.uint64(2**L - 1),
+            np.uint64(8) * ((hist["pos"] + hist["neg"]) & np.uint64(2**L - 1)),
+        )
 
 
 def _replace(keys, s, i, bundles):
@@ -128,8 +130,14 @@ def test_a_malicious_client_is_rejected_alone(name):
         lay = layout_for(meta, NB, L)
         count = lay.reads["e1"].count
         other = (int(x[bad]) + 1) % SIZE
-        parts = [_vdpf(SIZE | (other if name.endswith("another x") else int(x[bad])),
-                       2 if (name.endswith("weight 2") and j == 0) else 1, NB + 1) for j in range(count)]
+        parts = [
+            _vdpf(
+                SIZE | (other if name.endswith("another x") else int(x[bad])),
+                2 if (name.endswith("weight 2") and j == 0) else 1,
+                NB + 1,
+            )
+            for j in range(count)
+        ]
         _replace(keys, s, bad, (b"".join(p[0] for p in parts), b"".join(p[1] for p in parts)))
     acc, hist, reasons = both_servers(keys, meta)
     assert acc.tolist() == [i != bad for i in range(x.size)]
@@ -139,7 +147,7 @@ def test_a_malicious_client_is_rejected_alone(name):
 
 
 N_LAYOUT = key_layout(KIND_VDPF, NB, L)
-CWS = ([f"s_cw[{i + 1}]" for i in range(NB)] + ["t_cw", "cw_out", "cs"])
+CWS = [f"s_cw[{i + 1}]" for i in range(NB)] + ["t_cw", "cw_out", "cs"]
 
 
 def _cw_bytes(name):
@@ -147,9 +155,11 @@ def _cw_bytes(name):
     if name.startswith("s_cw"):
         i = int(name[5:-1]) - 1
         return range(lay.levels_offset + 16 * i, lay.levels_offset + 16 * (i + 1))
-    return {"t_cw": range(lay.bits_offset, lay.bits_offset + lay.bits_bytes),
-            "cw_out": range(lay.final_offset, lay.final_offset + lay.value_bytes),
-            "cs": range(lay.check_offset, lay.check_offset + 64)}[name]
+    return {
+        "t_cw": range(lay.bits_offset, lay.bits_offset + lay.bits_bytes),
+        "cw_out": range(lay.final_offset, lay.final_offset + lay.value_bytes),
+        "cs": range(lay.check_offset, lay.check_offset + 64),
+    }[name]
 
 
 @pytest.mark.parametrize("cw", CWS)
@@ -207,8 +217,9 @@ def test_stored_bundles_load_into_the_same_series():
     for s, v in chunk.series().items():
         assert np.array_equal(loaded[s].hist, v.hist) and len(loaded[s]) == x.size
     pts = np.array([0, 7, SIZE - 1])
-    assert np.array_equal(loaded["e1"].cumulative_shares(pts), np.cumsum(loaded["e1"].hist, dtype=np.uint64)[pts]
-                          & np.uint64(2**L - 1))
+    assert np.array_equal(
+        loaded["e1"].cumulative_shares(pts), np.cumsum(loaded["e1"].hist, dtype=np.uint64)[pts] & np.uint64(2**L - 1)
+    )
     with pytest.raises(ShareParameterError, match="row subset"):
         loaded["e1"].take(np.arange(3))
 
@@ -245,19 +256,30 @@ def simulated_bundle_vectors(seed: int = 20261127) -> dict:
             raw = [b"", b""]
             for alpha in points[s]:
                 roots = rng.integers(0, 2**64, (2, 1, 2), dtype=np.uint64)
-                scw, tcw, fcw, ccw = _vdpf_gen_from_roots(np.array([alpha], np.uint64), np.array([1], np.uint64),
-                                                          n + 1, l, roots)
+                scw, tcw, fcw, ccw = _vdpf_gen_from_roots(
+                    np.array([alpha], np.uint64), np.array([1], np.uint64), n + 1, l, roots
+                )
                 for b in (0, 1):
                     raw[b] += VDPFKeyBatch(b, n + 1, l, roots[b], scw, tcw, fcw, ccw=ccw).to_bytes_list()[0]
             for b in (0, 1):
                 bundles[b][s].append(raw[b].hex())
     key = bytes(range(VERIFY_KEY_BYTES))
-    out = {"format": "pairwise ECDF vdpf key bundles (protocols/ecdf/validation.py), layout 1", "seed": seed,
-           "domain_bits": n, "output_bits": l, "series": series, "clients": [list(c) for c in clients],
-           "verify_key": key.hex(), "bundles": bundles, "digests": None, "histograms": []}
+    out = {
+        "format": "pairwise ECDF vdpf key bundles (protocols/ecdf/validation.py), layout 1",
+        "seed": seed,
+        "domain_bits": n,
+        "output_bits": l,
+        "series": series,
+        "clients": [list(c) for c in clients],
+        "verify_key": key.hex(),
+        "bundles": bundles,
+        "digests": None,
+        "histograms": [],
+    }
     for b in (0, 1):
-        chunk, good, bad = ChunkCheck.parse({s: [bytes.fromhex(h) for h in v] for s, v in bundles[b].items()},
-                                            layout=lay, party=b)
+        chunk, good, bad = ChunkCheck.parse(
+            {s: [bytes.fromhex(h) for h in v] for s, v in bundles[b].items()}, layout=lay, party=b
+        )
         chunk.evaluate(key)
         digests = [d.tobytes().hex() for d in chunk.digests]
         assert not bad and (out["digests"] in (None, digests))  # an honest client: equal digests at both servers
@@ -273,8 +295,9 @@ def test_bundle_golden_vectors_parse_and_give_their_digests_and_histograms():
     key = bytes.fromhex(vec["verify_key"])
     hists = []
     for b in (0, 1):
-        chunk, good, bad = ChunkCheck.parse({s: [bytes.fromhex(h) for h in v] for s, v in vec["bundles"][b].items()},
-                                            layout=lay, party=b)
+        chunk, good, bad = ChunkCheck.parse(
+            {s: [bytes.fromhex(h) for h in v] for s, v in vec["bundles"][b].items()}, layout=lay, party=b
+        )
         chunk.evaluate(key)
         assert not bad and [d.tobytes().hex() for d in chunk.digests] == vec["digests"]
         got = {s: [str(int(v)) for v in sh.hist] for s, sh in chunk.series().items()}
@@ -303,10 +326,10 @@ def _contribution(keys, i, lay):
         size = vdpf_key_bytes(r.bits, L)
         vec = np.zeros(SIZE, dtype=object)
         for j in range(r.count):
-            k0 = VDPFKeyBatch.from_bytes_list([keys[0][r.source][i][j * size:(j + 1) * size]])
-            k1 = VDPFKeyBatch.from_bytes_list([keys[1][r.source][i][j * size:(j + 1) * size]])
+            k0 = VDPFKeyBatch.from_bytes_list([keys[0][r.source][i][j * size : (j + 1) * size]])
+            k1 = VDPFKeyBatch.from_bytes_list([keys[1][r.source][i][j * size : (j + 1) * size]])
             y = reconstruct(k0.full_domain()[0], k1.full_domain()[0], L)
-            part = y if r.half is None else y[r.half * SIZE:(r.half + 1) * SIZE]
+            part = y if r.half is None else y[r.half * SIZE : (r.half + 1) * SIZE]
             vec += r.coefs[j] * np.array([int(v) for v in part], dtype=object)
         out[s] = [int(v) % (1 << L) for v in vec]
     return out
@@ -335,7 +358,7 @@ def test_whatever_a_client_sends_an_accepted_client_adds_one_point_with_an_admis
             old = keys[b][s][bad]
             if kind.startswith("flip"):
                 if pos < len(old):  # (the other half may be shorter after an earlier truncation)
-                    keys[b][s][bad] = old[:pos] + bytes([old[pos] ^ (1 << bit)]) + old[pos + 1:]
+                    keys[b][s][bad] = old[:pos] + bytes([old[pos] ^ (1 << bit)]) + old[pos + 1 :]
             elif kind == "truncate":
                 keys[b][s][bad] = old[:pos]
             elif kind == "extend":

@@ -196,7 +196,17 @@ def test_recursion_with_exact_histograms_and_everything_recursed_is_exact():
     assert val == 0.0
 
 
-def _reference_eq10(hp, hn, alpha, vp, vn, a, discarded, ties, p=(), ):
+def _reference_eq10(
+    hp,
+    hn,
+    alpha,
+    vp,
+    vn,
+    a,
+    discarded,
+    ties,
+    p=(),
+):
     """Direct recursive transcription of Eq. (10) on estimate tables hp[level][node]."""
     level = len(p)
     node = int("".join(map(str, p)) or "0", 2)

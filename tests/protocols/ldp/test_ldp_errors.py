@@ -19,14 +19,17 @@ def test_the_hierarchy_keeps_value_error_and_the_project_base():
     assert issubclass(ReportError, LDPDataError) and issubclass(LDPDataError, InvalidDataError)
 
 
-@pytest.mark.parametrize(("call", "cls", "text"), [
-    (lambda: secure_permutation(-1), LDPParameterError, "permutation size"),
-    (lambda: submit_public_x(np.ones(3), 1.0, 0.0, 1.0), LDPParameterError, "lower < upper"),
-    (lambda: exact_ustatistic(np.ones(5), "nope"), UnknownKernel, "unknown kernel 'nope'"),
-    (lambda: exact_ustatistic(np.ones(1), "gini"), LDPDataError, r"at least two points .* got 1"),
-    (lambda: BinarySumProtocol(1.0, 1e-6, 2000).analyze(np.array([1, 0, 1])), ReportError, "must all be 1"),
-    (lambda: HistogramProtocol(1.0, 1e-6, 10**5, 4).randomize(7), LDPDataError, r"in \[0, 4\)"),
-])
+@pytest.mark.parametrize(
+    ("call", "cls", "text"),
+    [
+        (lambda: secure_permutation(-1), LDPParameterError, "permutation size"),
+        (lambda: submit_public_x(np.ones(3), 1.0, 0.0, 1.0), LDPParameterError, "lower < upper"),
+        (lambda: exact_ustatistic(np.ones(5), "nope"), UnknownKernel, "unknown kernel 'nope'"),
+        (lambda: exact_ustatistic(np.ones(1), "gini"), LDPDataError, r"at least two points .* got 1"),
+        (lambda: BinarySumProtocol(1.0, 1e-6, 2000).analyze(np.array([1, 0, 1])), ReportError, "must all be 1"),
+        (lambda: HistogramProtocol(1.0, 1e-6, 10**5, 4).randomize(7), LDPDataError, r"in \[0, 4\)"),
+    ],
+)
 def test_bad_input_raises_the_specific_class(call, cls, text):
     with pytest.raises(cls, match=text):
         call()

@@ -212,8 +212,12 @@ def test_simulated_estimate_mean_and_variance_are_the_closed_form():
     beta = K / (K + math.exp(eps) - 1)
     assert var <= theorem1_variance_bound(n, beta)
     test = NormalVarianceTest(reps, mean, var, kurtosis=6.0)
-    test.require_power({name: collision_estimate_moments(data, K, eps / f)[1]
-                        for name, f in (("scale x2 (eps / 2)", 2.0), ("scale x1/2 (2 eps)", 0.5))})
+    test.require_power(
+        {
+            name: collision_estimate_moments(data, K, eps / f)[1]
+            for name, f in (("scale x2 (eps / 2)", 2.0), ("scale x1/2 (2 eps)", 0.5))
+        }
+    )
     levels = list(range(K))
     proto = QuantizedUStatistic(collision, Quantizer.discrete(levels), eps)
     assert proto.exact_quantized(proto.encode(data)) == pytest.approx(mean, rel=1e-12)

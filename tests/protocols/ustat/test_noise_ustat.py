@@ -33,7 +33,11 @@ ALPHA = 1e-4
 def _bounds(dataset: str, *columns: str) -> dict:
     """The public domains the shipped dataset declares (lower / upper / decimals per column)."""
     doms = [column_domain(dataset, c) for c in columns]
-    return {"lower": [d.lower for d in doms], "upper": [d.upper for d in doms], "decimals": [d.scale_decimals for d in doms]}
+    return {
+        "lower": [d.lower for d in doms],
+        "upper": [d.upper for d in doms],
+        "decimals": [d.scale_decimals for d in doms],
+    }
 
 
 KENDALL_BOUNDS = lambda: _bounds("fair", "rate_marriage", "religious")  # noqa: E731
@@ -158,7 +162,9 @@ def test_two_sample_predictions_match_monte_carlo():
             pr = sample_two_sample_pairs(pos.size, neg.size, P, rng)
             est[t] = (k[pr[:, 0], pr[:, 1]] + rng.normal(0, 0.4, pr.shape[0])).mean()
         emp = float(np.mean((est - k.mean()) ** 2))
-        assert fixed_sample_mse(kernel_sums("auc", pos, neg), "subsample", P, (0.16, 0, 0)) == pytest.approx(emp, rel=0.08)
+        assert fixed_sample_mse(kernel_sums("auc", pos, neg), "subsample", P, (0.16, 0, 0)) == pytest.approx(
+            emp, rel=0.08
+        )
     z = two_sample_zetas(kernel_sums("auc", pos, neg))
     for n1, n0, P in [(12, 20, 1), (25, 10, 3)]:
         est = np.empty(T)

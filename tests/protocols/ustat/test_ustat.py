@@ -158,4 +158,5 @@ def test_fast_exact_u_statistics_equal_the_kernel_matrix(name):
     x = rng.integers(0, 6, 700).astype(float)  # many ties on purpose
     y = rng.integers(0, 4, 700 if name != "auc" else 450).astype(float)
     assert _u_statistic_fast(name, x, None if name == "gini" else y) == pytest.approx(
-        u_statistic(name, x, None if name == "gini" else y), abs=1e-12)
+        u_statistic(name, x, None if name == "gini" else y), abs=1e-12
+    )

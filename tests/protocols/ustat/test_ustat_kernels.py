@@ -31,7 +31,9 @@ def test_variance_and_collision_against_their_closed_forms():
     x = np.round(rng.uniform(0, 30, 60))
     r = pairwise.ustat("variance", x, epsilon=8, lower=0, upper=30, decimals=0, rng=np.random.default_rng(1))
     d = r.as_dict()
-    assert d["exact_quantized"] == pytest.approx(np.var(x, ddof=1), rel=1e-12)  # (x - y)^2 / 2 gives the sample variance
+    assert d["exact_quantized"] == pytest.approx(
+        np.var(x, ddof=1), rel=1e-12
+    )  # (x - y)^2 / 2 gives the sample variance
     assert d["natural_range"] == [0, 450] and d["noise"] in ("signed_geometric", "discrete_laplace")
     lab = np.round(rng.uniform(1, 5, 80))
     r = pairwise.ustat("collision", lab, epsilon=8, lower=1, upper=5, decimals=0, rng=np.random.default_rng(1))
@@ -53,8 +55,21 @@ def test_the_release_is_unbiased_for_the_closed_form(stat):
     rng = np.random.default_rng(7)
     x = np.round(rng.uniform(0, 6, 24))
     truth = np.var(x, ddof=1) if stat == "variance" else None
-    runs = [run_ustat(stat, x, epsilon=40.0, design="all", lower=0, upper=6, decimals=0, alpha=0.001,
-                      rng=np.random.default_rng(s), compute_theorem5=False) for s in range(8)]
+    runs = [
+        run_ustat(
+            stat,
+            x,
+            epsilon=40.0,
+            design="all",
+            lower=0,
+            upper=6,
+            decimals=0,
+            alpha=0.001,
+            rng=np.random.default_rng(s),
+            compute_theorem5=False,
+        )
+        for s in range(8)
+    ]
     if truth is None:
         c = np.bincount(x.astype(int))
         truth = ((c * c).sum() - x.size) / (x.size * (x.size - 1))
@@ -68,8 +83,9 @@ def test_per_pair_outputs_are_the_kernel_plus_the_stated_noise():
     from pairwise.protocols.ustat.stats import sample_pairs
 
     x = np.round(np.random.default_rng(2).uniform(0, 20, 4000))
-    r = run_ustat("variance", x, epsilon=64.0, lower=0, upper=20, decimals=0, rng=np.random.default_rng(9),
-                  compute_theorem5=False)
+    r = run_ustat(
+        "variance", x, epsilon=64.0, lower=0, upper=20, decimals=0, rng=np.random.default_rng(9), compute_theorem5=False
+    )
     pairs = sample_pairs(x.size, 1, np.random.default_rng(9))
     h = (x[pairs[:, 0]] - x[pairs[:, 1]]) ** 2  # circuit units: (x - y)^2 on the grid
     z = r.outputs - h  # additive noise at sensitivity 400, eps 64, variance from the gadget
@@ -86,8 +102,10 @@ def test_a_user_kernel_through_the_api(wilcoxon):
     n = d.size
     s = d[:, None] + d[None, :]
     closed = ((s > 0).sum() - (2 * d > 0).sum()) / (n * (n - 1))  # P(Walsh average > 0) over i != j
-    for call in (lambda: pairwise.ustat(wilcoxon, d, epsilon=2, lower=-10, upper=10, decimals=0),
-                 lambda: pairwise.ustat(None, d, kernel=wilcoxon, epsilon=2, lower=-10, upper=10, decimals=0)):
+    for call in (
+        lambda: pairwise.ustat(wilcoxon, d, epsilon=2, lower=-10, upper=10, decimals=0),
+        lambda: pairwise.ustat(None, d, kernel=wilcoxon, epsilon=2, lower=-10, upper=10, decimals=0),
+    ):
         res = call().as_dict()
         assert res["statistic"] == "walsh_positive" and res["noise"] == "krr"
         assert res["exact_quantized"] == pytest.approx(closed, rel=1e-12)
@@ -124,8 +142,9 @@ def test_refusals_of_the_configuration():
 
 def _cli(*args, env=None, timeout=300):
     e = dict(os.environ, PYTHONPATH=str(EXAMPLES) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    return subprocess.run([sys.executable, "-m", "pairwise", *args], capture_output=True, text=True, timeout=timeout,
-                          env=e)
+    return subprocess.run(
+        [sys.executable, "-m", "pairwise", *args], capture_output=True, text=True, timeout=timeout, env=e
+    )
 
 
 @pytest.mark.slow
@@ -133,16 +152,45 @@ def test_the_documented_user_kernel_on_the_command_line_and_in_network_mode(tmp_
     d = np.clip(np.round(np.random.default_rng(4).normal(0.5, 3, 120)), -10, 10)
     f = tmp_path / "diffs.csv"
     f.write_text("d\n" + "".join(f"{v:g}\n" for v in d))
-    base = ["ustat", "--kernel", "wilcoxon_kernel:walsh_positive", "--epsilon", "2", "--data", str(f), "--columns",
-            "d", "--lower", "-10", "--upper", "10", "--decimals", "0", "--json"]
+    base = [
+        "ustat",
+        "--kernel",
+        "wilcoxon_kernel:walsh_positive",
+        "--epsilon",
+        "2",
+        "--data",
+        str(f),
+        "--columns",
+        "d",
+        "--lower",
+        "-10",
+        "--upper",
+        "10",
+        "--decimals",
+        "0",
+        "--json",
+    ]
     for extra in ([], ["--mode", "network", "--workers", "2"]):
         r = _cli(*base, *extra)
         assert r.returncode == 0, r.stderr
         out = json.loads(r.stdout)
         assert out["statistic"] == "walsh_positive" and out["mode"] == (extra[1] if extra else "simulate")
         assert out["interval_width"] > 0 and "exact" not in out
-    r = _cli("ustat", "--kernel", "wilcoxon_kernel:nope", "--epsilon", "1", "--data", str(f), "--columns", "d",
-             "--lower", "-10", "--upper", "10")
+    r = _cli(
+        "ustat",
+        "--kernel",
+        "wilcoxon_kernel:nope",
+        "--epsilon",
+        "1",
+        "--data",
+        str(f),
+        "--columns",
+        "d",
+        "--lower",
+        "-10",
+        "--upper",
+        "10",
+    )
     assert r.returncode == 2 and "has no attribute" in r.stderr
     r = _cli("ustat", "--statistic", "gini", "--kernel", "wilcoxon_kernel:walsh_positive", "--epsilon", "1")
     assert r.returncode == 2 and "one of them" in r.stderr
