@@ -212,8 +212,8 @@ def main() -> int:
     p.add_argument("--timeout", type=float, default=300.0)
     p.add_argument("--skip-local", action="store_true")
     p.add_argument("--max-handshakes", type=int, default=64, help="collect serve --max-handshakes")
-    p.add_argument("--poll-rate", type=float, default=50.0, help="collect serve --poll-rate")
-    p.add_argument("--max-sessions", type=int, default=64, help="collect serve --max-sessions")
+    p.add_argument("--poll-rate", type=float, default=100.0, help="collect serve --poll-rate")
+    p.add_argument("--max-sessions", type=int, default=256, help="collect serve --max-sessions")
     p.add_argument("--json", action="store_true")
     a = p.parse_args()
     serve_args = (

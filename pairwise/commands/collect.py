@@ -200,16 +200,16 @@ def register(root, groups) -> None:
     s.add_argument(
         "--poll-rate",
         type=_rate,
-        default=50.0,
+        default=100.0,
         metavar="R",
-        help="polls per second that a 2PC task's waiting users are spread over (default 50)",
+        help="polls per second that a 2PC task's waiting users are spread over (default 100)",
     )
     s.add_argument(
         "--max-sessions",
         type=positive_int,
-        default=64,
+        default=256,
         metavar="N",
-        help="2PC sessions of one task handed out at once; later ones wait (default 64)",
+        help="2PC sessions of one task handed out at once; later ones wait (default 256)",
     )
     s.add_argument("--exit-with-parent", action="store_true", help="exit when the starting process exits")
     s.set_defaults(func=cmd_serve)

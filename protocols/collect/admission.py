@@ -59,10 +59,10 @@ class Admission:
     per_address: int = 64
     min_age: float = 5.0
     handshake_timeout: float = 30.0
-    poll_rate: float = 50.0
+    poll_rate: float = 100.0
     min_poll: float = 1.0
     max_poll: float = 300.0
-    max_sessions: int = 64
+    max_sessions: int = 256
 
     def __post_init__(self) -> None:
         for k in ("max_handshakes", "per_address", "max_sessions"):
