@@ -51,48 +51,11 @@ def _garble_ands(src: np.ndarray, steps: tuple, w: _Work, tab: np.ndarray, aes: 
     call over 4 k b blocks.
     """
     r, hasher = w.r, w.hasher
-    for (
-        rows,
-        xt,
-        xlo,
-        xhi,
-        xa,
-        tw,
-        twlo,
-        tlo,
-        c,
-        clo,
-        chi,
-        m,
-        ma,
-        mb,
-        t,
-        out,
-        g0,
-        g1,
-        whole,
-        nblk,
-        u,
-        v,
-        u0,
-        u1,
-        u0lo,
-        u0hi,
-        rt,
-        v0lo,
-        v1lo,
-        v0hi,
-        v1hi,
-        valo,
-        vblo,
-        vahi,
-        vbhi,
-        d,
-        dlo,
-        dhi,
-        da,
-        db,
-    ) in steps:
+    # fmt: off
+    for (rows, xt, xlo, xhi, xa, tw, twlo, tlo, c, clo, chi, m, ma, mb, t, out, g0, g1, whole,
+         nblk, u, v, u0, u1, u0lo, u0hi, rt, v0lo, v1lo, v0hi, v1hi, valo, vblo, vahi, vbhi,
+         d, dlo, dhi, da, db) in steps:  # the step tuple, in its documented layout
+    # fmt: on
         src.take(rows, axis=0, out=xt, mode="clip")
         # hash inputs u[z, s, g, n] = X0 for z = 0, X0 ^ R for z = 1 (s in {A, B}), interleaved (one
         # strided copy per word: numpy walks a transposed destination in a cache-hostile order)
@@ -125,36 +88,10 @@ def _garble_ands(src: np.ndarray, steps: tuple, w: _Work, tab: np.ndarray, aes: 
 def _eval_ands(src: np.ndarray, steps: tuple, w: _Work, tab: np.ndarray, aes: FixedKeyAES) -> None:
     """Evaluate every AND of a level with tables ``tab`` (2, 2, k, b); write active labels."""
     hasher = w.hasher
-    for (
-        rows,
-        xt,
-        xlo,
-        xhi,
-        xa,
-        tw,
-        twlo,
-        tlo,
-        c,
-        clo,
-        chi,
-        m,
-        ma,
-        mb,
-        t,
-        out,
-        g0,
-        g1,
-        whole,
-        nblk,
-        u,
-        v,
-        ulo,
-        uhi,
-        valo,
-        vblo,
-        vahi,
-        vbhi,
-    ) in steps:
+    # fmt: off
+    for (rows, xt, xlo, xhi, xa, tw, twlo, tlo, c, clo, chi, m, ma, mb, t, out, g0, g1, whole,
+         nblk, u, v, ulo, uhi, valo, vblo, vahi, vbhi) in steps:  # the step tuple, in its documented layout
+    # fmt: on
         src.take(rows, axis=0, out=xt, mode="clip")
         _copy(ulo, xlo)
         _copy(uhi, xhi)
@@ -189,36 +126,10 @@ def _garble_ands1(src: np.ndarray, steps: tuple, tab: np.ndarray, hasher: TccrHa
     the permute bits multiply (0 or 1) instead of masking; Delta is tiled to
     the step's size.  Same algebra, same tables.
     """
-    for (
-        rows_u,
-        rows_w,
-        w,
-        xa,
-        tw,
-        bits,
-        ba,
-        bb,
-        c,
-        t,
-        out,
-        g0,
-        g1,
-        whole,
-        nblk,
-        u,
-        u0,
-        u1,
-        v,
-        v0t,
-        v1t,
-        vat,
-        vbt,
-        d,
-        da,
-        db,
-        rt,
-        rp,
-    ) in steps:
+    # fmt: off
+    for (rows_u, rows_w, w, xa, tw, bits, ba, bb, c, t, out, g0, g1, whole,
+         nblk, u, u0, u1, v, v0t, v1t, vat, vbt, d, da, db, rt, rp) in steps:  # the step tuple, in its documented layout
+    # fmt: on
         src.take(rows_u, axis=0, out=u0, mode="clip")
         src.take(rows_w, axis=0, out=w, mode="clip")
         _xor(u0, rt, u1)  # X1 = X0 ^ R
@@ -268,51 +179,11 @@ def _garble_direct(steps: tuple, tab: np.ndarray, hasher: TccrHasher, aes: Fixed
     read off the low-word rows, and the last XOR writes the output zero label
     into its row (no scatter).
     """
-    for (
-        j,
-        a,
-        b,
-        o,
-        m,
-        ma,
-        mb,
-        tw,
-        twlo,
-        tlo,
-        c,
-        clo,
-        chi,
-        t,
-        nblk,
-        u,
-        v,
-        a0,
-        a1,
-        b0,
-        b1,
-        ua0,
-        ua1,
-        ub0,
-        ub1,
-        u0,
-        u1,
-        rt,
-        ulo,
-        r,
-        v0lo,
-        v1lo,
-        v0hi,
-        v1hi,
-        d,
-        dlo,
-        dhi,
-        da,
-        db,
-        valo,
-        vblo,
-        vahi,
-        vbhi,
-    ) in steps:
+    # fmt: off
+    for (j, a, b, o, m, ma, mb, tw, twlo, tlo, c, clo, chi, t,
+         nblk, u, v, a0, a1, b0, b1, ua0, ua1, ub0, ub1, u0, u1, rt, ulo, r,
+         v0lo, v1lo, v0hi, v1hi, d, dlo, dhi, da, db, valo, vblo, vahi, vbhi) in steps:  # the step tuple, in its documented layout
+    # fmt: on
         _copy(ua0, a0)
         _copy(ua1, a1)
         _copy(ub0, b0)
@@ -339,38 +210,10 @@ def _garble_direct(steps: tuple, tab: np.ndarray, hasher: TccrHasher, aes: Fixed
 
 def _eval_direct(steps: tuple, tab: np.ndarray, hasher: TccrHasher, aes: FixedKeyAES) -> None:
     """:func:`_eval_ands` one gate at a time on the label rows in place; see :func:`_garble_direct`."""
-    for (
-        j,
-        a,
-        b,
-        o,
-        m,
-        ma,
-        mb,
-        tw,
-        twlo,
-        tlo,
-        c,
-        clo,
-        chi,
-        t,
-        nblk,
-        u,
-        v,
-        a0,
-        a1,
-        b0,
-        b1,
-        ua0,
-        ua1,
-        ub0,
-        ub1,
-        ulo,
-        valo,
-        vblo,
-        vahi,
-        vbhi,
-    ) in steps:
+    # fmt: off
+    for (j, a, b, o, m, ma, mb, tw, twlo, tlo, c, clo, chi, t,
+         nblk, u, v, a0, a1, b0, b1, ua0, ua1, ub0, ub1, ulo, valo, vblo, vahi, vbhi) in steps:  # the step tuple, in its documented layout
+    # fmt: on
         _copy(ua0, a0)
         _copy(ua1, a1)
         _copy(ub0, b0)
