@@ -137,10 +137,13 @@ class ServerState:
         log,
         cluster=None,
         staging: StagingBudget | None = None,
+        num_servers: int = 2,
     ) -> None:
         budget, dataset_budgets = budgets.budget, budgets.dataset_budgets
         timeout, peers, policy, tls, insecure = links.timeout, links.peers, links.policy, links.tls, links.insecure
         self.server_id = server_id
+        #: m of this server's set: uploads (keys of a kind) for another m are refused
+        self.num_servers = num_servers
         #: disk for uploads staged but not committed (:mod:`pairwise.protocols.ecdf.staging`)
         self.staging = staging if staging is not None else StagingBudget()
         #: this server's own Dask cluster (:class:`pairwise.protocols.ecdf.cluster.ClusterKeys`), or None

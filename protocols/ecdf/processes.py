@@ -86,7 +86,17 @@ class ServerProcesses:
         self.services: list[ServiceProcess] = []
         try:
             for j in range(m):
-                args = ["--server-id", str(j), "--budget", str(budget), "--timeout", str(timeout), *extra_args]
+                args = [
+                    "--server-id",
+                    str(j),
+                    "--num-servers",
+                    str(m),
+                    "--budget",
+                    str(budget),
+                    "--timeout",
+                    str(timeout),
+                ]
+                args += extra_args
                 if state_dir is not None:
                     args += ["--state", str(state_dir)]
                 if clusters[j] is not None:

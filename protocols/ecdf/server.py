@@ -147,7 +147,10 @@ class ServerOptions:
     Timeouts: ``timeout`` (any wait on a peer), ``request_timeout`` (one
     request; default max(1800, 10 timeout)).  Limits: ``max_connections``,
     ``max_staged_bytes`` and ``max_staged_bytes_per_connection`` (bytes, or
-    sizes such as ``"4G"``).  State: ``state_dir`` or a ready ``storage``.
+    sizes such as ``"4G"``).  ``num_servers``: the m of this server's set
+    (uploads for another m are refused; None: 2, or more if the server id,
+    ``peers`` or the policy's server names reach beyond server 1).  State:
+    ``state_dir`` or a ready ``storage``.
     Network: ``peers`` (server id -> (host, port)), ``policy``, ``tls`` (a
     :class:`pairwise.mpc.tls.TLSConfig`; None: plaintext, loopback only
     unless ``insecure``).  ``log(msg)``; ``cluster``: a Dask cluster spec.
@@ -162,6 +165,7 @@ class ServerOptions:
     max_connections: int = DEFAULT_MAX_CONNECTIONS
     max_staged_bytes: int | str = DEFAULT_STAGED_BYTES
     max_staged_bytes_per_connection: int | str = DEFAULT_STAGED_BYTES_PER_CONNECTION
+    num_servers: int | None = None
     state_dir: str | None = None
     storage: Storage | None = None
     peers: dict | None = None
@@ -177,6 +181,8 @@ class ServerOptions:
         if self.request_timeout is not None and not self.request_timeout > 0:
             raise ValueError(f"request timeout must be positive, got {self.request_timeout!r}")
         check_int(self.max_connections, "max connections", lo=1)
+        if self.num_servers is not None:
+            check_int(self.num_servers, "number of servers", lo=2, hi=254)
 
 
 class ECDFServer:
@@ -244,6 +250,14 @@ class ECDFServer:
         self.policy = policy or Policy(tls=tls is not None)
         if tls is not None and not self.policy.tls:
             raise ValueError("a TLS server needs a TLS policy (Policy(..., tls=True))")
+        named = {server_id, *peers, *self.policy.server_names}
+        m = opts.num_servers if opts.num_servers is not None else max(2, max(named) + 1)
+        if max(named) >= m:
+            raise ValueError(
+                f"server {max(named)} (this server's id, a --peer or a --peer-name) is not below --num-servers {m}"
+            )
+        #: m, the servers of this set: an upload for another m is refused (no mshare keys with two servers)
+        self.num_servers = m
         self.tls = tls
         if isinstance(cluster, str):
             cluster = parse_cluster(cluster)  # a bad spec is refused before anything starts
@@ -261,6 +275,7 @@ class ECDFServer:
                 log=self._log,
                 cluster=self.cluster,
                 staging=staging,
+                num_servers=m,
             )
             self.listener = TCPListener(host, port, backlog=min(128, 2 * max_connections), tls=tls, insecure=insecure)
         except BaseException:

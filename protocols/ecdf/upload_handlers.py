@@ -100,6 +100,16 @@ class UploadHandlers:
                 f"these keys are for server {req.server_id}, but this is server {self.sid}: "
                 "list the servers in the order of their --server-id"
             )
+        if m != st.num_servers:  # keys of a kind this server set does not use (mshare vectors on two servers)
+            raise QueryRefused(
+                f"this upload is for m = {m} servers, but server {self.sid} is one of {st.num_servers} "
+                f"(ecdf serve --num-servers): "
+                + (
+                    "two servers take vdpf keys, which both servers check before they accept a client"
+                    if st.num_servers == 2
+                    else f"list all {st.num_servers} servers"
+                )
+            )
         upload_id, append, meta = req.upload_id, req.append, req.meta
         if self.staged is not None:
             raise QueryRefused("an upload is already staged on this connection")

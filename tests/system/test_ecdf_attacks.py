@@ -98,7 +98,7 @@ def _vector_key(party: int, m: int) -> bytes:
 def test_staging_mshare_vector_keys_without_committing_does_not_grow_the_server(tmp_path):
     """Issue 22: a client certificate stages 524,294-byte mshare vector keys (accepted even with 2 servers)
     from two connections and never commits: +1.06 MB per staged client.  Now two servers refuse mshare keys,
-    and three servers keep staged keys on disk (vector keys only at the positions the public rotation gives
+    also under a header that claims a set of three (they know their set: --num-servers), and three servers keep staged keys on disk (vector keys only at the positions the public rotation gives
     them): the server's memory grows by less than STAGING_RSS_BOUND_MIB."""
     clients = 150
     with ServerProcesses(2, timeout=120, tls=True) as sp:
@@ -114,12 +114,23 @@ def test_staging_mshare_vector_keys_without_committing_does_not_grow_the_server(
             )
             held.append(ch)
             replies.append(reply)
+        # the same vector keys under headers that claim m = 3: two servers stage no mshare key either
+        keys = mshare_client_keys(np.zeros(3 * clients, np.int64), None, m=3, domain_bits=16, output_bits=64)[0]
+        for c in range(2):
+            reply, ch = _stage(
+                sp.addresses[0], _header(f"claims-3-{c}", 3, 3 * clients, 524294, 10**6), keys, tls=sp.client_tls
+            )
+            held.append(ch)
+            replies.append(reply)
+        del keys
         grew = rss_mib(pid) - before
         for ch in held:
             ch.close()
         assert grew < STAGING_RSS_BOUND_MIB, f"server 0 grew by {grew:.0f} MiB with {2 * clients} clients staged"
-        for reply in replies:
+        for reply in replies[:2]:
             assert not reply["ok"] and "mshare keys are for 3 or more servers" in reply["error"], reply
+        for reply in replies[2:]:
+            assert not reply["ok"] and "for m = 3 servers, but server 0 is one of 2" in reply["error"], reply
     with ServerProcesses(3, budget="1000000", timeout=120, state_dir=tmp_path / "state") as sp:
         pid = sp.pids[0]
         x = np.random.default_rng(1).integers(0, 1 << NB, 40)

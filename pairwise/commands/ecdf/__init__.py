@@ -177,6 +177,15 @@ def register(root, groups) -> None:
         "(upload it in several appends)",
     )
     s.add_argument(
+        "--num-servers",
+        type=int,
+        default=None,
+        metavar="M",
+        help="servers in this server's set (m); uploads for another m are refused, so two servers never "
+        "stage mshare keys (default 2, or one more than the highest server id of --server-id, --peer "
+        "and --peer-name)",
+    )
+    s.add_argument(
         "--peer",
         action="append",
         default=[],
