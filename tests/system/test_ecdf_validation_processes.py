@@ -2,13 +2,15 @@
 
 Issue 22: one client with a valid certificate used to move every released
 count by any amount.  Here every attack of the issue -- a huge weight, a
-negative weight, weight 2 in the ROC series, each correction word bit-flipped,
-another client's half, truncated and extended keys, a Hosmer-Lemeshow weight
-above 2^b -- is uploaded by one client among honest ones.  The servers
+negative weight, weight 2 in the ROC series, each correction word bit-flipped
+(every level's seed and both control-bit corrections, the output and check
+corrections; in both halves, or in one), another client's half, truncated and
+extended keys, a Hosmer-Lemeshow weight above 2^b -- is uploaded by one client
+among honest ones.  The servers
 (``python -m pairwise ecdf serve``, real TCP, their check over the
 server-to-server channel) reject that client only, and the release at
 epsilon 1e4 (per-value epsilon capped at 32: P[any noise != 0] ~ 1e-12 per
-release) equals the exact counts of the honest clients alone (plain numpy
+release of weight-1 series) equals the exact counts of the honest clients alone (plain numpy
 counts).  No test measures time.
 """
 
@@ -58,9 +60,9 @@ def vdpf_pair(alpha: int, beta: int, bits: int) -> tuple[bytes, bytes]:
     return k0.to_bytes_list()[0], k1.to_bytes_list()[0]
 
 
-def upload_with(sp, dataset: str, x, y, p, attack):
+def upload_with(sp, dataset: str, x, y, p, attack, prob_bits: int = 3):
     """Upload K honest clients' keys after ``attack(keys, x)`` changed client BAD's; returns the report."""
-    series = make_series(y, p, prob_bits=3)
+    series = make_series(y, p, prob_bits=prob_bits)
     keys = make_keys(x, series, scheme="vdpf", m=2, domain_bits=NB)
     attack(keys, x)
     return send_keys(
@@ -144,26 +146,58 @@ def test_weight_2_in_the_roc_series_is_rejected(two):
 
 
 def test_a_hosmer_lemeshow_weight_above_its_range_is_rejected(two):
-    """e1 weights live in [0, 2^b] (b = 3 here): a bit key of weight 2 would add up to 2^(b+1)."""
+    """e1 weights live in [0, 2^b] (b = 1 here: keys at (bit, x) with coefficients (1, 1)); a bit key of
+    weight 2 would add 3 > 2^b to e1 and 0 to e0.  With b = 1 the counts are exact at per-value epsilon 32
+    (discrete Laplace a = e^-16: P[any of the 12 values != 0] < 3e-6)."""
     x, y, p = data(3, probs=True)
 
     def attack(keys, xv):
-        parts = [vdpf_pair(N | int(xv[BAD]), 2 if j == 0 else 1, NB + 1) for j in range(4)]
+        parts = [vdpf_pair(N | int(xv[BAD]), 2 if j == 0 else 1, NB + 1) for j in range(2)]
         keys[0]["e1"][BAD] = b"".join(a for a, _ in parts)
         keys[1]["e1"][BAD] = b"".join(b for _, b in parts)
 
-    rep, series = upload_with(two, "attack-hl", x, y, p, attack)
+    rep, series = upload_with(two, "attack-hl", x, y, p, attack, prob_bits=1)
+    assert series["e1"][1] == 2 and len(rep.rejected[0]) == 1
     assert rep.accepted == [K - 1, K - 1] and [r["client"] for r in rep.rejected[0]] == [BAD]
     keep = np.arange(K) != BAD
     cuts = [15, 31, 47]
-    q = querier(two)
-    cr = q.counts("attack-hl", cuts, HUGE, ["pos", "e1", "e0"])
+    cr = querier(two).counts("attack-hl", cuts, HUGE, ["pos", "e1", "e0"])
     for s in ("pos", "e1", "e0"):
         c = exact(x[keep], series[s][0][keep])
         ref = np.diff(np.concatenate([[0.0], c[cuts + [N - 1]]]))
-        # weight bound 8 with per-value epsilon 32: discrete Laplace with a = e^-4, P[|noise| > 2] ~ 1e-5 per
-        # group (pos, bound 1: exact); the rejected client alone would have moved a group of e1 by 9
-        assert np.abs(cr.values[s] - ref).max() <= (0 if s == "pos" else 2), (s, cr.values[s], ref)
+        assert np.array_equal(cr.values[s], ref), (s, cr.values[s], ref)
+
+
+T_BITS = {f"t_cw[{i // 2 + 1}].{'LR'[i % 2]}": i for i in range(2 * NB)}  # bit i of the control-bit field
+
+
+def _flip_bits(keys, client: int, byte: int, mask: int, halves=(0, 1)) -> None:
+    for b in halves:
+        m = bytearray(keys[b]["all"][client])
+        m[byte] ^= mask
+        keys[b]["all"][client] = bytes(m)
+
+
+def test_every_control_bit_correction_and_one_half_flips_reject_each_client_alone(two):
+    """Every correction word, not one: each of the 2n control-bit corrections flipped (both halves) in a
+    client of its own, and each of the nine correction words flipped in server 0's half only (the client
+    sends the servers different correction words).  Exactly those 21 clients are rejected, and the
+    release is the exact ECDF of the other 19."""
+    x, _, _ = data(4)
+    cases = [(f"{name} bit-flipped", LAYOUT.bits_offset + i // 8, 1 << (i % 8), (0, 1)) for name, i in T_BITS.items()]
+    cases += [(f"{cw} bit-flipped in one half", byte, 0x02, (0,)) for cw, byte in CORRECTION_WORDS.items()]
+    assert len(cases) == 2 * NB + 9 < K
+
+    def attack(keys, xv):
+        for client, (_, byte, mask, halves) in enumerate(cases):
+            _flip_bits(keys, client, byte, mask, halves)
+
+    rep, _ = upload_with(two, "attack-every-cw", x, None, None, attack)
+    bad = list(range(len(cases)))
+    assert rep.accepted == [K - len(bad), K - len(bad)] and rep.rejected_count == [len(bad), len(bad)]
+    assert sorted(r["client"] for r in rep.rejected[0]) == bad, [c for c, *_ in cases]
+    rel = querier(two).ecdf("attack-every-cw", HUGE)
+    assert rel.n == K - len(bad) and np.array_equal(rel.cumulative, exact(np.delete(x, bad)))
 
 
 @pytest.mark.parametrize("scheme", ["dcf", "mshare"])
