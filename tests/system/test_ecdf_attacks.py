@@ -98,8 +98,10 @@ def _vector_key(party: int, m: int) -> bytes:
 def test_staging_mshare_vector_keys_without_committing_does_not_grow_the_server(tmp_path):
     """Issue 22: a client certificate stages 524,294-byte mshare vector keys (accepted even with 2 servers)
     from two connections and never commits: +1.06 MB per staged client.  Now two servers refuse mshare keys,
-    also under a header that claims a set of three (they know their set: --num-servers), and three servers keep staged keys on disk (vector keys only at the positions the public rotation gives
-    them): the server's memory grows by less than STAGING_RSS_BOUND_MIB."""
+    also under headers that claim a set of three (a server knows its set: --num-servers); three servers keep
+    staged keys on disk (vector keys only at the positions the public rotation gives them), so the server's
+    memory grows by less than STAGING_RSS_BOUND_MIB, and within the per-server budget (--max-staged-bytes):
+    one more upload is told busy until the staged ones are gone."""
     clients = 150
     with ServerProcesses(2, timeout=120, tls=True) as sp:
         pid = sp.pids[0]
@@ -131,7 +133,10 @@ def test_staging_mshare_vector_keys_without_committing_does_not_grow_the_server(
             assert not reply["ok"] and "mshare keys are for 3 or more servers" in reply["error"], reply
         for reply in replies[2:]:
             assert not reply["ok"] and "for m = 3 servers, but server 0 is one of 2" in reply["error"], reply
-    with ServerProcesses(3, budget="1000000", timeout=120, state_dir=tmp_path / "state") as sp:
+    # 160 MiB for the staged uploads of the server: the three below (2 x 78.6 MB + 8.4 MB) fit, a fourth does not
+    with ServerProcesses(
+        3, budget="1000000", timeout=120, state_dir=tmp_path / "state", extra_args=("--max-staged-bytes", "160M")
+    ) as sp:
         pid = sp.pids[0]
         x = np.random.default_rng(1).integers(0, 1 << NB, 40)
         upload(sp.addresses, "honest", x, domain_bits=NB)
@@ -154,6 +159,11 @@ def test_staging_mshare_vector_keys_without_committing_does_not_grow_the_server(
         q = ECDFQuerier(sp.addresses, timeout=120, connect_timeout=10)
         assert np.array_equal(q.ecdf("honest", HUGE).cumulative, exact_counts(x))  # still serving
         assert _staged_files(pid, tmp_path / "state") == 3
+        # the per-server budget: one more upload while the three are staged is told busy, before a key is read
+        fourth = _header("fourth", 3, 48, 524294, 2 * 10**6)
+        reply, ch = _stage(sp.addresses[0], fourth, [_vector_key(0, 3)] * 48)
+        ch.close()
+        assert not reply["ok"] and "is staging other uploads" in reply["error"] and "retry later" in reply["error"]
         for ch in held:
             ch.close()
         for _ in range(300):  # the staged files go with their connections
@@ -163,6 +173,10 @@ def test_staging_mshare_vector_keys_without_committing_does_not_grow_the_server(
         else:
             pytest.fail("server 0 still holds staged files after the connections closed")
         assert q.holders("big-0") == [False, False, False]
+        # their reservations went with them: the fourth upload now stages
+        reply, ch = _stage(sp.addresses[0], dict(fourth, upload_id=os.urandom(16).hex()), [_vector_key(0, 3)] * 48)
+        ch.close()
+        assert reply["ok"] and reply["accepted"] == 16, reply
 
 
 def test_a_staged_upload_beyond_the_staging_budget_is_refused_before_any_key_is_read():
