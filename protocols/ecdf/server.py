@@ -61,7 +61,13 @@ from .auth import Policy, peer_of
 from .cluster import ClusterKeys
 from .handlers import Budgets, PeerLinks, ServerState, Session
 from .release import LAMBDA, MAX_SERIES
-from .staging import DEFAULT_STAGED_BYTES, DEFAULT_STAGED_BYTES_PER_CONNECTION, StagingBudget, parse_size
+from .staging import (
+    DEFAULT_CHECK_MEMORY,
+    DEFAULT_STAGED_BYTES,
+    DEFAULT_STAGED_BYTES_PER_CONNECTION,
+    StagingBudget,
+    parse_size,
+)
 from .storage import Storage, open_storage
 from .wire import (
     PROTOCOL_DIGEST,
@@ -146,8 +152,8 @@ class ServerOptions:
     no such limit), ``total_budget`` (the server's; None: no limit).
     Timeouts: ``timeout`` (any wait on a peer), ``request_timeout`` (one
     request; default max(1800, 10 timeout)).  Limits: ``max_connections``,
-    ``max_staged_bytes`` and ``max_staged_bytes_per_connection`` (bytes, or
-    sizes such as ``"4G"``).  ``num_servers``: the m of this server's set
+    ``max_staged_bytes``, ``max_staged_bytes_per_connection`` and
+    ``max_check_memory`` (bytes, or sizes such as ``"4G"``).  ``num_servers``: the m of this server's set
     (uploads for another m are refused; None: 2, or more if the server id,
     ``peers`` or the policy's server names reach beyond server 1).  State:
     ``state_dir`` or a ready ``storage``.
@@ -165,6 +171,7 @@ class ServerOptions:
     max_connections: int = DEFAULT_MAX_CONNECTIONS
     max_staged_bytes: int | str = DEFAULT_STAGED_BYTES
     max_staged_bytes_per_connection: int | str = DEFAULT_STAGED_BYTES_PER_CONNECTION
+    max_check_memory: int | str = DEFAULT_CHECK_MEMORY
     num_servers: int | None = None
     state_dir: str | None = None
     storage: Storage | None = None
@@ -243,6 +250,7 @@ class ECDFServer:
             parse_size(opts.max_staged_bytes, "max staged bytes"),
             parse_size(opts.max_staged_bytes_per_connection, "max staged bytes per connection"),
             directory=state_dir,
+            check_memory=parse_size(opts.max_check_memory, "max check memory"),
         )
         peers = {int(j): (str(a[0]), int(a[1])) for j, a in (peers or {}).items()}
         if server_id in peers:

@@ -15,12 +15,16 @@ What it does
     The commit streams the chunks back, one at a time, into the durable
     store (:meth:`pairwise.protocols.ecdf.storage.Storage.commit_upload`).
 
-    :class:`StagingBudget` bounds the disk: every upload reserves, from its
+    :class:`StagingBudget` bounds the disk, and the memory of the servers'
+    check of ``vdpf`` keys: every upload reserves, from its
     header alone, the most bytes it can stage (:func:`staged_bytes_bound`,
     a function of the announced client count, the series and the scheme's
     key sizes), at most ``per_connection`` (one staged upload per
     connection) and, together with every other staged upload of the
-    server, at most ``total``.  Memory per connection is one chunk: its
+    server, at most ``total``; a ``vdpf`` upload also reserves the memory
+    of its check (:func:`pairwise.protocols.ecdf.validation.check_memory_bound`,
+    up to 1.7 GiB for Hosmer-Lemeshow keys on 2^21 leaves) within
+    ``check_memory``.  Memory per connection is otherwise one chunk: its
     frames are at most :data:`pairwise.protocols.ecdf.wire.UPLOAD_FRAME_MAX`
     bytes each and are parsed, checked and written before the next is read.
 
@@ -46,6 +50,7 @@ from .storage import DatasetRecord
 from .wire import QueryRefused, ServerBusy
 
 __all__ = [
+    "DEFAULT_CHECK_MEMORY",
     "DEFAULT_STAGED_BYTES",
     "DEFAULT_STAGED_BYTES_PER_CONNECTION",
     "StagedChunk",
@@ -61,6 +66,8 @@ __all__ = [
 DEFAULT_STAGED_BYTES = 16 << 30
 #: Bytes one connection's staged upload may hold on disk (``--max-staged-bytes-per-connection``).
 DEFAULT_STAGED_BYTES_PER_CONNECTION = 8 << 30
+#: Memory the servers' checks of vdpf uploads may take together (``--max-check-memory``).
+DEFAULT_CHECK_MEMORY = 4 << 30
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 
 
@@ -186,12 +193,15 @@ class StagingBudget:
         total: int = DEFAULT_STAGED_BYTES,
         per_connection: int = DEFAULT_STAGED_BYTES_PER_CONNECTION,
         directory: str | None = None,
+        check_memory: int = DEFAULT_CHECK_MEMORY,
     ) -> None:
         self.total = int(total)
         self.per_connection = int(per_connection)
         self.directory = directory
+        self.check_memory = int(check_memory)
         self._lock = threading.Lock()
         self.reserved = 0
+        self.checking = 0  # memory reserved by the vdpf checks in progress
 
     def reserve(self, nbytes: int, server_id: int) -> None:
         """Hold ``nbytes`` for one staged upload, or refuse: too large for one connection
@@ -214,6 +224,27 @@ class StagingBudget:
     def release(self, nbytes: int) -> None:
         with self._lock:
             self.reserved = max(0, self.reserved - int(nbytes))
+
+    def reserve_check(self, nbytes: int, server_id: int) -> None:
+        """Hold ``nbytes`` of memory for one upload's vdpf check, or refuse: more than the server allows
+        any check (:class:`QueryRefused`), or the other checks in progress hold it (:class:`ServerBusy`)."""
+        if nbytes > self.check_memory:
+            raise QueryRefused(
+                f"server {server_id}: checking this upload's keys takes up to {nbytes} bytes of memory, more "
+                f"than the {self.check_memory} bytes this server gives its checks (--max-check-memory); "
+                "use fewer domain bits or probability bits"
+            )
+        with self._lock:
+            if self.checking + nbytes > self.check_memory:
+                raise ServerBusy(
+                    f"server {server_id} is checking other uploads ({self.checking} of {self.check_memory} "
+                    f"bytes of memory, --max-check-memory); this upload's check needs up to {nbytes}: retry later"
+                )
+            self.checking += nbytes
+
+    def release_check(self, nbytes: int) -> None:
+        with self._lock:
+            self.checking = max(0, self.checking - int(nbytes))
 
     def open(self) -> StagedFile:
         return StagedFile(self.directory)
@@ -238,6 +269,7 @@ class StagedUpload:
     live: object = None
     announced: int = 0  # clients announced by the header (positions 0 .. announced - 1)
     reserved: int = 0
+    check_reserved: int = 0  # vdpf: the memory its check holds of the server's --max-check-memory
     accepted: int = 0  # clients staged (parsed, claimed, written)
     rejected: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # positions this server rejected
     registered: bool = False  # counted in the server's staged uploads (asked before a repair drops one)

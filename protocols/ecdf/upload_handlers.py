@@ -40,7 +40,7 @@ from .peers import open_verify_link
 from .shares import KIND_VECTOR, parse_keys
 from .staging import StagedUpload
 from .storage import ChunkRecord, DatasetRecord
-from .validation import VDPFSeries, check_chunk, layout_for
+from .validation import VDPFSeries, check_chunk, check_memory_bound, layout_for
 from .wire import (
     UPLOAD_FRAME_MAX,
     DatasetError,
@@ -199,6 +199,9 @@ class UploadHandlers:
             staged.reserved = bound
             staged.file = st.staging.open()
             if scheme == "vdpf":
+                need = check_memory_bound(layout_for(series, n, l), max(chunks) * req.per_client())
+                st.staging.reserve_check(need, self.sid)
+                staged.check_reserved = need
                 _warm_up_check()
             if scheme == "vdpf" and self.sid == 0:  # server 0 opens the upload's check with server 1 before "ready"
                 staged.verify = self._verify_link(req)
@@ -224,6 +227,10 @@ class UploadHandlers:
                 rejected_pos.append(pos)
             base += k
         staged.rejected = np.array(rejected_pos, dtype=np.int64)
+        if staged.check_reserved:  # checked: until the commit it holds only its histograms (2^n words per series)
+            keep = 8 * (1 << n) * len(series)
+            st.staging.release_check(staged.check_reserved - keep)
+            staged.check_reserved = keep
         if staged.verify is not None:
             v = staged.verify
             st.log(
@@ -486,6 +493,8 @@ class UploadHandlers:
             staged.registered = False
         self.state.staging.release(staged.reserved)
         staged.reserved = 0
+        self.state.staging.release_check(staged.check_reserved)
+        staged.check_reserved = 0
 
     def op_discard(self, req: DiscardRequest) -> None:
         self.discard()

@@ -57,6 +57,7 @@ __all__ = [
     "VDPFSeries",
     "accepted",
     "check_chunk",
+    "check_memory_bound",
     "layout_for",
     "load_series",
     "vdpf_client_keys",
@@ -207,6 +208,25 @@ def vdpf_client_keys(
 
 
 # ----------------------------------------------------------------------------- servers
+def check_memory_bound(layout: Layout, chunk_bytes: int) -> int:
+    """The most bytes of memory one server's check of one chunk of ``layout``'s keys takes (an upper bound).
+
+    ``chunk_bytes``: the largest key frame of the upload (its header's largest chunk times one client's
+    bytes).  Full-domain expansion of keys of B bits (:meth:`VDPFKeyBatch.iter_verify`: level buffers,
+    check-hash slabs, leaf and position masks, outputs): 400 bytes per leaf of max(2^15, 2^B) leaves; per key a
+    histogram share and its copy when rejected clients are taken out; with several keys per client, a
+    block's marginals and their linear checks (:meth:`ChunkCheck.evaluate`); the frame, its split and its
+    parsed keys (6 copies); the upload's histograms, 2^n words per series.  Public: a function of the
+    header; reserved before the first key is read (:class:`pairwise.protocols.ecdf.staging.StagingBudget`).
+    """
+    keys = [(r.count, r.bits) for s, r in layout.reads.items() if r.source == s]
+    top = max(bits for _, bits in keys)
+    several = sum(count for count, _ in keys) > 1
+    step = max(1, (1 << 19) >> top)  # clients per block of evaluate's marginals
+    per_key = sum(count * (24 * (1 << bits) + (40 * step << layout.n if several else 0)) for count, bits in keys)
+    return 400 * max(1 << 15, 1 << top) + per_key + 6 * int(chunk_bytes) + 8 * (1 << layout.n) * len(layout.series)
+
+
 def _mask(l: int) -> np.uint64:
     return np.uint64((1 << l) - 1) if l < 64 else np.uint64(0xFFFF_FFFF_FFFF_FFFF)
 

@@ -12,13 +12,16 @@ needs; no test measures time, every wait is bounded.
 from __future__ import annotations
 
 import os
+import threading
 import time
 
 import numpy as np
 import pytest
 
-from pairwise.protocols.ecdf.client import ECDFQuerier, ServerProcesses, upload
+from pairwise.protocols.ecdf.client import ECDFQuerier, ServerProcesses, make_series, upload
 from pairwise.protocols.ecdf.shares import mshare_client_keys
+from pairwise.protocols.ecdf.sources import ArraySource
+from pairwise.protocols.ecdf.uploader import upload_source
 from pairwise.protocols.ecdf.wire import ROLE_CLIENT, chunk_clients, connect, recv_json, send_json
 
 NB = 6
@@ -188,6 +191,59 @@ def test_a_staged_upload_beyond_the_staging_budget_is_refused_before_any_key_is_
             upload(sp.addresses, "big", x, domain_bits=NB)
         small = upload(sp.addresses, "small", x[:100], domain_bits=NB)
         assert small.accepted == [100, 100]
+
+
+class _HeldSource(ArraySource):
+    """Clients whose keys are made only once ``go`` is set: the upload's headers (and reservations) wait."""
+
+    def __init__(self, values) -> None:
+        super().__init__(values, make_series(), np.arange(len(values), dtype=np.uint64))
+        self.started, self.go = threading.Event(), threading.Event()
+
+    def blocks(self, size):
+        self.started.set()
+        if not self.go.wait(120):
+            raise TimeoutError("never released")
+        yield from super().blocks(size)
+
+
+def test_the_servers_check_of_vdpf_keys_reserves_its_memory_before_any_key_is_read():
+    """Checking a client's vdpf keys expands them on the whole domain: a Hosmer-Lemeshow upload with 2^16
+    weight steps on 2^20 points took server 0 from 54 MB to 1.41 GB (2 clients, 154 s), and nothing bounded
+    how many such checks ran at once.  Now each upload reserves its check's memory from its header
+    (--max-check-memory): too large is refused, one that does not fit beside the checks in progress is busy."""
+    with ServerProcesses(2, budget="1000000", timeout=120, extra_args=("--max-check-memory", "20M")) as sp:
+        pid = sp.pids[0]
+        before = rss_mib(pid)
+        rng = np.random.default_rng(3)
+        with pytest.raises(Exception, match="more than the 20971520 bytes this server gives its checks"):
+            upload(
+                sp.addresses,
+                "hl",
+                rng.integers(0, 1 << 20, 4),
+                labels=rng.integers(0, 2, 4),
+                probabilities=rng.random(4),
+                prob_bits=16,
+                domain_bits=20,
+            )
+        assert rss_mib(pid) - before < 16  # refused from the header: no key made, read or expanded
+        # an ECDF on 2^10 points reserves 14 MiB: one at a time within 20 MiB
+        x = rng.integers(0, 1 << 10, 50)
+        held = _HeldSource(x)
+        out = {}
+        t = threading.Thread(target=lambda: out.update(r=upload_source(sp.addresses, "first", held, domain_bits=10)))
+        t.start()
+        try:
+            assert held.started.wait(60)
+            with pytest.raises(Exception, match="is checking other uploads .* retry later"):
+                upload(sp.addresses, "second", x, domain_bits=10)
+        finally:
+            held.go.set()
+            t.join(120)
+        assert out["r"].accepted == [50, 50]
+        assert upload(sp.addresses, "second", x, domain_bits=10).accepted == [50, 50]  # released with the commit
+        q = ECDFQuerier(sp.addresses, timeout=120, connect_timeout=10)
+        assert np.array_equal(q.ecdf("second", HUGE).cumulative, exact_counts(x, 10))
 
 
 # --------------------------------------------------------------------------- strangers

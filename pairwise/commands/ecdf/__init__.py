@@ -177,6 +177,15 @@ def register(root, groups) -> None:
         "(upload it in several appends)",
     )
     s.add_argument(
+        "--max-check-memory",
+        default="4G",
+        metavar="SIZE",
+        help="memory that the checks of uploads in progress may take together (each vdpf upload reserves "
+        "what its check needs from its header: about 14M for an ECDF on 2^10 points, 1.7G for "
+        "Hosmer-Lemeshow on 2^20); a larger upload is refused, one that does not fit now is told 'busy' "
+        "(default 4G)",
+    )
+    s.add_argument(
         "--num-servers",
         type=int,
         default=None,

@@ -71,6 +71,7 @@ def cmd_serve(args) -> int:
         max_connections=args.max_connections,
         max_staged_bytes=args.max_staged_bytes,
         max_staged_bytes_per_connection=args.max_staged_bytes_per_connection,
+        max_check_memory=args.max_check_memory,
         num_servers=args.num_servers,
         state_dir=args.state,
         peers=_peers(args.peer),

@@ -69,6 +69,7 @@ class Servers:
             budgets=Budgets(self.budget),
             links=PeerLinks({}, Policy(), 60.0),
             log=self.logs[j].append,
+            num_servers=self.m,
         )
         st.dial = self._dial
         return st

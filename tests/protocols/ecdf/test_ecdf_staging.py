@@ -2,7 +2,8 @@
 
 :class:`pairwise.protocols.ecdf.staging.StagingBudget` bounds the disk that
 staged, uncommitted uploads hold: each reserves its bound from its header, at
-most ``per_connection``, all of them together at most ``total``.  A hypothesis
+most ``per_connection``, all of them together at most ``total``; and the
+memory of the vdpf checks in progress within ``check_memory``.  A hypothesis
 state machine reserves and releases in any order, also from several threads
 at once, and checks after every step that the reserved bytes are the sum of
 the held reservations, never above the total, and that each refusal is the
@@ -25,14 +26,15 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from pairwise.protocols.ecdf.staging import StagedFile, StagingBudget, parse_size
 from pairwise.protocols.ecdf.wire import QueryRefused, ServerBusy
 
-TOTAL, PER_CONNECTION = 1000, 400
+TOTAL, PER_CONNECTION, CHECK = 1000, 400, 700
 
 
 class StagingMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
-        self.budget = StagingBudget(TOTAL, PER_CONNECTION)
+        self.budget = StagingBudget(TOTAL, PER_CONNECTION, check_memory=CHECK)
         self.held: list[int] = []
+        self.checks: list[int] = []  # memory held by vdpf checks (a pool of its own)
 
     @rule(n=st.integers(0, 2 * PER_CONNECTION))
     def reserve(self, n: int) -> None:
@@ -78,9 +80,27 @@ class StagingMachine(RuleBasedStateMachine):
         self.held.extend(got)
         assert all(sum(self.held) + n > TOTAL for n in refused)
 
+    @rule(n=st.integers(0, CHECK + 100))
+    def reserve_check(self, n: int) -> None:
+        if n > CHECK:
+            with pytest.raises(QueryRefused, match="--max-check-memory"):
+                self.budget.reserve_check(n, 1)
+        elif sum(self.checks) + n > CHECK:
+            with pytest.raises(ServerBusy, match="checking other uploads.*retry later"):
+                self.budget.reserve_check(n, 1)
+        else:
+            self.budget.reserve_check(n, 1)
+            self.checks.append(n)
+
+    @precondition(lambda self: self.checks)
+    @rule(i=st.integers(0, 10**6))
+    def release_check(self, i: int) -> None:
+        self.budget.release_check(self.checks.pop(i % len(self.checks)))
+
     @invariant()
     def reserved_is_the_held_sum_within_the_total(self) -> None:
         assert self.budget.reserved == sum(self.held) <= TOTAL
+        assert self.budget.checking == sum(self.checks) <= CHECK
 
 
 TestStagingBudget = StagingMachine.TestCase
