@@ -154,7 +154,8 @@ class UploadReport:
 
     ``accepted[j]`` is the number of clients server j committed (the same on
     every server); ``rejected[j]`` lists up to 100 of the clients it did not
-    keep, with the reason (its own, or another server's rejection);
+    keep, with the reason (its own, or another server's rejection): its
+    stored ``client`` id and its ``position`` in the upload (0-based);
     ``rejected_count[j]`` counts them all.
     """
 
@@ -478,7 +479,7 @@ def _run_upload(
             who.setdefault(int(p), (int(r["client"]), f"rejected by server {j}: {r['reason']}"))
     rejected = []
     for reply, pos in staged:
-        own = list(reply.get("rejected", []))
+        own = [dict(r, position=int(p)) for r, p in zip(reply.get("rejected", []), pos.tolist())]
         mine = set(pos.tolist())
         others = []
         for p in drop.tolist():

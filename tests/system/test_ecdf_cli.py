@@ -479,6 +479,11 @@ def test_two_data_owners_share_a_dataset_with_string_ids_and_an_upload_rejected_
     rel = ECDFQuerier(servers.addresses, timeout=60).ecdf("two-owners", 1e4)
     x = quantize(np.concatenate([a, b[:30]]), 0, 30, 6)
     np.testing.assert_array_equal(rel.cumulative, [(x <= t).sum() for t in range(64)])
+    # the first owner's rows again: all taken, exit 1, and the reason names the id of the CSV ('p00000'),
+    # not the hash the servers store it as (main printed "duplicate client id 11534626409973623224")
+    code, out, err = run("ecdf", "upload", "--data", str(tmp_path / "a.csv"), "--append", *common[:-1])
+    assert code == 1, (code, out, err)
+    assert "none of the 40 clients was accepted" in err and "duplicate client id 'p00000'" in err, err
 
     upload(
         servers.addresses,

@@ -144,6 +144,18 @@ class CSVClients:
             )
         self.clamped = clamped
 
+    def ids_at(self, positions) -> dict:
+        """The ``--id-column`` cells of the data rows at ``positions`` (0-based), as written in the file
+        (one more pass over it; empty without ``--id-column``)."""
+        want, found, first = {int(p) for p in positions}, {}, 0
+        if not self.id_column or not want:
+            return found
+        for values, _, ids in self._read(self.ROWS):
+            for p in want.intersection(range(first, first + values.size)):
+                found[p] = str(ids[p - first])
+            first += values.size
+        return found
+
     def blocks(self, size: int):
         import numpy as np
 
@@ -184,11 +196,19 @@ def _all_rejected(rep, n: int) -> bool:
     return n > 0 and not any(rep.accepted)
 
 
-def _rejections_note(rep) -> str:
-    return (
-        f"rejected clients per server {rep.rejected_count} "
-        f"(first reasons: {[r[0]['reason'] for r in rep.rejected if r]})"
-    )
+def _rejections_note(rep, clients: CSVClients | None = None) -> str:
+    """The rejections of an upload in brief: the count per server and each server's first reason, naming a
+    client by the id of its CSV row (a string id is stored as a hash, which its owner would not recognize)."""
+    firsts = [r[0] for r in rep.rejected if r]
+    named = clients.ids_at({e["position"] for e in firsts if "position" in e}) if clients is not None else {}
+    reasons = []
+    for e in firsts:
+        why = str(e["reason"])
+        own = named.get(e.get("position"))
+        if own is not None and e.get("client") is not None:
+            why = why.replace(f"client id {e['client']}", f"client id {own!r}")
+        reasons.append(why)
+    return f"rejected clients per server {rep.rejected_count} (first reasons: {reasons})"
 
 
 def cmd_upload(args) -> int:
@@ -242,7 +262,7 @@ def cmd_upload(args) -> int:
         )
         print(f"  clamped: {clamped_note(clients.clamped, [dom])}")
         if any(rep.rejected_count):
-            print(f"  note: {_rejections_note(rep)}")
+            print(f"  note: {_rejections_note(rep, clients)}")
         if not _all_rejected(rep, n):
             print(
                 f"  release it: pairwise ecdf query --servers {args.servers} --dataset {dataset} --epsilon E"
@@ -254,7 +274,10 @@ def cmd_upload(args) -> int:
             if args.append and not args.id_column
             else ""
         )
-        print(f"pairwise: error: none of the {n} clients was accepted{hint}; {_rejections_note(rep)}", file=sys.stderr)
+        print(
+            f"pairwise: error: none of the {n} clients was accepted{hint}; {_rejections_note(rep, clients)}",
+            file=sys.stderr,
+        )
         return 1
     return 0
 
@@ -311,7 +334,7 @@ def cmd_run(args) -> int:
             )
     if _all_rejected(rep, clients.count):
         raise ValueError(
-            f"none of the {clients.count} clients was accepted, nothing to release; " + _rejections_note(rep)
+            f"none of the {clients.count} clients was accepted, nothing to release; " + _rejections_note(rep, clients)
         )
     reference = clients.reference if not args.append else None  # after an append the servers hold more
     with progress_bar(args, _release_bar(args.roc), unit="stage") as progress:
@@ -334,5 +357,5 @@ def cmd_run(args) -> int:
         return 0
     _print_report(out, f"DP ECDF of {args.column} in {args.data} (dataset {dataset!r}, public domain [{lo:g}, {hi:g}])")
     if any(rep.rejected_count):
-        print(f"  note: {_rejections_note(rep)}")
+        print(f"  note: {_rejections_note(rep, clients)}")
     return 0
