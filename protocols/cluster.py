@@ -141,6 +141,25 @@ def _quiet_shutdown_logs() -> None:
     logging.getLogger("distributed").setLevel(logging.CRITICAL)
 
 
+def dask_setup(worker) -> None:  # noqa: ARG001 - Dask's preload interface (distributed.preloading)
+    """Dask preload, run in each worker process of a ``local`` cluster as it starts: ignore SIGINT.
+
+    Ctrl-C in a terminal signals the whole foreground process group: the
+    driver (which stops and retires its workers, :func:`_retire_workers`) and
+    every worker process, whose asyncio runner would end in a
+    ``KeyboardInterrupt`` traceback on the driver's stderr.  The driver alone
+    stops its workers; SIGTERM and the driver's own exit still end them.
+    """
+    import signal
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+#: the preload that runs :func:`dask_setup` in a local cluster's workers
+_WORKER_PRELOAD = __name__
+
+
 def _retire_workers(client, timeout: float) -> None:
     """Stop a local cluster's workers before its scheduler, within ``timeout`` seconds.
 
@@ -204,6 +223,7 @@ def open_cluster(
                     processes=True,
                     dashboard_address="127.0.0.1:0",
                     silence_logs=logging.ERROR,
+                    preload=[_WORKER_PRELOAD],
                     **extra,
                 )
             except Exception as exc:  # noqa: BLE001 - any start-up failure becomes one clear error

@@ -411,3 +411,32 @@ def _state(pid: int) -> str:
             return f.read().rsplit(")", 1)[1].split()[0]
     except OSError:
         return "Z"
+
+
+def test_ctrl_c_stops_a_clustered_server_and_its_workers_without_a_traceback():
+    """Ctrl-C in a terminal signals the whole foreground process group: ``ecdf serve --cluster local:1`` and
+    its worker.  On main each worker's asyncio runner ended in a KeyboardInterrupt traceback on the server's
+    stderr; now the workers ignore SIGINT (a Dask preload) and the server stops them itself: exit 0, no
+    traceback, no process of the group left."""
+    p = subprocess.Popen(
+        CLI
+        + ["ecdf", "serve", "--server-id", "0", "--listen", "127.0.0.1:0", "--timeout", "60"]
+        + ["--cluster", "local:1"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # its own process group, as a terminal's foreground job
+    )
+    try:
+        assert json.loads(p.stdout.readline())["cluster"] == "local:1"
+        workers = _workers_of(p.pid)
+        assert len(workers) == 1
+        os.killpg(p.pid, signal.SIGINT)
+        assert p.wait(timeout=120) == 0
+        log = p.stderr.read()
+        assert "stopped (SIGINT)" in log and "Traceback" not in log and "KeyboardInterrupt" not in log, log
+        _wait_for(lambda: all(_state(w) == "Z" for w in workers), "the worker to exit", limit=60)
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait(timeout=30)
