@@ -61,7 +61,10 @@ def stored_client_ids(ids, dataset: str) -> np.ndarray:
                 "numeric client ids must be below 2^63 (larger ones are reserved for the hashes of string ids)"
             )
         return arr.astype(np.uint64)
-    if arr.dtype.kind in "fUS":  # the common case, whole numbers as text or floats: vectorized
+    # the common case, whole numbers as text or floats: vectorized (text comes as str arrays, or as object
+    # arrays of str from a CSV file, which hold each cell at its own length)
+    text = arr.dtype.kind == "O" and all(type(v) is str for v in arr.tolist())
+    if arr.dtype.kind in "fUS" or text:
         try:
             f = arr.astype(np.float64)
         except ValueError:

@@ -201,3 +201,31 @@ def test_check_integer_range_on_shipped_ratings():
         check_integer_range(fair["rate_marriage"], 2, False, "rate_marriage")
     with pytest.raises(DataError, match="column 'affairs'.*not an integer"):
         check_integer_range(fair["affairs"], 16, False, "affairs")
+
+
+def test_iter_csv_text_columns_take_the_memory_of_their_cells_not_of_the_longest(tmp_path):
+    """Issue 22 (streaming upload, memory bounded whatever the CSV): a text column came back as a fixed-width
+    numpy str array, so one 20,000-character id sized all 4,096 rows of its block to 20,000 characters of
+    4 bytes (328 MB; `ecdf upload --id-column` of a 0.7 MB CSV peaked at 5.2 GB with blocks of 2^16 rows).
+    Cells are Python strings now: the block's ids take about what the file does."""
+    import tracemalloc
+
+    from pairwise.protocols.ecdf.client import stored_client_ids
+
+    long_id = "q" * 20_000
+    p = write(tmp_path, "id,v\n" + "".join(f"{long_id if i == 5 else f'p{i}'},{i % 7}\n" for i in range(4096)))
+    tracemalloc.start()
+    try:
+        blocks = list(iter_csv(p, ["v"], text=["id"], rows=4096))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 16 << 20, f"reading a 0.1 MB CSV peaked at {peak / 2**20:.0f} MiB"
+    ids = blocks[0]["id"].tolist()
+    assert ids[5] == long_id and ids[6] == "p6" and len(ids) == 4096
+    # the ids are stored as before: numbers as text stand for themselves, other text is hashed
+    assert stored_client_ids(np.array(["12", "3"], dtype=object), "d").tolist() == [12, 3]
+    assert (
+        stored_client_ids(np.array(["p1", "3"], dtype=object), "d").tolist()
+        == stored_client_ids(np.array(["p1", "3"]), "d").tolist()
+    )
