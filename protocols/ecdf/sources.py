@@ -63,8 +63,8 @@ def stored_client_ids(ids, dataset: str) -> np.ndarray:
         return arr.astype(np.uint64)
     # the common case, whole numbers as text or floats: vectorized (text comes as str arrays, or as object
     # arrays of str from a CSV file, which hold each cell at its own length)
-    text = arr.dtype.kind == "O" and all(type(v) is str for v in arr.tolist())
-    if arr.dtype.kind in "fUS" or text:
+    all_text = arr.dtype.kind == "O" and all(type(v) is str for v in arr.tolist())
+    if arr.dtype.kind in "fUS" or all_text:
         try:
             f = arr.astype(np.float64)
         except ValueError:

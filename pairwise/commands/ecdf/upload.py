@@ -147,7 +147,8 @@ class CSVClients:
     def ids_at(self, positions) -> dict:
         """The ``--id-column`` cells of the data rows at ``positions`` (0-based), as written in the file
         (one more pass over it; empty without ``--id-column``)."""
-        want, found, first = {int(p) for p in positions}, {}, 0
+        want, first = {int(p) for p in positions}, 0
+        found: dict[int, str] = {}
         if not self.id_column or not want:
             return found
         for values, _, ids in self._read(self.ROWS):
