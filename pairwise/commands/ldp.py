@@ -16,11 +16,15 @@ randomizing; nothing about the mechanism comes from the data.  Options follow
 the shared vocabulary (:mod:`pairwise.commands.options`); the old spellings
 still work for one release, with a warning on stderr.
 
-JSON keys (a public interface): DP outputs (``estimate``,
-``estimate_clamped`` and details derived from the noisy reports only),
-public parameters, and what is not private (``exact``, ``exact_quantized``,
-``max_error``, ``clamped``).  Every command's options, its default data and
-the meaning of every key: ``docs/cli.md``, "pairwise ldp".
+By default each command prints one DP release, its interval (or why it has
+none) and public parameters; ``--compare`` adds the evaluation aids computed
+from the raw data (``exact``, ``exact_quantized``, ``max_error``: not
+private), as ``pairwise ustat --compare`` does.  JSON keys (a public
+interface): DP outputs (``estimate``, ``estimate_clamped`` and details
+derived from the noisy reports only), public parameters, and what is not
+private (``clamped``; with ``--compare`` the aids above).  Every command's
+options, its default data and the meaning of every key: ``docs/cli.md``,
+"pairwise ldp".
 
 Security model: each command runs the whole protocol in one process, users
 and server alike. Randomness comes from the OS CSPRNG. Every parameter is
@@ -59,6 +63,17 @@ DP_KEYS = {
 #: JSON keys computed without noise: not private, for evaluation only. Every other key is a function of public
 #: inputs and is identical on neighbouring datasets (tests/protocols/test_privacy_audit.py).
 NOT_PRIVATE_KEYS = ("exact", "exact_quantized", "max_error", "clamped")
+#: Not-private keys published only with ``--compare`` (evaluation aids computed from the raw data).
+COMPARE_ONLY_KEYS = ("exact", "exact_quantized", "max_error")
+
+
+def _add_compare(p) -> None:
+    p.add_argument(
+        "--compare",
+        action="store_true",
+        help="also print evaluation aids computed from the raw data (the exact value; not private). "
+        "Without it the output is one DP release and public parameters: it can be published",
+    )
 
 
 def _add_data_args(p, dataset: str | None) -> None:
@@ -67,6 +82,7 @@ def _add_data_args(p, dataset: str | None) -> None:
         p, what="read this CSV file (header row; needs --lower/--upper) instead of the shipped data", old=("--csv",)
     )
     add_alpha(p)
+    _add_compare(p)
     add_json(p)
 
 
@@ -209,11 +225,22 @@ def register(root, groups) -> None:
     )
     _add_epsilon(u, DEFAULT_EPSILON)
     add_alpha(u)
+    _add_compare(u)
     add_json(u)
     u.set_defaults(func=cmd_ustat)
 
 
-def _emit(args, payload: dict, lines: list[str]) -> int:
+def _emit(args, payload: dict, lines: list, clamped_line: str | None = None) -> int:
+    """Print the payload (JSON) or the text lines.  Without ``--compare`` the compare-only keys are dropped
+    and so are the text lines given as ``(True, line)``; the clamped count goes to stderr when it is not zero."""
+    if not args.compare:
+        for k in COMPARE_ONLY_KEYS:
+            payload.pop(k, None)
+        if payload.get("clamped") and not args.json and clamped_line:
+            warn(clamped_line)
+    lines = [x[1] if isinstance(x, tuple) else x for x in lines if not isinstance(x, tuple) or args.compare]
+    if clamped_line and args.compare:
+        lines.append(f"clamped   {clamped_line}")
     if args.json:
         print(json.dumps(payload))
     else:
@@ -294,12 +321,11 @@ def cmd_auc(args) -> int:
         f"(n={s.size}: {res.n_pos} positive, {res.n_neg} negative)",
         f"domain    2^{args.bits} bins on the public domain [{lo:g}, {hi:g}]",
         f"estimate  {res.estimate:.4f} (raw, unbiased); clamped to [0, 1]: {payload['estimate_clamped']:.4f}",
-        f"exact     {exact:.4f}  (quantized scores: {res.exact:.4f}) {NOT_PRIVATE}",
-        f"clamped   {clamped_note(clamped, [dom])}",
+        (True, f"exact     {exact:.4f}  (quantized scores: {res.exact:.4f}) {NOT_PRIVATE}"),
         f"recursed nodes per level {res.recursed}, a={res.a:.3f}",
         f"interval  {NO_INTERVAL['auc']}",
     ]
-    return _emit(args, payload, lines)
+    return _emit(args, payload, lines, clamped_note(clamped, [dom]))
 
 
 # --------------------------------------------------------------------------- qmle
@@ -368,15 +394,15 @@ def cmd_qmle(args) -> int:
         f"data      {_where(args)} (n={y.size}), response truncated to the public [{lo:g}, {hi:g}]"
         + (f", covariates to {', '.join(f'[{a:g}, {b:g}]' for a, b in xb)}" if xb else "")
         + f", sigma={res.sigma:g}",
-        f"{'coefficient':<14}{'estimate':>14}{'std.err':>14}{'exact (QR)*':>14}   (* not private)",
+        f"{'coefficient':<14}{'estimate':>14}{'std.err':>14}"
+        + (f"{'exact (QR)*':>14}   (* not private)" if args.compare else ""),
     ]
     for nm, t, se, ex in zip(names, res.theta, res.std_errors, exact):
-        lines.append(f"{nm:<14}{t:>14.5g}{se:>14.5g}{ex:>14.5g}")
-    lines.append(f"clamped   {clamped_note(clamped, doms)}")
+        lines.append(f"{nm:<14}{t:>14.5g}{se:>14.5g}" + (f"{ex:>14.5g}" if args.compare else ""))
     lines.append(f"interval  {NO_INTERVAL['qmle']}")
     if not res.converged:
         lines.append("warning: the optimizer did not report convergence")
-    return _emit(args, payload, lines)
+    return _emit(args, payload, lines, clamped_note(clamped, doms))
 
 
 # --------------------------------------------------------------------------- shuffled histogram
@@ -434,10 +460,13 @@ def cmd_shuffle_histogram(args) -> int:
         f"shuffled-model histogram (Balcer-Cheu P^hist), eps={args.epsilon}, delta={args.delta}",
         f"data      {_where(args)}: column {args.column}, n={res.n}, d={d} values of the public "
         f"domain [{lo}, {hi}], {res.messages} messages shuffled",
-        f"{'value':>8}{'estimate':>12}{'clamped':>10}{'A^hist':>10}{'exact*':>10}   (* not private)",
+        f"{'value':>8}{'estimate':>12}{'clamped':>10}{'A^hist':>10}"
+        + (f"{'exact*':>10}   (* not private)" if args.compare else ""),
     ]
     for val, e, h, t in zip(range(lo, hi + 1), est, thr, res.exact):
-        lines.append(f"{val:>8}{e:>12.4f}{min(max(e, 0.0), 1.0):>10.4f}{h:>10.4f}{t:>10.4f}")
+        lines.append(
+            f"{val:>8}{e:>12.4f}{min(max(e, 0.0), 1.0):>10.4f}{h:>10.4f}" + (f"{t:>10.4f}" if args.compare else "")
+        )
     lines.append(
         f"estimate: raw c* = messages/n - p (unbiased); A^hist: the paper's analyzer, which reports "
         f"frequencies at or below {proto.inner.q:.4f} as 0"
@@ -447,11 +476,11 @@ def cmd_shuffle_histogram(args) -> int:
         f"{above:.4f}], all {d} values at once ({method}; width from public parameters only)"
     )
     lines.append(
-        f"max error of A^hist {res.max_error:.4f} {NOT_PRIVATE} (bound {bound:.4f} with probability "
-        f"{1 - args.beta:g}, Theorem 3.2)"
+        (f"max error of A^hist {res.max_error:.4f} {NOT_PRIVATE} (bound " if args.compare else "A^hist's max error <= ")
+        + f"{bound:.4f} with probability {1 - args.beta:g}, Theorem 3.2"
+        + (")" if args.compare else "")
     )
-    lines.append(f"clamped   {clamped_note(clamped, [dom])}")
-    return _emit(args, payload, lines)
+    return _emit(args, payload, lines, clamped_note(clamped, [dom]))
 
 
 # --------------------------------------------------------------------------- Algorithm 1
@@ -537,7 +566,6 @@ def cmd_ustat(args) -> int:
         f"{payload['estimate_clamped']:.5g}",
         f"interval  {interval_line(payload['interval'], args.alpha, natural, '.5g')} for the statistic of the "
         f"quantized data; width {iw.width:.4g} from public parameters only",
-        f"exact     {exact:.5g}  (quantized: {exact_q:.5g}) {NOT_PRIVATE}",
-        f"clamped   {clamped_note(clamped, doms)}",
+        (True, f"exact     {exact:.5g}  (quantized: {exact_q:.5g}) {NOT_PRIVATE}"),
     ]
-    return _emit(args, payload, lines)
+    return _emit(args, payload, lines, clamped_note(clamped, doms))

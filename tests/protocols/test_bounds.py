@@ -132,7 +132,22 @@ def test_ldp_shuffle_histogram_clamps(tmp_path, capsys):
     p = tmp_path / "v.csv"
     p.write_text("v\n" + "\n".join(str(x) for x in v) + "\n")
     assert (
-        main(["ldp", "shuffle-histogram", "--csv", str(p), "--column", "v", "--lower", "1", "--upper", "6", "--json"])
+        main(
+            [
+                "ldp",
+                "shuffle-histogram",
+                "--csv",
+                str(p),
+                "--column",
+                "v",
+                "--lower",
+                "1",
+                "--upper",
+                "6",
+                "--compare",
+                "--json",
+            ]
+        )
         == 0
     )
     d = json.loads(capsys.readouterr().out)

@@ -98,7 +98,7 @@ def test_ldp_neighbours(case, tmp_path, capsys):
     outs = []
     for tag, cols in (("D", (SCORE, RESP, RATING, RATING2)), ("D2", (s2, r2, g2, h2))):
         path = write_csv(tmp_path / f"{tag}.csv", ["s", "r", "g", "h", "lab"], *cols, LABEL)
-        outs.append(run_json(capsys, ["ldp", *argv, "--csv", path]))
+        outs.append(run_json(capsys, ["ldp", *argv, "--csv", path, "--compare"]))
     a, b = outs
     assert a["exact"] != b["exact"]
     assert_same_public(a, b, ldp_cmd.DP_KEYS[argv[0]], ldp_cmd.NOT_PRIVATE_KEYS)
@@ -114,7 +114,20 @@ def test_ldp_shuffle_histogram_neighbours(tmp_path, capsys):
         path = write_csv(tmp_path / f"{tag}.csv", ["v"], col)
         outs.append(
             run_json(
-                capsys, ["ldp", "shuffle-histogram", "--csv", path, "--column", "v", "--lower", "1", "--upper", "6"]
+                capsys,
+                [
+                    "ldp",
+                    "shuffle-histogram",
+                    "--csv",
+                    path,
+                    "--column",
+                    "v",
+                    "--lower",
+                    "1",
+                    "--upper",
+                    "6",
+                    "--compare",
+                ],
             )
         )
     a, b = outs
@@ -138,7 +151,7 @@ def test_ldp_default_data_neighbours(capsys, monkeypatch):
             return d
 
         monkeypatch.setattr(ldp_cmd, "load_csv", load)
-        outs.append(run_json(capsys, ["ldp", "ustat", "--kernel", "gini"]))
+        outs.append(run_json(capsys, ["ldp", "ustat", "--kernel", "gini", "--compare"]))
     assert_same_public(*outs, ldp_cmd.DP_KEYS["ustat"], ldp_cmd.NOT_PRIVATE_KEYS)
 
 

@@ -217,6 +217,7 @@ def test_fifty_user_processes_run_every_task(tmp_path, certs):
             "0,0",
             "--epsilon",
             "40",
+            "--compare",
             "--json",
         ],
         capture_output=True,

@@ -14,7 +14,8 @@ from pairwise.protocols.ldp.ustat import exact_ustatistic
 
 
 def run_json(capsys, *argv):
-    code = main(["ldp", *argv, "--json"])
+    """``ldp ARGV --compare --json``: the exact values these tests compare with come with --compare."""
+    code = main(["ldp", *argv, "--compare", "--json"])
     out = capsys.readouterr().out
     assert code == 0, out
     return json.loads(out)
@@ -121,6 +122,33 @@ def test_csv_input(tmp_path, capsys):
         capsys, "qmle", "--csv", str(p2), "--response", "score", "--covariates", "v", "--lower", "-5", "--upper", "7"
     )
     assert r["n"] == 500
+
+
+COMMANDS = [
+    ["auc", "--epsilon", "2"],
+    ["qmle", "--epsilon", "2"],
+    ["shuffle-histogram", "--epsilon", "1"],
+    ["ustat", "--kernel", "kendall", "--epsilon", "2"],
+]
+
+
+@pytest.mark.parametrize("argv", COMMANDS, ids=[a[0] for a in COMMANDS])
+def test_one_release_by_default_and_the_exact_value_only_with_compare(argv, capsys):
+    """Issue 25 item 3: pasted default output is one DP release; the not-private aids come with --compare."""
+    from pairwise.commands.ldp import COMPARE_ONLY_KEYS
+
+    assert main(["ldp", *argv, "--json"]) == 0
+    plain = json.loads(capsys.readouterr().out)
+    assert not set(COMPARE_ONLY_KEYS) & set(plain), sorted(set(COMPARE_ONLY_KEYS) & set(plain))
+    assert {"estimate", "interval", "interval_method", "alpha", "clamped"} <= set(plain)
+    assert main(["ldp", *argv]) == 0
+    text = capsys.readouterr().out
+    assert "exact" not in text.replace("exact binomial", "") and "not private" not in text, text
+    compared = run_json(capsys, *argv)
+    assert set(plain) | {"exact"} <= set(compared)  # the same keys, plus the aids
+    assert main(["ldp", *argv, "--compare"]) == 0
+    text = capsys.readouterr().out
+    assert "exact" in text.replace("exact binomial", "") and "(not private)" in text
 
 
 def test_errors_are_reported(tmp_path, capsys):

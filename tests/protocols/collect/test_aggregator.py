@@ -78,6 +78,7 @@ def test_ldp_ustat_at_a_noiseless_epsilon_equals_todays_exact_value(study, tmp_p
             "10",
             "--epsilon",
             "500",
+            "--compare",
             "--json",
         ]
     )
