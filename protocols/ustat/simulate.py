@@ -30,7 +30,12 @@ __all__ = ["simulate_releases", "kernel_values", "simulate_pair_design"]
 
 
 def kernel_values(pd: PreparedData, i: np.ndarray, j: np.ndarray) -> np.ndarray:
-    """Kernel values in circuit units (gini: grid steps; auc: 2[x > y] + [x = y]) of pairs (i, j)."""
+    """Kernel values in circuit units (gini: grid steps; auc: 2[x > y] + [x = y]; a declared kernel such as
+    variance or collision: its circuit's value, read from its table on the public grid) of pairs (i, j)."""
+    if pd.kernel is not None:
+        if pd.table is None:
+            raise ValueError(f"kernel {pd.statistic!r}: simulation needs its table on the grid (a smaller grid)")
+        return pd.table[pd.x[i], pd.x[j]]
     if pd.statistic == "auc":
         return 2 * (pd.x[i] > pd.y[j]).astype(np.int64) + (pd.x[i] == pd.y[j])
     if pd.statistic == "kendall":
@@ -63,7 +68,13 @@ def simulate_releases(config: UStatConfig, pd: PreparedData, reps: int, rng: np.
     n = pd.x.size + (pd.y.size if pd.statistic == "auc" else 0)
     nc, *_ = _noisy_circuit(config, pd, n, m)
     h = kernel_values(pd, gi, ej).astype(np.int64).ravel()
-    if nc.mechanism == "krr":
+    if nc.mechanism == "krr" and pd.kernel is not None:  # a declared kernel's code is its value's index
+        codes = np.asarray(nc.codes, dtype=np.int64)
+        hit = h[:, None] == codes[None, :]
+        if not hit.any(axis=1).all():
+            raise ValueError(f"kernel {pd.statistic!r}: a value outside its declared values {tuple(codes)}")
+        out = simulate_krr(nc.params, hit.argmax(axis=1), rng)
+    elif nc.mechanism == "krr":
         out = simulate_krr(nc.params, np.mod(h, len(nc.codes)), rng)
     else:
         out = h + simulate_dyadic_laplace(nc.params, h.size, rng)

@@ -6,7 +6,8 @@ the noise gadget's exact distribution via ``pairwise.dp.samplers``, the k-RR
 reports, the binomial message counts) and counts how often the interval
 misses its target:
 
-* 2PC ustat: the U-statistic of the clamped grid data (``exact_quantized``),
+* 2PC ustat (gini, kendall, auc and the declared kernels variance and
+  collision): the U-statistic of the clamped grid data (``exact_quantized``),
   the interval of :func:`pairwise.protocols.ustat.driver.release_interval`, drawn by
   :func:`pairwise.protocols.ustat.simulate.simulate_releases`
   (what ``run_ustat`` publishes; ``test_run_ustat_publishes_the_simulated_width``
@@ -23,7 +24,8 @@ observed coverage is usually far above 1 - alpha; the coverage table in
 which runs the same simulations with more repetitions.
 
 Held-out data: columns the protocols were not developed on (diabetes age,
-fair educ vs occupation, breast-cancer mean texture) and synthetic worst
+fair educ vs occupation, breast-cancer mean texture, fair educ and
+religious for variance and collision) and synthetic worst
 cases (every value at an end of the domain, which maximizes the kernel's
 variance, and heavy ties).
 """
@@ -36,6 +38,7 @@ import numpy as np
 import pytest
 from scipy.stats import binom
 
+from pairwise.circuits.kernel_spec import BUILTIN_SPECS
 from pairwise.protocols.datasets import column_domain, load_dataset
 from pairwise.protocols.ustat.config import UStatConfig
 from pairwise.protocols.ustat.data import _exact, prepare_data
@@ -78,6 +81,12 @@ def _synthetic(stat, rng):
         x = rng.choice([1.0, 5.0], size=600)
         y = np.where(rng.random(600) < 0.5, x, 6 - x)
         return [x, y / 5 * 4], None, {"lower": [1, 0.8], "upper": [5, 4], "decimals": [0, 1]}
+    if stat == "variance":  # every value at an end: the largest variance of (x - y)^2 / 2
+        x = rng.choice([0.0, 40.0], size=300)
+        return [x], None, {"lower": [0], "upper": [40], "decimals": [0]}
+    if stat == "collision":  # two values, half and half: kernel values 0 and 1 equally often
+        x = rng.choice([1.0, 2.0], size=300)
+        return [x], None, {"lower": [1], "upper": [5], "decimals": [0]}
     s = rng.choice([0.0, 1.0], size=400)
     lab = (rng.random(400) < 0.3).astype(int)
     return [s], lab, {"lower": [0], "upper": [1], "decimals": [0]}
@@ -93,6 +102,12 @@ DATA = {
     ("auc", "shipped"): lambda rng: _shipped("breast_cancer", ["mean_radius"], "malignant"),
     ("auc", "held-out"): lambda rng: _shipped("breast_cancer", ["mean_texture"], "malignant"),
     ("auc", "worst"): lambda rng: _synthetic("auc", rng),
+    ("variance", "shipped"): lambda rng: _shipped("diabetes", ["progression"]),
+    ("variance", "held-out"): lambda rng: _shipped("fair", ["educ"]),
+    ("variance", "worst"): lambda rng: _synthetic("variance", rng),
+    ("collision", "shipped"): lambda rng: _shipped("fair", ["rate_marriage"]),
+    ("collision", "held-out"): lambda rng: _shipped("fair", ["religious"]),
+    ("collision", "worst"): lambda rng: _synthetic("collision", rng),
 }
 
 
@@ -108,13 +123,21 @@ CASES = [
 ]
 CASES += [(stat, "shipped", 1.0, 3, "subsample") for stat in ("gini", "kendall", "auc")]
 CASES += [("gini", "worst", 2.0, 1, "all"), ("kendall", "worst", 2.0, 1, "all")]
+# the shipped declared kernels (issue 25 item 2), through the same release_interval
+# (every data set at three epsilons, and P = 3: benchmarks/interval_coverage.py, RESULTS.md)
+CASES += [
+    (stat, data, eps, 1, "subsample")
+    for stat in ("variance", "collision")
+    for data, epss in (("shipped", (0.5, 4.0)), ("held-out", (1.0,)), ("worst", (0.5, 4.0)))
+    for eps in epss
+]
 
 
 @pytest.mark.parametrize("stat,data,eps,P,design", CASES, ids=[f"{s}-{d}-eps{e}-P{p}-{g}" for s, d, e, p, g in CASES])
 def test_ustat_interval_covers(stat, data, eps, P, design):
     rng = np.random.default_rng(_seed((stat, data, eps, P, design)))
     cols, lab, b = DATA[(stat, data)](rng)
-    pd = prepare_data(stat, cols[0], cols[1] if stat == "kendall" else None, lab, **b)
+    pd = prepare_data(stat, cols[0], cols[1] if stat == "kendall" else None, lab, kernel=BUILTIN_SPECS.get(stat), **b)
     config = UStatConfig(stat, eps, pairs_per_user=P, design=design, **b)
     reps = REPS if design == "subsample" else 200
     est, iw = simulate_releases(config, pd, reps, rng)
@@ -125,7 +148,7 @@ def test_ustat_interval_covers(stat, data, eps, P, design):
     assert iw.width > 0
 
 
-@pytest.mark.parametrize("stat", ["gini", "kendall", "auc"])
+@pytest.mark.parametrize("stat", ["gini", "kendall", "auc", "variance", "collision"])
 def test_run_ustat_publishes_the_simulated_width(stat):
     """The width the simulation checks is the one run_ustat publishes (same release_interval, same circuit)."""
     from pairwise.protocols.ustat import run_ustat
@@ -143,7 +166,7 @@ def test_run_ustat_publishes_the_simulated_width(stat):
         **b,
     )
     d = r.as_dict()
-    pd = prepare_data(stat, cols[0], cols[1] if stat == "kendall" else None, lab, **b)
+    pd = prepare_data(stat, cols[0], cols[1] if stat == "kendall" else None, lab, kernel=BUILTIN_SPECS.get(stat), **b)
     _, iw = simulate_releases(UStatConfig(stat, 1.0, **b), pd, 2, rng)
     assert d["interval_width"] == pytest.approx(iw.width, rel=1e-12)
     assert d["interval"] == pytest.approx([r.estimate - iw.below, r.estimate + iw.above], rel=1e-12)
