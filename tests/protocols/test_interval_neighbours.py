@@ -5,7 +5,9 @@ public key on D and D' (``interval_width``, ``interval_method`` and ``alpha``
 among them); this file checks the intervals themselves: the published
 interval is [estimate - below, estimate + above] with a width that does not
 move when one record moves to an extreme of the public domain, for the 2PC
-protocol (every statistic, design and mode of the library API), Algorithm 1
+protocol (every statistic including variance and collision, a user kernel,
+both designs and ``pairs_per_user="auto"``, whose choice must not move
+either), Algorithm 1
 and the shuffled histogram, and that a release without an honest interval
 publishes none on both.
 """
@@ -29,6 +31,8 @@ BOUNDS = {
     "gini": dict(lower=0, upper=250),
     "auc": dict(lower=0, upper=250),
     "kendall": dict(lower=[0, 1], upper=[250, 5], decimals=[0, 0]),
+    "variance": dict(lower=1, upper=5, decimals=0),
+    "collision": dict(lower=1, upper=5, decimals=0),
 }
 
 
@@ -46,6 +50,10 @@ def _neighbour():
         ("kendall", "subsample", 3, 0.05),
         ("kendall", "all", 1, 0.01),
         ("auc", "subsample", 2, 0.2),
+        ("variance", "subsample", 1, 0.05),
+        ("collision", "subsample", 2, 0.1),
+        ("kendall", "subsample", "auto", 0.05),
+        ("collision", "subsample", "auto", 0.05),
     ],
 )
 def test_ustat_interval_width_is_the_same_on_neighbours(stat, design, P, alpha):
@@ -53,7 +61,7 @@ def test_ustat_interval_width_is_the_same_on_neighbours(stat, design, P, alpha):
     for x, y in ((X, Y), _neighbour()):
         r = run_ustat(
             stat,
-            x,
+            y if stat in ("variance", "collision") else x,  # the declared kernels on the ratings (small grid)
             y if stat == "kendall" else None,
             LAB if stat == "auc" else None,
             epsilon=1.0,
@@ -70,6 +78,26 @@ def test_ustat_interval_width_is_the_same_on_neighbours(stat, design, P, alpha):
         lo, hi = d["interval"]
         assert hi - lo == pytest.approx(d["interval_width"], rel=1e-12) and lo < d["estimate"] < hi
         assert d["alpha"] == alpha
+    assert (a["interval_width"], a["interval_method"]) == (b["interval_width"], b["interval_method"])
+    assert (a["pairs_per_user"], a["pairs_per_user_rule"]) == (b["pairs_per_user"], b["pairs_per_user_rule"])
+
+
+def test_a_user_kernels_interval_width_is_the_same_on_neighbours(monkeypatch):
+    """``--kernel MODULE:FUNCTION`` (docs/examples/wilcoxon_kernel.py): its width comes from its declared range."""
+    from pathlib import Path
+
+    from pairwise.circuits.kernel_spec import load_kernel
+
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2] / "docs" / "examples"))
+    spec = load_kernel("wilcoxon_kernel:walsh_positive")
+    d = np.clip(np.round(np.random.default_rng(2).normal(1.0, 3, N)), -10, 10)
+    d2 = d.copy()
+    d2[0] = -10.0
+    a, b = (
+        run_ustat(spec, v, epsilon=1.0, lower=-10, upper=10, decimals=0, rng=np.random.default_rng(3)).as_dict()
+        for v in (d, d2)
+    )
+    assert a["exact"] != b["exact"]
     assert (a["interval_width"], a["interval_method"]) == (b["interval_width"], b["interval_method"])
 
 
