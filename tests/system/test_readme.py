@@ -218,6 +218,19 @@ def test_the_pages_have_the_command_sections():
     assert len(bash_blocks(README.read_text())) >= 3  # the quick start's two commands and the main job
 
 
+def test_the_main_jobs_first_example_is_one_release_with_its_interval_and_p_is_explained():
+    """Issue 25: the main job's first example prints one DP release and its interval (no exact value, no
+    baseline), and the README explains when P > 1 pays, with the Figure 4 numbers."""
+    section = README.read_text().split("## The main job", 1)[1].split("\n## ", 1)[0]
+    first = bash_blocks(section)[0][1]
+    assert "pairwise ustat" in first and "--compare" not in first, first
+    shown = section.split("```text", 1)[1].split("```", 1)[0]
+    assert re.search(r"95% interval +\[", shown), shown
+    assert "exact" not in shown and "baseline" not in shown, shown
+    for needed in ("--pairs-per-user auto", "Figure 4", "Theorem 5", "0.0014", "0.0095"):
+        assert needed in section, needed
+
+
 PAGES_WITH_BASH = [p for p in PAGES if page_bash_blocks(p) and _name(p) not in SESSION_PAGES]
 PAGES_WITH_PYTHON = [p for p in PAGES if any(run for _, _, run in page_python_blocks(p))]
 
