@@ -164,6 +164,13 @@ def test_ecdf_run_neighbours(mechanism, scheme, ecdf_servers, tmp_path, capsys):
     a["dataset"] = b["dataset"]  # each upload needs a fresh id: the caller's label
     assert a["exact"] != b["exact"]
     assert_same_public(a, b, ecdf_cmd.DP_KEYS, ecdf_cmd.NOT_PRIVATE_KEYS, ecdf_cmd.MEASURED_KEYS, tolerance=256)
+    # the pointwise interval is the release +- a public radius, clipped to [0, 1]: where neither D's nor D''s
+    # interval was clipped, the widths are the same
+    (la, ua), (lb, ub) = (np.array([d["interval"]["lower"], d["interval"]["upper"]]) for d in (a, b))
+    inside = (la > 0) & (ua < 1) & (lb > 0) & (ub < 1)
+    assert inside.sum() >= 4, inside
+    np.testing.assert_allclose((ua - la)[inside], (ub - lb)[inside], rtol=1e-9, atol=1e-12)
+    assert a["interval_method"] == b["interval_method"]
 
 
 def test_ecdf_hosmer_lemeshow_neighbours(ecdf_servers):
