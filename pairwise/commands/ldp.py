@@ -566,6 +566,7 @@ def cmd_ustat(args) -> int:
         f"{payload['estimate_clamped']:.5g}",
         f"interval  {interval_line(payload['interval'], args.alpha, natural, '.5g')} for the statistic of the "
         f"quantized data; width {iw.width:.4g} from public parameters only",
+        f"method    {iw.method}",
         (True, f"exact     {exact:.5g}  (quantized: {exact_q:.5g}) {NOT_PRIVATE}"),
     ]
     return _emit(args, payload, lines, clamped_note(clamped, doms))

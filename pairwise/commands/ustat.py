@@ -380,6 +380,7 @@ def cmd_ustat(args) -> int:
         f"for the statistic of the clamped grid data; width {d['interval_width']:.4g} from public parameters "
         f"only (part of the release)"
     )
+    print(f"  interval method  {d['interval_method']}")
     if d.get("kernel_check"):
         print(
             f"  kernel range     {d['natural_range'][0]:.6g} .. {d['natural_range'][1]:.6g} as declared, checked "

@@ -144,6 +144,7 @@ def test_one_release_by_default_and_the_exact_value_only_with_compare(argv, caps
     assert main(["ldp", *argv]) == 0
     text = capsys.readouterr().out
     assert "exact" not in text.replace("exact binomial", "") and "not private" not in text, text
+    assert plain["interval_method"] in text  # the text names the interval's method (or why there is none)
     compared = run_json(capsys, *argv)
     assert set(plain) | {"exact"} <= set(compared)  # the same keys, plus the aids
     assert main(["ldp", *argv, "--compare"]) == 0

@@ -226,7 +226,8 @@ def test_the_main_jobs_first_example_is_one_release_with_its_interval_and_p_is_e
     assert "pairwise ustat" in first and "--compare" not in first, first
     shown = section.split("```text", 1)[1].split("```", 1)[0]
     assert re.search(r"95% interval +\[", shown), shown
-    assert "exact" not in shown and "baseline" not in shown, shown
+    assert "\n  exact " not in shown and "baseline" not in shown and "(not private)" not in shown, shown
+    assert "interval method" in shown, shown
     for needed in ("--pairs-per-user auto", "Figure 4", "Theorem 5", "0.0014", "0.0095"):
         assert needed in section, needed
 

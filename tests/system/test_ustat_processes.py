@@ -83,6 +83,25 @@ def test_cli_json_keys_on_default_data():
     assert {"rr_estimate", "rr_estimate_clamped", "rr_interval", "sample_mse", "theorem5_mse"} <= set(d)
 
 
+def test_the_text_report_is_one_release_with_its_interval_and_method(tmp_path, capsys):
+    """Issue 25: the default text is one release, its interval and the interval's method; --compare adds the
+    exact value and the RR baseline (a second release), each labelled."""
+    from pairwise.cli import main
+
+    path = tmp_path / "d.csv"
+    x = np.random.default_rng(2).integers(1, 6, 40)
+    path.write_text("a,b\n" + "".join(f"{v},{(v * 3) % 5 + 1}\n" for v in x))
+    argv = ["ustat", "--statistic", "kendall", "--epsilon", "1", "--data", str(path), "--columns", "a,b"]
+    argv += ["--lower", "1,1", "--upper", "5,5", "--decimals", "0,0"]
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert "95% interval" in text and "interval method  Chernoff: Azuma-Hoeffding" in text, text
+    assert "\n  exact " not in text and "baseline" not in text and "not private) " not in text, text
+    assert main(argv + ["--compare"]) == 0
+    text = capsys.readouterr().out
+    assert "\n  exact " in text and "RR baseline" in text and "(2, 0)" in text, text
+
+
 def test_cli_errors_name_row_and_column(tmp_path):
     bad = tmp_path / "bad.csv"
     bad.write_text("a,b\n1,2\n3,x\n")
