@@ -18,7 +18,8 @@ What it does
       response then applies).
 
     :func:`kernel` is the decorator that makes one; :func:`load_kernel`
-    resolves ``module:function``.  :func:`verify_kernel` refuses a kernel whose
+    resolves ``module:function`` (and :func:`check_kernel_path` that a
+    spec's path imports back to it, as worker processes need).  :func:`verify_kernel` refuses a kernel whose
     circuit can leave its declared range (or its declared values, or is not
     symmetric as declared): exhaustively over the whole grid [0, S]^2 when
     (S + 1)^2 <= :data:`EXHAUSTIVE_LIMIT`, otherwise by the sound bound of the
@@ -37,7 +38,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 
 import numpy as np
@@ -49,6 +50,7 @@ __all__ = [
     "KernelSpec",
     "kernel",
     "load_kernel",
+    "check_kernel_path",
     "verify_kernel",
     "kernel_circuit",
     "kernel_table",
@@ -179,9 +181,21 @@ def load_kernel(path: str) -> KernelSpec:
             f"{path} is not a kernel: decorate it with @kernel(range=..., symmetric=...) "
             "(pairwise.circuits.kernel_spec)"
         )
-    if obj.path is None:
-        object.__setattr__(obj, "path", path)
-    return obj
+    # the path it was loaded by names it; the decorator's guess (module:function) may name the plain function
+    return obj if obj.path == path else replace(obj, path=path)
+
+
+def check_kernel_path(spec: KernelSpec) -> None:
+    """Refuse a spec whose ``path`` does not import back to the same kernel (worker processes import it)."""
+    if spec.path is None:
+        raise KernelRangeError(f"kernel {spec.name!r} has no module:function path")
+    try:
+        other = load_kernel(spec.path)
+    except KernelRangeError as exc:
+        raise KernelRangeError(f"{spec.path} does not name kernel {spec.name!r} ({exc})") from None
+    same = (other.build, other.range, other.symmetric, other.scale, other.power, other.values)
+    if same != (spec.build, spec.range, spec.symmetric, spec.scale, spec.power, spec.values):
+        raise KernelRangeError(f"{spec.path} does not name kernel {spec.name!r}: it imports another kernel")
 
 
 def kernel_circuit(spec: KernelSpec, bits: int) -> tuple[Circuit, Int]:

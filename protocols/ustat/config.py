@@ -97,11 +97,21 @@ class UStatConfig:
                     f"k-ary randomized response needs a kernel that declares its 2 or 3 values; "
                     f"{self.kernel.name!r} does not"
                 )
-            if self.mode == "network" and self.kernel.path is None:
-                raise UStatError(
-                    f"network mode rebuilds kernel {self.kernel.name!r} in each worker process: define "
-                    "it at module level in an importable module (module:function)"
-                )
+            if self.mode == "network":
+                from pairwise.circuits.kernel_spec import KernelRangeError, check_kernel_path
+
+                if self.kernel.path is None:
+                    raise UStatError(
+                        f"network mode rebuilds kernel {self.kernel.name!r} in each worker process: define "
+                        "it at module level in an importable module (module:function)"
+                    )
+                try:
+                    check_kernel_path(self.kernel)
+                except KernelRangeError as exc:
+                    raise UStatError(
+                        f"network mode rebuilds the kernel in each worker process from its path: {exc}; "
+                        "load it with pairwise.circuits.kernel_spec.load_kernel('module:name')"
+                    ) from None
         elif self.statistic not in STATISTICS:
             raise UStatError(
                 f"unknown statistic {self.statistic!r}; choose from "

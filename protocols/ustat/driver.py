@@ -311,7 +311,7 @@ def _pair_job(
         "delta_den": d_pair.denominator,
     }
     if pd.kernel is not None:  # the worker imports the same declared kernel and rebuilds the same circuit
-        params.update(kernel=pd.kernel.path, span=pd.domains[0].span)
+        params.update(kernel=pd.kernel.path, span=pd.domains[0].span, circuit_hash=nc.circuit.content_hash)
     # AUC: positives and negatives are distinct users, so the evaluators' indices follow the positives'
     offset = pd.x.size if pd.statistic == "auc" else 0
     return PairJob(nc, gx, ey, pairs[:, 0], pairs[:, 1] + offset, params)

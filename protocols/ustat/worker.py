@@ -41,9 +41,9 @@ def _build(params: dict):
     from pairwise.circuits.noise import noisy_kernel, noisy_spec_kernel
 
     if params.get("kernel"):  # a declared kernel, imported by its module:function path (public)
-        from pairwise.circuits.kernel_spec import load_kernel
+        from pairwise.circuits.kernel_spec import KernelRangeError, load_kernel
 
-        return noisy_spec_kernel(
+        nc = noisy_spec_kernel(
             load_kernel(params["kernel"]),
             params["bits"],
             params["span"],
@@ -51,6 +51,13 @@ def _build(params: dict):
             mechanism=params["mechanism"],
             delta=Fraction(params["delta_num"], params["delta_den"]),
         )
+        # the driver checked its declaration against one circuit: the worker must run that one
+        if nc.circuit.content_hash != params.get("circuit_hash"):
+            raise KernelRangeError(
+                f"kernel {params['kernel']} builds a different circuit in this worker than the one the driver "
+                "checked (another module on the path, or the module changed)"
+            )
+        return nc
     return noisy_kernel(
         params["statistic"],
         params["bits"],

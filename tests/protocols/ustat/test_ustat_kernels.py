@@ -140,8 +140,8 @@ def test_refusals_of_the_configuration():
         run_ustat("gini", np.arange(10.0), kernel=VARIANCE, epsilon=1, lower=0, upper=9, decimals=0)
 
 
-def _cli(*args, env=None, timeout=300):
-    e = dict(os.environ, PYTHONPATH=str(EXAMPLES) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+def _cli(*args, env_path=str(EXAMPLES), timeout=300):
+    e = dict(os.environ, PYTHONPATH=env_path + os.pathsep + os.environ.get("PYTHONPATH", ""))
     return subprocess.run(
         [sys.executable, "-m", "pairwise", *args], capture_output=True, text=True, timeout=timeout, env=e
     )
@@ -194,3 +194,72 @@ def test_the_documented_user_kernel_on_the_command_line_and_in_network_mode(tmp_
     assert r.returncode == 2 and "has no attribute" in r.stderr
     r = _cli("ustat", "--statistic", "gini", "--kernel", "wilcoxon_kernel:walsh_positive", "--epsilon", "1")
     assert r.returncode == 2 and "one of them" in r.stderr
+
+
+@pytest.mark.slow
+def test_a_call_form_kernel_runs_in_network_mode_from_the_command_line(tmp_path):
+    """``--kernel mod:spec`` for ``spec = kernel(...)(fn)``: every worker failed before the path fix."""
+    (tmp_path / "a25_callform.py").write_text(CALL_FORM)
+    x = np.round(np.random.default_rng(5).uniform(0, 20, 60))
+    f = tmp_path / "v.csv"
+    f.write_text("v\n" + "".join(f"{v:g}\n" for v in x))
+    args = ["ustat", "--kernel", "a25_callform:capped", "--epsilon", "2", "--data", str(f), "--columns", "v"]
+    args += ["--lower", "0", "--upper", "20", "--decimals", "0", "--mode", "network", "--workers", "1", "--json"]
+    r = _cli(*args, env_path=str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["statistic"] == "_capped" and out["natural_range"] == [0, 4] and out["mode"] == "network"
+
+
+CALL_FORM = """
+from pairwise.circuits.kernel_spec import kernel
+
+
+def _capped(b, x, y):  # min(|x - y|, 4)
+    w = x.width + 1
+    d = abs(x.extend(w, True) - y.extend(w, True))[: x.width]
+    c = b.const(4, x.width)
+    return (d > c).mux(c, d)
+
+
+capped = kernel(range=(0, 4), symmetric=True, power=1)(_capped)  # the call form, not @kernel
+"""
+
+
+@pytest.fixture
+def call_form(tmp_path, monkeypatch):
+    (tmp_path / "a25_callform.py").write_text(CALL_FORM)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return "a25_callform"
+
+
+def test_a_kernel_loaded_by_its_path_keeps_that_path_for_the_workers(call_form):
+    """``kernel(...)(fn)`` guesses the path module:fn, which names the plain function, not the spec: a network
+    run from ``--kernel a25_callform:capped`` failed in every worker ("a25_callform:_capped is not a kernel")."""
+    spec = load_kernel(f"{call_form}:capped")
+    assert spec.path == f"{call_form}:capped"
+    assert load_kernel(spec.path).build is spec.build
+
+
+def test_network_mode_refuses_a_path_that_does_not_name_the_kernel_before_starting_workers(call_form):
+    import importlib
+
+    spec = importlib.import_module(call_form).capped  # imported directly: its guessed path names _capped
+    with pytest.raises(UStatError, match=r"a25_callform:_capped.*does not name kernel '_capped'.*load_kernel"):
+        run_ustat(spec, np.arange(10.0), epsilon=1, mode="network", lower=0, upper=9, decimals=0)
+
+
+def test_a_worker_refuses_a_kernel_path_that_builds_another_circuit(call_form):
+    """The worker rebuilds the circuit from the path; it must be the circuit the driver checked."""
+    from pairwise.circuits.kernel_spec import KernelRangeError, verify_kernel
+    from pairwise.circuits.noise import noisy_spec_kernel
+    from pairwise.protocols.ustat.worker import _build
+
+    spec = load_kernel(f"{call_form}:capped")
+    verify_kernel(spec, 8, 9)
+    nc = noisy_spec_kernel(spec, 8, 9, epsilon=1, mechanism="discrete_laplace", delta=2**-40)
+    params = dict(kernel=spec.path, span=9, bits=8, epsilon_num=1, epsilon_den=1, mechanism="discrete_laplace")
+    params.update(delta_num=1, delta_den=2**40, circuit_hash=nc.circuit.content_hash)
+    assert _build(params).circuit.content_hash == nc.circuit.content_hash
+    with pytest.raises(KernelRangeError, match="builds a different circuit"):
+        _build({**params, "kernel": "pairwise.circuits.kernel_spec:COLLISION", "mechanism": "krr"})
