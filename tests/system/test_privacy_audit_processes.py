@@ -86,6 +86,30 @@ def test_ustat_neighbours(stat, design, mode, tmp_path, capsys, seeded_pairs):
     assert_same_public(a, b, ustat_cmd.DP_KEYS, ustat_cmd.NOT_PRIVATE_KEYS)
 
 
+@pytest.mark.parametrize("stat", ["variance", "collision", "wilcoxon_kernel:walsh_positive"])
+def test_ustat_declared_kernel_neighbours(stat, tmp_path, capsys, monkeypatch, seeded_pairs):
+    """A declared kernel (shipped or the documented user kernel): its range, noise and interval come from the
+    declaration and the public domain, not from the data (one record moved to an extreme of [0, 20]; a narrower
+    domain than the other cases keeps the noise design of the variance kernel quick)."""
+    from pathlib import Path
+
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2] / "docs" / "examples"))
+    x = np.round(X / 2.5)
+    x2 = x.copy()
+    x2[0] = 20.0
+    pick = ["--kernel", stat] if ":" in stat else ["--statistic", stat, "--compare"]
+    outs = []
+    for tag, col in (("D", x), ("D2", x2)):
+        path = write_csv(tmp_path / f"{tag}.csv", ["x"], col)
+        argv = ["ustat", *pick, "--epsilon", "1", "--data", path, "--columns", "x", "--lower", "0", "--upper", "20"]
+        outs.append(run_json(capsys, [*argv, "--decimals", "0"]))
+    a, b = outs
+    a["data"] = b["data"]
+    assert a.get("exact") != b.get("exact") or ":" in stat  # the neighbour really differs (exact needs --compare)
+    assert a["kernel_check"] == b["kernel_check"] == "exhaustive over the 441 grid pairs"
+    assert_same_public(a, b, ustat_cmd.DP_KEYS, ustat_cmd.NOT_PRIVATE_KEYS)
+
+
 def test_ustat_gini_on_the_shipped_data_neighbours(capsys, monkeypatch, seeded_pairs):
     """The README's main job without flags: the diabetes progression data and its neighbour with one
     patient moved to the top of the declared domain [0, 400]. This is the case that failed before
