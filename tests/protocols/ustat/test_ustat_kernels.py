@@ -263,3 +263,19 @@ def test_a_worker_refuses_a_kernel_path_that_builds_another_circuit(call_form):
     assert _build(params).circuit.content_hash == nc.circuit.content_hash
     with pytest.raises(KernelRangeError, match="builds a different circuit"):
         _build({**params, "kernel": "pairwise.circuits.kernel_spec:COLLISION", "mechanism": "krr"})
+
+
+def test_the_documented_kernel_block_runs_and_is_the_example_file(wilcoxon):
+    """docs/ustat.md's Wilcoxon block is a runnable script (tests/system/test_readme.py runs it), and its kernel
+    is the one the page's command line loads from docs/examples/wilcoxon_kernel.py: the same table on the grid."""
+    from pairwise.circuits.kernel_spec import kernel_table
+    from tests.system.test_readme import ROOT, python_blocks
+
+    page = (ROOT / "docs" / "ustat.md").read_text()
+    blocks = [(body, run) for _, body, run in python_blocks(page, "docs/ustat.md") if "def walsh_positive" in body]
+    assert len(blocks) == 1 and blocks[0][1], "the Wilcoxon kernel block must be a runnable ```python block"
+    head = blocks[0][0].split("\ndiffs = ")[0]  # the definitions, without the run on 600 users
+    ns: dict = {}
+    exec(compile(head, "docs/ustat.md", "exec"), ns)
+    assert np.array_equal(kernel_table(ns["walsh_positive"], 8, 20), kernel_table(wilcoxon, 8, 20))
+    assert (ns["walsh_positive"].range, ns["walsh_positive"].values) == (wilcoxon.range, wilcoxon.values)
