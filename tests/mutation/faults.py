@@ -385,8 +385,10 @@ ECDF_GC = (
     "group_counts_noise[gc",
     "roc_noise_is_two_half_budget_trees[gc",
     "hosmer_lemeshow_noise_is_algorithm2[gc",
+    "kary_ecdf_noise_is_eps_over_2h[gc",
 )
 ECDF_PO = tuple(s.replace("[gc", "[polya") for s in ECDF_GC) + ("tolerant_polya",)
+ECDF_KARY = ("kary_ecdf_noise_is_eps_over_2h[gc", "kary_ecdf_noise_is_eps_over_2h[polya")
 RR_GADGET = (
     "randomized_response_gadget_needs_both_parties[garbler]",
     "randomized_response_gadget_needs_both_parties[evaluator]",
@@ -700,6 +702,23 @@ FAULTS: list[Fault] = [
         (_k(T_OWN, "masked"),),
         ("masked_noise_shares",),
         scope="module",
+    ),
+    # ---- ECDF service, k-ary mechanism (issue 25): the per-node epsilon eps / 2h of the servers' node noise
+    Fault(
+        "ecdf-kary-scale-x2",
+        "ECDF k-ary release: node noise at eps / 4h (the servers' per-value epsilon halved)",
+        "pairwise.protocols.ecdf.noise:value_epsilon",
+        epsilon_times(0.5, 0),
+        (_k(T_ECDF, "kary"),),
+        ECDF_KARY,
+    ),
+    Fault(
+        "ecdf-kary-scale-x1/2",
+        "ECDF k-ary release: node noise at eps / h (2 eps-DP)",
+        "pairwise.protocols.ecdf.noise:value_epsilon",
+        epsilon_times(2, 0),
+        (_k(T_ECDF, "kary"),),
+        ECDF_KARY,
     ),
     # ---- ECDF service, Polya noise (m = 3)
     Fault(

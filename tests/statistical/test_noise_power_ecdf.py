@@ -160,6 +160,45 @@ def test_hierarchical_ecdf_noise_is_hay_et_al(servers):
     test.check(rel.cumulative - _cum(x), f"hierarchical ECDF (m={m})")
 
 
+def _kary_gls_map(radices) -> np.ndarray:
+    """Node noise -> error of the least-squares prefix sums of a mixed-radix tree with the public root n.
+
+    Independent of the querier's two passes (:mod:`pairwise.dp.kary`): numpy least squares on the explicit
+    design matrix A (every node below the root, one row each, equal variances), constrained to sum n:
+    x = (I - G 1 1^T / 1^T G 1) G A^T y with G = (A^T A)^-1, then the prefix sums."""
+    rows, width = [np.eye(N)], 1
+    for k in radices[:-1]:  # the levels below the root: leaves, then blocks of width k_1, k_1 k_2, ...
+        width *= k
+        rows.append(np.kron(np.eye(N // width), np.ones(width)))
+    A = np.vstack(rows)
+    G = np.linalg.inv(A.T @ A)
+    one = np.ones(N)
+    g1 = G @ one
+    M = (np.eye(N) - np.outer(g1, one) / (one @ g1)) @ G @ A.T
+    return np.cumsum(M, axis=0)
+
+
+def test_kary_ecdf_noise_is_eps_over_2h(servers):
+    """k-ary release (issue 25), eps = 2 on 2^8 thresholds (radices 16 x 16, h = 2): the 272 nodes below the
+    public root carry DL(exp(-eps / 2h)) through the least-squares map; alpha 1e-5, power >= 0.99.
+
+    The service-level check of the noise the servers draw for ``--mechanism kary`` (before it, only the
+    library's kary_mechanism had a noise-power test and the servers only the law they state); mutation rows
+    ecdf-kary-scale-x2 and ecdf-kary-scale-x1/2."""
+    from pairwise.dp.kary import tree_radices
+
+    sp, m = servers
+    eps = 2.0
+    rad = tree_radices(L)
+    eps_node = eps / (2 * len(rad))
+    test = QuadraticFormTest(_kary_gls_map(rad), _dl(eps_node))
+    test.require_power(scale_alternatives(lambda f: _dl(eps_node, 1, f)))
+    rel = _querier(sp).ecdf(DATASET, eps, mechanism="kary", smoothing=None)
+    assert rel.noise_map.radices == rad == (16, 16)
+    x, _, _ = _data()
+    test.check(rel.cumulative - _cum(x), f"k-ary ECDF (m={m})")
+
+
 # --------------------------------------------------------------------------- group counts
 def _group_truth(cuts, series: str) -> np.ndarray:
     x, y, p = _data()
