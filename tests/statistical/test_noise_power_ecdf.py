@@ -13,6 +13,8 @@ releases.  References are computed here from the public parameters only:
   a = exp(-eps / (2 L S)), the root is n; the querier's consistent prefix sums
   are a public linear map W of the node noise (the least-squares projection,
   applied here to unit vectors);
+* k-ary (issue 25): the same with radices 16 x 16, a = exp(-eps / (2 h S)),
+  h = 2, through a numpy least-squares map built here;
 * counts (Algorithm 2, lines 7-9): each group value gets DL with
   a = exp(-eps_v / S) (S = 1 for pos / neg, 2^8 for the e1 / e0 weights);
 * ROC: the pos and neg ECDFs at eps / 2 each; Hosmer-Lemeshow: the ECDF of
