@@ -8,9 +8,13 @@ consistent).  The table gives the mean over the 2^g thresholds, in counts^2,
 and paper / k-ary.  Measured: ``--reps`` releases of the demo data
 (breast-cancer mean radius, 569 patients, its public domain) simulated with
 the servers' exact law (:mod:`pairwise.protocols.ecdf.simulate`), empirical
-mean squared error over all thresholds.  Usage::
+mean squared error over all thresholds.  ``--dominance``: instead, for every
+grid the service accepts (2^1 .. 2^20), whether the closed-form bound
+``dominates_paper`` holds (k-ary below the paper at every threshold and every
+epsilon; public root and class series).  Usage::
 
     python benchmarks/ecdf_mechanisms_mse.py [--grids 6,8,10,12] [--eps 0.1,1,10] [--reps 2000]
+    python benchmarks/ecdf_mechanisms_mse.py --dominance
 """
 
 from __future__ import annotations
@@ -50,8 +54,22 @@ def main() -> None:
     ap.add_argument("--eps", default="0.1,1,10")
     ap.add_argument("--reps", type=int, default=2000)
     ap.add_argument("--measure-grid", type=int, default=10)
+    ap.add_argument("--dominance", action="store_true")
     a = ap.parse_args()
-    from pairwise.dp.kary import tree_radices
+    from pairwise.dp.kary import dominates_paper, tree_radices
+
+    if a.dominance:
+        from pairwise.protocols.ecdf.shares import MAX_GRID_BITS
+
+        print("| grid | radices (kary) | dominates_paper: public root | class series |")
+        print("|---|---|---|---|")
+        for g in range(1, MAX_GRID_BITS + 1):
+            rad = tree_radices(g)
+            print(
+                f"| 2^{g} | {'x'.join(map(str, rad))} | {dominates_paper(rad, True)} | {dominates_paper(rad, False)} |",
+                flush=True,
+            )
+        return
 
     print(
         "| grid | eps | radices (kary) | paper MSE | hierarchical MSE | kary MSE | paper / kary "
