@@ -279,3 +279,20 @@ def test_the_documented_kernel_block_runs_and_is_the_example_file(wilcoxon):
     exec(compile(head, "docs/ustat.md", "exec"), ns)
     assert np.array_equal(kernel_table(ns["walsh_positive"], 8, 20), kernel_table(wilcoxon, 8, 20))
     assert (ns["walsh_positive"].range, ns["walsh_positive"].values) == (wilcoxon.range, wilcoxon.values)
+
+
+def test_the_sensitivity_is_the_declared_range_not_the_circuits():
+    """The same circuit declared [0, 4] and [0, 10] on the grid 0..4: the noise is shaped by the declaration
+    (sensitivity hi - lo), even where the circuit never reaches it."""
+    from pairwise.circuits.noise import noisy_spec_kernel
+
+    def gini(b, x, y):
+        w = x.width + 1
+        return abs(x.extend(w, True) - y.extend(w, True))[: x.width]
+
+    tight = kernel(range=(0, 4), symmetric=True, name="g4")(gini)
+    wide = kernel(range=(0, 10), symmetric=True, name="g10")(gini)
+    a, b = (noisy_spec_kernel(k, 8, 4, epsilon=1, mechanism="discrete_laplace", delta=2**-40) for k in (tight, wide))
+    assert (a.sensitivity, b.sensitivity) == (4, 10) and (a.value_range, b.value_range) == ((0, 4), (0, 10))
+    # Var DL(S/eps) ~ 2 S^2 / eps^2 at eps = 1: (10/4)^2 = 6.25x, up to the gadget's dyadic rounding
+    assert 5 < b.params.noise_variance / a.params.noise_variance < 7.5
