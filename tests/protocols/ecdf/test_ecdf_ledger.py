@@ -11,7 +11,10 @@ released:
 * released epsilon + epsilon still reserved <= budget (so the ``held`` term
   of the reservation check is exercised: two releases in flight at once);
 * the ledger's spent epsilon, in memory and re-read from disk, is at least
-  the released epsilon, and every released id is charged at least its epsilon.
+  the released epsilon, and every released id is charged at least its epsilon
+  (a replayed id released twice counts twice);
+* what the ledger holds reserved is exactly what is in flight, and a
+  reservation is refused only when some budget really lacks room.
 
 The same attack is replayed against two real server processes in
 tests/system/test_ecdf_ledger_processes.py.
@@ -35,7 +38,7 @@ from pairwise.protocols.ecdf.wire import (
 
 BUDGET = Fraction(1)  # per dataset
 OWNER_BUDGET = Fraction(6, 5)
-TOTAL_BUDGET = Fraction(2)
+TOTAL_BUDGET = Fraction(3, 2)  # below what the dataset and owner budgets allow together (d + f = 2)
 #: datasets and the data owners whose uploads they hold (owner budgets span datasets)
 DATASETS = {"d": ("alice",), "e": ("alice", "bob"), "f": ("bob",)}
 RIDS = [f"{i:02x}" * 8 for i in range(5)]
@@ -72,6 +75,12 @@ class LedgerMachine(RuleBasedStateMachine):
         self.storage.close()
         self._dir.cleanup()
 
+    def _spent(self, scope: str) -> Fraction:
+        kind, _, name = scope.partition(":")
+        return {"dataset": self.ledger.spent, "owner": self.ledger.owner_spent}.get(
+            kind, lambda _: self.ledger.total_spent()
+        )(name)
+
     def _in_scope(self, book: dict, scope: str) -> Fraction:
         return sum((eps for (ds, _), eps in book.items() if scope in dict(_scopes(ds))), Fraction(0))
 
@@ -80,7 +89,9 @@ class LedgerMachine(RuleBasedStateMachine):
         try:
             self.ledger.reserve(ds, BUDGET, rid, eps, DATASETS[ds])
         except BudgetExceeded:
-            return  # refusing is always safe; the invariants say the budgets were never exceeded
+            # refused only if some scope's spent + still reserved + this charge exceeds its budget
+            assert any(self._spent(scope) + self._in_scope(self.reserved, scope) + eps > b for scope, b in _scopes(ds))
+            return
         except QueryRefused:
             assert (ds, rid) in self.reserved or rid in {e.rid for e in self.storage.ledger(ds)}
             return
@@ -92,7 +103,8 @@ class LedgerMachine(RuleBasedStateMachine):
     def go(self, data) -> None:
         key = data.draw(st.sampled_from(sorted(self.reserved)))
         self.ledger.charge(key[0], key[1], "ecdf")
-        self.released[key] = self.reserved.pop(key)  # the noisy release left the server
+        # the noisy release left the server; a second release under a replayed id adds to the first
+        self.released[key] = self.released.get(key, Fraction(0)) + self.reserved.pop(key)
 
     @precondition(lambda self: self.reserved)
     @rule(data=st.data())
@@ -127,6 +139,14 @@ class LedgerMachine(RuleBasedStateMachine):
                 assert self._in_scope(self.released, scope) + self._in_scope(self.reserved, scope) <= budget, scope
 
     @invariant()
+    def reservations_are_what_is_in_flight(self) -> None:
+        for ds in DATASETS:
+            assert self.ledger.reserved(ds) == self._in_scope(self.reserved, f"dataset:{ds}")
+        for owner in ("alice", "bob"):
+            assert self.ledger.owner_reserved(owner) == self._in_scope(self.reserved, f"owner:{owner}")
+        assert self.ledger.total_reserved() == sum(self.reserved.values(), Fraction(0))
+
+    @invariant()
     def ledger_never_below_what_was_released(self) -> None:
         everything = self.storage.ledger_all()
         for ds in DATASETS:
@@ -134,10 +154,15 @@ class LedgerMachine(RuleBasedStateMachine):
             for (d, rid), eps in self.released.items():
                 if d == ds:
                     assert on_disk[rid].epsilon >= eps and set(DATASETS[ds]) <= set(on_disk[rid].owners)
+            for e in on_disk.values():  # every charge, adopted too, counts against the dataset's owners
+                assert set(DATASETS[ds]) <= set(e.owners), (ds, e)
             assert self.ledger.spent(ds) == sum((e.epsilon for e in on_disk.values()), Fraction(0))
             assert self.ledger.spent(ds) >= self._in_scope(self.released, f"dataset:{ds}")
         for owner in ("alice", "bob"):
             assert self.ledger.owner_spent(owner) >= self._in_scope(self.released, f"owner:{owner}")
+            assert self.ledger.owner_spent(owner) == sum(
+                (e.epsilon for es in everything.values() for e in es if owner in e.owners), Fraction(0)
+            )
         assert self.ledger.total_spent() >= sum(self.released.values(), Fraction(0))
 
 
@@ -165,6 +190,8 @@ def test_adopt_refuses_a_prepared_release_and_never_lowers_a_charge(tmp_path):
         led.adopt("d", [("r" * 16, Fraction(1, 10**12))])
     assert storage.ledger("d") == []
     led.charge("d", "r" * 16, "ecdf")
+    with pytest.raises(QueryRefused, match="already prepared or done"):  # a replayed id is not released again
+        led.reserve("d", Fraction(10), "r" * 16, Fraction(1))
     assert led.adopt("d", [("r" * 16, Fraction(1, 10**12))]) == 0
     assert led.adopt("d", [("r" * 16, Fraction(9))]) == 1  # another server recorded more: keep the larger
     storage.close()
