@@ -164,8 +164,15 @@ class UploadHandlers:
                 elif not append:
                     raise DatasetExists(
                         f"dataset {name!r} already exists on server {self.sid} ({ds.count} clients; datasets are "
-                        "sealed once uploaded): release over it without uploading (ecdf query), append new "
-                        "clients explicitly, or upload under a new dataset id"
+                        "sealed once uploaded): release over it without uploading (ecdf query), or append new "
+                        "clients explicitly (--append). "
+                        + (
+                            "The same people uploaded under another dataset id draw from the same data owner's "
+                            "budget (--budget-per-owner): a new id does not renew it"
+                            if st.ledger.owner_budget is not None
+                            else "This server has no per-owner budget (--budget-per-owner none): a new dataset id "
+                            "is for other people's data only, the same people under it would get a fresh budget"
+                        )
                     )
                 else:
                     record = ds.record

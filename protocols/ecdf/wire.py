@@ -116,7 +116,10 @@ class UnknownDataset(DatasetError):
 
 
 class DatasetExists(DatasetError):
-    """The dataset id is taken (datasets are sealed): release with ``ecdf query``, append, or use a new id."""
+    """The dataset id is taken (datasets are sealed): release with ``ecdf query``, or append new clients.
+
+    A new id is no way around the budget: by default every dataset of one data owner draws from that owner's
+    budget (``--budget-per-owner``)."""
 
 
 class DatasetMismatch(DatasetError):

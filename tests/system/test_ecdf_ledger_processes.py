@@ -106,6 +106,44 @@ def test_the_same_people_under_a_new_dataset_id_draw_from_their_owners_budget(tm
             q.ecdf("other", 1)
 
 
+def test_the_same_csv_under_a_new_dataset_id_on_the_command_line_cannot_double_the_spend(tmp_path):
+    """Issue 22 with the real CLI: `ecdf upload --dataset scores-again` of the same CSV got a fresh budget (epsilon
+    20 of 10), and the DatasetExists refusal suggested exactly that ("upload under a new dataset id")."""
+    import json
+    import subprocess
+    import sys
+
+    def run(*args: str) -> tuple[int, str, str]:
+        p = subprocess.run(
+            [sys.executable, "-m", "pairwise", "ecdf", *args], capture_output=True, text=True, timeout=180
+        )
+        return p.returncode, p.stdout, p.stderr
+
+    csv = tmp_path / "scores.csv"
+    csv.write_text("score\n" + "".join(f"{v}\n" for v in np.random.default_rng(9).uniform(0, 30, 60).round(2)))
+    with ServerProcesses(2, budget="10", timeout=60) as sp:
+        where = ["--servers", sp.servers]
+        up = ["upload", *where, "--data", str(csv), "--columns", "score", "--lower", "0", "--upper", "30"]
+        up += ["--domain-bits", "6", "--json"]
+        code, out, err = run(*up, "--dataset", "scores")
+        assert code == 0, err
+        code, out, err = run("query", *where, "--dataset", "scores", "--epsilon", "10", "--json")
+        assert code == 0, err
+        code, out, err = run(*up, "--dataset", "scores")  # the id is taken: the refusal names no loophole
+        assert code != 0 and "already exists" in err and "ecdf query" in err, err
+        assert "a new id does not renew" in " ".join(err.split()) and "upload under a new" not in err, err
+        code, out, err = run(*up, "--dataset", "scores-again")  # the same people under a new id: accepted...
+        assert code == 0, err
+        code, out, err = run("query", *where, "--dataset", "scores-again", "--epsilon", "1", "--json")
+        assert code != 0 and "exhausted" in err and "--budget-per-owner" in err, err  # ...with no budget left
+        code, out, err = run("status", *where, "--dataset", "scores-again", "--json")
+        assert code == 0, err
+        for server in json.loads(out):
+            info = server["info"]
+            assert (info["spent"], info["left"]) == ("0", "0"), info
+            assert [(o["spent"], o["budget"]) for o in info["owners"]] == [("10", "10")], info
+
+
 def test_an_operator_may_opt_out_of_owner_budgets_and_cap_the_whole_server(tmp_path):
     x = np.random.default_rng(6).integers(0, 64, 40)
     with ServerProcesses(

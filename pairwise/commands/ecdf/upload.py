@@ -46,8 +46,9 @@ def _refuse_existing(q, dataset: str, servers_text: str) -> None:
         raise DatasetExists(
             f"dataset {dataset!r} already exists on server(s) {held} (datasets are sealed once uploaded, so a "
             f"changed CSV cannot be mixed with the old keys). Release over the stored data without uploading: "
-            f"pairwise ecdf query --servers {servers_text} --dataset {dataset} --epsilon E; or upload this CSV "
-            "under a new --dataset id (or add new clients to it with --append --id-column COL)"
+            f"pairwise ecdf query --servers {servers_text} --dataset {dataset} --epsilon E; or add new clients "
+            "to it with --append --id-column COL. A new --dataset id is for other people's data: the same people "
+            "under a new id draw from their data owner's budget (--budget-per-owner, on by default), not a new one"
         )
 
 
