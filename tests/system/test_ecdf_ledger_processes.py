@@ -7,6 +7,7 @@ processes (:class:`pairwise.protocols.ecdf.client.ServerProcesses`), killed and 
 
 from __future__ import annotations
 
+import os
 from fractions import Fraction
 
 import numpy as np
@@ -182,22 +183,23 @@ def _ask(ch, msg: dict) -> dict:
         return {"ok": False, "error": str(exc), "code": "channel"}
 
 
+EPS = st.sampled_from([Fraction(3, 10), Fraction(3, 5)])
+
+
 class TwoServerMachine(RuleBasedStateMachine):
     """A hostile querier against two real servers: any interleaving of prepare, go (one release, or two at
     once), abort, adopt, status, replayed release ids, and kill -9 and restart of either server.
 
     After every step, on both servers: every release the querier holds (both servers' shares) is charged at
     least its epsilon in the ledger in memory (request ``ledger``) and on disk (the SQLite file), memory and
-    disk hold the same entries, and the released epsilon is at most the budget.  After a ``status`` (which
-    reconciles) the two servers' ledgers agree."""
+    disk hold the same entries, and the released epsilon plus what is still reserved there is at most the
+    budget.  After a ``status`` (which reconciles) the two servers' ledgers agree."""
 
     sp: ServerProcesses  # set by the test below, shared by every example (each example has its own dataset)
     BUDGET = Fraction(1)  # two reservations of 0.6 in flight at once exceed it (the ``held`` term)
 
     def __init__(self) -> None:
         super().__init__()
-        import os
-
         self.ds = "m" + os.urandom(6).hex()
         upload(self.sp.addresses, self.ds, np.arange(16) % 8, domain_bits=3, timeout=60, connect_timeout=10)
         self.slots: dict[int, _Slot] = {}
@@ -209,24 +211,20 @@ class TwoServerMachine(RuleBasedStateMachine):
             s.close()
 
     def _rid(self, data, flying_first: bool = False) -> str:
-        """A fresh release id, a replayed one, or (``flying_first``) most often one in flight."""
-        import os
-
+        """A fresh release id or a replayed one (most often one already released), or (``flying_first``) most
+        often one in flight."""
         flying = sorted(s.rid for s in self.slots.values())
         if flying_first and flying and data.draw(st.booleans()):
             return data.draw(st.sampled_from(flying))
         if self.used and data.draw(st.booleans()):
-            return data.draw(st.sampled_from(self.used))
+            return data.draw(st.sampled_from(sorted(self.released) or self.used))
         rid = os.urandom(8).hex()
         self.used.append(rid)
         return rid
 
-    @precondition(lambda self: len(self.slots) < 2)
-    @rule(data=st.data(), eps=st.sampled_from([Fraction(3, 10), Fraction(3, 5)]))
-    def prepare(self, data, eps: Fraction) -> None:
+    def _prepare(self, rid: str, eps: Fraction) -> None:
         from pairwise.mpc.errors import ChannelError
 
-        rid = self._rid(data)
         try:
             chans = _querier_channels(self.sp)
         except (ChannelError, OSError):
@@ -252,6 +250,18 @@ class TwoServerMachine(RuleBasedStateMachine):
             if r["ok"]:
                 _ask(ch, {"op": "abort"})
             ch.close()
+
+    @precondition(lambda self: len(self.slots) < 2)
+    @rule(data=st.data(), eps=EPS)
+    def prepare(self, data, eps: Fraction) -> None:
+        self._prepare(self._rid(data), eps)
+
+    @precondition(lambda self: not self.slots)
+    @rule(data=st.data(), eps=st.tuples(EPS, EPS))
+    def prepare_two_at_once(self, data, eps: tuple[Fraction, Fraction]) -> None:
+        """Two releases reserved at once on every server (their charges must fit in the budget together)."""
+        for e in eps:
+            self._prepare(os.urandom(8).hex(), e)
 
     def _go(self, slots: list[_Slot]) -> None:
         """Start every slot's release on both servers, then wait for every reply: each server has finished
@@ -343,7 +353,10 @@ class TwoServerMachine(RuleBasedStateMachine):
 
     @invariant()
     def released_within_budget_and_charged_on_both_servers(self) -> None:
-        assert sum(self.released.values(), Fraction(0)) <= self.BUDGET, self.released
+        released = sum(self.released.values(), Fraction(0))
+        for j in range(2):  # what a server admitted: released + still reserved there (the held term)
+            held = sum((s.eps for s in self.slots.values() if j in s.held_by), Fraction(0))
+            assert released + held <= self.BUDGET, (j, self.released, held)
         for j in range(2):
             memory, disk = self._in_memory(j), self._on_disk(j)
             assert memory == disk, (j, memory, disk)
