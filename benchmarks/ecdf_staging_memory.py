@@ -114,7 +114,13 @@ def run(scenario: str, vector_keys: int) -> dict:
     servers, m = {"m2": (2, 2), "m3": (3, 3), "m3-claimed": (2, 3)}[scenario]
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="ecdf-staging-") as state:
-        with ServerProcesses(servers, timeout=600, state_dir=state, tls=True) as sp:
+        with ServerProcesses(
+            servers,
+            timeout=600,
+            state_dir=state,
+            tls=True,
+            extra_args=("--accept-unverified",) if servers > 2 else (),
+        ) as sp:
             pid = sp.pids[0]
             time.sleep(1.0)
             before = rss_mib(pid)

@@ -138,12 +138,15 @@ class ServerState:
         cluster=None,
         staging: StagingBudget | None = None,
         num_servers: int = 2,
+        accept_unverified: bool = False,
     ) -> None:
         budget, dataset_budgets = budgets.budget, budgets.dataset_budgets
         timeout, peers, policy, tls, insecure = links.timeout, links.peers, links.policy, links.tls, links.insecure
         self.server_id = server_id
         #: m of this server's set: uploads (keys of a kind) for another m are refused
         self.num_servers = num_servers
+        #: accept uploads the servers cannot check (pointwise, mshare); False: vdpf keys only
+        self.accept_unverified = accept_unverified
         #: disk for uploads staged but not committed (:mod:`pairwise.protocols.ecdf.staging`)
         self.staging = staging if staging is not None else StagingBudget()
         #: this server's own Dask cluster (:class:`pairwise.protocols.ecdf.cluster.ClusterKeys`), or None

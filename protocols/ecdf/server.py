@@ -155,7 +155,9 @@ class ServerOptions:
     ``max_staged_bytes``, ``max_staged_bytes_per_connection`` and
     ``max_check_memory`` (bytes, or sizes such as ``"4G"``).  ``num_servers``: the m of this server's set
     (uploads for another m are refused; None: 2, or more if the server id,
-    ``peers`` or the policy's server names reach beyond server 1).  State:
+    ``peers`` or the policy's server names reach beyond server 1).
+    ``accept_unverified``: also accept pointwise and mshare uploads, whose
+    clients the servers cannot check (default: vdpf keys only).  State:
     ``state_dir`` or a ready ``storage``.
     Network: ``peers`` (server id -> (host, port)), ``policy``, ``tls`` (a
     :class:`pairwise.mpc.tls.TLSConfig`; None: plaintext, loopback only
@@ -173,6 +175,7 @@ class ServerOptions:
     max_staged_bytes_per_connection: int | str = DEFAULT_STAGED_BYTES_PER_CONNECTION
     max_check_memory: int | str = DEFAULT_CHECK_MEMORY
     num_servers: int | None = None
+    accept_unverified: bool = False
     state_dir: str | None = None
     storage: Storage | None = None
     peers: dict | None = None
@@ -284,6 +287,7 @@ class ECDFServer:
                 cluster=self.cluster,
                 staging=staging,
                 num_servers=m,
+                accept_unverified=bool(opts.accept_unverified),
             )
             self.listener = TCPListener(host, port, backlog=min(128, 2 * max_connections), tls=tls, insecure=insecure)
         except BaseException:

@@ -110,6 +110,12 @@ class UploadHandlers:
                     else f"list all {st.num_servers} servers"
                 )
             )
+        if scheme != "vdpf" and not st.accept_unverified:  # a client the servers cannot check moves any count
+            raise QueryRefused(
+                f"this server accepts only uploads it can check (vdpf keys, two servers), not {scheme!r}: "
+                "the servers cannot check such clients, so one of them could move every released count by "
+                "any amount; start every server with --accept-unverified to accept them anyway"
+            )
         upload_id, append, meta = req.upload_id, req.append, req.meta
         if self.staged is not None:
             raise QueryRefused("an upload is already staged on this connection")

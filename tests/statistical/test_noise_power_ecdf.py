@@ -67,7 +67,12 @@ def _data():
 
 @pytest.fixture(scope="module", params=[2, 3], ids=["gc-m2", "polya-m3"])
 def servers(request):
-    with ServerProcesses(request.param, budget="100000", timeout=60) as sp:
+    with ServerProcesses(
+        request.param,
+        budget="100000",
+        timeout=60,
+        extra_args=("--accept-unverified",) if request.param > 2 else (),  # three servers: mshare keys
+    ) as sp:
         x, y, p = _data()
         upload(sp.addresses, DATASET, x, labels=y, probabilities=p, domain_bits=NB)
         yield sp, request.param

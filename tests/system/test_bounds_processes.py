@@ -55,7 +55,7 @@ def test_signed_is_a_deprecated_no_op(tmp_path):
 def servers():
     from pairwise.protocols.ecdf.client import ServerProcesses
 
-    with ServerProcesses(2, budget="20", timeout=60) as sp:
+    with ServerProcesses(2, budget="20", timeout=60, extra_args=("--accept-unverified",)) as sp:
         yield sp
 
 

@@ -138,7 +138,11 @@ def test_staging_mshare_vector_keys_without_committing_does_not_grow_the_server(
             assert not reply["ok"] and "for m = 3 servers, but server 0 is one of 2" in reply["error"], reply
     # 160 MiB for the staged uploads of the server: the three below (2 x 78.6 MB + 8.4 MB) fit, a fourth does not
     with ServerProcesses(
-        3, budget="1000000", timeout=120, state_dir=tmp_path / "state", extra_args=("--max-staged-bytes", "160M")
+        3,
+        budget="1000000",
+        timeout=120,
+        state_dir=tmp_path / "state",
+        extra_args=("--max-staged-bytes", "160M", "--accept-unverified"),
     ) as sp:
         pid = sp.pids[0]
         x = np.random.default_rng(1).integers(0, 1 << NB, 40)

@@ -28,7 +28,7 @@ def run(*args: str) -> tuple[int, str, str]:
 
 @pytest.fixture(scope="module")
 def servers():
-    with ServerProcesses(2, budget="1000000", timeout=30) as sp:
+    with ServerProcesses(2, budget="1000000", timeout=30, extra_args=("--accept-unverified",)) as sp:
         yield sp
 
 
@@ -497,3 +497,19 @@ def test_two_data_owners_share_a_dataset_with_string_ids_and_an_upload_rejected_
     )  # no --id-column: row numbers 0..39, all taken
     assert code == 1, (code, out, err)
     assert "none of the 40 clients was accepted" in err and "--id-column" in err and "release it" not in out
+
+
+def test_servers_refuse_uploads_they_cannot_check_unless_started_to_accept_them(csv_file):
+    """Issue 22, item 2: two servers started without --accept-unverified take only vdpf keys, which they check
+    per client; a pointwise upload (unchecked shares) is refused whole, with the flag named, and nothing is kept."""
+    path, _, _ = csv_file
+    with ServerProcesses(2, budget="100", timeout=30) as sp:
+        argv = ["--servers", sp.servers, "--data", str(path), "--columns", "score", "--domain-bits", "5"]
+        argv += ["--lower", "0", "--upper", "30", "--dataset", "pw-strict", "--json"]
+        code, out, err = run("ecdf", "run", *argv, "--epsilon", "1", "--scheme", "pointwise")
+        assert code != 0 and "--accept-unverified" in out + err, (code, out, err)
+        code, out, err = run("ecdf", "status", "--servers", sp.servers, "--json")
+        assert code == 0, err
+        assert "pw-strict" not in out
+        code, out, err = run("ecdf", "upload", *argv)  # vdpf keys: checked, accepted
+        assert code == 0, err

@@ -185,7 +185,14 @@ def clustered():
 @pytest.fixture(scope="module")
 def clustered3():
     # m = 3 (mshare keys, evaluated at release time): server 0 on a LocalCluster of two worker processes
-    with ServerProcesses(3, budget="1000000", timeout=60, cluster=["local:2", None, None], startup_timeout=240) as sp:
+    with ServerProcesses(
+        3,
+        budget="1000000",
+        timeout=60,
+        cluster=["local:2", None, None],
+        startup_timeout=240,
+        extra_args=("--accept-unverified",),
+    ) as sp:
         yield sp
 
 

@@ -184,7 +184,9 @@ def test_kill_9_during_upload_and_release_loses_no_client_and_no_epsilon(tmp_pat
 
 def test_restart_reloads_mshare_keys_and_pointwise_rounds_from_disk(tmp_path):
     x, y = values(8, 90), values(9, 70)
-    with ServerProcesses(3, budget="1000000", timeout=30, state_dir=tmp_path) as sp:
+    with ServerProcesses(
+        3, budget="1000000", timeout=30, state_dir=tmp_path, extra_args=("--accept-unverified",)
+    ) as sp:
         upload(sp.addresses, "ms", x, labels=np.arange(90) % 2, domain_bits=NB)  # mshare: seed and vector keys
         upload_pointwise(sp.addresses, "pw", y, grid_bits=4, domain_bits=NB, thresholds=[1, 7, 15])
         for j in range(3):

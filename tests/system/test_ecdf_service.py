@@ -48,13 +48,19 @@ ALPHA = 1e-6
 
 @pytest.fixture(scope="module")
 def two():
-    with ServerProcesses(2, budget="1000000", dataset_budgets={"tight": "1", "tight-roc": "1"}, timeout=30) as sp:
+    with ServerProcesses(
+        2,
+        budget="1000000",
+        dataset_budgets={"tight": "1", "tight-roc": "1"},
+        timeout=30,
+        extra_args=("--accept-unverified",),  # the pointwise baseline
+    ) as sp:
         yield sp
 
 
 @pytest.fixture(scope="module")
 def three():
-    with ServerProcesses(3, budget="1000000", timeout=30) as sp:
+    with ServerProcesses(3, budget="1000000", timeout=30, extra_args=("--accept-unverified",)) as sp:
         yield sp
 
 

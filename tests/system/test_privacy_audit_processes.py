@@ -137,7 +137,7 @@ EY = np.array([0, 1] * (K // 2))
 def ecdf_servers():
     from pairwise.protocols.ecdf.client import ServerProcesses
 
-    with ServerProcesses(2, budget="1000000", timeout=60) as sp:
+    with ServerProcesses(2, budget="1000000", timeout=60, extra_args=("--accept-unverified",)) as sp:
         yield sp
 
 

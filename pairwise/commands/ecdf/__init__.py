@@ -195,6 +195,13 @@ def register(root, groups) -> None:
         "and --peer-name)",
     )
     s.add_argument(
+        "--accept-unverified",
+        action="store_true",
+        help="also accept uploads that the servers cannot check (pointwise shares; mshare keys, the only "
+        "kind for three or more servers): a client of such an upload can move every released count by "
+        "any amount. Without it only vdpf keys are accepted, which both servers check per client",
+    )
+    s.add_argument(
         "--peer",
         action="append",
         default=[],

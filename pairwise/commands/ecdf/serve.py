@@ -73,6 +73,7 @@ def cmd_serve(args) -> int:
         max_staged_bytes_per_connection=args.max_staged_bytes_per_connection,
         max_check_memory=args.max_check_memory,
         num_servers=args.num_servers,
+        accept_unverified=args.accept_unverified,
         state_dir=args.state,
         peers=_peers(args.peer),
         tls=tls,

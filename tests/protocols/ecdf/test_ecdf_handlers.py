@@ -54,8 +54,10 @@ def exact_counts(x, bits: int = NB) -> np.ndarray:
 class Servers:
     """m server states on SQLite files, served over memory channels (see the module docstring)."""
 
-    def __init__(self, m: int, path, budget: str = "1000000") -> None:
+    def __init__(self, m: int, path, budget: str = "1000000", accept_unverified: bool | None = None) -> None:
         self.m, self.path, self.budget = m, path, Fraction(budget)
+        # three or more servers take mshare keys, which only a server run with --accept-unverified takes
+        self.accept_unverified = m > 2 if accept_unverified is None else accept_unverified
         self.logs: list[list[str]] = [[] for _ in range(m)]
         self.threads: list[threading.Thread] = []
         self.channels: list[MemoryChannel] = []
@@ -70,6 +72,7 @@ class Servers:
             links=PeerLinks({}, Policy(), 60.0),
             log=self.logs[j].append,
             num_servers=self.m,
+            accept_unverified=self.accept_unverified,
         )
         st.dial = self._dial
         return st
@@ -370,7 +373,7 @@ def test_a_pointwise_round_is_released_only_on_its_own_grid(servers):
     2^5 (before anything is reserved) and released on 2^4."""
     from pairwise.protocols.ecdf.uploader import upload_pointwise
 
-    sv = servers(2)
+    sv = servers(2, accept_unverified=True)
     x = np.random.default_rng(3).integers(0, 1 << NB, 30)
     upload_pointwise(sv.addresses, "pw", x, grid_bits=4, domain_bits=NB)
     q = sv.querier()
@@ -379,3 +382,24 @@ def test_a_pointwise_round_is_released_only_on_its_own_grid(servers):
     rel = q.ecdf("pw", HUGE, grid_bits=4)
     assert np.array_equal(rel.cumulative, [(x <= (t + 1) * 4 - 1).sum() for t in range(16)])
     assert [Fraction(s["info"]["spent"]) for s in q.status("pw")] == [Fraction(int(HUGE))] * 2
+
+
+@pytest.mark.parametrize("m,scheme", [(2, "pointwise"), (3, "mshare")])
+def test_uploads_the_servers_cannot_check_are_refused_unless_the_operator_accepts_them(servers, m, scheme):
+    """Only vdpf keys are checked per client (issue 22, item 2): pointwise shares and mshare keys are refused by
+    default, before anything is staged, and taken only by servers run with --accept-unverified."""
+    from pairwise.protocols.ecdf.uploader import upload_pointwise
+
+    x = np.arange(20) % (1 << NB)
+
+    def send(sv):
+        if scheme == "pointwise":
+            return upload_pointwise(sv.addresses, "u", x, grid_bits=4, domain_bits=NB)
+        return upload(sv.addresses, "u", x, domain_bits=NB)
+
+    strict = servers(m, accept_unverified=False)
+    with pytest.raises(QueryRefused, match="--accept-unverified"):
+        send(strict)
+    assert all("u" not in st.datasets for st in strict.states)
+    assert all(st.staging.reserved == 0 for st in strict.states)
+    send(servers(m, accept_unverified=True))
