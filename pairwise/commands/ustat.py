@@ -311,14 +311,13 @@ def cmd_ustat(args) -> int:
         from pairwise.circuits.kernel_spec import load_kernel
 
         spec = load_kernel(args.kernel)  # imported and validated before any data is read
-        if args.compare:
-            raise ValueError("--compare's Algorithm 1 baseline needs a named statistic; --kernel has none")
         args.statistic = spec.name
     cols, lab, source, names, label, domains = _load(args)
     stat = args.statistic
     for dom in domains:
         dom.span  # noqa: B018 - validates the public grid (PrivacyParameterError) before anything runs
-    rr = _rr_protocol(stat, domains, args.epsilon) if args.compare else None  # validated before any noise
+    # validated before any noise; Algorithm 1's baseline needs a named statistic, so a user kernel has none
+    rr = _rr_protocol(stat, domains, args.epsilon) if args.compare and spec is None else None
     bounds = dict(
         lower=[d.lower for d in domains], upper=[d.upper for d in domains], decimals=[d.scale_decimals for d in domains]
     )
@@ -349,12 +348,12 @@ def cmd_ustat(args) -> int:
         )
     d = res.as_dict()
     lo_nat, hi_nat = d["natural_range"]
-    if args.compare:
+    if rr is not None:
         d["rr_estimate"], d["rr_interval"] = (
             float(v) if not isinstance(v, list) else v for v in _rr_baseline(rr, cols, lab, domains, args.alpha)
         )
         d["rr_estimate_clamped"] = clamp_estimate(d["rr_estimate"], lo_nat, hi_nat)
-    else:
+    if not args.compare:
         for k in COMPARE_ONLY_KEYS:
             d.pop(k, None)
     d["data"] = source
@@ -398,16 +397,19 @@ def cmd_ustat(args) -> int:
                 f"  Theorem 5 RMSE   {d['theorem5_mse'] ** 0.5:.4g} around the population value "
                 f"({'two-sample analogue; ' if stat == 'auc' else ''}not private: uses the data's zetas)"
             )
-        print(
-            f"  RR baseline      {d['rr_estimate']:.6g} (raw); clamped {d['rr_estimate_clamped']:.6g}; "
-            f"{interval_line(d['rr_interval'], args.alpha, (lo_nat, hi_nat))}  "
-            f"(Algorithm 1: quantization + k-ary RR, {rr.cells} cells: a second epsilon-LDP release)"
-        )
+        if rr is not None:
+            print(
+                f"  RR baseline      {d['rr_estimate']:.6g} (raw); clamped {d['rr_estimate_clamped']:.6g}; "
+                f"{interval_line(d['rr_interval'], args.alpha, (lo_nat, hi_nat))}  "
+                f"(Algorithm 1: quantization + k-ary RR, {rr.cells} cells: a second epsilon-LDP release)"
+            )
+        else:
+            print("  RR baseline      none: Algorithm 1's baseline is defined for the named statistics only")
     print(
         f"  privacy          ({res.epsilon:g}, {res.delta:.3g})-DP per user for the 2PC estimate and its interval, "
         f"{res.pairs_per_user} pair(s) per user, eps {d['epsilon_per_pair']:.4g} per pair ({d['design']}, "
         f"{res.mode})"
-        + (f"; with the RR baseline printed too, ({2 * res.epsilon:g}, {res.delta:.3g})" if args.compare else "")
+        + (f"; with the RR baseline printed too, ({2 * res.epsilon:g}, {res.delta:.3g})" if rr is not None else "")
     )
     print(
         f"  noise            {d['noise']} in the circuit, variance <= {d['noise_variance_per_pair']:.4g} per pair "

@@ -176,6 +176,16 @@ def test_the_documented_user_kernel_on_the_command_line_and_in_network_mode(tmp_
         out = json.loads(r.stdout)
         assert out["statistic"] == "walsh_positive" and out["mode"] == (extra[1] if extra else "simulate")
         assert out["interval_width"] > 0 and "exact" not in out
+    # --compare with a user kernel: the exact value (against Python's pair count), no Algorithm 1 baseline
+    r = _cli(*base, "--compare")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    pairs = [(a, b) for i, a in enumerate(d) for b in d[i + 1 :]]
+    assert out["exact"] == pytest.approx(sum(a + b > 0 for a, b in pairs) / len(pairs))
+    assert not any(k.startswith("rr_") for k in out)
+    r = _cli(*base[:-1], "--compare")
+    assert r.returncode == 0, r.stderr
+    assert "RR baseline      none" in r.stdout and "exact" in r.stdout and "baseline printed too" not in r.stdout
     r = _cli(
         "ustat",
         "--kernel",
