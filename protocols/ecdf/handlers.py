@@ -522,7 +522,7 @@ class Session(UploadHandlers):
             raise DatasetError(
                 f"server {lost[0]} holds no dataset {ds.name!r}: a lost state is not repaired by "
                 "deleting the other servers' clients; nothing was dropped (upload the data again "
-                "under a new dataset id)"
+                "under a new dataset id, which draws from the same data owner's budget)"
             )
         busy = [j for j, v in views.items() if v["staged"]]
         if busy or st.is_staged(ds.name, upload_id):

@@ -413,7 +413,7 @@ class ECDFQuerier:
             if not common:
                 raise DatasetError(
                     f"the servers hold no upload of {dataset!r} in common: this is not an interrupted "
-                    "commit; upload the data again under a new dataset id"
+                    "commit; upload the data again under a new dataset id (it draws from the same data owner's budget, which a new id does not renew)"
                 )
             out = []
             for j, (ch, r) in enumerate(zip(chans, held)):
@@ -478,7 +478,7 @@ class ECDFQuerier:
             + ". The release is refused and nothing was charged. The servers hold different uploads under this "
             "id: after an upload interrupted between the servers' commits, `pairwise ecdf repair` drops the "
             "uploads not every server holds (ECDFQuerier.repair); after a server's state was lost or replaced, "
-            "upload the data again under a new dataset id"
+            "upload the data again under a new dataset id (it draws from the same data owner's budget, which a new id does not renew)"
         )
 
     def _shared_cluster(self, replies: list[dict]) -> str:
