@@ -23,8 +23,9 @@ killed, as cosmic-ray does.  Survivors are written with their diffs to
 ``recheck_survivors.py`` re-applies them to the current source once tests are written.
 
 The ECDF part of issue 25 adds dp/kary.py, dp/ecdf_intervals.py,
-dp/ecdf.py, protocols/ecdf/estimates.py and protocols/ecdf/release.py
-(``--modules`` selects them).
+dp/ecdf.py, protocols/ecdf/estimates.py and protocols/ecdf/release.py, then
+protocols/ecdf/ledger.py (its tests include the hypothesis state machine:
+give ``--timeout 900``) and protocols/ecdf/noise.py (``--modules`` selects them).
 """
 
 from __future__ import annotations
@@ -70,6 +71,10 @@ TARGETS = {
     "tests/protocols/ecdf/test_ecdf_handlers.py",
     "protocols/ecdf/release.py": "tests/protocols/ecdf/test_ecdf_handlers.py",
     "dp/ecdf.py": "tests/dp/test_dp_ecdf.py",
+    # the ledger and the servers' noise (issue 25 item 6 names protocols/ecdf/{ledger,release,noise}.py)
+    "protocols/ecdf/ledger.py": "tests/protocols/ecdf/test_ecdf_ledger.py tests/protocols/ecdf/test_ecdf_handlers.py",
+    "protocols/ecdf/noise.py": "tests/protocols/ecdf/test_ecdf_noise.py tests/protocols/ecdf/test_ecdf_handlers.py "
+    "tests/statistical/test_noise_power_ecdf.py tests/statistical/test_noise_ownership.py",
 }
 
 KEEP = re.compile(
