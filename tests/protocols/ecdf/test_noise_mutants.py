@@ -68,3 +68,15 @@ def test_a_scale_far_beyond_the_limit_is_refused_before_any_table_arithmetic(mon
         _build(Fraction(1, 3), Fraction(1, 10**7), 1)
     with pytest.raises(NoiseSetupError, match="support points"):
         _build(Fraction(1, 3), Fraction(1, 2), 2**21)  # the same scale through the sensitivity
+
+
+def test_the_noisy_sum_circuit_defaults_to_the_services_delta_target():
+    """Without ``lam``, the circuit is chosen for delta <= 2^-LAMBDA / changed, LAMBDA = 40 as in every release
+    (release.py passes it explicitly; the default serves direct callers such as these tests)."""
+    from pairwise.protocols.ecdf.release import LAMBDA
+
+    for changed in (1, 11):
+        nsc = noise.noisy_sum_circuit(16, Fraction(1, 2), 1, changed)
+        assert nsc.params.target_delta == Fraction(1, 2**LAMBDA * changed) == Fraction(1, 2**40 * changed)
+        assert nsc.params == noise.noisy_sum_circuit(16, Fraction(1, 2), 1, changed, LAMBDA).params
+        assert changed * nsc.guarantee.delta <= 2.0**-40
