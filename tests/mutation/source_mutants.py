@@ -72,8 +72,10 @@ TARGETS = {
     "protocols/ecdf/release.py": "tests/protocols/ecdf/test_ecdf_handlers.py",
     "dp/ecdf.py": "tests/dp/test_dp_ecdf.py",
     # the ledger and the servers' noise (issue 25 item 6 names protocols/ecdf/{ledger,release,noise}.py)
-    "protocols/ecdf/ledger.py": "tests/protocols/ecdf/test_ecdf_ledger.py tests/protocols/ecdf/test_ecdf_handlers.py",
-    "protocols/ecdf/noise.py": "tests/protocols/ecdf/test_ecdf_noise.py tests/protocols/ecdf/test_ecdf_handlers.py "
+    "protocols/ecdf/ledger.py": "tests/protocols/ecdf/test_ledger_mutants.py tests/protocols/ecdf/test_ecdf_ledger.py "
+    "tests/protocols/ecdf/test_ecdf_handlers.py",
+    "protocols/ecdf/noise.py": "tests/protocols/ecdf/test_noise_mutants.py tests/protocols/ecdf/test_ecdf_noise.py "
+    "tests/protocols/ecdf/test_ecdf_handlers.py "
     "tests/statistical/test_noise_power_ecdf.py "
     + " ".join(
         f"tests/statistical/test_noise_ownership.py::{t}"
