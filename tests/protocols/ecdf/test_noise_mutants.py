@@ -2,8 +2,8 @@
 
 ``tests/mutation/source_mutants.py`` over ``protocols/ecdf/noise.py`` left
 mutants alive at the edges of the Polya sampler and of the per-value
-epsilon: the support limit off by one, an empty draw refused, the cap on eps_v
-moved.  These tests pin each edge to what the module documents; exact
+epsilon: the support limit off by one, a negative draw size accepted, the cap
+on eps_v or the circuit's default delta target moved.  These tests pin each edge to what the module documents; exact
 integers throughout (the laws themselves are checked in ``test_ecdf_noise.py``
 and ``tests/statistical/test_noise_power_ecdf.py``).  Survivors and their
 fates: ``benchmarks/RESULTS.md``, "Source-level mutation run over the ECDF ledger and noise".
