@@ -2,7 +2,9 @@
 
 ``source_mutants.py --out FILE`` writes every surviving mutant with its diff.  After tests were written
 for them, this applies each diff again to the current checkout (``patch``, which finds a site that has
-moved a few lines; ``--fuzz 3`` also tolerates changed context lines), runs
+moved a few lines; ``--fuzz 3`` also tolerates changed context lines; where the code was reformatted since,
+so that the mutated line no longer exists as such, :func:`transplant` finds the mutated text with any
+whitespace and line breaks and makes the same one-site change there), runs
 ``tests/dp/test_source_mutants.py`` (first, so a kill by it is quick) and the module's own tests
 (``TARGETS``) with ``-x``, records killed (by which test) or survived, and restores the file with
 ``git checkout``.  Run it in a checkout you are not editing, at low priority:
@@ -26,6 +28,47 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from source_mutants import ROOT, TARGETS  # noqa: E402
 
 
+def transplant(module: str, diff: str) -> str | None:
+    """Re-apply a one-line mutant to reformatted code; returns what was done, or None if not exactly one site.
+
+    The mutant changes ``old`` into ``new`` between a common prefix and suffix.  The changed part, with
+    growing context from the old line on both sides, is searched in the current file with every run of
+    whitespace allowed to be any run of whitespace (line breaks included, as a formatter splits lines);
+    the first context that matches exactly once is changed in place.
+    """
+    old = [ln[1:] for ln in diff.splitlines() if ln.startswith("-") and not ln.startswith("---")]
+    new = [ln[1:] for ln in diff.splitlines() if ln.startswith("+") and not ln.startswith("+++")]
+    if len(old) != 1 or len(new) != 1:
+        return None
+    a, b = old[0].strip(), new[0].strip()
+    p = 0
+    while p < min(len(a), len(b)) and a[p] == b[p]:
+        p += 1
+    q = 0
+    while q < min(len(a), len(b)) - p and a[len(a) - 1 - q] == b[len(b) - 1 - q]:
+        q += 1
+    path = ROOT / module
+    text = path.read_text()
+
+    def pattern(s: str) -> str:
+        return r"\s+".join(re.escape(w) for w in s.split()) if s.strip() else ""
+
+    for k in range(0, max(len(a), 1) + 1, 4):
+        lo, hi = max(0, p - k), min(len(a), len(a) - q + k)
+        before, mid, after = a[lo:p], a[p : len(a) - q], a[len(a) - q : hi]
+        # keep the whitespace at the joins exact-or-any: a pattern per part, joined by optional whitespace
+        pat = "(" + pattern(before) + (r"\s*" if before[-1:].isspace() else "") + ")"
+        pat += "(" + re.escape(mid) + ")" + "(" + (r"\s*" if after[:1].isspace() else "") + pattern(after) + ")"
+        hits = list(re.finditer(pat, text))
+        if len(hits) == 1:
+            h = hits[0]
+            path.write_text(text[: h.start(2)] + b[p : len(b) - q] + text[h.end(2) :])
+            return f"transplanted {mid!r} -> {b[p : len(b) - q]!r} with {hi - lo - len(mid)} context characters"
+        if not hits:
+            return None
+    return None
+
+
 def recheck(survivors: dict, ids: set[int] | None, fuzz: int, timeout: float) -> list[dict]:
     out: list[dict] = []
     i = 0
@@ -46,6 +89,11 @@ def recheck(survivors: dict, ids: set[int] | None, fuzz: int, timeout: float) ->
             rec["patch"] = (p.stdout + p.stderr).strip()
             if p.returncode != 0:
                 subprocess.run(["git", "checkout", "--", module], cwd=ROOT, check=True)
+                done = transplant(module, diff)
+                if done is not None:
+                    rec["patch"] += "\n" + done
+                    p = subprocess.CompletedProcess(p.args, 0)
+            if p.returncode != 0:
                 rec["outcome"] = "site gone"
             else:
                 tests = "tests/dp/test_source_mutants.py " + TARGETS[module]
