@@ -41,7 +41,7 @@ from pairwise.protocols.datasets import DataError, dataset_path, load_csv
 
 from .bounds import NOT_PRIVATE, add_bound_args, clamped_note, resolve_domains
 from .intervals import add_alpha, interval_line
-from .options import add_builtin, add_columns, add_data, add_json, warn
+from .options import add_builtin, add_columns, add_compare, add_data, add_json, warn
 from .options import epsilon as epsilon_type
 
 DEFAULT_EPSILON = 2.0
@@ -68,12 +68,7 @@ COMPARE_ONLY_KEYS = ("exact", "exact_quantized", "max_error")
 
 
 def _add_compare(p) -> None:
-    p.add_argument(
-        "--compare",
-        action="store_true",
-        help="also print evaluation aids computed from the raw data (the exact value; not private). "
-        "Without it the output is one DP release and public parameters: it can be published",
-    )
+    add_compare(p)
 
 
 def _add_data_args(p, dataset: str | None) -> None:

@@ -172,6 +172,16 @@ def add_json(p, what: str = "print one JSON object on stdout instead of text") -
     p.add_argument("--json", action="store_true", help=what)
 
 
+def add_compare(p, *, what: str = "the exact value", release: str = "one DP release") -> None:
+    """``--compare``: the not-private evaluation aids (``what``), printed only when asked for (issue 25 item 3)."""
+    p.add_argument(
+        "--compare",
+        action="store_true",
+        help=f"also print evaluation aids computed from the raw data ({what}; not private). "
+        f"Without it the output is {release} and public parameters: it can be published",
+    )
+
+
 def add_data(p, *, required: bool = False, what: str = "CSV file with a header row", old: tuple[str, ...] = ()) -> None:
     """``--data FILE.csv`` (and hidden deprecated ``old`` spellings, e.g. ``--csv``)."""
     p.add_argument("--data", metavar="FILE.csv", required=required, help=what)

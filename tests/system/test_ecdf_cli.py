@@ -64,6 +64,7 @@ def test_run_json_matches_exact_at_huge_epsilon(servers, csv_file):
         "--roc",
         "--quantiles",
         "0.5,0.9",
+        "--compare",
         "--json",
     )
     assert code == 0, err
@@ -79,6 +80,43 @@ def test_run_json_matches_exact_at_huge_epsilon(servers, csv_file):
     assert d["quantiles"] == d["quantiles_exact"]
     assert d["auc"] == pytest.approx(d["auc_exact"], abs=1e-12)
     assert d["upload"]["accepted"] == [150, 150]
+
+
+#: ``ecdf run``'s not-private evaluation aids (dotted: nested keys), published only with --compare.
+AIDS = {"exact", "max_abs_error", "max_abs_error_smoothed", "quantiles_exact", "roc.fpr_exact", "roc.tpr_exact"}
+AIDS |= {"auc_exact"}
+
+
+def test_run_releases_alone_by_default_and_the_exact_aids_only_with_compare(servers, csv_file):
+    """Issue 25 item 3: ``ecdf run``'s default output (text and --json) is the DP releases and public parameters
+    alone, so it can be pasted; the exact ECDF, quantiles, ROC, AUC and errors (not private) come with --compare."""
+    from pairwise.commands import ecdf
+
+    path, _, _ = csv_file
+    args = ["ecdf", "run", "--servers", servers.servers, "--data", str(path), "--columns", "score"]
+    args += ["--label", "label", "--roc", "--quantiles", "0.5", "--epsilon", "1", "--domain-bits", "5"]
+    args += ["--lower", "0", "--upper", "30"]
+
+    def release(*extra: str) -> str:
+        code, out, err = run(*args, *extra, "--dataset", "cmp-" + "-".join(x.strip("-") for x in extra))
+        assert code == 0, err
+        return out
+
+    def keys(d: dict) -> set:
+        return set(d) | {f"roc.{k}" for k in d.get("roc", {})}
+
+    plain = json.loads(release("--json"))
+    assert not keys(plain) & AIDS, sorted(keys(plain) & AIDS)
+    assert {"dp", "smoothed", "interval", "quantiles", "auc", "auc_interval", "clamped"} <= set(plain)
+    text = release().replace(plain["interval_method"], "")  # the interval's method may name an "exact" law
+    assert "exact" not in text and "not private" not in text and "max |DP" not in text, text
+    assert "quantile 0.5: DP" in text and "ROC: AUC DP" in text
+    compared = json.loads(release("--compare", "--json"))
+    assert keys(compared) - keys(plain) == AIDS == set(getattr(ecdf, "COMPARE_ONLY_KEYS", ()))  # the rest alike
+    text = release("--compare")
+    assert "exact*" in text and "(* not private)" in text and "max |DP - exact|" in text, text
+    lines = text.splitlines()
+    assert all(any(a in x and "exact" in x for x in lines) for a in ("quantile 0.5: DP", "ROC: AUC DP")), text
 
 
 def test_run_pointwise_and_status(servers, csv_file):
@@ -104,6 +142,7 @@ def test_run_pointwise_and_status(servers, csv_file):
         "pointwise",
         "--dataset",
         "pw-cli",
+        "--compare",
         "--json",
     )
     assert code == 0, err
@@ -138,7 +177,7 @@ def test_run_text_output_and_errors(servers, csv_file, tmp_path):
         "30",
     )
     assert code == 0, err
-    assert "DP ECDF of score" in out and "Theorem 3.1 RMSE" in out and "(not private)" in out
+    assert "DP ECDF of score" in out and "Theorem 3.1 RMSE" in out and "(not private)" not in out  # no --compare
     code, out, err = run(
         "ecdf",
         "run",
@@ -215,7 +254,7 @@ def test_demo_json_noise_and_plot(tmp_path):
     test = QuadraticFormTest(path_matrix(L), law())
     test.require_power(scale_alternatives(law))
     png = tmp_path / "ecdf.png"
-    code, out, err = run("ecdf", "demo", "--json", "--plot", str(png), "--progress")
+    code, out, err = run("ecdf", "demo", "--json", "--compare", "--plot", str(png), "--progress")
     assert code == 0, err
     d = json.loads(out)  # the bars went to stderr: stdout is the one JSON object
     assert "upload to the servers" in err and "569/569" in err and "release: ECDF and ROC" in err and "8/8" in err
@@ -257,7 +296,7 @@ def test_rerun_with_a_changed_csv_is_refused_and_query_releases_the_stored_data(
         "300",
         "--json",
     ]
-    code, out, err = run("ecdf", "run", "--data", str(path), *common)
+    code, out, err = run("ecdf", "run", "--data", str(path), *common, "--compare")
     assert code == 0, err
     first = json.loads(out)
     assert all(0 <= f <= 1 for f in first["dp"] + first["smoothed"])

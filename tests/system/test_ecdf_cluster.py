@@ -378,6 +378,7 @@ def test_ecdf_serve_cluster_on_the_command_line(tmp_path, capsys):
                     str(EPS),
                     "--timeout",
                     "180",
+                    "--compare",
                     "--json",
                 ]
             )

@@ -181,6 +181,7 @@ def test_ecdf_run_neighbours(mechanism, scheme, ecdf_servers, tmp_path, capsys):
                     scheme,
                     "--dataset",
                     f"audit-{tag}-{mechanism}-{scheme}",
+                    "--compare",  # the not-private aids too: the check below shows D and D' differ
                 ],
             )
         )
@@ -238,7 +239,11 @@ def test_ecdf_hosmer_lemeshow_neighbours(ecdf_servers):
 def test_ecdf_demo_neighbours(mechanism, capsys, monkeypatch):
     """``ecdf demo`` on the shipped breast_cancer data and on it with one patient moved to 30."""
     a, b = run_on_shipped_neighbours(
-        capsys, monkeypatch, ["ecdf", "demo", "--mechanism", mechanism, "--epsilon", "4"], "mean_radius", 30.0
+        capsys,
+        monkeypatch,
+        ["ecdf", "demo", "--mechanism", mechanism, "--epsilon", "4", "--compare"],
+        "mean_radius",
+        30.0,
     )
     assert a["exact"] != b["exact"]
     assert_same_public(a, b, ecdf_cmd.DP_KEYS, ecdf_cmd.NOT_PRIVATE_KEYS, ecdf_cmd.MEASURED_KEYS, tolerance=256)

@@ -19,9 +19,11 @@ JSON keys of ``run``, ``query`` and ``demo`` (public interface)
     DP outputs (``dp``, ``smoothed``, ``quantiles``, ``roc``, ``auc``,
     ``auc_smoothed``, ``interval``, ``band``, ``quantile_intervals``,
     ``auc_interval``), public parameters and costs (``thresholds``,
-    ``epsilon``, ``delta``, ``n``, ``mechanism``, ``bytes``, ...) and, for
-    ``run`` and ``demo`` only, what is not private (``exact``,
-    ``max_abs_error``, ``quantiles_exact``, ``auc_exact``, ``clamped``, ...).
+    ``epsilon``, ``delta``, ``n``, ``mechanism``, ``bytes``, ...) and what
+    is not private: ``clamped`` (``run``, ``demo``) and, only with
+    ``--compare`` (``run``, ``demo``), the evaluation aids computed from the
+    uploaded data (:data:`COMPARE_ONLY_KEYS`: ``exact``, ``max_abs_error``,
+    ``quantiles_exact``, ``auc_exact``, ...), as ``ustat`` and ``ldp`` do.
 
 Every command's options, its output and the meaning of every JSON key:
 ``docs/cli.md``, "pairwise ecdf".
@@ -45,6 +47,7 @@ from ..intervals import add_alpha
 from ..options import (
     add_cluster_argument,
     add_columns,
+    add_compare,
     add_data,
     add_epsilon,
     add_json,
@@ -62,6 +65,7 @@ from .upload import cmd_run, cmd_upload
 __all__ = [
     "DP_KEYS",
     "NOT_PRIVATE_KEYS",
+    "COMPARE_ONLY_KEYS",
     "MEASURED_KEYS",
     "DEMO_DATA",
     "DEMO_BITS",
@@ -102,6 +106,13 @@ NOT_PRIVATE_KEYS = (
     "roc.tpr_exact",
     "auc_exact",
     "clamped",
+)
+#: Not-private keys published only with ``--compare`` (evaluation aids computed from the uploaded data).
+COMPARE_ONLY_KEYS = tuple(k for k in NOT_PRIVATE_KEYS if k != "clamped")
+#: ``--compare``'s help: what the aids are, and what the default output holds.
+COMPARE_WHAT = dict(
+    what="the exact ECDF, quantiles, ROC and AUC, and the DP release's largest errors",
+    release="DP releases only (the ECDF, and the ROC if asked)",
 )
 #: byte counts that include the servers' JSON timing reports, so they vary by a few bytes from run to run.
 MEASURED_KEYS = ("bytes", "bytes_detail.querier")
@@ -233,6 +244,7 @@ def register(root, groups) -> None:
     r = sub.add_parser("run", help="upload a CSV column as clients and release its DP ECDF")
     _query_args(r)
     r.add_argument("--roc", action="store_true", help="also release the ROC curve (needs --label, another epsilon)")
+    add_compare(r, **COMPARE_WHAT)
     _upload_args(r, pointwise=True)
     r.set_defaults(func=cmd_run)
 
@@ -292,7 +304,11 @@ def register(root, groups) -> None:
             help="ECDF and ROC of breast_cancer mean_radius with servers on loopback",
         )
         add_epsilon(d, default=1.0, what="epsilon of the ECDF release (the ROC spends the same again)")
-        d.add_argument("--plot", help="write a PNG of true vs DP vs smoothed ECDF and the ROC (matplotlib)")
+        d.add_argument(
+            "--plot",
+            help="write a PNG of the DP and smoothed ECDF and the ROC (matplotlib); with --compare the exact "
+            "curves too",
+        )
         d.add_argument(
             "--servers-count",
             type=positive_int,
@@ -302,6 +318,7 @@ def register(root, groups) -> None:
         )
         _mechanism_arg(d)
         add_alpha(d)
+        add_compare(d, **COMPARE_WHAT)
         _roc_grid_arg(d, default=5)
         d.add_argument(
             "--cluster",

@@ -1,5 +1,8 @@
 """``pairwise ecdf demo`` (also ``pairwise demo ecdf``): servers on loopback, the shipped data, ECDF and ROC.
 
+Like every command, it prints the DP releases alone by default; ``--compare`` adds the exact ECDF, quantiles,
+ROC and AUC of the shipped data next to them (and to ``--plot``'s curves), as ``ldp`` does on shipped data.
+
 Security model: see :mod:`pairwise.protocols.ecdf.server`; the demo makes a
 throwaway CA and runs every connection in mutual TLS.
 """
@@ -30,7 +33,8 @@ def _plot(out: dict, path: str) -> None:
         raise RuntimeError(f"--plot needs matplotlib: {PLOT_HINT}") from None
     fig, axes = plt.subplots(1, 2, figsize=(12, 5))
     ax = axes[0]
-    ax.step(out["thresholds"], out["exact"], where="post", label="exact (not private)", color="black")
+    if "exact" in out:  # --compare: the exact curves (not private) next to the release
+        ax.step(out["thresholds"], out["exact"], where="post", label="exact (not private)", color="black")
     ax.plot(out["thresholds"], out["dp"], label=f"DP release (epsilon = {out['epsilon']:g})", alpha=0.6)
     ax.plot(out["thresholds"], out["smoothed"], label="DP release, smoothed (Eq. 3, p = 2)")
     ax.set_xlabel("mean radius of the cell nuclei (dataset units)")
@@ -41,12 +45,13 @@ def _plot(out: dict, path: str) -> None:
     )
     if "roc" in out:
         ax = axes[1]
-        ax.plot(
-            out["roc"]["fpr_exact"],
-            out["roc"]["tpr_exact"],
-            color="black",
-            label=f"exact, not private (AUC {out['auc_exact']:.3f})",
-        )
+        if "auc_exact" in out:
+            ax.plot(
+                out["roc"]["fpr_exact"],
+                out["roc"]["tpr_exact"],
+                color="black",
+                label=f"exact, not private (AUC {out['auc_exact']:.3f})",
+            )
         ax.plot(out["roc"]["fpr"], out["roc"]["tpr"], label=f"DP, smoothed (AUC {out['auc']:.3f}, plug-in)")
         ax.plot([0, 1], [0, 1], ":", color="grey", label="chance (AUC 0.5)")
         ax.set_xlabel("false positive rate (benign flagged, fraction)")
@@ -131,12 +136,13 @@ def cmd_demo(args) -> int:
                 connect_timeout=args.connect_timeout,
                 progress=progress,
             )
+        ref, ref_y = (x, y) if args.compare else (None, None)  # the exact reference: --compare only, as in run
         q = ECDFQuerier(sp.addresses, timeout=args.timeout, connect_timeout=args.connect_timeout, tls=sp.querier_tls)
         with progress_bar(args, _release_bar(True), unit="stage") as progress:
             out = _release_and_report(
                 q,
                 dataset,
-                ReleaseInputs(lo, hi, DEMO_BITS, values=x, labels=y, upload_bytes=rep.bytes, qs=qs),
+                ReleaseInputs(lo, hi, DEMO_BITS, values=ref, labels=ref_y, upload_bytes=rep.bytes, qs=qs, roc=True),
                 args,
                 progress=progress,
             )
@@ -152,6 +158,7 @@ def cmd_demo(args) -> int:
         out,
         f"DP ECDF demo: {name} {column} ({x.size} patients) on {DEMO_BITS}-bit bins of "
         f"its public domain [{lo:g}, {hi:g}], label {label}",
+        compare=args.compare,
     )
     if args.plot:
         print(f"  plot written to {args.plot}")

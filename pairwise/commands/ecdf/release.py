@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     import numpy as np
 
 from ..bounds import NOT_PRIVATE, clamped_note
+from ..options import warn
 
 #: Progress bars (stderr; ``--progress``): clients whose keys every server has been sent, then the stages of
 #: the release requests (m + 2 per request: prepared, started, one per server's result; see ecdf/querier.py).
@@ -276,7 +277,9 @@ def _check_budget(querier, dataset: str, need: float) -> None:
             )
 
 
-def _print_report(out: dict, title: str) -> None:
+def _print_report(out: dict, title: str, compare: bool = False) -> None:
+    """The text form of ``out``; the clamped count is a stdout line with ``compare``, else a stderr warning
+    when it is not zero (as ``ustat`` and ``ldp`` do)."""
     import numpy as np
 
     print(title)
@@ -336,9 +339,13 @@ def _print_report(out: dict, title: str) -> None:
             f"{out['auc_interval_method']}; the smoothed curve's area {out['auc_smoothed']:.4f} is biased "
             "towards 1/2 (docs/ecdf-intervals.md)"
         )
-    if "clamped" in out:
+    if "clamped" in out and (compare or out["clamped"]):
         from pairwise.dp.bounds import PublicDomain
 
-        print(f"  clamped: {clamped_note(out['clamped'], [PublicDomain(*out['range'])])}")
+        note = clamped_note(out["clamped"], [PublicDomain(*out["range"])])
+        if compare:
+            print(f"  clamped: {note}")
+        else:
+            warn(note)
     d = out["bytes_detail"]
     print(f"  bytes: {out['bytes']} (uploads {d['upload']}, querier {d['querier']}, between servers {d['servers']})")

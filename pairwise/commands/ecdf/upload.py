@@ -338,7 +338,8 @@ def cmd_run(args) -> int:
         raise ValueError(
             f"none of the {clients.count} clients was accepted, nothing to release; " + _rejections_note(rep, clients)
         )
-    reference = clients.reference if not args.append else None  # after an append the servers hold more
+    # the exact reference only with --compare (not private), and not after an append (the servers hold more)
+    reference = clients.reference if args.compare and not args.append else None
     with progress_bar(args, _release_bar(args.roc), unit="stage") as progress:
         inputs = ReleaseInputs(
             lo,
@@ -357,7 +358,11 @@ def cmd_run(args) -> int:
     if args.json:
         print(json.dumps(out))
         return 0
-    _print_report(out, f"DP ECDF of {args.column} in {args.data} (dataset {dataset!r}, public domain [{lo:g}, {hi:g}])")
+    _print_report(
+        out,
+        f"DP ECDF of {args.column} in {args.data} (dataset {dataset!r}, public domain [{lo:g}, {hi:g}])",
+        compare=args.compare,
+    )
     if any(rep.rejected_count):
         print(f"  note: {_rejections_note(rep, clients)}")
     return 0
