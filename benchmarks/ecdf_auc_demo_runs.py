@@ -1,7 +1,7 @@
 """How often the real ``pairwise ecdf demo`` prints an AUC interval that contains the exact AUC.
 
 Each run is the shipped command as a user types it (``pairwise ecdf demo
---json``): real server processes, real key uploads, the servers' in-circuit
+--json --compare``: ``auc_exact`` is printed only with ``--compare``): real server processes, real key uploads, the servers' in-circuit
 noise.  The script tallies, per epsilon, how many runs' printed ``auc_interval``
 contain the (not private) ``auc_exact``, the mean error of ``auc`` (the
 plug-in) and of ``auc_smoothed`` (the service's AUC before issue 25), and the
@@ -24,7 +24,7 @@ from pathlib import Path
 
 def one_run(eps: float, mechanism: str, timeout: float) -> dict:
     exe = Path(sys.executable).with_name("pairwise")
-    cmd = [str(exe), "ecdf", "demo", "--json", "--epsilon", f"{eps:g}", "--mechanism", mechanism]
+    cmd = [str(exe), "ecdf", "demo", "--json", "--compare", "--epsilon", f"{eps:g}", "--mechanism", mechanism]
     t0 = time.monotonic()
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     if r.returncode != 0:
